@@ -1,0 +1,1 @@
+"""HTTP routes: one module per resource. Routes turn HTTP into store and service calls."""

@@ -1,0 +1,22 @@
+"""Timestamps as stored and sent: ISO-8601 UTC with milliseconds and a trailing ``Z``.
+
+Fixed width, so text order is time order (SQLite compares them as strings).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+
+def to_iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def now_iso() -> str:
+    return to_iso(datetime.now(timezone.utc))
+
+
+def parse_iso(text: str) -> datetime:
+    """Parse an ISO-8601 string (``Z`` or an offset); naive values are taken as UTC."""
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)

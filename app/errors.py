@@ -1,0 +1,113 @@
+"""The error tree and the one place that renders errors as JSON.
+
+Every error a client can cause is an ``ApiError`` carrying its status; the body is always
+``{"error": <message>, "issues"?: [{"field", "message"}]}`` (STUDIO-REST.md section 1).
+Anything else becomes a logged 500 with a generic message.
+
+    ApiError
+    ├── BadRequest            400
+    ├── Unauthorized          401
+    ├── NotFound              404
+    ├── PayloadTooLarge       413
+    ├── ServiceUnavailable    503
+    └── UpstreamModelError    502 (provider failures, translated in app.llm)
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.storage.errors import StorageBusy
+
+log = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    status = 500
+
+    def __init__(self, message: str, issues: list[dict[str, str]] | None = None, **extra: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.issues = issues
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": self.message, **self.extra}
+        if self.issues:
+            body["issues"] = self.issues
+        return body
+
+
+class BadRequest(ApiError):
+    status = 400
+
+
+class Unauthorized(ApiError):
+    status = 401
+
+
+class NotFound(ApiError):
+    status = 404
+
+
+class PayloadTooLarge(ApiError):
+    status = 413
+
+
+class UpstreamModelError(ApiError):
+    status = 502
+
+
+class ServiceUnavailable(ApiError):
+    status = 503
+
+
+def invalid(kind: str, field: str, message: str) -> BadRequest:
+    """A 400 in Mastra's shape: kind is "body", "query" or "path"."""
+    titles = {"body": "Invalid request body", "query": "Invalid query parameters", "path": "Invalid path parameters"}
+    return BadRequest(titles[kind], [{"field": field, "message": message}])
+
+
+def _validation_issues(exc: RequestValidationError) -> tuple[str, list[dict[str, str]]]:
+    issues, kinds = [], set()
+    for error in exc.errors():
+        loc = [str(part) for part in error.get("loc", ())]
+        kinds.add(loc[0] if loc else "body")
+        field = ".".join(loc[1:]) or (loc[0] if loc else "body")
+        if error.get("type") == "json_invalid":
+            field = "body"
+        issues.append({"field": field, "message": error.get("msg", "invalid")})
+    kind = "query" if kinds == {"query"} else "path" if kinds == {"path"} else "body"
+    return kind, issues
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        kind, issues = _validation_issues(exc)
+        return JSONResponse(invalid(kind, "", "").body() | {"issues": issues}, status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = "Not found" if exc.status_code == 404 else str(exc.detail)
+        return JSONResponse({"error": message}, status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(StorageBusy)
+    async def storage_busy(_: Request, exc: StorageBusy) -> JSONResponse:
+        return JSONResponse({"error": "Storage is busy, retry shortly"}, status_code=503,
+                            headers={"Retry-After": "1"})
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse({"error": "Internal server error"}, status_code=500)

@@ -1,0 +1,251 @@
+"""Threads and messages on the default store; the only module that writes their SQL.
+
+Messages are kept whole (Mastra's content format 2, as JSON) and never trimmed: what a
+model sees is chosen by the memory layer. A message id is unique across the database, and
+saving is insert-or-ignore by id, so a client that re-sends the history (``useChat`` does,
+every turn) never duplicates a row. ``(created_at, seq)`` is a total order within a thread:
+``seq`` is the insertion order and breaks ties.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from app.clock import now_iso
+from app.storage.libsql import LibSQLStore
+
+OrderField = Literal["createdAt", "updatedAt"]
+Direction = Literal["ASC", "DESC"]
+_THREAD_COLUMNS = {"createdAt": "created_at", "updatedAt": "updated_at"}
+
+
+@dataclass
+class Thread:
+    id: str
+    resource_id: str
+    title: str = ""
+    metadata: dict[str, Any] | None = None
+    created_at: str = ""
+    updated_at: str = ""
+
+    def to_api(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"id": self.id, "title": self.title, "resourceId": self.resource_id,
+                                "createdAt": self.created_at, "updatedAt": self.updated_at}
+        if self.metadata is not None:
+            body["metadata"] = self.metadata
+        return body
+
+
+@dataclass
+class Message:
+    id: str
+    thread_id: str
+    resource_id: str
+    role: str
+    content: dict[str, Any]
+    created_at: str
+    type: str = "text"
+    seq: int | None = field(default=None, compare=False)
+
+    def to_api(self) -> dict[str, Any]:
+        return {"id": self.id, "role": self.role, "type": self.type, "createdAt": self.created_at,
+                "threadId": self.thread_id, "resourceId": self.resource_id, "content": self.content}
+
+
+def _thread(row: Any) -> Thread:
+    return Thread(row["id"], row["resource_id"], row["title"],
+                  json.loads(row["metadata"]) if row["metadata"] else None,
+                  row["created_at"], row["updated_at"])
+
+
+def _message(row: Any) -> Message:
+    return Message(row["id"], row["thread_id"], row["resource_id"], row["role"],
+                   json.loads(row["content"]), row["created_at"], row["type"], row["seq"])
+
+
+_MESSAGE_SELECT = "SELECT seq, id, thread_id, resource_id, role, type, content, created_at FROM messages"
+
+
+class ConversationStore:
+    def __init__(self, db: LibSQLStore) -> None:
+        self.db = db
+
+    # -- threads -------------------------------------------------------------------------
+
+    async def get_thread(self, thread_id: str) -> Thread | None:
+        row = await self.db.fetch_one("SELECT * FROM threads WHERE id = ?", (thread_id,))
+        return _thread(row) if row else None
+
+    async def ensure_thread(self, thread_id: str, resource_id: str, title: str = "",
+                            metadata: dict[str, Any] | None = None) -> Thread:
+        """The thread with this id, created for ``resource_id`` if it does not exist yet.
+
+        The caller checks ownership: an existing thread keeps its own resource.
+        """
+        now = now_iso()
+        async with self.db.write() as conn:
+            await conn.execute(
+                "INSERT OR IGNORE INTO threads (id, resource_id, title, metadata, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (thread_id, resource_id, title, _json_or_null(metadata), now, now),
+            )
+            async with conn.execute("SELECT * FROM threads WHERE id = ?", (thread_id,)) as cursor:
+                return _thread(await cursor.fetchone())
+
+    async def save_thread(self, thread: Thread) -> Thread:
+        """Create or overwrite a thread (Studio's create: an existing id is replaced)."""
+        now = now_iso()
+        thread.created_at = thread.created_at or now
+        thread.updated_at = now
+        async with self.db.write() as conn:
+            await conn.execute(
+                "INSERT INTO threads (id, resource_id, title, metadata, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET resource_id = excluded.resource_id,"
+                " title = excluded.title, metadata = excluded.metadata, updated_at = excluded.updated_at",
+                (thread.id, thread.resource_id, thread.title, _json_or_null(thread.metadata),
+                 thread.created_at, thread.updated_at),
+            )
+        return thread
+
+    async def update_thread(self, thread_id: str, *, title: str | None = None,
+                            metadata: dict[str, Any] | None = None,
+                            resource_id: str | None = None) -> Thread | None:
+        sets, params = ["updated_at = ?"], [now_iso()]
+        for column, value in (("title", title), ("resource_id", resource_id)):
+            if value is not None:
+                sets.append(f"{column} = ?")
+                params.append(value)
+        if metadata is not None:
+            sets.append("metadata = ?")
+            params.append(json.dumps(metadata))
+        async with self.db.write() as conn:
+            await conn.execute(f"UPDATE threads SET {', '.join(sets)} WHERE id = ?", (*params, thread_id))
+        return await self.get_thread(thread_id)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        async with self.db.write() as conn:
+            await conn.execute("DELETE FROM messages WHERE thread_id = ?", (thread_id,))
+            cursor = await conn.execute("DELETE FROM threads WHERE id = ?", (thread_id,))
+            return cursor.rowcount > 0
+
+    async def list_threads(self, *, resource_id: str | None = None, metadata: dict[str, Any] | None = None,
+                           order_by: OrderField = "createdAt", direction: Direction = "DESC",
+                           page: int = 0, per_page: int | None = 100) -> tuple[list[Thread], int]:
+        where, params = [], []
+        if resource_id is not None:
+            where.append("resource_id = ?")
+            params.append(resource_id)
+        for key, value in (metadata or {}).items():
+            where.append("json_extract(metadata, ?) = json_extract(?, '$')")
+            params += [f'$."{key}"', json.dumps(value)]
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        total_row = await self.db.fetch_one(f"SELECT count(*) FROM threads{clause}", params)
+        column = _THREAD_COLUMNS[order_by]
+        sql = f"SELECT * FROM threads{clause} ORDER BY {column} {direction}, id {direction}"
+        if per_page is not None:
+            sql += " LIMIT ? OFFSET ?"
+            params = [*params, per_page, page * per_page]
+        rows = await self.db.fetch_all(sql, params)
+        return [_thread(r) for r in rows], total_row[0]
+
+    # -- messages ------------------------------------------------------------------------
+
+    async def append_messages(self, thread_id: str, messages: Sequence[Message]) -> list[str]:
+        """Insert the messages the database does not have yet; returns the ids inserted.
+
+        Moves the thread's ``updated_at`` in the same transaction.
+        """
+        inserted = []
+        async with self.db.write() as conn:
+            for message in messages:
+                cursor = await conn.execute(
+                    "INSERT OR IGNORE INTO messages (id, thread_id, resource_id, role, type, content, created_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (message.id, thread_id, message.resource_id, message.role, message.type,
+                     json.dumps(message.content, separators=(",", ":")), message.created_at),
+                )
+                if cursor.rowcount:
+                    inserted.append(message.id)
+            await conn.execute("UPDATE threads SET updated_at = ? WHERE id = ?", (now_iso(), thread_id))
+        return inserted
+
+    async def replace_message(self, message: Message) -> None:
+        async with self.db.write() as conn:
+            await conn.execute(
+                "UPDATE messages SET content = ?, role = ?, type = ? WHERE id = ?",
+                (json.dumps(message.content, separators=(",", ":")), message.role, message.type, message.id),
+            )
+
+    async def get_message(self, message_id: str) -> Message | None:
+        row = await self.db.fetch_one(f"{_MESSAGE_SELECT} WHERE id = ?", (message_id,))
+        return _message(row) if row else None
+
+    async def existing_ids(self, ids: Sequence[str]) -> set[str]:
+        if not ids:
+            return set()
+        marks = ",".join("?" * len(ids))
+        rows = await self.db.fetch_all(f"SELECT id FROM messages WHERE id IN ({marks})", list(ids))
+        return {r[0] for r in rows}
+
+    async def recent_messages(self, thread_id: str, limit: int | None) -> list[Message]:
+        """The newest ``limit`` messages of a thread (all when None), oldest first."""
+        if limit is None:
+            rows = await self.db.fetch_all(
+                f"{_MESSAGE_SELECT} WHERE thread_id = ? ORDER BY created_at, seq", (thread_id,))
+            return [_message(r) for r in rows]
+        rows = await self.db.fetch_all(
+            f"{_MESSAGE_SELECT} WHERE thread_id = ? ORDER BY created_at DESC, seq DESC LIMIT ?",
+            (thread_id, limit))
+        return [_message(r) for r in reversed(rows)]
+
+    async def count_messages(self, thread_id: str) -> int:
+        row = await self.db.fetch_one("SELECT count(*) FROM messages WHERE thread_id = ?", (thread_id,))
+        return row[0]
+
+    async def page_messages(self, thread_id: str, *, page: int = 0, per_page: int | None = 40,
+                            direction: Direction = "DESC") -> tuple[list[Message], int]:
+        """A page window chosen in ``direction`` order, returned oldest first."""
+        total = await self.count_messages(thread_id)
+        sql = f"{_MESSAGE_SELECT} WHERE thread_id = ? ORDER BY created_at {direction}, seq {direction}"
+        params: list[Any] = [thread_id]
+        if per_page is not None:
+            sql += " LIMIT ? OFFSET ?"
+            params += [per_page, page * per_page]
+        rows = await self.db.fetch_all(sql, params)
+        messages = [_message(r) for r in rows]
+        if direction == "DESC":
+            messages.reverse()
+        return messages, total
+
+    async def messages_around(self, thread_id: str, anchor_id: str, *, after: bool,
+                              limit: int) -> list[Message] | None:
+        """Cursor paging: up to ``limit`` messages after (or before) an anchor, oldest first.
+
+        None when the anchor is not a message of this thread.
+        """
+        anchor = await self.db.fetch_one(
+            "SELECT created_at, seq FROM messages WHERE id = ? AND thread_id = ?", (anchor_id, thread_id))
+        if anchor is None:
+            return None
+        op, order = (">", "ASC") if after else ("<", "DESC")
+        rows = await self.db.fetch_all(
+            f"{_MESSAGE_SELECT} WHERE thread_id = ? AND (created_at, seq) {op} (?, ?)"
+            f" ORDER BY created_at {order}, seq {order} LIMIT ?",
+            (thread_id, anchor["created_at"], anchor["seq"], limit))
+        messages = [_message(r) for r in rows]
+        return messages if after else list(reversed(messages))
+
+    async def delete_messages(self, ids: Sequence[str]) -> int:
+        if not ids:
+            return 0
+        marks = ",".join("?" * len(ids))
+        async with self.db.write() as conn:
+            cursor = await conn.execute(f"DELETE FROM messages WHERE id IN ({marks})", list(ids))
+            return cursor.rowcount
+
+
+def _json_or_null(value: dict[str, Any] | None) -> str | None:
+    return None if value is None else json.dumps(value)
