@@ -76,6 +76,9 @@ def run_one(role: str, settings: Settings, host: str | None, port: int | None) -
         sock = bind(host, port)
     except OSError as exc:
         return _fail(f"{role} cannot listen on {host}:{port}: {exc.strerror or exc}")
+    # uvicorn re-raises the signal that stopped it once it has shut down gracefully;
+    # either one then means a clean exit.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         return asyncio.run(_serve(role, settings, sock))
     except KeyboardInterrupt:
@@ -130,9 +133,11 @@ def run_dev(settings: Settings, host: str | None) -> int:
                     stopping = True
             time.sleep(0.1)
     finally:
+        # SIGTERM, not SIGINT: after a terminal's Ctrl-C the children already got one
+        # SIGINT, and uvicorn takes a second SIGINT as "force exit, skip shutdown".
         for child in children.values():
             if child.poll() is None:
-                child.send_signal(signal.SIGINT)
+                child.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 8
         for child in children.values():
             try:

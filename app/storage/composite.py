@@ -57,6 +57,7 @@ class CompositeStore:
         self.domains: dict[str, Store] = dict(domains or {})
         self.remote = dict(remote or {})  # domain -> url of a store another process owns
         self.failures: dict[str, str] = {}
+        self._opened = False
 
     @classmethod
     def for_role(
@@ -89,6 +90,9 @@ class CompositeStore:
         return name == DEFAULT or (name in self.domains and name not in self.failures)
 
     async def open(self) -> None:
+        """Open every store once; a second call (CLI pre-flight, then lifespan) does nothing."""
+        if self._opened:
+            return
         await self.default.open()
         for name, store in self.domains.items():
             try:
@@ -97,8 +101,10 @@ class CompositeStore:
             except StorageError as exc:
                 self.failures[name] = str(exc)
                 log.error("%s storage disabled: %s", name, exc)
+        self._opened = True
 
     async def close(self) -> None:
+        self._opened = False
         for store in reversed(list(self.domains.values())):
             await store.close()
         await self.default.close()

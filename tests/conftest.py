@@ -1,0 +1,67 @@
+"""Shared fixtures: every test gets a clean environment and its own data directory.
+
+Chain: ``data_dir`` (tmp) -> ``settings`` -> app or a real server process. Nothing here
+mocks a database; servers are real ``python -m app`` processes on free ports.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.settings import Settings
+from tests.support import ServerProcess
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("DEV_SERVER_") or key.endswith("_API_KEY"):
+            monkeypatch.delenv(key)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def settings(data_dir: Path) -> Settings:
+    return Settings(data_dir=data_dir)
+
+
+@pytest.fixture
+def server_env(data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEV_SERVER_")}
+    env["DEV_SERVER_DATA_DIR"] = str(data_dir)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@pytest.fixture
+def start_server(server_env: dict[str, str]) -> Iterator:
+    """Start ``python -m app ROLE`` on a free port; all are stopped at teardown."""
+    started: list[ServerProcess] = []
+
+    def start(role: str, *, env: dict[str, str] | None = None, wait: bool = True, **kwargs) -> ServerProcess:
+        server = ServerProcess(role, env={**server_env, **(env or {})}, python=sys.executable, **kwargs)
+        started.append(server)
+        server.start()
+        if wait:
+            server.wait_healthy()
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

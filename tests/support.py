@@ -1,0 +1,89 @@
+"""Helpers for tests that need real processes and real HTTP."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+JS_DIR = REPO / "tests" / "js"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ServerProcess:
+    """One ``python -m app ROLE`` child process with its output captured to a file."""
+
+    def __init__(self, role: str, *, env: dict[str, str], python: str, port: int | None = None,
+                 cwd: Path | str | None = None, args: list[str] | None = None) -> None:
+        self.role = role
+        self.env = env
+        self.python = python
+        self.port = port or free_port()
+        self.cwd = cwd or REPO
+        self.args = args or []
+        self.process: subprocess.Popen | None = None
+        self.log_path: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        import tempfile
+
+        self.log_path = Path(tempfile.mkstemp(prefix=f"{self.role}-", suffix=".log")[1])
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            [self.python, "-m", "app", self.role, "--port", str(self.port), *self.args],
+            cwd=self.cwd, env=self.env, stdout=self._log, stderr=subprocess.STDOUT)
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path else ""
+
+    def wait_healthy(self, timeout: float = 20.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.role} exited with {self.process.returncode}:\n{self.output()}")
+            try:
+                response = httpx.get(f"{self.url}/health", timeout=1.0)
+                if response.status_code == 200:
+                    return response.json()
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.role} not healthy after {timeout}s:\n{self.output()}")
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+        return self.process.returncode
+
+
+def run_node(script: str, payload: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+    """Run a harness script from tests/js with one JSON object on stdin; parse its JSON output."""
+    result = subprocess.run(["node", str(JS_DIR / script)], input=json.dumps(payload), text=True,
+                            capture_output=True, timeout=timeout, cwd=JS_DIR)
+    if result.returncode != 0:
+        raise AssertionError(f"{script} failed ({result.returncode}):\n{result.stderr}\n{result.stdout}")
+    return json.loads(result.stdout)

@@ -1,0 +1,138 @@
+"""Real processes: start-up, shutdown, and the one-line errors of a bad start."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.storage.migrate import load_migrations
+from tests.support import REPO, free_port
+
+
+def run_cli(args: list[str], env: dict[str, str], cwd: Path | str = REPO, timeout: float = 30):
+    return subprocess.run([sys.executable, "-m", "app", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def assert_one_error_line(result: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in errors[0]
+
+
+def test_gateway_and_studio_started_together_share_one_migrated_database(start_server, data_dir: Path):
+    gateway = start_server("gateway", wait=False)
+    studio = start_server("studio", wait=False)
+    g, s = gateway.wait_healthy(), studio.wait_healthy()
+    assert (g["role"], s["role"]) == ("gateway", "studio")
+    assert g["stores"]["default"]["path"] == s["stores"]["default"]["path"] == str(data_dir / "dev-server.db")
+    assert s["stores"]["observability"]["open"] is True
+    assert g["stores"]["observability"] == {"url": f"file:{data_dir / 'observability.duckdb'}", "open": False,
+                                            "owner": "studio"}
+    with sqlite3.connect(data_dir / "dev-server.db") as conn:
+        versions = [r[0] for r in conn.execute("SELECT version FROM _migrations")]
+    assert versions == [m.version for m in load_migrations("libsql")]
+    assert gateway.stop() == 0 and studio.stop() == 0
+
+
+def test_started_from_another_cwd_writes_nothing_there(start_server, tmp_path: Path, data_dir: Path):
+    cwd = tmp_path / "somewhere"
+    cwd.mkdir()
+    server = start_server("gateway", cwd=cwd)
+    server.stop()
+    assert list(cwd.iterdir()) == []
+    assert (data_dir / "dev-server.db").exists()
+    assert not list((REPO / "app").rglob("*.db"))
+
+
+def test_make_dev_serves_both_and_one_ctrl_c_stops_both(server_env: dict[str, str]):
+    gateway_port, studio_port = free_port(), free_port()
+    env = {**server_env, "DEV_SERVER_GATEWAY_PORT": str(gateway_port), "DEV_SERVER_STUDIO_PORT": str(studio_port)}
+    make = subprocess.Popen(["make", "--no-print-directory", "dev"], cwd=REPO, env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        healthy: dict[int, dict] = {}
+        while time.monotonic() < deadline and len(healthy) < 2:
+            for port in (gateway_port, studio_port):
+                try:
+                    healthy[port] = httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).json()
+                except httpx.TransportError:
+                    pass
+            time.sleep(0.1)
+        assert {h["role"] for h in healthy.values()} == {"gateway", "studio"}
+        stop_started = time.monotonic()
+        os.killpg(make.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        output, _ = make.communicate(timeout=15)
+        assert time.monotonic() - stop_started < 10
+    finally:
+        if make.poll() is None:
+            os.killpg(make.pid, signal.SIGKILL)
+    for port in (gateway_port, studio_port):
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
+    assert "gateway | " in output and "studio  | " in output
+    assert "Traceback" not in output
+
+
+def test_unknown_role(server_env):
+    assert_one_error_line(run_cli(["worker"], server_env), "unknown role 'worker'")
+
+
+def test_port_in_use(server_env):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert_one_error_line(run_cli(["gateway", "--port", str(port)], server_env), f"127.0.0.1:{port}", "in use")
+
+
+def test_unwritable_data_dir(server_env, tmp_path: Path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    env = {**server_env, "DEV_SERVER_DATA_DIR": str(blocker / "data")}
+    assert_one_error_line(run_cli(["gateway", "--port", str(free_port())], env), "cannot create data directory")
+
+
+def test_corrupt_database(server_env, data_dir: Path):
+    data_dir.mkdir(parents=True)
+    (data_dir / "dev-server.db").write_bytes(b"not sqlite at all" * 512)
+    result = run_cli(["studio", "--port", str(free_port())], server_env)
+    assert_one_error_line(result, "dev-server.db", "not a database")
+
+
+def test_invalid_setting(server_env):
+    env = {**server_env, "DEV_SERVER_GATEWAY_PORT": "http"}
+    assert_one_error_line(run_cli(["gateway"], env), "DEV_SERVER_GATEWAY_PORT")
+
+
+def test_duckdb_held_by_another_process_leaves_the_studio_serving(start_server, data_dir: Path):
+    data_dir.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True); time.sleep(60)",
+         str(data_dir / "observability.duckdb")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        studio = start_server("studio")
+        health = studio.wait_healthy()
+        assert health["status"] == "ok"
+        assert health["stores"]["default"]["open"] is True
+        observability = health["stores"]["observability"]
+        assert observability["open"] is False and "lock" in observability["error"].lower()
+        assert studio.output().count("observability storage disabled") == 1
+    finally:
+        holder.kill()
+        holder.communicate()

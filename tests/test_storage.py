@@ -1,0 +1,148 @@
+"""Composite routing and the conversation store, on real SQLite and DuckDB files."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from app.clock import now_iso
+from app.settings import Settings
+from app.storage.composite import OBSERVABILITY, CompositeStore, DomainUnavailable
+from app.storage.conversations import ConversationStore, Message
+from app.storage.duckdb_store import DuckDBStore
+
+pytestmark = pytest.mark.anyio
+
+SPAN_COLUMNS = ["trace_id", "span_id", "name", "span_type", "status", "started_at", "created_at", "updated_at"]
+
+
+def a_message(i: int, thread: str = "t1", resource: str = "r1", role: str = "user") -> Message:
+    return Message(id=f"m{i}", thread_id=thread, resource_id=resource, role=role,
+                   content={"format": 2, "parts": [{"type": "text", "text": f"hello {i}"}]},
+                   created_at=now_iso())
+
+
+async def test_domains_route_to_their_engines(settings: Settings, data_dir: Path):
+    storage = CompositeStore.for_role("studio", settings)
+    await storage.open()
+    conversations = ConversationStore(storage.default)
+    await conversations.ensure_thread("t1", "r1")
+    await conversations.append_messages("t1", [a_message(1)])
+    now = now_iso()
+    await storage.domain(OBSERVABILITY).append("spans", SPAN_COLUMNS,
+                                               [("tr1", "s1", "agent run", "agent_run", "success", now, now, now)])
+    await storage.close()
+
+    with sqlite3.connect(data_dir / "dev-server.db") as conn:
+        assert conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 1
+        assert "spans" not in {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    with duckdb.connect(str(data_dir / "observability.duckdb")) as con:
+        assert con.execute("SELECT count(*) FROM spans").fetchone()[0] == 1
+        assert con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'messages'").fetchone()[0] == 0
+
+
+async def test_deleting_the_observability_file_loses_no_thread(settings: Settings, data_dir: Path):
+    storage = CompositeStore.for_role("studio", settings)
+    await storage.open()
+    await ConversationStore(storage.default).ensure_thread("keep-me", "r1")
+    await storage.close()
+    (data_dir / "observability.duckdb").unlink()
+
+    storage = CompositeStore.for_role("studio", settings)
+    await storage.open()
+    assert (await ConversationStore(storage.default).get_thread("keep-me")).resource_id == "r1"
+    assert (await storage.domain(OBSERVABILITY).fetch_all("SELECT count(*) AS n FROM spans")) == [{"n": 0}]
+    await storage.close()
+
+
+async def test_injected_options_replace_files_and_the_observability_domain(settings: Settings, tmp_path: Path):
+    class StandIn:
+        url = "memory:"
+        is_open = False
+        rows: list = []
+
+        async def open(self): self.is_open = True
+        async def close(self): self.is_open = False
+        def health(self): return {"url": self.url, "open": self.is_open}
+
+    stand_in = StandIn()
+    storage = CompositeStore.for_role("studio", settings, default_db_url=f"file:{tmp_path / 'other.db'}",
+                                      observability_domain=stand_in)
+    await storage.open()
+    assert storage.domain(OBSERVABILITY) is stand_in and stand_in.is_open
+    assert storage.health()["default"]["path"] == str(tmp_path / "other.db")
+    await storage.close()
+    assert (tmp_path / "other.db").exists() and not (settings.resolved_data_dir / "observability.duckdb").exists()
+
+
+async def test_a_locked_observability_file_disables_only_that_domain(settings: Settings, data_dir: Path):
+    data_dir.mkdir(parents=True)
+    # A second connection in another process is what DuckDB refuses; simulate with a corrupt file,
+    # which fails the same way on open (the cross-process lock case is in test_processes.py).
+    (data_dir / "observability.duckdb").write_bytes(b"this is not a duckdb file" * 100)
+    storage = CompositeStore.for_role("studio", settings)
+    await storage.open()
+    assert storage.default.is_open
+    with pytest.raises(DomainUnavailable, match="observability"):
+        storage.domain(OBSERVABILITY)
+    assert "error" in storage.health()[OBSERVABILITY]
+    await storage.close()
+
+
+async def test_gateway_does_not_open_duckdb(settings: Settings, data_dir: Path):
+    storage = CompositeStore.for_role("gateway", settings)
+    await storage.open()
+    assert storage.health()[OBSERVABILITY]["owner"] == "studio"
+    await storage.close()
+    assert not (data_dir / "observability.duckdb").exists()
+
+
+async def test_conversations_insert_once_page_and_cursor(settings: Settings):
+    storage = CompositeStore.for_role("gateway", settings)
+    await storage.open()
+    store = ConversationStore(storage.default)
+    thread = await store.ensure_thread("t1", "r1", title="")
+    assert (thread.id, thread.resource_id) == ("t1", "r1")
+    assert (await store.ensure_thread("t1", "someone-else")).resource_id == "r1"
+
+    messages = [a_message(i) for i in range(25)]
+    assert len(await store.append_messages("t1", messages)) == 25
+    assert await store.append_messages("t1", messages[:10]) == []  # re-sent history is ignored
+    assert await store.count_messages("t1") == 25
+
+    recent = await store.recent_messages("t1", 10)
+    assert [m.id for m in recent] == [f"m{i}" for i in range(15, 25)]
+    window, total = await store.page_messages("t1", page=1, per_page=10, direction="DESC")
+    assert total == 25 and [m.id for m in window] == [f"m{i}" for i in range(5, 15)]
+    after = await store.messages_around("t1", "m20", after=True, limit=3)
+    before = await store.messages_around("t1", "m3", after=False, limit=10)
+    assert [m.id for m in after] == ["m21", "m22", "m23"]
+    assert [m.id for m in before] == ["m0", "m1", "m2"]
+    assert await store.messages_around("t1", "nope", after=True, limit=3) is None
+
+    assert await store.delete_thread("t1")
+    assert await store.count_messages("t1") == 0 and await store.get_thread("t1") is None
+    await storage.close()
+
+
+async def test_corrupt_default_database_is_a_clear_storage_error(settings: Settings, data_dir: Path):
+    from app.storage.errors import StorageError
+
+    data_dir.mkdir(parents=True)
+    (data_dir / "dev-server.db").write_bytes(b"garbage" * 1000)
+    storage = CompositeStore.for_role("gateway", settings)
+    with pytest.raises(StorageError, match="dev-server.db"):
+        await storage.open()
+
+
+async def test_duckdb_store_appends_in_batches(tmp_path: Path):
+    store = DuckDBStore(f"file:{tmp_path / 'obs.duckdb'}")
+    await store.open()
+    now = now_iso()
+    rows = [(f"tr{i}", f"s{i}", "x", "generic", "success", now, now, now) for i in range(5000)]
+    assert await store.append("spans", SPAN_COLUMNS, rows) == 5000
+    assert await store.fetch_all("SELECT count(DISTINCT trace_id) AS n FROM spans") == [{"n": 5000}]
+    await store.close()
