@@ -66,6 +66,7 @@ def _message(row: Any) -> Message:
                    json.loads(row["content"]), row["created_at"], row["type"], row["seq"])
 
 
+_INSERT_BATCH = 500  # 7 parameters a row, well under SQLite's 32,766 limit
 _MESSAGE_SELECT = "SELECT seq, id, thread_id, resource_id, role, type, content, created_at FROM messages"
 
 
@@ -156,20 +157,21 @@ class ConversationStore:
     async def append_messages(self, thread_id: str, messages: Sequence[Message]) -> list[str]:
         """Insert the messages the database does not have yet; returns the ids inserted.
 
-        Moves the thread's ``updated_at`` in the same transaction.
+        One multi-row ``INSERT OR IGNORE ... RETURNING`` per batch: the ids it returns are
+        exactly the new ones. The thread's ``updated_at`` moves by trigger.
         """
-        inserted = []
+        inserted: list[str] = []
         async with self.db.write() as conn:
-            for message in messages:
-                cursor = await conn.execute(
+            for start in range(0, len(messages), _INSERT_BATCH):
+                batch = messages[start:start + _INSERT_BATCH]
+                params: list[Any] = []
+                for m in batch:
+                    params += [m.id, thread_id, m.resource_id, m.role, m.type,
+                               json.dumps(m.content, separators=(",", ":")), m.created_at]
+                rows = await conn.execute_fetchall(
                     "INSERT OR IGNORE INTO messages (id, thread_id, resource_id, role, type, content, created_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (message.id, thread_id, message.resource_id, message.role, message.type,
-                     json.dumps(message.content, separators=(",", ":")), message.created_at),
-                )
-                if cursor.rowcount:
-                    inserted.append(message.id)
-            await conn.execute("UPDATE threads SET updated_at = ? WHERE id = ?", (now_iso(), thread_id))
+                    f" VALUES {', '.join(['(?, ?, ?, ?, ?, ?, ?)'] * len(batch))} RETURNING id", params)
+                inserted += [row[0] for row in rows]
         return inserted
 
     async def replace_message(self, message: Message) -> None:

@@ -36,3 +36,10 @@ CREATE TABLE messages (
     created_at      TEXT NOT NULL
 );
 CREATE INDEX messages_by_thread_time ON messages (thread_id, created_at, seq);
+
+-- A thread's updated_at moves whenever a message is added to it, in the same statement
+-- as the insert (one round trip fewer per turn than a separate UPDATE).
+CREATE TRIGGER messages_touch_thread AFTER INSERT ON messages
+BEGIN
+    UPDATE threads SET updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = NEW.thread_id;
+END;

@@ -1,0 +1,79 @@
+"""Import and configure litellm once, so that it never touches the network on its own.
+
+Importing litellm costs seconds, so nothing in ``app.llm`` imports it at module level; the
+first model call (or the lifespan, to pay the cost at startup) calls ``prepare_litellm()``.
+Left alone, litellm would:
+
+* fetch its model cost map from GitHub at import time, unless
+  ``LITELLM_LOCAL_MODEL_COST_MAP=True`` is set *before* the import (we set it; the bundled
+  backup map is used). ``LITELLM_OFFLINE_MODE=true`` is also defaulted, which makes its
+  other self-initiated fetches (blog posts, Anthropic beta headers, Hugging Face
+  tokenizers) use bundled copies. Neither affects calls to a provider you asked for.
+* point tiktoken at its bundled encodings (cl100k, o200k, p50k) only when its encoding is
+  first loaded. We set ``TIKTOKEN_CACHE_DIR`` to that directory up front (as litellm would,
+  and honouring its ``CUSTOM_TIKTOKEN_CACHE_DIR`` override) so any tiktoken use in this
+  process, ours included, reads those files instead of downloading them.
+* print "Give Feedback / Get Help" banners on errors (``suppress_debug_info``).
+
+litellm 1.110 has no client-side telemetry switch (its ``litellm.telemetry`` package is only
+used by the proxy); callbacks are emptied and verbose logging is off. This mutates
+process-wide state (environment variables, litellm module globals), which is inherent to
+litellm's design; doing it here, once and idempotently, keeps it in one place.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from pathlib import Path
+from types import ModuleType
+
+_lock = threading.Lock()
+_litellm: ModuleType | None = None
+
+# sha1 of the cl100k_base URL: the file tiktoken looks for in TIKTOKEN_CACHE_DIR.
+_CL100K_FILE = "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"
+
+
+def prepare_litellm() -> ModuleType:
+    """Return the litellm module, importing and configuring it on the first call only."""
+    global _litellm
+    if _litellm is not None:
+        return _litellm
+    with _lock:
+        if _litellm is None:
+            _litellm = _import_configured()
+    return _litellm
+
+
+def bundled_tokenizer_dir() -> Path:
+    """Where litellm ships its tiktoken encodings (found without importing litellm)."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("litellm is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
+
+
+def _import_configured() -> ModuleType:
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+    custom = os.environ.get("CUSTOM_TIKTOKEN_CACHE_DIR")
+    if not custom:
+        tokenizers = bundled_tokenizer_dir()
+        if (tokenizers / _CL100K_FILE).is_file():
+            os.environ["TIKTOKEN_CACHE_DIR"] = str(tokenizers)
+
+    import litellm
+
+    litellm.suppress_debug_info = True
+    litellm.set_verbose = False
+    litellm.success_callback = []
+    litellm.failure_callback = []
+    litellm.callbacks = []
+    litellm.input_callback = []
+
+    from app.llm.local_model import register_local_provider
+
+    register_local_provider(litellm)
+    return litellm

@@ -1,0 +1,65 @@
+"""Plain values that cross the model seam.
+
+The chat route, the memory layer and the tests speak only these types; nothing here knows
+about litellm, so the rest of the app can be read (and faked) without it. A stream from
+``LLMClient.stream`` is zero or more ``TextDelta`` followed by exactly one ``Finish``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+FinishReason = Literal["stop", "length", "content-filter", "tool-calls", "error", "other"]
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """One call to a model.
+
+    ``model`` is Mastra's ``provider/model`` form (``openai/gpt-4o-mini``, ``local/echo``);
+    ``messages`` are OpenAI-style ``{"role": ..., "content": ...}`` dicts.
+    """
+
+    model: str
+    messages: list[dict[str, Any]]
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the assistant's text, in stream order."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The last item of every stream (AI SDK finish reasons, hyphenated)."""
+
+    finish_reason: str
+    usage: Usage
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """Where a Mastra model id will actually be sent.
+
+    ``provider``/``model_id`` are the two halves of ``mastra_id``; ``litellm_model`` is what
+    litellm is called with. ``is_local`` is true when the built-in offline model answers
+    (asked for as ``local/...``, forced, or because the provider has no API key); responses
+    must then be labelled as coming from the local model.
+    """
+
+    mastra_id: str
+    provider: str
+    model_id: str
+    litellm_model: str
+    is_local: bool
