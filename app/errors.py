@@ -31,8 +31,11 @@ log = logging.getLogger(__name__)
 class ApiError(Exception):
     status = 500
 
-    def __init__(self, message: str, issues: list[dict[str, str]] | None = None, **extra: Any) -> None:
+    def __init__(self, message: str, issues: list[dict[str, str]] | None = None, *,
+                 status: int | None = None, **extra: Any) -> None:
         super().__init__(message)
+        if status is not None:
+            self.status = status
         self.message = message
         self.issues = issues
         self.extra = extra

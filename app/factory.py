@@ -7,15 +7,20 @@ each extra domain) and closes them in reverse order.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
 from app import __version__
-from app.api import health
+from app.agents.definition import AgentDefinition
+from app.agents.registry import DEFINITIONS, AgentRegistry
+from app.agents.runner import TurnRunner
+from app.api import chat, health
 from app.api.limits import BodySizeLimit
+from app.auth import Authenticator, BearerTokens
 from app.errors import install_error_handlers
+from app.llm import LiteLLMClient, LLMClient
 from app.settings import Settings
 from app.storage.composite import CompositeStore
 from app.storage.conversations import ConversationStore
@@ -23,11 +28,25 @@ from app.storage.conversations import ConversationStore
 ROLES = ("gateway", "studio")
 
 
-def create_app(role: str, settings: Settings | None = None, *, storage: CompositeStore | None = None) -> FastAPI:
+def create_app(
+    role: str,
+    settings: Settings | None = None,
+    *,
+    storage: CompositeStore | None = None,
+    llm: LLMClient | None = None,
+    authenticator: Authenticator | None = None,
+    agents: Iterable[AgentDefinition] = DEFINITIONS,
+) -> FastAPI:
+    """Build one process's app. Tests inject ``storage`` (temp dirs), ``llm`` (litellm's
+    ``mock_response``) and ``authenticator``; by default they come from ``settings``."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
     settings = settings or Settings.load()
     storage = storage or CompositeStore.for_role(role, settings)
+    llm = llm or LiteLLMClient(force_local=settings.local_model_only)
+    if authenticator is None and settings.auth_tokens:
+        authenticator = BearerTokens.parse(settings.auth_tokens)
+    conversations = ConversationStore(storage.default)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -42,9 +61,14 @@ def create_app(role: str, settings: Settings | None = None, *, storage: Composit
     app.state.role = role
     app.state.settings = settings
     app.state.storage = storage
-    app.state.conversations = ConversationStore(storage.default)
+    app.state.conversations = conversations
+    app.state.agents = AgentRegistry(agents, conversations)  # calls each memory factory once
+    app.state.runner = TurnRunner(llm)
+    app.state.authenticator = authenticator
 
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.include_router(health.router)
+    if role == "gateway":
+        app.include_router(chat.router)
     return app

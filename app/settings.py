@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level")
     busy_timeout_ms: int = Field(5000, ge=0, description="SQLite busy_timeout for concurrent writers")
     max_body_bytes: int = Field(4_500_000, ge=1024, description="Largest accepted request body")
+    local_model_only: bool = Field(
+        False, description="Answer every agent with the built-in local model, even when provider keys are set"
+    )
     auth_tokens: str | None = Field(
         None, description="Comma-separated token=principal pairs; when set, auth is on (Bearer tokens)"
     )

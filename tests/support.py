@@ -87,3 +87,46 @@ def run_node(script: str, payload: dict[str, Any], timeout: float = 60.0) -> dic
     if result.returncode != 0:
         raise AssertionError(f"{script} failed ({result.returncode}):\n{result.stderr}\n{result.stdout}")
     return json.loads(result.stdout)
+
+
+class LiveApp:
+    """A real uvicorn server in a thread, for apps built in the test (injected LLM, auth)."""
+
+    def __init__(self, app) -> None:
+        import uvicorn
+
+        self.port = free_port()
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                    lifespan="on"))
+        self.thread = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> "LiveApp":
+        import threading
+
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("in-thread server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def sqlite_rows(path: Path, sql: str, params: tuple = ()) -> list[tuple]:
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def user_message(message_id: str, text: str) -> dict[str, Any]:
+    return {"id": message_id, "role": "user", "parts": [{"type": "text", "text": text}]}

@@ -42,7 +42,11 @@ class Usage:
 
 @dataclass(frozen=True)
 class Finish:
-    """The last item of every stream (AI SDK finish reasons, hyphenated)."""
+    """The last item of every stream (AI SDK finish reasons, hyphenated).
+
+    ``LLMClient.stream`` never yields ``"error"`` (it raises ``ModelProviderError``); the
+    value exists for the route, which reports an interrupted stream with it.
+    """
 
     finish_reason: str
     usage: Usage

@@ -10,7 +10,7 @@ every turn) never duplicates a row. ``(created_at, seq)`` is a total order withi
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -185,12 +185,22 @@ class ConversationStore:
         row = await self.db.fetch_one(f"{_MESSAGE_SELECT} WHERE id = ?", (message_id,))
         return _message(row) if row else None
 
-    async def existing_ids(self, ids: Sequence[str]) -> set[str]:
+    async def locate(self, ids: Iterable[str]) -> dict[str, str]:
+        """Which of these message ids exist, and in which thread."""
+        ids = list(ids)
         if not ids:
-            return set()
+            return {}
         marks = ",".join("?" * len(ids))
-        rows = await self.db.fetch_all(f"SELECT id FROM messages WHERE id IN ({marks})", list(ids))
-        return {r[0] for r in rows}
+        rows = await self.db.fetch_all(f"SELECT id, thread_id FROM messages WHERE id IN ({marks})", ids)
+        return {r[0]: r[1] for r in rows}
+
+    async def delete_after(self, thread_id: str, message_id: str) -> int:
+        """Delete every message of the thread that comes after the given one."""
+        async with self.db.write() as conn:
+            cursor = await conn.execute(
+                "DELETE FROM messages WHERE thread_id = ? AND (created_at, seq) >"
+                " (SELECT created_at, seq FROM messages WHERE id = ?)", (thread_id, message_id))
+            return cursor.rowcount
 
     async def recent_messages(self, thread_id: str, limit: int | None) -> list[Message]:
         """The newest ``limit`` messages of a thread (all when None), oldest first."""

@@ -1,0 +1,1 @@
+"""Agents as plain configuration: one definition file each, listed in ``registry.DEFINITIONS``."""

@@ -1,0 +1,11 @@
+from app.agents.definition import AgentDefinition
+from app.memory.memory import Memory, MemoryOptions
+
+definition = AgentDefinition(
+    id="chat-agent",
+    name="Chat Agent",
+    description="A general assistant that remembers the conversation.",
+    instructions="You are a helpful assistant. Answer briefly and use what the user told you earlier.",
+    model="openai/gpt-4o-mini",
+    memory=lambda: Memory(MemoryOptions(last_messages=10)),
+)

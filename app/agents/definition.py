@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from app.memory.memory import Memory
+
+DEFAULT_RESOURCE = "ai-chat"
+
+
+@dataclass(frozen=True)
+class AgentDefinition:
+    """What an agent is: who it is, what model answers, and whether it remembers.
+
+    ``memory`` is a factory, called once per process when the agent is registered; an
+    agent without one has no memory at all: nothing is stored and no thread is created.
+    """
+
+    id: str
+    name: str
+    instructions: str
+    model: str  # Mastra form "provider/model"
+    description: str = ""
+    memory: Callable[[], Memory] | None = None
+    resource: str = DEFAULT_RESOURCE

@@ -1,0 +1,51 @@
+"""The agents this server runs. Adding one: a definition file, and one line below."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from app.agents import chat_agent, docs_agent, orchestrator_agent
+from app.agents.definition import AgentDefinition
+from app.memory.memory import Memory
+from app.storage.conversations import ConversationStore
+
+DEFINITIONS: tuple[AgentDefinition, ...] = (
+    chat_agent.definition,
+    docs_agent.definition,
+    orchestrator_agent.definition,
+)
+DEFAULT_AGENT_ID = "chat-agent"
+
+
+@dataclass(frozen=True)
+class RegisteredAgent:
+    definition: AgentDefinition
+    memory: Memory | None
+
+    @property
+    def id(self) -> str:
+        return self.definition.id
+
+
+class AgentRegistry:
+    """Agents by id, each with the memory its factory built (once, at registration)."""
+
+    def __init__(self, definitions: Iterable[AgentDefinition], conversations: ConversationStore) -> None:
+        self._agents: dict[str, RegisteredAgent] = {}
+        for definition in definitions:
+            if definition.id in self._agents:
+                raise ValueError(f"agent id {definition.id!r} is registered twice")
+            memory = definition.memory() if definition.memory is not None else None
+            if memory is not None:
+                memory.attach(conversations)
+            self._agents[definition.id] = RegisteredAgent(definition, memory)
+
+    def get(self, agent_id: str) -> RegisteredAgent | None:
+        return self._agents.get(agent_id)
+
+    def __iter__(self):
+        return iter(self._agents.values())
+
+    def __len__(self) -> int:
+        return len(self._agents)

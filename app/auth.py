@@ -1,0 +1,49 @@
+"""The authentication hook: off by default; when on, every request must name a principal.
+
+An ``Authenticator`` turns a request into a principal id, or raises ``Unauthorized``.
+With a principal, the resource of everything the request touches is forced to
+``user:<principal>`` and whatever resource the client sent is ignored (DESIGN.md 6).
+The built-in one maps bearer tokens to principals (``DEV_SERVER_AUTH_TOKENS=tok=alice``);
+a deployment plugs its own in through ``create_app(..., authenticator=...)``.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable
+
+from starlette.requests import HTTPConnection
+
+from app.errors import Unauthorized
+
+Authenticator = Callable[[HTTPConnection], Awaitable[str]]
+
+
+def resource_for(principal: str) -> str:
+    return f"user:{principal}"
+
+
+class BearerTokens:
+    def __init__(self, tokens: dict[str, str]) -> None:
+        if not tokens:
+            raise ValueError("BearerTokens needs at least one token")
+        self._tokens = tokens
+
+    @classmethod
+    def parse(cls, spec: str) -> "BearerTokens":
+        """``token=principal,token2=principal2``."""
+        pairs = {}
+        for item in filter(None, (part.strip() for part in spec.split(","))):
+            token, sep, principal = item.partition("=")
+            if not sep or not token or not principal:
+                raise ValueError("DEV_SERVER_AUTH_TOKENS must be token=principal pairs separated by commas")
+            pairs[token] = principal
+        return cls(pairs)
+
+    async def __call__(self, request: HTTPConnection) -> str:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer":
+            for known, principal in self._tokens.items():
+                if hmac.compare_digest(known.encode(), token.strip().encode()):
+                    return principal
+        raise Unauthorized("Authentication required", message="Send a valid 'Authorization: Bearer <token>' header")

@@ -1,0 +1,26 @@
+"""The model seam: Mastra model ids, litellm behind a small protocol, the local model.
+
+Importing this package does not import litellm (that costs seconds and, unconfigured,
+reaches the network); ``prepare_litellm()`` does it on first use. See DESIGN.md decision 8.
+"""
+
+from app.llm.client import LiteLLMClient, LLMClient
+from app.llm.errors import ModelProviderError, translate
+from app.llm.models import resolve_model, split_model_id
+from app.llm.offline import prepare_litellm
+from app.llm.types import Finish, ModelRequest, ResolvedModel, TextDelta, Usage
+
+__all__ = [
+    "Finish",
+    "LLMClient",
+    "LiteLLMClient",
+    "ModelProviderError",
+    "ModelRequest",
+    "ResolvedModel",
+    "TextDelta",
+    "Usage",
+    "prepare_litellm",
+    "resolve_model",
+    "split_model_id",
+    "translate",
+]

@@ -1,0 +1,208 @@
+"""The built-in local model: deterministic, offline, and visibly context-aware.
+
+It answers when no provider key is configured (or ``local/...`` is asked for), so
+``make dev`` and the tests need no network. It is registered with litellm as the custom
+provider ``local`` and goes through the same ``litellm.acompletion`` path, stream wrapper
+and error mapping as a real provider.
+
+Every answer starts with ``[local model] `` and is decided from the messages it received,
+which makes memory demonstrable: what reaches it is exactly what memory fed the model.
+
+1. If the last user message asks for their name ("what is my name", "who am I", "do you
+   remember my name") it answers with the name from the latest earlier "my name is X" /
+   "call me X", or says it has not been told one.
+2. If it asks what they said earlier ("what did I say earlier?", "what have I told you so
+   far", "remind me what I said", "my previous messages", ...; a question mark or a word
+   like earlier/before/previously/so far is required) it quotes the earlier user messages
+   in order, or says there are none.
+3. Otherwise: ``You said: "<last user text>". I can see N earlier messages in this
+   conversation.`` where N counts the non-system messages before the last user message.
+
+If a system message is present it adds "I was also given system instructions." The text is
+streamed in word-ish pieces (each piece carries its leading whitespace, so joining them
+gives the answer back). Usage: input tokens = words in all messages, output tokens = pieces.
+
+Test triggers, in the last user message:
+
+* ``[[slow]]`` -- each piece is delayed by 50 ms, so a client can disconnect mid-stream.
+* ``[[fail]]`` -- after two pieces it raises litellm's ``APIConnectionError``, so a crash
+  mid-stream can be tested.
+
+No randomness, no clock: the same messages always give the same pieces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from app.llm.models import LOCAL_PROVIDER
+
+PREFIX = "[local model] "
+SLOW_TRIGGER = "[[slow]]"
+FAIL_TRIGGER = "[[fail]]"
+SLOW_DELAY_S = 0.05
+FAIL_AFTER_PIECES = 2
+_QUOTE_LIMIT = 160
+
+_PIECE = re.compile(r"\s*\S+")
+_NAME_QUESTION = re.compile(
+    r"\bwhat(?:'s|\s+is|\s+was)\s+my\s+name\b|\bwho\s+am\s+i\b|\b(?:know|remember)\s+my\s+name\b", re.I
+)
+_NAME_STATED = re.compile(r"\b(?:my\s+name\s+is|call\s+me|i\s+am\s+called)\s+(.+)", re.I)
+_RECALL = re.compile(
+    r"\bwhat\b[^?.!]*\b(?:i|we)\s+(?:have\s+|had\s+)?(?:just\s+|already\s+)?"
+    r"(?:say|said|tell|told|write|wrote|written|ask|asked|mention|mentioned|type|typed)\b"
+    r"|\b(?:repeat|remind\s+me|recap)\b[^?.!]*\b(?:i|my)\b"
+    r"|\b(?:earlier|previous|prior|past)\s+(?:messages?|questions?)\b",
+    re.I,
+)
+_RECALL_WHEN = re.compile(r"\?|\b(?:earlier|before|previous(?:ly)?|prior|so\s+far|ago|just)\b", re.I)
+
+
+@dataclass(frozen=True)
+class LocalReply:
+    """What the local model will say for a message list, already split into pieces."""
+
+    text: str
+    pieces: tuple[str, ...]
+    input_tokens: int
+    slow: bool
+    fail: bool
+
+
+def message_text(content: Any) -> str:
+    """The text of an OpenAI-style ``content`` (a string or a list of parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        return " ".join(t for t in parts if isinstance(t, str))
+    return ""
+
+
+def compose_reply(messages: Sequence[dict[str, Any]]) -> LocalReply:
+    texts = [message_text(m.get("content")) for m in messages]
+    text = PREFIX + _answer(messages)
+    last_user = _last_user_text(messages)
+    return LocalReply(
+        text=text,
+        pieces=tuple(_PIECE.findall(text)),
+        input_tokens=sum(len(t.split()) for t in texts),
+        slow=SLOW_TRIGGER in last_user,
+        fail=FAIL_TRIGGER in last_user,
+    )
+
+
+def _last_user_text(messages: Sequence[dict[str, Any]]) -> str:
+    for m in reversed(messages):
+        if m.get("role") == "user":
+            return message_text(m.get("content"))
+    return ""
+
+
+def _answer(messages: Sequence[dict[str, Any]]) -> str:
+    convo = [m for m in messages if m.get("role") != "system"]
+    suffix = " I was also given system instructions." if len(convo) < len(messages) else ""
+    user_positions = [i for i, m in enumerate(convo) if m.get("role") == "user"]
+    if not user_positions:
+        return "I did not receive a user message." + suffix
+    last_index = user_positions[-1]
+    last = message_text(convo[last_index].get("content"))
+    earlier_user = [message_text(convo[i].get("content")) for i in user_positions[:-1]]
+    if _NAME_QUESTION.search(last):
+        name = _stated_name(earlier_user)
+        if name is None:
+            return "You haven't told me your name in the messages I can see." + suffix
+        return f"Your name is {name}." + suffix
+    if _RECALL.search(last) and _RECALL_WHEN.search(last):
+        if not earlier_user:
+            return "I don't see any earlier messages from you in this conversation." + suffix
+        quoted = "; ".join(_quote(t) for t in earlier_user)
+        count = _plural(len(earlier_user), "message")
+        return f"Earlier you said ({count}): {quoted}." + suffix
+    return f"You said: {_quote(last)}. I can see {_plural(last_index, 'earlier message')} in this conversation." + suffix
+
+
+def _stated_name(user_texts: Sequence[str]) -> str | None:
+    """The latest "my name is X" among ``user_texts``: the first word plus capitalised ones."""
+    for text in reversed(user_texts):
+        matches = list(_NAME_STATED.finditer(text))
+        if not matches:
+            continue
+        words: list[str] = []
+        for raw in matches[-1].group(1).split():
+            word = raw.strip(".,!?;:\"'()")
+            if not word or (words and not word[0].isupper()):
+                break
+            words.append(word)
+            if len(words) == 3 or raw[-1] in ".,!?;:":
+                break
+        if words:
+            return " ".join(words)
+    return None
+
+
+def _quote(text: str) -> str:
+    flat = " ".join(text.split())
+    if len(flat) > _QUOTE_LIMIT:
+        flat = flat[: _QUOTE_LIMIT - 1].rstrip() + "…"
+    return f'"{flat}"'
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def register_local_provider(litellm: ModuleType) -> None:
+    """Add the ``local`` custom provider to litellm (once; litellm must be imported)."""
+    if any(item.get("provider") == LOCAL_PROVIDER for item in litellm.custom_provider_map):
+        return
+    handler = _handler_class(litellm)()
+    litellm.custom_provider_map = [
+        *litellm.custom_provider_map,
+        {"provider": LOCAL_PROVIDER, "custom_handler": handler},
+    ]
+
+
+def _handler_class(litellm: ModuleType) -> type:
+    # Defined inside a function because its base class lives in litellm, which must not be
+    # imported when app.llm is.
+
+    def usage_block(reply: LocalReply) -> dict[str, int]:
+        out = len(reply.pieces)
+        return {"prompt_tokens": reply.input_tokens, "completion_tokens": out, "total_tokens": reply.input_tokens + out}
+
+    def failure(model: str) -> Exception:
+        return litellm.APIConnectionError(
+            message=f"local model failed on purpose ({FAIL_TRIGGER} trigger)", llm_provider=LOCAL_PROVIDER, model=model
+        )
+
+    class LocalModel(litellm.CustomLLM):  # type: ignore[misc, name-defined]
+        async def acompletion(self, model: str, messages: list, model_response: Any, **_: Any) -> Any:
+            reply = compose_reply(messages)
+            if reply.fail:
+                raise failure(model)
+            model_response.choices[0].message.content = reply.text
+            model_response.choices[0].finish_reason = "stop"
+            model_response.model = f"{LOCAL_PROVIDER}/{model}"
+            model_response.usage = litellm.Usage(**usage_block(reply))
+            return model_response
+
+        async def astreaming(self, model: str, messages: list, **_: Any) -> AsyncIterator[dict[str, Any]]:
+            reply = compose_reply(messages)
+            for index, piece in enumerate(reply.pieces):
+                if reply.fail and index == FAIL_AFTER_PIECES:
+                    raise failure(model)
+                if reply.slow:
+                    await asyncio.sleep(SLOW_DELAY_S)
+                yield {"text": piece, "is_finished": False, "finish_reason": "", "usage": None, "index": 0}
+            if reply.fail:
+                raise failure(model)
+            yield {"text": "", "is_finished": True, "finish_reason": "stop", "usage": usage_block(reply), "index": 0}
+
+    return LocalModel

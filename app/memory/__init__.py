@@ -1,0 +1,1 @@
+"""Conversation memory: what is stored (everything) and what a model is fed (a window)."""
