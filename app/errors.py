@@ -31,12 +31,12 @@ log = logging.getLogger(__name__)
 class ApiError(Exception):
     status = 500
 
-    def __init__(self, message: str, issues: list[dict[str, str]] | None = None, *,
+    def __init__(self, error: str, issues: list[dict[str, str]] | None = None, *,
                  status: int | None = None, **extra: Any) -> None:
-        super().__init__(message)
+        super().__init__(error)
         if status is not None:
             self.status = status
-        self.message = message
+        self.message = error
         self.issues = issues
         self.extra = extra
 

@@ -7,6 +7,8 @@ each extra domain) and closes them in reverse order.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 
@@ -26,6 +28,17 @@ from app.storage.composite import CompositeStore
 from app.storage.conversations import ConversationStore
 
 ROLES = ("gateway", "studio")
+log = logging.getLogger(__name__)
+
+
+async def _warm_up(llm: LLMClient) -> None:
+    warm_up = getattr(llm, "warm_up", None)
+    if warm_up is None:
+        return
+    try:
+        await warm_up()
+    except Exception as exc:  # a failed warm-up only means the first chat pays instead
+        log.warning("model warm-up failed: %s", exc)
 
 
 def create_app(
@@ -51,9 +64,13 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await storage.open()
+        # Warm the model layer in the background: the server answers at once, and the
+        # first chat does not pay litellm's import.
+        warm_up = asyncio.create_task(_warm_up(llm))
         try:
             yield
         finally:
+            warm_up.cancel()
             await storage.close()
 
     app = FastAPI(title=f"dev-server {role}", version=__version__, lifespan=lifespan,

@@ -47,6 +47,16 @@ def prepare_litellm() -> ModuleType:
     return _litellm
 
 
+async def ensure_litellm() -> ModuleType:
+    """``prepare_litellm`` for async callers: the first import runs in a worker thread,
+    so the event loop keeps serving while it takes its seconds."""
+    if _litellm is not None:
+        return _litellm
+    import anyio.to_thread
+
+    return await anyio.to_thread.run_sync(prepare_litellm)
+
+
 def bundled_tokenizer_dir() -> Path:
     """Where litellm ships its tiktoken encodings (found without importing litellm)."""
     spec = importlib.util.find_spec("litellm")
@@ -64,7 +74,15 @@ def _import_configured() -> ModuleType:
         if (tokenizers / _CL100K_FILE).is_file():
             os.environ["TIKTOKEN_CACHE_DIR"] = str(tokenizers)
 
-    import litellm
+    import warnings
+
+    with warnings.catch_warnings():
+        # litellm's TypedDicts use ReadOnly, which pydantic warns about once per class
+        # while building their schemas: noise on every start, and an error under
+        # pytest's filterwarnings=error.
+        warnings.filterwarnings("ignore", message=r"Items? .* (is|are) using the `ReadOnly` qualifier",
+                                category=UserWarning)
+        import litellm
 
     litellm.suppress_debug_info = True
     litellm.set_verbose = False

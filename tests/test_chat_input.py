@@ -1,0 +1,157 @@
+"""Bad input, authentication and provider failures on POST /api/chat, over real HTTP.
+
+Each case checks the 4xx JSON shape and that nothing was written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.factory import create_app
+from app.llm import LiteLLMClient
+from app.settings import Settings
+from tests.support import LiveApp, run_node, sqlite_rows, user_message
+
+GOOD = {"id": "c", "trigger": "submit-message", "messages": [user_message("u1", "hi")]}
+
+
+@pytest.fixture
+def live(settings: Settings):
+    with LiveApp(create_app("gateway", settings)) as server:
+        yield server
+
+
+def counts(db: Path) -> tuple[int, int]:
+    return (sqlite_rows(db, "SELECT count(*) FROM threads")[0][0],
+            sqlite_rows(db, "SELECT count(*) FROM messages")[0][0])
+
+
+BAD_BODIES = {
+    "malformed json": (b'{"messages": [', 400, "body"),
+    "not an object": (b"[1, 2]", 400, "body"),
+    "missing messages": (json.dumps({"id": "c"}).encode(), 400, "messages"),
+    "empty messages": (json.dumps({**GOOD, "messages": []}).encode(), 400, "messages"),
+    "last not from user": (json.dumps({**GOOD, "messages": [
+        user_message("u1", "hi"), {"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": "x"}]}]}).encode(),
+        400, "messages"),
+    "unknown role": (json.dumps({**GOOD, "messages": [{"id": "u", "role": "robot", "parts": []}]}).encode(), 400,
+                     "messages.0.role"),
+    "parts not a list": (json.dumps({**GOOD, "messages": [{"id": "u", "role": "user", "parts": "hi"}]}).encode(),
+                         400, "messages.0.parts"),
+    "text part without text": (json.dumps({**GOOD, "messages": [{"id": "u", "role": "user",
+                                                                  "parts": [{"type": "text"}]}]}).encode(),
+                               400, "messages.0.parts"),
+    "unknown trigger": (json.dumps({**GOOD, "trigger": "resume"}).encode(), 400, "trigger"),
+    "numeric conversationId": (json.dumps({**GOOD, "conversationId": 42}).encode(), 400, "conversationId"),
+    "long conversationId": (json.dumps({**GOOD, "conversationId": "x" * 257}).encode(), 400, "conversationId"),
+    "control chars in conversationId": (json.dumps({**GOOD, "conversationId": "a\nb"}).encode(), 400,
+                                        "conversationId"),
+    "non-string agentId": (json.dumps({**GOOD, "agentId": ["chat-agent"]}).encode(), 400, "agentId"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_BODIES))
+def test_bad_bodies_are_400_with_issues_and_write_nothing(live, settings: Settings, case: str):
+    body, status, field = BAD_BODIES[case]
+    response = httpx.post(f"{live.url}/api/chat", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == status, response.text
+    payload = response.json()
+    assert payload["error"] == "Invalid request body"
+    assert any(issue["field"] == field for issue in payload["issues"]), payload
+    assert counts(settings.resolved_data_dir / "dev-server.db") == (0, 0)
+
+
+def test_unknown_agent_is_404(live, settings: Settings):
+    response = httpx.post(f"{live.url}/api/chat", json={**GOOD, "agentId": "nobody", "conversationId": "x"})
+    assert response.status_code == 404 and response.json() == {"error": "Agent with id nobody not found"}
+    assert httpx.post(f"{live.url}/api/agents/nobody/chat", json=GOOD).status_code == 404
+    assert counts(settings.resolved_data_dir / "dev-server.db") == (0, 0)
+
+
+def test_oversized_body_is_413(data_dir: Path):
+    settings = Settings(data_dir=data_dir, max_body_bytes=2048)
+    with LiveApp(create_app("gateway", settings)) as live:
+        big = {**GOOD, "messages": [user_message("u1", "x" * 5000)]}
+        response = httpx.post(f"{live.url}/api/chat", json=big)
+        assert response.status_code == 413 and response.json() == {"error": "Request body too large"}
+
+        def chunked():
+            yield json.dumps(big).encode()
+
+        response = httpx.post(f"{live.url}/api/chat", content=chunked(), headers={"content-type": "application/json"})
+        assert response.status_code == 413
+        assert counts(data_dir / "dev-server.db") == (0, 0)
+
+
+def test_sdk_surfaces_a_4xx_as_an_error(live):
+    result = run_node("chat_client.mjs", {"api": f"{live.url}/api/chat", "messages": [user_message("u", "hi")],
+                                          "body": {"conversationId": "x" * 300}})
+    assert result["ok"] is False and "conversationId" in result["error"] and result["status"] == 400
+
+
+@pytest.fixture
+def authed(data_dir: Path):
+    settings = Settings(data_dir=data_dir, auth_tokens="tok-alice=alice,tok-bob=bob")
+    with LiveApp(create_app("gateway", settings)) as server:
+        yield server
+
+
+def chat(server, token: str | None, conversation: str, text: str, **extra) -> httpx.Response:
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    body = {**GOOD, "conversationId": conversation, "messages": [user_message(f"{conversation}-{text}", text)], **extra}
+    return httpx.post(f"{server.url}/api/chat", json=body, headers=headers, timeout=30)
+
+
+def test_auth_forces_the_resource_and_hides_foreign_threads(authed, data_dir: Path):
+    db = data_dir / "dev-server.db"
+    assert chat(authed, None, "conv-a", "hi").status_code == 401
+    assert chat(authed, "wrong", "conv-a", "hi").status_code == 401
+
+    response = chat(authed, "tok-alice", "conv-a", "my name is Alice", resourceId="user:bob", resource="user:bob")
+    assert response.status_code == 200
+    assert sqlite_rows(db, "SELECT resource_id FROM threads WHERE id = 'conv-a'") == [("user:alice",)]
+
+    foreign = chat(authed, "tok-bob", "conv-a", "what is her name?")
+    assert foreign.status_code == 404 and foreign.json() == {"error": "Thread not found"}
+    assert sqlite_rows(db, "SELECT count(*) FROM messages WHERE thread_id = 'conv-a'") == [(2,)]
+    assert chat(authed, "tok-bob", "conv-b", "hello").status_code == 200
+    assert sqlite_rows(db, "SELECT resource_id FROM threads WHERE id = 'conv-b'") == [("user:bob",)]
+
+
+def provider_failure(kind: str):
+    import litellm
+
+    errors = {
+        "rate_limit": litellm.RateLimitError("slow down", llm_provider="openai", model="gpt-4o-mini"),
+        "auth": litellm.AuthenticationError("bad key sk-secret", llm_provider="openai", model="gpt-4o-mini"),
+        "timeout": litellm.Timeout("took too long", model="gpt-4o-mini", llm_provider="openai"),
+        "connection": litellm.APIConnectionError("refused", llm_provider="openai", model="gpt-4o-mini"),
+    }
+    return errors[kind]
+
+
+@pytest.mark.parametrize("kind, status", [("rate_limit", 429), ("auth", 502), ("timeout", 504), ("connection", 502)])
+def test_provider_errors_before_streaming_are_json_and_keep_the_users_message(data_dir: Path, kind: str, status: int):
+    from app.llm import prepare_litellm
+
+    prepare_litellm()
+    llm = LiteLLMClient(environ={"OPENAI_API_KEY": "sk-test"}, extra_kwargs={"mock_response": provider_failure(kind)})
+    with LiveApp(create_app("gateway", Settings(data_dir=data_dir), llm=llm)) as live:
+        response = httpx.post(f"{live.url}/api/chat", json={**GOOD, "conversationId": "p1"}, timeout=30)
+    assert response.status_code == status, response.text
+    assert response.json()["kind"] == kind and "sk-secret" not in response.text
+    assert sqlite_rows(data_dir / "dev-server.db", "SELECT id, role FROM messages") == [("u1", "user")]
+
+
+def test_a_provider_model_streams_through_litellm_with_a_key(data_dir: Path):
+    llm = LiteLLMClient(environ={"OPENAI_API_KEY": "sk-test"}, extra_kwargs={"mock_response": "Hello from openai"})
+    with LiveApp(create_app("gateway", Settings(data_dir=data_dir), llm=llm)) as live:
+        result = run_node("chat_client.mjs", {"api": f"{live.url}/api/chat", "messages": [user_message("u", "hi")],
+                                              "body": {"conversationId": "k1"}})
+    assert result["ok"], result["error"]
+    assert result["chunks"][0]["messageMetadata"]["local"] is False
+    assert "".join(p.get("text", "") for p in result["message"]["parts"]) == "Hello from openai"
