@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -123,10 +124,13 @@ def main() -> None:
         gateway_port, baseline_port = free_port(), free_port()
         gateway = start([sys.executable, "-m", "app", "gateway", "--port", str(gateway_port)], gateway_port, env)
         try:
-            with httpx.Client(timeout=60) as client:
+            # TCP_NODELAY as browsers, curl and Node's fetch set it: without it, httpx's
+            # separate header and body writes meet the server's delayed ACK (~40 ms a turn).
+            nodelay = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+            with httpx.Client(timeout=60, transport=nodelay) as client:
                 url = f"http://127.0.0.1:{gateway_port}/api/chat"
                 _, _, recorded = turn(client, url, "recording", 0)
-                frames = [line[6:] for line in recorded.decode().split("\n") if line.startswith("data: ")]
+                frames = [line[6:].rstrip("\r") for line in recorded.decode().splitlines() if line.startswith("data: ")]
                 (tmp_path / "frames.json").write_text(json.dumps(frames))
                 baseline = start([sys.executable, "-c", BASELINE_APP, str(baseline_port), str(tmp_path / "frames.json")],
                                  baseline_port, env)

@@ -94,7 +94,7 @@ async def _frames(turn: Turn, first: TextDelta | Finish, events: AsyncIterator) 
     def frame(chunk: dict[str, Any] | str) -> ServerSentEvent:
         nonlocal count
         count += 1
-        return ServerSentEvent(data=chunk if isinstance(chunk, str) else encode(chunk), id=str(count))
+        return ServerSentEvent(data=chunk if isinstance(chunk, str) else encode(chunk), id=str(count), sep="\n")
 
     text_id = f"text-{turn.reply_id}"
     text_open = False
