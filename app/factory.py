@@ -18,7 +18,12 @@ from app import __version__
 from app.agents.definition import AgentDefinition
 from app.agents.registry import DEFINITIONS, AgentRegistry
 from app.agents.runner import TurnRunner
+from app.agents.signals import ThreadHub
 from app.api import chat, health
+from app.api.cors import ReflectingCORS
+from app.api.studio import agents as agent_routes
+from app.api.studio import memory, observability, shell
+from app.api.studio.ui import studio_ui_router
 from app.api.limits import BodySizeLimit
 from app.auth import Authenticator, BearerTokens
 from app.errors import install_error_handlers
@@ -71,6 +76,7 @@ def create_app(
             yield
         finally:
             warm_up.cancel()
+            await app.state.signals.close()
             await storage.close()
 
     app = FastAPI(title=f"dev-server {role}", version=__version__, lifespan=lifespan,
@@ -82,10 +88,17 @@ def create_app(
     app.state.agents = AgentRegistry(agents, conversations)  # calls each memory factory once
     app.state.runner = TurnRunner(llm)
     app.state.authenticator = authenticator
+    app.state.signals = ThreadHub()
 
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.include_router(health.router)
     if role == "gateway":
         app.include_router(chat.router)
+    else:
+        app.add_middleware(ReflectingCORS)  # added last, so outermost: preflights never reach routes
+        for router in (shell.router, agent_routes.router, memory.router, observability.router,
+                       observability.legacy):
+            app.include_router(router)
+        app.include_router(studio_ui_router(settings.resolved_studio_ui_dir, agent_signals=True))
     return app

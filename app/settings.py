@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     local_model_only: bool = Field(
         False, description="Answer every agent with the built-in local model, even when provider keys are set"
     )
+    studio_ui_dir: Path | None = Field(
+        None, description="Directory of the Studio web build (default <package root>/studio-ui, made by make studio-ui)"
+    )
     auth_tokens: str | None = Field(
         None, description="Comma-separated token=principal pairs; when set, auth is on (Bearer tokens)"
     )
@@ -63,6 +66,13 @@ class Settings(BaseSettings):
     @cached_property
     def observability_db_url(self) -> str:
         return paths.database_url(self.observability_url, self.resolved_data_dir, "observability.duckdb")
+
+    @cached_property
+    def resolved_studio_ui_dir(self) -> Path | None:
+        if self.studio_ui_dir is not None:
+            return self.studio_ui_dir.expanduser().resolve()
+        root = paths.find_package_root()
+        return root / "studio-ui" if root else None
 
     def port_for(self, role: str) -> int:
         return self.gateway_port if role == "gateway" else self.studio_port

@@ -26,6 +26,16 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(key)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def litellm_imported_once() -> None:
+    """Import litellm once, up front: apps built in this process warm it up in worker
+    threads that outlive their test, and two imports racing in one process can leave
+    half-initialised modules behind."""
+    from app.llm import prepare_litellm
+
+    prepare_litellm()
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import threading
 from pathlib import Path
 from types import ModuleType
@@ -43,7 +44,14 @@ def prepare_litellm() -> ModuleType:
         return _litellm
     with _lock:
         if _litellm is None:
-            _litellm = _import_configured()
+            try:
+                _litellm = _import_configured()
+            except BaseException:
+                # A half-finished import leaves litellm's modules in sys.modules, and every
+                # later import would then fail on them; drop them so a retry starts clean.
+                for name in [n for n in sys.modules if n == "litellm" or n.startswith("litellm.")]:
+                    del sys.modules[name]
+                raise
     return _litellm
 
 

@@ -218,19 +218,81 @@ class ConversationStore:
         return row[0]
 
     async def page_messages(self, thread_id: str, *, page: int = 0, per_page: int | None = 40,
-                            direction: Direction = "DESC") -> tuple[list[Message], int]:
-        """A page window chosen in ``direction`` order, returned oldest first."""
-        total = await self.count_messages(thread_id)
-        sql = f"{_MESSAGE_SELECT} WHERE thread_id = ? ORDER BY created_at {direction}, seq {direction}"
-        params: list[Any] = [thread_id]
+                            direction: Direction = "DESC", roles: Sequence[str] | None = None,
+                            after: str | None = None, before: str | None = None,
+                            after_inclusive: bool = True, before_inclusive: bool = True) -> tuple[list[Message], int]:
+        """A page window chosen in ``direction`` order, returned oldest first.
+
+        ``roles`` and the ``after``/``before`` timestamps filter before paging.
+        """
+        where, params = ["thread_id = ?"], [thread_id]
+        if roles:
+            where.append(f"role IN ({','.join('?' * len(roles))})")
+            params += list(roles)
+        if after is not None:
+            where.append("created_at >= ?" if after_inclusive else "created_at > ?")
+            params.append(after)
+        if before is not None:
+            where.append("created_at <= ?" if before_inclusive else "created_at < ?")
+            params.append(before)
+        clause = " AND ".join(where)
+        total = (await self.db.fetch_one(f"SELECT count(*) FROM messages WHERE {clause}", params))[0]
+        sql = f"{_MESSAGE_SELECT} WHERE {clause} ORDER BY created_at {direction}, seq {direction}"
         if per_page is not None:
             sql += " LIMIT ? OFFSET ?"
-            params += [per_page, page * per_page]
-        rows = await self.db.fetch_all(sql, params)
-        messages = [_message(r) for r in rows]
+            params = [*params, per_page, page * per_page]
+        messages = [_message(r) for r in await self.db.fetch_all(sql, params)]
         if direction == "DESC":
             messages.reverse()
         return messages, total
+
+    async def search_messages(self, text: str, *, resource_id: str | None, thread_id: str | None,
+                              limit: int) -> list[tuple[Message, str]]:
+        """Messages whose text contains ``text`` (case-insensitive), newest first, with thread titles."""
+        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        where, params = ["json_extract(m.content, '$.content') LIKE ? ESCAPE '\\'"], [pattern]
+        if resource_id is not None:
+            where.append("t.resource_id = ?")
+            params.append(resource_id)
+        if thread_id is not None:
+            where.append("m.thread_id = ?")
+            params.append(thread_id)
+        rows = await self.db.fetch_all(
+            "SELECT m.seq, m.id, m.thread_id, m.resource_id, m.role, m.type, m.content, m.created_at, t.title"
+            f" FROM messages m JOIN threads t ON t.id = m.thread_id WHERE {' AND '.join(where)}"
+            " ORDER BY m.created_at DESC, m.seq DESC LIMIT ?", [*params, limit])
+        return [(_message(r), r["title"]) for r in rows]
+
+    async def clone_thread(self, source: Thread, new_thread: Thread, message_limit: int | None) -> list[Message]:
+        """Copy a thread and its newest ``message_limit`` messages (all when None) under new ids."""
+        import uuid
+
+        originals = await self.recent_messages(source.id, message_limit)
+        await self.save_thread(new_thread)
+        copies = [Message(str(uuid.uuid4()), new_thread.id, new_thread.resource_id, m.role, m.content,
+                          m.created_at, m.type) for m in originals]
+        await self.append_messages(new_thread.id, copies)
+        return copies
+
+    async def working_memory(self, *, thread_id: str | None = None, resource_id: str | None = None) -> str | None:
+        if thread_id is not None:
+            row = await self.db.fetch_one("SELECT working_memory FROM threads WHERE id = ?", (thread_id,))
+        else:
+            row = await self.db.fetch_one("SELECT working_memory FROM resources WHERE id = ?", (resource_id,))
+        return row[0] if row else None
+
+    async def set_working_memory(self, text: str, *, thread_id: str | None = None,
+                                 resource_id: str | None = None) -> None:
+        now = now_iso()
+        async with self.db.write() as conn:
+            if thread_id is not None:
+                await conn.execute("UPDATE threads SET working_memory = ?, updated_at = ? WHERE id = ?",
+                                   (text, now, thread_id))
+            else:
+                await conn.execute(
+                    "INSERT INTO resources (id, working_memory, created_at, updated_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (id) DO UPDATE SET working_memory = excluded.working_memory,"
+                    " updated_at = excluded.updated_at", (resource_id, text, now, now))
 
     async def messages_around(self, thread_id: str, anchor_id: str, *, after: bool,
                               limit: int) -> list[Message] | None:

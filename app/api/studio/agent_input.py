@@ -1,0 +1,106 @@
+"""The body of Mastra's agent routes (``/generate``, ``/stream``, ``/send-message``).
+
+``messages`` may be a string, ``{role, content}`` items (content a string or parts), AI SDK
+UI messages (``parts``) or stored messages (``content.format == 2``): all become stored
+messages. ``memory: {thread, resource}`` is how a thread is named (STUDIO-REST.md 4.3).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from app.clock import to_iso
+from app.errors import BadRequest
+from app.memory.convert import flat_text, ui_part_to_stored
+from app.storage.conversations import Message
+
+ROLES = ("user", "assistant", "system")
+
+
+class MemoryArgument(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    thread: str | dict[str, Any]
+    resource: str | None = None
+    readOnly: bool = False
+
+    @field_validator("thread")
+    @classmethod
+    def thread_has_an_id(cls, value: str | dict[str, Any]) -> str | dict[str, Any]:
+        thread_id = value if isinstance(value, str) else value.get("id")
+        if not isinstance(thread_id, str) or not thread_id or len(thread_id) > 256:
+            raise ValueError("thread must be a non-empty id (at most 256 characters) or {id}")
+        return value
+
+    @property
+    def thread_id(self) -> str:
+        return self.thread if isinstance(self.thread, str) else self.thread["id"]
+
+
+class AgentRunBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    messages: str | list[Any] = Field(min_length=1)
+    memory: MemoryArgument | None = None
+    runId: str | None = None
+    instructions: str | None = None
+
+
+def parse_body(data: Any, model: type[BaseModel]) -> Any:
+    if not isinstance(data, dict):
+        raise BadRequest("Invalid request body", [{"field": "body", "message": "The body must be a JSON object"}])
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise BadRequest("Invalid request body", [
+            {"field": ".".join(str(p) for p in e["loc"]) or "body", "message": e["msg"]} for e in exc.errors()
+        ]) from None
+
+
+def to_parts(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append({"type": "text", "text": part})
+            elif isinstance(part, dict) and isinstance(part.get("type"), str):
+                if part["type"] == "image":
+                    parts.append({"type": "file", "mimeType": part.get("mimeType", "image/*"), "data": part.get("image")})
+                elif part["type"] == "file" and "mediaType" in part:
+                    parts.append(ui_part_to_stored(part))
+                else:
+                    parts.append(dict(part))
+            else:
+                raise ValueError("each content part must be a string or an object with a type")
+        return parts
+    if isinstance(content, dict) and content.get("format") == 2:
+        return list(content.get("parts") or [])
+    raise ValueError("content must be a string, a list of parts or a format-2 object")
+
+
+def input_messages(messages: str | list[Any], thread_id: str, resource_id: str) -> list[Message]:
+    """Every input message as a stored message, in order, on distinct milliseconds."""
+    items = [{"role": "user", "content": messages}] if isinstance(messages, str) else messages
+    base = datetime.now(timezone.utc) - timedelta(milliseconds=len(items))
+    stored = []
+    for index, item in enumerate(items):
+        field = f"messages.{index}"
+        if isinstance(item, str):
+            item = {"role": "user", "content": item}
+        if not isinstance(item, dict) or item.get("role") not in ROLES:
+            raise BadRequest("Invalid request body", [{"field": f"{field}.role", "message": f"must be one of {ROLES}"}])
+        try:
+            parts = [ui_part_to_stored(p) for p in item["parts"]] if "parts" in item else to_parts(item.get("content"))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise BadRequest("Invalid request body", [{"field": f"{field}.content", "message": str(exc)}]) from None
+        message_id = item.get("id") if isinstance(item.get("id"), str) and item.get("id") else str(uuid.uuid4())
+        stored.append(Message(id=message_id, thread_id=thread_id, resource_id=resource_id, role=item["role"],
+                              content={"format": 2, "parts": parts, "content": flat_text(parts)},
+                              created_at=to_iso(base + timedelta(milliseconds=index + 1))))
+    return stored

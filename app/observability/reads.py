@@ -1,0 +1,174 @@
+"""Reads for the Studio over the observability store (STUDIO-REST.md section 6).
+
+Trace lists read the ``traces`` table (one row per trace, written with its root span), so
+they never scan all spans; ``spans`` is read for one trace's tree, a span, or a
+``spans.some`` predicate. Rows leave here in the API's camelCase with ISO timestamps and
+explicit nulls, as Mastra's observability rows have.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime
+from typing import Any
+
+from app.clock import parse_iso, to_iso
+from app.observability.where import WhereError, compile_where
+from app.storage.duckdb_store import DuckDBStore
+
+JSON_COLUMNS = {"attributes", "metadata", "input", "output", "error", "tags", "links", "request_context", "data"}
+
+SPAN_FIELDS = {
+    "trace_id": "traceId", "span_id": "spanId", "parent_span_id": "parentSpanId", "name": "name",
+    "span_type": "spanType", "is_event": "isEvent", "status": "status", "started_at": "startedAt",
+    "ended_at": "endedAt", "entity_type": "entityType", "entity_id": "entityId", "entity_name": "entityName",
+    "run_id": "runId", "thread_id": "threadId", "resource_id": "resourceId", "user_id": "userId",
+    "environment": "environment", "service_name": "serviceName", "source": "source", "attributes": "attributes",
+    "metadata": "metadata", "input": "input", "output": "output", "error": "error", "tags": "tags",
+    "links": "links", "request_context": "requestContext", "created_at": "createdAt", "updated_at": "updatedAt",
+}
+TRACE_FIELDS = {
+    "trace_id": "traceId", "root_span_id": "rootSpanId", "name": "name", "entity_type": "entityType",
+    "entity_id": "entityId", "entity_name": "entityName", "thread_id": "threadId", "resource_id": "resourceId",
+    "environment": "environment", "metadata": "metadata", "input_preview": "inputPreview", "status": "status",
+    "started_at": "startedAt", "ended_at": "endedAt", "created_at": "createdAt",
+}
+LOG_FIELDS = {
+    "log_id": "logId", "timestamp": "timestamp", "level": "level", "message": "message", "data": "data",
+    "tags": "tags", "trace_id": "traceId", "span_id": "spanId", "entity_type": "entityType",
+    "entity_id": "entityId", "entity_name": "entityName", "thread_id": "threadId", "resource_id": "resourceId",
+    "run_id": "runId", "service_name": "serviceName", "environment": "environment", "metadata": "metadata",
+}
+LIGHT_SPAN_KEYS = ("traceId", "spanId", "name", "spanType", "isEvent", "startedAt", "endedAt", "parentSpanId",
+                   "error", "status", "entityType", "entityId", "entityName", "metadata", "createdAt", "updatedAt")
+
+# flat filter name -> span column, for the list routes
+SPAN_FILTERS = {"threadId": "thread_id", "resourceId": "resource_id", "entityType": "entity_type",
+                "entityId": "entity_id", "entityName": "entity_name", "spanType": "span_type", "status": "status",
+                "runId": "run_id", "userId": "user_id", "traceId": "trace_id", "name": "name",
+                "environment": "environment", "serviceName": "service_name"}
+LOG_FILTERS = {"level": "level", "traceId": "trace_id", "spanId": "span_id", "entityName": "entity_name",
+               "entityType": "entity_type", "threadId": "thread_id", "resourceId": "resource_id", "runId": "run_id",
+               "serviceName": "service_name", "environment": "environment"}
+
+
+def _value(column: str, value: Any) -> Any:
+    if isinstance(value, datetime):
+        return to_iso(value)
+    if column in JSON_COLUMNS and isinstance(value, str):
+        return json.loads(value)
+    return value
+
+
+def to_api(row: dict[str, Any], fields: dict[str, str]) -> dict[str, Any]:
+    return {api: _value(column, row.get(column)) for column, api in fields.items()}
+
+
+def encode_cursor(started_at: Any, trace_id: str) -> str:
+    moment = started_at.isoformat() if isinstance(started_at, datetime) else str(started_at)
+    return base64.urlsafe_b64encode(json.dumps([moment, trace_id]).encode()).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        moment, trace_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return parse_iso(moment), str(trace_id)
+    except (ValueError, TypeError):
+        raise WhereError("bad cursor") from None
+
+
+async def query_traces(store: DuckDBStore, *, start: datetime | None, end: datetime | None, where: Any,
+                       descending: bool, limit: int, after: str | None) -> tuple[list[dict[str, Any]], str | None]:
+    clauses, params = ["TRUE"], []
+    if start is not None:
+        clauses.append("t.started_at >= ?")
+        params.append(start)
+    if end is not None:
+        clauses.append("t.started_at <= ?")
+        params.append(end)
+    if where:
+        sql, values = compile_where(where)
+        clauses.append(sql)
+        params += values
+    if after:
+        moment, trace_id = decode_cursor(after)
+        clauses.append("(t.started_at, t.trace_id) < (?, ?)" if descending else "(t.started_at, t.trace_id) > (?, ?)")
+        params += [moment, trace_id]
+    order = "DESC" if descending else "ASC"
+    rows = await store.fetch_all(
+        f"SELECT * FROM traces t WHERE {' AND '.join(clauses)} ORDER BY t.started_at {order}, t.trace_id {order}"
+        " LIMIT ?", [*params, limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    traces = [{**to_api(r, TRACE_FIELDS), "parentSpanId": None} for r in rows]
+    next_cursor = encode_cursor(rows[-1]["started_at"], rows[-1]["trace_id"]) if more and rows else None
+    return traces, next_cursor
+
+
+async def list_root_spans(store: DuckDBStore, filters: dict[str, Any], *, page: int, per_page: int, field: str,
+                          descending: bool, start: datetime | None = None,
+                          end: datetime | None = None) -> tuple[list[dict[str, Any]], int]:
+    clauses, params = ["s.parent_span_id IS NULL"], []
+    for name, value in filters.items():
+        clauses.append(f"s.{SPAN_FILTERS[name]} = ?")
+        params.append(value)
+    if start is not None:
+        clauses.append("s.started_at >= ?")
+        params.append(start)
+    if end is not None:
+        clauses.append("s.started_at <= ?")
+        params.append(end)
+    where = " AND ".join(clauses)
+    total = (await store.fetch_all(f"SELECT count(*) AS n FROM spans s WHERE {where}", params))[0]["n"]
+    column = "ended_at" if field == "endedAt" else "started_at"
+    rows = await store.fetch_all(
+        f"SELECT * FROM spans s WHERE {where} ORDER BY s.{column} {'DESC' if descending else 'ASC'}, s.trace_id"
+        " LIMIT ? OFFSET ?", [*params, per_page, page * per_page])
+    return [to_api(r, SPAN_FIELDS) for r in rows], total
+
+
+async def trace_spans(store: DuckDBStore, trace_id: str) -> list[dict[str, Any]]:
+    rows = await store.fetch_all("SELECT * FROM spans WHERE trace_id = ? ORDER BY started_at, span_id", [trace_id])
+    return [to_api(r, SPAN_FIELDS) for r in rows]
+
+
+async def span(store: DuckDBStore, trace_id: str, span_id: str) -> dict[str, Any] | None:
+    rows = await store.fetch_all("SELECT * FROM spans WHERE trace_id = ? AND span_id = ?", [trace_id, span_id])
+    return to_api(rows[0], SPAN_FIELDS) if rows else None
+
+
+async def list_logs(store: DuckDBStore, filters: dict[str, Any], *, page: int, per_page: int, descending: bool,
+                    start: datetime | None, end: datetime | None) -> tuple[list[dict[str, Any]], int]:
+    clauses, params = ["TRUE"], []
+    for name, value in filters.items():
+        clauses.append(f"{LOG_FILTERS[name]} = ?")
+        params.append(value)
+    if start is not None:
+        clauses.append("timestamp >= ?")
+        params.append(start)
+    if end is not None:
+        clauses.append("timestamp <= ?")
+        params.append(end)
+    where = " AND ".join(clauses)
+    total = (await store.fetch_all(f"SELECT count(*) AS n FROM logs WHERE {where}", params))[0]["n"]
+    rows = await store.fetch_all(
+        f"SELECT * FROM logs WHERE {where} ORDER BY timestamp {'DESC' if descending else 'ASC'}, log_id"
+        " LIMIT ? OFFSET ?", [*params, per_page, page * per_page])
+    return [to_api(r, LOG_FIELDS) for r in rows], total
+
+
+async def distinct(store: DuckDBStore, column: str, *, table: str = "traces",
+                   entity_type: str | None = None) -> list[str]:
+    where, params = f"{column} IS NOT NULL", []
+    if entity_type:
+        where += " AND entity_type = ?"
+        params.append(entity_type)
+    rows = await store.fetch_all(f"SELECT DISTINCT {column} AS v FROM {table} WHERE {where} ORDER BY 1", params)
+    return [r["v"] for r in rows]
+
+
+async def distinct_tags(store: DuckDBStore) -> list[str]:
+    rows = await store.fetch_all(
+        "SELECT DISTINCT unnest(CAST(tags AS VARCHAR[])) AS v FROM spans WHERE tags IS NOT NULL ORDER BY 1")
+    return [r["v"] for r in rows if r["v"] is not None]

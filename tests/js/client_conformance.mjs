@@ -1,0 +1,776 @@
+#!/usr/bin/env node
+// Judge the studio's Mastra-compatible REST API (/api/...) with the real, unchanged
+// official `@mastra/client-js` (the client the Mastra Studio and Mastra users call).
+//
+// stdin : ONE JSON object
+//   { "baseUrl": "http://127.0.0.1:PORT",     (required; the client adds the /api prefix)
+//     "only": ["listAgents", ...],            (optional; run just these checks, in this order)
+//     "list": true }                          (optional; only print the check names)
+//
+// stdout: ONE JSON line
+//   { "ok": bool,                 true when every check that ran passed
+//     "results": [{ "name", "ok", "error"?, "detail"? }],
+//     "sdkVersion": "1.47.0",     installed @mastra/client-js version
+//     "checks": [names] }         (list mode only)
+//   `error` is a one-line reason; for an HTTP error it names status and body.
+//   `detail` holds what the check saw: on failure also `requests`, the last HTTP exchanges
+//   of that check as the client made them ({method, path, body, status, response}).
+//   `detail.warnings` lists deviations from the contract that client-js tolerates.
+// Exit code 0 whenever the JSON was printed (also when ok=false), 2 for bad stdin, 1 for a
+// harness bug. Each check is independent: it makes its own thread ids with randomUUID().
+//
+// Contract: /work/shared/docs/STUDIO-REST.md (sections 1, 4, 5, 6, 8); method names and
+// signatures are taken from node_modules/@mastra/client-js/dist/*.d.ts and dist/index.js.
+
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { MastraClient, MastraClientError } from '@mastra/client-js';
+
+// client-js may log; keep stdout for the one JSON line.
+for (const level of ['log', 'info', 'warn', 'debug']) console[level] = (...args) => console.error(...args);
+
+const sdkVersion = (() => {
+  try {
+    return JSON.parse(readFileSync(new URL('./node_modules/@mastra/client-js/package.json', import.meta.url), 'utf8')).version;
+  } catch {
+    return null;
+  }
+})();
+
+// ---------------------------------------------------------------- HTTP exchange log
+
+let exchanges = [];
+const clip = (text, n = 600) => (typeof text === 'string' && text.length > n ? `${text.slice(0, n)}...(${text.length} chars)` : text);
+
+function loggingFetch(baseUrl) {
+  return async (url, init = {}) => {
+    const entry = { method: init.method ?? 'GET', path: String(url).slice(baseUrl.replace(/\/$/, '').length) };
+    if (init.body !== undefined) entry.body = clip(String(init.body), 400);
+    exchanges.push(entry);
+    try {
+      const res = await fetch(url, init);
+      entry.status = res.status;
+      if (!res.ok || !(res.headers.get('content-type') ?? '').includes('event-stream')) {
+        const copy = res.clone();
+        copy.text().then((t) => { entry.response = clip(t); }, () => {});
+      } else {
+        entry.response = '<event-stream>';
+      }
+      return res;
+    } catch (err) {
+      entry.error = String(err?.cause?.code ?? err?.message ?? err);
+      throw err;
+    }
+  };
+}
+
+// ---------------------------------------------------------------- assertion helpers
+
+const isObj = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+const isIso = (v) => typeof v === 'string' && !Number.isNaN(Date.parse(v)) && /^\d{4}-\d\d-\d\dT/.test(v);
+
+function keys(obj, required, where) {
+  assert.ok(isObj(obj), `${where}: expected an object, got ${JSON.stringify(obj)?.slice(0, 200)}`);
+  const missing = required.filter((k) => !(k in obj));
+  assert.deepEqual(missing, [], `${where}: missing keys ${missing.join(', ')} (has ${Object.keys(obj).join(', ')})`);
+}
+
+function type(value, expected, where) {
+  const actual = Array.isArray(value) ? 'array' : value === null ? 'null' : typeof value;
+  const ok = expected.split('|').includes(actual);
+  assert.ok(ok, `${where}: expected ${expected}, got ${actual} (${JSON.stringify(value)?.slice(0, 120)})`);
+}
+
+function checkThread(t, where) {
+  keys(t, ['id', 'resourceId', 'createdAt', 'updatedAt'], where);
+  type(t.id, 'string', `${where}.id`);
+  type(t.resourceId, 'string', `${where}.resourceId`);
+  assert.ok(isIso(t.createdAt), `${where}.createdAt not ISO: ${t.createdAt}`);
+  assert.ok(isIso(t.updatedAt), `${where}.updatedAt not ISO: ${t.updatedAt}`);
+  if ('title' in t) type(t.title, 'string', `${where}.title`);
+  if ('metadata' in t) type(t.metadata, 'object', `${where}.metadata`);
+}
+
+function checkStoredMessage(m, where) {
+  keys(m, ['id', 'role', 'createdAt', 'content'], where);
+  type(m.id, 'string', `${where}.id`);
+  assert.ok(['user', 'assistant', 'system', 'signal'].includes(m.role), `${where}.role=${m.role}`);
+  assert.ok(isIso(m.createdAt), `${where}.createdAt not ISO: ${m.createdAt}`);
+  keys(m.content, ['format', 'parts'], `${where}.content`);
+  assert.equal(m.content.format, 2, `${where}.content.format`);
+  type(m.content.parts, 'array', `${where}.content.parts`);
+}
+
+function checkMemoryPage(res, itemsKey, where) {
+  keys(res, [itemsKey, 'total', 'page', 'perPage', 'hasMore'], where);
+  type(res[itemsKey], 'array', `${where}.${itemsKey}`);
+  type(res.total, 'number', `${where}.total`);
+  type(res.page, 'number', `${where}.page`);
+  assert.ok(typeof res.perPage === 'number' || res.perPage === false, `${where}.perPage must be number|false, got ${res.perPage}`);
+  type(res.hasMore, 'boolean', `${where}.hasMore`);
+}
+
+function checkObsPagination(p, where) {
+  keys(p, ['total', 'page', 'perPage', 'hasMore'], where);
+  type(p.total, 'number', `${where}.total`);
+  type(p.page, 'number', `${where}.page`);
+  assert.ok(typeof p.perPage === 'number' || p.perPage === false, `${where}.perPage`);
+  type(p.hasMore, 'boolean', `${where}.hasMore`);
+}
+
+/** Awaits `promise`, asserting it rejects with a MastraClientError of `status`. Returns the error. */
+async function expectHttpError(promise, status, where) {
+  let err;
+  try {
+    const value = await promise;
+    assert.fail(`${where}: expected HTTP ${status}, got a 2xx answer ${JSON.stringify(value)?.slice(0, 200)}`);
+  } catch (e) {
+    if (e instanceof assert.AssertionError) throw e;
+    err = e;
+  }
+  assert.ok(err instanceof MastraClientError, `${where}: expected MastraClientError, got ${err?.name}: ${err?.message}`);
+  assert.equal(err.status, status, `${where}: status ${err.status} (body ${JSON.stringify(err.body)}), expected ${status}`);
+  assert.ok(isObj(err.body), `${where}: error body must be JSON object, got ${JSON.stringify(err.body)}`);
+  type(err.body.error ?? err.body.message, 'string', `${where}: body.error`);
+  return err;
+}
+
+const textOfMessage = (m) => {
+  const parts = Array.isArray(m?.content?.parts) ? m.content.parts : [];
+  const fromParts = parts.filter((p) => p.type === 'text').map((p) => p.text).join('');
+  return fromParts || (typeof m?.content?.content === 'string' ? m.content.content : '');
+};
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// ---------------------------------------------------------------- checks
+
+const MEM = 'chat-agent';
+const newIds = (prefix) => ({ thread: `${prefix}-${randomUUID()}`, resource: `res-${randomUUID()}` });
+
+/** Puts two user/assistant turns into a fresh thread via generate; returns ids. */
+async function seedThread(client, prefix, texts = ['my name is Ada', 'hello there']) {
+  const ids = newIds(prefix);
+  const agent = client.getAgent(MEM);
+  for (const text of texts) await agent.generate(text, { memory: { thread: ids.thread, resource: ids.resource } });
+  return ids;
+}
+
+const checks = {
+  async listAgents(client) {
+    const agents = await client.listAgents();
+    assert.ok(isObj(agents), 'listAgents must return an object keyed by agent id');
+    for (const id of ['chat-agent', 'docs-agent', 'orchestrator-agent']) {
+      assert.ok(id in agents, `agent ${id} missing (keys: ${Object.keys(agents).join(', ')})`);
+      const a = agents[id];
+      keys(a, ['name', 'tools', 'agents', 'workflows', 'skills', 'workspaceTools', 'browserTools', 'hasBrowser',
+        'inputProcessors', 'outputProcessors', 'instructions'], `agents[${id}]`);
+      if ('id' in a) assert.equal(a.id, id, `agents[${id}].id`);
+      type(a.tools, 'object', `agents[${id}].tools`);
+      type(a.agents, 'object', `agents[${id}].agents`);
+      type(a.workflows, 'object', `agents[${id}].workflows`);
+      for (const k of ['skills', 'workspaceTools', 'browserTools', 'inputProcessors', 'outputProcessors']) type(a[k], 'array', `agents[${id}].${k}`);
+      type(a.hasBrowser, 'boolean', `agents[${id}].hasBrowser`);
+      assert.ok(['v2', 'v3'].includes(a.modelVersion), `agents[${id}].modelVersion=${a.modelVersion} (must be v2/v3)`);
+      for (const [key, tool] of Object.entries(a.tools)) {
+        type(tool.id, 'string', `agents[${id}].tools[${key}].id`);
+        for (const s of ['inputSchema', 'outputSchema']) if (tool[s] != null) type(tool[s], 'string', `agents[${id}].tools[${key}].${s}`);
+      }
+    }
+    assert.equal(agents['chat-agent'].modelVersion, 'v2', 'chat-agent.modelVersion');
+    assert.equal(agents['chat-agent'].supportsMemory, true, 'chat-agent.supportsMemory');
+    assert.equal(agents['docs-agent'].supportsMemory, true, 'docs-agent.supportsMemory');
+    assert.equal(agents['orchestrator-agent'].supportsMemory, false, 'orchestrator-agent.supportsMemory');
+    const partial = await client.listAgents(undefined, true);
+    assert.ok(isObj(partial) && 'chat-agent' in partial, 'listAgents(partial=true) must still be keyed by id');
+    return { ids: Object.keys(agents) };
+  },
+
+  async agentDetails(client) {
+    const d = await client.getAgent('chat-agent').details();
+    keys(d, ['name', 'instructions', 'tools', 'agents', 'workflows', 'skills', 'workspaceTools', 'browserTools',
+      'hasBrowser', 'inputProcessors', 'outputProcessors'], 'details');
+    assert.equal(d.modelVersion, 'v2', 'details.modelVersion');
+    assert.equal(d.supportsMemory, true, 'details.supportsMemory');
+    const warnings = [];
+    if ('id' in d) warnings.push('single GET carries `id` (real server omits it; harmless)');
+    return { name: d.name, provider: d.provider, modelId: d.modelId, warnings };
+  },
+
+  async agentDetailsUnknown404(client) {
+    const id = `no-such-agent-${randomUUID().slice(0, 8)}`;
+    const err = await expectHttpError(client.getAgent(id).details(), 404, 'details(unknown)');
+    assert.deepEqual(err.body, { error: `Agent with id ${id} not found` }, '404 body');
+  },
+
+  async generateWithMemory(client) {
+    const ids = newIds('gen');
+    const agent = client.getAgent(MEM);
+    const first = await agent.generate('my name is Ada', { memory: { thread: ids.thread, resource: ids.resource } });
+    keys(first, ['text', 'finishReason', 'usage'], 'generate');
+    type(first.text, 'string', 'generate.text');
+    assert.ok(first.text.startsWith('[local model]'), `generate.text=${JSON.stringify(first.text)}`);
+    assert.equal(first.finishReason, 'stop', 'generate.finishReason');
+    type(first.usage, 'object', 'generate.usage');
+    const warnings = [];
+    for (const k of ['totalUsage', 'steps', 'runId', 'messages', 'response', 'toolCalls', 'toolResults']) if (!(k in first)) warnings.push(`generate response lacks ${k}`);
+    if ('steps' in first) type(first.steps, 'array', 'generate.steps');
+    const second = await agent.generate([{ role: 'user', content: 'what is my name?' }], { memory: { thread: ids.thread, resource: ids.resource } });
+    assert.ok(second.text.startsWith('[local model]'), `second text=${JSON.stringify(second.text)}`);
+    assert.ok(second.text.includes('Ada'), `memory not used: second answer ${JSON.stringify(second.text)}`);
+    // the thread was auto-created with the given resource
+    const thread = await client.getMemoryThread({ threadId: ids.thread, agentId: MEM }).get();
+    checkThread(thread, 'auto-created thread');
+    assert.equal(thread.resourceId, ids.resource, 'auto-created thread.resourceId');
+    return { first: first.text, second: second.text, warnings };
+  },
+
+  async streamWithMemory(client) {
+    const ids = newIds('stream');
+    const agent = client.getAgent(MEM);
+    const res = await agent.stream('my name is Grace. Please stream.', { memory: { thread: ids.thread, resource: ids.resource } });
+    assert.equal(res.status, 200, 'stream status');
+    const chunks = [];
+    await res.processDataStream({ onChunk: async (chunk) => { chunks.push(chunk); } });
+    assert.ok(chunks.length > 0, 'no chunks');
+    const types = chunks.map((c) => c.type);
+    chunks.forEach((c, i) => {
+      type(c.runId, 'string', `chunk[${i}](${c.type}).runId`);
+      assert.equal(c.from, 'AGENT', `chunk[${i}](${c.type}).from`);
+      type(c.payload, 'object', `chunk[${i}](${c.type}).payload`);
+    });
+    assert.equal(new Set(chunks.map((c) => c.runId)).size, 1, 'all chunks share one runId');
+    const idx = (t) => types.indexOf(t);
+    const last = (t) => types.lastIndexOf(t);
+    for (const t of ['start', 'step-start', 'text-start', 'text-delta', 'text-end', 'step-finish', 'finish']) {
+      assert.ok(idx(t) >= 0, `missing ${t} chunk (got ${types.join(',')})`);
+    }
+    assert.equal(types[0], 'start', `first chunk must be start (got ${types.join(',')})`);
+    assert.equal(types[types.length - 1], 'finish', `last chunk must be finish (got ${types.join(',')})`);
+    assert.ok(idx('start') < idx('step-start') && idx('step-start') < idx('text-start') && idx('text-start') < idx('text-delta')
+      && last('text-delta') < idx('text-end') && last('text-end') < idx('step-finish') && last('step-finish') < idx('finish'),
+    `chunk order wrong: ${types.join(',')}`);
+    const finish = chunks[types.length - 1];
+    assert.equal(finish.payload?.stepResult?.reason, 'stop', 'finish.payload.stepResult.reason');
+    type(finish.payload?.output?.usage, 'object', 'finish.payload.output.usage');
+    const stepStart = chunks[idx('step-start')];
+    const text = chunks.filter((c) => c.type === 'text-delta').map((c) => c.payload.text).join('');
+    assert.ok(text.startsWith('[local model]'), `streamed text=${JSON.stringify(text)}`);
+    // the turn is persisted (poll briefly in case the server stores after [DONE])
+    let stored;
+    for (let i = 0; i < 20; i++) {
+      const page = await client.getMemoryThread({ threadId: ids.thread, agentId: MEM }).listMessages({});
+      stored = page.messages;
+      if (stored.some((m) => m.role === 'assistant')) break;
+      await sleep(50);
+    }
+    const roles = stored.map((m) => m.role);
+    assert.deepEqual(roles, ['user', 'assistant'], `stored roles after one streamed turn: ${roles.join(',')}`);
+    assert.equal(textOfMessage(stored[1]), text, 'stored assistant text must equal concatenated text-delta payload.text');
+    assert.ok(textOfMessage(stored[0]).includes('Grace'), 'stored user message text');
+    const warnings = [];
+    if (stepStart.payload?.messageId && stepStart.payload.messageId !== stored[1].id) warnings.push(`step-start.messageId ${stepStart.payload.messageId} != stored assistant id ${stored[1].id}`);
+    return { types, text, warnings };
+  },
+
+  async createMemoryThread(client) {
+    const threadId = `create-${randomUUID()}`;
+    const resourceId = `res-${randomUUID()}`;
+    const t = await client.createMemoryThread({ agentId: MEM, resourceId, title: 'My title', metadata: { a: 1, tag: 'x' }, threadId });
+    checkThread(t, 'createMemoryThread');
+    assert.equal(t.id, threadId, 'created id');
+    assert.equal(t.resourceId, resourceId, 'created resourceId');
+    assert.equal(t.title, 'My title', 'created title');
+    assert.deepEqual(t.metadata, { a: 1, tag: 'x' }, 'created metadata');
+    const got = await client.getMemoryThread({ threadId, agentId: MEM }).get();
+    assert.equal(got.title, 'My title', 'title read back');
+    // no threadId -> server generates one
+    const t2 = await client.createMemoryThread({ agentId: MEM, resourceId });
+    checkThread(t2, 'createMemoryThread(no threadId)');
+    assert.ok(t2.id && t2.id !== threadId, 'generated id');
+    return { id: t.id, generated: t2.id };
+  },
+
+  async listMemoryThreads(client) {
+    const resourceId = `res-${randomUUID()}`;
+    const made = [];
+    for (let i = 0; i < 3; i++) {
+      made.push((await client.createMemoryThread({ agentId: MEM, resourceId, title: `t${i}`, threadId: `list-${i}-${randomUUID()}` })).id);
+      await sleep(15);
+    }
+    const asc = await client.listMemoryThreads({ resourceId, agentId: MEM, orderBy: { field: 'updatedAt', direction: 'ASC' }, page: 0, perPage: 2 });
+    checkMemoryPage(asc, 'threads', 'listMemoryThreads(ASC,p0)');
+    asc.threads.forEach((t, i) => checkThread(t, `threads[${i}]`));
+    assert.equal(asc.total, 3, 'total');
+    assert.equal(asc.page, 0, 'page');
+    assert.equal(asc.perPage, 2, 'perPage');
+    assert.equal(asc.hasMore, true, 'hasMore on page 0');
+    assert.deepEqual(asc.threads.map((t) => t.id), made.slice(0, 2), 'ASC by updatedAt, page 0');
+    const asc1 = await client.listMemoryThreads({ resourceId, agentId: MEM, orderBy: { field: 'updatedAt', direction: 'ASC' }, page: 1, perPage: 2 });
+    assert.deepEqual(asc1.threads.map((t) => t.id), made.slice(2), 'ASC page 1');
+    assert.equal(asc1.hasMore, false, 'hasMore on last page');
+    assert.equal(asc1.page, 1, 'page 1');
+    const dflt = await client.listMemoryThreads({ resourceId, agentId: MEM });
+    assert.deepEqual(dflt.threads.map((t) => t.id), [...made].reverse(), 'default order is createdAt DESC');
+    assert.equal(dflt.perPage, 100, 'default perPage 100');
+    assert.ok(dflt.threads.every((t) => t.resourceId === resourceId), 'filtered by resourceId');
+    const none = await client.listMemoryThreads({ resourceId: `res-${randomUUID()}`, agentId: MEM });
+    assert.deepEqual({ ...none }, { threads: [], total: 0, page: 0, perPage: 100, hasMore: false }, 'empty listing');
+    return { made };
+  },
+
+  async threadGetUpdate(client) {
+    const threadId = `upd-${randomUUID()}`;
+    const resourceId = `res-${randomUUID()}`;
+    const created = await client.createMemoryThread({ agentId: MEM, resourceId, title: 'before', metadata: { k: 'v' }, threadId });
+    const thread = client.getMemoryThread({ threadId, agentId: MEM });
+    const got = await thread.get();
+    checkThread(got, 'get');
+    assert.equal(got.id, threadId);
+    assert.equal(got.title, 'before');
+    assert.deepEqual(got.metadata, { k: 'v' });
+    await sleep(10);
+    const upd = await thread.update({ title: 'after', metadata: { n: 2 } });
+    checkThread(upd, 'update');
+    assert.equal(upd.title, 'after', 'updated title');
+    assert.deepEqual(upd.metadata, { n: 2 }, 'metadata replaced, not merged');
+    assert.equal(upd.resourceId, resourceId, 'resourceId unchanged');
+    assert.ok(Date.parse(upd.updatedAt) >= Date.parse(created.updatedAt), 'updatedAt not older');
+    const again = await thread.get();
+    assert.equal(again.title, 'after', 'title persisted');
+    const err = await expectHttpError(client.getMemoryThread({ threadId: `missing-${randomUUID()}`, agentId: MEM }).update({ title: 'x' }), 404, 'update(missing)');
+    return { updated: upd, missingBody: err.body };
+  },
+
+  async threadListMessages(client) {
+    const ids = await seedThread(client, 'msgs', ['my name is Ada', 'second message', 'third message']);
+    const thread = client.getMemoryThread({ threadId: ids.thread, agentId: MEM });
+    const all = await thread.listMessages({});
+    checkMemoryPage(all, 'messages', 'listMessages()');
+    assert.ok('uiMessages' in all, 'listMessages response must carry uiMessages (null allowed)');
+    assert.equal(all.total, 6, `total (3 turns) got ${all.total}`);
+    assert.equal(all.messages.length, 6, 'all 6 messages');
+    all.messages.forEach((m, i) => checkStoredMessage(m, `messages[${i}]`));
+    assert.deepEqual(all.messages.map((m) => m.role), ['user', 'assistant', 'user', 'assistant', 'user', 'assistant'], 'chronological roles');
+    assert.ok(textOfMessage(all.messages[0]).includes('Ada') && textOfMessage(all.messages[4]).includes('third'), 'chronological texts');
+    for (let i = 1; i < all.messages.length; i++) {
+      assert.ok(Date.parse(all.messages[i].createdAt) >= Date.parse(all.messages[i - 1].createdAt), `createdAt non-decreasing at ${i}`);
+    }
+    all.messages.forEach((m, i) => {
+      assert.equal(m.threadId, ids.thread, `messages[${i}].threadId`);
+      assert.equal(m.resourceId, ids.resource, `messages[${i}].resourceId`);
+    });
+    const order = { field: 'createdAt', direction: 'DESC' };
+    const p0 = await thread.listMessages({ perPage: 4, page: 0, orderBy: order });
+    checkMemoryPage(p0, 'messages', 'listMessages(DESC,p0)');
+    assert.equal(p0.total, 6, 'p0.total');
+    assert.equal(p0.perPage, 4, 'p0.perPage');
+    assert.equal(p0.page, 0, 'p0.page');
+    assert.equal(p0.hasMore, true, 'p0.hasMore');
+    assert.deepEqual(p0.messages.map((m) => m.id), all.messages.slice(2).map((m) => m.id), 'DESC window = newest 4, returned chronologically');
+    const p1 = await thread.listMessages({ perPage: 4, page: 1, orderBy: order });
+    assert.deepEqual(p1.messages.map((m) => m.id), all.messages.slice(0, 2).map((m) => m.id), 'DESC page 1 = oldest 2, chronological');
+    assert.equal(p1.hasMore, false, 'p1.hasMore');
+    const ascWin = await thread.listMessages({ perPage: 2, page: 0, orderBy: { field: 'createdAt', direction: 'ASC' } });
+    assert.deepEqual(ascWin.messages.map((m) => m.id), all.messages.slice(0, 2).map((m) => m.id), 'ASC window = oldest 2');
+    // the Studio's exact call
+    const studio = await thread.listMessages({ perPage: 40, orderBy: order, includeSystemReminders: true });
+    assert.equal(studio.messages.length, 6, 'studio call returns all');
+    const viaClient = await client.listThreadMessages(ids.thread, { agentId: MEM, perPage: 2, orderBy: order });
+    assert.deepEqual(viaClient.messages.map((m) => m.id), all.messages.slice(4).map((m) => m.id), 'listThreadMessages newest 2');
+    await expectHttpError(client.getMemoryThread({ threadId: `missing-${randomUUID()}`, agentId: MEM }).listMessages({}), 404, 'listMessages(missing)');
+    return { roles: all.messages.map((m) => m.role) };
+  },
+
+  async threadDelete(client) {
+    const ids = await seedThread(client, 'del', ['hello']);
+    const thread = client.getMemoryThread({ threadId: ids.thread, agentId: MEM });
+    const res = await thread.delete();
+    assert.deepEqual(res, { result: 'Thread deleted' }, 'delete result');
+    const err = await expectHttpError(thread.get(), 404, 'get after delete');
+    assert.deepEqual(err.body, { error: 'Thread not found' });
+    await expectHttpError(thread.listMessages({}), 404, 'listMessages after delete');
+    const err2 = await expectHttpError(thread.delete(), 404, 'delete twice');
+    assert.deepEqual(err2.body, { error: 'Thread not found' });
+  },
+
+  async deleteThread(client) {
+    const threadId = `delc-${randomUUID()}`;
+    await client.createMemoryThread({ agentId: MEM, resourceId: `res-${randomUUID()}`, threadId });
+    const res = await client.deleteThread(threadId, { agentId: MEM });
+    assert.deepEqual(res, { result: 'Thread deleted' }, 'deleteThread result');
+    await expectHttpError(client.getMemoryThread({ threadId, agentId: MEM }).get(), 404, 'get after deleteThread');
+  },
+
+  async threadNotFound404(client) {
+    const err = await expectHttpError(client.getMemoryThread({ threadId: `missing-${randomUUID()}`, agentId: MEM }).get(), 404, 'get(missing)');
+    assert.deepEqual(err.body, { error: 'Thread not found' }, '404 body');
+    assert.match(err.message, /^HTTP error! status: 404 - /, 'client error message');
+    // without agentId the client reads global storage; still a 404
+    const err2 = await expectHttpError(client.getMemoryThread({ threadId: `missing-${randomUUID()}` }).get(), 404, 'get(missing, no agentId)');
+    assert.deepEqual(err2.body, { error: 'Thread not found' });
+  },
+
+  async getMemoryStatus(client) {
+    const s = await client.getMemoryStatus(MEM);
+    keys(s, ['result'], 'status');
+    assert.equal(s.result, true, 'chat-agent memory status');
+    if ('memoryType' in s) assert.ok(['local', 'gateway'].includes(s.memoryType), `memoryType=${s.memoryType}`);
+    const withIds = await client.getMemoryStatus(MEM, undefined, { resourceId: `res-${randomUUID()}`, threadId: `t-${randomUUID()}` });
+    assert.equal(withIds.result, true, 'status with resourceId/threadId');
+    if (isObj(withIds.observationalMemory)) assert.equal(withIds.observationalMemory.enabled, false, 'OM not enabled');
+    const orch = await client.getMemoryStatus('orchestrator-agent');
+    assert.equal(orch.result, false, 'orchestrator-agent has no memory');
+    return { chat: s, orchestrator: orch };
+  },
+
+  async getMemoryConfig(client) {
+    const res = await client.getMemoryConfig({ agentId: MEM });
+    keys(res, ['config'], 'memory config');
+    const c = res.config;
+    assert.ok(isObj(c), `config must be an object for chat-agent, got ${JSON.stringify(c)}`);
+    assert.equal(c.lastMessages, 10, 'config.lastMessages');
+    assert.ok(isObj(c.workingMemory), 'config.workingMemory object');
+    assert.equal(c.workingMemory.enabled, false, 'workingMemory.enabled');
+    assert.ok(isObj(c.observationalMemory), 'config.observationalMemory object');
+    assert.equal(c.observationalMemory.enabled, false, 'observationalMemory.enabled');
+    if ('semanticRecall' in c) assert.ok(c.semanticRecall === false || isObj(c.semanticRecall) || c.semanticRecall === true, 'semanticRecall bool|object');
+    const warnings = [];
+    if (c.semanticRecall !== false) warnings.push(`semanticRecall=${JSON.stringify(c.semanticRecall)} (expected false: not enabled)`);
+    if (!('generateTitle' in c)) warnings.push('config lacks generateTitle (Studio memory panel reads it)');
+    const unknown = await client.getMemoryConfig({ agentId: `no-such-agent-${randomUUID().slice(0, 8)}` }).catch((e) => ({ error: e.status, body: e.body }));
+    if (!(isObj(unknown) && unknown.config === null)) warnings.push(`unknown agent config answer ${JSON.stringify(unknown)} (contract: {"config":null})`);
+    return { config: c, warnings };
+  },
+
+  async getWorkingMemory(client) {
+    const ids = await seedThread(client, 'wm', ['hello']);
+    const existing = await client.getWorkingMemory({ agentId: MEM, threadId: ids.thread, resourceId: ids.resource });
+    keys(existing, ['workingMemory', 'source', 'workingMemoryTemplate', 'threadExists'], 'getWorkingMemory(existing)');
+    assert.equal(existing.threadExists, true, 'threadExists for existing thread');
+    assert.ok(['thread', 'resource'].includes(existing.source), `source=${existing.source}`);
+    type(existing.workingMemory, 'string|null', 'workingMemory');
+    const fresh = await client.getWorkingMemory({ agentId: MEM, threadId: randomUUID(), resourceId: MEM });
+    keys(fresh, ['workingMemory', 'source', 'workingMemoryTemplate', 'threadExists'], 'getWorkingMemory(new)');
+    assert.equal(fresh.threadExists, false, 'threadExists for a not-yet-existing thread');
+    // client-js sends the literal `resourceId=undefined` when resourceId is omitted: never 400/404
+    const noRes = await client.getWorkingMemory({ agentId: MEM, threadId: randomUUID() });
+    assert.equal(noRes.threadExists, false, 'no resourceId (client sends resourceId=undefined)');
+    return { existing, fresh };
+  },
+
+  async updateWorkingMemory(client) {
+    const ids = await seedThread(client, 'wmu', ['hello']);
+    let outcome;
+    try {
+      const res = await client.updateWorkingMemory({ agentId: MEM, threadId: ids.thread, workingMemory: '# Notes\n- likes tea', resourceId: ids.resource });
+      assert.deepEqual(res, { success: true }, 'updateWorkingMemory result');
+      const after = await client.getWorkingMemory({ agentId: MEM, threadId: ids.thread, resourceId: ids.resource });
+      assert.equal(after.workingMemory, '# Notes\n- likes tea', 'working memory read back');
+      outcome = 'success:true and read back';
+    } catch (err) {
+      if (err instanceof assert.AssertionError) throw err;
+      assert.ok(err instanceof MastraClientError, `expected {success:true} or MastraClientError 400, got ${err?.name}: ${err?.message}`);
+      assert.equal(err.status, 400, `status ${err.status} body ${JSON.stringify(err.body)}; expected {success:true} or 400`);
+      type(err.body?.error, 'string', '400 body.error');
+      assert.match(err.body.error, /working memory/i, '400 error must say working memory is not enabled');
+      outcome = `400 ${JSON.stringify(err.body)}`;
+    }
+    return { outcome };
+  },
+
+  async searchMemory(client) {
+    const ids = newIds('search');
+    const word = `zebra${randomUUID().slice(0, 6)}`;
+    const agent = client.getAgent(MEM);
+    await agent.generate(`the secret word is ${word}`, { memory: { thread: ids.thread, resource: ids.resource } });
+    await agent.generate('unrelated second message', { memory: { thread: ids.thread, resource: ids.resource } });
+    const res = await client.searchMemory({ agentId: MEM, resourceId: ids.resource, threadId: ids.thread, searchQuery: word });
+    keys(res, ['results', 'count', 'query'], 'searchMemory');
+    type(res.results, 'array', 'results');
+    assert.equal(res.query, word, 'query echoed');
+    assert.equal(res.searchType, 'text', 'searchType');
+    assert.equal(res.searchScope, 'thread', 'searchScope with threadId');
+    assert.ok(res.results.length >= 1, `no result for ${word}`);
+    assert.equal(res.count, res.results.length, 'count');
+    const hit = res.results.find((r) => r.role === 'user');
+    assert.ok(hit, `user message with ${word} not found: ${JSON.stringify(res.results).slice(0, 300)}`);
+    keys(hit, ['id', 'role', 'content', 'createdAt', 'threadId'], 'results[user]');
+    type(hit.content, 'string', 'result.content');
+    assert.ok(hit.content.includes(word), 'result content contains the word');
+    assert.equal(hit.threadId, ids.thread, 'result.threadId');
+    assert.ok(res.results.every((r) => !r.content.includes('unrelated second')), 'no unrelated results');
+    const resScope = await client.searchMemory({ agentId: MEM, resourceId: ids.resource, searchQuery: word });
+    assert.ok(resScope.results.length >= 1, 'resource-scope search finds it');
+    if ('searchScope' in resScope) assert.equal(resScope.searchScope, 'resource', 'searchScope without threadId');
+    const miss = await client.searchMemory({ agentId: MEM, resourceId: ids.resource, threadId: ids.thread, searchQuery: `nothing${randomUUID()}` });
+    assert.equal(miss.results.length, 0, 'miss');
+    assert.equal(miss.count, 0, 'miss count');
+    return { count: res.count, searchScope: res.searchScope };
+  },
+
+  async saveMessageToMemory(client) {
+    const threadId = `save-${randomUUID()}`;
+    const resourceId = `res-${randomUUID()}`;
+    await client.createMemoryThread({ agentId: MEM, resourceId, threadId });
+    const t0 = Date.now() - 10_000;
+    const v2 = {
+      id: randomUUID(), role: 'user', type: 'text', threadId, resourceId, createdAt: new Date(t0).toISOString(),
+      content: { format: 2, parts: [{ type: 'text', text: 'format two message' }] },
+    };
+    const v1 = { id: randomUUID(), role: 'assistant', type: 'text', content: 'v1 string message', threadId, resourceId, createdAt: new Date(t0 + 1000).toISOString() };
+    const res = await client.saveMessageToMemory({ agentId: MEM, messages: [v2, v1] });
+    keys(res, ['messages'], 'saveMessageToMemory');
+    type(res.messages, 'array', 'saved messages');
+    assert.equal(res.messages.length, 2, 'two saved');
+    res.messages.forEach((m, i) => checkStoredMessage(m, `saved[${i}]`));
+    const byId = Object.fromEntries(res.messages.map((m) => [m.id, m]));
+    assert.ok(byId[v2.id] && byId[v1.id], 'ids preserved');
+    assert.equal(textOfMessage(byId[v2.id]), 'format two message', 'v2 text');
+    assert.equal(textOfMessage(byId[v1.id]), 'v1 string message', 'v1 normalized to a text part');
+    assert.equal(byId[v1.id].role, 'assistant');
+    const listed = await client.getMemoryThread({ threadId, agentId: MEM }).listMessages({});
+    assert.deepEqual(listed.messages.map((m) => m.id), [v2.id, v1.id], 'saved messages listed chronologically');
+    assert.equal(Date.parse(listed.messages[0].createdAt), t0, 'createdAt preserved');
+    return { saved: res.messages.map((m) => ({ id: m.id, role: m.role, format: m.content.format })) };
+  },
+
+  async deleteMessages(client) {
+    const ids = await seedThread(client, 'delmsg', ['first', 'second']);
+    const thread = client.getMemoryThread({ threadId: ids.thread, agentId: MEM });
+    const before = await thread.listMessages({});
+    assert.equal(before.messages.length, 4, 'seeded 4 messages');
+    const victim = before.messages[0].id;
+    const res = await thread.deleteMessages([victim]);
+    keys(res, ['success', 'message'], 'deleteMessages');
+    assert.equal(res.success, true, 'success');
+    type(res.message, 'string', 'message');
+    const after = await thread.listMessages({});
+    assert.deepEqual(after.messages.map((m) => m.id), before.messages.slice(1).map((m) => m.id), 'message gone, others kept');
+    assert.equal(after.total, 3, 'total after delete');
+    const res2 = await thread.deleteMessages({ id: before.messages[1].id });
+    assert.equal(res2.success, true, 'single {id} form');
+    return { message: res.message };
+  },
+
+  async getObservationalMemory400(client) {
+    const err = await expectHttpError(client.getObservationalMemory({ agentId: MEM, resourceId: MEM, threadId: randomUUID() }), 400, 'getObservationalMemory');
+    assert.match(String(err.body.error), /not enabled/i, `400 body ${JSON.stringify(err.body)}`);
+    return { body: err.body };
+  },
+
+  async queryTraces(client) {
+    // make sure at least one run happened, so rows are checked when the server records them
+    await client.getAgent(MEM).generate('trace me', { memory: { thread: `trace-${randomUUID()}`, resource: MEM } });
+    const now = Date.now();
+    const res = await client.queryTraces({
+      timeRange: { from: new Date(now - 3600_000).toISOString(), to: new Date(now + 60_000).toISOString() },
+      orderBy: [{ field: 'startedAt', direction: 'desc' }],
+      page: { limit: 25, after: null },
+    });
+    keys(res, ['traces', 'page'], 'queryTraces');
+    type(res.traces, 'array', 'traces');
+    keys(res.page, ['next'], 'page');
+    type(res.page.next, 'string|null', 'page.next');
+    const rowKeys = ['traceId', 'rootSpanId', 'name', 'entityId', 'parentSpanId', 'createdAt', 'metadata', 'inputPreview',
+      'threadId', 'resourceId', 'startedAt', 'endedAt', 'entityName', 'entityType', 'environment', 'status'];
+    res.traces.forEach((r, i) => {
+      keys(r, rowKeys, `traces[${i}]`);
+      for (const k of ['traceId', 'rootSpanId', 'name', 'status']) type(r[k], 'string', `traces[${i}].${k}`);
+      for (const k of ['startedAt', 'endedAt', 'createdAt']) assert.ok(isIso(r[k]), `traces[${i}].${k} not ISO`);
+      assert.ok(['success', 'error'].includes(r.status), `traces[${i}].status=${r.status}`);
+      for (const k of ['entityId', 'entityName', 'entityType', 'threadId', 'resourceId', 'environment', 'inputPreview', 'parentSpanId']) type(r[k], 'string|null', `traces[${i}].${k}`);
+      type(r.metadata, 'object|null', `traces[${i}].metadata`);
+      if (i > 0) assert.ok(Date.parse(r.startedAt) <= Date.parse(res.traces[i - 1].startedAt), 'ordered by startedAt desc');
+    });
+    // the agent-tab predicate must be accepted
+    const filtered = await client.queryTraces({
+      timeRange: { from: new Date(now - 3600_000).toISOString(), to: new Date(now + 60_000).toISOString() },
+      page: { limit: 25, after: null },
+      where: { op: 'and', args: [{ op: 'eq', left: { path: 'entityType' }, right: { literal: 'agent' } },
+        { spans: { some: { op: 'eq', left: { path: 'entityId' }, right: { literal: MEM } } } }] },
+    });
+    keys(filtered, ['traces', 'page'], 'queryTraces(where)');
+    filtered.traces.forEach((r, i) => assert.equal(r.entityType, 'agent', `filtered[${i}].entityType`));
+    return { rows: res.traces.length, filteredRows: filtered.traces.length };
+  },
+
+  async listTraces(client) {
+    const res = await client.listTraces({ pagination: { page: 0, perPage: 5 }, orderBy: { field: 'startedAt', direction: 'DESC' } });
+    keys(res, ['spans', 'pagination'], 'listTraces');
+    type(res.spans, 'array', 'spans');
+    checkObsPagination(res.pagination, 'pagination');
+    assert.equal(res.pagination.page, 0, 'pagination.page');
+    assert.equal(res.pagination.perPage, 5, 'pagination.perPage');
+    assert.ok(res.spans.length <= 5, 'at most perPage rows');
+    res.spans.forEach((s, i) => {
+      keys(s, ['traceId', 'spanId', 'name', 'spanType', 'isEvent', 'startedAt', 'createdAt', 'status'], `spans[${i}]`);
+      assert.ok(s.parentSpanId == null, `spans[${i}] must be a root span`);
+    });
+    const filtered = await client.listTraces({ filters: { threadId: `t-${randomUUID()}` }, pagination: { page: 0, perPage: 10 } });
+    assert.deepEqual(filtered.spans, [], 'unknown threadId -> no rows');
+    return { rows: res.spans.length, total: res.pagination.total };
+  },
+
+  async listTracesLight(client) {
+    const res = await client.listTracesLight({ filters: { threadId: `t-${randomUUID()}` }, pagination: { page: 0, perPage: 25 } });
+    keys(res, ['spans', 'pagination'], 'listTracesLight');
+    type(res.spans, 'array', 'spans');
+    checkObsPagination(res.pagination, 'pagination');
+    assert.equal(res.pagination.perPage, 25, 'pagination.perPage');
+    const all = await client.listTracesLight({ pagination: { page: 0, perPage: 3 } });
+    checkObsPagination(all.pagination, 'pagination(all)');
+    all.spans.forEach((s, i) => keys(s, ['traceId', 'spanId', 'name', 'spanType', 'isEvent', 'startedAt', 'createdAt'], `light[${i}]`));
+    return { rows: all.spans.length };
+  },
+
+  async getTraceUnknown404(client) {
+    const id = `no-such-trace-${randomUUID().slice(0, 8)}`;
+    const err = await expectHttpError(client.getTrace(id), 404, 'getTrace(unknown)');
+    assert.deepEqual(err.body, { error: `Trace with ID '${id}' not found` }, '404 body');
+    // and a real one, when the list has rows
+    const list = await client.listTraces({ pagination: { page: 0, perPage: 1 } }).catch(() => null);
+    const traceId = list?.spans?.[0]?.traceId;
+    if (traceId) {
+      const t = await client.getTrace(traceId);
+      keys(t, ['traceId', 'spans'], 'getTrace');
+      assert.equal(t.traceId, traceId);
+      t.spans.forEach((s, i) => keys(s, ['traceId', 'spanId', 'name', 'spanType', 'isEvent', 'startedAt', 'createdAt', 'status'], `trace.spans[${i}]`));
+      assert.ok(t.spans.some((s) => s.parentSpanId == null), 'trace has a root span');
+    }
+    return { checkedRealTrace: Boolean(traceId) };
+  },
+
+  async listLogsVNext(client) {
+    const res = await client.listLogsVNext({
+      filters: { timestamp: { start: new Date(Date.now() - 3600_000).toISOString() } },
+      pagination: { page: 0, perPage: 20 },
+      orderBy: { field: 'timestamp', direction: 'DESC' },
+    });
+    keys(res, ['logs'], 'listLogsVNext');
+    type(res.logs, 'array', 'logs');
+    if (res.pagination !== undefined) checkObsPagination(res.pagination, 'pagination');
+    const warnings = res.pagination === undefined ? ['no pagination object'] : [];
+    res.logs.forEach((l, i) => {
+      keys(l, ['timestamp', 'level', 'message'], `logs[${i}]`);
+      assert.ok(['debug', 'info', 'warn', 'error', 'fatal'].includes(l.level), `logs[${i}].level=${l.level}`);
+      assert.ok(isIso(l.timestamp), `logs[${i}].timestamp`);
+      if (i > 0) assert.ok(Date.parse(l.timestamp) <= Date.parse(res.logs[i - 1].timestamp), 'DESC by timestamp');
+    });
+    return { rows: res.logs.length, warnings };
+  },
+
+  async getSystemPackages(client) {
+    const p = await client.getSystemPackages();
+    keys(p, ['packages', 'isDev', 'cmsEnabled', 'liveKitConnectionRouteEnabled', 'observabilityEnabled'], 'system/packages');
+    type(p.packages, 'array', 'packages');
+    for (const k of ['isDev', 'cmsEnabled', 'liveKitConnectionRouteEnabled', 'observabilityEnabled']) type(p[k], 'boolean', k);
+    if (p.observabilityStorageCapabilities !== undefined) {
+      keys(p.observabilityStorageCapabilities, ['metrics', 'logs', 'traceQueryDiscovery'], 'observabilityStorageCapabilities');
+    }
+    assert.notEqual(p.observabilityStorageType, 'ObservabilityInMemory', 'must not claim ObservabilityInMemory');
+    return p;
+  },
+
+  async listTools(client) {
+    const t = await client.listTools();
+    assert.ok(isObj(t), 'tools map');
+    for (const [k, tool] of Object.entries(t)) type(tool.id, 'string', `tools[${k}].id`);
+    return { keys: Object.keys(t) };
+  },
+
+  async listWorkflows(client) {
+    const w = await client.listWorkflows();
+    assert.ok(isObj(w), 'workflows map');
+    return { keys: Object.keys(w) };
+  },
+
+  async listProcessors(client) {
+    const p = await client.listProcessors();
+    assert.ok(isObj(p), 'processors map');
+    return { keys: Object.keys(p) };
+  },
+
+  async listScorers(client) {
+    const s = await client.listScorers();
+    assert.ok(isObj(s), 'scorers map');
+    return { keys: Object.keys(s) };
+  },
+
+  async getMcpServers(client) {
+    const m = await client.getMcpServers();
+    keys(m, ['servers', 'total_count', 'next'], 'mcp servers');
+    type(m.servers, 'array', 'servers');
+    type(m.total_count, 'number', 'total_count');
+    type(m.next, 'string|null', 'next');
+    assert.equal(m.total_count, m.servers.length, 'total_count');
+    return m;
+  },
+
+  async listWorkspaces(client) {
+    const w = await client.listWorkspaces();
+    keys(w, ['workspaces'], 'workspaces');
+    type(w.workspaces, 'array', 'workspaces');
+    return w;
+  },
+};
+
+// ---------------------------------------------------------------- runner
+
+function describeError(err) {
+  if (err instanceof MastraClientError) return `MastraClientError ${err.status}: ${JSON.stringify(err.body ?? null)}`;
+  if (err instanceof assert.AssertionError) {
+    const extra = err.generatedMessage ? '' : (err.actual !== undefined || err.expected !== undefined
+      ? ` (actual ${JSON.stringify(err.actual)?.slice(0, 300)}, expected ${JSON.stringify(err.expected)?.slice(0, 300)})` : '');
+    return `${err.message.split('\n')[0]}${extra}`;
+  }
+  return `${err?.name ?? 'Error'}: ${err?.message ?? String(err)}`;
+}
+
+async function main() {
+  let input;
+  try {
+    const parts = [];
+    for await (const part of process.stdin) parts.push(part);
+    input = JSON.parse(Buffer.concat(parts).toString('utf8') || '{}');
+  } catch (err) {
+    process.stderr.write(`bad stdin: ${err.message}\n`);
+    process.exit(2);
+  }
+  if (input.list) {
+    process.stdout.write(`${JSON.stringify({ ok: true, results: [], sdkVersion, checks: Object.keys(checks) })}\n`);
+    return;
+  }
+  if (typeof input.baseUrl !== 'string') {
+    process.stderr.write('stdin needs {"baseUrl": "http://127.0.0.1:PORT"}\n');
+    process.exit(2);
+  }
+  const names = input.only ?? Object.keys(checks);
+  const unknown = names.filter((n) => !(n in checks));
+  if (unknown.length) {
+    process.stderr.write(`unknown checks: ${unknown.join(', ')}\n`);
+    process.exit(2);
+  }
+  const client = new MastraClient({ baseUrl: input.baseUrl, retries: 0, fetch: loggingFetch(input.baseUrl) });
+  const results = [];
+  for (const name of names) {
+    exchanges = [];
+    const started = Date.now();
+    try {
+      const detail = await checks[name](client);
+      const result = { name, ok: true, ms: Date.now() - started };
+      if (detail !== undefined) result.detail = detail;
+      results.push(result);
+    } catch (err) {
+      await sleep(5); // let the response-body snapshot of the failing exchange land
+      results.push({ name, ok: false, ms: Date.now() - started, error: describeError(err), detail: { requests: exchanges.slice(-4) } });
+    }
+  }
+  process.stdout.write(`${JSON.stringify({ ok: results.every((r) => r.ok), results, sdkVersion })}\n`);
+}
+
+main().catch((err) => {
+  process.stderr.write(`harness bug: ${err?.stack ?? err}\n`);
+  process.exit(1);
+});

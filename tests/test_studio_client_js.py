@@ -1,0 +1,76 @@
+"""The studio's /api routes judged by the real, unchanged ``@mastra/client-js``.
+
+One studio process for the module; ``tests/js/client_conformance.mjs`` runs once per check
+(each check creates its own thread ids), so every check is its own pytest result and a
+failure shows the client's error plus the HTTP exchanges that led to it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import JS_DIR, ServerProcess, run_node
+
+SCRIPT = "client_conformance.mjs"
+NODE = shutil.which("node")
+CLIENT_JS = JS_DIR / "node_modules" / "@mastra" / "client-js" / "package.json"
+
+pytestmark = pytest.mark.skipif(
+    NODE is None or not CLIENT_JS.exists(),
+    reason="needs node and tests/js/node_modules (cd tests/js && npm ci --no-audit --no-fund)",
+)
+
+
+def _check_names() -> list[str]:
+    if NODE is None or not CLIENT_JS.exists():
+        return ["unavailable"]
+    result = subprocess.run([NODE, str(JS_DIR / SCRIPT)], input=json.dumps({"list": True}), text=True,
+                            capture_output=True, timeout=60, cwd=JS_DIR, check=True)
+    return json.loads(result.stdout)["checks"]
+
+
+CHECKS = _check_names()
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    # ``start_server`` is function-scoped; this is the same start with a module-scoped data dir.
+    import os
+
+    data_dir = tmp_path_factory.mktemp("studio-client-js") / "data"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEV_SERVER_") and not k.endswith("_API_KEY")}
+    env["DEV_SERVER_DATA_DIR"] = str(data_dir)
+    env["PYTHONUNBUFFERED"] = "1"
+    server = ServerProcess("studio", env=env, python=sys.executable)
+    server.start()
+    try:
+        server.wait_healthy()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_client_js(studio: ServerProcess, check: str) -> None:
+    out = run_node(SCRIPT, {"baseUrl": studio.url, "only": [check]}, timeout=30)
+    (result,) = out["results"]
+    assert result["name"] == check
+    if not result["ok"]:
+        requests = json.dumps(result.get("detail", {}).get("requests", []), indent=1)
+        pytest.fail(f"{check}: {result['error']}\nclient-js {out['sdkVersion']} requests (last 4):\n{requests}",
+                    pytrace=False)
+
+
+def test_one_run_covers_every_check(start_server) -> None:
+    """The whole list in one node process against a fresh studio (uses the shared fixture)."""
+    server = start_server("studio")
+    out = run_node(SCRIPT, {"baseUrl": server.url}, timeout=120)
+    assert [r["name"] for r in out["results"]] == CHECKS
+    assert out["sdkVersion"] == json.loads(Path(CLIENT_JS).read_text())["version"]

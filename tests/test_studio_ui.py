@@ -1,0 +1,248 @@
+"""The real Mastra Studio served by the studio process (app/api/studio/ui.py).
+
+Fast tests run the router in a small app over a fake build (placeholders, one hashed asset)
+and over a real uvicorn socket for the path-traversal cases, which must reach the server
+byte for byte. The end-to-end test drives the real Studio 1.31 build (``make studio-ui``)
+in Debian's headless chromium (tests/js/studio_ui.mjs) against real gateway and studio
+processes sharing one data directory: a conversation written through the gateway is
+opened in the Studio, a message is sent from the Studio, and no /api request, console
+error or page error may fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from app.api.studio.ui import studio_ui_router
+from app.errors import install_error_handlers
+from tests.support import REPO, LiveApp, run_node
+
+UI_DIR = REPO / "studio-ui"
+FETCH = REPO / "scripts" / "fetch_studio_ui.sh"
+CHROMIUM = Path("/usr/bin/chromium")
+
+FAKE_INDEX = """<!doctype html><html><head><base href="%%MASTRA_STUDIO_BASE_PATH%%/" />
+<script>
+window.MASTRA_SERVER_HOST = '%%MASTRA_SERVER_HOST%%';
+window.MASTRA_SERVER_PORT = '%%MASTRA_SERVER_PORT%%';
+window.MASTRA_SERVER_PROTOCOL = '%%MASTRA_SERVER_PROTOCOL%%';
+window.MASTRA_API_PREFIX = '%%MASTRA_API_PREFIX%%';
+window.MASTRA_AGENT_SIGNALS = '%%MASTRA_AGENT_SIGNALS%%';
+window.MASTRA_TELEMETRY_DISABLED = '%%MASTRA_TELEMETRY_DISABLED%%';
+window.MASTRA_TEMPLATES = '%%MASTRA_TEMPLATES%%';
+</script><script type="module" src="./assets/main-AbCd12_-.js"></script></head><body></body></html>
+"""
+
+
+@pytest.fixture
+def fake_ui(tmp_path: Path) -> Path:
+    ui = tmp_path / "studio-ui"
+    (ui / "assets").mkdir(parents=True)
+    (ui / "index.html").write_text(FAKE_INDEX)
+    (ui / "assets" / "main-AbCd12_-.js").write_text("export const x = 1;\n")
+    (ui / "assets" / "style-B8hWA7ar.css").write_text("body{}\n")
+    (ui / "mastra-dark-tile.svg").write_text("<svg xmlns='http://www.w3.org/2000/svg'/>")
+    (ui / "VERSION").write_text("mastra@test\n")
+    (ui / ".hidden").write_text("secret")
+    (tmp_path / "outside.txt").write_text("outside")
+    return ui
+
+
+def ui_app(ui_dir: Path | None, **kwargs) -> FastAPI:
+    app = FastAPI()
+    install_error_handlers(app)
+
+    @app.get("/api/agents")
+    async def agents() -> dict:
+        return {"chat-agent": {"name": "Chat Agent"}}
+
+    app.include_router(studio_ui_router(ui_dir, **kwargs))
+    return app
+
+
+def window_vars(html: str) -> dict[str, str]:
+    values = {}
+    for line in html.splitlines():
+        line = line.strip()
+        if line.startswith("window.MASTRA_"):
+            name, _, value = line.removeprefix("window.").partition(" = ")
+            values[name] = value.rstrip(";").strip("'")
+    return values
+
+
+def test_index_fills_placeholders_from_the_request_host(fake_ui: Path):
+    client = TestClient(ui_app(fake_ui), base_url="http://127.0.0.1:4999")
+    response = client.get("/")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/html; charset=utf-8"
+    assert response.headers["cache-control"] == "no-cache"
+    assert "%%" not in response.text
+    assert '<base href="/" />' in response.text
+    assert window_vars(response.text) == {
+        "MASTRA_SERVER_HOST": "127.0.0.1", "MASTRA_SERVER_PORT": "4999", "MASTRA_SERVER_PROTOCOL": "http",
+        "MASTRA_API_PREFIX": "/api", "MASTRA_AGENT_SIGNALS": "false", "MASTRA_TELEMETRY_DISABLED": "true",
+        "MASTRA_TEMPLATES": ""}
+    other = client.get("/", headers={"host": "localhost:8123"})
+    assert window_vars(other.text)["MASTRA_SERVER_HOST"] == "localhost"
+    assert window_vars(other.text)["MASTRA_SERVER_PORT"] == "8123"
+    ipv6 = client.get("/", headers={"host": "[::1]:4111"})
+    assert window_vars(ipv6.text)["MASTRA_SERVER_HOST"] == "[::1]"
+    default_port = TestClient(ui_app(fake_ui), base_url="https://studio.example").get("/")
+    assert window_vars(default_port.text).items() >= {"MASTRA_SERVER_PORT": "443", "MASTRA_SERVER_PROTOCOL": "https"}.items()
+    signals = TestClient(ui_app(fake_ui, agent_signals=True)).get("/")
+    assert window_vars(signals.text)["MASTRA_AGENT_SIGNALS"] == "true"
+
+
+@pytest.mark.parametrize("host", ["evil';alert(1)//", "a b", "x:99999", "<script>", "h:1:2"])
+def test_a_host_header_that_could_break_out_of_the_js_string_is_refused(fake_ui: Path, host: str):
+    response = TestClient(ui_app(fake_ui)).get("/", headers={"host": host})
+    assert response.status_code == 400
+    assert response.json() == {"error": "Invalid Host header"}
+
+
+def test_index_is_read_once_and_cached(fake_ui: Path):
+    client = TestClient(ui_app(fake_ui))
+    first = client.get("/agents").text
+    (fake_ui / "index.html").write_text("changed")
+    assert client.get("/agents").text == first
+
+
+def test_spa_fallback_serves_index_for_deep_links_but_not_for_api_or_assets(fake_ui: Path):
+    client = TestClient(ui_app(fake_ui))
+    index = client.get("/").text
+    for path in ("/agents", "/agents/chat-agent/threads/5b7c", "/agents/chat-agent/chat/x?y=1", "/traces/abc",
+                 "/api-docs", "/%2e%2e%2fsecret"):
+        response = client.get(path)
+        assert response.status_code == 200, path
+        assert response.text == index, path
+    assert client.get("/api/agents").json() == {"chat-agent": {"name": "Chat Agent"}}
+    for path in ("/api", "/api/", "/api/nope", "/api/memory/threads/abc", "/api/assets/main-AbCd12_-.js"):
+        response = client.get(path)
+        assert response.status_code == 404, path
+        assert response.json() == {"error": "Not found"}, path
+    missing = client.get("/assets/main-OldHash1.js")
+    assert missing.status_code == 404 and missing.json() == {"error": "Not found"}
+    assert client.post("/agents").status_code in (404, 405)
+
+
+def test_assets_have_their_content_type_and_hashed_ones_are_immutable(fake_ui: Path):
+    client = TestClient(ui_app(fake_ui))
+    js = client.get("/assets/main-AbCd12_-.js")
+    assert js.status_code == 200 and js.text == "export const x = 1;\n"
+    assert js.headers["content-type"] == "text/javascript; charset=utf-8"
+    assert js.headers["cache-control"] == "public, max-age=31536000, immutable"
+    css = client.get("/assets/style-B8hWA7ar.css")
+    assert css.headers["content-type"] == "text/css; charset=utf-8"
+    svg = client.get("/mastra-dark-tile.svg")
+    assert svg.headers["content-type"] == "image/svg+xml"
+    assert svg.headers["cache-control"] == "no-cache"
+    deep = client.get("/agents/x/threads/assets/main-AbCd12_-.js")  # relative URL under a deep link
+    assert deep.headers["content-type"].startswith("text/html")  # <base href="/"> prevents this in the browser
+    head = client.head("/assets/main-AbCd12_-.js")
+    assert head.status_code == 200 and head.content == b""
+    assert client.get("/index.html").text == client.get("/").text  # never the raw template
+
+
+def test_refresh_events_is_a_quiet_no_content(fake_ui: Path):
+    response = TestClient(ui_app(fake_ui)).get("/refresh-events")
+    assert response.status_code == 204 and response.content == b""
+
+
+@pytest.mark.parametrize("ui_dir", [None, "missing"])
+def test_without_a_build_root_explains_how_to_install_and_the_api_still_works(tmp_path: Path, ui_dir):
+    client = TestClient(ui_app(None if ui_dir is None else tmp_path / ui_dir))
+    for path in ("/", "/agents/chat-agent/threads/x"):
+        response = client.get(path)
+        assert response.status_code == 200
+        assert "not installed" in response.text and "make studio-ui" in response.text
+    assert client.get("/api/agents").status_code == 200
+    assert client.get("/api/nope").json() == {"error": "Not found"}
+    assert client.get("/assets/main-AbCd12_-.js").status_code == 404
+
+
+def raw_get(port: int, target: bytes) -> tuple[int, bytes]:
+    """Send a request line exactly as given (no client-side dot-segment normalisation)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+TRAVERSALS = [
+    b"/../../etc/passwd", b"/../outside.txt", b"/assets/../../outside.txt", b"/%2e%2e/outside.txt",
+    b"/%2e%2e%2foutside.txt", b"/assets/%2e%2e/%2e%2e/outside.txt", b"/..%2f..%2fetc%2fpasswd",
+    b"/%252e%252e/outside.txt", b"/assets/..%5c..%5coutside.txt", b"/.hidden", b"/%2ehidden",
+    b"//etc/passwd", b"/assets//etc/passwd", b"/%00/etc/passwd", b"/assets/x%00.js", b"/VERSION/..",
+    b"/.%2e/outside.txt", b"/assets/%2e%2e%2f%2e%2e%2foutside.txt",
+]
+
+
+def test_path_traversal_never_leaves_the_build_directory(fake_ui: Path):
+    with LiveApp(ui_app(fake_ui)) as live:
+        _, index = raw_get(live.port, b"/")
+        for target in TRAVERSALS:
+            status, body = raw_get(live.port, target)
+            assert b"outside" not in body and b"root:" not in body and b"secret" not in body, target
+            assert status in (200, 400, 404), target
+            if status == 200:
+                assert body == index, target
+
+
+# --- end to end: real Studio build in chromium, real gateway + studio processes -----------
+
+
+def ensure_studio_build() -> Path:
+    if not (UI_DIR / "index.html").is_file():
+        if shutil.which("npm") is None:
+            pytest.skip("no Studio build in studio-ui/ and no npm to fetch it (run make studio-ui)")
+        result = subprocess.run(["bash", str(FETCH), str(UI_DIR)], capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+    return UI_DIR
+
+
+def chat_through_gateway(gateway_url: str, conversation_id: str, text: str) -> str:
+    body = {"id": "c", "conversationId": conversation_id,
+            "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}]}
+    with httpx.stream("POST", f"{gateway_url}/api/chat", json=body, timeout=30) as response:
+        assert response.status_code == 200, response.read()
+        return response.read().decode()
+
+
+def test_studio_opens_a_gateway_thread_and_chats_in_chromium(start_server, tmp_path: Path):
+    if not CHROMIUM.exists():
+        pytest.skip("Debian chromium is not installed (apt-get install -y chromium)")
+    ui_dir = ensure_studio_build()
+    env = {"DEV_SERVER_STUDIO_UI_DIR": str(ui_dir), "DEV_SERVER_LOCAL_MODEL_ONLY": "true"}
+    gateway = start_server("gateway", env=env)
+    studio = start_server("studio", env=env)
+    conversation = str(uuid.uuid4())
+    stream = chat_through_gateway(gateway.url, conversation, "my name is Ada")
+    assert "data: [DONE]" in stream or '"type":"finish"' in stream, stream[-500:]
+
+    screenshot = tmp_path / "studio.png"
+    result = run_node("studio_ui.mjs", {
+        "baseUrl": studio.url, "agentId": "chat-agent", "agentName": "Chat Agent", "threadId": conversation,
+        "expectThreadText": "my name is Ada", "sendText": "what is my name?",
+        "screenshotPath": str(screenshot), "timeoutMs": 60000,
+    }, timeout=120)
+    report = json.dumps(result, indent=1)
+    assert result["ok"], report
+    assert result["failedRequests"] == [], report
+    assert result["consoleErrors"] == [], report
+    assert result["pageErrors"] == [], report
+    assert result["replyText"].startswith("[local model]"), report
+    assert os.path.getsize(screenshot) > 0
