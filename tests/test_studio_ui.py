@@ -222,27 +222,66 @@ def chat_through_gateway(gateway_url: str, conversation_id: str, text: str) -> s
         return response.read().decode()
 
 
-def test_studio_opens_a_gateway_thread_and_chats_in_chromium(start_server, tmp_path: Path):
-    if not CHROMIUM.exists():
-        pytest.skip("Debian chromium is not installed (apt-get install -y chromium)")
-    ui_dir = ensure_studio_build()
-    env = {"DEV_SERVER_STUDIO_UI_DIR": str(ui_dir), "DEV_SERVER_LOCAL_MODEL_ONLY": "true"}
-    gateway = start_server("gateway", env=env)
-    studio = start_server("studio", env=env)
-    conversation = str(uuid.uuid4())
-    stream = chat_through_gateway(gateway.url, conversation, "my name is Ada")
-    assert "data: [DONE]" in stream or '"type":"finish"' in stream, stream[-500:]
-
-    screenshot = tmp_path / "studio.png"
-    result = run_node("studio_ui.mjs", {
-        "baseUrl": studio.url, "agentId": "chat-agent", "agentName": "Chat Agent", "threadId": conversation,
-        "expectThreadText": "my name is Ada", "sendText": "what is my name?",
-        "screenshotPath": str(screenshot), "timeoutMs": 60000,
-    }, timeout=120)
-    report = json.dumps(result, indent=1)
+def run_studio(studio, **request) -> dict:
+    result = run_node("studio_ui.mjs", {"baseUrl": studio.url, "agentId": "chat-agent", "agentName": "Chat Agent",
+                                        "timeoutMs": 30000, **request}, timeout=150)
+    problems = {k: result[k] for k in ("ok", "error", "steps", "failedRequests", "consoleErrors", "pageErrors",
+                                       "replyText", "finalUrl")}
+    report = json.dumps(problems, indent=1) + f"\nstudio log:\n{studio.output()[-3000:]}"
     assert result["ok"], report
     assert result["failedRequests"] == [], report
     assert result["consoleErrors"] == [], report
     assert result["pageErrors"] == [], report
-    assert result["replyText"].startswith("[local model]"), report
+    assert (result["replyText"] or "").startswith("[local model]"), report
+    return result
+
+
+@pytest.fixture
+def servers(start_server):
+    if not CHROMIUM.exists():
+        pytest.skip("Debian chromium is not installed (apt-get install -y chromium)")
+    ui_dir = ensure_studio_build()
+    env = {"DEV_SERVER_STUDIO_UI_DIR": str(ui_dir), "DEV_SERVER_LOCAL_MODEL_ONLY": "true"}
+    return start_server("gateway", env=env), start_server("studio", env=env)
+
+
+# None: the transport index.html announces (the factory's agent_signals); False: POST /stream.
+@pytest.mark.parametrize("agent_signals", [None, False], ids=["page-default", "stream"])
+def test_studio_opens_a_gateway_thread_and_chats_in_chromium(servers, tmp_path: Path, agent_signals):
+    gateway, studio = servers
+    conversation = str(uuid.uuid4())
+    stream = chat_through_gateway(gateway.url, conversation, "my name is Ada")
+    assert "[DONE]" in stream or '"type":"finish"' in stream, stream[-500:]
+
+    screenshot = tmp_path / "studio.png"
+    request = {"threadId": conversation, "expectThreadText": "my name is Ada", "sendText": "what is my name?",
+               "screenshotPath": str(screenshot)}
+    if agent_signals is not None:
+        request["agentSignals"] = agent_signals
+    result = run_studio(studio, **request)
+    assert result["finalUrl"].endswith(f"/agents/chat-agent/threads/{conversation}")
+    assert "Ada" in result["replyText"]  # the reply saw the gateway's earlier turn
     assert os.path.getsize(screenshot) > 0
+
+
+def test_studio_new_chat_in_chromium_tolerates_only_the_new_thread_404(servers):
+    _, studio = servers
+    result = run_studio(studio, sendText="hello from the studio")
+    assert "/agents/chat-agent/threads/" in result["finalUrl"]
+    assert all("/api/memory/threads/" in url for url in result["expectedNewThread404s"])
+
+
+def test_fetch_script_fails_with_one_line():
+    result = subprocess.run(["bash", str(FETCH)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    assert result.stderr.strip().count("\n") == 0 and result.stderr.startswith("fetch_studio_ui: usage")
+
+
+def test_fetch_script_is_a_no_op_when_the_build_is_present():
+    if not (UI_DIR / "VERSION").is_file():
+        pytest.skip("no studio-ui/ build (make studio-ui)")
+    result = subprocess.run(["bash", str(FETCH), str(UI_DIR)], capture_output=True, text=True, timeout=30,
+                            env={"PATH": "/nonexistent"} | {k: v for k, v in os.environ.items() if k != "PATH"}
+                            | {"PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    assert "already holds mastra@1.31.0" in result.stdout

@@ -2,12 +2,15 @@
 //
 // stdin: ONE JSON object
 //   { baseUrl, agentId, agentName?, threadId?, expectThreadText?, sendText,
-//     screenshotPath?, timeoutMs? (per step, default 30000), settleMs? (default 1500) }
+//     screenshotPath?, timeoutMs? (per step, default 30000), settleMs? (default 1500),
+//     agentSignals? (true/false overrides the page's MASTRA_AGENT_SIGNALS: false = POST /stream) }
 //   agentName defaults to the title-cased agentId ("chat-agent" -> "Chat Agent").
 // stdout: ONE JSON line
-//   { ok, steps:[{name, ms, ...}], failedRequests:[{method,url,status,body?,error?}],
+//   { ok, steps:[{name, ms, ...}], failedRequests:[{method,url,status,body?,requestBody?,error?}],
 //     consoleErrors:[{text,url}], pageErrors:[...], requests:[{method,url,status}] (every /api response),
 //     abortedRequests:[{method,url}] (net::ERR_ABORTED by the page itself; not failures),
+//     externalRequests:[{method,url,resourceType}] (cross-origin; answered locally, see below),
+//     expectedNewThread404s:[url] (the one allowed 404, see below),
 //     replyText, finalUrl, error }
 //
 // Steps: open baseUrl/ and wait for the agent's name in the agent list; if threadId, open
@@ -60,21 +63,38 @@ const timeout = input.timeoutMs ?? 30000;
 const settleMs = input.settleMs ?? 1500;
 const agentName = input.agentName || titleCase(input.agentId);
 const out = { ok: false, steps: [], failedRequests: [], consoleErrors: [], pageErrors: [], requests: [],
-  abortedRequests: [], replyText: null, finalUrl: null, error: null };
+  abortedRequests: [], externalRequests: [], replyText: null, finalUrl: null, error: null };
 
-// Thread ids the Studio invented for new chats (seen in the page URL), for the one allowed 404.
+// The one allowed 404 (STUDIO-REST.md 5.4): GET /api/memory/threads/<id> for the thread id the
+// Studio made up for a brand-new chat. It is requested before the id shows in the page URL, so
+// candidates are held back and judged at the end: allowed only if <id> is not the given
+// threadId, appeared in the page URL as /agents/<agentId>/threads/<id>, and the 404 was sent
+// before the first chat message was (afterwards the thread exists and a 404 is a bug).
 const newThreadIds = new Set();
 const threadRoute = new RegExp(`/agents/${encodeURIComponent(input.agentId)}/threads/([^/?#]+)`);
 function noteUrl(url) {
   const m = threadRoute.exec(new URL(url).pathname);
   if (m && m[1] !== 'new' && m[1] !== input.threadId) newThreadIds.add(decodeURIComponent(m[1]));
 }
-function isExpectedNewThread404(method, url, status) {
-  if (method !== 'GET' || status !== 404) return false;
+function newThread404Id(method, url, status) {
+  if (method !== 'GET' || status !== 404) return null;
   const m = /^\/api\/memory\/threads\/([^/]+)$/.exec(new URL(url).pathname);
-  return !!m && newThreadIds.has(decodeURIComponent(m[1]));
+  return m && decodeURIComponent(m[1]) !== input.threadId ? decodeURIComponent(m[1]) : null;
 }
-const expectedUrls = new Set();
+let firstSendAt = Infinity;
+const held404 = [];  // {entry, id, at}
+const heldConsole = [];  // console errors about a held 404's URL
+function judgeHeld() {
+  const allowedUrls = new Set();
+  for (const { entry, id, at } of held404) {
+    if (newThreadIds.has(id) && at < firstSendAt) allowedUrls.add(entry.url);
+    else out.failedRequests.push(entry);
+  }
+  for (const item of heldConsole) {
+    if (!allowedUrls.has(item.url)) out.consoleErrors.push(item);
+  }
+  out.expectedNewThread404s = [...allowedUrls];
+}
 
 async function step(name, fn) {
   const started = Date.now();
@@ -98,6 +118,26 @@ try {
     executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1400, height: 900 },
     timeout,
   });
+  // The Studio loads provider logos from https://models.dev; this machine (and CI) is offline,
+  // so every cross-origin request is answered locally and listed in externalRequests: images
+  // get an empty SVG, anything else is aborted (and then shows up as a console error).
+  await context.route(url => new URL(url).origin !== new URL(base).origin, route => {
+    const req = route.request();
+    out.externalRequests.push({ method: req.method(), url: req.url(), resourceType: req.resourceType() });
+    if (req.resourceType() === 'image') {
+      return route.fulfill({ status: 200, contentType: 'image/svg+xml',
+        body: '<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"/>' });
+    }
+    return route.abort('blockedbyclient');
+  });
+  if (typeof input.agentSignals === 'boolean') {
+    // Override index.html's window.MASTRA_AGENT_SIGNALS (it is assigned by an inline script, so
+    // pin the property before any page script runs) to test the other chat transport.
+    const value = String(input.agentSignals);
+    await context.addInitScript(v => {
+      Object.defineProperty(window, 'MASTRA_AGENT_SIGNALS', { get: () => v, set: () => {}, configurable: false });
+    }, value);
+  }
   page = context.pages()[0] ?? await context.newPage();
   page.setDefaultTimeout(timeout);
 
@@ -105,10 +145,13 @@ try {
   page.on('console', msg => {
     if (msg.type() !== 'error') return;
     const url = msg.location()?.url || '';
-    if (expectedUrls.has(url) && /Failed to load resource/.test(msg.text())) return;
-    out.consoleErrors.push({ text: msg.text(), url });
+    const item = { text: msg.text(), url };
+    if (/Failed to load resource/.test(item.text) && url.includes('/api/memory/threads/')) heldConsole.push(item);
+    else out.consoleErrors.push(item);
   });
   page.on('pageerror', err => out.pageErrors.push(String(err?.stack || err)));
+  const sentAt = new WeakMap();
+  context.on('request', req => sentAt.set(req, Date.now()));
   context.on('requestfailed', req => {
     if (!req.url().includes('/api/')) return;
     const error = req.failure()?.errorText || 'failed';
@@ -122,14 +165,15 @@ try {
   context.on('response', async res => {
     const req = res.request();
     if (!req.url().includes('/api/')) return;
-    out.requests.push({ method: req.method(), url: req.url(), status: res.status() });
+    const seen = { method: req.method(), url: req.url(), status: res.status() };
+    if (req.method() !== 'GET' && req.postData()) seen.body = req.postData().slice(0, 500);
+    out.requests.push(seen);
     if (res.status() < 400) return;
-    if (isExpectedNewThread404(req.method(), req.url(), res.status())) {
-      expectedUrls.add(req.url());
-      return;
-    }
     const entry = { method: req.method(), url: req.url(), status: res.status() };
-    out.failedRequests.push(entry);
+    if (req.method() !== 'GET' && req.postData()) entry.requestBody = req.postData().slice(0, 500);
+    const id = newThread404Id(req.method(), req.url(), res.status());
+    if (id !== null) held404.push({ entry, id, at: sentAt.get(req) ?? Date.now() });
+    else out.failedRequests.push(entry);
     try { entry.body = (await res.text()).slice(0, 500); } catch { /* body gone with the page */ }
   });
 
@@ -173,6 +217,7 @@ try {
       return res.request().method() === 'POST' && u.pathname.startsWith(`/api/agents/${input.agentId}/`)
         && /\/(stream|generate|send-message|network|stream-legacy|generate-legacy)$/.test(u.pathname);
     });
+    firstSendAt = Math.min(firstSendAt, Date.now());
     await composer.press('Enter');
     chatResponse = await chatPost;
     return { repliesBefore: before, chatRoute: new URL(chatResponse.url()).pathname, status: chatResponse.status() };
@@ -204,10 +249,13 @@ try {
     return { url: page.url() };
   });
 
+  noteUrl(page.url());
+  judgeHeld();
   out.ok = out.failedRequests.length === 0 && out.consoleErrors.length === 0 && out.pageErrors.length === 0;
   if (!out.ok) out.error = 'browser recorded failed /api requests, console errors or page errors';
 } catch (err) {
   out.error = err.message;
+  if (!out.expectedNewThread404s) judgeHeld();
 } finally {
   try {
     if (page) {
