@@ -71,10 +71,12 @@ def start(command: list[str], port: int, env: dict[str, str]) -> subprocess.Pope
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            httpx.get(f"http://127.0.0.1:{port}/health", timeout=0.5)
-            return proc
+            health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=0.5).json()
+            if health.get("models", {"ready": True})["ready"]:  # the baseline has no models
+                return proc
         except httpx.TransportError:
-            time.sleep(0.05)
+            pass
+        time.sleep(0.05)
     proc.kill()
     raise RuntimeError(f"{command} did not start")
 

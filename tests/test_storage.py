@@ -146,3 +146,20 @@ async def test_duckdb_store_appends_in_batches(tmp_path: Path):
     assert await store.append("spans", SPAN_COLUMNS, rows) == 5000
     assert await store.fetch_all("SELECT count(DISTINCT trace_id) AS n FROM spans") == [{"n": 5000}]
     await store.close()
+
+
+async def test_thread_message_count_stays_exact(settings: Settings):
+    storage = CompositeStore.for_role("gateway", settings)
+    await storage.open()
+    store = ConversationStore(storage.default)
+    await store.ensure_thread("t1", "r1")
+    await store.append_messages("t1", [a_message(i) for i in range(6)])
+    await store.append_messages("t1", [a_message(i) for i in range(3)])  # duplicates: ignored
+    assert await store.count_messages("t1") == 6
+    await store.delete_messages(["m0", "m1"])
+    assert await store.count_messages("t1") == 4
+    await store.delete_after("t1", "m3")
+    assert await store.count_messages("t1") == 2
+    window, total = await store.page_messages("t1", per_page=1)
+    assert total == 2 and [m.id for m in window] == ["m3"]
+    await storage.close()

@@ -5,6 +5,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from app import __version__
+from app.llm import litellm_ready
 
 router = APIRouter()
 
@@ -19,4 +20,5 @@ async def health(request: Request) -> dict[str, Any]:
         "version": __version__,
         "dataDir": str(settings.resolved_data_dir),
         "stores": storage.health(),
+        "models": {"ready": litellm_ready()},
     }

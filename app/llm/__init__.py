@@ -7,7 +7,7 @@ reaches the network); ``prepare_litellm()`` does it on first use. See DESIGN.md 
 from app.llm.client import LiteLLMClient, LLMClient
 from app.llm.errors import ModelProviderError, translate
 from app.llm.models import resolve_model, split_model_id
-from app.llm.offline import ensure_litellm, prepare_litellm
+from app.llm.offline import ensure_litellm, litellm_ready, prepare_litellm
 from app.llm.types import Finish, ModelRequest, ResolvedModel, TextDelta, Usage
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "TextDelta",
     "Usage",
     "ensure_litellm",
+    "litellm_ready",
     "prepare_litellm",
     "resolve_model",
     "split_model_id",

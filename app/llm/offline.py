@@ -55,6 +55,11 @@ def prepare_litellm() -> ModuleType:
     return _litellm
 
 
+def litellm_ready() -> bool:
+    """Whether litellm is imported and configured (the warm-up has finished)."""
+    return _litellm is not None
+
+
 async def ensure_litellm() -> ModuleType:
     """``prepare_litellm`` for async callers: the first import runs in a worker thread,
     so the event loop keeps serving while it takes its seconds."""

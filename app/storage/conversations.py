@@ -214,8 +214,8 @@ class ConversationStore:
         return [_message(r) for r in reversed(rows)]
 
     async def count_messages(self, thread_id: str) -> int:
-        row = await self.db.fetch_one("SELECT count(*) FROM messages WHERE thread_id = ?", (thread_id,))
-        return row[0]
+        row = await self.db.fetch_one("SELECT message_count FROM threads WHERE id = ?", (thread_id,))
+        return row[0] if row else 0
 
     async def page_messages(self, thread_id: str, *, page: int = 0, per_page: int | None = 40,
                             direction: Direction = "DESC", roles: Sequence[str] | None = None,
@@ -236,7 +236,10 @@ class ConversationStore:
             where.append("created_at <= ?" if before_inclusive else "created_at < ?")
             params.append(before)
         clause = " AND ".join(where)
-        total = (await self.db.fetch_one(f"SELECT count(*) FROM messages WHERE {clause}", params))[0]
+        if len(where) == 1:
+            total = await self.count_messages(thread_id)
+        else:
+            total = (await self.db.fetch_one(f"SELECT count(*) FROM messages WHERE {clause}", params))[0]
         sql = f"{_MESSAGE_SELECT} WHERE {clause} ORDER BY created_at {direction}, seq {direction}"
         if per_page is not None:
             sql += " LIMIT ? OFFSET ?"
