@@ -4,7 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 JS_DIR := tests/js
 
-.PHONY: dev test install install-test js-deps bench clean
+STUDIO_UI := studio-ui
+
+.PHONY: dev test install install-test js-deps studio-ui browser bench clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,18 +21,32 @@ $(JS_DIR)/node_modules/.installed: $(JS_DIR)/package-lock.json
 	cd $(JS_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# The real Mastra Studio web app, from the pinned `mastra` npm package (never committed).
+studio-ui: $(STUDIO_UI)/index.html
+$(STUDIO_UI)/index.html: scripts/fetch_studio_ui.sh
+	scripts/fetch_studio_ui.sh $(STUDIO_UI)
+
+# Debian's chromium for the Studio browser test (never a browser downloaded by a test tool).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian's chromium"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium is missing: sudo apt-get install chromium"; exit 1; fi; }
+
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 js-deps: $(JS_DIR)/node_modules/.installed
 
 dev: install
+	@$(MAKE) --no-print-directory studio-ui >/dev/null 2>&1 || echo "(Studio UI not fetched: offline? the API still serves; run make studio-ui later)"
 	$(PY) -m app dev
 
-test: install-test js-deps
+test: install-test js-deps studio-ui browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: install
 	@for script in bench/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(JS_DIR)/node_modules
+	rm -rf $(VENV) $(JS_DIR)/node_modules $(STUDIO_UI)
