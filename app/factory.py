@@ -12,6 +12,7 @@ import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 
+import anyio
 from fastapi import FastAPI
 
 from app import __version__
@@ -19,21 +20,37 @@ from app.agents.definition import AgentDefinition
 from app.agents.registry import DEFINITIONS, AgentRegistry
 from app.agents.runner import TurnRunner
 from app.agents.signals import ThreadHub
-from app.api import chat, health
+from app.api import chat, health, otlp
 from app.api.cors import ReflectingCORS
 from app.api.studio import agents as agent_routes
 from app.api.studio import memory, observability, shell
-from app.api.studio.ui import studio_ui_router
 from app.api.limits import BodySizeLimit
+from app.api.studio.ui import studio_ui_router
 from app.auth import Authenticator, BearerTokens
 from app.errors import install_error_handlers
 from app.llm import LiteLLMClient, LLMClient
+from app.observability.telemetry import Telemetry
 from app.settings import Settings
-from app.storage.composite import CompositeStore
+from app.storage.composite import OBSERVABILITY, CompositeStore
 from app.storage.conversations import ConversationStore
 
 ROLES = ("gateway", "studio")
 log = logging.getLogger(__name__)
+
+
+async def _retention(storage: CompositeStore, days: int) -> None:
+    """Drop observability rows older than ``days``, at start and then hourly."""
+    from app.observability.writer import ObservabilityWriter
+
+    while True:
+        if storage.has(OBSERVABILITY):
+            try:
+                removed = await ObservabilityWriter(storage.domain(OBSERVABILITY)).delete_older_than(days)
+                if removed:
+                    log.info("retention: removed %d observability rows older than %d days", removed, days)
+            except Exception as exc:
+                log.warning("retention failed: %s", exc)
+        await asyncio.sleep(3600)
 
 
 async def _warm_up(llm: LLMClient) -> None:
@@ -69,14 +86,23 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await storage.open()
+        telemetry = Telemetry(role, settings, storage) if settings.telemetry else None
+        app.state.telemetry = telemetry
+        if telemetry is not None:
+            app.state.runner.tracer = telemetry.tracer
         # Warm the model layer in the background: the server answers at once, and the
         # first chat does not pay litellm's import.
-        warm_up = asyncio.create_task(_warm_up(llm))
+        background = [asyncio.create_task(_warm_up(llm))]
+        if role == "studio" and settings.trace_retention_days:
+            background.append(asyncio.create_task(_retention(storage, settings.trace_retention_days)))
         try:
             yield
         finally:
-            warm_up.cancel()
+            for task in background:
+                task.cancel()
             await app.state.signals.close()
+            if telemetry is not None:  # flush before the stores close: the studio writes its own spans
+                await anyio.to_thread.run_sync(telemetry.shutdown)
             await storage.close()
 
     app = FastAPI(title=f"dev-server {role}", version=__version__, lifespan=lifespan,
@@ -89,6 +115,7 @@ def create_app(
     app.state.runner = TurnRunner(llm)
     app.state.authenticator = authenticator
     app.state.signals = ThreadHub()
+    app.state.telemetry = None
 
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
@@ -98,7 +125,7 @@ def create_app(
     else:
         app.add_middleware(ReflectingCORS)  # added last, so outermost: preflights never reach routes
         for router in (shell.router, agent_routes.router, memory.router, observability.router,
-                       observability.legacy):
+                       observability.legacy, otlp.router):
             app.include_router(router)
         app.include_router(studio_ui_router(settings.resolved_studio_ui_dir, agent_signals=True))
     return app

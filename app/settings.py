@@ -22,7 +22,7 @@ class SettingsError(Exception):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, populate_by_name=True)
 
     data_dir: Path | None = Field(None, description="Directory of the databases (default <package root>/.temp)")
     db_url: str | None = Field(None, description="Conversation DB: file:PATH (default file:<data dir>/dev-server.db)")
@@ -41,6 +41,15 @@ class Settings(BaseSettings):
     studio_ui_dir: Path | None = Field(
         None, description="Directory of the Studio web build (default <package root>/studio-ui, made by make studio-ui)"
     )
+    environment: str = Field("development", description="deployment.environment of spans and logs")
+    telemetry: bool = Field(True, description="Record spans and logs of agent runs")
+    telemetry_queue_size: int = Field(10_000, ge=100, description="Spans (and logs) kept while the receiver is down")
+    trace_retention_days: int | None = Field(None, ge=1, description="Drop spans and logs older than this (studio)")
+    # The standard OpenTelemetry variables, read here so nothing else reads the environment:
+    # when one is set, the gateway's exporters use it instead of the studio's receiver.
+    otel_endpoint: str | None = Field(None, validation_alias="OTEL_EXPORTER_OTLP_ENDPOINT")
+    otel_traces_endpoint: str | None = Field(None, validation_alias="OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    otel_logs_endpoint: str | None = Field(None, validation_alias="OTEL_EXPORTER_OTLP_LOGS_ENDPOINT")
     auth_tokens: str | None = Field(
         None, description="Comma-separated token=principal pairs; when set, auth is on (Bearer tokens)"
     )

@@ -133,6 +133,10 @@ def test_duckdb_held_by_another_process_leaves_the_studio_serving(start_server, 
         observability = health["stores"]["observability"]
         assert observability["open"] is False and "lock" in observability["error"].lower()
         assert studio.output().count("observability storage disabled") == 1
+        assert httpx.get(f"{studio.url}/api/memory/threads").status_code == 200
+        assert httpx.get(f"{studio.url}/api/agents").status_code == 200
+        traces = httpx.post(f"{studio.url}/api/observability/traces/query", json={})
+        assert traces.status_code == 503 and "lock" in traces.json()["error"].lower()
     finally:
         holder.kill()
         holder.communicate()

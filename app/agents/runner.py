@@ -10,18 +10,25 @@ studio (Mastra chunks) both encode the same events.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span
 
 from app.agents.registry import RegisteredAgent
 from app.clock import now_iso
 from app.llm import Finish, LLMClient, ModelProviderError, ModelRequest, ResolvedModel, TextDelta
 from app.memory.convert import assistant_message, stored_to_model
+from app.observability import spans
 from app.storage.conversations import Message, Thread
+
+log = logging.getLogger(__name__)
 
 
 def new_id(prefix: str = "") -> str:
@@ -43,6 +50,10 @@ class Turn:
     finish: Finish | None = None
     error: ModelProviderError | None = None
     interrupted: bool = False
+    # the run's root span, and the context its children hang from
+    span: Span = trace.INVALID_SPAN
+    trace_context: Context | None = None
+    ids: dict[str, str] = field(default_factory=dict)
 
     def reply_metadata(self) -> dict[str, Any]:
         metadata: dict[str, Any] = {"modelId": self.model.model_id, "provider": self.model.provider,
@@ -61,26 +72,62 @@ class Turn:
 
 
 class TurnRunner:
-    def __init__(self, llm: LLMClient) -> None:
+    def __init__(self, llm: LLMClient, tracer: trace.Tracer | None = None) -> None:
         self.llm = llm
+        self.tracer = tracer or trace.NoOpTracer()
 
     async def prepare(self, agent: RegisteredAgent, *, thread_id: str | None, resource_id: str,
-                      incoming: list[Message], client_context: list[dict[str, Any]]) -> Turn:
-        """Open the thread and store the turn's input (memory agents), or use the client's context."""
+                      incoming: list[Message], client_context: list[dict[str, Any]],
+                      run_id: str | None = None) -> Turn:
+        """Open the thread and store the turn's input (memory agents), or use the client's context.
+
+        Starts the run's root span; ``run`` ends it (or this does, if preparing fails).
+        """
         model = self.llm.resolve(agent.definition.model)
         system = [{"role": "system", "content": agent.definition.instructions}]
         memory = agent.memory
-        if memory is None:
-            return Turn(agent, model, system + client_context, thread=None, resource_id=None)
-        thread = await memory.open_thread(thread_id or new_id("mastra_thread_"), resource_id)
-        await memory.record_turn(thread, incoming)
-        history = [m for m in map(stored_to_model, await memory.window(thread.id)) if m]
-        return Turn(agent, model, system + history, thread=thread, resource_id=resource_id,
-                    user_message_id=incoming[-1].id)
+        thread_id = (thread_id or new_id("mastra_thread_")) if memory else None
+        run_id = run_id or new_id()
+        ids = spans.identity(agent_id=agent.id, agent_name=agent.definition.name, run_id=run_id,
+                             thread_id=thread_id, resource_id=resource_id if memory else None)
+        user_text = _last_user_text(incoming, client_context)
+        root = spans.start(self.tracer, f"agent run: '{agent.id}'", "agent_run", ids, input=user_text,
+                           attributes={"conversationId": thread_id, "instructions": agent.definition.instructions,
+                                       "availableTools": []})
+        context = trace.set_span_in_context(root)
+        try:
+            if memory is None:
+                turn = Turn(agent, model, system + client_context, thread=None, resource_id=None, run_id=run_id)
+            else:
+                with spans.child(self.tracer, "memory: save messages", "memory_operation", ids, context,
+                                 input={"messageIds": [m.id for m in incoming]}):
+                    thread = await memory.open_thread(thread_id, resource_id)
+                    stored = await memory.record_turn(thread, incoming)
+                with spans.child(self.tracer, "memory: load history", "memory_operation", ids, context,
+                                 attributes={"lastMessages": memory.options.last_messages}) as load:
+                    window = await memory.window(thread.id, len(stored))
+                    load.set_attribute("mastra.output", spans._json({"messages": len(window), "stored": stored}))
+                history = [m for m in map(stored_to_model, window) if m]
+                turn = Turn(agent, model, system + history, thread=thread, resource_id=resource_id,
+                            user_message_id=incoming[-1].id, run_id=run_id)
+        except BaseException as exc:
+            spans.finish(root, error=exc)
+            raise
+        turn.span, turn.trace_context, turn.ids = root, context, ids
+        with trace.use_span(root, end_on_exit=False):
+            log.info("agent run started", extra=_log_ids(ids))
+        return turn
 
     async def run(self, turn: Turn) -> AsyncIterator[TextDelta | Finish]:
         """The model's events; the reply is stored however the stream ends."""
-        stream = self.llm.stream(ModelRequest(model=turn.model.mastra_id, messages=turn.context))
+        model = turn.model
+        generation = spans.start(self.tracer, f"llm: '{model.model_id}'", "model_generation", turn.ids,
+                                 parent=turn.trace_context, input={"messages": turn.context},
+                                 attributes={"model": model.model_id, "provider": model.provider,
+                                             "streaming": True, "parameters": {}, "local": model.is_local})
+        step = spans.start(self.tracer, "step: 0", "model_step", turn.ids,
+                           parent=trace.set_span_in_context(generation))
+        stream = self.llm.stream(ModelRequest(model=model.mastra_id, messages=turn.context))
         pieces: list[str] = []
         turn.interrupted = True  # until the stream ends on its own
         try:
@@ -100,7 +147,35 @@ class TurnRunner:
             # reply must still be closed out and saved.
             with anyio.CancelScope(shield=True):
                 await stream.aclose()
-                await self._save_reply(turn)
+                self._finish_model_spans(turn, generation, step)
+                with spans.child(self.tracer, "memory: save reply", "memory_operation", turn.ids,
+                                 turn.trace_context):
+                    await self._save_reply(turn)
+                self._finish_run(turn)
+
+    def _finish_model_spans(self, turn: Turn, generation: Span, step: Span) -> None:
+        usage = ({"inputTokens": turn.finish.usage.input_tokens, "outputTokens": turn.finish.usage.output_tokens}
+                 if turn.finish else None)
+        reason = turn.finish.finish_reason if turn.finish else ("error" if turn.error else "other")
+        step_attributes = {"stepIndex": 0, "usage": usage, "finishReason": reason}
+        if turn.interrupted:
+            step_attributes["interrupted"] = True
+        spans.finish(step, attributes=step_attributes, error=turn.error, error_kind=turn.error and turn.error.kind)
+        spans.finish(generation, output={"text": turn.text}, error=turn.error,
+                     error_kind=turn.error and turn.error.kind,
+                     attributes={"model": turn.model.model_id, "provider": turn.model.provider, "streaming": True,
+                                 "parameters": {}, "usage": usage, "local": turn.model.is_local})
+
+    def _finish_run(self, turn: Turn) -> None:
+        with trace.use_span(turn.span, end_on_exit=False):
+            if turn.error is not None:
+                log.warning("agent run failed: %s", turn.error.message, extra=_log_ids(turn.ids))
+            elif turn.interrupted:
+                log.info("agent run interrupted by the client", extra=_log_ids(turn.ids))
+            else:
+                log.info("agent run finished", extra=_log_ids(turn.ids))
+        spans.finish(turn.span, output={"text": turn.text}, error=turn.error,
+                     error_kind=turn.error and turn.error.kind)
 
     async def _save_reply(self, turn: Turn) -> None:
         if turn.thread is None or turn.agent.memory is None:
@@ -110,3 +185,18 @@ class TurnRunner:
         reply = assistant_message(turn.reply_id, turn.thread.id, turn.resource_id or turn.thread.resource_id,
                                   turn.text, now_iso(), turn.reply_metadata())
         await turn.agent.memory.save_reply(turn.thread, reply)
+
+
+def _last_user_text(incoming: list[Message], client_context: list[dict[str, Any]]) -> str:
+    for message in reversed(incoming):
+        if message.role == "user":
+            return message.content.get("content", "")
+    for message in reversed(client_context):
+        if message.get("role") == "user":
+            return str(message.get("content", ""))
+    return ""
+
+
+def _log_ids(ids: dict[str, str]) -> dict[str, str]:
+    """Log record attributes: the same ``mastra.*`` ids as the spans, for the log exporter."""
+    return dict(ids)

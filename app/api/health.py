@@ -21,4 +21,5 @@ async def health(request: Request) -> dict[str, Any]:
         "dataDir": str(settings.resolved_data_dir),
         "stores": storage.health(),
         "models": {"ready": litellm_ready()},
+        "telemetry": request.app.state.telemetry.stats() if request.app.state.telemetry else None,
     }

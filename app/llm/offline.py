@@ -23,6 +23,7 @@ litellm's design; doing it here, once and idempotently, keeps it in one place.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import sys
@@ -62,12 +63,36 @@ def litellm_ready() -> bool:
 
 async def ensure_litellm() -> ModuleType:
     """``prepare_litellm`` for async callers: the first import runs in a worker thread,
-    so the event loop keeps serving while it takes its seconds."""
+    so the event loop keeps serving while it takes its seconds.
+
+    The thread is a daemon of our own (not a pool thread, which the interpreter joins at
+    exit): a process asked to stop during the import stops at once.
+    """
     if _litellm is not None:
         return _litellm
-    import anyio.to_thread
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[ModuleType] = loop.create_future()
 
-    return await anyio.to_thread.run_sync(prepare_litellm)
+    def settle(outcome: ModuleType | BaseException) -> None:
+        if future.done():
+            return
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+    def work() -> None:
+        try:
+            outcome: ModuleType | BaseException = prepare_litellm()
+        except BaseException as exc:  # handed to the awaiting task
+            outcome = exc
+        try:
+            loop.call_soon_threadsafe(settle, outcome)
+        except RuntimeError:  # the loop closed meanwhile: nobody is waiting
+            pass
+
+    threading.Thread(target=work, name="litellm-import", daemon=True).start()
+    return await future
 
 
 def bundled_tokenizer_dir() -> Path:
@@ -89,14 +114,18 @@ def _import_configured() -> ModuleType:
 
     import warnings
 
-    with warnings.catch_warnings():
-        # litellm's TypedDicts use ReadOnly, which pydantic warns about once per class
-        # while building their schemas: noise on every start, and an error under
-        # pytest's filterwarnings=error.
-        warnings.filterwarnings("ignore", message=r"Items? .* (is|are) using the `ReadOnly` qualifier",
-                                category=UserWarning)
-        import litellm
+    # litellm's TypedDicts use ReadOnly, which pydantic warns about once per class while
+    # building their schemas (at import and lazily on first calls): noise on every start,
+    # and an error under pytest's filterwarnings=error. Process-wide, and only this one.
+    warnings.filterwarnings("ignore", message=r"Items? .* (is|are) using the `ReadOnly` qualifier",
+                            category=UserWarning)
+    import litellm
 
+    import logging
+
+    # litellm logs every call at INFO through its own handler (and again through ours).
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     litellm.suppress_debug_info = True
     litellm.set_verbose = False
     litellm.success_callback = []

@@ -30,8 +30,11 @@ class MemoryOptions:
     working_memory: bool = False
     generate_title: bool = False
 
-    def window(self) -> int:
-        return 1 if self.last_messages is False else max(1, int(self.last_messages))
+    def window(self, input_count: int) -> int:
+        """How many stored messages the model sees: ``last_messages`` of history *before*
+        this turn's input, plus the input itself (Mastra's MessageHistory does the same)."""
+        history = 0 if self.last_messages is False else max(0, int(self.last_messages))
+        return history + max(1, input_count)
 
     def describe(self) -> dict[str, Any]:
         """The config as Mastra's ``GET /memory/config`` reports it."""
@@ -79,8 +82,10 @@ class Memory:
             await store.delete_after(thread.id, anchor.id)
         return await store.append_messages(thread.id, [m for m in incoming if m.id not in known_here])
 
-    async def window(self, thread_id: str) -> list[Message]:
-        return await self.store.recent_messages(thread_id, self.options.window())
+    async def window(self, thread_id: str, input_count: int = 1) -> list[Message]:
+        """The model's view of the thread; ``input_count`` = messages this turn added
+        (0 when the client re-submitted, edited or regenerated: the anchor is the input)."""
+        return await self.store.recent_messages(thread_id, self.options.window(input_count))
 
     async def save_reply(self, thread: Thread, reply: Message) -> None:
         await self.store.append_messages(thread.id, [reply])

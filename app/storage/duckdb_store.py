@@ -102,6 +102,23 @@ class DuckDBStore:
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         await self._run(lambda: self._require().execute(sql, list(params)))
 
+    async def run(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn(connection)`` as one job on the worker thread, so several statements (a
+        transaction around two appends) cannot interleave with another caller's."""
+        return await self._run(lambda: fn(self._require()))
+
+    def run_blocking(self, fn: Callable[[Any], T], timeout: float | None = None) -> T:
+        """``run`` for a thread that is not the event loop's (an OpenTelemetry processor
+        thread): queued on the same worker thread, waited for. Never call it from that thread."""
+        executor = self._executor
+        if executor is None or self._con is None:
+            raise StorageError(f"observability store {self.url} is not open")
+        try:
+            future = executor.submit(lambda: fn(self._require()))
+        except RuntimeError as exc:  # shut down by close() meanwhile
+            raise StorageError(f"observability store {self.url} is closed") from exc
+        return future.result(timeout)
+
     def health(self) -> dict[str, Any]:
         return {"engine": self.engine, "url": self.url, "path": str(self.path) if self.path else None,
                 "open": self.is_open}

@@ -82,8 +82,12 @@ function type(value, expected, where) {
   assert.ok(ok, `${where}: expected ${expected}, got ${actual} (${JSON.stringify(value)?.slice(0, 120)})`);
 }
 
-function checkThread(t, where) {
+const THREAD_KEYS = ['id', 'title', 'resourceId', 'createdAt', 'updatedAt', 'metadata'];
+function checkThread(t, where, ctx) {
   keys(t, ['id', 'resourceId', 'createdAt', 'updatedAt'], where);
+  const extra = Object.keys(t).filter((k) => !THREAD_KEYS.includes(k));
+  if (ctx && extra.length) ctx.warn(`${where} has keys the real schema strips: ${extra.join(', ')}`);
+  if (ctx && 'metadata' in t && t.metadata == null) ctx.warn(`${where}.metadata is null (real server omits it when unset)`);
   type(t.id, 'string', `${where}.id`);
   type(t.resourceId, 'string', `${where}.resourceId`);
   assert.ok(isIso(t.createdAt), `${where}.createdAt not ISO: ${t.createdAt}`);
@@ -92,8 +96,10 @@ function checkThread(t, where) {
   if ('metadata' in t) type(t.metadata, 'object', `${where}.metadata`);
 }
 
-function checkStoredMessage(m, where) {
+function checkStoredMessage(m, where, ctx) {
   keys(m, ['id', 'role', 'createdAt', 'content'], where);
+  if (ctx && m.type !== 'text') ctx.warn(`${where}.type=${JSON.stringify(m.type)} (stored messages carry type "text")`);
+  if (ctx && (typeof m.threadId !== 'string' || typeof m.resourceId !== 'string')) ctx.warn(`${where} lacks threadId/resourceId`);
   type(m.id, 'string', `${where}.id`);
   assert.ok(['user', 'assistant', 'system', 'signal'].includes(m.role), `${where}.role=${m.role}`);
   assert.ok(isIso(m.createdAt), `${where}.createdAt not ISO: ${m.createdAt}`);
@@ -144,6 +150,58 @@ const textOfMessage = (m) => {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** Stored messages of a thread after a run (polls briefly: the server may store after [DONE]). */
+async function storedTurn(client, threadId) {
+  let stored = [];
+  for (let i = 0; i < 40; i++) {
+    const page = await client.getMemoryThread({ threadId, agentId: MEM }).listMessages({});
+    stored = page.messages;
+    if (stored.some((m) => m.role === 'assistant')) break;
+    await sleep(50);
+  }
+  assert.ok(stored.length >= 2, `thread ${threadId} has ${stored.length} stored messages after the run`);
+  return stored;
+}
+
+/** One plain-text agent run in Mastra's chunk format (STUDIO-REST.md 4.3). */
+function checkRunChunks(chunks, ctx, { agentId, storedAssistant }) {
+  assert.ok(chunks.length > 0, 'no chunks');
+  const types = chunks.map((c) => c.type);
+  const seq = types.filter((t, i, a) => t !== 'text-delta' || a[i - 1] !== 'text-delta').join(',');
+  chunks.forEach((c, i) => {
+    type(c.runId, 'string', `chunk[${i}](${c.type}).runId`);
+    assert.equal(c.from, 'AGENT', `chunk[${i}](${c.type}).from`);
+    type(c.payload, 'object', `chunk[${i}](${c.type}).payload`);
+  });
+  assert.equal(new Set(chunks.map((c) => c.runId)).size, 1, 'all chunks share one runId');
+  for (const t of ['start', 'step-start', 'text-start', 'text-delta', 'text-end', 'step-finish', 'finish']) {
+    assert.ok(types.includes(t), `missing ${t} chunk (got ${seq})`);
+  }
+  assert.equal(seq, 'start,step-start,text-start,text-delta,text-end,step-finish,finish', 'plain text turn chunk sequence');
+  const by = (t) => chunks.find((c) => c.type === t);
+  const textStart = by('text-start');
+  type(textStart.payload.id, 'string', 'text-start.payload.id');
+  chunks.filter((c) => c.type === 'text-delta').forEach((c, i) => {
+    type(c.payload.text, 'string', `text-delta[${i}].payload.text`);
+    assert.equal(c.payload.id, textStart.payload.id, `text-delta[${i}].payload.id must equal text-start id`);
+  });
+  assert.equal(by('text-end').payload.id, textStart.payload.id, 'text-end.payload.id');
+  const stepStart = by('step-start');
+  type(stepStart.payload.messageId, 'string', 'step-start.payload.messageId');
+  if (storedAssistant) assert.equal(stepStart.payload.messageId, storedAssistant.id, 'step-start.payload.messageId must be the stored assistant message id');
+  const start = by('start');
+  if (start.payload.id !== agentId) ctx.warn(`start.payload.id=${JSON.stringify(start.payload.id)} (real server: the agent id)`);
+  if (start.payload.messageId !== stepStart.payload.messageId) ctx.warn('start.payload.messageId differs from step-start.payload.messageId');
+  const stepFinish = by('step-finish');
+  type(stepFinish.payload.stepResult, 'object', 'step-finish.payload.stepResult');
+  assert.equal(stepFinish.payload.stepResult.reason, 'stop', 'step-finish.payload.stepResult.reason');
+  type(stepFinish.payload.output?.usage, 'object', 'step-finish.payload.output.usage');
+  const finish = by('finish');
+  assert.equal(finish.payload?.stepResult?.reason, 'stop', 'finish.payload.stepResult.reason');
+  type(finish.payload?.output?.usage, 'object', 'finish.payload.output.usage');
+  if (!isObj(finish.payload.messages)) ctx.warn('finish.payload.messages {all,user,nonUser} missing (client tools read messages.nonUser)');
+}
+
 // ---------------------------------------------------------------- checks
 
 const MEM = 'chat-agent';
@@ -158,7 +216,7 @@ async function seedThread(client, prefix, texts = ['my name is Ada', 'hello ther
 }
 
 const checks = {
-  async listAgents(client) {
+  async listAgents(client, ctx) {
     const agents = await client.listAgents();
     assert.ok(isObj(agents), 'listAgents must return an object keyed by agent id');
     for (const id of ['chat-agent', 'docs-agent', 'orchestrator-agent']) {
@@ -187,24 +245,23 @@ const checks = {
     return { ids: Object.keys(agents) };
   },
 
-  async agentDetails(client) {
+  async agentDetails(client, ctx) {
     const d = await client.getAgent('chat-agent').details();
     keys(d, ['name', 'instructions', 'tools', 'agents', 'workflows', 'skills', 'workspaceTools', 'browserTools',
       'hasBrowser', 'inputProcessors', 'outputProcessors'], 'details');
     assert.equal(d.modelVersion, 'v2', 'details.modelVersion');
     assert.equal(d.supportsMemory, true, 'details.supportsMemory');
-    const warnings = [];
-    if ('id' in d) warnings.push('single GET carries `id` (real server omits it; harmless)');
-    return { name: d.name, provider: d.provider, modelId: d.modelId, warnings };
+    if ('id' in d) ctx.warn('single GET /agents/:id carries `id` (real server omits it; harmless)');
+    return { name: d.name, provider: d.provider, modelId: d.modelId };
   },
 
-  async agentDetailsUnknown404(client) {
+  async agentDetailsUnknown404(client, ctx) {
     const id = `no-such-agent-${randomUUID().slice(0, 8)}`;
     const err = await expectHttpError(client.getAgent(id).details(), 404, 'details(unknown)');
     assert.deepEqual(err.body, { error: `Agent with id ${id} not found` }, '404 body');
   },
 
-  async generateWithMemory(client) {
+  async generateWithMemory(client, ctx) {
     const ids = newIds('gen');
     const agent = client.getAgent(MEM);
     const first = await agent.generate('my name is Ada', { memory: { thread: ids.thread, resource: ids.resource } });
@@ -213,72 +270,138 @@ const checks = {
     assert.ok(first.text.startsWith('[local model]'), `generate.text=${JSON.stringify(first.text)}`);
     assert.equal(first.finishReason, 'stop', 'generate.finishReason');
     type(first.usage, 'object', 'generate.usage');
-    const warnings = [];
-    for (const k of ['totalUsage', 'steps', 'runId', 'messages', 'response', 'toolCalls', 'toolResults']) if (!(k in first)) warnings.push(`generate response lacks ${k}`);
+    for (const k of ['totalUsage', 'steps', 'runId', 'traceId', 'messages', 'rememberedMessages', 'response', 'toolCalls', 'toolResults', 'reasoning', 'sources', 'files', 'warnings']) if (!(k in first)) ctx.warn(`generate response lacks ${k}`);
     if ('steps' in first) type(first.steps, 'array', 'generate.steps');
     const second = await agent.generate([{ role: 'user', content: 'what is my name?' }], { memory: { thread: ids.thread, resource: ids.resource } });
     assert.ok(second.text.startsWith('[local model]'), `second text=${JSON.stringify(second.text)}`);
     assert.ok(second.text.includes('Ada'), `memory not used: second answer ${JSON.stringify(second.text)}`);
     // the thread was auto-created with the given resource
     const thread = await client.getMemoryThread({ threadId: ids.thread, agentId: MEM }).get();
-    checkThread(thread, 'auto-created thread');
+    checkThread(thread, 'auto-created thread', ctx);
     assert.equal(thread.resourceId, ids.resource, 'auto-created thread.resourceId');
-    return { first: first.text, second: second.text, warnings };
+    return { first: first.text, second: second.text };
   },
 
-  async streamWithMemory(client) {
+  async streamWithMemory(client, ctx) {
     const ids = newIds('stream');
     const agent = client.getAgent(MEM);
     const res = await agent.stream('my name is Grace. Please stream.', { memory: { thread: ids.thread, resource: ids.resource } });
     assert.equal(res.status, 200, 'stream status');
+    const ctype = res.headers.get('content-type') ?? '';
+    assert.ok(ctype.startsWith('text/event-stream'), `content-type ${ctype}`);
     const chunks = [];
     await res.processDataStream({ onChunk: async (chunk) => { chunks.push(chunk); } });
-    assert.ok(chunks.length > 0, 'no chunks');
-    const types = chunks.map((c) => c.type);
-    chunks.forEach((c, i) => {
-      type(c.runId, 'string', `chunk[${i}](${c.type}).runId`);
-      assert.equal(c.from, 'AGENT', `chunk[${i}](${c.type}).from`);
-      type(c.payload, 'object', `chunk[${i}](${c.type}).payload`);
-    });
-    assert.equal(new Set(chunks.map((c) => c.runId)).size, 1, 'all chunks share one runId');
-    const idx = (t) => types.indexOf(t);
-    const last = (t) => types.lastIndexOf(t);
-    for (const t of ['start', 'step-start', 'text-start', 'text-delta', 'text-end', 'step-finish', 'finish']) {
-      assert.ok(idx(t) >= 0, `missing ${t} chunk (got ${types.join(',')})`);
-    }
-    assert.equal(types[0], 'start', `first chunk must be start (got ${types.join(',')})`);
-    assert.equal(types[types.length - 1], 'finish', `last chunk must be finish (got ${types.join(',')})`);
-    assert.ok(idx('start') < idx('step-start') && idx('step-start') < idx('text-start') && idx('text-start') < idx('text-delta')
-      && last('text-delta') < idx('text-end') && last('text-end') < idx('step-finish') && last('step-finish') < idx('finish'),
-    `chunk order wrong: ${types.join(',')}`);
-    const finish = chunks[types.length - 1];
-    assert.equal(finish.payload?.stepResult?.reason, 'stop', 'finish.payload.stepResult.reason');
-    type(finish.payload?.output?.usage, 'object', 'finish.payload.output.usage');
-    const stepStart = chunks[idx('step-start')];
+    const stored = await storedTurn(client, ids.thread);
+    checkRunChunks(chunks, ctx, { agentId: MEM, storedAssistant: stored[1] });
     const text = chunks.filter((c) => c.type === 'text-delta').map((c) => c.payload.text).join('');
     assert.ok(text.startsWith('[local model]'), `streamed text=${JSON.stringify(text)}`);
-    // the turn is persisted (poll briefly in case the server stores after [DONE])
-    let stored;
-    for (let i = 0; i < 20; i++) {
-      const page = await client.getMemoryThread({ threadId: ids.thread, agentId: MEM }).listMessages({});
-      stored = page.messages;
-      if (stored.some((m) => m.role === 'assistant')) break;
-      await sleep(50);
-    }
     const roles = stored.map((m) => m.role);
     assert.deepEqual(roles, ['user', 'assistant'], `stored roles after one streamed turn: ${roles.join(',')}`);
     assert.equal(textOfMessage(stored[1]), text, 'stored assistant text must equal concatenated text-delta payload.text');
     assert.ok(textOfMessage(stored[0]).includes('Grace'), 'stored user message text');
-    const warnings = [];
-    if (stepStart.payload?.messageId && stepStart.payload.messageId !== stored[1].id) warnings.push(`step-start.messageId ${stepStart.payload.messageId} != stored assistant id ${stored[1].id}`);
-    return { types, text, warnings };
+    stored.forEach((m, i) => checkStoredMessage(m, `stored[${i}]`, ctx));
+    const second = await agent.stream([{ role: 'user', content: [{ type: 'text', text: 'what is my name?' }] }], { memory: { thread: ids.thread, resource: ids.resource } });
+    const chunks2 = [];
+    await second.processDataStream({ onChunk: async (chunk) => { chunks2.push(chunk); } });
+    const text2 = chunks2.filter((c) => c.type === 'text-delta').map((c) => c.payload.text).join('');
+    assert.ok(text2.includes('Grace'), `second streamed turn must answer from memory: ${JSON.stringify(text2)}`);
+    return { types: chunks.map((c) => c.type).filter((t, i, a) => t !== 'text-delta' || a[i - 1] !== 'text-delta'), text };
   },
 
-  async createMemoryThread(client) {
+  async streamStudioBody(client, ctx) {
+    // exactly what the Studio sends with signals off (STUDIO-REST.md 4.3)
+    const thread = randomUUID();
+    const runId = randomUUID();
+    const res = await client.getAgent(MEM).stream([{ role: 'user', content: [{ type: 'text', text: 'What is the weather in Rome?' }] }], {
+      runId, maxSteps: 15, untilIdle: true, modelSettings: { maxRetries: 2 }, requestContext: {}, memory: { thread, resource: MEM },
+    });
+    const chunks = [];
+    await res.processDataStream({ onChunk: async (chunk) => { chunks.push(chunk); } });
+    const stored = await storedTurn(client, thread);
+    checkRunChunks(chunks, ctx, { agentId: MEM, storedAssistant: stored[1] });
+    assert.equal(chunks[0].runId, runId, 'chunk runId must be the runId the client sent');
+    const t = await client.getMemoryThread({ threadId: thread, agentId: MEM }).get();
+    if (t.resourceId !== MEM) ctx.warn(`thread made with memory.resource=${MEM} reports resourceId ${JSON.stringify(t.resourceId)} (real server: ${MEM}; server aliases agent id -> agent resource)`);
+    assert.equal(t.title ?? '', '', 'auto-created thread title is ""');
+    // what the Studio's sidebar then asks for
+    const side = await client.listMemoryThreads({ resourceId: MEM, agentId: MEM });
+    assert.ok(side.threads.some((x) => x.id === thread), 'listMemoryThreads({resourceId: agentId, agentId}) lists the new chat');
+    const wm = await client.getWorkingMemory({ agentId: MEM, threadId: thread, resourceId: MEM });
+    assert.equal(wm.threadExists, true, 'working-memory (resourceId = agentId) sees the thread');
+    return { runId };
+  },
+
+  async signalsSubscribeSend(client, ctx) {
+    const threadId = randomUUID();
+    const agent = client.getAgent(MEM);
+    const sub = await agent.subscribeToThread({ resourceId: MEM, threadId });
+    assert.equal(sub.status, 200, 'subscribe status');
+    const chunks = [];
+    let resolveFinish;
+    const finished = new Promise((r) => { resolveFinish = r; });
+    const pump = sub.processDataStream({
+      onChunk: async (c) => { chunks.push(c); if (c.type === 'finish') resolveFinish(); },
+    }).catch((e) => { resolveFinish(); throw e; });
+    const clientMessageId = `client-set-${randomUUID()}`;
+    try {
+      const accepted = await agent.sendMessage({
+        message: { contents: 'my name is Lin', metadata: { clientMessageId } }, resourceId: MEM, threadId,
+        ifIdle: { streamOptions: { maxSteps: 15, modelSettings: { maxRetries: 2 }, requestContext: {} } },
+      });
+      keys(accepted, ['accepted', 'runId'], 'send-message');
+      assert.equal(accepted.accepted, true, 'accepted');
+      type(accepted.runId, 'string', 'runId');
+      if (!('signal' in accepted)) ctx.warn('send-message response lacks `signal`');
+      let timer;
+      const timeout = new Promise((r) => { timer = setTimeout(() => r('timeout'), 10_000); });
+      const outcome = await Promise.race([finished, timeout]);
+      clearTimeout(timer);
+      assert.notEqual(outcome, 'timeout', `no finish chunk on the subscription within 10 s (got ${chunks.map((c) => c.type).join(',')})`);
+      const echo = chunks.find((c) => c.type === 'data-user-message');
+      assert.ok(echo, `no data-user-message echo (got ${chunks.map((c) => c.type).join(',')})`);
+      assert.equal(echo.data?.metadata?.clientMessageId, clientMessageId, 'echo carries metadata.clientMessageId');
+      assert.ok(chunks.indexOf(echo) < chunks.findIndex((c) => c.type === 'start'), 'echo comes before the run start');
+      const run = chunks.filter((c) => c.type !== 'data-user-message' && c.runId === accepted.runId);
+      const stored = await storedTurn(client, threadId);
+      checkRunChunks(run, ctx, { agentId: MEM, storedAssistant: stored[1] });
+      assert.ok(textOfMessage(stored[0]).includes('Lin'), 'stored user message');
+      const aborted = await agent.abortThread({ resourceId: MEM, threadId });
+      keys(aborted, ['aborted'], 'threads/abort');
+      type(aborted.aborted, 'boolean', 'aborted');
+    } finally {
+      sub.unsubscribe();
+      await Promise.race([pump, sleep(2000)]).catch(() => {});
+    }
+    return { types: chunks.map((c) => c.type).filter((t, i, a) => t !== 'text-delta' || a[i - 1] !== 'text-delta') };
+  },
+
+  async memoryLastMessages(client, ctx) {
+    // lastMessages 10: the 7th turn sees exactly the 10 latest earlier messages
+    const ids = newIds('lastmsg');
+    const agent = client.getAgent(MEM);
+    let last;
+    for (let i = 1; i <= 7; i++) last = await agent.generate(`turn number ${i}`, { memory: { thread: ids.thread, resource: ids.resource } });
+    // Mastra (core 1.68 MessageHistory.processInput) loads listMessages({perPage: lastMessages, DESC})
+    // before the new user message is stored: 10 history messages + the new one reach the model.
+    const seen = Number(/I can see (\d+) earlier message/.exec(last.text)?.[1]);
+    assert.equal(seen, 10, `7th turn of a lastMessages=10 agent: the model saw ${seen} earlier messages, Mastra feeds 10 (+ the new one): ${JSON.stringify(last.text)}`);
+    const page = await client.getMemoryThread({ threadId: ids.thread, agentId: MEM }).listMessages({});
+    assert.equal(page.total, 14, 'all 14 messages stored');
+    return { text: last.text };
+  },
+
+  async orchestratorNoMemory(client, ctx) {
+    const res = await client.getAgent('orchestrator-agent').generate('hello orchestrator');
+    assert.ok(res.text.startsWith('[local model]'), `text=${JSON.stringify(res.text)}`);
+    assert.equal(res.finishReason, 'stop', 'finishReason');
+    return { text: res.text };
+  },
+
+  async createMemoryThread(client, ctx) {
     const threadId = `create-${randomUUID()}`;
     const resourceId = `res-${randomUUID()}`;
     const t = await client.createMemoryThread({ agentId: MEM, resourceId, title: 'My title', metadata: { a: 1, tag: 'x' }, threadId });
-    checkThread(t, 'createMemoryThread');
+    checkThread(t, 'createMemoryThread', ctx);
     assert.equal(t.id, threadId, 'created id');
     assert.equal(t.resourceId, resourceId, 'created resourceId');
     assert.equal(t.title, 'My title', 'created title');
@@ -287,12 +410,12 @@ const checks = {
     assert.equal(got.title, 'My title', 'title read back');
     // no threadId -> server generates one
     const t2 = await client.createMemoryThread({ agentId: MEM, resourceId });
-    checkThread(t2, 'createMemoryThread(no threadId)');
+    checkThread(t2, 'createMemoryThread(no threadId)', ctx);
     assert.ok(t2.id && t2.id !== threadId, 'generated id');
     return { id: t.id, generated: t2.id };
   },
 
-  async listMemoryThreads(client) {
+  async listMemoryThreads(client, ctx) {
     const resourceId = `res-${randomUUID()}`;
     const made = [];
     for (let i = 0; i < 3; i++) {
@@ -301,7 +424,7 @@ const checks = {
     }
     const asc = await client.listMemoryThreads({ resourceId, agentId: MEM, orderBy: { field: 'updatedAt', direction: 'ASC' }, page: 0, perPage: 2 });
     checkMemoryPage(asc, 'threads', 'listMemoryThreads(ASC,p0)');
-    asc.threads.forEach((t, i) => checkThread(t, `threads[${i}]`));
+    asc.threads.forEach((t, i) => checkThread(t, `threads[${i}]`, ctx));
     assert.equal(asc.total, 3, 'total');
     assert.equal(asc.page, 0, 'page');
     assert.equal(asc.perPage, 2, 'perPage');
@@ -320,19 +443,19 @@ const checks = {
     return { made };
   },
 
-  async threadGetUpdate(client) {
+  async threadGetUpdate(client, ctx) {
     const threadId = `upd-${randomUUID()}`;
     const resourceId = `res-${randomUUID()}`;
     const created = await client.createMemoryThread({ agentId: MEM, resourceId, title: 'before', metadata: { k: 'v' }, threadId });
     const thread = client.getMemoryThread({ threadId, agentId: MEM });
     const got = await thread.get();
-    checkThread(got, 'get');
+    checkThread(got, 'get', ctx);
     assert.equal(got.id, threadId);
     assert.equal(got.title, 'before');
     assert.deepEqual(got.metadata, { k: 'v' });
     await sleep(10);
     const upd = await thread.update({ title: 'after', metadata: { n: 2 } });
-    checkThread(upd, 'update');
+    checkThread(upd, 'update', ctx);
     assert.equal(upd.title, 'after', 'updated title');
     assert.deepEqual(upd.metadata, { n: 2 }, 'metadata replaced, not merged');
     assert.equal(upd.resourceId, resourceId, 'resourceId unchanged');
@@ -343,7 +466,7 @@ const checks = {
     return { updated: upd, missingBody: err.body };
   },
 
-  async threadListMessages(client) {
+  async threadListMessages(client, ctx) {
     const ids = await seedThread(client, 'msgs', ['my name is Ada', 'second message', 'third message']);
     const thread = client.getMemoryThread({ threadId: ids.thread, agentId: MEM });
     const all = await thread.listMessages({});
@@ -351,7 +474,7 @@ const checks = {
     assert.ok('uiMessages' in all, 'listMessages response must carry uiMessages (null allowed)');
     assert.equal(all.total, 6, `total (3 turns) got ${all.total}`);
     assert.equal(all.messages.length, 6, 'all 6 messages');
-    all.messages.forEach((m, i) => checkStoredMessage(m, `messages[${i}]`));
+    all.messages.forEach((m, i) => checkStoredMessage(m, `messages[${i}]`, ctx));
     assert.deepEqual(all.messages.map((m) => m.role), ['user', 'assistant', 'user', 'assistant', 'user', 'assistant'], 'chronological roles');
     assert.ok(textOfMessage(all.messages[0]).includes('Ada') && textOfMessage(all.messages[4]).includes('third'), 'chronological texts');
     for (let i = 1; i < all.messages.length; i++) {
@@ -383,7 +506,7 @@ const checks = {
     return { roles: all.messages.map((m) => m.role) };
   },
 
-  async threadDelete(client) {
+  async threadDelete(client, ctx) {
     const ids = await seedThread(client, 'del', ['hello']);
     const thread = client.getMemoryThread({ threadId: ids.thread, agentId: MEM });
     const res = await thread.delete();
@@ -395,7 +518,7 @@ const checks = {
     assert.deepEqual(err2.body, { error: 'Thread not found' });
   },
 
-  async deleteThread(client) {
+  async deleteThread(client, ctx) {
     const threadId = `delc-${randomUUID()}`;
     await client.createMemoryThread({ agentId: MEM, resourceId: `res-${randomUUID()}`, threadId });
     const res = await client.deleteThread(threadId, { agentId: MEM });
@@ -403,7 +526,7 @@ const checks = {
     await expectHttpError(client.getMemoryThread({ threadId, agentId: MEM }).get(), 404, 'get after deleteThread');
   },
 
-  async threadNotFound404(client) {
+  async threadNotFound404(client, ctx) {
     const err = await expectHttpError(client.getMemoryThread({ threadId: `missing-${randomUUID()}`, agentId: MEM }).get(), 404, 'get(missing)');
     assert.deepEqual(err.body, { error: 'Thread not found' }, '404 body');
     assert.match(err.message, /^HTTP error! status: 404 - /, 'client error message');
@@ -412,7 +535,7 @@ const checks = {
     assert.deepEqual(err2.body, { error: 'Thread not found' });
   },
 
-  async getMemoryStatus(client) {
+  async getMemoryStatus(client, ctx) {
     const s = await client.getMemoryStatus(MEM);
     keys(s, ['result'], 'status');
     assert.equal(s.result, true, 'chat-agent memory status');
@@ -425,7 +548,7 @@ const checks = {
     return { chat: s, orchestrator: orch };
   },
 
-  async getMemoryConfig(client) {
+  async getMemoryConfig(client, ctx) {
     const res = await client.getMemoryConfig({ agentId: MEM });
     keys(res, ['config'], 'memory config');
     const c = res.config;
@@ -436,15 +559,14 @@ const checks = {
     assert.ok(isObj(c.observationalMemory), 'config.observationalMemory object');
     assert.equal(c.observationalMemory.enabled, false, 'observationalMemory.enabled');
     if ('semanticRecall' in c) assert.ok(c.semanticRecall === false || isObj(c.semanticRecall) || c.semanticRecall === true, 'semanticRecall bool|object');
-    const warnings = [];
-    if (c.semanticRecall !== false) warnings.push(`semanticRecall=${JSON.stringify(c.semanticRecall)} (expected false: not enabled)`);
-    if (!('generateTitle' in c)) warnings.push('config lacks generateTitle (Studio memory panel reads it)');
+    if (c.semanticRecall !== false) ctx.warn(`semanticRecall=${JSON.stringify(c.semanticRecall)} (expected false: not enabled)`);
+    if (!('generateTitle' in c)) ctx.warn('config lacks generateTitle (Studio memory panel reads it)');
     const unknown = await client.getMemoryConfig({ agentId: `no-such-agent-${randomUUID().slice(0, 8)}` }).catch((e) => ({ error: e.status, body: e.body }));
-    if (!(isObj(unknown) && unknown.config === null)) warnings.push(`unknown agent config answer ${JSON.stringify(unknown)} (contract: {"config":null})`);
-    return { config: c, warnings };
+    if (!(isObj(unknown) && unknown.config === null)) ctx.warn(`unknown agent config answer ${JSON.stringify(unknown)} (contract: {"config":null})`);
+    return { config: c };
   },
 
-  async getWorkingMemory(client) {
+  async getWorkingMemory(client, ctx) {
     const ids = await seedThread(client, 'wm', ['hello']);
     const existing = await client.getWorkingMemory({ agentId: MEM, threadId: ids.thread, resourceId: ids.resource });
     keys(existing, ['workingMemory', 'source', 'workingMemoryTemplate', 'threadExists'], 'getWorkingMemory(existing)');
@@ -460,7 +582,7 @@ const checks = {
     return { existing, fresh };
   },
 
-  async updateWorkingMemory(client) {
+  async updateWorkingMemory(client, ctx) {
     const ids = await seedThread(client, 'wmu', ['hello']);
     let outcome;
     try {
@@ -480,7 +602,7 @@ const checks = {
     return { outcome };
   },
 
-  async searchMemory(client) {
+  async searchMemory(client, ctx) {
     const ids = newIds('search');
     const word = `zebra${randomUUID().slice(0, 6)}`;
     const agent = client.getAgent(MEM);
@@ -500,6 +622,8 @@ const checks = {
     type(hit.content, 'string', 'result.content');
     assert.ok(hit.content.includes(word), 'result content contains the word');
     assert.equal(hit.threadId, ids.thread, 'result.threadId');
+    if (!('threadTitle' in hit)) ctx.warn('search result lacks threadTitle');
+    if (hit.context !== undefined) { keys(hit.context, ['before', 'after'], 'result.context'); }
     assert.ok(res.results.every((r) => !r.content.includes('unrelated second')), 'no unrelated results');
     const resScope = await client.searchMemory({ agentId: MEM, resourceId: ids.resource, searchQuery: word });
     assert.ok(resScope.results.length >= 1, 'resource-scope search finds it');
@@ -510,7 +634,7 @@ const checks = {
     return { count: res.count, searchScope: res.searchScope };
   },
 
-  async saveMessageToMemory(client) {
+  async saveMessageToMemory(client, ctx) {
     const threadId = `save-${randomUUID()}`;
     const resourceId = `res-${randomUUID()}`;
     await client.createMemoryThread({ agentId: MEM, resourceId, threadId });
@@ -524,7 +648,7 @@ const checks = {
     keys(res, ['messages'], 'saveMessageToMemory');
     type(res.messages, 'array', 'saved messages');
     assert.equal(res.messages.length, 2, 'two saved');
-    res.messages.forEach((m, i) => checkStoredMessage(m, `saved[${i}]`));
+    res.messages.forEach((m, i) => checkStoredMessage(m, `saved[${i}]`, ctx));
     const byId = Object.fromEntries(res.messages.map((m) => [m.id, m]));
     assert.ok(byId[v2.id] && byId[v1.id], 'ids preserved');
     assert.equal(textOfMessage(byId[v2.id]), 'format two message', 'v2 text');
@@ -536,7 +660,7 @@ const checks = {
     return { saved: res.messages.map((m) => ({ id: m.id, role: m.role, format: m.content.format })) };
   },
 
-  async deleteMessages(client) {
+  async deleteMessages(client, ctx) {
     const ids = await seedThread(client, 'delmsg', ['first', 'second']);
     const thread = client.getMemoryThread({ threadId: ids.thread, agentId: MEM });
     const before = await thread.listMessages({});
@@ -554,15 +678,15 @@ const checks = {
     return { message: res.message };
   },
 
-  async getObservationalMemory400(client) {
+  async getObservationalMemory400(client, ctx) {
     const err = await expectHttpError(client.getObservationalMemory({ agentId: MEM, resourceId: MEM, threadId: randomUUID() }), 400, 'getObservationalMemory');
     assert.match(String(err.body.error), /not enabled/i, `400 body ${JSON.stringify(err.body)}`);
     return { body: err.body };
   },
 
-  async queryTraces(client) {
+  async queryTraces(client, ctx) {
     // make sure at least one run happened, so rows are checked when the server records them
-    await client.getAgent(MEM).generate('trace me', { memory: { thread: `trace-${randomUUID()}`, resource: MEM } });
+    await client.getAgent(MEM).generate('trace me', { memory: { thread: `trace-${randomUUID()}`, resource: MEM } }).catch(() => {});
     const now = Date.now();
     const res = await client.queryTraces({
       timeRange: { from: new Date(now - 3600_000).toISOString(), to: new Date(now + 60_000).toISOString() },
@@ -596,7 +720,7 @@ const checks = {
     return { rows: res.traces.length, filteredRows: filtered.traces.length };
   },
 
-  async listTraces(client) {
+  async listTraces(client, ctx) {
     const res = await client.listTraces({ pagination: { page: 0, perPage: 5 }, orderBy: { field: 'startedAt', direction: 'DESC' } });
     keys(res, ['spans', 'pagination'], 'listTraces');
     type(res.spans, 'array', 'spans');
@@ -613,7 +737,7 @@ const checks = {
     return { rows: res.spans.length, total: res.pagination.total };
   },
 
-  async listTracesLight(client) {
+  async listTracesLight(client, ctx) {
     const res = await client.listTracesLight({ filters: { threadId: `t-${randomUUID()}` }, pagination: { page: 0, perPage: 25 } });
     keys(res, ['spans', 'pagination'], 'listTracesLight');
     type(res.spans, 'array', 'spans');
@@ -625,7 +749,7 @@ const checks = {
     return { rows: all.spans.length };
   },
 
-  async getTraceUnknown404(client) {
+  async getTraceUnknown404(client, ctx) {
     const id = `no-such-trace-${randomUUID().slice(0, 8)}`;
     const err = await expectHttpError(client.getTrace(id), 404, 'getTrace(unknown)');
     assert.deepEqual(err.body, { error: `Trace with ID '${id}' not found` }, '404 body');
@@ -642,7 +766,93 @@ const checks = {
     return { checkedRealTrace: Boolean(traceId) };
   },
 
-  async listLogsVNext(client) {
+  async traceOfRun(client, ctx) {
+    // one generate -> one trace: found by threadId in every trace API, with a span tree
+    const thread = `tr-${randomUUID()}`;
+    const reply = await client.getAgent(MEM).generate('please trace this turn', { memory: { thread, resource: MEM } });
+    const now = Date.now();
+    const timeRange = { from: new Date(now - 600_000).toISOString(), to: new Date(now + 60_000).toISOString() };
+    const where = { op: 'eq', left: { path: 'threadId' }, right: { literal: thread } };
+    let rows = [];
+    for (let i = 0; i < 40 && rows.length === 0; i++) {
+      rows = (await client.queryTraces({ timeRange, where, page: { limit: 25, after: null } })).traces;
+      if (rows.length === 0) await sleep(50);
+    }
+    if (rows.length === 0) {
+      ctx.warn('no trace row for the run within 2 s (observability not recording yet?)');
+      return { recorded: false };
+    }
+    assert.equal(rows.length, 1, `one trace per run, got ${rows.length}`);
+    const row = rows[0];
+    assert.equal(row.threadId, thread, 'row.threadId');
+    assert.equal(row.entityType, 'agent', 'row.entityType');
+    assert.equal(row.entityId, MEM, 'row.entityId');
+    assert.equal(row.parentSpanId, null, 'row.parentSpanId');
+    assert.equal(row.status, 'success', 'row.status');
+    assert.equal(row.name, `agent run: '${MEM}'`, 'row.name');
+    if (reply.traceId !== undefined) assert.equal(reply.traceId, row.traceId, 'generate.traceId is the trace of the run');
+    const t = await client.getTrace(row.traceId);
+    keys(t, ['traceId', 'spans'], 'getTrace');
+    assert.equal(t.traceId, row.traceId);
+    const ids = new Set(t.spans.map((x) => x.spanId));
+    t.spans.forEach((x, i) => {
+      keys(x, ['traceId', 'spanId', 'name', 'spanType', 'isEvent', 'startedAt', 'createdAt', 'status'], `spans[${i}]`);
+      assert.equal(x.traceId, row.traceId, `spans[${i}].traceId`);
+      assert.ok(['success', 'error', 'running'].includes(x.status), `spans[${i}].status=${x.status}`);
+      assert.match(x.spanType, /^[a-z_]+$/, `spans[${i}].spanType lowercase snake`);
+      if (x.parentSpanId != null) assert.ok(ids.has(x.parentSpanId), `spans[${i}].parentSpanId points into the trace`);
+    });
+    const roots = t.spans.filter((x) => x.parentSpanId == null);
+    assert.equal(roots.length, 1, 'exactly one root span');
+    const root = roots[0];
+    assert.equal(root.spanId, row.rootSpanId, 'root spanId = row.rootSpanId');
+    assert.equal(root.spanType, 'agent_run', 'root spanType');
+    assert.ok(JSON.stringify(root.input ?? null).includes('please trace this turn'), 'agent_run.input holds the user message (Studio Messages tab)');
+    assert.equal(root.output?.text, reply.text, 'agent_run.output.text is the reply');
+    const types = t.spans.map((x) => x.spanType);
+    for (const want of ['model_generation']) if (!types.includes(want)) ctx.warn(`trace has no ${want} span (types: ${[...new Set(types)].join(',')})`);
+    const light = await client.listTracesLight({ filters: { threadId: thread }, pagination: { page: 0, perPage: 25 } });
+    assert.deepEqual(light.spans.map((x) => x.traceId), [row.traceId], 'listTracesLight({filters:{threadId}})');
+    assert.equal(light.pagination.total, 1, 'light total');
+    const full = await client.listTraces({ filters: { threadId: thread }, pagination: { page: 0, perPage: 10 } });
+    assert.deepEqual(full.spans.map((x) => x.traceId), [row.traceId], 'listTraces({filters:{threadId}})');
+    const tl = await client.getTraceLight(row.traceId);
+    keys(tl, ['traceId', 'spans'], 'getTraceLight');
+    assert.equal(tl.spans.length, t.spans.length, 'light trace has every span');
+    const span = await client.getSpan(row.traceId, root.spanId);
+    type(span, 'object', 'getSpan');
+    return { recorded: true, spanTypes: [...new Set(types)] };
+  },
+
+  async queryTracesCursor(client, ctx) {
+    const now = Date.now();
+    const timeRange = { from: new Date(now - 3600_000).toISOString(), to: new Date(now + 60_000).toISOString() };
+    const agent = client.getAgent(MEM);
+    for (let i = 0; i < 3; i++) await agent.generate(`cursor run ${i}`, { memory: { thread: `cur-${randomUUID()}`, resource: MEM } });
+    let p1;
+    const started = Date.now();
+    do {
+      p1 = await client.queryTraces({ timeRange, orderBy: [{ field: 'startedAt', direction: 'desc' }], page: { limit: 2, after: null } });
+      if (p1.traces.length >= 2 && p1.page.next) break;
+      await sleep(100);
+    } while (Date.now() - started < 3000);
+    if (p1.traces.length < 2) { ctx.warn(`only ${p1.traces.length} trace rows after 3 runs + 3 s; cursor paging not exercised`); return {}; }
+    ctx.note?.(`rows visible after ${Date.now() - started} ms`);
+    assert.equal(p1.traces.length, 2, 'limit 2');
+    type(p1.page.next, 'string', 'page.next when more rows exist');
+    const p2 = await client.queryTraces({ timeRange, orderBy: [{ field: 'startedAt', direction: 'desc' }], page: { limit: 2, after: p1.page.next } });
+    assert.ok(p2.traces.length >= 1, 'second page has rows');
+    const seen = new Set(p1.traces.map((r) => r.traceId));
+    assert.ok(p2.traces.every((r) => !seen.has(r.traceId)), 'pages do not overlap');
+    assert.ok(Date.parse(p2.traces[0].startedAt) <= Date.parse(p1.traces[1].startedAt), 'page 2 continues the desc order');
+    const asc = await client.queryTraces({ timeRange, orderBy: [{ field: 'startedAt', direction: 'asc' }], page: { limit: 25, after: null } });
+    for (let i = 1; i < asc.traces.length; i++) assert.ok(Date.parse(asc.traces[i].startedAt) >= Date.parse(asc.traces[i - 1].startedAt), 'asc order');
+    const lp = await client.listTraces({ pagination: { page: 0, perPage: 2 } });
+    if (lp.pagination.total > 2) assert.equal(lp.pagination.hasMore, true, 'listTraces hasMore');
+    return { next: p1.page.next, visibleAfterMs: Date.now() - started };
+  },
+
+  async listLogsVNext(client, ctx) {
     const res = await client.listLogsVNext({
       filters: { timestamp: { start: new Date(Date.now() - 3600_000).toISOString() } },
       pagination: { page: 0, perPage: 20 },
@@ -651,17 +861,172 @@ const checks = {
     keys(res, ['logs'], 'listLogsVNext');
     type(res.logs, 'array', 'logs');
     if (res.pagination !== undefined) checkObsPagination(res.pagination, 'pagination');
-    const warnings = res.pagination === undefined ? ['no pagination object'] : [];
+    if (res.pagination === undefined) ctx.warn('no pagination object');
     res.logs.forEach((l, i) => {
       keys(l, ['timestamp', 'level', 'message'], `logs[${i}]`);
       assert.ok(['debug', 'info', 'warn', 'error', 'fatal'].includes(l.level), `logs[${i}].level=${l.level}`);
       assert.ok(isIso(l.timestamp), `logs[${i}].timestamp`);
       if (i > 0) assert.ok(Date.parse(l.timestamp) <= Date.parse(res.logs[i - 1].timestamp), 'DESC by timestamp');
     });
-    return { rows: res.logs.length, warnings };
+    return { rows: res.logs.length };
   },
 
-  async getSystemPackages(client) {
+  async unknownAgent404s(client) {
+    const id = `no-such-agent-${randomUUID().slice(0, 8)}`;
+    const body = { error: `Agent with id ${id} not found` };
+    const g = await expectHttpError(client.getAgent(id).generate('hi'), 404, 'generate(unknown agent)');
+    assert.deepEqual(g.body, body, 'generate 404 body');
+    const s = await expectHttpError(client.getAgent(id).stream('hi'), 404, 'stream(unknown agent)');
+    assert.deepEqual(s.body, body, 'stream 404 body');
+  },
+
+  async createThreadOverwrite(client, ctx) {
+    const threadId = `ow-${randomUUID()}`;
+    const resourceId = `res-${randomUUID()}`;
+    await client.createMemoryThread({ agentId: MEM, resourceId, title: 'one', threadId });
+    const again = await client.createMemoryThread({ agentId: MEM, resourceId, title: 'two', threadId });
+    assert.equal(again.title, 'two', 'existing id is overwritten, no error');
+    const listed = await client.listMemoryThreads({ resourceId, agentId: MEM });
+    assert.equal(listed.total, 1, 'still one thread');
+  },
+
+  async listThreadsMetadataFilter(client, ctx) {
+    const resourceId = `res-${randomUUID()}`;
+    const a = await client.createMemoryThread({ agentId: MEM, resourceId, threadId: `md-a-${randomUUID()}`, metadata: { tag: 'red', n: 1 } });
+    await client.createMemoryThread({ agentId: MEM, resourceId, threadId: `md-b-${randomUUID()}`, metadata: { tag: 'blue', n: 1 } });
+    const red = await client.listMemoryThreads({ resourceId, agentId: MEM, metadata: { tag: 'red' } });
+    assert.deepEqual(red.threads.map((t) => t.id), [a.id], 'metadata filter tag=red');
+    assert.equal(red.total, 1, 'filtered total');
+    const both = await client.listMemoryThreads({ resourceId, agentId: MEM, metadata: { n: 1 } });
+    assert.equal(both.total, 2, 'metadata filter n=1 (number value)');
+    const and = await client.listMemoryThreads({ resourceId, agentId: MEM, metadata: { n: 1, tag: 'blue' } });
+    assert.equal(and.total, 1, 'metadata filter is an AND match');
+  },
+
+  async listMessagesNoLimitAndFilter(client, ctx) {
+    const ids = await seedThread(client, 'nolimit', ['one', 'two']);
+    const thread = client.getMemoryThread({ threadId: ids.thread, agentId: MEM });
+    const all = await thread.listMessages({ perPage: false });
+    assert.equal(all.messages.length, 4, 'perPage=false returns everything');
+    assert.equal(all.perPage, false, 'response perPage is the literal false');
+    assert.equal(all.hasMore, false, 'hasMore');
+    const cut = all.messages[2].createdAt;
+    const later = await thread.listMessages({ filter: { dateRange: { start: cut } } });
+    assert.deepEqual(later.messages.map((m) => m.id), all.messages.filter((m) => m.createdAt >= cut).map((m) => m.id), 'filter.dateRange.start');
+    const inc = await thread.listMessages({ perPage: 1, orderBy: { field: 'createdAt', direction: 'DESC' }, include: [{ id: all.messages[0].id }] });
+    assert.ok(inc.messages.some((m) => m.id === all.messages[0].id), 'include brings in the requested message');
+    assert.ok(inc.messages.some((m) => m.id === all.messages[3].id), 'and keeps the page');
+    for (let i = 1; i < inc.messages.length; i++) assert.ok(inc.messages[i].createdAt >= inc.messages[i - 1].createdAt, 'include result chronological');
+  },
+
+  async threadClone(client, ctx) {
+    const ids = await seedThread(client, 'clone', ['my name is Ada', 'second']);
+    const src = client.getMemoryThread({ threadId: ids.thread, agentId: MEM });
+    const res = await src.clone({ title: 'Fork of it' });
+    keys(res, ['thread', 'clonedMessages'], 'clone');
+    checkThread(res.thread, 'clone.thread', ctx);
+    assert.notEqual(res.thread.id, ids.thread, 'new id');
+    assert.equal(res.thread.title, 'Fork of it', 'clone title');
+    assert.equal(res.thread.resourceId, ids.resource, 'clone keeps resourceId');
+    type(res.clonedMessages, 'array', 'clonedMessages');
+    assert.equal(res.clonedMessages.length, 4, 'all 4 messages cloned');
+    const listed = await client.getMemoryThread({ threadId: res.thread.id, agentId: MEM }).listMessages({});
+    assert.deepEqual(listed.messages.map((m) => textOfMessage(m)), (await src.listMessages({})).messages.map((m) => textOfMessage(m)), 'same texts, same order');
+    const reply = await client.getAgent(MEM).generate('what is my name?', { memory: { thread: res.thread.id, resource: ids.resource } });
+    assert.ok(reply.text.includes('Ada'), 'the fork remembers');
+    return { id: res.thread.id };
+  },
+
+  async requestContextParam(client, ctx) {
+    // client-js base64-encodes requestContext into a query param on GETs and puts it in POST bodies
+    const rc = { tenant: 'acme', 'mastra__isStudio': true };
+    const ids = newIds('rc');
+    await client.listAgents(rc);
+    await client.getAgent(MEM).details(rc);
+    await client.listTools(rc);
+    await client.listWorkflows(rc, true);
+    await client.getMemoryStatus(MEM, rc);
+    await client.getMemoryConfig({ agentId: MEM, requestContext: rc });
+    await client.getAgent(MEM).generate('hi', { memory: { thread: ids.thread, resource: ids.resource }, requestContext: rc });
+    await client.getMemoryThread({ threadId: ids.thread, agentId: MEM }).get(rc);
+    await client.getMemoryThread({ threadId: ids.thread, agentId: MEM }).listMessages({ requestContext: rc, perPage: 40 });
+    await client.listMemoryThreads({ resourceId: ids.resource, agentId: MEM, requestContext: rc });
+    await client.getWorkingMemory({ agentId: MEM, threadId: ids.thread, resourceId: ids.resource, requestContext: rc });
+  },
+
+  async memoryStatusUnknownAgent(client, ctx) {
+    const s = await client.getMemoryStatus(`no-such-agent-${randomUUID().slice(0, 8)}`);
+    keys(s, ['result'], 'status(unknown agent)');
+    type(s.result, 'boolean', 'result');
+    if (s.result !== true) ctx.warn(`unknown agent status ${JSON.stringify(s)} (real server: {"result":true} when storage exists)`);
+    return s;
+  },
+
+  async listAgentsModelProviders(client) {
+    const p = await client.listAgentsModelProviders();
+    keys(p, ['providers'], 'agents/providers');
+    type(p.providers, 'array', 'providers');
+    p.providers.forEach((x, i) => keys(x, ['id', 'name', 'models'], `providers[${i}]`));
+    return { count: p.providers.length };
+  },
+
+  async voiceSpeakers(client) {
+    const v = await client.getAgent(MEM).voice.getSpeakers();
+    type(v, 'array', 'voice/speakers');
+  },
+
+  async observabilityDiscovery(client) {
+    const names = await client.getEntityNames({ entityType: 'agent' });
+    keys(names, ['names'], 'entity-names');
+    type(names.names, 'array', 'names');
+    const types = await client.getEntityTypes();
+    keys(types, ['entityTypes'], 'entity-types');
+    type(types.entityTypes, 'array', 'entityTypes');
+    const env = await client.getEnvironments();
+    keys(env, ['environments'], 'environments');
+    type(env.environments, 'array', 'environments');
+    const svc = await client.getServiceNames();
+    keys(svc, ['serviceNames'], 'service-names');
+    type(svc.serviceNames, 'array', 'serviceNames');
+    const tags = await client.getTags();
+    keys(tags, ['tags'], 'tags');
+    type(tags.tags, 'array', 'tags');
+    return { entityNames: names.names, entityTypes: types.entityTypes };
+  },
+
+  async scoresAndFeedback(client) {
+    const scores = await client.listScoresBySpan({ traceId: `t-${randomUUID()}`, spanId: `s-${randomUUID()}`, page: 0, perPage: 10 });
+    keys(scores, ['scores', 'pagination'], 'listScoresBySpan');
+    type(scores.scores, 'array', 'scores');
+    checkObsPagination(scores.pagination, 'scores.pagination');
+    const fb = await client.listFeedback({ filters: { traceId: `t-${randomUUID()}` }, pagination: { page: 0, perPage: 10 } });
+    keys(fb, ['feedback', 'pagination'], 'listFeedback');
+    type(fb.feedback, 'array', 'feedback');
+    checkObsPagination(fb.pagination, 'feedback.pagination');
+    const inbox = await client.listFeedback({ filters: { reviewStatus: 'needs-review' }, pagination: { page: 0, perPage: 1 }, orderBy: { field: 'timestamp', direction: 'DESC' } });
+    keys(inbox, ['feedback', 'pagination'], 'listFeedback(inbox)');
+  },
+
+  async listLogTransports(client) {
+    const t = await client.listLogTransports();
+    keys(t, ['transports'], 'logs/transports');
+    type(t.transports, 'array', 'transports');
+    return t;
+  },
+
+  async queryTracesBadCursor(client) {
+    const now = Date.now();
+    const err = await expectHttpError(client.queryTraces({
+      timeRange: { from: new Date(now - 3600_000).toISOString(), to: new Date(now).toISOString() },
+      page: { limit: 25, after: 'not-a-real-cursor' },
+    }), 400, 'queryTraces(bad cursor)');
+    type(err.body.code, 'string', 'body.code');
+    assert.match(err.body.code, /^TRACE_QUERY_/, `body.code=${err.body.code}`);
+    type(err.body.message, 'string', 'body.message');
+    return { body: err.body };
+  },
+
+  async getSystemPackages(client, ctx) {
     const p = await client.getSystemPackages();
     keys(p, ['packages', 'isDev', 'cmsEnabled', 'liveKitConnectionRouteEnabled', 'observabilityEnabled'], 'system/packages');
     type(p.packages, 'array', 'packages');
@@ -673,32 +1038,32 @@ const checks = {
     return p;
   },
 
-  async listTools(client) {
+  async listTools(client, ctx) {
     const t = await client.listTools();
     assert.ok(isObj(t), 'tools map');
     for (const [k, tool] of Object.entries(t)) type(tool.id, 'string', `tools[${k}].id`);
     return { keys: Object.keys(t) };
   },
 
-  async listWorkflows(client) {
+  async listWorkflows(client, ctx) {
     const w = await client.listWorkflows();
     assert.ok(isObj(w), 'workflows map');
     return { keys: Object.keys(w) };
   },
 
-  async listProcessors(client) {
+  async listProcessors(client, ctx) {
     const p = await client.listProcessors();
     assert.ok(isObj(p), 'processors map');
     return { keys: Object.keys(p) };
   },
 
-  async listScorers(client) {
+  async listScorers(client, ctx) {
     const s = await client.listScorers();
     assert.ok(isObj(s), 'scorers map');
     return { keys: Object.keys(s) };
   },
 
-  async getMcpServers(client) {
+  async getMcpServers(client, ctx) {
     const m = await client.getMcpServers();
     keys(m, ['servers', 'total_count', 'next'], 'mcp servers');
     type(m.servers, 'array', 'servers');
@@ -708,7 +1073,7 @@ const checks = {
     return m;
   },
 
-  async listWorkspaces(client) {
+  async listWorkspaces(client, ctx) {
     const w = await client.listWorkspaces();
     keys(w, ['workspaces'], 'workspaces');
     type(w.workspaces, 'array', 'workspaces');
@@ -721,8 +1086,8 @@ const checks = {
 function describeError(err) {
   if (err instanceof MastraClientError) return `MastraClientError ${err.status}: ${JSON.stringify(err.body ?? null)}`;
   if (err instanceof assert.AssertionError) {
-    const extra = err.generatedMessage ? '' : (err.actual !== undefined || err.expected !== undefined
-      ? ` (actual ${JSON.stringify(err.actual)?.slice(0, 300)}, expected ${JSON.stringify(err.expected)?.slice(0, 300)})` : '');
+    const extra = err.generatedMessage || (err.operator === '==' && err.expected === true) ? '' : (err.actual !== undefined || err.expected !== undefined
+      ? ` (actual ${JSON.stringify(err.actual)?.slice(0, 300)}, expected ${err.expected instanceof RegExp ? String(err.expected) : JSON.stringify(err.expected)?.slice(0, 300)})` : '');
     return `${err.message.split('\n')[0]}${extra}`;
   }
   return `${err?.name ?? 'Error'}: ${err?.message ?? String(err)}`;
@@ -757,17 +1122,23 @@ async function main() {
   for (const name of names) {
     exchanges = [];
     const started = Date.now();
+    const warnings = [];
+    const ctx = { warn: (w) => { if (!warnings.includes(w)) warnings.push(w); } };
     try {
-      const detail = await checks[name](client);
+      let detail = await checks[name](client, ctx);
       const result = { name, ok: true, ms: Date.now() - started };
+      if (warnings.length) detail = { ...(detail ?? {}), warnings };
       if (detail !== undefined) result.detail = detail;
       results.push(result);
     } catch (err) {
       await sleep(5); // let the response-body snapshot of the failing exchange land
-      results.push({ name, ok: false, ms: Date.now() - started, error: describeError(err), detail: { requests: exchanges.slice(-4) } });
+      const detail = { requests: exchanges.slice(-4) };
+      if (warnings.length) detail.warnings = warnings;
+      results.push({ name, ok: false, ms: Date.now() - started, error: describeError(err), detail });
     }
   }
-  process.stdout.write(`${JSON.stringify({ ok: results.every((r) => r.ok), results, sdkVersion })}\n`);
+  // exit once printed: a half-closed subscription or timer must not keep node alive
+  process.stdout.write(`${JSON.stringify({ ok: results.every((r) => r.ok), results, sdkVersion })}\n`, () => process.exit(0));
 }
 
 main().catch((err) => {

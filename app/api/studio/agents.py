@@ -93,15 +93,13 @@ async def _prepare(request: Request, agent: RegisteredAgent, messages: Any, thre
     try:
         if use_memory:
             turn = await runner.prepare(agent, thread_id=thread_id, resource_id=resource_id, incoming=stored,
-                                        client_context=[])
+                                        client_context=[], run_id=run_id)
         else:
             context = [m for m in (ui_to_model({"role": s.role, "parts": s.content["parts"]}) for s in stored) if m]
             turn = await runner.prepare(_without_memory(agent), thread_id=None, resource_id=resource_id,
-                                        incoming=[], client_context=context)
+                                        incoming=[], client_context=context, run_id=run_id)
     except ThreadNotOwned:
         raise NotFound("Thread not found") from None
-    if run_id:
-        turn.run_id = run_id
     return turn
 
 
@@ -166,7 +164,15 @@ async def generate(agent_id: str, request: Request) -> dict[str, Any]:
                      "modelMetadata": {"modelId": turn.model.model_id, "modelProvider": turn.model.provider},
                      "messages": []},
         "runId": turn.run_id, "messages": [reply.to_api()] if reply else [], "rememberedMessages": [],
+        **_trace_ids(turn),
     }
+
+
+def _trace_ids(turn: Turn) -> dict[str, str]:
+    context = turn.span.get_span_context()
+    if not context.is_valid:
+        return {}
+    return {"traceId": f"{context.trace_id:032x}", "spanId": f"{context.span_id:016x}"}
 
 
 # -- signals transport --------------------------------------------------------------------

@@ -1,8 +1,7 @@
 """Observability routes of the Mastra API (STUDIO-REST.md section 6).
 
-When the observability store is unavailable (its DuckDB file locked or corrupt), list
-routes answer empty pages and single-item routes 404, with the cause in a header, so
-the Studio keeps working; ``/health`` reports the cause in full.
+When the observability store is unavailable (its DuckDB file locked or corrupt), these
+routes answer 503 with the cause, while every other route of the studio keeps working.
 """
 
 from __future__ import annotations
@@ -17,10 +16,10 @@ from fastapi.responses import JSONResponse
 from app.api.studio.access import forced_resource
 from app.api.studio.query import Query
 from app.clock import parse_iso
-from app.errors import NotFound, invalid
+from app.errors import NotFound, ServiceUnavailable, invalid
 from app.observability import reads
 from app.observability.where import WhereError
-from app.storage.composite import OBSERVABILITY
+from app.storage.composite import OBSERVABILITY, DomainUnavailable
 
 router = APIRouter(prefix="/api/observability")
 legacy = APIRouter(prefix="/api")
@@ -29,8 +28,12 @@ MAX_PER_PAGE = 100
 
 
 def _store(request: Request):
+    """The observability store; a 503 naming the cause when it could not be opened."""
     storage = request.app.state.storage
-    return storage.domain(OBSERVABILITY) if storage.has(OBSERVABILITY) else None
+    try:
+        return storage.domain(OBSERVABILITY)
+    except DomainUnavailable as exc:
+        raise ServiceUnavailable(str(exc)) from None
 
 
 def _pagination(total: int, page: int, per_page: int) -> dict[str, Any]:
@@ -84,8 +87,6 @@ async def query_traces(request: Request) -> Any:
         scope = {"op": "eq", "left": {"path": "resourceId"}, "right": {"literal": forced}}
         where = {"op": "and", "args": [scope, where]} if where else scope
     store = _store(request)
-    if store is None:
-        return {"traces": [], "page": {"next": None}}
     try:
         traces, cursor = await reads.query_traces(
             store, start=_time(time_range.get("from"), "timeRange.from"), end=_time(time_range.get("to"), "timeRange.to"),
@@ -116,8 +117,6 @@ async def _root_spans(request: Request) -> tuple[list[dict[str, Any]], dict[str,
         raise invalid("query", "direction", "must be ASC or DESC")
     start, end = _range(query, "startedAt") if query.values.get("startedAt") else _range(query, "dateRange")
     store = _store(request)
-    if store is None:
-        return [], _pagination(0, page, per_page)
     spans, total = await reads.list_root_spans(store, _filters(query, reads.SPAN_FILTERS, forced), page=page,
                                                per_page=per_page, field=field, descending=direction == "DESC",
                                                start=start, end=end)
@@ -147,7 +146,7 @@ def _preview(value: Any) -> str | None:
 async def _trace(request: Request, trace_id: str) -> list[dict[str, Any]]:
     forced = await forced_resource(request)
     store = _store(request)
-    spans = await reads.trace_spans(store, trace_id) if store is not None else []
+    spans = await reads.trace_spans(store, trace_id)
     if forced is not None:
         spans = [s for s in spans if s.get("resourceId") == forced]
     if not spans:
@@ -206,16 +205,13 @@ async def logs(request: Request) -> dict[str, Any]:
         raise invalid("query", "direction", "must be ASC or DESC")
     start, end = _range(query, "timestamp")
     store = _store(request)
-    if store is None:
-        return {"logs": [], "pagination": _pagination(0, page, per_page)}
     rows, total = await reads.list_logs(store, _filters(query, reads.LOG_FILTERS, forced), page=page,
                                         per_page=per_page, descending=direction == "DESC", start=start, end=end)
     return {"logs": rows, "pagination": _pagination(total, page, per_page)}
 
 
 async def _distinct(request: Request, column: str, **kwargs: Any) -> list[str]:
-    store = _store(request)
-    return await reads.distinct(store, column, **kwargs) if store is not None else []
+    return await reads.distinct(_store(request), column, **kwargs)
 
 
 @router.get("/discovery/entity-names")
@@ -240,8 +236,7 @@ async def service_names(request: Request) -> dict[str, Any]:
 
 @router.get("/discovery/tags")
 async def tags(request: Request) -> dict[str, Any]:
-    store = _store(request)
-    return {"tags": await reads.distinct_tags(store) if store is not None else []}
+    return {"tags": await reads.distinct_tags(_store(request))}
 
 
 @legacy.get("/logs/transports")

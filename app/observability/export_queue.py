@@ -1,0 +1,165 @@
+"""A bounded, retrying export queue between OpenTelemetry and an exporter.
+
+Observability must never block or fail a chat (DESIGN.md decision 5). The SDK's batch
+processors drop *new* items when full and give up on a batch whose export failed, so
+spans made while the studio is down would be lost. This queue keeps finished spans (or
+log records) in memory up to ``max_items``; when full it drops the *oldest*, counts them
+and warns (once per burst). A worker thread exports batches; a failed export keeps its
+batch at the head of the queue and retries with backoff (0.5 s doubling to 30 s), so what
+was queued while the receiver was down arrives once it is back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk._logs import LogRecordProcessor, ReadableLogRecord, ReadWriteLogRecord
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+
+# Outside the "app" logger tree on purpose: the log exporter is attached there, and the
+# queue's own warnings must not be exported through itself.
+log = logging.getLogger("dev_server.export_queue")
+
+Export = Callable[[Sequence[Any]], bool]
+
+
+class ExportQueue:
+    def __init__(self, name: str, export: Export, *, max_items: int = 10_000, batch_size: int = 512,
+                 interval_s: float = 0.5, max_backoff_s: float = 30.0) -> None:
+        self.name = name
+        self._export = export
+        self._items: deque[Any] = deque()
+        self._max_items = max_items
+        self._batch_size = batch_size
+        self._interval_s = interval_s
+        self._max_backoff_s = max_backoff_s
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = False
+        self.dropped = 0
+        self.exported = 0
+        self.failures = 0
+        self._last_export_ok = True
+        self._warned_at_drop = 0
+        self._thread = threading.Thread(target=self._run, name=f"export-{name}", daemon=True)
+        self._thread.start()
+
+    def put(self, item: Any) -> None:
+        with self._lock:
+            if len(self._items) >= self._max_items:
+                self._items.popleft()
+                self.dropped += 1
+                if self.dropped >= self._warned_at_drop * 2 or self._warned_at_drop == 0:
+                    self._warned_at_drop = self.dropped
+                    log.warning("%s export queue full (%d): dropped %d oldest so far", self.name,
+                                self._max_items, self.dropped)
+            self._items.append(item)
+            if len(self._items) >= self._batch_size:
+                self._wake.set()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def _run(self) -> None:
+        backoff = 0.0
+        while True:
+            self._wake.wait(backoff or self._interval_s)
+            self._wake.clear()
+            if not self._export_once():
+                backoff = min(self._max_backoff_s, max(0.5, backoff * 2))
+                if self._stopping:
+                    return
+                continue
+            backoff = 0.0
+            if self._stopping and not self._items:
+                return
+
+    def _export_once(self) -> bool:
+        """Export one batch from the head; True when it went out (or there was nothing)."""
+        with self._lock:
+            batch = [self._items[i] for i in range(min(self._batch_size, len(self._items)))]
+        if not batch:
+            return True
+        try:
+            ok = self._export(batch)
+        except Exception as exc:  # an exporter bug must not kill the worker
+            log.warning("%s export failed: %s", self.name, exc)
+            ok = False
+        self._last_export_ok = ok
+        if not ok:
+            self.failures += 1
+            return False
+        with self._lock:
+            # Drops may have removed some of the batch from the head meanwhile; remove
+            # only what is still there, by identity.
+            sent = {id(item) for item in batch}
+            while self._items and id(self._items[0]) in sent:
+                self._items.popleft()
+        self.exported += len(batch)
+        return True
+
+    def flush(self, timeout_s: float = 5.0) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while self._items and time.monotonic() < deadline:
+            if not self._export_once():
+                return False
+        return not self._items
+
+    def shutdown(self, timeout_s: float = 3.0) -> None:
+        """Flush what is left, unless the receiver is known to be down: a process that is
+        asked to stop must not wait out export retries."""
+        if self._last_export_ok:
+            self.flush(timeout_s)
+        if self._items:
+            with self._lock:
+                lost, self.dropped = len(self._items), self.dropped + len(self._items)
+                self._items.clear()
+            log.warning("%s: %d not exported at shutdown (receiver unreachable)", self.name, lost)
+        self._stopping = True
+        self._wake.set()
+        self._thread.join(timeout=1.0)
+
+    def stats(self) -> dict[str, int]:
+        return {"queued": len(self._items), "exported": self.exported, "dropped": self.dropped,
+                "failedExports": self.failures}
+
+
+class QueueSpanProcessor(SpanProcessor):
+    def __init__(self, queue: ExportQueue) -> None:
+        self.queue = queue
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        pass
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.queue.put(span)
+
+    def shutdown(self) -> None:
+        self.queue.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.queue.flush(timeout_millis / 1000)
+
+
+class QueueLogProcessor(LogRecordProcessor):
+    def __init__(self, queue: ExportQueue) -> None:
+        self.queue = queue
+
+    def on_emit(self, log_record: ReadWriteLogRecord) -> None:
+        resource = log_record.resource if log_record.resource is not None else Resource.create({})
+        self.queue.put(ReadableLogRecord(log_record=log_record.log_record, resource=resource,
+                                         instrumentation_scope=log_record.instrumentation_scope,
+                                         limits=log_record.limits))
+
+    def shutdown(self) -> None:
+        self.queue.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.queue.flush(timeout_millis / 1000)

@@ -1,0 +1,73 @@
+"""Spans of an agent run, in the tree the Studio renders (STUDIO-REST.md 6.3):
+
+    agent_run  "agent run: '<agentId>'"     input = the user's message, output {text}
+    ├── memory_operation  "memory: save messages" / "memory: load history" / "memory: save reply"
+    └── model_generation  "llm: '<model>'"   model, provider, streaming; input messages; output text; usage
+        └── model_step    "step: 0"          stepIndex, usage, finishReason
+
+The ``mastra.*`` attributes are the contract with ``otlp_mapping`` (the receiving side):
+plain strings for ids and types, JSON strings for input/output/attributes/error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, Status, StatusCode
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=str, separators=(",", ":"))
+
+
+def identity(*, agent_id: str, agent_name: str, run_id: str, thread_id: str | None,
+             resource_id: str | None) -> dict[str, str]:
+    """Attributes every span of a run carries, so any of them can be filtered by thread."""
+    found = {"mastra.entity_type": "agent", "mastra.entity_id": agent_id, "mastra.entity_name": agent_name,
+             "mastra.run_id": run_id}
+    if thread_id:
+        found["mastra.thread_id"] = thread_id
+    if resource_id:
+        found["mastra.resource_id"] = resource_id
+    return found
+
+
+def start(tracer: trace.Tracer, name: str, span_type: str, ids: dict[str, str], *,
+          parent: Context | None = None, input: Any = None, attributes: dict[str, Any] | None = None) -> Span:
+    values: dict[str, Any] = {"mastra.span_type": span_type, **ids}
+    if input is not None:
+        values["mastra.input"] = _json(input)
+    if attributes:
+        values["mastra.attributes"] = _json(attributes)
+    return tracer.start_span(name, context=parent, attributes=values)
+
+
+def finish(span: Span, *, output: Any = None, attributes: dict[str, Any] | None = None,
+           error: BaseException | None = None, error_kind: str | None = None) -> None:
+    if output is not None:
+        span.set_attribute("mastra.output", _json(output))
+    if attributes:
+        span.set_attribute("mastra.attributes", _json(attributes))
+    if error is not None:
+        message = getattr(error, "message", None) or str(error) or type(error).__name__
+        span.set_attribute("mastra.error", _json({"message": message, "name": error_kind or type(error).__name__}))
+        span.set_status(Status(StatusCode.ERROR, message))
+    span.end()
+
+
+@contextmanager
+def child(tracer: trace.Tracer, name: str, span_type: str, ids: dict[str, str], parent: Context | None,
+          **kwargs: Any) -> Iterator[Span]:
+    span = start(tracer, name, span_type, ids, parent=parent, **kwargs)
+    try:
+        yield span
+    except BaseException as exc:
+        finish(span, error=exc)
+        raise
+    if span.is_recording():
+        span.end()

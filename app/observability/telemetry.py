@@ -1,0 +1,122 @@
+"""One process's OpenTelemetry: a tracer for agent runs and a handler for ``app`` logs.
+
+Where the spans and logs go depends on who owns the DuckDB file (DESIGN.md decision 5):
+
+- the studio writes them straight into its observability store, through the same OTLP
+  mapping its ``/v1/traces`` and ``/v1/logs`` receivers use;
+- the gateway sends them with OpenTelemetry's OTLP/HTTP exporters to the studio, or to
+  any collector named by the standard ``OTEL_EXPORTER_OTLP_*`` variables.
+
+Both go through an ``ExportQueue``: bounded, retrying, never blocking a chat.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.instrumentation.logging.handler import LoggingHandler
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+
+from app import __version__
+from app.clock import now_iso, parse_iso
+from app.observability.export_queue import ExportQueue, QueueLogProcessor, QueueSpanProcessor
+from app.settings import Settings
+from app.storage.composite import OBSERVABILITY, CompositeStore
+
+log = logging.getLogger(__name__)
+
+# The exporters log every failed attempt; the queue already counts and reports them.
+logging.getLogger("opentelemetry.exporter.otlp").setLevel(logging.CRITICAL)
+
+
+class Telemetry:
+    def __init__(self, role: str, settings: Settings, storage: CompositeStore) -> None:
+        self.role = role
+        resource = Resource.create({"service.name": f"dev-server-{role}", "service.version": __version__,
+                                    "deployment.environment": settings.environment})
+        if role == "studio":
+            span_export, log_export = _direct_exports(storage)
+        else:
+            span_export, log_export = _otlp_exports(settings)
+        size = settings.telemetry_queue_size
+        self.span_queue = ExportQueue("spans", span_export, max_items=size)
+        self.log_queue = ExportQueue("logs", log_export, max_items=size)
+        self.tracer_provider = TracerProvider(resource=resource)
+        self.tracer_provider.add_span_processor(QueueSpanProcessor(self.span_queue))
+        self.logger_provider = LoggerProvider(resource=resource)
+        self.logger_provider.add_log_record_processor(QueueLogProcessor(self.log_queue))
+        self.handler = LoggingHandler(level=logging.INFO, logger_provider=self.logger_provider)
+        logging.getLogger("app").addHandler(self.handler)
+        self.tracer = self.tracer_provider.get_tracer("dev-server", __version__)
+
+    def stats(self) -> dict[str, Any]:
+        return {"spans": self.span_queue.stats(), "logs": self.log_queue.stats()}
+
+    def shutdown(self) -> None:
+        logging.getLogger("app").removeHandler(self.handler)
+        self.tracer_provider.shutdown()
+        self.logger_provider.shutdown()
+
+
+def _otlp_exports(settings: Settings):
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk._logs.export import LogRecordExportResult
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    base = f"http://{settings.host}:{settings.studio_port}"
+    traces = None if settings.otel_traces_endpoint or settings.otel_endpoint else f"{base}/v1/traces"
+    logs = None if settings.otel_logs_endpoint or settings.otel_endpoint else f"{base}/v1/logs"
+    # With auth on, the studio's receivers want a principal like every other route.
+    headers = None
+    if settings.auth_tokens and traces is not None:
+        token = settings.auth_tokens.split(",")[0].partition("=")[0].strip()
+        headers = {"Authorization": f"Bearer {token}"}
+    # endpoint=None lets the exporters read the standard OTEL_EXPORTER_OTLP_* variables.
+    span_exporter = OTLPSpanExporter(endpoint=traces, timeout=3, headers=headers)
+    log_exporter = OTLPLogExporter(endpoint=logs, timeout=3, headers=headers)
+
+    def export_spans(batch: Sequence[Any]) -> bool:
+        return span_exporter.export(batch) == SpanExportResult.SUCCESS
+
+    def export_logs(batch: Sequence[Any]) -> bool:
+        return log_exporter.export(batch) == LogRecordExportResult.SUCCESS
+
+    return export_spans, export_logs
+
+
+def _direct_exports(storage: CompositeStore):
+    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from app.observability.otlp_mapping import logs_from_request, spans_from_request
+    from app.observability.writer import ObservabilityWriter
+
+    def writer() -> ObservabilityWriter | None:
+        return ObservabilityWriter(storage.domain(OBSERVABILITY)) if storage.has(OBSERVABILITY) else None
+
+    def export_spans(batch: Sequence[Any]) -> bool:
+        target = writer()
+        if target is None:
+            return False  # kept queued (bounded) until the store can be written
+        span_rows, trace_rows = spans_from_request(encode_spans(batch), parse_iso(now_iso()))
+        target.write_spans_blocking(span_rows, trace_rows)
+        return True
+
+    def export_logs(batch: Sequence[Any]) -> bool:
+        target = writer()
+        if target is None:
+            return False
+        target.write_logs_blocking(logs_from_request(encode_logs(batch), parse_iso(now_iso())))
+        return True
+
+    return export_spans, export_logs
+
+
+def noop_tracer() -> trace.Tracer:
+    return trace.NoOpTracer()

@@ -1,0 +1,327 @@
+"""The studio's OTLP/HTTP receivers, end to end: the real OpenTelemetry SDK and exporters
+send to a real uvicorn serving the studio app, rows land in a real DuckDB file in a temp
+dir, and the Studio's read routes return them. Bad payloads write nothing."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import httpx
+import pytest
+from opentelemetry._logs import SeverityNumber
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from app.api import otlp
+from app.factory import create_app
+from app.observability.otlp_mapping import SPAN_COLUMNS, TRACE_COLUMNS, input_preview, spans_from_request
+from app.observability.writer import ObservabilityWriter, RowsRejected
+from app.settings import Settings
+from app.storage.duckdb_store import DuckDBStore
+from tests.support import LiveApp
+
+RESOURCE = Resource.create({"service.name": "dev-server-gateway", "deployment.environment": "test"})
+TRACE_HEX, SPAN_HEX = "5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174"
+
+
+@pytest.fixture
+def settings(data_dir: Path) -> Settings:
+    # The studio's own telemetry would add its spans to these tables; these tests count rows.
+    return Settings(data_dir=data_dir, **({"telemetry": False} if "telemetry" in Settings.model_fields else {}))
+
+
+def studio_app(settings: Settings):
+    app = create_app("studio", settings)
+    if not any(getattr(route, "path", None) == "/v1/traces" for route in app.routes):
+        app.include_router(otlp.router)  # until the factory includes it
+    return app
+
+
+@pytest.fixture
+def studio(settings: Settings):
+    app = studio_app(settings)
+    with LiveApp(app) as server:
+        server.store = app.state.storage.domain("observability")
+        yield server
+
+
+def rows(server, sql: str) -> list[tuple]:
+    return server.store.run_blocking(lambda con: con.execute(sql).fetchall())
+
+
+def counts(server) -> tuple[int, int, int]:
+    return tuple(rows(server, f"SELECT count(*) FROM {t}")[0][0] for t in ("spans", "traces", "logs"))
+
+
+def tracer_for(url: str, **exporter):
+    provider = TracerProvider(resource=RESOURCE)
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{url}/v1/traces", **exporter)))
+    return provider, provider.get_tracer("test")
+
+
+def agent_run(tracer) -> str:
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "first"},
+                {"role": "assistant", "content": "ok"}, {"role": "user", "content": [{"type": "text", "text": "weather?"}]}]
+    with tracer.start_as_current_span("agent run: 'chat-agent'", attributes={
+            "mastra.span_type": "agent_run", "mastra.entity_type": "agent", "mastra.entity_id": "chat-agent",
+            "mastra.entity_name": "Chat Agent", "mastra.thread_id": "t1", "mastra.resource_id": "ai-chat",
+            "mastra.run_id": "run-1", "mastra.user_id": "u1", "mastra.input": json.dumps(messages),
+            "mastra.output": json.dumps({"text": "sunny"}), "mastra.metadata": json.dumps({"k": "v"}),
+            "mastra.tags": json.dumps(["a", "b"]), "mastra.attributes": json.dumps({"conversationId": "t1"}),
+            "http.method": "POST"}) as root:
+        with tracer.start_as_current_span("llm: 'gpt'", attributes={"mastra.span_type": "model_generation"}):
+            with pytest.raises(RuntimeError):
+                with tracer.start_as_current_span("tool: 'weather'", attributes={"mastra.span_type": "tool_call"}):
+                    raise RuntimeError("no network")
+        with tracer.start_as_current_span("plain"):
+            pass
+        return format(root.get_span_context().trace_id, "032x")
+
+
+def test_sdk_spans_become_a_tree_and_a_trace_row(studio):
+    provider, tracer = tracer_for(studio.url)
+    trace_id = agent_run(tracer)
+    provider.shutdown()
+
+    spans = {r[0]: r for r in rows(studio, "SELECT name, span_id, parent_span_id, span_type, status, error, attributes,"
+                                           " service_name, environment, is_event, thread_id, user_id, tags, input,"
+                                           " ended_at > started_at FROM spans")}
+    assert set(spans) == {"agent run: 'chat-agent'", "llm: 'gpt'", "tool: 'weather'", "plain"}
+    root, llm, tool, plain = (spans[n] for n in ("agent run: 'chat-agent'", "llm: 'gpt'", "tool: 'weather'", "plain"))
+    assert root[2] is None and llm[2] == root[1] and tool[2] == llm[1] and plain[2] == root[1]
+    assert len(root[1]) == 16 and root[1] == root[1].lower()
+    assert (root[3], llm[3], tool[3], plain[3]) == ("agent_run", "model_generation", "tool_call", "generic")
+    assert tool[4] == "error" and root[4] == "success" and root[5] is None
+    assert json.loads(tool[5]) | {"stack": None} == {"message": "no network", "name": "RuntimeError", "stack": None}
+    assert json.loads(root[6]) == {"http.method": "POST", "conversationId": "t1"}
+    assert root[7:12] == ("dev-server-gateway", "test", False, "t1", "u1") and json.loads(root[12]) == ["a", "b"]
+    assert json.loads(root[13])[-1]["role"] == "user" and all(s[14] for s in spans.values())
+
+    (trace,) = rows(studio, "SELECT * FROM traces")
+    trace = dict(zip(TRACE_COLUMNS, trace))
+    assert trace["trace_id"] == trace_id and len(trace_id) == 32 and trace["root_span_id"] == root[1]
+    assert (trace["entity_id"], trace["run_id"], trace["service_name"]) == ("chat-agent", "run-1", "dev-server-gateway")
+    assert trace["input_preview"] == "weather?" and json.loads(trace["metadata"]) == {"k": "v"}
+
+
+def test_studio_read_routes_return_ingested_traces(studio):
+    provider, tracer = tracer_for(studio.url)
+    trace_id = agent_run(tracer)
+    provider.shutdown()
+    with httpx.Client(base_url=studio.url) as client:
+        listed = client.post("/api/observability/traces/query", json={"page": {"limit": 25}}).json()
+        assert [(t["traceId"], t["inputPreview"], t["status"], t["entityId"]) for t in listed["traces"]] == [
+            (trace_id, "weather?", "success", "chat-agent")]
+        some = {"spans": {"some": {"op": "eq", "left": {"path": "spanType"}, "right": {"literal": "tool_call"}}}}
+        assert len(client.post("/api/observability/traces/query", json={"where": some}).json()["traces"]) == 1
+        none = {"spans": {"some": {"op": "eq", "left": {"path": "entityId"}, "right": {"literal": "nobody"}}}}
+        assert client.post("/api/observability/traces/query", json={"where": none}).json()["traces"] == []
+        detail = client.get(f"/api/observability/traces/{trace_id}").json()
+    by_name = {s["name"]: s for s in detail["spans"]}
+    assert by_name["agent run: 'chat-agent'"]["parentSpanId"] is None
+    assert by_name["agent run: 'chat-agent'"]["output"] == {"text": "sunny"}
+    assert by_name["tool: 'weather'"]["parentSpanId"] == by_name["llm: 'gpt'"]["spanId"]
+    assert by_name["tool: 'weather'"]["error"]["message"] == "no network"
+
+
+def test_gzip_from_the_sdk_exporter(studio):
+    provider, tracer = tracer_for(studio.url, compression=Compression.Gzip)
+    agent_run(tracer)
+    provider.shutdown()
+    assert counts(studio)[:2] == (4, 1)
+
+
+def json_request(**span) -> dict:
+    base = {"traceId": TRACE_HEX, "spanId": SPAN_HEX, "name": "js root", "kind": 2,
+            "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000500000000",
+            "status": {"code": 2, "message": "boom"},
+            "attributes": [{"key": "mastra.span_type", "value": {"stringValue": "agent_run"}},
+                           {"key": "mastra.input", "value": {"stringValue": "\"hello there\""}},
+                           {"key": "retries", "value": {"intValue": "3"}}]}
+    return {"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "js"}}]},
+                               "scopeSpans": [{"scope": {"name": "x"}, "spans": [base | span]}]}]}
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_otlp_json_with_hex_ids(studio, compress: bool):
+    body = json.dumps(json_request()).encode()
+    headers = {"content-type": "application/json"} | ({"content-encoding": "gzip"} if compress else {})
+    response = httpx.post(f"{studio.url}/v1/traces", content=gzip.compress(body) if compress else body, headers=headers)
+    assert response.status_code == 200 and response.json() == {}
+    assert response.headers["content-type"].startswith("application/json")
+    (span,) = rows(studio, "SELECT trace_id, span_id, status, error, attributes, started_at, service_name FROM spans")
+    assert span[:2] == (TRACE_HEX, SPAN_HEX) and span[2] == "error" and json.loads(span[3]) == {"message": "boom"}
+    assert json.loads(span[4]) == {"retries": 3} and span[6] == "js"
+    assert span[5] == datetime.fromtimestamp(1_700_000_000, timezone.utc)
+    assert rows(studio, "SELECT input_preview FROM traces") == [("hello there",)]
+
+
+def test_otlp_json_links_and_logs_take_hex_ids(studio):
+    link = {"traceId": "ab" * 16, "spanId": "cd" * 8, "attributes": [{"key": "k", "value": {"boolValue": True}}]}
+    assert httpx.post(f"{studio.url}/v1/traces", json=json_request(links=[link])).status_code == 200
+    assert json.loads(rows(studio, "SELECT links FROM spans")[0][0]) == [
+        {"traceId": "ab" * 16, "spanId": "cd" * 8, "attributes": {"k": True}}]
+    record = {"observedTimeUnixNano": "1700000000000000000", "severityText": "WARNING", "traceId": TRACE_HEX,
+              "spanId": "", "body": {"stringValue": "careful"},
+              "attributes": [{"key": "log.record.uid", "value": {"stringValue": "log-1"}}]}
+    body = {"resourceLogs": [{"scopeLogs": [{"logRecords": [record]}]}]}
+    assert httpx.post(f"{studio.url}/v1/logs", json=body).json() == {}
+    assert rows(studio, "SELECT log_id, level, message, trace_id, span_id, timestamp, data FROM logs") == [
+        ("log-1", "warn", "careful", TRACE_HEX, None, datetime.fromtimestamp(1_700_000_000, timezone.utc), None)]
+
+
+def test_protobuf_reply_is_an_empty_export_response(studio):
+    request = ExportTraceServiceRequest()
+    response = httpx.post(f"{studio.url}/v1/traces", content=request.SerializeToString(),
+                          headers={"content-type": "application/x-protobuf"})
+    assert response.status_code == 200 and response.content == b""
+    assert response.headers["content-type"] == "application/x-protobuf"
+
+
+def test_logs_from_the_sdk_exporter(studio):
+    provider = LoggerProvider(resource=RESOURCE)
+    provider.add_log_record_processor(SimpleLogRecordProcessor(OTLPLogExporter(endpoint=f"{studio.url}/v1/logs")))
+    logger = provider.get_logger("test")
+    tracer = TracerProvider(resource=RESOURCE).get_tracer("t")
+    with tracer.start_as_current_span("s") as span:
+        logger.emit(severity_number=SeverityNumber(17), severity_text="ERROR", body="tool failed",
+                    attributes={"mastra.thread_id": "t1", "mastra.run_id": "r1", "mastra.entity_name": "Chat",
+                                "mastra.tags": json.dumps(["x"]), "code.lineno": 12})
+        ids = format(span.get_span_context().trace_id, "032x"), format(span.get_span_context().span_id, "016x")
+    logger.emit(severity_number=SeverityNumber(10), body={"event": "started", "n": 1})
+    provider.shutdown()
+    got = rows(studio, "SELECT level, message, trace_id, span_id, thread_id, run_id, entity_name, tags, data,"
+                       " service_name, environment, length(log_id) FROM logs ORDER BY level")
+    assert got[0][:7] == ("error", "tool failed", *ids, "t1", "r1", "Chat")
+    assert json.loads(got[0][7]) == ["x"] and json.loads(got[0][8]) == {"code.lineno": 12}
+    assert got[0][9:] == ("dev-server-gateway", "test", 36)
+    assert got[1][:4] == ("info", '{"event":"started","n":1}', None, None)
+
+
+def short_trace_id() -> bytes:
+    request = ExportTraceServiceRequest()
+    request.resource_spans.add().scope_spans.add().spans.append(
+        ProtoSpan(trace_id=b"\x01" * 4, span_id=b"\x02" * 8, name="x", start_time_unix_nano=1))
+    return request.SerializeToString()
+
+
+@pytest.mark.parametrize("body,headers,field", [
+    (b"\x0a\xff\xff\xff", {"content-type": "application/x-protobuf"}, None),
+    (short_trace_id(), {}, "traceId"),
+    (b'{"resourceSpans": [', {"content-type": "application/json"}, None),
+    (b'[1, 2]', {"content-type": "application/json"}, None),
+    (json.dumps({"resourceSpans": "nope"}).encode(), {"content-type": "application/json"}, None),
+    (json.dumps(json_request(name=7, startTimeUnixNano={"x": 1})).encode(), {"content-type": "application/json"}, None),
+    (json.dumps(json_request(traceId="zz" * 16)).encode(), {"content-type": "application/json"}, "traceId"),
+    (gzip.compress(json.dumps(json_request()).encode())[:-12],
+     {"content-type": "application/json", "content-encoding": "gzip"}, None),
+    (b"not gzip at all", {"content-encoding": "gzip"}, None),
+])
+def test_bad_payloads_are_400_and_write_nothing(studio, body: bytes, headers: dict, field: str | None):
+    # a good request first, so "nothing written" is measured against real rows
+    httpx.post(f"{studio.url}/v1/traces", json=json_request(spanId="0000000000000001"))
+    before = counts(studio)
+    response = httpx.post(f"{studio.url}/v1/traces", content=body, headers=headers)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]
+    if field:
+        assert response.json()["issues"][0]["field"] == field
+    assert counts(studio) == before == (1, 1, 0)
+
+
+@pytest.mark.parametrize("body,kind", [(b"\xff\xff", "application/x-protobuf"), (b'{"resourceLogs": 1}', "application/json"),
+                                       (b'{"resourceLogs": [{"scopeLogs": [{"logRecords": [{"spanId": "x"}]}]}]}',
+                                        "application/json")])
+def test_bad_log_payloads_are_400(studio, body: bytes, kind: str):
+    response = httpx.post(f"{studio.url}/v1/logs", content=body, headers={"content-type": kind})
+    assert response.status_code == 400 and counts(studio) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("headers", [{"content-type": "text/plain"}, {"content-encoding": "br"}])
+def test_unsupported_media_is_415(studio, headers: dict):
+    response = httpx.post(f"{studio.url}/v1/traces", content=b"{}", headers=headers)
+    assert response.status_code == 415 and "unsupported" in response.json()["error"]
+
+
+def test_unavailable_store_is_503_with_the_cause(settings: Settings, data_dir: Path):
+    data_dir.mkdir(parents=True)
+    (data_dir / "observability.duckdb").write_bytes(b"this is not a duckdb file" * 100)
+    with LiveApp(studio_app(settings)) as server:
+        response = httpx.post(f"{server.url}/v1/traces", json=json_request())
+        logs = httpx.post(f"{server.url}/v1/logs", content=b"", headers={"content-type": "application/x-protobuf"})
+    assert response.status_code == 503 and logs.status_code == 503
+    assert "observability" in response.json()["error"] and response.headers["retry-after"]
+
+
+def sample_rows(n: int = 3) -> tuple[list[tuple], list[tuple]]:
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    for i in range(n):
+        spans.append(ProtoSpan(trace_id=b"\x0a" * 16, span_id=bytes([0] * 7 + [i + 1]), name=f"s{i}",
+                               parent_span_id=b"" if i == 0 else bytes([0] * 7 + [1]),
+                               start_time_unix_nano=1_700_000_000_000_000_000 + i))
+    return spans_from_request(request, datetime.now(timezone.utc))
+
+
+@pytest.mark.anyio
+async def test_a_failed_append_rolls_back_the_whole_request(tmp_path: Path):
+    store = DuckDBStore(f"file:{tmp_path / 'obs.duckdb'}")
+    await store.open()
+    writer = ObservabilityWriter(store)
+    span_rows, trace_rows = sample_rows()
+    broken_trace = list(trace_rows[0])
+    broken_trace[TRACE_COLUMNS.index("name")] = None  # NOT NULL: fails in the second appender
+    with pytest.raises(RowsRejected, match="NOT NULL"):
+        await writer.write_spans(span_rows, [tuple(broken_trace)])
+    broken_span = list(span_rows[-1])
+    broken_span[SPAN_COLUMNS.index("attributes")] = "{not json"
+    with pytest.raises(RowsRejected):
+        writer.write_spans_blocking([*span_rows[:-1], tuple(broken_span)], trace_rows)  # fails after good rows in the same appender
+    assert await store.fetch_all("SELECT (SELECT count(*) FROM spans) s, (SELECT count(*) FROM traces) t") == [
+        {"s": 0, "t": 0}]
+    assert await writer.write_spans(span_rows, trace_rows) == 4  # the connection is usable again
+    await store.close()
+
+
+@pytest.mark.anyio
+async def test_retention_deletes_old_rows(tmp_path: Path):
+    store = DuckDBStore(f"file:{tmp_path / 'obs.duckdb'}")
+    await store.open()
+    writer = ObservabilityWriter(store)
+    await writer.write_spans(*sample_rows())  # started in 2023
+    fresh = [tuple(datetime.now(timezone.utc) if c == "started_at" else v for c, v in zip(SPAN_COLUMNS, row))
+             for row in sample_rows(1)[0]]
+    await writer.write_spans(fresh)
+    assert await writer.delete_older_than(30) == 4
+    assert await store.fetch_all("SELECT count(*) AS n FROM spans") == [{"n": 1}]
+    await store.close()
+
+
+def test_input_preview_shapes():
+    assert input_preview("hi") == "hi"
+    assert input_preview({"messages": [{"role": "user", "parts": [{"type": "text", "text": "a"}]},
+                                       {"role": "assistant", "content": "b"}]}) == "a"
+    assert input_preview([{"role": "user", "content": {"format": 2, "parts": [{"type": "text", "text": "c"}]}}]) == "c"
+    assert input_preview({"x": "y" * 500}) == json.dumps({"x": "y" * 500}, separators=(",", ":"))[:200]
+    assert len(input_preview("z" * 1000)) == 200 and input_preview(None) is None
+
+
+def test_ended_at_is_null_for_an_unfinished_span_and_timestamps_are_microseconds():
+    request = ExportTraceServiceRequest()
+    request.resource_spans.add().scope_spans.add().spans.append(
+        ProtoSpan(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name="x", start_time_unix_nano=1_700_000_000_123_456_789))
+    (row,), _ = spans_from_request(request, datetime.now(timezone.utc))
+    started = row[SPAN_COLUMNS.index("started_at")]
+    assert started - datetime.fromtimestamp(1_700_000_000, timezone.utc) == timedelta(microseconds=123_456)
+    assert row[SPAN_COLUMNS.index("ended_at")] is None
