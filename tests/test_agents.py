@@ -1,0 +1,43 @@
+"""Agent definitions and the registry: memory factories are called once, at registration."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.agents.definition import AgentDefinition
+from app.agents.registry import DEFINITIONS, AgentRegistry
+from app.factory import create_app
+from app.memory.memory import Memory, MemoryOptions
+from app.settings import Settings
+
+
+def test_each_memory_factory_runs_once_per_app(settings: Settings):
+    calls = []
+
+    def factory() -> Memory:
+        calls.append(1)
+        return Memory(MemoryOptions(last_messages=3))
+
+    counted = AgentDefinition(id="counted", name="Counted", instructions="", model="local/echo", memory=factory)
+    app = create_app("gateway", settings, agents=[*DEFINITIONS, counted])
+    assert calls == [1]
+    agent = app.state.agents.get("counted")
+    assert agent.memory.options.last_messages == 3 and agent.memory.store is app.state.conversations
+
+
+def test_agents_without_memory_get_no_memory_wiring(settings: Settings):
+    app = create_app("gateway", settings)
+    assert app.state.agents.get("orchestrator-agent").memory is None
+    assert {a.id for a in app.state.agents if a.memory} == {"chat-agent", "docs-agent"}
+
+
+def test_duplicate_agent_ids_are_refused(settings: Settings):
+    twice = AgentDefinition(id="chat-agent", name="Again", instructions="", model="local/echo")
+    with pytest.raises(ValueError, match="registered twice"):
+        AgentRegistry([*DEFINITIONS, twice], create_app("gateway", settings).state.conversations)
+
+
+def test_the_window_is_last_messages_before_the_input_plus_the_input():
+    assert MemoryOptions(last_messages=10).window(1) == 11
+    assert MemoryOptions(last_messages=10).window(0) == 11  # re-submit: the anchor is the input
+    assert MemoryOptions(last_messages=False).window(3) == 3
