@@ -71,6 +71,16 @@ class ServiceUnavailable(ApiError):
     status = 503
 
 
+# Provider failures as our clients see them: a bad provider key is the server's problem
+# (502), not the caller's (401); a rate limit or a timeout keeps its meaning.
+_PROVIDER_STATUS = {"rate_limit": 429, "timeout": 504, "bad_request": 400}
+
+
+def upstream(kind: str, message: str) -> UpstreamModelError:
+    """The API error for a model provider failure of the given kind (app.llm's kinds)."""
+    return UpstreamModelError(message, status=_PROVIDER_STATUS.get(kind, 502), kind=kind)
+
+
 def invalid(kind: str, field: str, message: str) -> BadRequest:
     """A 400 in Mastra's shape: kind is "body", "query" or "path"."""
     titles = {"body": "Invalid request body", "query": "Invalid query parameters", "path": "Invalid path parameters"}

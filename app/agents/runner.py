@@ -106,7 +106,7 @@ class TurnRunner:
                 with spans.child(self.tracer, "memory: load history", "memory_operation", ids, context,
                                  attributes={"lastMessages": memory.options.last_messages}) as load:
                     window = await memory.window(thread.id, len(stored))
-                    load.set_attribute("mastra.output", spans._json({"messages": len(window), "stored": stored}))
+                    spans.set_output(load, {"messages": len(window), "stored": stored})
                 history = [m for m in map(stored_to_model, window) if m]
                 turn = Turn(agent, model, system + history, thread=thread, resource_id=resource_id,
                             user_message_id=incoming[-1].id, run_id=run_id)
@@ -114,8 +114,10 @@ class TurnRunner:
             spans.finish(root, error=exc)
             raise
         turn.span, turn.trace_context, turn.ids = root, context, ids
+        # Logged inside the run's span, with the span's ids as attributes: the log exporter
+        # links the record to the trace, the thread and the resource.
         with trace.use_span(root, end_on_exit=False):
-            log.info("agent run started", extra=_log_ids(ids))
+            log.info("agent run started", extra=ids)
         return turn
 
     async def run(self, turn: Turn) -> AsyncIterator[TextDelta | Finish]:
@@ -169,11 +171,11 @@ class TurnRunner:
     def _finish_run(self, turn: Turn) -> None:
         with trace.use_span(turn.span, end_on_exit=False):
             if turn.error is not None:
-                log.warning("agent run failed: %s", turn.error.message, extra=_log_ids(turn.ids))
+                log.warning("agent run failed: %s", turn.error.message, extra=turn.ids)
             elif turn.interrupted:
-                log.info("agent run interrupted by the client", extra=_log_ids(turn.ids))
+                log.info("agent run interrupted by the client", extra=turn.ids)
             else:
-                log.info("agent run finished", extra=_log_ids(turn.ids))
+                log.info("agent run finished", extra=turn.ids)
         spans.finish(turn.span, output={"text": turn.text}, error=turn.error,
                      error_kind=turn.error and turn.error.kind)
 
@@ -195,8 +197,3 @@ def _last_user_text(incoming: list[Message], client_context: list[dict[str, Any]
         if message.get("role") == "user":
             return str(message.get("content", ""))
     return ""
-
-
-def _log_ids(ids: dict[str, str]) -> dict[str, str]:
-    """Log record attributes: the same ``mastra.*`` ids as the spans, for the log exporter."""
-    return dict(ids)

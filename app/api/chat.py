@@ -22,7 +22,7 @@ from app.agents.runner import Turn, TurnRunner, new_id
 from app.api.chat_request import ChatRequest, parse_chat_request
 from app.auth import resource_for
 from app.clock import to_iso
-from app.errors import NotFound, UpstreamModelError
+from app.errors import NotFound, upstream
 from app.llm import Finish, ModelProviderError, TextDelta
 from app.memory.convert import ui_to_model, ui_to_stored
 from app.memory.memory import ThreadNotOwned
@@ -30,10 +30,6 @@ from app.streaming import ui_chunks as ui
 from app.streaming.sse import DONE, UI_STREAM_HEADERS, encode
 
 router = APIRouter()
-
-# Provider failures as the gateway's client sees them: a bad provider key is the server's
-# problem (502), not the caller's (401).
-_PROVIDER_STATUS = {"rate_limit": 429, "timeout": 504, "bad_request": 400}
 
 
 @router.post("/api/chat")
@@ -64,10 +60,11 @@ async def _chat(request: Request, path_agent_id: str | None) -> Response:
 
     runner: TurnRunner = request.app.state.runner
     thread_id = (body.conversationId or new_id("mastra_thread_")) if agent.memory else None
+    # With memory the model's context comes from storage; only a memoryless agent reads the client's.
+    client_context = [] if agent.memory else [m for m in (ui_to_model(x.model_dump()) for x in body.messages) if m]
     try:
         turn = await runner.prepare(agent, thread_id=thread_id, resource_id=resource,
-                                    incoming=_incoming(body, thread_id, resource),
-                                    client_context=[m for m in (ui_to_model(x.model_dump()) for x in body.messages) if m])
+                                    incoming=_incoming(body, thread_id, resource), client_context=client_context)
     except ThreadNotOwned:
         raise NotFound("Thread not found") from None
 
@@ -75,7 +72,7 @@ async def _chat(request: Request, path_agent_id: str | None) -> Response:
     try:
         first = await anext(events)
     except ModelProviderError as exc:
-        raise UpstreamModelError(exc.message, status=_PROVIDER_STATUS.get(exc.kind, 502), kind=exc.kind) from exc
+        raise upstream(exc.kind, exc.message) from exc
     return EventSourceResponse(_frames(turn, first, events), headers=UI_STREAM_HEADERS, sep="\n", ping=15)
 
 

@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import logging
 import os
 import sys
 import threading
+import warnings
 from pathlib import Path
 from types import ModuleType
 
@@ -112,16 +114,12 @@ def _import_configured() -> ModuleType:
         if (tokenizers / _CL100K_FILE).is_file():
             os.environ["TIKTOKEN_CACHE_DIR"] = str(tokenizers)
 
-    import warnings
-
     # litellm's TypedDicts use ReadOnly, which pydantic warns about once per class while
     # building their schemas (at import and lazily on first calls): noise on every start,
     # and an error under pytest's filterwarnings=error. Process-wide, and only this one.
     warnings.filterwarnings("ignore", message=r"Items? .* (is|are) using the `ReadOnly` qualifier",
                             category=UserWarning)
     import litellm
-
-    import logging
 
     # litellm logs every call at INFO through its own handler (and again through ours).
     for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):

@@ -47,10 +47,14 @@ def start(tracer: trace.Tracer, name: str, span_type: str, ids: dict[str, str], 
     return tracer.start_span(name, context=parent, attributes=values)
 
 
+def set_output(span: Span, value: Any) -> None:
+    span.set_attribute("mastra.output", _json(value))
+
+
 def finish(span: Span, *, output: Any = None, attributes: dict[str, Any] | None = None,
            error: BaseException | None = None, error_kind: str | None = None) -> None:
     if output is not None:
-        span.set_attribute("mastra.output", _json(output))
+        set_output(span, output)
     if attributes:
         span.set_attribute("mastra.attributes", _json(attributes))
     if error is not None:

@@ -10,6 +10,7 @@ every turn) never duplicates a row. ``(created_at, seq)`` is a total order withi
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -268,8 +269,6 @@ class ConversationStore:
 
     async def clone_thread(self, source: Thread, new_thread: Thread, message_limit: int | None) -> list[Message]:
         """Copy a thread and its newest ``message_limit`` messages (all when None) under new ids."""
-        import uuid
-
         originals = await self.recent_messages(source.id, message_limit)
         await self.save_thread(new_thread)
         copies = [Message(str(uuid.uuid4()), new_thread.id, new_thread.resource_id, m.role, m.content,

@@ -23,7 +23,7 @@ from app.agents.runner import Turn, TurnRunner
 from app.api.studio.access import agent_or_404, effective_resource, forced_resource
 from app.api.studio.agent_input import AgentRunBody, input_messages, parse_body
 from app.clock import now_iso
-from app.errors import NotFound, UpstreamModelError, invalid
+from app.errors import NotFound, invalid, upstream
 from app.llm import Finish, ModelProviderError, TextDelta
 from app.memory.convert import ui_to_model
 from app.memory.memory import ThreadNotOwned
@@ -112,7 +112,7 @@ async def _first_event(request: Request, turn: Turn) -> tuple[TextDelta | Finish
     try:
         return await anext(events), events
     except ModelProviderError as exc:
-        raise UpstreamModelError(exc.message, status=429 if exc.kind == "rate_limit" else 502, kind=exc.kind) from exc
+        raise upstream(exc.kind, exc.message) from exc
 
 
 async def _start_run(request: Request, agent_id: str) -> Turn:
@@ -151,7 +151,7 @@ async def generate(agent_id: str, request: Request) -> dict[str, Any]:
             error = item["payload"]["error"]
     await events.aclose()
     if error is not None:
-        raise UpstreamModelError(error["message"], kind=error["name"])
+        raise upstream(error["name"], error["message"])
     usage = usage_payload(turn.finish.usage if turn.finish else None)
     reason = turn.finish.finish_reason if turn.finish else "other"
     reply = await request.app.state.conversations.get_message(turn.reply_id) if turn.thread else None
