@@ -24,6 +24,7 @@ from app.api import chat, health, otlp
 from app.api.cors import ReflectingCORS
 from app.api.studio import agents as agent_routes
 from app.api.studio import memory, observability, shell
+from app.api.studio import metrics as metric_routes
 from app.api.limits import BodySizeLimit
 from app.api.studio.ui import studio_ui_router
 from app.auth import Authenticator, BearerTokens
@@ -125,7 +126,7 @@ def create_app(
     else:
         app.add_middleware(ReflectingCORS)  # added last, so outermost: preflights never reach routes
         for router in (shell.router, agent_routes.router, memory.router, observability.router,
-                       observability.legacy, otlp.router):
+                       observability.legacy, metric_routes.router, otlp.router):
             app.include_router(router)
         app.include_router(studio_ui_router(settings.resolved_studio_ui_dir, agent_signals=True))
     return app

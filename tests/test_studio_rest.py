@@ -52,7 +52,7 @@ def test_root_probe_and_shell_routes_answer(studio):
         response = studio.get(path, params={"requestContext": "e30="})
         assert response.status_code == 200 and response.json() == body, path
     packages = studio.get("/api/system/packages").json()
-    assert packages["observabilityEnabled"] is True and packages["observabilityStorageCapabilities"]["metrics"] is False
+    assert packages["observabilityEnabled"] is True and packages["observabilityStorageCapabilities"]["metrics"] is True
 
 
 def test_cors_reflects_origin_and_requested_headers(studio):

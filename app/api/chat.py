@@ -24,6 +24,7 @@ from app.auth import resource_for
 from app.clock import to_iso
 from app.errors import NotFound, upstream
 from app.llm import Finish, ModelProviderError, TextDelta
+from app.streaming.text_events import text_events
 from app.memory.convert import ui_to_model, ui_to_stored
 from app.memory.memory import ThreadNotOwned
 from app.streaming import ui_chunks as ui
@@ -94,28 +95,21 @@ async def _frames(turn: Turn, first: TextDelta | Finish, events: AsyncIterator) 
         return ServerSentEvent(data=chunk if isinstance(chunk, str) else encode(chunk), id=str(count), sep="\n")
 
     text_id = f"text-{turn.reply_id}"
-    text_open = False
     yield frame(ui.start(turn.reply_id, _start_metadata(turn)))
     yield frame(ui.start_step())
     try:
-        event: TextDelta | Finish | None = first
-        while event is not None:
-            if isinstance(event, TextDelta):
-                if not text_open:
-                    text_open = True
-                    yield frame(ui.text_start(text_id))
-                yield frame(ui.text_delta(text_id, event.text))
-            else:
-                if text_open:
-                    text_open = False
-                    yield frame(ui.text_end(text_id))
+        async for kind, *value in text_events(first, events):
+            if kind == "text-start":
+                yield frame(ui.text_start(text_id))
+            elif kind == "text-delta":
+                yield frame(ui.text_delta(text_id, value[0]))
+            elif kind == "text-end":
+                yield frame(ui.text_end(text_id))
+            elif kind == "finish":
                 yield frame(ui.finish_step())
-                yield frame(ui.finish(event.finish_reason, _finish_metadata(turn, event)))
-            event = await anext(events, None)
-    except ModelProviderError as exc:
-        if text_open:
-            yield frame(ui.text_end(text_id))
-        yield frame(ui.error(exc.message))
+                yield frame(ui.finish(value[0].finish_reason, _finish_metadata(value[0])))
+            else:
+                yield frame(ui.error(value[0].message))
     finally:
         with anyio.CancelScope(shield=True):
             await events.aclose()
@@ -131,5 +125,5 @@ def _start_metadata(turn: Turn) -> dict[str, Any]:
     return metadata
 
 
-def _finish_metadata(turn: Turn, finish: Finish) -> dict[str, Any]:
+def _finish_metadata(finish: Finish) -> dict[str, Any]:
     return {"usage": {"inputTokens": finish.usage.input_tokens, "outputTokens": finish.usage.output_tokens}}

@@ -265,8 +265,9 @@ async def percentiles(store: DuckDBStore, name: str, quantiles: list[float], int
                                          for row in rows]} for i, q in enumerate(quantiles)]
 
 
-async def label_values(store: DuckDBStore, metric: str, key: str, prefix: str | None, limit: int) -> list[str]:
-    rows_sql, params = _rows([metric], {}, [key])
+async def label_values(store: DuckDBStore, metric: str, key: str, prefix: str | None, limit: int,
+                       filters: dict[str, Any] | None = None) -> list[str]:
+    rows_sql, params = _rows([metric], filters or {}, [key])
     column = DIMENSIONS[key][0]
     sql = f"SELECT DISTINCT CAST({column} AS VARCHAR) AS v FROM ({rows_sql}) WHERE {column} IS NOT NULL"
     if prefix:

@@ -106,26 +106,32 @@ async def query_traces(store: DuckDBStore, *, start: datetime | None, end: datet
     return traces, next_cursor
 
 
+async def _page(store: DuckDBStore, table: str, clauses: list[str], params: list[Any], filters: dict[str, Any],
+                columns: dict[str, str], time_column: str, start: datetime | None, end: datetime | None,
+                order: str, page: int, per_page: int, fields: dict[str, str]) -> tuple[list[dict[str, Any]], int]:
+    """One filtered, time-bounded page of a table and the total count behind it."""
+    clauses, params = list(clauses), list(params)
+    for name, value in filters.items():
+        clauses.append(f"{columns[name]} = ?")
+        params.append(value)
+    for bound, op in ((start, ">="), (end, "<=")):
+        if bound is not None:
+            clauses.append(f"{time_column} {op} ?")
+            params.append(bound)
+    where = " AND ".join(clauses) or "TRUE"
+    total = (await store.fetch_all(f"SELECT count(*) AS n FROM {table} WHERE {where}", params))[0]["n"]
+    rows = await store.fetch_all(f"SELECT * FROM {table} WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?",
+                                 [*params, per_page, page * per_page])
+    return [to_api(r, fields) for r in rows], total
+
+
 async def list_root_spans(store: DuckDBStore, filters: dict[str, Any], *, page: int, per_page: int, field: str,
                           descending: bool, start: datetime | None = None,
                           end: datetime | None = None) -> tuple[list[dict[str, Any]], int]:
-    clauses, params = ["s.parent_span_id IS NULL"], []
-    for name, value in filters.items():
-        clauses.append(f"s.{SPAN_FILTERS[name]} = ?")
-        params.append(value)
-    if start is not None:
-        clauses.append("s.started_at >= ?")
-        params.append(start)
-    if end is not None:
-        clauses.append("s.started_at <= ?")
-        params.append(end)
-    where = " AND ".join(clauses)
-    total = (await store.fetch_all(f"SELECT count(*) AS n FROM spans s WHERE {where}", params))[0]["n"]
     column = "ended_at" if field == "endedAt" else "started_at"
-    rows = await store.fetch_all(
-        f"SELECT * FROM spans s WHERE {where} ORDER BY s.{column} {'DESC' if descending else 'ASC'}, s.trace_id"
-        " LIMIT ? OFFSET ?", [*params, per_page, page * per_page])
-    return [to_api(r, SPAN_FIELDS) for r in rows], total
+    order = f"{column} {'DESC' if descending else 'ASC'}, trace_id"
+    return await _page(store, "spans", ["parent_span_id IS NULL"], [], filters, SPAN_FILTERS, "started_at",
+                       start, end, order, page, per_page, SPAN_FIELDS)
 
 
 async def trace_spans(store: DuckDBStore, trace_id: str) -> list[dict[str, Any]]:
@@ -140,22 +146,9 @@ async def span(store: DuckDBStore, trace_id: str, span_id: str) -> dict[str, Any
 
 async def list_logs(store: DuckDBStore, filters: dict[str, Any], *, page: int, per_page: int, descending: bool,
                     start: datetime | None, end: datetime | None) -> tuple[list[dict[str, Any]], int]:
-    clauses, params = ["TRUE"], []
-    for name, value in filters.items():
-        clauses.append(f"{LOG_FILTERS[name]} = ?")
-        params.append(value)
-    if start is not None:
-        clauses.append("timestamp >= ?")
-        params.append(start)
-    if end is not None:
-        clauses.append("timestamp <= ?")
-        params.append(end)
-    where = " AND ".join(clauses)
-    total = (await store.fetch_all(f"SELECT count(*) AS n FROM logs WHERE {where}", params))[0]["n"]
-    rows = await store.fetch_all(
-        f"SELECT * FROM logs WHERE {where} ORDER BY timestamp {'DESC' if descending else 'ASC'}, log_id"
-        " LIMIT ? OFFSET ?", [*params, per_page, page * per_page])
-    return [to_api(r, LOG_FIELDS) for r in rows], total
+    order = f"timestamp {'DESC' if descending else 'ASC'}, log_id"
+    return await _page(store, "logs", [], [], filters, LOG_FILTERS, "timestamp", start, end, order, page,
+                       per_page, LOG_FIELDS)
 
 
 async def distinct(store: DuckDBStore, column: str, *, table: str = "traces",

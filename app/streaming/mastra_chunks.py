@@ -12,6 +12,7 @@ from typing import Any
 
 from app.agents.runner import Turn
 from app.llm import Finish, ModelProviderError, TextDelta, Usage
+from app.streaming.text_events import text_events
 
 
 def chunk(kind: str, run_id: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -32,32 +33,24 @@ async def encode_turn(turn: Turn, first: TextDelta | Finish,
     metadata = {"modelId": turn.model.model_id, "provider": turn.model.provider, "local": turn.model.is_local}
     yield chunk("start", run, {"id": turn.agent.id, "messageId": message_id})
     yield chunk("step-start", run, {"messageId": message_id, "request": {}, "warnings": []})
-    text_open = False
     text: list[str] = []
-    try:
-        event: TextDelta | Finish | None = first
-        while event is not None:
-            if isinstance(event, TextDelta):
-                if not text_open:
-                    text_open = True
-                    yield chunk("text-start", run, {"id": text_id})
-                text.append(event.text)
-                yield chunk("text-delta", run, {"id": text_id, "text": event.text})
-            else:
-                if text_open:
-                    text_open = False
-                    yield chunk("text-end", run, {"id": text_id})
-                usage = usage_payload(event.usage)
-                step = {"reason": event.finish_reason, "isContinued": False}
-                yield chunk("step-finish", run, {"messageId": message_id, "stepResult": step,
-                                                 "output": {"text": "".join(text), "toolCalls": [], "usage": usage},
-                                                 "metadata": metadata})
-                yield chunk("finish", run, {"messageId": message_id, "stepResult": {"reason": event.finish_reason},
-                                            "output": {"text": "".join(text), "usage": usage},
-                                            "metadata": metadata,
-                                            "messages": {"all": [], "user": [], "nonUser": []}})
-            event = await anext(events, None)
-    except ModelProviderError as exc:
-        if text_open:
+    async for kind, *value in text_events(first, events):
+        if kind == "text-start":
+            yield chunk("text-start", run, {"id": text_id})
+        elif kind == "text-delta":
+            text.append(value[0])
+            yield chunk("text-delta", run, {"id": text_id, "text": value[0]})
+        elif kind == "text-end":
             yield chunk("text-end", run, {"id": text_id})
-        yield chunk("error", run, {"error": {"name": exc.kind, "message": exc.message}})
+        elif kind == "finish":
+            finish: Finish = value[0]
+            usage = usage_payload(finish.usage)
+            output = {"text": "".join(text), "toolCalls": [], "usage": usage}
+            yield chunk("step-finish", run, {"messageId": message_id, "metadata": metadata, "output": output,
+                                             "stepResult": {"reason": finish.finish_reason, "isContinued": False}})
+            yield chunk("finish", run, {"messageId": message_id, "stepResult": {"reason": finish.finish_reason},
+                                        "output": {"text": "".join(text), "usage": usage}, "metadata": metadata,
+                                        "messages": {"all": [], "user": [], "nonUser": []}})
+        else:
+            error: ModelProviderError = value[0]
+            yield chunk("error", run, {"error": {"name": error.kind, "message": error.message}})

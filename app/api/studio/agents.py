@@ -9,7 +9,6 @@ from memory and the turn is stored, exactly as on the gateway (the same ``TurnRu
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,6 +19,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from app.agents.registry import RegisteredAgent
 from app.agents.runner import Turn, TurnRunner
+from app.api.bodies import json_body
 from app.api.studio.access import agent_or_404, effective_resource, forced_resource
 from app.api.studio.agent_input import AgentRunBody, input_messages, parse_body
 from app.clock import now_iso
@@ -75,13 +75,6 @@ async def browser_session(agent_id: str, request: Request) -> dict[str, Any]:
     return {"hasSession": False, "screencastAvailable": False}
 
 
-async def _json_body(request: Request) -> Any:
-    try:
-        return json.loads(await request.body())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise invalid("body", "body", "Malformed JSON") from None
-
-
 async def _prepare(request: Request, agent: RegisteredAgent, messages: Any, thread_id: str | None,
                    resource: str | None, run_id: str | None = None) -> Turn:
     """A turn from Mastra-shaped input; memory is used only when a thread is named."""
@@ -117,7 +110,7 @@ async def _first_event(request: Request, turn: Turn) -> tuple[TextDelta | Finish
 
 async def _start_run(request: Request, agent_id: str) -> Turn:
     agent = agent_or_404(request, agent_id)
-    body: AgentRunBody = parse_body(await _json_body(request), AgentRunBody)
+    body: AgentRunBody = parse_body(await json_body(request), AgentRunBody)
     memory = body.memory
     return await _prepare(request, agent, body.messages, memory.thread_id if memory else None,
                           memory.resource if memory else None, body.runId)
@@ -188,7 +181,7 @@ def _thread_key(request: Request, agent_id: str, data: Any) -> tuple[str, str]:
 async def subscribe(agent_id: str, request: Request) -> Response:
     agent_or_404(request, agent_id)
     await forced_resource(request)
-    key = _thread_key(request, agent_id, await _json_body(request))
+    key = _thread_key(request, agent_id, await json_body(request))
     hub = request.app.state.signals
     queue = hub.subscribe(key)
 
@@ -217,7 +210,7 @@ def _signal_contents(message: Any) -> tuple[Any, dict[str, Any]]:
 @router.post("/{agent_id}/send-message")
 async def send_message(agent_id: str, request: Request) -> dict[str, Any]:
     agent = agent_or_404(request, agent_id)
-    data = await _json_body(request)
+    data = await json_body(request)
     key = _thread_key(request, agent_id, data)
     contents, metadata = _signal_contents(data.get("message"))
     if isinstance(contents, str) and not contents.strip():
@@ -255,7 +248,7 @@ async def send_message(agent_id: str, request: Request) -> dict[str, Any]:
 @router.post("/{agent_id}/threads/abort")
 async def abort(agent_id: str, request: Request) -> dict[str, Any]:
     agent_or_404(request, agent_id)
-    data = await _json_body(request)
+    data = await json_body(request)
     key = _thread_key(request, agent_id, data)
     expected = data.get("expectedRunId") if isinstance(data.get("expectedRunId"), str) else None
     return {"aborted": request.app.state.signals.abort(key, expected)}

@@ -5,12 +5,12 @@ memory, search. Every thread route checks the thread against the resource in for
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
 from fastapi import APIRouter, Request
 
+from app.api.bodies import json_object
 from app.api.studio.access import agent_or_404, effective_resource, forced_resource, optional_agent, visible
 from app.api.studio.agent_input import input_messages
 from app.api.studio.query import Query, order_by
@@ -33,16 +33,6 @@ async def _scope(request: Request, query: Query) -> tuple[Any, str | None]:
     forced = await forced_resource(request)
     agent = optional_agent(request, query.str("agentId"))
     return agent, effective_resource(forced, agent, query.str("resourceId", aliases=("resourceid",)))
-
-
-async def _json_object(request: Request) -> dict[str, Any]:
-    try:
-        data = json.loads(await request.body() or b"{}")
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise invalid("body", "body", "Malformed JSON") from None
-    if not isinstance(data, dict):
-        raise invalid("body", "body", "The body must be a JSON object")
-    return data
 
 
 def _optional_str(data: dict[str, Any], key: str) -> str | None:
@@ -108,7 +98,7 @@ async def list_threads(request: Request) -> dict[str, Any]:
 async def create_thread(request: Request) -> dict[str, Any]:
     query = Query(request)
     agent_or_404(request, query.str("agentId") or "")
-    data = await _json_object(request)
+    data = await json_object(request)
     agent, forced = optional_agent(request, query.str("agentId")), await forced_resource(request)
     requested = _optional_str(data, "resourceId")
     if not requested and forced is None:
@@ -138,7 +128,7 @@ async def get_thread(thread_id: str, request: Request) -> dict[str, Any]:
 @router.patch("/threads/{thread_id}")
 async def update_thread(thread_id: str, request: Request) -> dict[str, Any]:
     thread, _ = await _thread(request, thread_id)
-    data = await _json_object(request)
+    data = await json_object(request)
     forced = await forced_resource(request)
     new_resource = None if forced is not None else _optional_str(data, "resourceId")
     updated = await _store(request).update_thread(thread.id, title=_optional_str(data, "title"),
@@ -157,7 +147,7 @@ async def delete_thread(thread_id: str, request: Request) -> dict[str, Any]:
 @router.post("/threads/{thread_id}/clone")
 async def clone_thread(thread_id: str, request: Request) -> dict[str, Any]:
     source, query = await _thread(request, thread_id)
-    data = await _json_object(request)
+    data = await json_object(request)
     options = _optional_object(data, "options") or {}
     limit = options.get("messageLimit")
     if limit is not None and (not isinstance(limit, int) or limit < 1):
@@ -251,7 +241,7 @@ async def _with_included(store: ConversationStore, thread: Thread, page: list[Me
 async def save_messages(request: Request) -> dict[str, Any]:
     query = Query(request)
     agent_or_404(request, query.str("agentId") or "")
-    data = await _json_object(request)
+    data = await json_object(request)
     items = data.get("messages")
     if not isinstance(items, list) or not items:
         raise invalid("body", "messages", "must be a non-empty array")
@@ -291,7 +281,7 @@ async def save_messages(request: Request) -> dict[str, Any]:
 async def delete_messages(request: Request) -> dict[str, Any]:
     query = Query(request)
     _, resource = await _scope(request, query)
-    data = await _json_object(request)
+    data = await json_object(request)
     raw = data.get("messageIds")
     items = raw if isinstance(raw, list) else [raw]
     ids = [i if isinstance(i, str) else i.get("id") if isinstance(i, dict) else None for i in items]
@@ -329,7 +319,7 @@ async def update_working_memory(thread_id: str, request: Request) -> dict[str, A
     if agent.memory is None or not agent.memory.options.working_memory:
         raise BadRequest("Working memory is not enabled for this agent")
     thread, _ = await _thread(request, thread_id)
-    data = await _json_object(request)
+    data = await json_object(request)
     text = data.get("workingMemory")
     if not isinstance(text, str):
         raise invalid("body", "workingMemory", "must be a string")

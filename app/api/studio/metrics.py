@@ -10,18 +10,18 @@ observability routes.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Request
 
+from app.api.bodies import json_object
 from app.api.studio.access import forced_resource
+from app.api.studio.observability import observability_store
 from app.api.studio.query import Query
 from app.clock import parse_iso
-from app.errors import ServiceUnavailable, invalid
+from app.errors import invalid
 from app.observability import metrics
-from app.storage.composite import OBSERVABILITY, DomainUnavailable
 
 router = APIRouter(prefix="/api/observability")
 
@@ -30,24 +30,6 @@ _STRING_FILTERS = ("traceId", "spanId", "entityType", "entityId", "entityName", 
                    "resourceId", "runId", "threadId", "executionSource", "source", "provider", "model",
                    *metrics.UNMAPPED_FILTERS)
 _LIST_FILTERS = {"traceIds": 1000, "tags": None, "name": None}
-
-
-def _store(request: Request):
-    """The observability store; a 503 naming the cause when it could not be opened."""
-    try:
-        return request.app.state.storage.domain(OBSERVABILITY)
-    except DomainUnavailable as exc:
-        raise ServiceUnavailable(str(exc)) from None
-
-
-async def _body(request: Request) -> dict[str, Any]:
-    try:
-        body = json.loads(await request.body() or b"{}")
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise invalid("body", "body", "Malformed JSON") from None
-    if not isinstance(body, dict):
-        raise invalid("body", "body", "The body must be a JSON object")
-    return body
 
 
 def _names(value: Any, field: str = "name") -> list[str]:
@@ -140,43 +122,43 @@ def _group_by(body: dict[str, Any], required: bool) -> list[str]:
 
 @router.post("/metrics/aggregate")
 async def aggregate(request: Request) -> dict[str, Any]:
-    body = await _body(request)
+    body = await json_object(request)
     names, (aggregation, distinct) = _names(body.get("name")), _aggregation(body)
     compare = _choice(body, "comparePeriod", ("previous_period", *metrics.COMPARE_SHIFT))
     filters = _filters(body, await forced_resource(request))
-    return await metrics.aggregate(_store(request), names, aggregation, distinct=distinct, filters=filters,
+    return await metrics.aggregate(observability_store(request), names, aggregation, distinct=distinct, filters=filters,
                                    compare=compare)
 
 
 @router.post("/metrics/breakdown")
 async def breakdown(request: Request) -> dict[str, Any]:
-    body = await _body(request)
+    body = await json_object(request)
     names, group_by, (aggregation, distinct) = _names(body.get("name")), _group_by(body, True), _aggregation(body)
     limit = body.get("limit")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit <= 1000):
         raise invalid("body", "limit", "must be an integer from 1 to 1000")
     direction = _choice(body, "orderDirection", ("ASC", "DESC")) or "DESC"
     filters = _filters(body, await forced_resource(request))
-    groups = await metrics.breakdown(_store(request), names, aggregation, group_by, distinct=distinct,
+    groups = await metrics.breakdown(observability_store(request), names, aggregation, group_by, distinct=distinct,
                                      filters=filters, descending=direction == "DESC", limit=limit)
     return {"groups": groups}
 
 
 @router.post("/metrics/timeseries")
 async def timeseries(request: Request) -> dict[str, Any]:
-    body = await _body(request)
+    body = await json_object(request)
     names, (aggregation, distinct) = _names(body.get("name")), _aggregation(body)
     interval = _choice(body, "interval", tuple(metrics.INTERVALS), required=True)
     group_by = _group_by(body, False)
     filters = _filters(body, await forced_resource(request))
-    series = await metrics.timeseries(_store(request), names, aggregation, interval, distinct=distinct,
+    series = await metrics.timeseries(observability_store(request), names, aggregation, interval, distinct=distinct,
                                       filters=filters, group_by=group_by)
     return {"series": series}
 
 
 @router.post("/metrics/percentiles")
 async def percentiles(request: Request) -> dict[str, Any]:
-    body = await _body(request)
+    body = await json_object(request)
     names = _names(body.get("name"))
     if len(names) != 1:
         raise invalid("body", "name", "must be one metric name")
@@ -188,7 +170,7 @@ async def percentiles(request: Request) -> dict[str, Any]:
             raise invalid("body", f"percentiles.{i}", "must be a number from 0 to 1")
     interval = _choice(body, "interval", tuple(metrics.INTERVALS), required=True)
     filters = _filters(body, await forced_resource(request))
-    series = await metrics.percentiles(_store(request), names[0], [float(q) for q in quantiles], interval,
+    series = await metrics.percentiles(observability_store(request), names[0], [float(q) for q in quantiles], interval,
                                        filters=filters)
     return {"series": series}
 
@@ -222,4 +204,6 @@ async def metric_label_values(request: Request) -> dict[str, Any]:
     if key not in metrics.label_keys(name):
         raise invalid("query", "labelKey", f"must be one of {', '.join(metrics.label_keys(name))}")
     limit = query.int("limit", 100, minimum=1)
-    return {"values": await metrics.label_values(_store(request), name, key, query.str("prefix"), limit)}
+    forced = await forced_resource(request)
+    return {"values": await metrics.label_values(observability_store(request), name, key, query.str("prefix"), limit,
+                                                 {"resourceId": forced} if forced is not None else None)}

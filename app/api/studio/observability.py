@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from app.api.bodies import json_object
 from app.api.studio.access import forced_resource
 from app.api.studio.query import Query
 from app.clock import parse_iso
@@ -27,7 +28,7 @@ legacy = APIRouter(prefix="/api")
 MAX_PER_PAGE = 100
 
 
-def _store(request: Request):
+def observability_store(request: Request):
     """The observability store; a 503 naming the cause when it could not be opened."""
     storage = request.app.state.storage
     try:
@@ -70,12 +71,7 @@ def _query_error(code: str, message: str, status: int) -> JSONResponse:
 @router.post("/traces/query")
 async def query_traces(request: Request) -> Any:
     forced = await forced_resource(request)
-    try:
-        body = json.loads(await request.body() or b"{}")
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise invalid("body", "body", "Malformed JSON") from None
-    if not isinstance(body, dict):
-        raise invalid("body", "body", "The body must be a JSON object")
+    body = await json_object(request)
     page = body.get("page") or {}
     limit = page.get("limit", 25) if isinstance(page, dict) else 25
     if not isinstance(limit, int) or not 1 <= limit <= MAX_PER_PAGE:
@@ -86,7 +82,7 @@ async def query_traces(request: Request) -> Any:
     if forced is not None:
         scope = {"op": "eq", "left": {"path": "resourceId"}, "right": {"literal": forced}}
         where = {"op": "and", "args": [scope, where]} if where else scope
-    store = _store(request)
+    store = observability_store(request)
     try:
         traces, cursor = await reads.query_traces(
             store, start=_time(time_range.get("from"), "timeRange.from"), end=_time(time_range.get("to"), "timeRange.to"),
@@ -116,7 +112,7 @@ async def _root_spans(request: Request) -> tuple[list[dict[str, Any]], dict[str,
     if direction not in ("ASC", "DESC"):
         raise invalid("query", "direction", "must be ASC or DESC")
     start, end = _range(query, "startedAt") if query.values.get("startedAt") else _range(query, "dateRange")
-    store = _store(request)
+    store = observability_store(request)
     spans, total = await reads.list_root_spans(store, _filters(query, reads.SPAN_FILTERS, forced), page=page,
                                                per_page=per_page, field=field, descending=direction == "DESC",
                                                start=start, end=end)
@@ -145,7 +141,7 @@ def _preview(value: Any) -> str | None:
 
 async def _trace(request: Request, trace_id: str) -> list[dict[str, Any]]:
     forced = await forced_resource(request)
-    store = _store(request)
+    store = observability_store(request)
     spans = await reads.trace_spans(store, trace_id)
     if forced is not None:
         spans = [s for s in spans if s.get("resourceId") == forced]
@@ -173,25 +169,26 @@ async def get_span(trace_id: str, span_id: str, request: Request) -> dict[str, A
     raise NotFound(f"Span with ID '{span_id}' not found")
 
 
-@router.get("/traces/{trace_id}/{span_id}/scores")
-async def span_scores(request: Request) -> dict[str, Any]:
+def _empty_page(request: Request, key: str) -> dict[str, Any]:
+    """Scores and feedback: this server records none, so every page is empty (but valid)."""
     query = Query(request)
     page, per_page = query.int("page", 0), query.int("perPage", 10, minimum=1, maximum=MAX_PER_PAGE)
-    return {"scores": [], "pagination": _pagination(0, page, per_page)}
+    return {key: [], "pagination": _pagination(0, page, per_page)}
+
+
+@router.get("/traces/{trace_id}/{span_id}/scores")
+async def span_scores(request: Request) -> dict[str, Any]:
+    return _empty_page(request, "scores")
 
 
 @router.get("/feedback")
 async def feedback(request: Request) -> dict[str, Any]:
-    query = Query(request)
-    page, per_page = query.int("page", 0), query.int("perPage", 10, minimum=1, maximum=MAX_PER_PAGE)
-    return {"feedback": [], "pagination": _pagination(0, page, per_page)}
+    return _empty_page(request, "feedback")
 
 
 @router.get("/scores")
 async def scores(request: Request) -> dict[str, Any]:
-    query = Query(request)
-    page, per_page = query.int("page", 0), query.int("perPage", 10, minimum=1, maximum=MAX_PER_PAGE)
-    return {"scores": [], "pagination": _pagination(0, page, per_page)}
+    return _empty_page(request, "scores")
 
 
 @router.get("/logs")
@@ -204,14 +201,14 @@ async def logs(request: Request) -> dict[str, Any]:
     if direction not in ("ASC", "DESC"):
         raise invalid("query", "direction", "must be ASC or DESC")
     start, end = _range(query, "timestamp")
-    store = _store(request)
+    store = observability_store(request)
     rows, total = await reads.list_logs(store, _filters(query, reads.LOG_FILTERS, forced), page=page,
                                         per_page=per_page, descending=direction == "DESC", start=start, end=end)
     return {"logs": rows, "pagination": _pagination(total, page, per_page)}
 
 
 async def _distinct(request: Request, column: str, **kwargs: Any) -> list[str]:
-    return await reads.distinct(_store(request), column, **kwargs)
+    return await reads.distinct(observability_store(request), column, **kwargs)
 
 
 @router.get("/discovery/entity-names")
@@ -236,7 +233,7 @@ async def service_names(request: Request) -> dict[str, Any]:
 
 @router.get("/discovery/tags")
 async def tags(request: Request) -> dict[str, Any]:
-    return {"tags": await reads.distinct_tags(_store(request))}
+    return {"tags": await reads.distinct_tags(observability_store(request))}
 
 
 @legacy.get("/logs/transports")

@@ -42,7 +42,7 @@ async def system_packages(request: Request) -> dict[str, Any]:
         "storageType": "LibSQLStore",
         "observabilityStorageType": "DuckDBStore",
         "observabilityStorageCapabilities": {
-            "metrics": False,
+            "metrics": True,
             "logs": storage.has("observability"),
             "traceQueryDiscovery": False,
         },
