@@ -5,7 +5,7 @@ Fixed width, so text order is time order (SQLite compares them as strings).
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 
 def to_iso(moment: datetime) -> str:
@@ -14,6 +14,13 @@ def to_iso(moment: datetime) -> str:
 
 def now_iso() -> str:
     return to_iso(datetime.now(timezone.utc))
+
+
+def spaced_iso(count: int) -> list[str]:
+    """``count`` timestamps ending now, one millisecond apart, oldest first: a batch of
+    messages saved together keeps its order by time, not only by insertion."""
+    base = datetime.now(timezone.utc) - timedelta(milliseconds=count)
+    return [to_iso(base + timedelta(milliseconds=i)) for i in range(1, count + 1)]
 
 
 def parse_iso(text: str) -> datetime:

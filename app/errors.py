@@ -8,7 +8,6 @@ Anything else becomes a logged 500 with a generic message.
     ├── BadRequest            400
     ├── Unauthorized          401
     ├── NotFound              404
-    ├── PayloadTooLarge       413
     ├── ServiceUnavailable    503
     └── UpstreamModelError    502 (provider failures, translated in app.llm)
 """
@@ -57,10 +56,6 @@ class Unauthorized(ApiError):
 
 class NotFound(ApiError):
     status = 404
-
-
-class PayloadTooLarge(ApiError):
-    status = 413
 
 
 class UpstreamModelError(ApiError):

@@ -10,7 +10,6 @@ After that, failures are an ``error`` chunk. Every frame has an SSE ``id``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import anyio
@@ -21,7 +20,7 @@ from app.agents.registry import DEFAULT_AGENT_ID, AgentRegistry
 from app.agents.runner import Turn, TurnRunner, new_id
 from app.api.chat_request import ChatRequest, parse_chat_request
 from app.auth import resource_for
-from app.clock import to_iso
+from app.clock import spaced_iso
 from app.errors import NotFound, upstream
 from app.llm import Finish, ModelProviderError, TextDelta
 from app.streaming.text_events import text_events
@@ -80,10 +79,8 @@ async def _chat(request: Request, path_agent_id: str | None) -> Response:
 def _incoming(body: ChatRequest, thread_id: str | None, resource: str) -> list:
     if thread_id is None:
         return []
-    # Spread the batch over distinct milliseconds so stored order is the client's order.
-    base = datetime.now(timezone.utc) - timedelta(milliseconds=len(body.messages))
-    return [ui_to_stored(m.model_dump(exclude_none=True), thread_id, resource, to_iso(base + timedelta(milliseconds=i)))
-            for i, m in enumerate(body.messages, start=1)]
+    return [ui_to_stored(m.model_dump(exclude_none=True), thread_id, resource, stamp)
+            for m, stamp in zip(body.messages, spaced_iso(len(body.messages)))]
 
 
 async def _frames(turn: Turn, first: TextDelta | Finish, events: AsyncIterator) -> AsyncIterator[ServerSentEvent]:

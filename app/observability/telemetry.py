@@ -116,7 +116,3 @@ def _direct_exports(storage: CompositeStore):
         return True
 
     return export_spans, export_logs
-
-
-def noop_tracer() -> trace.Tracer:
-    return trace.NoOpTracer()

@@ -19,7 +19,7 @@ from typing import Any
 
 from app.observability.otlp_mapping import LOG_COLUMNS, SPAN_COLUMNS, TRACE_COLUMNS
 from app.storage.duckdb_store import DuckDBStore
-from app.storage.errors import StorageError
+from app.storage.errors import StorageError, first_line
 
 Rows = Sequence[Sequence[Any]]
 Batch = tuple[str, Sequence[str], Rows]
@@ -98,12 +98,7 @@ def _in_transaction(con, work):
             pass  # a failed COMMIT has already ended the transaction
         if isinstance(exc, (duckdb.DataError, duckdb.IntegrityError, duckdb.InvalidInputException,
                             TypeError, ValueError, OverflowError)):
-            raise RowsRejected(f"rows rejected by the observability store: {_first_line(exc)}") from exc
+            raise RowsRejected(f"rows rejected by the observability store: {first_line(exc)}") from exc
         if isinstance(exc, duckdb.Error):
-            raise StorageError(f"observability write failed: {_first_line(exc)}") from exc
+            raise StorageError(f"observability write failed: {first_line(exc)}") from exc
         raise
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

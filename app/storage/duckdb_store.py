@@ -17,7 +17,7 @@ from typing import Any, Callable, TypeVar
 
 from app.clock import now_iso
 from app.paths import PathError, ensure_db_dir, file_path
-from app.storage.errors import StorageError
+from app.storage.errors import StorageError, first_line
 from app.storage.migrate import apply_duckdb, load_migrations
 
 T = TypeVar("T")
@@ -58,12 +58,12 @@ class DuckDBStore:
         try:
             con = duckdb.connect(str(target) if target else ":memory:")
         except duckdb.Error as exc:
-            raise StorageError(f"cannot open observability database {target}: {_first_line(exc)}") from exc
+            raise StorageError(f"cannot open observability database {target}: {first_line(exc)}") from exc
         try:
             apply_duckdb(con, load_migrations("duckdb"), now_iso())
         except duckdb.Error as exc:
             con.close()
-            raise StorageError(f"cannot migrate observability database {target}: {_first_line(exc)}") from exc
+            raise StorageError(f"cannot migrate observability database {target}: {first_line(exc)}") from exc
         self._con = con
 
     async def close(self) -> None:
@@ -122,7 +122,3 @@ class DuckDBStore:
     def health(self) -> dict[str, Any]:
         return {"engine": self.engine, "url": self.url, "path": str(self.path) if self.path else None,
                 "open": self.is_open}
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -122,10 +122,6 @@ class LibSQLStore:
                 if isinstance(exc, sqlite3.OperationalError) and _is_locked(exc):
                     raise StorageBusy(f"database {self.url} is locked by another writer") from exc
                 raise
-
-    async def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        async with self.write() as conn:
-            await conn.executemany(sql, rows)
 
     def health(self) -> dict[str, Any]:
         return {"engine": self.engine, "url": self.url, "path": str(self.path) if self.path else None,

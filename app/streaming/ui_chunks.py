@@ -40,14 +40,6 @@ def text_end(part_id: str) -> dict[str, Any]:
     return {"type": "text-end", "id": part_id}
 
 
-def data_part(name: str, data: Any, *, part_id: str | None = None, transient: bool | None = None) -> dict[str, Any]:
-    return {"type": f"data-{name}", "data": data, **_present(id=part_id, transient=transient)}
-
-
-def message_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "message-metadata", "messageMetadata": metadata}
-
-
 def finish(reason: str | None = None, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
     if reason is not None and reason not in FINISH_REASONS:
         reason = "other"
@@ -56,7 +48,3 @@ def finish(reason: str | None = None, metadata: dict[str, Any] | None = None) ->
 
 def error(text: str) -> dict[str, Any]:
     return {"type": "error", "errorText": text}
-
-
-def abort(reason: str | None = None) -> dict[str, Any]:
-    return {"type": "abort", **_present(reason=reason)}

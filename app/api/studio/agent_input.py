@@ -8,12 +8,11 @@ messages. ``memory: {thread, resource}`` is how a thread is named (STUDIO-REST.m
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from app.clock import to_iso
+from app.clock import spaced_iso
 from app.errors import BadRequest
 from app.memory.convert import flat_text, ui_part_to_stored
 from app.storage.conversations import Message
@@ -87,7 +86,7 @@ def to_parts(content: Any) -> list[dict[str, Any]]:
 def input_messages(messages: str | list[Any], thread_id: str, resource_id: str) -> list[Message]:
     """Every input message as a stored message, in order, on distinct milliseconds."""
     items = [{"role": "user", "content": messages}] if isinstance(messages, str) else messages
-    base = datetime.now(timezone.utc) - timedelta(milliseconds=len(items))
+    stamps = spaced_iso(len(items))
     stored = []
     for index, item in enumerate(items):
         field = f"messages.{index}"
@@ -102,5 +101,5 @@ def input_messages(messages: str | list[Any], thread_id: str, resource_id: str) 
         message_id = item.get("id") if isinstance(item.get("id"), str) and item.get("id") else str(uuid.uuid4())
         stored.append(Message(id=message_id, thread_id=thread_id, resource_id=resource_id, role=item["role"],
                               content={"format": 2, "parts": parts, "content": flat_text(parts)},
-                              created_at=to_iso(base + timedelta(milliseconds=index + 1))))
+                              created_at=stamps[index]))
     return stored

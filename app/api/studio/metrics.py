@@ -18,8 +18,7 @@ from fastapi import APIRouter, Request
 from app.api.bodies import json_object
 from app.api.studio.access import forced_resource
 from app.api.studio.observability import observability_store
-from app.api.studio.query import Query
-from app.clock import parse_iso
+from app.api.studio.query import Query, iso_time
 from app.errors import invalid
 from app.observability import metrics
 
@@ -60,16 +59,6 @@ def _aggregation(body: dict[str, Any]) -> tuple[str, str | None]:
     return aggregation, distinct
 
 
-def _time(value: Any, field: str) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        return parse_iso(value) if isinstance(value, str) else None
-    except ValueError:
-        pass
-    raise invalid("body", field, "must be an ISO-8601 date-time")
-
-
 def _filters(body: dict[str, Any], forced: str | None) -> dict[str, Any]:
     raw = body.get("filters") or {}
     if not isinstance(raw, dict):
@@ -79,8 +68,8 @@ def _filters(body: dict[str, Any], forced: str | None) -> dict[str, Any]:
     if stamp is not None:
         if not isinstance(stamp, dict):
             raise invalid("body", "filters.timestamp", "must be an object {start, end}")
-        filters["timestamp"] = {"start": _time(stamp.get("start"), "filters.timestamp.start"),
-                                "end": _time(stamp.get("end"), "filters.timestamp.end")}
+        filters["timestamp"] = {"start": iso_time(stamp.get("start"), "filters.timestamp.start", "body"),
+                                "end": iso_time(stamp.get("end"), "filters.timestamp.end", "body")}
         for flag in ("startExclusive", "endExclusive"):
             if stamp.get(flag) is not None and not isinstance(stamp[flag], bool):
                 raise invalid("body", f"filters.timestamp.{flag}", "must be a boolean")

@@ -6,7 +6,6 @@ routes answer 503 with the cause, while every other route of the studio keeps wo
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
@@ -15,10 +14,10 @@ from fastapi.responses import JSONResponse
 
 from app.api.bodies import json_object
 from app.api.studio.access import forced_resource
-from app.api.studio.query import Query
-from app.clock import parse_iso
+from app.api.studio.query import Query, iso_time
 from app.errors import NotFound, ServiceUnavailable, invalid
 from app.observability import reads
+from app.observability.otlp_mapping import input_preview
 from app.observability.where import WhereError
 from app.storage.composite import OBSERVABILITY, DomainUnavailable
 
@@ -41,20 +40,11 @@ def _pagination(total: int, page: int, per_page: int) -> dict[str, Any]:
     return {"total": total, "page": page, "perPage": per_page, "hasMore": (page + 1) * per_page < total}
 
 
-def _time(value: Any, field: str) -> datetime | None:
-    if value in (None, ""):
-        return None
-    try:
-        return parse_iso(str(value))
-    except ValueError:
-        raise invalid("query", field, "must be an ISO-8601 date") from None
-
-
 def _range(query: Query, name: str) -> tuple[datetime | None, datetime | None]:
     value = query.json(name) or {}
     if not isinstance(value, dict):
         raise invalid("query", name, "must be a JSON object {start, end}")
-    return _time(value.get("start"), f"{name}.start"), _time(value.get("end"), f"{name}.end")
+    return iso_time(value.get("start"), f"{name}.start"), iso_time(value.get("end"), f"{name}.end")
 
 
 def _filters(query: Query, allowed: dict[str, str], forced: str | None) -> dict[str, Any]:
@@ -85,7 +75,7 @@ async def query_traces(request: Request) -> Any:
     store = observability_store(request)
     try:
         traces, cursor = await reads.query_traces(
-            store, start=_time(time_range.get("from"), "timeRange.from"), end=_time(time_range.get("to"), "timeRange.to"),
+            store, start=iso_time(time_range.get("from"), "timeRange.from"), end=iso_time(time_range.get("to"), "timeRange.to"),
             where=where, descending=str(order.get("direction", "desc")).lower() != "asc", limit=limit,
             after=page.get("after") if isinstance(page, dict) else None)
     except WhereError as exc:
@@ -128,15 +118,8 @@ async def list_traces(request: Request) -> dict[str, Any]:
 @router.get("/traces/light")
 async def list_traces_light(request: Request) -> dict[str, Any]:
     spans, pagination = await _root_spans(request)
-    light = [{k: s.get(k) for k in reads.LIGHT_SPAN_KEYS} | {"inputPreview": _preview(s.get("input"))} for s in spans]
+    light = [{k: s.get(k) for k in reads.LIGHT_SPAN_KEYS} | {"inputPreview": input_preview(s.get("input"))} for s in spans]
     return {"spans": light, "pagination": pagination}
-
-
-def _preview(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = value if isinstance(value, str) else json.dumps(value)
-    return text[:200]
 
 
 async def _trace(request: Request, trace_id: str) -> list[dict[str, Any]]:

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from typing import Any
 
 from starlette.requests import Request
 
+from app.clock import parse_iso
 from app.errors import invalid
 
 _BRACKET = re.compile(r"^([^\[\]]+)((?:\[[^\[\]]*\])+)$")
@@ -85,6 +87,18 @@ class Query:
             return json.loads(raw)
         except json.JSONDecodeError:
             raise invalid("query", name, "must be valid JSON") from None
+
+
+def iso_time(value: Any, field: str, kind: str = "query") -> datetime | None:
+    """An ISO-8601 date-time from a request; None when absent, a 400 naming the field when bad."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            return parse_iso(value)
+        except ValueError:
+            pass
+    raise invalid(kind, field, "must be an ISO-8601 date-time")
 
 
 def order_by(query: Query, fields: tuple[str, ...], default: tuple[str, str]) -> tuple[str, str]:
