@@ -79,14 +79,16 @@ class TurnRunner:
     async def prepare(self, agent: RegisteredAgent, *, thread_id: str | None, resource_id: str,
                       incoming: list[Message], client_context: list[dict[str, Any]],
                       run_id: str | None = None) -> Turn:
-        """Open the thread and store the turn's input (memory agents), or use the client's context.
+        """Open the thread and store the turn's input, or use the client's context.
 
-        Starts the run's root span; ``run`` ends it (or this does, if preparing fails).
+        Memory is used when the agent has it and a thread is named; otherwise nothing is
+        stored and the model sees ``client_context``. Starts the run's root span; ``run``
+        ends it (or this does, if preparing fails).
         """
         model = self.llm.resolve(agent.definition.model)
         system = [{"role": "system", "content": agent.definition.instructions}]
-        memory = agent.memory
-        thread_id = (thread_id or new_id("mastra_thread_")) if memory else None
+        memory = agent.memory if thread_id is not None else None
+        thread_id = thread_id if memory else None
         run_id = run_id or new_id()
         ids = spans.identity(agent_id=agent.id, agent_name=agent.definition.name, run_id=run_id,
                              thread_id=thread_id, resource_id=resource_id if memory else None)

@@ -53,7 +53,12 @@ class ThreadHub:
 
         task = asyncio.create_task(serialised())
         self._runs[key] = (run_id, task)
-        task.add_done_callback(lambda _: self._runs.get(key, (None, None))[1] is task and self._runs.pop(key, None))
+
+        def forget(done: asyncio.Task) -> None:
+            if self._runs.get(key, (None, None))[1] is done:  # a later run may have replaced it
+                del self._runs[key]
+
+        task.add_done_callback(forget)
         return task
 
     def abort(self, key: Key, expected_run_id: str | None = None) -> bool:

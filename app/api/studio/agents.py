@@ -80,24 +80,16 @@ async def _prepare(request: Request, agent: RegisteredAgent, messages: Any, thre
     """A turn from Mastra-shaped input; memory is used only when a thread is named."""
     runner: TurnRunner = request.app.state.runner
     forced = await forced_resource(request)
-    use_memory = agent.memory is not None and thread_id is not None
     resource_id = effective_resource(forced, agent, resource) or agent.definition.resource
     stored = input_messages(messages, thread_id or "", resource_id)
+    with_memory = agent.memory is not None and thread_id is not None
+    context = [] if with_memory else [
+        m for m in (ui_to_model({"role": s.role, "parts": s.content["parts"]}) for s in stored) if m]
     try:
-        if use_memory:
-            turn = await runner.prepare(agent, thread_id=thread_id, resource_id=resource_id, incoming=stored,
-                                        client_context=[], run_id=run_id)
-        else:
-            context = [m for m in (ui_to_model({"role": s.role, "parts": s.content["parts"]}) for s in stored) if m]
-            turn = await runner.prepare(_without_memory(agent), thread_id=None, resource_id=resource_id,
-                                        incoming=[], client_context=context, run_id=run_id)
+        return await runner.prepare(agent, thread_id=thread_id, resource_id=resource_id, incoming=stored,
+                                    client_context=context, run_id=run_id)
     except ThreadNotOwned:
         raise NotFound("Thread not found") from None
-    return turn
-
-
-def _without_memory(agent: RegisteredAgent) -> RegisteredAgent:
-    return agent if agent.memory is None else RegisteredAgent(agent.definition, None)
 
 
 async def _first_event(request: Request, turn: Turn) -> tuple[TextDelta | Finish, AsyncIterator]:
@@ -137,14 +129,12 @@ async def stream(agent_id: str, request: Request) -> Response:
 @router.post("/{agent_id}/generate")
 async def generate(agent_id: str, request: Request) -> dict[str, Any]:
     turn = await _start_run(request, agent_id)
-    first, events = await _first_event(request, turn)
-    error = None
-    async for item in encode_turn(turn, first, events):
-        if item["type"] == "error":
-            error = item["payload"]["error"]
-    await events.aclose()
-    if error is not None:
-        raise upstream(error["name"], error["message"])
+    _, events = await _first_event(request, turn)
+    try:
+        async for _ in events:  # the runner collects the text and the finish on the turn
+            pass
+    except ModelProviderError as exc:
+        raise upstream(exc.kind, exc.message) from exc
     usage = usage_payload(turn.finish.usage if turn.finish else None)
     reason = turn.finish.finish_reason if turn.finish else "other"
     reply = await request.app.state.conversations.get_message(turn.reply_id) if turn.thread else None
@@ -171,7 +161,7 @@ def _trace_ids(turn: Turn) -> dict[str, str]:
 # -- signals transport --------------------------------------------------------------------
 
 
-def _thread_key(request: Request, agent_id: str, data: Any) -> tuple[str, str]:
+def _thread_key(agent_id: str, data: Any) -> tuple[str, str]:
     if not isinstance(data, dict) or not isinstance(data.get("threadId"), str) or not data["threadId"]:
         raise invalid("body", "threadId", "threadId is required")
     return agent_id, data["threadId"]
@@ -181,7 +171,7 @@ def _thread_key(request: Request, agent_id: str, data: Any) -> tuple[str, str]:
 async def subscribe(agent_id: str, request: Request) -> Response:
     agent_or_404(request, agent_id)
     await forced_resource(request)
-    key = _thread_key(request, agent_id, await json_body(request))
+    key = _thread_key(agent_id, await json_body(request))
     hub = request.app.state.signals
     queue = hub.subscribe(key)
 
@@ -197,9 +187,7 @@ async def subscribe(agent_id: str, request: Request) -> Response:
 
 
 def _signal_contents(message: Any) -> tuple[Any, dict[str, Any]]:
-    if isinstance(message, str):
-        return message, {}
-    if isinstance(message, list):
+    if isinstance(message, (str, list)):
         return message, {}
     if isinstance(message, dict) and "contents" in message:
         metadata = message.get("metadata") if isinstance(message.get("metadata"), dict) else {}
@@ -211,7 +199,7 @@ def _signal_contents(message: Any) -> tuple[Any, dict[str, Any]]:
 async def send_message(agent_id: str, request: Request) -> dict[str, Any]:
     agent = agent_or_404(request, agent_id)
     data = await json_body(request)
-    key = _thread_key(request, agent_id, data)
+    key = _thread_key(agent_id, data)
     contents, metadata = _signal_contents(data.get("message"))
     if isinstance(contents, str) and not contents.strip():
         raise invalid("body", "message", "message must not be empty")
@@ -249,6 +237,6 @@ async def send_message(agent_id: str, request: Request) -> dict[str, Any]:
 async def abort(agent_id: str, request: Request) -> dict[str, Any]:
     agent_or_404(request, agent_id)
     data = await json_body(request)
-    key = _thread_key(request, agent_id, data)
+    key = _thread_key(agent_id, data)
     expected = data.get("expectedRunId") if isinstance(data.get("expectedRunId"), str) else None
     return {"aborted": request.app.state.signals.abort(key, expected)}

@@ -97,9 +97,9 @@ async def list_threads(request: Request) -> dict[str, Any]:
 @router.post("/threads")
 async def create_thread(request: Request) -> dict[str, Any]:
     query = Query(request)
-    agent_or_404(request, query.str("agentId") or "")
+    agent = agent_or_404(request, query.str("agentId") or "")
     data = await json_object(request)
-    agent, forced = optional_agent(request, query.str("agentId")), await forced_resource(request)
+    forced = await forced_resource(request)
     requested = _optional_str(data, "resourceId")
     if not requested and forced is None:
         raise invalid("body", "resourceId", "resourceId is required")
@@ -240,22 +240,19 @@ async def _with_included(store: ConversationStore, thread: Thread, page: list[Me
 @router.post("/save-messages")
 async def save_messages(request: Request) -> dict[str, Any]:
     query = Query(request)
-    agent_or_404(request, query.str("agentId") or "")
+    agent = agent_or_404(request, query.str("agentId") or "")
     data = await json_object(request)
     items = data.get("messages")
     if not isinstance(items, list) or not items:
         raise invalid("body", "messages", "must be a non-empty array")
     forced = await forced_resource(request)
-    agent = optional_agent(request, query.str("agentId"))
     store = _store(request)
     saved: list[Message] = []
     for index, item in enumerate(items):
         if not isinstance(item, dict) or not isinstance(item.get("threadId"), str) or not item["threadId"]:
             raise invalid("body", f"messages.{index}.threadId", "every message needs a threadId")
         resource = effective_resource(forced, agent, item.get("resourceId") if isinstance(item.get("resourceId"), str)
-                                      else None) or (agent.definition.resource if agent else None)
-        if resource is None:
-            raise invalid("body", f"messages.{index}.resourceId", "every message needs a resourceId")
+                                      else None) or agent.definition.resource
         thread = await store.ensure_thread(item["threadId"], resource)
         visible(thread, resource)
         message = input_messages([item], thread.id, resource)[0]
@@ -302,8 +299,7 @@ async def delete_messages(request: Request) -> dict[str, Any]:
 
 @router.get("/threads/{thread_id}/working-memory")
 async def get_working_memory(thread_id: str, request: Request) -> dict[str, Any]:
-    query = Query(request)
-    agent, resource = await _scope(request, query)
+    _, resource = await _scope(request, Query(request))
     store = _store(request)
     thread = await store.get_thread(thread_id)
     if thread is None or (resource is not None and thread.resource_id != resource):
