@@ -22,6 +22,7 @@ from app.agents.runner import TurnRunner
 from app.agents.signals import ThreadHub
 from app.api import chat, health, otlp
 from app.api.cors import ReflectingCORS
+from app.api.deps import Services
 from app.api.studio import agents as agent_routes
 from app.api.studio import memory, observability, shell
 from app.api.studio import metrics as metric_routes
@@ -89,6 +90,7 @@ def create_app(
         await storage.open()
         telemetry = Telemetry(role, settings, storage) if settings.telemetry else None
         app.state.telemetry = telemetry
+        app.state.services.telemetry = telemetry
         if telemetry is not None:
             app.state.runner.tracer = telemetry.tracer
         # Warm the model layer in the background: the server answers at once, and the
@@ -117,6 +119,11 @@ def create_app(
     app.state.authenticator = authenticator
     app.state.signals = ThreadHub()
     app.state.telemetry = None
+    # What handlers get through app.api.deps; the app.state attributes above go away as
+    # each route module moves to dependencies.
+    app.state.services = Services(role=role, settings=settings, storage=storage, conversations=conversations,
+                                  agents=app.state.agents, runner=app.state.runner, signals=app.state.signals,
+                                  auth_enabled=authenticator is not None)
 
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)

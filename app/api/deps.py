@@ -1,0 +1,108 @@
+"""FastAPI dependencies: what a handler needs, declared in its signature.
+
+Handlers never reach into ``request.app.state``; they ask for what they use:
+
+    async def handler(agent: AgentDep, store: ConversationsDep, resource: ForcedResource): ...
+
+``Services`` is built once by the factory and holds the process's long-lived parts. The
+principal is decided once, by ``app.auth.AuthMiddleware``, before any body is read; it is
+``None`` when authentication is off. A route that needs the resource the caller is forced
+into asks for ``ForcedResource`` (``user:<principal>``, or None with auth off).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from fastapi import Depends
+from starlette.requests import HTTPConnection
+
+from app.agents.registry import AgentRegistry, RegisteredAgent
+from app.agents.runner import TurnRunner
+from app.agents.signals import ThreadHub
+from app.auth import resource_for
+from app.errors import NotFound
+from app.settings import Settings
+from app.storage.composite import CompositeStore
+from app.storage.conversations import ConversationStore
+
+
+@dataclass
+class Services:
+    """The long-lived parts of one process, shared by every request."""
+
+    role: str
+    settings: Settings
+    storage: CompositeStore
+    conversations: ConversationStore
+    agents: AgentRegistry
+    runner: TurnRunner
+    signals: ThreadHub
+    auth_enabled: bool = False
+    telemetry: Any = None  # set by the lifespan when telemetry is on
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def get_services(conn: HTTPConnection) -> Services:
+    return conn.app.state.services
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+def get_settings(services: ServicesDep) -> Settings:
+    return services.settings
+
+
+def get_storage(services: ServicesDep) -> CompositeStore:
+    return services.storage
+
+
+def get_conversations(services: ServicesDep) -> ConversationStore:
+    return services.conversations
+
+
+def get_agents(services: ServicesDep) -> AgentRegistry:
+    return services.agents
+
+
+def get_runner(services: ServicesDep) -> TurnRunner:
+    return services.runner
+
+
+def get_signals(services: ServicesDep) -> ThreadHub:
+    return services.signals
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+StorageDep = Annotated[CompositeStore, Depends(get_storage)]
+ConversationsDep = Annotated[ConversationStore, Depends(get_conversations)]
+AgentsDep = Annotated[AgentRegistry, Depends(get_agents)]
+RunnerDep = Annotated[TurnRunner, Depends(get_runner)]
+SignalsDep = Annotated[ThreadHub, Depends(get_signals)]
+
+
+def get_principal(conn: HTTPConnection) -> str | None:
+    """The authenticated principal (set by ``AuthMiddleware``), or None with auth off."""
+    return conn.scope.get("state", {}).get("principal")
+
+
+def get_forced_resource(conn: HTTPConnection) -> str | None:
+    principal = get_principal(conn)
+    return resource_for(principal) if principal is not None else None
+
+
+Principal = Annotated[str | None, Depends(get_principal)]
+ForcedResource = Annotated[str | None, Depends(get_forced_resource)]
+
+
+def get_path_agent(agent_id: str, agents: AgentsDep) -> RegisteredAgent:
+    """The agent named by the ``{agent_id}`` path parameter, or a 404."""
+    agent = agents.get(agent_id)
+    if agent is None:
+        raise NotFound(f"Agent with id {agent_id} not found")
+    return agent
+
+
+AgentDep = Annotated[RegisteredAgent, Depends(get_path_agent)]
