@@ -13,6 +13,8 @@ import hmac
 from collections.abc import Awaitable, Callable
 
 from starlette.requests import HTTPConnection
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.errors import Unauthorized
 
@@ -47,3 +49,34 @@ class BearerTokens:
                 if hmac.compare_digest(known.encode(), token.strip().encode()):
                     return principal
         raise Unauthorized("Authentication required", message="Send a valid 'Authorization: Bearer <token>' header")
+
+
+def is_public(path: str) -> bool:
+    """Paths anyone may fetch with auth on: the health probe and the Studio's static web app
+    (everything outside ``/api`` and the OTLP receivers ``/v1``)."""
+    if path == "/health":
+        return True
+    return not (path == "/api" or path.startswith("/api/") or path.startswith("/v1/"))
+
+
+class AuthMiddleware:
+    """Decides the principal of every HTTP request once, from its headers, before any route
+    runs or any body is read. A refused request gets a 401 JSON body; an accepted one has
+    ``scope["state"]["principal"]`` (read through ``app.api.deps.Principal``)."""
+
+    def __init__(self, app: ASGIApp, authenticator: Authenticator) -> None:
+        self.app = app
+        self.authenticator = authenticator
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or is_public(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        try:
+            principal = await self.authenticator(HTTPConnection(scope))
+        except Unauthorized as exc:
+            await JSONResponse(exc.body(), status_code=exc.status,
+                               headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            return
+        scope.setdefault("state", {})["principal"] = principal
+        await self.app(scope, receive, send)

@@ -28,7 +28,7 @@ from app.api.studio import memory, observability, shell
 from app.api.studio import metrics as metric_routes
 from app.api.limits import BodySizeLimit
 from app.api.studio.ui import studio_ui_router
-from app.auth import Authenticator, BearerTokens
+from app.auth import Authenticator, AuthMiddleware, BearerTokens
 from app.errors import install_error_handlers
 from app.llm import LiteLLMClient, LLMClient
 from app.observability.telemetry import Telemetry
@@ -127,6 +127,8 @@ def create_app(
 
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    if authenticator is not None:  # outside the body limit: a refused caller's body is never read
+        app.add_middleware(AuthMiddleware, authenticator=authenticator)
     app.include_router(health.router)
     if role == "gateway":
         app.include_router(chat.router)
