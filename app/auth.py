@@ -9,6 +9,7 @@ a deployment plugs its own in through ``create_app(..., authenticator=...)``.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Awaitable, Callable
 
@@ -21,8 +22,19 @@ from app.errors import Unauthorized
 Authenticator = Callable[[HTTPConnection], Awaitable[str]]
 
 
+# The gateway's own span exporter authenticates as this principal: it may write spans of
+# any resource (it reports every user's runs), which no user token may.
+SERVICE_PRINCIPAL = "@service"
+
+
 def resource_for(principal: str) -> str:
     return f"user:{principal}"
+
+
+def service_token(spec: str) -> str:
+    """The service principal's token, derived from the configured user tokens, so both
+    processes (and every replica) know it with no extra setting."""
+    return hashlib.sha256(f"dev-server service principal\n{spec}".encode()).hexdigest()
 
 
 class BearerTokens:
@@ -39,7 +51,10 @@ class BearerTokens:
             token, sep, principal = item.partition("=")
             if not sep or not token or not principal:
                 raise ValueError("DEV_SERVER_AUTH_TOKENS must be token=principal pairs separated by commas")
+            if principal == SERVICE_PRINCIPAL:
+                raise ValueError(f"DEV_SERVER_AUTH_TOKENS must not name the reserved principal {SERVICE_PRINCIPAL}")
             pairs[token] = principal
+        pairs[service_token(spec)] = SERVICE_PRINCIPAL
         return cls(pairs)
 
     async def __call__(self, request: HTTPConnection) -> str:

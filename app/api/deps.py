@@ -21,6 +21,7 @@ from starlette.requests import HTTPConnection
 from app.agents.registry import AgentRegistry, RegisteredAgent
 from app.agents.runner import TurnRunner
 from app.agents.signals import ThreadHub
+from app.api.studio.query import Query
 from app.auth import resource_for
 from app.errors import NotFound
 from app.settings import Settings
@@ -106,3 +107,7 @@ def get_path_agent(agent_id: str, agents: AgentsDep) -> RegisteredAgent:
 
 
 AgentDep = Annotated[RegisteredAgent, Depends(get_path_agent)]
+
+
+# Query strings in Mastra's three encodings (plain, JSON in one parameter, bracket notation).
+MastraQuery = Annotated[Query, Depends(Query)]

@@ -23,6 +23,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
 from app import __version__
+from app.auth import service_token
 from app.clock import now_iso, parse_iso
 from app.observability.export_queue import ExportQueue, QueueLogProcessor, QueueSpanProcessor
 from app.settings import Settings
@@ -75,8 +76,7 @@ def _otlp_exports(settings: Settings):
     # With auth on, the studio's receivers want a principal like every other route.
     headers = None
     if settings.auth_tokens and traces is not None:
-        token = settings.auth_tokens.split(",")[0].partition("=")[0].strip()
-        headers = {"Authorization": f"Bearer {token}"}
+        headers = {"Authorization": f"Bearer {service_token(settings.auth_tokens)}"}
     # endpoint=None lets the exporters read the standard OTEL_EXPORTER_OTLP_* variables.
     span_exporter = OTLPSpanExporter(endpoint=traces, timeout=3, headers=headers)
     log_exporter = OTLPLogExporter(endpoint=logs, timeout=3, headers=headers)
