@@ -93,10 +93,9 @@ def run_one(role: str, settings: Settings, host: str | None, port: int | None) -
 async def _serve(role: str, settings: Settings, sock: socket.socket) -> int:
     import uvicorn
 
-    from app.factory import create_app
-    from app.storage.composite import CompositeStore
+    from app.factory import create_app, storage_for
 
-    storage = CompositeStore.for_role(role, settings)
+    storage = storage_for(role, settings)
     started = time.perf_counter()
     await storage.open()  # open before serving so a bad database is one clear line, not a traceback
     app = create_app(role, settings, storage=storage)

@@ -65,6 +65,13 @@ async def _warm_up(llm: LLMClient) -> None:
         log.warning("model warm-up failed: %s", exc)
 
 
+def storage_for(role: str, settings: Settings) -> CompositeStore:
+    """The stores of one process, from the settings (storage itself never reads settings)."""
+    return CompositeStore.for_role(role, default_db_url=settings.default_db_url,
+                                   observability_db_url=settings.observability_db_url,
+                                   busy_timeout_ms=settings.busy_timeout_ms)
+
+
 def create_app(
     role: str,
     settings: Settings | None = None,
@@ -79,7 +86,7 @@ def create_app(
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
     settings = settings or Settings.load()
-    storage = storage or CompositeStore.for_role(role, settings)
+    storage = storage or storage_for(role, settings)
     llm = llm or LiteLLMClient(force_local=settings.local_model_only)
     if authenticator is None and settings.auth_tokens:
         authenticator = BearerTokens.parse(settings.auth_tokens)

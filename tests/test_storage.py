@@ -9,6 +9,7 @@ import duckdb
 import pytest
 
 from app.clock import now_iso
+from app.factory import storage_for
 from app.settings import Settings
 from app.storage.composite import OBSERVABILITY, CompositeStore, DomainUnavailable
 from app.storage.conversations import ConversationStore, Message
@@ -26,7 +27,7 @@ def a_message(i: int, thread: str = "t1", resource: str = "r1", role: str = "use
 
 
 async def test_domains_route_to_their_engines(settings: Settings, data_dir: Path):
-    storage = CompositeStore.for_role("studio", settings)
+    storage = storage_for("studio", settings)
     await storage.open()
     conversations = ConversationStore(storage.default)
     await conversations.ensure_thread("t1", "r1")
@@ -45,13 +46,13 @@ async def test_domains_route_to_their_engines(settings: Settings, data_dir: Path
 
 
 async def test_deleting_the_observability_file_loses_no_thread(settings: Settings, data_dir: Path):
-    storage = CompositeStore.for_role("studio", settings)
+    storage = storage_for("studio", settings)
     await storage.open()
     await ConversationStore(storage.default).ensure_thread("keep-me", "r1")
     await storage.close()
     (data_dir / "observability.duckdb").unlink()
 
-    storage = CompositeStore.for_role("studio", settings)
+    storage = storage_for("studio", settings)
     await storage.open()
     assert (await ConversationStore(storage.default).get_thread("keep-me")).resource_id == "r1"
     assert (await storage.domain(OBSERVABILITY).fetch_all("SELECT count(*) AS n FROM spans")) == [{"n": 0}]
@@ -69,7 +70,8 @@ async def test_injected_options_replace_files_and_the_observability_domain(setti
         def health(self): return {"url": self.url, "open": self.is_open}
 
     stand_in = StandIn()
-    storage = CompositeStore.for_role("studio", settings, default_db_url=f"file:{tmp_path / 'other.db'}",
+    storage = CompositeStore.for_role("studio", default_db_url=f"file:{tmp_path / 'other.db'}",
+                                      observability_db_url=settings.observability_db_url,
                                       observability_domain=stand_in)
     await storage.open()
     assert storage.domain(OBSERVABILITY) is stand_in and stand_in.is_open
@@ -83,7 +85,7 @@ async def test_a_locked_observability_file_disables_only_that_domain(settings: S
     # A second connection in another process is what DuckDB refuses; simulate with a corrupt file,
     # which fails the same way on open (the cross-process lock case is in test_processes.py).
     (data_dir / "observability.duckdb").write_bytes(b"this is not a duckdb file" * 100)
-    storage = CompositeStore.for_role("studio", settings)
+    storage = storage_for("studio", settings)
     await storage.open()
     assert storage.default.is_open
     with pytest.raises(DomainUnavailable, match="observability"):
@@ -93,7 +95,7 @@ async def test_a_locked_observability_file_disables_only_that_domain(settings: S
 
 
 async def test_gateway_does_not_open_duckdb(settings: Settings, data_dir: Path):
-    storage = CompositeStore.for_role("gateway", settings)
+    storage = storage_for("gateway", settings)
     await storage.open()
     assert storage.health()[OBSERVABILITY]["owner"] == "studio"
     await storage.close()
@@ -101,7 +103,7 @@ async def test_gateway_does_not_open_duckdb(settings: Settings, data_dir: Path):
 
 
 async def test_conversations_insert_once_page_and_cursor(settings: Settings):
-    storage = CompositeStore.for_role("gateway", settings)
+    storage = storage_for("gateway", settings)
     await storage.open()
     store = ConversationStore(storage.default)
     thread = await store.ensure_thread("t1", "r1", title="")
@@ -133,7 +135,7 @@ async def test_corrupt_default_database_is_a_clear_storage_error(settings: Setti
 
     data_dir.mkdir(parents=True)
     (data_dir / "dev-server.db").write_bytes(b"garbage" * 1000)
-    storage = CompositeStore.for_role("gateway", settings)
+    storage = storage_for("gateway", settings)
     with pytest.raises(StorageError, match="dev-server.db"):
         await storage.open()
 
@@ -149,7 +151,7 @@ async def test_duckdb_store_appends_in_batches(tmp_path: Path):
 
 
 async def test_thread_message_count_stays_exact(settings: Settings):
-    storage = CompositeStore.for_role("gateway", settings)
+    storage = storage_for("gateway", settings)
     await storage.open()
     store = ConversationStore(storage.default)
     await store.ensure_thread("t1", "r1")

@@ -1,14 +1,17 @@
 """The minimal memory tier: persist every message of a thread, feed the model the last N.
 
 A ``Memory`` is built by an agent's factory (once per process) and attached to the
-conversation store by the registry. Per turn it (1) opens the thread inside its resource,
-(2) records what the client sent that the thread does not have yet, and (3) reads the
-window the model gets from storage, never from the client's copy of the history.
+conversation store (and its agent's id) by the registry. Per turn it (1) opens the thread
+inside its resource, (2) records what the client sent that the thread does not have yet,
+and (3) reads the window the model gets from storage, never from the client's copy.
 
-Recording a turn, the last user message is the anchor. A new id is a new message. A known
-id means the client re-submitted, edited (``sendMessage({messageId})``) or regenerated
-from that message: its content is brought up to date and everything stored after it,
-the reply being replaced, is deleted.
+History belongs to the server. From a client only ``user`` messages are stored; an
+``assistant`` message is accepted only if its id is already stored in that thread (and is
+then left as stored); a ``system`` message from a client is never stored. Of what remains,
+the last message, when it is a user message, is the anchor: a new id is a new message; a
+known id means the client re-submitted, edited (``sendMessage({messageId})``) or
+regenerated from it, so its content is brought up to date and everything stored after it,
+the reply being replaced, is deleted. All of that is one transaction (``record_turn``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.storage.conversations import ConversationStore, Message, Thread
+from app.errors import invalid
+from app.storage.conversations import ConversationStore, Message, Thread, TurnWrites
 
 
 class ThreadNotOwned(Exception):
@@ -48,9 +52,11 @@ class Memory:
     def __init__(self, options: MemoryOptions | None = None) -> None:
         self.options = options or MemoryOptions()
         self._store: ConversationStore | None = None
+        self.agent_id: str | None = None
 
-    def attach(self, store: ConversationStore) -> None:
+    def attach(self, store: ConversationStore, agent_id: str | None = None) -> None:
         self._store = store
+        self.agent_id = agent_id
 
     @property
     def store(self) -> ConversationStore:
@@ -59,28 +65,41 @@ class Memory:
         return self._store
 
     async def open_thread(self, thread_id: str, resource_id: str) -> Thread:
-        thread = await self.store.ensure_thread(thread_id, resource_id)
+        """The thread, if it is in ``resource_id``; a new one (written by ``record_turn``, in
+        the turn's transaction) if it does not exist; ``ThreadNotOwned`` otherwise."""
+        thread = await self.store.get_thread(thread_id)
+        if thread is None:
+            return Thread(thread_id, resource_id, agent_id=self.agent_id)
         if thread.resource_id != resource_id:
             raise ThreadNotOwned(thread_id)
         return thread
 
     async def record_turn(self, thread: Thread, incoming: list[Message]) -> list[str]:
-        """Store what the thread lacks; returns the ids stored (see the module docstring)."""
-        store = self.store
-        anchor = incoming[-1]
-        known = await store.locate(m.id for m in incoming)
-        if any(owner != thread.id for owner in known.values()):
-            # An id already used in another thread (a client copying history into a new
-            # conversation): store it under a thread-scoped id rather than drop it.
+        """Store what the thread lacks, by the rules of the module docstring, in one
+        transaction; returns the ids stored."""
+        resource_id = thread.resource_id
+
+        def plan(stored: Thread, known: dict[str, str]) -> TurnWrites:
+            if stored.resource_id != resource_id:  # created elsewhere since open_thread
+                raise ThreadNotOwned(stored.id)
+            accepted = []
             for message in incoming:
-                if known.get(message.id, thread.id) != thread.id:
-                    message.id = f"{message.id}@{thread.id}"
-            known = await store.locate(m.id for m in incoming)
-        known_here = {mid for mid, owner in known.items() if owner == thread.id}
-        if anchor.id in known_here:
-            await store.replace_message(anchor)
-            await store.delete_after(thread.id, anchor.id)
-        return await store.append_messages(thread.id, [m for m in incoming if m.id not in known_here])
+                if message.role == "assistant" and known.get(message.id) == stored.id:
+                    accepted.append(message)
+                elif message.role == "user":
+                    if known.get(message.id, stored.id) != stored.id:
+                        # An id already used in another thread (a client copying history into
+                        # a new conversation): store it under a thread-scoped id, not drop it.
+                        message.id = f"{message.id}@{stored.id}"
+                    accepted.append(message)
+            if not any(m.role == "user" for m in accepted):
+                raise invalid("body", "messages", "the turn has no user message")
+            anchor = accepted[-1]
+            replace = anchor if anchor.role == "user" and known.get(anchor.id) == stored.id else None
+            return TurnWrites(replace, [m for m in accepted if m.role == "user" and m.id not in known])
+
+        _, stored_ids = await self.store.record_turn(thread, incoming, plan)
+        return stored_ids
 
     async def window(self, thread_id: str, input_count: int = 1) -> list[Message]:
         """The model's view of the thread; ``input_count`` = messages this turn added

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from app.settings import Settings
 from app.storage.errors import StorageError
 from app.storage.libsql import LibSQLStore
 
@@ -63,18 +62,21 @@ class CompositeStore:
     def for_role(
         cls,
         role: str,
-        settings: Settings,
         *,
-        default_db_url: str | None = None,
+        default_db_url: str,
+        observability_db_url: str,
+        busy_timeout_ms: int = 5000,
         observability_domain: Store | None = None,
     ) -> "CompositeStore":
-        default = LibSQLStore(default_db_url or settings.default_db_url, busy_timeout_ms=settings.busy_timeout_ms)
+        """The stores one process opens: the studio owns the observability file, the
+        gateway only knows where it is (plain values: storage does not read settings)."""
+        default = LibSQLStore(default_db_url, busy_timeout_ms=busy_timeout_ms)
         if role != "studio":
-            return cls(default, remote={OBSERVABILITY: settings.observability_db_url})
+            return cls(default, remote={OBSERVABILITY: observability_db_url})
         if observability_domain is None:
             from app.storage.duckdb_store import DuckDBStore
 
-            observability_domain = DuckDBStore(settings.observability_db_url)
+            observability_domain = DuckDBStore(observability_db_url)
         return cls(default, {OBSERVABILITY: observability_domain})
 
     def domain(self, name: str) -> Any:

@@ -5,17 +5,25 @@ model sees is chosen by the memory layer. A message id is unique across the data
 saving is insert-or-ignore by id, so a client that re-sends the history (``useChat`` does,
 every turn) never duplicates a row. ``(created_at, seq)`` is a total order within a thread:
 ``seq`` is the insertion order and breaks ties.
+
+A unit of work is one ``BEGIN IMMEDIATE`` transaction on the writer connection: a turn's
+writes (``record_turn``), a clone, a ``save-messages`` batch, a guarded delete. Each first
+runs a write statement (so the transaction, and its lock, starts before anything is read),
+then reads what it must check on the same connection; a failure anywhere rolls it all back.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from app.clock import now_iso
+from app.storage.errors import StorageError
+from app.storage import message_writes as writes
 from app.storage.libsql import LibSQLStore
 
 OrderField = Literal["createdAt", "updatedAt"]
@@ -31,6 +39,7 @@ class Thread:
     metadata: dict[str, Any] | None = None
     created_at: str = ""
     updated_at: str = ""
+    agent_id: str | None = None  # the agent the thread was created for (not part of Mastra's shape)
 
     def to_api(self) -> dict[str, Any]:
         body: dict[str, Any] = {"id": self.id, "title": self.title, "resourceId": self.resource_id,
@@ -59,7 +68,7 @@ class Message:
 def _thread(row: Any) -> Thread:
     return Thread(row["id"], row["resource_id"], row["title"],
                   json.loads(row["metadata"]) if row["metadata"] else None,
-                  row["created_at"], row["updated_at"])
+                  row["created_at"], row["updated_at"], row["agent_id"])
 
 
 def _message(row: Any) -> Message:
@@ -67,7 +76,30 @@ def _message(row: Any) -> Message:
                    json.loads(row["content"]), row["created_at"], row["type"], row["seq"])
 
 
-_INSERT_BATCH = 500  # 7 parameters a row, well under SQLite's 32,766 limit
+class ThreadExists(StorageError):
+    """A thread with the requested new id already exists."""
+
+
+class MessageNotVisible(StorageError):
+    """A message id that belongs to another resource; callers answer 404 and write nothing."""
+
+
+class ThreadNotVisible(StorageError):
+    """A thread of another resource; callers answer 404 and write nothing."""
+
+
+@dataclass
+class TurnWrites:
+    """What a turn stores, decided from what the thread already holds (``Memory``'s rules):
+    ``replace`` is a known message brought up to date, everything after it deleted."""
+
+    replace: Message | None = None
+    append: list[Message] = field(default_factory=list)
+
+
+# plan(stored thread, {message id: thread id} of the incoming ids already stored) -> writes
+TurnPlan = Callable[[Thread, dict[str, str]], TurnWrites]
+
 _MESSAGE_SELECT = "SELECT seq, id, thread_id, resource_id, role, type, content, created_at FROM messages"
 
 
@@ -82,21 +114,15 @@ class ConversationStore:
         return _thread(row) if row else None
 
     async def ensure_thread(self, thread_id: str, resource_id: str, title: str = "",
-                            metadata: dict[str, Any] | None = None) -> Thread:
+                            metadata: dict[str, Any] | None = None, agent_id: str | None = None) -> Thread:
         """The thread with this id, created for ``resource_id`` if it does not exist yet.
 
         The caller checks ownership: an existing thread keeps its own resource.
         """
-        now = now_iso()
         async with self.db.write() as conn:
-            await conn.execute(
-                "INSERT OR IGNORE INTO threads (id, resource_id, title, metadata, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (thread_id, resource_id, title, _json_or_null(metadata), now, now),
-            )
-            async with conn.execute("SELECT * FROM threads WHERE id = ?", (thread_id,)) as cursor:
-                return _thread(await cursor.fetchone())
-
+            stored = await writes.ensure_threads(conn, [Thread(thread_id, resource_id, title, metadata,
+                                                               agent_id=agent_id)])
+        return _thread(stored[thread_id])
     async def save_thread(self, thread: Thread) -> Thread:
         """Create or overwrite a thread (Studio's create: an existing id is replaced)."""
         now = now_iso()
@@ -104,11 +130,12 @@ class ConversationStore:
         thread.updated_at = now
         async with self.db.write() as conn:
             await conn.execute(
-                "INSERT INTO threads (id, resource_id, title, metadata, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET resource_id = excluded.resource_id,"
-                " title = excluded.title, metadata = excluded.metadata, updated_at = excluded.updated_at",
-                (thread.id, thread.resource_id, thread.title, _json_or_null(thread.metadata),
-                 thread.created_at, thread.updated_at),
+                "INSERT INTO threads (id, resource_id, title, metadata, created_at, updated_at, agent_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET resource_id = excluded.resource_id,"
+                " title = excluded.title, metadata = excluded.metadata, updated_at = excluded.updated_at,"
+                " agent_id = coalesce(excluded.agent_id, threads.agent_id)",
+                (thread.id, thread.resource_id, thread.title, writes.json_or_null(thread.metadata),
+                 thread.created_at, thread.updated_at, thread.agent_id),
             )
         return thread
 
@@ -135,9 +162,15 @@ class ConversationStore:
 
     async def list_threads(self, *, resource_id: str | None = None, metadata: dict[str, Any] | None = None,
                            order_by: OrderField = "createdAt", direction: Direction = "DESC",
-                           page: int = 0, per_page: int | None = 100) -> tuple[list[Thread], int]:
+                           page: int = 0, per_page: int | None = 100,
+                           agent_alias: tuple[str, str] | None = None) -> tuple[list[Thread], int]:
+        """``agent_alias = (agent id, the agent's own resource)``: besides ``resource_id``, the
+        threads that agent holds in its own resource (the gateway's conversations)."""
         where, params = [], []
-        if resource_id is not None:
+        if resource_id is not None and agent_alias is not None:
+            where.append("(resource_id = ? OR (resource_id = ? AND agent_id = ?))")
+            params += [resource_id, agent_alias[1], agent_alias[0]]
+        elif resource_id is not None:
             where.append("resource_id = ?")
             params.append(resource_id)
         for key, value in (metadata or {}).items():
@@ -157,31 +190,45 @@ class ConversationStore:
 
     async def append_messages(self, thread_id: str, messages: Sequence[Message]) -> list[str]:
         """Insert the messages the database does not have yet; returns the ids inserted.
-
-        One multi-row ``INSERT OR IGNORE ... RETURNING`` per batch: the ids it returns are
-        exactly the new ones. The thread's ``updated_at`` moves by trigger.
-        """
-        inserted: list[str] = []
+        The thread's ``updated_at`` moves by trigger."""
         async with self.db.write() as conn:
-            for start in range(0, len(messages), _INSERT_BATCH):
-                batch = messages[start:start + _INSERT_BATCH]
-                params: list[Any] = []
-                for m in batch:
-                    params += [m.id, thread_id, m.resource_id, m.role, m.type,
-                               json.dumps(m.content, separators=(",", ":")), m.created_at]
-                rows = await conn.execute_fetchall(
-                    "INSERT OR IGNORE INTO messages (id, thread_id, resource_id, role, type, content, created_at)"
-                    f" VALUES {', '.join(['(?, ?, ?, ?, ?, ?, ?)'] * len(batch))} RETURNING id", params)
-                inserted += [row[0] for row in rows]
-        return inserted
+            return await writes.insert_messages(conn, thread_id, messages)
 
+    async def record_turn(self, thread: Thread, incoming: Sequence[Message],
+                          plan: TurnPlan) -> tuple[Thread, list[str]]:
+        """A turn's writes as one transaction: ensure the thread, find which incoming ids it
+        (or another thread) already holds, let ``plan`` decide (and check ownership: it may
+        raise, which rolls everything back), replace the anchor and drop what followed it,
+        append the rest. Returns the thread as stored and the ids inserted."""
+        async with self.db.write() as conn:
+            stored = _thread((await writes.ensure_threads(conn, [thread]))[thread.id])
+            ids = [m.id for m in incoming]
+            found = await writes.locate(conn, ids + [f"{i}@{thread.id}" for i in ids])
+            turn = plan(stored, {mid: owner for mid, (owner, _) in found.items()})
+            if turn.replace is not None:
+                await writes.replace_and_trim(conn, stored.id, turn.replace)
+            inserted = await writes.insert_messages(conn, stored.id, turn.append)
+        return stored, inserted
+
+    async def save_messages(self, threads: Sequence[Thread], messages: Sequence[Message]) -> None:
+        """Studio's save-messages as one transaction: create the missing threads, then insert
+        or update every message. A thread of another resource (``ThreadNotVisible``) or a
+        message id stored under another resource (``MessageNotVisible``) writes nothing."""
+        async with self.db.write() as conn:
+            stored = await writes.ensure_threads(conn, threads)
+            for thread in threads:
+                if stored[thread.id]["resource_id"] != thread.resource_id:
+                    raise ThreadNotVisible(thread.id)
+            owner_of = {t.id: t.resource_id for t in threads}
+            target = {m.id: owner_of[m.thread_id] for m in messages}
+            for mid, (_, resource) in (await writes.locate(conn, list(target))).items():
+                if target[mid] != resource:
+                    raise MessageNotVisible(mid)
+            await writes.upsert_messages(conn, messages)
     async def replace_message(self, message: Message) -> None:
         async with self.db.write() as conn:
-            await conn.execute(
-                "UPDATE messages SET content = ?, role = ?, type = ? WHERE id = ?",
-                (json.dumps(message.content, separators=(",", ":")), message.role, message.type, message.id),
-            )
-
+            await conn.execute("UPDATE messages SET content = ?, role = ?, type = ? WHERE id = ?",
+                               (writes.content_json(message.content), message.role, message.type, message.id))
     async def get_message(self, message_id: str) -> Message | None:
         row = await self.db.fetch_one(f"{_MESSAGE_SELECT} WHERE id = ?", (message_id,))
         return _message(row) if row else None
@@ -251,11 +298,21 @@ class ConversationStore:
         return messages, total
 
     async def search_messages(self, text: str, *, resource_id: str | None, thread_id: str | None,
-                              limit: int) -> list[tuple[Message, str]]:
-        """Messages whose text contains ``text`` (case-insensitive), newest first, with thread titles."""
-        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        where, params = ["json_extract(m.content, '$.content') LIKE ? ESCAPE '\\'"], [pattern]
-        if resource_id is not None:
+                              limit: int, agent_alias: tuple[str, str] | None = None) -> list[tuple[Message, str]]:
+        """Messages whose text contains ``text`` (case-insensitive), newest first, with thread
+        titles. Three characters or more read the trigram index (``messages_fts``), the text
+        quoted as one FTS5 string so no query can be a syntax error; shorter ones scan."""
+        if len(text) >= 3:
+            source = "messages_fts f JOIN messages m ON m.seq = f.rowid"
+            where, params = ["messages_fts MATCH ?"], ['"' + text.replace('"', '""') + '"']
+        else:
+            source = "messages m"
+            pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            where, params = ["json_extract(m.content, '$.content') LIKE ? ESCAPE '\\'"], [pattern]
+        if resource_id is not None and agent_alias is not None:
+            where.append("(t.resource_id = ? OR (t.resource_id = ? AND t.agent_id = ?))")
+            params += [resource_id, agent_alias[1], agent_alias[0]]
+        elif resource_id is not None:
             where.append("t.resource_id = ?")
             params.append(resource_id)
         if thread_id is not None:
@@ -263,19 +320,33 @@ class ConversationStore:
             params.append(thread_id)
         rows = await self.db.fetch_all(
             "SELECT m.seq, m.id, m.thread_id, m.resource_id, m.role, m.type, m.content, m.created_at, t.title"
-            f" FROM messages m JOIN threads t ON t.id = m.thread_id WHERE {' AND '.join(where)}"
+            f" FROM {source} JOIN threads t ON t.id = m.thread_id WHERE {' AND '.join(where)}"
             " ORDER BY m.created_at DESC, m.seq DESC LIMIT ?", [*params, limit])
         return [(_message(r), r["title"]) for r in rows]
-
     async def clone_thread(self, source: Thread, new_thread: Thread, message_limit: int | None) -> list[Message]:
-        """Copy a thread and its newest ``message_limit`` messages (all when None) under new ids."""
-        originals = await self.recent_messages(source.id, message_limit)
-        await self.save_thread(new_thread)
-        copies = [Message(str(uuid.uuid4()), new_thread.id, new_thread.resource_id, m.role, m.content,
-                          m.created_at, m.type) for m in originals]
-        await self.append_messages(new_thread.id, copies)
+        """Copy a thread and its newest ``message_limit`` messages (all when None) under new
+        ids, in one transaction; ``ThreadExists`` if the new id is taken."""
+        now = now_iso()
+        new_thread.created_at = new_thread.updated_at = now
+        async with self.db.write() as conn:
+            try:
+                await conn.execute(
+                    "INSERT INTO threads (id, resource_id, title, metadata, created_at, updated_at, agent_id)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (new_thread.id, new_thread.resource_id, new_thread.title, writes.json_or_null(new_thread.metadata),
+                     now, now, new_thread.agent_id))
+            except sqlite3.IntegrityError:
+                raise ThreadExists(new_thread.id) from None
+            sql = f"{_MESSAGE_SELECT} WHERE thread_id = ? ORDER BY created_at DESC, seq DESC"
+            params: list[Any] = [source.id]
+            if message_limit is not None:
+                sql += " LIMIT ?"
+                params.append(message_limit)
+            originals = [_message(r) for r in reversed(await conn.execute_fetchall(sql, params))]
+            copies = [Message(str(uuid.uuid4()), new_thread.id, new_thread.resource_id, m.role, m.content,
+                              m.created_at, m.type) for m in originals]
+            await writes.insert_messages(conn, new_thread.id, copies)
         return copies
-
     async def working_memory(self, *, thread_id: str | None = None, resource_id: str | None = None) -> str | None:
         if thread_id is not None:
             row = await self.db.fetch_one("SELECT working_memory FROM threads WHERE id = ?", (thread_id,))
@@ -314,14 +385,19 @@ class ConversationStore:
         messages = [_message(r) for r in rows]
         return messages if after else list(reversed(messages))
 
-    async def delete_messages(self, ids: Sequence[str]) -> int:
+    async def delete_messages(self, ids: Sequence[str], *, resource_id: str | None = None) -> int:
+        """Delete these messages in one transaction; with ``resource_id``, an id stored under
+        another resource (``MessageNotVisible``) deletes nothing."""
         if not ids:
             return 0
-        marks = ",".join("?" * len(ids))
         async with self.db.write() as conn:
-            cursor = await conn.execute(f"DELETE FROM messages WHERE id IN ({marks})", list(ids))
+            if resource_id is not None:
+                await conn.execute("BEGIN IMMEDIATE")  # the check and the delete see one state
+                found = await writes.locate(conn, list(ids))
+                foreign = [mid for mid, (_, owner) in found.items() if owner != resource_id]
+                if foreign:
+                    raise MessageNotVisible(foreign[0])
+            cursor = await conn.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(ids))})", list(ids))
             return cursor.rowcount
 
 
-def _json_or_null(value: dict[str, Any] | None) -> str | None:
-    return None if value is None else json.dumps(value)

@@ -6,22 +6,31 @@ transaction: the write lock is taken up front, so a writer waits in SQLite's bus
 instead of failing half-way with "database is locked" on lock upgrade.
 
 Each process keeps one writer connection (writes are serialised in-process by a lock, so
-they queue on the event loop rather than in SQLite) and one reader connection; WAL lets the
-reader proceed while another process writes. Each ``aiosqlite`` connection owns a thread,
-so no query blocks the event loop, but every call is a thread hop (~0.1 ms measured here),
-which dominates a short transaction. So the writer connection uses the sqlite3 module's
-``isolation_level="IMMEDIATE"``: its first write statement issues ``BEGIN IMMEDIATE`` in
-the same hop, and a turn's write is two hops (insert, commit) instead of five.
+they queue on the event loop rather than in SQLite) and a small pool of reader connections
+handed out from a queue (datasette's pattern): a slow read (a search over 300k messages)
+holds one reader while the others keep answering, and WAL lets every reader proceed while
+another process writes. Each ``aiosqlite`` connection owns a thread, so no query blocks the
+event loop, but every call is a thread hop (~0.1 ms measured here), which dominates a short
+transaction. So the writer connection uses the sqlite3 module's ``isolation_level="IMMEDIATE"``:
+its first write statement issues ``BEGIN IMMEDIATE`` in the same hop, and a turn's write is
+two hops (insert, commit) instead of five.
+
+Opening is retried: on a fresh file, ``PRAGMA journal_mode = WAL`` (and the first
+migration transaction) can fail at once with "database is locked" while another process
+does the same, because SQLite's busy handler does not cover a journal-mode change. Those
+steps are retried with backoff for up to ``busy_timeout``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
@@ -31,16 +40,20 @@ from app.storage.errors import StorageBusy, StorageError
 from app.storage.migrate import apply_libsql, load_migrations
 
 _REMOTE_PREFIXES = ("http://", "https://", "libsql://", "ws://", "wss://")
+DEFAULT_READERS = 4
+T = TypeVar("T")
 
 
 class LibSQLStore:
     engine = "libsql"
 
-    def __init__(self, url: str, *, busy_timeout_ms: int = 5000) -> None:
+    def __init__(self, url: str, *, busy_timeout_ms: int = 5000, readers: int = DEFAULT_READERS) -> None:
         self.url = url
         self.busy_timeout_ms = busy_timeout_ms
+        self.reader_count = max(1, readers)
         self._writer: aiosqlite.Connection | None = None
-        self._reader: aiosqlite.Connection | None = None
+        self._readers: list[aiosqlite.Connection] = []
+        self._idle: asyncio.Queue[aiosqlite.Connection] | None = None
         self._write_lock = asyncio.Lock()
         self.applied_migrations: list[int] = []
 
@@ -65,11 +78,31 @@ class LibSQLStore:
             raise StorageError(str(exc)) from exc
         try:
             self._writer = await self._connect(target, isolation_level="IMMEDIATE")
-            self.applied_migrations = await apply_libsql(self._writer, load_migrations("libsql"), now_iso())
-            self._reader = await self._connect(target, isolation_level=None)
+            migrations = load_migrations("libsql")
+            self.applied_migrations = await self._retry_locked(
+                lambda: apply_libsql(self._writer, migrations, now_iso()))
+            self._idle = asyncio.Queue()
+            for _ in range(self.reader_count):
+                reader = await self._connect(target, isolation_level=None)
+                self._readers.append(reader)
+                self._idle.put_nowait(reader)
         except sqlite3.Error as exc:
             await self.close()
             raise StorageError(f"cannot open database {target}: {exc}") from exc
+
+    async def _retry_locked(self, step: Callable[[], Awaitable[T]]) -> T:
+        """Run ``step``; while it fails with "locked"/"busy", retry with jittered backoff
+        until ``busy_timeout`` has passed."""
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        delay = 0.005
+        while True:
+            try:
+                return await step()
+            except sqlite3.OperationalError as exc:
+                if not _is_locked(exc) or time.monotonic() + delay > deadline:
+                    raise
+            await asyncio.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.25)
 
     async def _connect(self, target: Path | str, *, isolation_level: str | None) -> aiosqlite.Connection:
         conn = await aiosqlite.connect(str(target), isolation_level=isolation_level)
@@ -77,8 +110,7 @@ class LibSQLStore:
         try:
             await conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
             if target != ":memory:":
-                async with conn.execute("PRAGMA journal_mode = WAL") as cursor:
-                    await cursor.fetchone()
+                await self._retry_locked(lambda: _fetch_pragma(conn, "PRAGMA journal_mode = WAL"))
             await conn.execute("PRAGMA synchronous = NORMAL")
             await conn.execute("PRAGMA foreign_keys = ON")
         except BaseException:
@@ -87,22 +119,28 @@ class LibSQLStore:
         return conn
 
     async def close(self) -> None:
-        for conn in (self._reader, self._writer):
+        for conn in (*self._readers, self._writer):
             if conn is not None:
                 await conn.close()
-        self._reader = self._writer = None
+        self._readers, self._idle, self._writer = [], None, None
 
-    def _require(self, conn: aiosqlite.Connection | None) -> aiosqlite.Connection:
-        if conn is None:
+    @asynccontextmanager
+    async def reader(self) -> AsyncIterator[aiosqlite.Connection]:
+        """A reader connection from the pool, returned when the block ends."""
+        if self._idle is None:
             raise StorageError(f"store {self.url} is not open")
-        return conn
+        conn = await self._idle.get()
+        try:
+            yield conn
+        finally:
+            self._idle.put_nowait(conn)
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        async with self._require(self._reader).execute(sql, params) as cursor:
+        async with self.reader() as conn, conn.execute(sql, params) as cursor:
             return list(await cursor.fetchall())
 
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
-        async with self._require(self._reader).execute(sql, params) as cursor:
+        async with self.reader() as conn, conn.execute(sql, params) as cursor:
             return await cursor.fetchone()
 
     @asynccontextmanager
@@ -111,8 +149,11 @@ class LibSQLStore:
 
         The first write statement inside opens it (``BEGIN IMMEDIATE``), waiting up to
         ``busy_timeout`` for another process's write lock; past that, ``StorageBusy``.
+        Reads inside the block see the transaction's own writes.
         """
-        conn = self._require(self._writer)
+        if self._writer is None:
+            raise StorageError(f"store {self.url} is not open")
+        conn = self._writer
         async with self._write_lock:
             try:
                 yield conn
@@ -125,7 +166,12 @@ class LibSQLStore:
 
     def health(self) -> dict[str, Any]:
         return {"engine": self.engine, "url": self.url, "path": str(self.path) if self.path else None,
-                "open": self.is_open}
+                "open": self.is_open, "readers": len(self._readers)}
+
+
+async def _fetch_pragma(conn: aiosqlite.Connection, sql: str) -> Any:
+    async with conn.execute(sql) as cursor:
+        return await cursor.fetchone()
 
 
 def _is_locked(exc: sqlite3.OperationalError) -> bool:

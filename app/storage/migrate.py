@@ -7,7 +7,7 @@ never edited: a schema change is a new file.
 Two processes may start on a fresh database at the same moment. On SQLite the whole check
 and apply runs inside one ``BEGIN IMMEDIATE`` transaction, so the second process waits on
 the write lock (``busy_timeout``), then sees the versions the first one recorded and applies
-nothing. DuckDB has a single writer process by design, so no lock is needed there.
+nothing; a "locked" that SQLite reports at once instead of waiting is retried by the store. DuckDB has a single writer process by design, so no lock is needed there.
 """
 
 from __future__ import annotations
@@ -90,7 +90,8 @@ async def apply_libsql(conn: aiosqlite.Connection, migrations: list[Migration], 
         await conn.execute("COMMIT")
         return done
     except BaseException:
-        await conn.execute("ROLLBACK")
+        if conn.in_transaction:  # a BEGIN that failed (locked) left nothing to roll back
+            await conn.execute("ROLLBACK")
         raise
 
 
