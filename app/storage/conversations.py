@@ -204,7 +204,7 @@ class ConversationStore:
             stored = _thread((await writes.ensure_threads(conn, [thread]))[thread.id])
             ids = [m.id for m in incoming]
             found = await writes.locate(conn, ids + [f"{i}@{thread.id}" for i in ids])
-            turn = plan(stored, {mid: owner for mid, (owner, _) in found.items()})
+            turn = plan(stored, {mid: owner for mid, (owner, _, _) in found.items()})
             if turn.replace is not None:
                 await writes.replace_and_trim(conn, stored.id, turn.replace)
             inserted = await writes.insert_messages(conn, stored.id, turn.append)
@@ -221,7 +221,7 @@ class ConversationStore:
                     raise ThreadNotVisible(thread.id)
             owner_of = {t.id: t.resource_id for t in threads}
             target = {m.id: owner_of[m.thread_id] for m in messages}
-            for mid, (_, resource) in (await writes.locate(conn, list(target))).items():
+            for mid, (_, resource, _) in (await writes.locate(conn, list(target))).items():
                 if target[mid] != resource:
                     raise MessageNotVisible(mid)
             await writes.upsert_messages(conn, messages)
@@ -385,18 +385,19 @@ class ConversationStore:
         messages = [_message(r) for r in rows]
         return messages if after else list(reversed(messages))
 
-    async def delete_messages(self, ids: Sequence[str], *, resource_id: str | None = None) -> int:
-        """Delete these messages in one transaction; with ``resource_id``, an id stored under
-        another resource (``MessageNotVisible``) deletes nothing."""
+    async def delete_messages(self, ids: Sequence[str], *, resource_id: str | None = None,
+                              agent_alias: tuple[str, str] | None = None) -> int:
+        """Delete these messages in one transaction; with ``resource_id`` (and an agent
+        alias, as in ``list_threads``), an id stored outside it (``MessageNotVisible``)
+        deletes nothing."""
         if not ids:
             return 0
         async with self.db.write() as conn:
             if resource_id is not None:
                 await conn.execute("BEGIN IMMEDIATE")  # the check and the delete see one state
-                found = await writes.locate(conn, list(ids))
-                foreign = [mid for mid, (_, owner) in found.items() if owner != resource_id]
-                if foreign:
-                    raise MessageNotVisible(foreign[0])
+                for mid, (_, owner, agent) in (await writes.locate(conn, list(ids))).items():
+                    if owner != resource_id and (agent, owner) != agent_alias:
+                        raise MessageNotVisible(mid)
             cursor = await conn.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(ids))})", list(ids))
             return cursor.rowcount
 

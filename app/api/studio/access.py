@@ -3,50 +3,117 @@
 With authentication on, every route works inside the principal's resource (``user:<id>``)
 whatever the client asks for; a thread of another resource is "Thread not found", and a
 list without a resource never shows other users' threads (DESIGN.md, the published Mastra
-advisory). With it off, a client may name any resource.
+advisory). With it off, a client may name any resource, and the resource it names is the
+one stored (Mastra's semantics).
 
-The Studio names its resource after the agent (resourceId = agentId), while the gateway
-files an agent's conversations under the agent's configured resource (``ai-chat``): the
-agent id is therefore read as an alias of that resource, so the Studio lists and opens
-the conversations the frontend had.
+The Studio names its resource after the agent (``resourceId = agentId``), while the gateway
+files an agent's conversations under the agent's configured resource (``ai-chat``) and
+records the agent on each thread. So a request whose resource is an agent's id sees the
+threads of that literal resource *and* that agent's own threads in its configured
+resource: the Studio lists and opens the frontend's conversations, and one agent's
+sidebar never shows another agent's.
 """
 
 from __future__ import annotations
 
-from starlette.requests import Request
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends
+from starlette.requests import HTTPConnection, Request
 
 from app.agents.registry import RegisteredAgent
-from app.auth import resource_for
+from app.api.deps import AgentsDep, ForcedResource, MastraQuery, get_forced_resource
 from app.errors import NotFound
 from app.storage.conversations import Thread
 
 
-async def forced_resource(request: Request) -> str | None:
-    authenticator = request.app.state.authenticator
-    return resource_for(await authenticator(request)) if authenticator else None
+@dataclass(frozen=True)
+class Scope:
+    """The threads a request may see: those of ``resource`` (every thread when None) and,
+    with ``alias = (agent id, agent resource)``, that agent's threads in its resource."""
+
+    resource: str | None
+    alias: tuple[str, str] | None = None
+
+    def admits(self, thread: Thread | None) -> bool:
+        if thread is None:
+            return False
+        if self.resource is None or thread.resource_id == self.resource:
+            return True
+        return self.alias is not None and (thread.agent_id, thread.resource_id) == self.alias
+
+    def visible(self, thread: Thread | None) -> Thread:
+        """The thread, if this scope may see it; otherwise "Thread not found"."""
+        if not self.admits(thread):
+            raise NotFound("Thread not found")
+        return thread
+
+
+def scope_for(forced: str | None, agent: RegisteredAgent | None, requested: str | None) -> Scope:
+    if forced is not None:
+        return Scope(forced)
+    if requested is not None and agent is not None and requested == agent.id \
+            and agent.definition.resource != agent.id:
+        return Scope(requested, (agent.id, agent.definition.resource))
+    return Scope(requested)
+
+
+def get_optional_agent(query: MastraQuery, agents: AgentsDep) -> RegisteredAgent | None:
+    """The agent named by the ``agentId`` query parameter, if any and known."""
+    agent_id = query.str("agentId")
+    return agents.get(agent_id) if agent_id else None
+
+
+def get_query_agent(query: MastraQuery, agents: AgentsDep) -> RegisteredAgent:
+    """The agent named by the ``agentId`` query parameter, or a 404."""
+    agent_id = query.str("agentId") or ""
+    agent = agents.get(agent_id)
+    if agent is None:
+        raise NotFound(f"Agent with id {agent_id} not found")
+    return agent
+
+
+OptionalAgent = Annotated[RegisteredAgent | None, Depends(get_optional_agent)]
+QueryAgent = Annotated[RegisteredAgent, Depends(get_query_agent)]
+
+
+def get_scope(query: MastraQuery, agents: AgentsDep, forced: ForcedResource) -> Scope:
+    """The scope of a memory request: the forced resource, or ``resourceId`` as given (an
+    agent's id, with or without ``agentId``, also reaches that agent's own threads)."""
+    requested = query.str("resourceId", aliases=("resourceid",))
+    agent = get_optional_agent(query, agents)
+    if agent is None and requested is not None:
+        agent = agents.get(requested)
+    return scope_for(forced, agent, requested)
+
+
+ScopeDep = Annotated[Scope, Depends(get_scope)]
+
+
+def effective_resource(forced: str | None, agent: RegisteredAgent | None, requested: str | None) -> str | None:
+    """The resource a write goes to: the forced one, else exactly what the client gave."""
+    return forced if forced is not None else requested
+
+
+def visible(thread: Thread | None, resource: str | None) -> Thread:
+    """The thread, if it exists and (when a resource is in force) belongs to it."""
+    return Scope(resource).visible(thread)
+
+
+# -- for route modules not yet on dependencies (agents, observability, metrics) -------------
+
+
+async def forced_resource(request: HTTPConnection) -> str | None:
+    return get_forced_resource(request)
 
 
 def agent_or_404(request: Request, agent_id: str) -> RegisteredAgent:
-    agent = request.app.state.agents.get(agent_id)
+    agent = request.app.state.services.agents.get(agent_id)
     if agent is None:
         raise NotFound(f"Agent with id {agent_id} not found")
     return agent
 
 
 def optional_agent(request: Request, agent_id: str | None) -> RegisteredAgent | None:
-    return request.app.state.agents.get(agent_id) if agent_id else None
-
-
-def effective_resource(forced: str | None, agent: RegisteredAgent | None, requested: str | None) -> str | None:
-    if forced is not None:
-        return forced
-    if requested is not None and agent is not None and requested == agent.id:
-        return agent.definition.resource
-    return requested
-
-
-def visible(thread: Thread | None, resource: str | None) -> Thread:
-    """The thread, if it exists and (when a resource is in force) belongs to it."""
-    if thread is None or (resource is not None and thread.resource_id != resource):
-        raise NotFound("Thread not found")
-    return thread
+    return request.app.state.services.agents.get(agent_id) if agent_id else None

@@ -1,22 +1,29 @@
 """Memory routes of the Mastra API (STUDIO-REST.md section 5): threads, messages, working
-memory, search. Every thread route checks the thread against the resource in force
-(``access``); messages written by the gateway are visible here at once (same database).
+memory, search. Every thread route checks the thread against the request's ``Scope``
+(``access``): the forced resource with auth on, else the resource the client names (an
+agent's id also reaching that agent's own threads). A thread, message or working memory of
+another resource behaves as if it did not exist: 404, nothing written. Messages written by
+the gateway are visible here at once (same database). Bodies are typed (``memory_bodies``);
+multi-row writes are one transaction each (``ConversationStore``).
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Body
 
-from app.api.bodies import json_object
-from app.api.studio.access import agent_or_404, effective_resource, forced_resource, optional_agent, visible
+from app.api.deps import ConversationsDep, ForcedResource, MastraQuery
+from app.api.studio.access import OptionalAgent, QueryAgent, Scope, ScopeDep, effective_resource
 from app.api.studio.agent_input import input_messages
+from app.api.studio.memory_bodies import (CloneBody, CreateThreadBody, DeleteMessagesBody, PatchThreadBody,
+                                          SaveMessagesBody, TransferBody, WorkingMemoryBody)
 from app.api.studio.query import Query, order_by
 from app.clock import parse_iso, to_iso
-from app.errors import BadRequest, invalid
-from app.storage.conversations import ConversationStore, Message, Thread
+from app.errors import BadRequest, NotFound, invalid
+from app.storage.conversations import (ConversationStore, Message, MessageNotVisible, Thread, ThreadExists,
+                                       ThreadNotVisible)
 
 router = APIRouter(prefix="/api/memory")
 
@@ -24,41 +31,17 @@ MAX_THREADS_PAGE = 1000
 MAX_MESSAGES_PAGE = 1000
 
 
-def _store(request: Request) -> ConversationStore:
-    return request.app.state.conversations
-
-
-async def _scope(request: Request, query: Query) -> tuple[Any, str | None]:
-    """(agent or None, resource in force or None) for a memory request."""
-    forced = await forced_resource(request)
-    agent = optional_agent(request, query.str("agentId"))
-    return agent, effective_resource(forced, agent, query.str("resourceId", aliases=("resourceid",)))
-
-
-def _optional_str(data: dict[str, Any], key: str) -> str | None:
-    value = data.get(key)
-    if value is not None and not isinstance(value, str):
-        raise invalid("body", key, "must be a string")
-    return value
-
-
-def _optional_object(data: dict[str, Any], key: str) -> dict[str, Any] | None:
-    value = data.get(key)
-    if value is not None and not isinstance(value, dict):
-        raise invalid("body", key, "must be an object")
-    return value
+async def _visible_thread(store: ConversationStore, scope: Scope, thread_id: str) -> Thread:
+    return scope.visible(await store.get_thread(thread_id))
 
 
 # -- status and config --------------------------------------------------------------------
 
 
 @router.get("/status")
-async def status(request: Request) -> dict[str, Any]:
-    query = Query(request)
-    agent_id = query.str("agentId")
-    if not agent_id:
+async def status(query: MastraQuery, agent: OptionalAgent) -> dict[str, Any]:
+    if not query.str("agentId"):
         raise invalid("query", "agentId", "agentId is required")
-    agent = optional_agent(request, agent_id)
     if agent is None:
         return {"result": True}
     if agent.memory is None:
@@ -67,8 +50,7 @@ async def status(request: Request) -> dict[str, Any]:
 
 
 @router.get("/config")
-async def config(request: Request) -> dict[str, Any]:
-    agent = optional_agent(request, Query(request).str("agentId"))
+async def config(agent: OptionalAgent) -> dict[str, Any]:
     if agent is None or agent.memory is None:
         return {"config": None}
     return {"config": agent.memory.options.describe(), "memoryType": "local"}
@@ -78,90 +60,81 @@ async def config(request: Request) -> dict[str, Any]:
 
 
 @router.get("/threads")
-async def list_threads(request: Request) -> dict[str, Any]:
-    query = Query(request)
-    _, resource = await _scope(request, query)
+async def list_threads(query: MastraQuery, scope: ScopeDep, store: ConversationsDep) -> dict[str, Any]:
     page = query.int("page", 0)
     per_page = query.per_page(100, MAX_THREADS_PAGE)
     field, direction = order_by(query, ("createdAt", "updatedAt"), ("createdAt", "DESC"))
     metadata = query.json("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise invalid("query", "metadata", "must be a JSON object")
-    threads, total = await _store(request).list_threads(resource_id=resource, metadata=metadata, order_by=field,
-                                                        direction=direction, page=page, per_page=per_page)
+    threads, total = await store.list_threads(resource_id=scope.resource, agent_alias=scope.alias,
+                                              metadata=metadata, order_by=field, direction=direction,
+                                              page=page, per_page=per_page)
     return {"threads": [t.to_api() for t in threads], "total": total, "page": page,
             "perPage": per_page if per_page is not None else False,
             "hasMore": per_page is not None and (page + 1) * per_page < total}
 
 
 @router.post("/threads")
-async def create_thread(request: Request) -> dict[str, Any]:
-    query = Query(request)
-    agent = agent_or_404(request, query.str("agentId") or "")
-    data = await json_object(request)
-    forced = await forced_resource(request)
-    requested = _optional_str(data, "resourceId")
-    if not requested and forced is None:
+async def create_thread(agent: QueryAgent, body: CreateThreadBody, forced: ForcedResource,
+                        store: ConversationsDep) -> dict[str, Any]:
+    if not body.resourceId and forced is None:
         raise invalid("body", "resourceId", "resourceId is required")
-    resource = effective_resource(forced, agent, requested)
-    thread_id = _optional_str(data, "threadId") or str(uuid.uuid4())
-    existing = await _store(request).get_thread(thread_id)
+    resource = effective_resource(forced, agent, body.resourceId)
+    thread_id = body.threadId or str(uuid.uuid4())
+    existing = await store.get_thread(thread_id)
     if existing is not None and forced is not None and existing.resource_id != forced:
         raise invalid("body", "threadId", "a thread with this id already exists")
-    thread = Thread(thread_id, resource, _optional_str(data, "title") or "", _optional_object(data, "metadata"),
-                    created_at=existing.created_at if existing else "")
-    return (await _store(request).save_thread(thread)).to_api()
-
-
-async def _thread(request: Request, thread_id: str) -> tuple[Thread, Query]:
-    query = Query(request)
-    _, resource = await _scope(request, query)
-    return visible(await _store(request).get_thread(thread_id), resource), query
+    thread = Thread(thread_id, resource, body.title or "", body.metadata,
+                    created_at=existing.created_at if existing else "", agent_id=agent.id)
+    return (await store.save_thread(thread)).to_api()
 
 
 @router.get("/threads/{thread_id}")
-async def get_thread(thread_id: str, request: Request) -> dict[str, Any]:
-    thread, _ = await _thread(request, thread_id)
-    return thread.to_api()
+async def get_thread(thread_id: str, scope: ScopeDep, store: ConversationsDep) -> dict[str, Any]:
+    return (await _visible_thread(store, scope, thread_id)).to_api()
 
 
 @router.patch("/threads/{thread_id}")
-async def update_thread(thread_id: str, request: Request) -> dict[str, Any]:
-    thread, _ = await _thread(request, thread_id)
-    data = await json_object(request)
-    forced = await forced_resource(request)
-    new_resource = None if forced is not None else _optional_str(data, "resourceId")
-    updated = await _store(request).update_thread(thread.id, title=_optional_str(data, "title"),
-                                                  metadata=_optional_object(data, "metadata"),
-                                                  resource_id=new_resource)
+async def update_thread(thread_id: str, scope: ScopeDep, store: ConversationsDep, forced: ForcedResource,
+                        body: Annotated[PatchThreadBody | None, Body()] = None) -> dict[str, Any]:
+    thread = await _visible_thread(store, scope, thread_id)
+    body = body or PatchThreadBody()
+    updated = await store.update_thread(thread.id, title=body.title, metadata=body.metadata,
+                                        resource_id=None if forced is not None else body.resourceId)
     return updated.to_api()
 
 
+@router.post("/threads/{thread_id}/transfer")
+async def transfer_thread(thread_id: str, body: TransferBody, scope: ScopeDep, store: ConversationsDep,
+                          forced: ForcedResource) -> dict[str, Any]:
+    """Move a thread to another resource; with auth on it stays in the caller's."""
+    thread = await _visible_thread(store, scope, thread_id)
+    return (await store.update_thread(thread.id, resource_id=effective_resource(forced, None, body.resourceId))).to_api()
+
+
 @router.delete("/threads/{thread_id}")
-async def delete_thread(thread_id: str, request: Request) -> dict[str, Any]:
-    thread, _ = await _thread(request, thread_id)
-    await _store(request).delete_thread(thread.id)
+async def delete_thread(thread_id: str, scope: ScopeDep, store: ConversationsDep) -> dict[str, Any]:
+    thread = await _visible_thread(store, scope, thread_id)
+    await store.delete_thread(thread.id)
     return {"result": "Thread deleted"}
 
 
 @router.post("/threads/{thread_id}/clone")
-async def clone_thread(thread_id: str, request: Request) -> dict[str, Any]:
-    source, query = await _thread(request, thread_id)
-    data = await json_object(request)
-    options = _optional_object(data, "options") or {}
-    limit = options.get("messageLimit")
-    if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise invalid("body", "options.messageLimit", "must be a positive integer")
-    forced = await forced_resource(request)
-    agent = optional_agent(request, query.str("agentId"))
-    resource = effective_resource(forced, agent, _optional_str(data, "resourceId")) or source.resource_id
-    new_thread = Thread(_optional_str(data, "newThreadId") or str(uuid.uuid4()), resource,
-                        _optional_str(data, "title") or (f"Clone of {source.title}" if source.title else ""),
-                        {**(source.metadata or {}), **(_optional_object(data, "metadata") or {}),
-                         "clonedFrom": source.id})
-    if await _store(request).get_thread(new_thread.id) is not None:
-        raise invalid("body", "newThreadId", "a thread with this id already exists")
-    copies = await _store(request).clone_thread(source, new_thread, limit)
+async def clone_thread(thread_id: str, scope: ScopeDep, store: ConversationsDep, forced: ForcedResource,
+                       agent: OptionalAgent, body: Annotated[CloneBody | None, Body()] = None) -> dict[str, Any]:
+    source = await _visible_thread(store, scope, thread_id)
+    body = body or CloneBody()
+    limit = body.options.messageLimit if body.options else None
+    resource = effective_resource(forced, agent, body.resourceId) or source.resource_id
+    new_thread = Thread(body.newThreadId or str(uuid.uuid4()), resource,
+                        body.title or (f"Clone of {source.title}" if source.title else ""),
+                        {**(source.metadata or {}), **(body.metadata or {}), "clonedFrom": source.id},
+                        agent_id=agent.id if agent else source.agent_id)
+    try:
+        copies = await store.clone_thread(source, new_thread, limit)
+    except ThreadExists:
+        raise invalid("body", "newThreadId", "a thread with this id already exists") from None
     return {"thread": new_thread.to_api(), "clonedMessages": [m.to_api() for m in copies]}
 
 
@@ -169,9 +142,8 @@ async def clone_thread(thread_id: str, request: Request) -> dict[str, Any]:
 
 
 @router.get("/threads/{thread_id}/messages")
-async def list_messages(thread_id: str, request: Request) -> dict[str, Any]:
-    thread, query = await _thread(request, thread_id)
-    store = _store(request)
+async def list_messages(thread_id: str, query: MastraQuery, scope: ScopeDep, store: ConversationsDep) -> dict[str, Any]:
+    thread = await _visible_thread(store, scope, thread_id)
     per_page = query.per_page(40, MAX_MESSAGES_PAGE)
     limit = per_page or MAX_MESSAGES_PAGE
     for cursor, after in (("after", True), ("before", False)):
@@ -232,64 +204,48 @@ async def _with_included(store: ConversationStore, thread: Thread, page: list[Me
         for key, after in (("withPreviousMessages", False), ("withNextMessages", True)):
             count = item.get(key) or 0
             if isinstance(count, int) and count > 0:
-                for neighbour in await store.messages_around(thread.id, message.id, after=after, limit=count) or []:
+                for neighbour in await store.messages_around(thread.id, message.id, after=after,
+                                                             limit=min(count, MAX_MESSAGES_PAGE)) or []:
                     extra[neighbour.id] = neighbour
     return sorted(extra.values(), key=lambda m: (m.created_at, m.seq or 0))
 
 
 @router.post("/save-messages")
-async def save_messages(request: Request) -> dict[str, Any]:
-    query = Query(request)
-    agent = agent_or_404(request, query.str("agentId") or "")
-    data = await json_object(request)
-    items = data.get("messages")
-    if not isinstance(items, list) or not items:
-        raise invalid("body", "messages", "must be a non-empty array")
-    forced = await forced_resource(request)
-    store = _store(request)
-    saved: list[Message] = []
-    for index, item in enumerate(items):
-        if not isinstance(item, dict) or not isinstance(item.get("threadId"), str) or not item["threadId"]:
-            raise invalid("body", f"messages.{index}.threadId", "every message needs a threadId")
-        resource = effective_resource(forced, agent, item.get("resourceId") if isinstance(item.get("resourceId"), str)
-                                      else None) or agent.definition.resource
-        thread = await store.ensure_thread(item["threadId"], resource)
-        visible(thread, resource)
-        message = input_messages([item], thread.id, resource)[0]
-        if isinstance(item.get("createdAt"), str):
+async def save_messages(agent: QueryAgent, body: SaveMessagesBody, forced: ForcedResource,
+                        store: ConversationsDep) -> dict[str, Any]:
+    """Insert or update N messages (creating their threads) in one transaction. A thread or a
+    message id of another resource is a 404 and nothing is written."""
+    converted = input_messages([item.as_input() for item in body.messages], "", "")
+    threads: dict[str, Thread] = {}
+    for index, (item, message) in enumerate(zip(body.messages, converted)):
+        resource = effective_resource(forced, agent, item.resourceId) or agent.definition.resource
+        threads.setdefault(item.threadId, Thread(item.threadId, resource, agent_id=agent.id))
+        message.thread_id, message.resource_id = item.threadId, threads[item.threadId].resource_id
+        if item.createdAt is not None:
             try:
-                message.created_at = to_iso(parse_iso(item["createdAt"]))
+                message.created_at = to_iso(parse_iso(item.createdAt))
             except ValueError:
                 raise invalid("body", f"messages.{index}.createdAt", "must be an ISO-8601 date") from None
-        if isinstance(item.get("type"), str):
-            message.type = item["type"]
-        if isinstance(item.get("content"), dict) and isinstance(item["content"].get("metadata"), dict):
-            message.content["metadata"] = item["content"]["metadata"]
-        saved.append(message)
-    for message in saved:
-        if await store.get_message(message.id) is not None:
-            await store.replace_message(message)
-        else:
-            await store.append_messages(message.thread_id, [message])
-    return {"messages": [m.to_api() for m in saved]}
+        if item.type:
+            message.type = item.type
+        metadata = item.content.metadata if item.content is not None and hasattr(item.content, "metadata") else None
+        if metadata is not None:
+            message.content["metadata"] = metadata
+    try:
+        await store.save_messages(list(threads.values()), converted)
+    except ThreadNotVisible:
+        raise NotFound("Thread not found") from None
+    except MessageNotVisible:
+        raise NotFound("Message not found") from None
+    return {"messages": [m.to_api() for m in converted]}
 
 
 @router.post("/messages/delete")
-async def delete_messages(request: Request) -> dict[str, Any]:
-    query = Query(request)
-    _, resource = await _scope(request, query)
-    data = await json_object(request)
-    raw = data.get("messageIds")
-    items = raw if isinstance(raw, list) else [raw]
-    ids = [i if isinstance(i, str) else i.get("id") if isinstance(i, dict) else None for i in items]
-    if not ids or not all(isinstance(i, str) and i for i in ids):
-        raise invalid("body", "messageIds", "must be an id, {id}, or an array of them")
-    store = _store(request)
-    if resource is not None:  # only messages of threads the caller may see
-        owners = await store.locate(ids)
-        for thread_id in set(owners.values()):
-            visible(await store.get_thread(thread_id), resource)
-    count = await store.delete_messages(ids)
+async def delete_messages(body: DeleteMessagesBody, scope: ScopeDep, store: ConversationsDep) -> dict[str, Any]:
+    try:
+        count = await store.delete_messages(body.ids(), resource_id=scope.resource, agent_alias=scope.alias)
+    except MessageNotVisible:
+        raise NotFound("Message not found") from None
     noun = "message" if count == 1 else "messages"
     return {"success": True, "message": f"{count} {noun} deleted successfully"}
 
@@ -298,45 +254,37 @@ async def delete_messages(request: Request) -> dict[str, Any]:
 
 
 @router.get("/threads/{thread_id}/working-memory")
-async def get_working_memory(thread_id: str, request: Request) -> dict[str, Any]:
-    _, resource = await _scope(request, Query(request))
-    store = _store(request)
+async def get_working_memory(thread_id: str, scope: ScopeDep, store: ConversationsDep) -> dict[str, Any]:
     thread = await store.get_thread(thread_id)
-    if thread is None or (resource is not None and thread.resource_id != resource):
+    if not scope.admits(thread):
         return {"workingMemory": None, "source": "thread", "workingMemoryTemplate": None, "threadExists": False}
     return {"workingMemory": await store.working_memory(thread_id=thread.id), "source": "thread",
             "workingMemoryTemplate": None, "threadExists": True}
 
 
 @router.post("/threads/{thread_id}/working-memory")
-async def update_working_memory(thread_id: str, request: Request) -> dict[str, Any]:
-    query = Query(request)
-    agent = agent_or_404(request, query.str("agentId") or "")
+async def update_working_memory(thread_id: str, agent: QueryAgent, body: WorkingMemoryBody, scope: ScopeDep,
+                                store: ConversationsDep) -> dict[str, Any]:
+    thread = await _visible_thread(store, scope, thread_id)  # a foreign thread is a 404 first
     if agent.memory is None or not agent.memory.options.working_memory:
         raise BadRequest("Working memory is not enabled for this agent")
-    thread, _ = await _thread(request, thread_id)
-    data = await json_object(request)
-    text = data.get("workingMemory")
-    if not isinstance(text, str):
-        raise invalid("body", "workingMemory", "must be a string")
-    await _store(request).set_working_memory(text, thread_id=thread.id)
+    await store.set_working_memory(body.workingMemory, thread_id=thread.id)
     return {"success": True}
 
 
 @router.get("/search")
-async def search(request: Request) -> dict[str, Any]:
-    query = Query(request)
+async def search(query: MastraQuery, scope: ScopeDep, store: ConversationsDep) -> dict[str, Any]:
     agent_id, text = query.str("agentId"), query.str("searchQuery")
     if not agent_id:
         raise invalid("query", "agentId", "agentId is required")
     if not text:
         raise invalid("query", "searchQuery", "searchQuery is required")
-    _, resource = await _scope(request, query)
-    if resource is None:
+    if scope.resource is None:
         raise invalid("query", "resourceId", "resourceId is required")
     thread_id = query.str("threadId")
     limit = query.int("limit", 20, minimum=1, maximum=100)
-    hits = await _store(request).search_messages(text, resource_id=resource, thread_id=thread_id, limit=limit)
+    hits = await store.search_messages(text, resource_id=scope.resource, agent_alias=scope.alias,
+                                       thread_id=thread_id, limit=limit)
     results = [{"id": m.id, "role": m.role, "content": m.content.get("content", ""), "createdAt": m.created_at,
                 "threadId": m.thread_id, "threadTitle": title} for m, title in hits]
     return {"results": results, "count": len(results), "query": text,
@@ -344,11 +292,10 @@ async def search(request: Request) -> dict[str, Any]:
 
 
 @router.get("/observational-memory")
-async def observational_memory(request: Request) -> dict[str, Any]:
-    agent_or_404(request, Query(request).str("agentId") or "")
+async def observational_memory(agent: QueryAgent) -> dict[str, Any]:
     raise BadRequest("Observational Memory is not enabled for this agent")
 
 
 @router.post("/observational-memory/buffer-status")
-async def buffer_status(request: Request) -> dict[str, Any]:
+async def buffer_status() -> dict[str, Any]:
     raise BadRequest("Observational Memory is not enabled for this agent")
