@@ -14,6 +14,7 @@ from app.settings import Settings
 from app.storage.composite import OBSERVABILITY, CompositeStore, DomainUnavailable
 from app.storage.conversations import ConversationStore, Message
 from app.storage.duckdb_store import DuckDBStore
+from tests.support import sqlite_rows
 
 pytestmark = pytest.mark.anyio
 
@@ -164,4 +165,118 @@ async def test_thread_message_count_stays_exact(settings: Settings):
     assert await store.count_messages("t1") == 2
     window, total = await store.page_messages("t1", per_page=1)
     assert total == 2 and [m.id for m in window] == ["m3"]
+    await storage.close()
+
+
+# -- reader pool, search index, transactions ----------------------------------------------
+
+
+async def test_a_held_reader_does_not_block_the_others(settings: Settings):
+    storage = storage_for("gateway", settings)
+    await storage.open()
+    db = storage.default
+    store = ConversationStore(db)
+    await store.ensure_thread("t1", "r1")
+    assert db.health()["readers"] == db.reader_count > 1
+    async with db.reader() as first, db.reader() as second:  # a slow search holding readers
+        assert first is not second
+        assert (await store.get_thread("t1")).id == "t1"  # still answered by a free reader
+    await storage.close()
+
+
+def a_text(i: str, text: str, thread: str = "t1", resource: str = "r1") -> Message:
+    return Message(id=i, thread_id=thread, resource_id=resource, role="user",
+                   content={"format": 2, "parts": [{"type": "text", "text": text}], "content": text},
+                   created_at=now_iso())
+
+
+async def test_message_search_reads_an_index_kept_by_triggers(settings: Settings):
+    storage = storage_for("gateway", settings)
+    await storage.open()
+    store = ConversationStore(storage.default)
+    await store.ensure_thread("t1", "r1")
+    await store.ensure_thread("t2", "r2")
+    await store.append_messages("t1", [a_text("a", "Pineapple pizza"), a_text("b", "no fruit here")])
+    await store.append_messages("t2", [a_text("c", "pineapple for r2", "t2", "r2")])
+
+    async def ids(text: str, resource: str = "r1") -> list[str]:
+        return [m.id for m, _ in await store.search_messages(text, resource_id=resource, thread_id=None, limit=10)]
+
+    assert await ids("APPLE") == ["a"]  # substring, case-insensitive, only the resource's threads
+    plan = " ".join(r[3] for r in await storage.default.fetch_all(
+        "EXPLAIN QUERY PLAN SELECT rowid FROM messages_fts WHERE messages_fts MATCH '\"apple\"'"))
+    assert "VIRTUAL TABLE INDEX" in plan
+    await store.replace_message(a_text("a", "mango now"))
+    assert await ids("apple") == [] and await ids("mango") == ["a"]  # update trigger
+    await store.delete_messages(["a"])
+    assert await ids("mango") == []  # delete trigger
+    for hostile in ['"', 'a" OR "b', "NEAR(x y)", "* AND (", "fruit'); DROP TABLE messages; --", "no"]:
+        await ids(hostile)  # quoted as one FTS5 string (or, under 3 characters, LIKE): never an error
+    assert await ids("fruit") == ["b"] and await ids("no") == ["b"]
+    await storage.close()
+
+
+async def fail_on_insert_of(path: Path, message_id: str) -> None:
+    """A real SQLite failure half-way through a transaction: inserting this id aborts."""
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"CREATE TRIGGER fail_{message_id} BEFORE INSERT ON messages WHEN NEW.id = '{message_id}'"
+                     " BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+
+
+async def test_a_turn_that_fails_half_way_writes_nothing(settings: Settings, data_dir: Path):
+    from app.memory.memory import Memory
+
+    storage = storage_for("gateway", settings)
+    await storage.open()
+    store = ConversationStore(storage.default)
+    memory = Memory()
+    memory.attach(store, "chat-agent")
+    thread = await memory.open_thread("t1", "r1")
+    await memory.record_turn(thread, [a_text("u1", "first")])
+    await store.append_messages("t1", [Message("a1", "t1", "r1", "assistant", {"format": 2, "parts": []}, now_iso())])
+    await fail_on_insert_of(data_dir / "dev-server.db", "boom")
+
+    # an edit of u1 (replace it, delete the reply after it) plus a message whose insert fails
+    with pytest.raises(sqlite3.IntegrityError, match="injected"):
+        await memory.record_turn(thread, [a_text("u1", "edited"), a_text("boom", "x")])
+    rows = sqlite_rows(data_dir / "dev-server.db", "SELECT id, json_extract(content, '$.content') FROM messages"
+                       " ORDER BY seq")
+    assert rows == [("u1", "first"), ("a1", None)]
+
+    # a new thread whose first message fails: not even the thread is created
+    fresh = await memory.open_thread("t2", "r1")
+    with pytest.raises(sqlite3.IntegrityError):
+        await memory.record_turn(fresh, [a_text("boom", "x", "t2")])
+    assert await store.get_thread("t2") is None
+    await storage.close()
+
+
+async def test_clone_and_save_messages_are_all_or_nothing(settings: Settings, data_dir: Path):
+    from app.storage.conversations import MessageNotVisible, Thread
+
+    storage = storage_for("gateway", settings)
+    await storage.open()
+    store = ConversationStore(storage.default)
+    source = await store.ensure_thread("src", "r1")
+    await store.append_messages("src", [a_text("s1", "one", "src"), a_text("s2", "two", "src")])
+    await store.ensure_thread("other", "r2")
+    await store.append_messages("other", [a_text("theirs", "not yours", "other", "r2")])
+
+    batch = [a_text(f"n{i}", f"new {i}", "mine") for i in range(50)] + [a_text("theirs", "overwrite", "mine")]
+    with pytest.raises(MessageNotVisible):
+        await store.save_messages([Thread("mine", "r1")], batch)
+    assert await store.get_thread("mine") is None and await store.get_message("n0") is None
+    assert (await store.get_message("theirs")).content["content"] == "not yours"
+
+    await store.save_messages([Thread("mine", "r1")], batch[:50])  # 50 messages, one transaction
+    assert await store.count_messages("mine") == 50
+
+    await fail_on_insert_of(data_dir / "dev-server.db", "never")
+    with sqlite3.connect(data_dir / "dev-server.db") as conn:  # the second copy's insert fails
+        conn.execute("CREATE TRIGGER fail_second_copy BEFORE INSERT ON messages"
+                     " WHEN NEW.thread_id = 'copy' AND (SELECT count(*) FROM messages WHERE thread_id = 'copy') = 1"
+                     " BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+    with pytest.raises(sqlite3.IntegrityError):
+        await store.clone_thread(source, Thread("copy", "r1"), None)
+    assert await store.get_thread("copy") is None and await store.count_messages("copy") == 0
     await storage.close()
