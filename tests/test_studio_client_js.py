@@ -56,9 +56,13 @@ def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         server.stop()
 
 
+@pytest.mark.parametrize("resource", [None, "chat-agent"])
 @pytest.mark.parametrize("check", CHECKS)
-def test_client_js(studio: ServerProcess, check: str) -> None:
-    out = run_node(SCRIPT, {"baseUrl": studio.url, "only": [check]}, timeout=30)
+def test_client_js(studio: ServerProcess, check: str, resource: str | None) -> None:
+    """``resource="chat-agent"``: threads made the way the Studio makes them (resourceId =
+    agentId) must come back with that literal resource (issue 8.9)."""
+    payload = {"baseUrl": studio.url, "only": [check], **({"resource": resource} if resource else {})}
+    out = run_node(SCRIPT, payload, timeout=30)
     (result,) = out["results"]
     assert result["name"] == check
     if not result["ok"]:

@@ -5,6 +5,10 @@
 // stdin : ONE JSON object
 //   { "baseUrl": "http://127.0.0.1:PORT",     (required; the client adds the /api prefix)
 //     "only": ["listAgents", ...],            (optional; run just these checks, in this order)
+//     "resource": "chat-agent",               (optional; the resourceId threads are made in, as the
+//                                              Studio does with resourceId = agentId; default a fresh
+//                                              res-<uuid> per check. Checks that count a resource's
+//                                              threads keep a fresh one.)
 //     "list": true }                          (optional; only print the check names)
 //
 // stdout: ONE JSON line
@@ -205,7 +209,9 @@ function checkRunChunks(chunks, ctx, { agentId, storedAssistant }) {
 // ---------------------------------------------------------------- checks
 
 const MEM = 'chat-agent';
-const newIds = (prefix) => ({ thread: `${prefix}-${randomUUID()}`, resource: `res-${randomUUID()}` });
+let FIXED_RESOURCE = null; // stdin "resource"
+const newResource = () => FIXED_RESOURCE ?? `res-${randomUUID()}`;
+const newIds = (prefix) => ({ thread: `${prefix}-${randomUUID()}`, resource: newResource() });
 
 /** Puts two user/assistant turns into a fresh thread via generate; returns ids. */
 async function seedThread(client, prefix, texts = ['my name is Ada', 'hello there']) {
@@ -399,7 +405,7 @@ const checks = {
 
   async createMemoryThread(client, ctx) {
     const threadId = `create-${randomUUID()}`;
-    const resourceId = `res-${randomUUID()}`;
+    const resourceId = newResource();
     const t = await client.createMemoryThread({ agentId: MEM, resourceId, title: 'My title', metadata: { a: 1, tag: 'x' }, threadId });
     checkThread(t, 'createMemoryThread', ctx);
     assert.equal(t.id, threadId, 'created id');
@@ -445,7 +451,7 @@ const checks = {
 
   async threadGetUpdate(client, ctx) {
     const threadId = `upd-${randomUUID()}`;
-    const resourceId = `res-${randomUUID()}`;
+    const resourceId = newResource();
     const created = await client.createMemoryThread({ agentId: MEM, resourceId, title: 'before', metadata: { k: 'v' }, threadId });
     const thread = client.getMemoryThread({ threadId, agentId: MEM });
     const got = await thread.get();
@@ -636,7 +642,7 @@ const checks = {
 
   async saveMessageToMemory(client, ctx) {
     const threadId = `save-${randomUUID()}`;
-    const resourceId = `res-${randomUUID()}`;
+    const resourceId = newResource();
     await client.createMemoryThread({ agentId: MEM, resourceId, threadId });
     const t0 = Date.now() - 10_000;
     const v2 = {
@@ -1111,6 +1117,7 @@ async function main() {
     process.stderr.write('stdin needs {"baseUrl": "http://127.0.0.1:PORT"}\n');
     process.exit(2);
   }
+  if (typeof input.resource === 'string') FIXED_RESOURCE = input.resource;
   const names = input.only ?? Object.keys(checks);
   const unknown = names.filter((n) => !(n in checks));
   if (unknown.length) {
