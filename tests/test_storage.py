@@ -280,3 +280,26 @@ async def test_clone_and_save_messages_are_all_or_nothing(settings: Settings, da
         await store.clone_thread(source, Thread("copy", "r1"), None)
     assert await store.get_thread("copy") is None and await store.count_messages("copy") == 0
     await storage.close()
+
+
+async def test_readers_are_handed_out_first_come_first_served(settings: Settings):
+    import asyncio
+
+    from app.storage.libsql import LibSQLStore
+
+    db = LibSQLStore(settings.default_db_url, readers=1)
+    await db.open()
+    order: list[str] = []
+
+    async def use(name: str) -> None:
+        async with db.reader():
+            order.append(name)
+            await asyncio.sleep(0)
+
+    async with db.reader():  # a search holding the only reader, with a get_thread waiting behind it
+        waiting = asyncio.create_task(use("waiting get_thread"))
+        await asyncio.sleep(0)
+    await use("searcher asking again at once")  # would barge in front with a plain asyncio.Queue
+    await waiting
+    assert order == ["waiting get_thread", "searcher asking again at once"]
+    await db.close()

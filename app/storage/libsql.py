@@ -27,6 +27,7 @@ import asyncio
 import random
 import sqlite3
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -53,7 +54,8 @@ class LibSQLStore:
         self.reader_count = max(1, readers)
         self._writer: aiosqlite.Connection | None = None
         self._readers: list[aiosqlite.Connection] = []
-        self._idle: asyncio.Queue[aiosqlite.Connection] | None = None
+        self._idle: deque[aiosqlite.Connection] = deque()
+        self._waiting: deque[asyncio.Future[aiosqlite.Connection]] = deque()
         self._write_lock = asyncio.Lock()
         self.applied_migrations: list[int] = []
 
@@ -81,11 +83,10 @@ class LibSQLStore:
             migrations = load_migrations("libsql")
             self.applied_migrations = await self._retry_locked(
                 lambda: apply_libsql(self._writer, migrations, now_iso()))
-            self._idle = asyncio.Queue()
             for _ in range(self.reader_count):
                 reader = await self._connect(target, isolation_level=None)
                 self._readers.append(reader)
-                self._idle.put_nowait(reader)
+                self._idle.append(reader)
         except sqlite3.Error as exc:
             await self.close()
             raise StorageError(f"cannot open database {target}: {exc}") from exc
@@ -122,18 +123,43 @@ class LibSQLStore:
         for conn in (*self._readers, self._writer):
             if conn is not None:
                 await conn.close()
-        self._readers, self._idle, self._writer = [], None, None
+        self._readers, self._writer = [], None
+        self._idle.clear()
 
     @asynccontextmanager
     async def reader(self) -> AsyncIterator[aiosqlite.Connection]:
-        """A reader connection from the pool, returned when the block ends."""
-        if self._idle is None:
+        """A reader connection from the pool, returned when the block ends.
+
+        First come, first served: a released connection goes straight to the longest
+        waiter (``asyncio.Queue`` would let a task that releases and asks again jump the
+        queue, and a stream of searches could starve a ``get_thread``)."""
+        if not self._readers:
             raise StorageError(f"store {self.url} is not open")
-        conn = await self._idle.get()
+        if self._idle and not self._waiting:
+            conn = self._idle.popleft()
+        else:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+            try:
+                conn = await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._release(waiter.result())
+                else:
+                    self._waiting.remove(waiter)
+                raise
         try:
             yield conn
         finally:
-            self._idle.put_nowait(conn)
+            self._release(conn)
+
+    def _release(self, conn: aiosqlite.Connection) -> None:
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(conn)
+                return
+        self._idle.append(conn)
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         async with self.reader() as conn, conn.execute(sql, params) as cursor:
