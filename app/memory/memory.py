@@ -79,15 +79,17 @@ class Memory:
         transaction; returns the ids stored."""
         resource_id = thread.resource_id
 
-        def plan(stored: Thread, known: dict[str, str]) -> TurnWrites:
+        def plan(stored: Thread, known: dict[str, tuple[str, str]]) -> TurnWrites:
             if stored.resource_id != resource_id:  # created elsewhere since open_thread
                 raise ThreadNotOwned(stored.id)
+            here = {mid: role for mid, (owner, role) in known.items() if owner == stored.id}
             accepted = []
             for message in incoming:
-                if message.role == "assistant" and known.get(message.id) == stored.id:
-                    accepted.append(message)
+                if message.id in here:
+                    if here[message.id] == message.role:  # a known message keeps its role
+                        accepted.append(message)
                 elif message.role == "user":
-                    if known.get(message.id, stored.id) != stored.id:
+                    if message.id in known:
                         # An id already used in another thread (a client copying history into
                         # a new conversation): store it under a thread-scoped id, not drop it.
                         message.id = f"{message.id}@{stored.id}"
@@ -95,8 +97,8 @@ class Memory:
             if not any(m.role == "user" for m in accepted):
                 raise invalid("body", "messages", "the turn has no user message")
             anchor = accepted[-1]
-            replace = anchor if anchor.role == "user" and known.get(anchor.id) == stored.id else None
-            return TurnWrites(replace, [m for m in accepted if m.role == "user" and m.id not in known])
+            replace = anchor if anchor.role == "user" and anchor.id in here else None
+            return TurnWrites(replace, [m for m in accepted if m.role == "user" and m.id not in here])
 
         _, stored_ids = await self.store.record_turn(thread, incoming, plan)
         return stored_ids

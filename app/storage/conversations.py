@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -97,8 +97,9 @@ class TurnWrites:
     append: list[Message] = field(default_factory=list)
 
 
-# plan(stored thread, {message id: thread id} of the incoming ids already stored) -> writes
-TurnPlan = Callable[[Thread, dict[str, str]], TurnWrites]
+# plan(stored thread, {message id: (thread id, stored role)} of the incoming ids already
+# stored, here or elsewhere) -> writes
+TurnPlan = Callable[[Thread, dict[str, tuple[str, str]]], TurnWrites]
 
 _MESSAGE_SELECT = "SELECT seq, id, thread_id, resource_id, role, type, content, created_at FROM messages"
 
@@ -204,7 +205,7 @@ class ConversationStore:
             stored = _thread((await writes.ensure_threads(conn, [thread]))[thread.id])
             ids = [m.id for m in incoming]
             found = await writes.locate(conn, ids + [f"{i}@{thread.id}" for i in ids])
-            turn = plan(stored, {mid: owner for mid, (owner, _, _) in found.items()})
+            turn = plan(stored, {mid: (owner, role) for mid, (owner, _, _, role) in found.items()})
             if turn.replace is not None:
                 await writes.replace_and_trim(conn, stored.id, turn.replace)
             inserted = await writes.insert_messages(conn, stored.id, turn.append)
@@ -221,7 +222,7 @@ class ConversationStore:
                     raise ThreadNotVisible(thread.id)
             owner_of = {t.id: t.resource_id for t in threads}
             target = {m.id: owner_of[m.thread_id] for m in messages}
-            for mid, (_, resource, _) in (await writes.locate(conn, list(target))).items():
+            for mid, (_, resource, _, _) in (await writes.locate(conn, list(target))).items():
                 if target[mid] != resource:
                     raise MessageNotVisible(mid)
             await writes.upsert_messages(conn, messages)
@@ -232,15 +233,6 @@ class ConversationStore:
     async def get_message(self, message_id: str) -> Message | None:
         row = await self.db.fetch_one(f"{_MESSAGE_SELECT} WHERE id = ?", (message_id,))
         return _message(row) if row else None
-
-    async def locate(self, ids: Iterable[str]) -> dict[str, str]:
-        """Which of these message ids exist, and in which thread."""
-        ids = list(ids)
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        rows = await self.db.fetch_all(f"SELECT id, thread_id FROM messages WHERE id IN ({marks})", ids)
-        return {r[0]: r[1] for r in rows}
 
     async def delete_after(self, thread_id: str, message_id: str) -> int:
         """Delete every message of the thread that comes after the given one."""
@@ -395,7 +387,7 @@ class ConversationStore:
         async with self.db.write() as conn:
             if resource_id is not None:
                 await conn.execute("BEGIN IMMEDIATE")  # the check and the delete see one state
-                for mid, (_, owner, agent) in (await writes.locate(conn, list(ids))).items():
+                for mid, (_, owner, agent, _) in (await writes.locate(conn, list(ids))).items():
                     if owner != resource_id and (agent, owner) != agent_alias:
                         raise MessageNotVisible(mid)
             cursor = await conn.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(ids))})", list(ids))

@@ -42,16 +42,16 @@ async def ensure_threads(conn: aiosqlite.Connection, threads: Sequence[Any]) -> 
     return {row["id"]: row for row in rows}
 
 
-async def locate(conn: aiosqlite.Connection, ids: Sequence[str]) -> dict[str, tuple[str, str, str | None]]:
-    """Which of these message ids exist: id -> (thread id, its resource, its agent)."""
-    found: dict[str, tuple[str, str, str | None]] = {}
+async def locate(conn: aiosqlite.Connection, ids: Sequence[str]) -> dict[str, tuple[str, str, str | None, str]]:
+    """Which of these message ids exist: id -> (thread id, its resource, its agent, the role)."""
+    found: dict[str, tuple[str, str, str | None, str]] = {}
     unique = list(dict.fromkeys(ids))
     for start in range(0, len(unique), _ID_BATCH):
         batch = unique[start:start + _ID_BATCH]
         rows = await conn.execute_fetchall(
-            "SELECT m.id, m.thread_id, t.resource_id, t.agent_id FROM messages m JOIN threads t ON t.id = m.thread_id"
+            "SELECT m.id, m.thread_id, t.resource_id, t.agent_id, m.role FROM messages m JOIN threads t ON t.id = m.thread_id"
             f" WHERE m.id IN ({','.join('?' * len(batch))})", batch)
-        found.update({r[0]: (r[1], r[2], r[3]) for r in rows})
+        found.update({r[0]: (r[1], r[2], r[3], r[4]) for r in rows})
     return found
 
 
