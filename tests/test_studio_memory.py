@@ -53,6 +53,19 @@ def test_literal_resources_and_each_agents_own_threads(settings: Settings, data_
         hits = studio.get("/api/memory/search", params={**scope, "searchQuery": "hello"}).json()["results"]
         assert {h["threadId"] for h in hits} == {"front-docs"}
         assert studio.get("/api/memory/threads", params={"resourceId": "ai-chat"}).json()["total"] == 2
+
+        # the Studio continues the frontend's conversation with resource = agent id
+        going_on = studio.post("/api/agents/chat-agent/generate", json={
+            "messages": "and now?", "memory": {"thread": "front-chat", "resource": "chat-agent"}})
+        assert going_on.status_code == 200, going_on.text
+        assert sqlite_rows(data_dir / "dev-server.db", "SELECT DISTINCT resource_id FROM messages"
+                                                       " WHERE thread_id = 'front-chat'") == [("ai-chat",)]
+        assert studio.get("/api/memory/threads/front-chat/messages", params={"agentId": "chat-agent"}).json()[
+            "total"] == 4
+        other_agents = studio.post("/api/agents/chat-agent/generate", json={
+            "messages": "hi", "memory": {"thread": "front-docs", "resource": "chat-agent"}})
+        assert other_agents.status_code == 404
+
         assert studio.delete("/api/memory/threads/front-docs", params=scope).json() == {"result": "Thread deleted"}
         assert sidebar("docs-agent") == set()
 

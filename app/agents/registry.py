@@ -38,7 +38,7 @@ class AgentRegistry:
                 raise ValueError(f"agent id {definition.id!r} is registered twice")
             memory = definition.memory() if definition.memory is not None else None
             if memory is not None:
-                memory.attach(conversations, definition.id)
+                memory.attach(conversations, definition.id, definition.resource)
             self._agents[definition.id] = RegisteredAgent(definition, memory)
 
     def get(self, agent_id: str) -> RegisteredAgent | None:

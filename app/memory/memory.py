@@ -53,10 +53,15 @@ class Memory:
         self.options = options or MemoryOptions()
         self._store: ConversationStore | None = None
         self.agent_id: str | None = None
+        self.agent_resource: str | None = None
 
-    def attach(self, store: ConversationStore, agent_id: str | None = None) -> None:
+    def attach(self, store: ConversationStore, agent_id: str | None = None,
+               agent_resource: str | None = None) -> None:
+        """Bind to the store, and to the agent whose threads this memory creates (and whose
+        own resource, e.g. ``ai-chat``, holds its gateway conversations)."""
         self._store = store
         self.agent_id = agent_id
+        self.agent_resource = agent_resource
 
     @property
     def store(self) -> ConversationStore:
@@ -66,11 +71,17 @@ class Memory:
 
     async def open_thread(self, thread_id: str, resource_id: str) -> Thread:
         """The thread, if it is in ``resource_id``; a new one (written by ``record_turn``, in
-        the turn's transaction) if it does not exist; ``ThreadNotOwned`` otherwise."""
+        the turn's transaction) if it does not exist; ``ThreadNotOwned`` otherwise.
+
+        The Studio continues a gateway conversation with ``resource = <agent id>``: that
+        names this agent's own threads in its resource too (as the Studio's lists do), and
+        the turn then goes on in the thread's own resource."""
         thread = await self.store.get_thread(thread_id)
         if thread is None:
             return Thread(thread_id, resource_id, agent_id=self.agent_id)
-        if thread.resource_id != resource_id:
+        alias = resource_id == self.agent_id and (thread.agent_id, thread.resource_id) == (
+            self.agent_id, self.agent_resource)
+        if thread.resource_id != resource_id and not alias:
             raise ThreadNotOwned(thread_id)
         return thread
 
@@ -98,6 +109,8 @@ class Memory:
                 raise invalid("body", "messages", "the turn has no user message")
             anchor = accepted[-1]
             replace = anchor if anchor.role == "user" and anchor.id in here else None
+            for message in accepted:
+                message.resource_id = stored.resource_id
             return TurnWrites(replace, [m for m in accepted if m.role == "user" and m.id not in here])
 
         _, stored_ids = await self.store.record_turn(thread, incoming, plan)
@@ -109,4 +122,5 @@ class Memory:
         return await self.store.recent_messages(thread_id, self.options.window(input_count))
 
     async def save_reply(self, thread: Thread, reply: Message) -> None:
+        reply.resource_id = thread.resource_id
         await self.store.append_messages(thread.id, [reply])
