@@ -1,0 +1,226 @@
+"""The one boundary where request input is checked and repaired, before routing.
+
+``InputGuard`` is a pure ASGI middleware for both processes. It refuses, with a 400
+``{"error", "issues": [{"field", "message"}]}``, what would otherwise make a route fail
+with a 500 deep inside a parser or a store:
+
+- a body declared as JSON (``application/json``, ``*+json``) that does not parse, is not
+  UTF-8, holds an integer longer than Python's ``int`` digit limit, or nests deeper than
+  ``MAX_DEPTH``; bodies sent without a content type (or as ``text/plain``, as CORS-simple
+  clients do) that look like JSON get the same checks except "malformed";
+- a query parameter that holds JSON nested deeper than ``MAX_DEPTH``, or a digit run
+  longer than the ``int`` limit.
+
+It repairs, rather than refuses, lone UTF-16 surrogates, which SQLite and DuckDB cannot
+store and the SSE encoder cannot send: a ``\\ud800`` escape in a JSON body and a
+``%ED%A0%80`` (CESU-8) sequence in the path or the query string become U+FFFD. A repaired
+body is re-serialised and the app reads the new bytes (``content-length`` updated).
+
+The hot path is one ``json.loads`` of the body (C speed, it also finds malformed JSON and
+oversized integers) plus two byte scans for depth and surrogates that only do real work
+when the body has many brackets or a surrogate escape. Other media types (OTLP protobuf,
+forms) pass untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from itertools import accumulate
+from typing import Any
+from urllib.parse import parse_qsl, unquote
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+MAX_DEPTH = 64
+# CPython's limit on int('...') and json.loads of a long integer (ValueError beyond it).
+MAX_INT_DIGITS = sys.get_int_max_str_digits() or 4300
+
+_BODY, _QUERY = "Invalid request body", "Invalid query parameters"
+_NOT_JSON = (b"application/x-protobuf", b"application/protobuf", b"application/x-www-form-urlencoded",
+             b"multipart/", b"application/octet-stream")
+_SNIFFED = (b"", b"text/plain")  # no declared type, or a CORS-simple one: checked if it looks like JSON
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# A UTF-16 surrogate encoded as UTF-8 (CESU-8), percent-encoded: ED A0..BF 80..BF.
+_PERCENT_SURROGATE = re.compile(rb"%[eE][dD]%[aAbB][0-9a-fA-F]%[89aAbB][0-9a-fA-F]")
+_REPLACEMENT = b"%EF%BF%BD"
+_LONG_DIGITS = re.compile(r"\d{%d,}" % (MAX_INT_DIGITS + 1))
+_KEEP_BRACKETS = bytes(range(256)).translate(None, b"{}[]")
+_DELTA = tuple(1 if c in b"{[" else -1 if c in b"}]" else 0 for c in range(256))
+
+
+class InputRefused(Exception):
+    def __init__(self, error: str, field: str, message: str) -> None:
+        super().__init__(message)
+        self.body = {"error": error, "issues": [{"field": field, "message": message}]}
+
+
+def json_depth_exceeds(text: bytes, limit: int = MAX_DEPTH) -> bool:
+    """Whether valid JSON ``text`` nests arrays/objects deeper than ``limit``."""
+    if text.count(b"{") + text.count(b"[") <= limit:
+        return False  # cannot be deeper than the number of openers: the usual small body
+    structure = _STRING.sub(b"", text).translate(None, _KEEP_BRACKETS)
+    if len(structure) <= 2 * limit:
+        return False
+    return max(accumulate(map(_DELTA.__getitem__, structure))) > limit
+
+
+def replace_surrogates(value: Any) -> Any:
+    """``value`` (parsed JSON) with every lone surrogate in its strings and keys as U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [replace_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {replace_surrogates(key): replace_surrogates(item) for key, item in value.items()}
+    return value
+
+
+def check_json_body(body: bytes, *, declared: bool) -> bytes | None:
+    """Refuse (``InputRefused``) or pass a JSON body; returns repaired bytes, or None if unchanged."""
+    try:
+        document = json.loads(body)
+    except UnicodeDecodeError:
+        if declared:
+            raise InputRefused(_BODY, "body", "Malformed JSON: the body is not valid UTF-8") from None
+        return None
+    except json.JSONDecodeError as exc:
+        if declared:
+            raise InputRefused(_BODY, "body", f"Malformed JSON: {exc.msg} at position {exc.pos}") from None
+        return None
+    except ValueError:  # only the int digit limit raises a plain ValueError here
+        raise InputRefused(_BODY, "body", f"holds an integer with more than {MAX_INT_DIGITS} digits") from None
+    except RecursionError:
+        raise InputRefused(_BODY, "body", f"JSON nests deeper than {MAX_DEPTH} levels") from None
+    if json_depth_exceeds(body):
+        raise InputRefused(_BODY, "body", f"JSON nests deeper than {MAX_DEPTH} levels")
+    if _SURROGATE_ESCAPE.search(body) is None:
+        return None
+    if not _surrogate_in(document):
+        return None  # only valid pairs (an emoji written as two escapes)
+    return json.dumps(replace_surrogates(document), ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _surrogate_in(value: Any) -> bool:
+    if isinstance(value, str):
+        return _SURROGATE.search(value) is not None
+    if isinstance(value, list):
+        return any(map(_surrogate_in, value))
+    if isinstance(value, dict):
+        return any(_surrogate_in(k) or _surrogate_in(v) for k, v in value.items())
+    return False
+
+
+def check_query(query_string: bytes) -> None:
+    """Refuse query parameters holding over-deep JSON or over-long integers."""
+    if not query_string:
+        return
+    for key, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+        if _LONG_DIGITS.search(value):
+            raise InputRefused(_QUERY, key, f"holds an integer with more than {MAX_INT_DIGITS} digits")
+        head = value.lstrip()[:1]
+        if head in ("{", "[") and json_depth_exceeds(value.encode("utf-8", "surrogatepass")):
+            raise InputRefused(_QUERY, key, f"JSON nests deeper than {MAX_DEPTH} levels")
+
+
+def repair_target(scope: Scope) -> Scope:
+    """``scope`` with CESU-8 surrogates in the raw path and query string as U+FFFD."""
+    query = scope.get("query_string", b"")
+    raw_path = scope.get("raw_path")
+    fixed_query = _PERCENT_SURROGATE.sub(_REPLACEMENT, query) if b"%" in query else query
+    fixed_path = _PERCENT_SURROGATE.sub(_REPLACEMENT, raw_path) if raw_path and b"%" in raw_path else raw_path
+    path = scope.get("path", "")
+    fixed_decoded = path
+    if fixed_path is not raw_path and fixed_path != raw_path:
+        fixed_decoded = unquote(fixed_path.decode("latin-1"))
+    elif _SURROGATE.search(path):
+        fixed_decoded = _SURROGATE.sub("\ufffd", path)
+    if fixed_query == query and fixed_decoded == path:
+        return scope
+    return {**scope, "query_string": fixed_query, "raw_path": fixed_path, "path": fixed_decoded}
+
+
+def _media_type(scope: Scope) -> bytes | None:
+    for name, value in scope["headers"]:
+        if name == b"content-type":
+            return value.split(b";", 1)[0].strip().lower()
+    return None
+
+
+def _json_declared(media: bytes) -> bool:
+    return media == b"application/json" or media.endswith(b"+json")
+
+
+class InputGuard:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            scope = repair_target(scope)
+            check_query(scope.get("query_string", b""))
+        except InputRefused as refused:
+            await _refuse(send, refused)
+            return
+        media = _media_type(scope) or b""
+        declared = _json_declared(media)
+        if scope["method"] in ("GET", "HEAD", "OPTIONS") or not (declared or media in _SNIFFED):
+            await self.app(scope, receive, send)
+            return
+        body, disconnected = await _read_body(receive)
+        if disconnected:
+            return
+        if body and (declared or body.lstrip()[:1] in (b"{", b"[")):
+            try:
+                repaired = check_json_body(body, declared=declared)
+            except InputRefused as refused:
+                await _refuse(send, refused)
+                return
+            if repaired is not None:
+                body = repaired
+                scope = {**scope, "headers": _with_length(scope["headers"], len(body))}
+        await self.app(scope, _replay(body, receive), send)
+
+
+async def _read_body(receive: Receive) -> tuple[bytes, bool]:
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return b"", True
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks), False
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()  # later calls wait for the disconnect, as streaming routes expect
+
+    return replayed
+
+
+def _with_length(headers: list[tuple[bytes, bytes]], length: int) -> list[tuple[bytes, bytes]]:
+    kept = [(k, v) for k, v in headers if k not in (b"content-length", b"transfer-encoding")]
+    return [*kept, (b"content-length", str(length).encode())]
+
+
+async def _refuse(send: Send, refused: InputRefused) -> None:
+    payload = json.dumps(refused.body).encode()
+    await send({"type": "http.response.start", "status": 400,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(payload)).encode())]})
+    await send({"type": "http.response.body", "body": payload})

@@ -1,0 +1,174 @@
+"""Property-based fuzz of both processes' OpenAPI with schemathesis: no 5xx, ever.
+
+The schema is ``create_app(role).openapi()`` (it works with ``openapi_url=None``), with the
+request shapes of routes that read their input by hand borrowed from the wire contract
+(``studio-rest-openapi.json``: query parameters, request bodies) and the AI SDK chat body,
+so generated requests reach the handlers' parsing. Each operation gets a bounded number of
+positive (schema-conforming) and negative (schema-violating) cases from a fixed seed,
+sent to real ``python -m app`` servers answering with the local model.
+
+The only check: no 5xx, and every 4xx has a JSON body with an ``error``. Success bodies
+are not read (streams such as ``threads/subscribe`` never end); every call has a timeout.
+``FUZZ_EXAMPLES`` (environment) raises the bound for a longer local run.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import requests
+
+schemathesis = pytest.importorskip("schemathesis")
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+from hypothesis.errors import Unsatisfiable  # noqa: E402
+from schemathesis.generation import GenerationMode  # noqa: E402
+
+from app.agents.registry import DEFINITIONS  # noqa: E402
+from app.factory import create_app  # noqa: E402
+from app.settings import Settings  # noqa: E402
+
+SEED = 20261202
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))
+TIMEOUT = 15.0
+CONTRACT = Path(os.environ.get("STUDIO_REST_OPENAPI", "/work/shared/docs/studio-rest-openapi.json"))
+AGENT_IDS = [definition.id for definition in DEFINITIONS]
+# Stubs answering 501 until their owner implements them (issue 8 item 10); a 501 there is
+# counted in the report but not a failure. Remove each entry when its route lands.
+NOT_YET_IMPLEMENTED = {"POST /api/observability/traces/query/fields", "POST /api/observability/traces/query/values"}
+
+_CHAT_BODY = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "conversationId": {"type": "string"},
+        "agentId": {"type": "string", "enum": AGENT_IDS},
+        "trigger": {"type": "string", "enum": ["submit-message", "regenerate-message"]},
+        "messageId": {"type": "string"},
+        "messages": {"type": "array", "maxItems": 4, "items": {
+            "type": "object", "required": ["id", "role", "parts"],
+            "properties": {
+                "id": {"type": "string", "minLength": 1},
+                "role": {"type": "string", "enum": ["user", "assistant", "system"]},
+                "parts": {"type": "array", "maxItems": 3, "items": {
+                    "type": "object", "required": ["type"],
+                    "properties": {"type": {"type": "string", "enum": ["text", "file", "reasoning"]},
+                                   "text": {"type": "string"}, "url": {"type": "string"},
+                                   "mediaType": {"type": "string"}}}},
+                "metadata": {}}}},
+    },
+    "required": ["messages"],
+}
+
+
+def _shape(path: str) -> str:
+    return re.sub(r"\{[^}]+\}", "{}", path)
+
+
+def _contract_operations() -> dict[tuple[str, str], dict]:
+    if not CONTRACT.exists():
+        return {}
+    contract = json.loads(CONTRACT.read_text())
+    return {(method, _shape("/api" + path)): operation
+            for path, operations in contract["paths"].items()
+            for method, operation in operations.items() if isinstance(operation, dict)}
+
+
+def fuzz_schema(role: str) -> dict:
+    """The app's own OpenAPI, completed where a handler reads its input by hand."""
+    with tempfile.TemporaryDirectory() as tmp:
+        schema = copy.deepcopy(create_app(role, Settings(data_dir=Path(tmp))).openapi())
+    contract = _contract_operations()
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            borrowed = contract.get((method, _shape(path)), {})
+            names = {p["name"] for p in operation.get("parameters", [])}
+            params = [p for p in operation.get("parameters", []) if p.get("in") == "path"]
+            params += [copy.deepcopy(p) for p in borrowed.get("parameters", [])
+                       if p.get("in") == "query" and p["name"] not in names]
+            params += [p for p in operation.get("parameters", []) if p.get("in") != "path"]
+            for param in params:
+                if param.get("in") == "path" and param["name"] in ("agent_id", "agentId"):
+                    param["schema"] = {"type": "string", "enum": AGENT_IDS}
+            operation["parameters"] = params
+            if "requestBody" not in operation and method in ("post", "patch", "put"):
+                if path in ("/api/chat", "/api/agents/{agent_id}/chat"):
+                    operation["requestBody"] = {"required": True,
+                                                "content": {"application/json": {"schema": _CHAT_BODY}}}
+                elif "requestBody" in borrowed:
+                    operation["requestBody"] = copy.deepcopy(borrowed["requestBody"])
+                elif path.startswith("/v1/"):  # OTLP/JSON
+                    operation["requestBody"] = {"required": True, "content": {"application/json": {
+                        "schema": {"type": "object", "properties": {
+                            "resourceSpans": {"type": "array"}, "resourceLogs": {"type": "array"}}}}}}
+    return schema
+
+
+def _fuzz(base_url: str, role: str) -> tuple[int, Counter, list[str]]:
+    schema = schemathesis.openapi.from_dict(fuzz_schema(role))
+    session = requests.Session()
+    sent, server_errors, failures = 0, Counter(), []
+
+    def send(case) -> None:
+        nonlocal sent
+        label = f"{case.method} {case.path}"
+        try:
+            response = session.request(**case.as_transport_kwargs(base_url=base_url), stream=True,
+                                       timeout=TIMEOUT)
+        except requests.RequestException as exc:
+            failures.append(f"{label}: no answer ({exc.__class__.__name__}) for {case.as_curl_command()[:300]}")
+            return
+        sent += 1
+        with response:
+            if response.status_code >= 500:
+                server_errors[label] += 1
+                if response.status_code == 501 and label in NOT_YET_IMPLEMENTED:
+                    return
+                failures.append(f"{label}: {response.status_code} for {case.as_curl_command()[:300]}")
+            elif response.status_code >= 400:
+                try:
+                    body = response.json()
+                except ValueError:
+                    body = None
+                if not (isinstance(body, dict) and isinstance(body.get("error"), str)):
+                    failures.append(f"{label}: {response.status_code} without a JSON error body")
+
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+            @seed(SEED)
+            @settings(max_examples=EXAMPLES, database=None, deadline=None, phases=[Phase.generate],
+                      suppress_health_check=list(HealthCheck))
+            @given(case=operation.as_strategy(generation_mode=mode))
+            def run(case) -> None:
+                send(case)
+
+            try:
+                run()
+            except Unsatisfiable:  # nothing to violate (no parameters, no body)
+                pass
+    return sent, server_errors, failures
+
+
+def _report(role: str, sent: int, server_errors: Counter, failures: list[str]) -> str:
+    lines = [f"{role}: {sent} requests, {sum(server_errors.values())} 5xx"]
+    lines += [f"  {count:4d} x 5xx  {route}" for route, count in server_errors.most_common()]
+    lines += [f"  {failure}" for failure in failures[:20]]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("role", ["studio", "gateway"])
+def test_no_5xx_and_json_errors_for_generated_requests(role: str, start_server) -> None:
+    studio = start_server("studio", env={"DEV_SERVER_LOG_LEVEL": "warning"})
+    server = studio if role == "studio" else start_server(
+        "gateway", env={"DEV_SERVER_STUDIO_PORT": str(studio.port), "DEV_SERVER_LOG_LEVEL": "warning"})
+    sent, server_errors, failures = _fuzz(server.url, role)
+    print(_report(role, sent, server_errors, failures))
+    assert sent > 0
+    assert not failures, _report(role, sent, server_errors, failures)
