@@ -27,6 +27,7 @@ from app.api.studio import agents as agent_routes
 from app.api.studio import memory, observability, shell
 from app.api.studio import metrics as metric_routes
 from app.api.limits import BodySizeLimit
+from app.api.input_guard import InputGuard
 from app.api.studio.ui import studio_ui_router
 from app.auth import Authenticator, AuthMiddleware, BearerTokens
 from app.errors import install_error_handlers
@@ -133,6 +134,7 @@ def create_app(
                                   auth_enabled=authenticator is not None)
 
     install_error_handlers(app)
+    app.add_middleware(InputGuard)  # inside the size limit: checks and repairs input before routing
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     if authenticator is not None:  # outside the body limit: a refused caller's body is never read
         app.add_middleware(AuthMiddleware, authenticator=authenticator)

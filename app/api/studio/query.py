@@ -5,7 +5,10 @@
 - bracket notation, folded into an object: ``orderBy[field]=updatedAt&orderBy[direction]=ASC``.
 
 ``requestContext`` (base64 JSON, sometimes nested) is accepted and ignored; unknown keys
-are dropped. Every failure is a 400 "Invalid query parameters" naming the field.
+are dropped. Every failure is a 400 "Invalid query parameters" naming the field: a key
+used both as a plain value and as a bracket object (``x=1&x[a]=2``, ``x[a]=1&x[a][b]=2``,
+in either order), brackets or JSON nested deeper than ``MAX_DEPTH``, integers that are not
+plain ASCII digits within 64 bits. Lone surrogates in JSON parameters become U+FFFD.
 """
 
 from __future__ import annotations
@@ -17,10 +20,13 @@ from typing import Any
 
 from starlette.requests import Request
 
+from app.api.input_guard import MAX_DEPTH, json_depth_exceeds, replace_surrogates
 from app.clock import parse_iso
 from app.errors import invalid
 
 _BRACKET = re.compile(r"^([^\[\]]+)((?:\[[^\[\]]*\])+)$")
+_INTEGER = re.compile(r"-?[0-9]{1,19}")
+INT64_MAX = 2**63 - 1
 
 
 class Query:
@@ -29,15 +35,22 @@ class Query:
         for key, value in request.query_params.multi_items():
             match = _BRACKET.match(key)
             if not match:
+                if isinstance(self.values.get(key), dict):
+                    raise invalid("query", key, "mixes a plain value and bracket notation")
                 self.values[key] = value
                 continue
-            target = self.values.setdefault(match[1], {})
-            if not isinstance(target, dict):
-                raise invalid("query", match[1], "mixes a plain value and bracket notation")
             keys = re.findall(r"\[([^\[\]]*)\]", match[2])
-            for inner in keys[:-1]:
+            if len(keys) > MAX_DEPTH:
+                raise invalid("query", match[1], f"bracket notation nests deeper than {MAX_DEPTH} levels")
+            path = [match[1], *keys]
+            target = self.values
+            for depth, inner in enumerate(path[:-1], start=1):
                 target = target.setdefault(inner, {})
-            target[keys[-1]] = value
+                if not isinstance(target, dict):
+                    raise invalid("query", _bracketed(path[:depth]), "mixes a plain value and bracket notation")
+            if isinstance(target.get(path[-1]), dict):
+                raise invalid("query", _bracketed(path), "mixes a plain value and bracket notation")
+            target[path[-1]] = value
 
     def str(self, name: str, default: str | None = None, *, aliases: tuple[str, ...] = ()) -> str | None:
         for key in (name, *aliases):
@@ -48,17 +61,15 @@ class Query:
                 return value
         return default
 
-    def int(self, name: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
+    def int(self, name: str, default: int, *, minimum: int = 0, maximum: int = INT64_MAX) -> int:
         raw = self.values.get(name)
         if raw is None or raw == "":
             return default
-        try:
-            value = int(raw)
-        except (TypeError, ValueError):
-            raise invalid("query", name, "must be an integer") from None
-        if value < minimum or (maximum is not None and value > maximum):
-            bound = f" and at most {maximum}" if maximum is not None else ""
-            raise invalid("query", name, f"must be at least {minimum}{bound}")
+        if not isinstance(raw, str) or not _INTEGER.fullmatch(raw):
+            raise invalid("query", name, "must be an integer within 64 bits")
+        value = int(raw)
+        if value < minimum or value > maximum:
+            raise invalid("query", name, f"must be at least {minimum} and at most {maximum}")
         return value
 
     def per_page(self, default: int, maximum: int) -> int | None:
@@ -83,10 +94,18 @@ class Query:
         raw = self.values.get(name)
         if raw is None or isinstance(raw, dict):
             return raw
+        if json_depth_exceeds(raw.encode()):
+            raise invalid("query", name, f"JSON nests deeper than {MAX_DEPTH} levels")
         try:
-            return json.loads(raw)
+            return replace_surrogates(json.loads(raw))
         except json.JSONDecodeError:
             raise invalid("query", name, "must be valid JSON") from None
+        except ValueError:  # the int digit limit
+            raise invalid("query", name, "holds an integer that is too long") from None
+
+
+def _bracketed(keys: list[str]) -> str:
+    return keys[0] + "".join(f"[{key}]" for key in keys[1:])
 
 
 def iso_time(value: Any, field: str, kind: str = "query") -> datetime | None:

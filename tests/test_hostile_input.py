@@ -1,0 +1,264 @@
+"""Hand-written hostile requests (issue 9 item 3), one class per test: each is a 4xx JSON
+error naming the field with nothing written, or a repair (lone surrogates -> U+FFFD)
+checked in the SQLite file itself. Real servers: both processes in threads over one data
+directory, the local model answering.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.factory import create_app
+from app.settings import Settings
+from tests.support import LiveApp, sqlite_rows, user_message
+
+DEEP = 100  # beyond the limit of 64
+HUGE_INT = "9" * 5000
+BEYOND_64_BITS = str(2**64)
+REPLACEMENT = "\ufffd"
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("hostile")
+
+
+@pytest.fixture(scope="module")
+def studio(data_dir: Path) -> Iterator[httpx.Client]:
+    with LiveApp(create_app("studio", Settings(data_dir=data_dir))) as live:
+        with httpx.Client(base_url=live.url, timeout=30) as client:
+            yield client
+
+
+@pytest.fixture(scope="module")
+def gateway(data_dir: Path) -> Iterator[httpx.Client]:
+    with LiveApp(create_app("gateway", Settings(data_dir=data_dir, telemetry=False))) as live:
+        with httpx.Client(base_url=live.url, timeout=30) as client:
+            yield client
+
+
+def db(data_dir: Path) -> Path:
+    return data_dir / "dev-server.db"
+
+
+def deep_json(depth: int = DEEP) -> str:
+    return "[" * depth + "]" * depth
+
+
+def raw_post(client: httpx.Client, path: str, body: str | bytes, content_type: str = "application/json",
+             **kwargs) -> httpx.Response:
+    return client.post(path, content=body if isinstance(body, bytes) else body.encode(),
+                       headers={"content-type": content_type}, **kwargs)
+
+
+def assert_refused(response: httpx.Response, error: str, field: str | None = None) -> None:
+    assert response.status_code == 400, (response.status_code, response.text)
+    body = response.json()
+    assert body["error"] == error
+    if field is not None:
+        assert field in [issue["field"] for issue in body["issues"]], body
+
+
+# -- mixed bracket notation ----------------------------------------------------------------
+
+@pytest.mark.parametrize(("query", "field"), [
+    ("orderBy[field]=createdAt&orderBy[field][x]=1", "orderBy[field]"),
+    ("orderBy=1&orderBy[field]=createdAt", "orderBy"),
+    ("orderBy[field]=createdAt&orderBy=2", "orderBy"),
+    ("metadata[a][b]=1&metadata[a]=2", "metadata[a]"),
+])
+def test_mixed_bracket_notation_is_a_400_naming_the_field(studio: httpx.Client, query: str, field: str) -> None:
+    response = studio.get(f"/api/memory/threads?resourceId=r&{query}")
+    assert_refused(response, "Invalid query parameters", field)
+    assert "bracket" in response.json()["issues"][0]["message"]
+
+
+def test_bracket_notation_nested_beyond_the_limit_is_a_400(studio: httpx.Client) -> None:
+    key = "orderBy" + "[a]" * DEEP
+    assert_refused(studio.get(f"/api/memory/threads?{key}=1"), "Invalid query parameters", "orderBy")
+
+
+# -- integers beyond 64 bits, negative ones, thousands of digits ---------------------------
+
+@pytest.mark.parametrize("path", [
+    "/api/memory/threads?resourceId=r&page={n}",
+    "/api/memory/threads?resourceId=r&perPage={n}",
+    "/api/memory/threads/paging-thread/messages?agentId=chat-agent&resourceId=r&page={n}",
+    "/api/memory/search?agentId=chat-agent&searchQuery=x&limit={n}",
+    "/api/logs?page={n}",
+    "/api/observability/discovery/metric-names?limit={n}",
+])
+@pytest.mark.parametrize("number", [BEYOND_64_BITS, "-5", HUGE_INT])
+def test_paging_and_limits_out_of_range_are_a_400(studio: httpx.Client, path: str, number: str) -> None:
+    if "paging-thread" in path:
+        created = studio.post("/api/memory/threads?agentId=chat-agent", json={"threadId": "paging-thread", "resourceId": "r"})
+        assert created.status_code in (200, 409), created.text
+    response = studio.get(path.format(n=number))
+    assert response.status_code == 400, (response.status_code, response.text)
+    assert response.json()["error"] == "Invalid query parameters"
+
+
+def test_an_integer_of_thousands_of_digits_in_a_body_is_a_400(studio: httpx.Client, gateway: httpx.Client) -> None:
+    body = '{"resourceId": "r", "title": "t", "metadata": {"n": %s}}' % HUGE_INT
+    assert_refused(raw_post(studio, "/api/memory/threads?agentId=chat-agent", body), "Invalid request body", "body")
+    chat = '{"messages": [], "n": %s}' % HUGE_INT
+    assert_refused(raw_post(gateway, "/api/chat", chat), "Invalid request body", "body")
+
+
+def test_an_integer_of_thousands_of_digits_in_otlp_json_is_a_400(studio: httpx.Client) -> None:
+    body = '{"resourceSpans": [{"resource": {"attributes": []}, "x": %s}]}' % HUGE_INT
+    assert_refused(raw_post(studio, "/v1/traces", body), "Invalid request body", "body")
+
+
+def test_an_integer_of_thousands_of_digits_in_a_json_query_parameter_is_a_400(studio: httpx.Client) -> None:
+    response = studio.get("/api/memory/threads", params={"resourceId": "r", "orderBy": f'{{"x": {HUGE_INT}}}'})
+    assert_refused(response, "Invalid query parameters", "orderBy")
+
+
+# -- JSON nested deeper than the limit -----------------------------------------------------
+
+@pytest.mark.parametrize("depth", [DEEP, 5000])
+def test_deep_json_bodies_are_a_400(studio: httpx.Client, gateway: httpx.Client, data_dir: Path, depth: int) -> None:
+    threads_before = sqlite_rows(db(data_dir), "SELECT count(*) FROM threads")
+    nested = deep_json(depth)
+    assert_refused(raw_post(studio, "/api/memory/threads?agentId=chat-agent",
+                            '{"resourceId": "r", "metadata": {"x": %s}}' % nested), "Invalid request body", "body")
+    assert_refused(raw_post(studio, "/api/agents/chat-agent/generate",
+                            '{"messages": "hi", "x": %s}' % nested), "Invalid request body", "body")
+    chat = json.dumps({"conversationId": "deep", "messages": [user_message("m1", "hi")]})
+    assert_refused(raw_post(gateway, "/api/chat", chat[:-1] + ', "x": %s}' % nested), "Invalid request body", "body")
+    assert sqlite_rows(db(data_dir), "SELECT count(*) FROM threads") == threads_before
+
+
+def test_deep_otlp_json_is_a_400_and_protobuf_passes_untouched(studio: httpx.Client) -> None:
+    body = '{"resourceSpans": [{"resource": {"attributes": [{"key": "k", "value": %s}]}}]}' % deep_json()
+    assert_refused(raw_post(studio, "/v1/traces", body), "Invalid request body", "body")
+    # A protobuf body is not JSON: "[[[[" bytes are left to the OTLP decoder (its own 400).
+    response = raw_post(studio, "/v1/traces", deep_json().encode(), "application/x-protobuf")
+    assert response.status_code == 400
+    assert response.json()["error"] != "Invalid request body"
+
+
+def test_deep_json_in_a_query_parameter_is_a_400(studio: httpx.Client) -> None:
+    response = studio.get("/api/memory/threads", params={"resourceId": "r", "orderBy": deep_json()})
+    assert_refused(response, "Invalid query parameters", "orderBy")
+
+
+def test_json_just_within_the_limit_is_accepted(studio: httpx.Client) -> None:
+    nested = "[" * 60 + "]" * 60
+    response = raw_post(studio, "/api/memory/threads?agentId=chat-agent",
+                        '{"resourceId": "r", "title": "ok", "metadata": {"x": %s}}' % nested)
+    assert response.status_code == 200, response.text
+
+
+# -- malformed JSON where JSON is declared -------------------------------------------------
+
+@pytest.mark.parametrize("body", [b'{"messages": [', b"\xff\xfe{}", b"{'a': 1}", b"NaNx"])
+def test_malformed_json_is_a_400(studio: httpx.Client, gateway: httpx.Client, body: bytes) -> None:
+    assert_refused(raw_post(studio, "/api/memory/threads?agentId=chat-agent", body), "Invalid request body", "body")
+    assert_refused(raw_post(gateway, "/api/chat", body), "Invalid request body", "body")
+
+
+# -- lone surrogates: repaired to U+FFFD at the boundary, stored repaired ------------------
+
+def test_a_lone_surrogate_in_a_chat_message_is_stored_as_the_replacement_character(
+        gateway: httpx.Client, data_dir: Path) -> None:
+    body = '{"conversationId": "surrogate-chat", "messages": [{"id": "s1", "role": "user", ' \
+           '"parts": [{"type": "text", "text": "bad \\ud800 text \\ud83d\\ude00"}]}]}'
+    with gateway.stream("POST", "/api/chat", content=body.encode(),
+                        headers={"content-type": "application/json"}) as response:
+        assert response.status_code == 200
+        stream = response.read().decode()
+    assert "data: [DONE]" in stream
+    (content,) = sqlite_rows(db(data_dir), "SELECT content FROM messages WHERE id = 's1'")[0]
+    text = json.dumps(json.loads(content), ensure_ascii=False)
+    assert f"bad {REPLACEMENT} text \U0001F600" in text  # the valid pair (an emoji) is kept
+    # The next turn of that conversation works too (the repaired text is re-fed from storage).
+    again = '{"conversationId": "surrogate-chat", "messages": [{"id": "s2", "role": "user", ' \
+            '"parts": [{"type": "text", "text": "again"}]}]}'
+    response = raw_post(gateway, "/api/chat", again)
+    assert response.status_code == 200 and "data: [DONE]" in response.text
+
+
+def test_a_lone_surrogate_in_a_thread_title_and_id_is_stored_repaired(studio: httpx.Client, data_dir: Path) -> None:
+    body = '{"threadId": "thread-\\udc00", "resourceId": "r-surrogate", "title": "title \\ud800!"}'
+    response = raw_post(studio, "/api/memory/threads?agentId=chat-agent", body)
+    assert response.status_code == 200, response.text
+    rows = sqlite_rows(db(data_dir), "SELECT id, title FROM threads WHERE resource_id = 'r-surrogate'")
+    assert rows == [(f"thread-{REPLACEMENT}", f"title {REPLACEMENT}!")]
+
+
+def test_a_lone_surrogate_in_save_messages_is_stored_repaired(studio: httpx.Client, data_dir: Path) -> None:
+    body = ('{"messages": [{"id": "sm-1", "threadId": "save-surrogate", "resourceId": "r", "role": "user", '
+            '"content": {"format": 2, "parts": [{"type": "text", "text": "x\\udfff"}]}}]}')
+    response = raw_post(studio, "/api/memory/save-messages?agentId=chat-agent", body)
+    assert response.status_code == 200, response.text
+    (content,) = sqlite_rows(db(data_dir), "SELECT content FROM messages WHERE id = 'sm-1'")[0]
+    assert f"x{REPLACEMENT}" in json.dumps(json.loads(content), ensure_ascii=False)
+    assert "\\udfff" not in content
+
+
+def test_cesu8_surrogates_in_the_path_and_query_become_one_replacement_character(studio: httpx.Client) -> None:
+    response = studio.get("/api/agents/nope%ED%A0%80")
+    assert response.status_code == 404
+    message = response.json()["error"]
+    assert "nope\ufffd" in message and "\ufffd\ufffd" not in message
+    response = studio.get("/api/memory/threads?resourceId=r%ED%A0%80&agentId=chat-agent")
+    assert response.status_code == 200
+
+
+def test_a_lone_surrogate_in_a_json_query_parameter_is_repaired(studio: httpx.Client) -> None:
+    response = studio.get("/api/memory/threads", params={"resourceId": "r",
+                                                        "orderBy": '{"field": "\\ud800", "direction": "ASC"}'})
+    assert_refused(response, "Invalid query parameters", "orderBy.field")
+    assert "\\ud800" not in response.text
+
+
+# -- wrong types in message parts (routes owned elsewhere: marked until integration) -------
+
+WRONG_PARTS = [
+    {"content": {"format": 2, "parts": "not-a-list"}},
+    {"content": {"format": 2, "parts": [1, None]}},
+    {"content": {"format": 2, "parts": [{"type": 5}]}},
+    {"content": {"format": 2, "parts": [{"type": "text", "text": {"nested": True}}]}},
+    {"content": 5},
+]
+
+
+@pytest.mark.xfail(strict=True, reason="memory.py save_messages / agent_input.input_messages: parts of the wrong "
+                   "type raise AttributeError/TypeError (500) or are stored; owner of app/api/studio/memory.py")
+@pytest.mark.parametrize("shape", WRONG_PARTS, ids=["parts-string", "parts-scalars", "type-int", "text-object",
+                                                     "content-int"])
+def test_wrong_types_in_save_messages_parts_are_a_400(studio: httpx.Client, data_dir: Path, shape: dict) -> None:
+    message = {"id": "wrong-1", "threadId": "wrong-parts", "resourceId": "r", "role": "user", **shape}
+    response = studio.post("/api/memory/save-messages?agentId=chat-agent", json={"messages": [message]},
+                           headers={"connection": "close"})
+    assert 400 <= response.status_code < 500, (response.status_code, response.text)
+    assert isinstance(response.json()["error"], str)
+    assert sqlite_rows(db(data_dir), "SELECT count(*) FROM messages WHERE id = 'wrong-1'") == [(0,)]
+
+
+_AGENT_PARTS_500 = pytest.mark.xfail(strict=True, reason="agents.py _prepare -> agent_input.input_messages: "
+                                     "wrong part types raise TypeError/AttributeError (500); owner of "
+                                     "app/api/studio/agents.py + agent_input.py")
+
+
+@pytest.mark.parametrize("messages", [
+    pytest.param([{"role": "user", "content": [{"type": "text", "text": 5}]}], id="text-int", marks=_AGENT_PARTS_500),
+    pytest.param([{"role": "user", "content": [7]}], id="content-scalar"),
+    pytest.param([{"role": "user", "parts": "x"}], id="parts-string", marks=_AGENT_PARTS_500),
+    pytest.param([{"role": "user", "parts": [{"type": "text", "text": ["a"]}]}], id="text-list",
+                 marks=_AGENT_PARTS_500),
+    pytest.param([{"role": 3, "content": "x"}], id="role-int"),
+])
+def test_wrong_types_in_agent_message_parts_are_a_400(studio: httpx.Client, messages: list) -> None:
+    # A fresh connection each: a 500 raised mid-response here resets the socket it used.
+    response = studio.post("/api/agents/chat-agent/generate", json={"messages": messages},
+                           headers={"connection": "close"})
+    assert 400 <= response.status_code < 500, (response.status_code, response.text)
+    assert isinstance(response.json()["error"], str)
