@@ -16,10 +16,11 @@ store and the SSE encoder cannot send: a ``\\ud800`` escape in a JSON body and a
 ``%ED%A0%80`` (CESU-8) sequence in the path or the query string become U+FFFD. A repaired
 body is re-serialised and the app reads the new bytes (``content-length`` updated).
 
-The hot path is one ``json.loads`` of the body (C speed, it also finds malformed JSON and
-oversized integers) plus two byte scans for depth and surrogates that only do real work
-when the body has many brackets or a surrogate escape. Other media types (OTLP protobuf,
-forms) pass untouched.
+The hot path is one ``json.loads`` of the body (C speed; it also finds malformed JSON and
+oversized integers), a count of openers and a search for surrogate escapes; only a body
+with more openers than the depth limit has its containers walked (level by level, never
+more than the limit), and only one with a lone surrogate is re-serialised. Other media
+types (OTLP protobuf, forms) and compressed bodies (gzip OTLP/JSON) pass untouched.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-from itertools import accumulate
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
@@ -42,15 +42,13 @@ _NOT_JSON = (b"application/x-protobuf", b"application/protobuf", b"application/x
              b"multipart/", b"application/octet-stream")
 _SNIFFED = (b"", b"text/plain")  # no declared type, or a CORS-simple one: checked if it looks like JSON
 
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_CONTAINERS = frozenset((dict, list))
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # A UTF-16 surrogate encoded as UTF-8 (CESU-8), percent-encoded: ED A0..BF 80..BF.
 _PERCENT_SURROGATE = re.compile(rb"%[eE][dD]%[aAbB][0-9a-fA-F]%[89aAbB][0-9a-fA-F]")
 _REPLACEMENT = b"%EF%BF%BD"
 _LONG_DIGITS = re.compile(r"\d{%d,}" % (MAX_INT_DIGITS + 1))
-_KEEP_BRACKETS = bytes(range(256)).translate(None, b"{}[]")
-_DELTA = tuple(1 if c in b"{[" else -1 if c in b"}]" else 0 for c in range(256))
 
 
 class InputRefused(Exception):
@@ -59,14 +57,19 @@ class InputRefused(Exception):
         self.body = {"error": error, "issues": [{"field": field, "message": message}]}
 
 
-def json_depth_exceeds(text: bytes, limit: int = MAX_DEPTH) -> bool:
-    """Whether valid JSON ``text`` nests arrays/objects deeper than ``limit``."""
-    if text.count(b"{") + text.count(b"[") <= limit:
-        return False  # cannot be deeper than the number of openers: the usual small body
-    structure = _STRING.sub(b"", text).translate(None, _KEEP_BRACKETS)
-    if len(structure) <= 2 * limit:
+def nests_deeper_than(document: Any, limit: int = MAX_DEPTH, raw: bytes | None = None) -> bool:
+    """Whether parsed JSON nests arrays/objects deeper than ``limit``. With the ``raw`` text,
+    a body with no more openers than the limit (the usual small one) is not walked at all."""
+    if raw is not None and raw.count(b"{") + raw.count(b"[") <= limit:
         return False
-    return max(accumulate(map(_DELTA.__getitem__, structure))) > limit
+    level = [document] if type(document) in _CONTAINERS else []
+    for _ in range(limit):
+        if not level:
+            return False
+        # exact types: json.loads makes only dict and list containers (and this is the hot loop)
+        level = [child for node in level for child in (node.values() if type(node) is dict else node)
+                 if type(child) in _CONTAINERS]
+    return bool(level)
 
 
 def replace_surrogates(value: Any) -> Any:
@@ -96,7 +99,7 @@ def check_json_body(body: bytes, *, declared: bool) -> bytes | None:
         raise InputRefused(_BODY, "body", f"holds an integer with more than {MAX_INT_DIGITS} digits") from None
     except RecursionError:
         raise InputRefused(_BODY, "body", f"JSON nests deeper than {MAX_DEPTH} levels") from None
-    if json_depth_exceeds(body):
+    if nests_deeper_than(document, raw=body):
         raise InputRefused(_BODY, "body", f"JSON nests deeper than {MAX_DEPTH} levels")
     if _SURROGATE_ESCAPE.search(body) is None:
         return None
@@ -122,9 +125,19 @@ def check_query(query_string: bytes) -> None:
     for key, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
         if _LONG_DIGITS.search(value):
             raise InputRefused(_QUERY, key, f"holds an integer with more than {MAX_INT_DIGITS} digits")
-        head = value.lstrip()[:1]
-        if head in ("{", "[") and json_depth_exceeds(value.encode("utf-8", "surrogatepass")):
+        if value.lstrip()[:1] in ("{", "[") and query_json_too_deep(value):
             raise InputRefused(_QUERY, key, f"JSON nests deeper than {MAX_DEPTH} levels")
+
+
+def query_json_too_deep(value: str) -> bool:
+    """Whether a query value holding JSON nests too deep (not JSON at all: left to the route)."""
+    try:
+        document = json.loads(value)
+    except RecursionError:
+        return True
+    except ValueError:
+        return False
+    return nests_deeper_than(document, raw=value.encode())
 
 
 def repair_target(scope: Scope) -> Scope:
@@ -144,11 +157,15 @@ def repair_target(scope: Scope) -> Scope:
     return {**scope, "query_string": fixed_query, "raw_path": fixed_path, "path": fixed_decoded}
 
 
-def _media_type(scope: Scope) -> bytes | None:
+def _body_headers(scope: Scope) -> tuple[bytes, bytes]:
+    """(media type, content encoding) of the request body, lower-cased, b"" when absent."""
+    media = encoding = b""
     for name, value in scope["headers"]:
         if name == b"content-type":
-            return value.split(b";", 1)[0].strip().lower()
-    return None
+            media = value.split(b";", 1)[0].strip().lower()
+        elif name == b"content-encoding":
+            encoding = value.strip().lower()
+    return media, encoding
 
 
 def _json_declared(media: bytes) -> bool:
@@ -169,9 +186,11 @@ class InputGuard:
         except InputRefused as refused:
             await _refuse(send, refused)
             return
-        media = _media_type(scope) or b""
+        media, encoding = _body_headers(scope)
         declared = _json_declared(media)
-        if scope["method"] in ("GET", "HEAD", "OPTIONS") or not (declared or media in _SNIFFED):
+        # A compressed body (gzip OTLP/JSON) is inflated and bounded by its route.
+        if (scope["method"] in ("GET", "HEAD", "OPTIONS") or encoding not in (b"", b"identity")
+                or not (declared or media in _SNIFFED)):
             await self.app(scope, receive, send)
             return
         body, disconnected = await _read_body(receive)

@@ -20,7 +20,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from app.api.input_guard import MAX_DEPTH, json_depth_exceeds, replace_surrogates
+from app.api.input_guard import MAX_DEPTH, query_json_too_deep, replace_surrogates
 from app.clock import parse_iso
 from app.errors import invalid
 
@@ -94,7 +94,7 @@ class Query:
         raw = self.values.get(name)
         if raw is None or isinstance(raw, dict):
             return raw
-        if json_depth_exceeds(raw.encode()):
+        if query_json_too_deep(raw):
             raise invalid("query", name, f"JSON nests deeper than {MAX_DEPTH} levels")
         try:
             return replace_surrogates(json.loads(raw))
