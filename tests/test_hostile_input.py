@@ -6,6 +6,7 @@ directory, the local model answering.
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -142,6 +143,27 @@ def test_deep_otlp_json_is_a_400_and_protobuf_passes_untouched(studio: httpx.Cli
     response = raw_post(studio, "/v1/traces", deep_json().encode(), "application/x-protobuf")
     assert response.status_code == 400
     assert response.json()["error"] != "Invalid request body"
+
+
+@pytest.mark.xfail(strict=True, reason="otlp.py decode(): json.loads of the inflated body raises RecursionError "
+                   "(500); a gzip body is left to its route by InputGuard; owner of app/api/otlp.py")
+def test_deep_gzip_otlp_json_is_a_400(studio: httpx.Client) -> None:
+    body = '{"resourceSpans": [{"resource": {"attributes": [{"key": "k", "value": %s}]}}]}' % deep_json(5000)
+    response = studio.post("/v1/traces", content=gzip.compress(body.encode()),
+                           headers={"content-type": "application/json", "content-encoding": "gzip",
+                                    "connection": "close"})
+    assert response.status_code == 400, response.text
+
+
+def test_deep_json_sent_as_text_plain_is_a_400(studio: httpx.Client) -> None:
+    # CORS-simple clients send JSON as text/plain to skip the preflight; routes parse it anyway.
+    body = '{"resourceId": "r", "metadata": %s}' % deep_json()
+    assert_refused(raw_post(studio, "/api/memory/threads?agentId=chat-agent", body, "text/plain"),
+                   "Invalid request body", "body")
+
+
+def test_thousands_of_digits_in_any_query_parameter_is_a_400(studio: httpx.Client) -> None:
+    assert_refused(studio.get(f"/api/agents?partial={HUGE_INT}"), "Invalid query parameters", "partial")
 
 
 def test_deep_json_in_a_query_parameter_is_a_400(studio: httpx.Client) -> None:
