@@ -36,7 +36,7 @@ from tests.support import REPO
 
 SEED = 20261202
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))
-TIMEOUT = 15.0
+TIMEOUT = 60.0  # a hang guard only: generous for a loaded 2-core machine
 # The wire contract lives in the shared docs beside the checkout; without it the fuzz runs
 # on the app's own schema alone.
 CONTRACT = next((path for path in (Path(os.environ.get("STUDIO_REST_OPENAPI", "/nonexistent")),
@@ -127,7 +127,7 @@ def _fuzz(base_url: str, role: str) -> tuple[int, Counter, list[str]]:
             response = session.request(**case.as_transport_kwargs(base_url=base_url), stream=True,
                                        timeout=TIMEOUT)
         except requests.RequestException as exc:
-            failures.append(f"{label}: no answer ({exc.__class__.__name__}) for {case.as_curl_command()[:300]}")
+            failures.append(f"{label}: no answer ({exc.__class__.__name__}) for {case.as_curl_command()[:4000]}")
             return
         sent += 1
         with response:
@@ -135,7 +135,7 @@ def _fuzz(base_url: str, role: str) -> tuple[int, Counter, list[str]]:
                 server_errors[label] += 1
                 if response.status_code == 501 and label in NOT_YET_IMPLEMENTED:
                     return
-                failures.append(f"{label}: {response.status_code} for {case.as_curl_command()[:300]}")
+                failures.append(f"{label}: {response.status_code} for {case.as_curl_command()[:4000]}")
             elif response.status_code >= 400:
                 try:
                     body = response.json()
