@@ -35,7 +35,7 @@ from app.settings import Settings
 from tests.support import REPO
 
 SEED = 20261202
-EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))  # per operation and generation mode
 TIMEOUT = 60.0  # a hang guard only: generous for a loaded 2-core machine
 # The wire contract lives in the shared docs beside the checkout; without it the fuzz runs
 # on the app's own schema alone.
@@ -161,6 +161,92 @@ def _fuzz(base_url: str, role: str) -> tuple[int, Counter, list[str]]:
     return sent, server_errors, failures
 
 
+# -- hostile mutations: the classes of issue 9 item 3, composed by hypothesis per operation --
+
+HUGE = "9" * 5000
+DEEP = "[" * 100 + "]" * 100
+HOSTILE_VALUES = [str(2**64), "-1", "-9223372036854775809", HUGE, "1e999", DEEP, "[" * 5000, "%ED%A0%80",
+                  "%5Cud800", '{"field":"%5Cud800","direction":"ASC"}', '{"x":' + HUGE + "}", "%7B%22a%22%3A" + DEEP + "%7D"]
+# JSON fragments, written into the body as they are.
+HOSTILE_BODY_VALUES = [str(2**64), "-1", r'"\ud800"', r'"x\udfff y"', DEEP, "[" * 5000 + "]" * 5000, HUGE,
+                       '{"type": 5}', '[1, null, "x"]', '{"parts": "x"}', '[{"role": "user", "parts": [{"type": "text"}]}]',
+                       '[{"role": "user", "content": [{"type": "text", "text": 5}]}]']
+
+
+def _query_piece(name: str, form: str, value: str) -> str:
+    if form == "plain":
+        return f"{name}={value}"
+    if form == "nested-after":
+        return f"{name}[a]=1&{name}[a][b]={value}"
+    if form == "plain-then-bracket":
+        return f"{name}={value}&{name}[a]=2"
+    return f"{name}[a]={value}&{name}={value}"
+
+
+def _hostile_cases(operation: dict, path: str):
+    from hypothesis import strategies as st
+
+    names = [p["name"] for p in operation.get("parameters", []) if p.get("in") == "query"] or ["page"]
+    body_keys = list(((operation.get("requestBody") or {}).get("content", {}).get("application/json", {})
+                      .get("schema", {}).get("properties") or {"messages": {}}))
+    path_values = st.sampled_from(["x", "%ED%A0%80", "a%ED%B0%80b", *AGENT_IDS])
+    pieces = st.lists(st.tuples(st.sampled_from(names),
+                                st.sampled_from(["plain", "nested-after", "plain-then-bracket", "bracket-then-plain"]),
+                                st.sampled_from(HOSTILE_VALUES)), min_size=1, max_size=3)
+    body = st.one_of(st.none(), st.dictionaries(st.sampled_from(body_keys), st.sampled_from(HOSTILE_BODY_VALUES),
+                                                min_size=1, max_size=3))
+    return st.tuples(path_values, pieces, body)
+
+
+def _render_body(values: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{json.dumps(key)}: {fragment}" for key, fragment in values.items()) + "}"
+
+
+def _fuzz_hostile(base_url: str, role: str) -> tuple[int, Counter, list[str]]:
+    schema = fuzz_schema(role)
+    session = requests.Session()
+    sent, server_errors, failures = 0, Counter(), []
+    def send(method: str, path: str, case) -> None:
+        nonlocal sent
+        path_value, pieces, body = case
+        url = base_url + re.sub(r"\{[^}]+\}", path_value, path) + "?" + "&".join(_query_piece(*p) for p in pieces)
+        data = None if body is None or method == "get" else _render_body(body).encode()
+        label = f"{method.upper()} {path}"
+        request = requests.Request(method.upper(), url, data=data,
+                                   headers={"content-type": "application/json"} if data else {}).prepare()
+        request.url = url  # as written: requests would re-quote the raw escapes
+        try:
+            response = session.send(request, stream=True, timeout=TIMEOUT)
+        except requests.RequestException as exc:
+            failures.append(f"{label}: no answer ({exc.__class__.__name__}) for {url[:300]}")
+            return
+        sent += 1
+        with response:
+            if response.status_code >= 500:
+                server_errors[label] += 1
+                if not (response.status_code == 501 and label in NOT_YET_IMPLEMENTED):
+                    failures.append(f"{label}: {response.status_code} for {url[:300]} body {str(data)[:300]}")
+            elif response.status_code >= 400:
+                try:
+                    error = response.json().get("error")
+                except (ValueError, AttributeError):
+                    error = None
+                if not isinstance(error, str):
+                    failures.append(f"{label}: {response.status_code} without a JSON error body")
+
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            @seed(SEED)
+            @settings(max_examples=EXAMPLES, database=None, deadline=None, phases=[Phase.generate],
+                      suppress_health_check=list(HealthCheck))
+            @given(case=_hostile_cases(operation, path))
+            def run(case) -> None:
+                send(method, path, case)  # noqa: B023 (run() is called within this iteration)
+
+            run()
+    return sent, server_errors, failures
+
+
 def _report(role: str, sent: int, server_errors: Counter, failures: list[str]) -> str:
     lines = [f"{role}: {sent} requests, {sum(server_errors.values())} 5xx"]
     lines += [f"  {count:4d} x 5xx  {route}" for route, count in server_errors.most_common()]
@@ -175,5 +261,18 @@ def test_no_5xx_and_json_errors_for_generated_requests(role: str, start_server) 
         "gateway", env={"DEV_SERVER_STUDIO_PORT": str(studio.port), "DEV_SERVER_LOG_LEVEL": "warning"})
     sent, server_errors, failures = _fuzz(server.url, role)
     print(_report(role, sent, server_errors, failures))
+    assert sent > 0
+    assert not failures, _report(role, sent, server_errors, failures)
+
+
+@pytest.mark.parametrize("role", ["studio", "gateway"])
+def test_no_5xx_for_hostile_mutations(role: str, start_server) -> None:
+    """Mixed brackets, >64-bit and negative integers, thousands of digits, deep JSON and
+    lone surrogates, in every operation's query parameters, path and body keys."""
+    studio = start_server("studio", env={"DEV_SERVER_LOG_LEVEL": "warning"})
+    server = studio if role == "studio" else start_server(
+        "gateway", env={"DEV_SERVER_STUDIO_PORT": str(studio.port), "DEV_SERVER_LOG_LEVEL": "warning"})
+    sent, server_errors, failures = _fuzz_hostile(server.url, role)
+    print(_report(f"{role} (hostile)", sent, server_errors, failures))
     assert sent > 0
     assert not failures, _report(role, sent, server_errors, failures)
