@@ -166,10 +166,12 @@ def _fuzz(base_url: str, role: str) -> tuple[int, Counter, list[str]]:
 HUGE = "9" * 5000
 DEEP = "[" * 100 + "]" * 100
 HOSTILE_VALUES = [str(2**64), "-1", "-9223372036854775809", HUGE, "1e999", DEEP, "[" * 5000, "%ED%A0%80",
-                  "%5Cud800", '{"field":"%5Cud800","direction":"ASC"}', '{"x":' + HUGE + "}", "%7B%22a%22%3A" + DEEP + "%7D"]
+                  "%5Cud800", '{"field":"%5Cud800","direction":"ASC"}', '{"x":' + HUGE + "}",
+                  "%7B%22a%22%3A" + DEEP + "%7D"]
 # JSON fragments, written into the body as they are.
 HOSTILE_BODY_VALUES = [str(2**64), "-1", r'"\ud800"', r'"x\udfff y"', DEEP, "[" * 5000 + "]" * 5000, HUGE,
-                       '{"type": 5}', '[1, null, "x"]', '{"parts": "x"}', '[{"role": "user", "parts": [{"type": "text"}]}]',
+                       '{"type": 5}', '[1, null, "x"]', '{"parts": "x"}',
+                       '[{"role": "user", "parts": [{"type": "text"}]}]',
                        '[{"role": "user", "content": [{"type": "text", "text": 5}]}]']
 
 

@@ -22,6 +22,7 @@ import httpx
 import pytest
 from starlette.requests import Request
 
+from app.api.input_guard import repair_target
 from app.api.studio.query import Query
 from tests.support import ServerProcess, sqlite_rows, user_message
 
@@ -113,7 +114,8 @@ def test_bracket_notation_nested_beyond_the_limit_is_a_400(studio: httpx.Client)
 @pytest.mark.parametrize("number", [BEYOND_64_BITS, "-5", HUGE_INT])
 def test_paging_and_limits_out_of_range_are_a_400(studio: httpx.Client, path: str, number: str) -> None:
     if "paging-thread" in path:
-        created = studio.post("/api/memory/threads?agentId=chat-agent", json={"threadId": "paging-thread", "resourceId": "r"})
+        created = studio.post("/api/memory/threads?agentId=chat-agent",
+                              json={"threadId": "paging-thread", "resourceId": "r"})
         assert created.status_code in (200, 409), created.text
     response = studio.get(path.format(n=number))
     assert response.status_code == 400, (response.status_code, response.text)
@@ -249,6 +251,11 @@ def test_cesu8_surrogates_in_the_path_and_query_become_one_replacement_character
     assert "nope\ufffd" in message and "\ufffd\ufffd" not in message
     response = studio.get("/api/memory/threads?resourceId=r%ED%A0%80&agentId=chat-agent")
     assert response.status_code == 200
+    scope = {"type": "http", "headers": [], "query_string": b"q=a%ED%A0%80b&r=%ed%bf%bf", "raw_path": b"/x%ED%A0%80",
+             "path": "/x\ufffd\ufffd\ufffd"}
+    repaired = repair_target(scope)
+    assert Query(Request(repaired)).values == {"q": f"a{REPLACEMENT}b", "r": REPLACEMENT}
+    assert repaired["path"] == f"/x{REPLACEMENT}"
 
 
 def test_a_lone_surrogate_in_a_json_query_parameter_is_repaired() -> None:

@@ -38,8 +38,6 @@ MAX_DEPTH = 64
 MAX_INT_DIGITS = sys.get_int_max_str_digits() or 4300
 
 _BODY, _QUERY = "Invalid request body", "Invalid query parameters"
-_NOT_JSON = (b"application/x-protobuf", b"application/protobuf", b"application/x-www-form-urlencoded",
-             b"multipart/", b"application/octet-stream")
 _SNIFFED = (b"", b"text/plain")  # no declared type, or a CORS-simple one: checked if it looks like JSON
 
 _CONTAINERS = frozenset((dict, list))
@@ -141,20 +139,17 @@ def query_json_too_deep(value: str) -> bool:
 
 
 def repair_target(scope: Scope) -> Scope:
-    """``scope`` with CESU-8 surrogates in the raw path and query string as U+FFFD."""
-    query = scope.get("query_string", b"")
-    raw_path = scope.get("raw_path")
+    """``scope`` with CESU-8 surrogates in the raw path and query string as one U+FFFD each
+    (the server's own decoding would make three, and the query parser's too)."""
+    query, raw_path = scope.get("query_string", b""), scope.get("raw_path") or b""
     fixed_query = _PERCENT_SURROGATE.sub(_REPLACEMENT, query) if b"%" in query else query
-    fixed_path = _PERCENT_SURROGATE.sub(_REPLACEMENT, raw_path) if raw_path and b"%" in raw_path else raw_path
-    path = scope.get("path", "")
-    fixed_decoded = path
-    if fixed_path is not raw_path and fixed_path != raw_path:
-        fixed_decoded = unquote(fixed_path.decode("latin-1"))
-    elif _SURROGATE.search(path):
-        fixed_decoded = _SURROGATE.sub("\ufffd", path)
-    if fixed_query == query and fixed_decoded == path:
+    fixed_path = _PERCENT_SURROGATE.sub(_REPLACEMENT, raw_path) if b"%" in raw_path else raw_path
+    if fixed_query == query and fixed_path == raw_path:
         return scope
-    return {**scope, "query_string": fixed_query, "raw_path": fixed_path, "path": fixed_decoded}
+    repaired = {**scope, "query_string": fixed_query}
+    if fixed_path != raw_path:  # the server decodes path from raw_path the same way
+        repaired |= {"raw_path": fixed_path, "path": scope.get("root_path", "") + unquote(fixed_path.decode("latin-1"))}
+    return repaired
 
 
 def _body_headers(scope: Scope) -> tuple[bytes, bytes]:
