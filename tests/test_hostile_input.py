@@ -266,18 +266,11 @@ def test_a_lone_surrogate_in_a_json_query_parameter_is_repaired() -> None:
 
 # -- wrong types in message parts (routes owned elsewhere: marked until integration) -------
 
-_SAVE_PARTS_500 = pytest.mark.xfail(strict=True, reason="memory.py save_messages -> agent_input.input_messages -> "
-                                    "convert.flat_text: parts of the wrong type raise AttributeError/TypeError "
-                                    "(500); owner of app/api/studio/memory.py")
-
-
 @pytest.mark.parametrize("shape", [
-    pytest.param({"content": {"format": 2, "parts": "not-a-list"}}, id="parts-string", marks=_SAVE_PARTS_500),
-    pytest.param({"content": {"format": 2, "parts": [1, None]}}, id="parts-scalars", marks=_SAVE_PARTS_500),
-    pytest.param({"content": {"format": 2, "parts": [{"type": 5}]}}, id="type-int", marks=pytest.mark.xfail(
-        strict=True, reason="memory.py save_messages stores a part whose type is not a string (200)")),
-    pytest.param({"content": {"format": 2, "parts": [{"type": "text", "text": {"nested": True}}]}}, id="text-object",
-                 marks=_SAVE_PARTS_500),
+    pytest.param({"content": {"format": 2, "parts": "not-a-list"}}, id="parts-string"),
+    pytest.param({"content": {"format": 2, "parts": [1, None]}}, id="parts-scalars"),
+    pytest.param({"content": {"format": 2, "parts": [{"type": 5}]}}, id="type-int"),
+    pytest.param({"content": {"format": 2, "parts": [{"type": "text", "text": {"nested": True}}]}}, id="text-object"),
     pytest.param({"content": 5}, id="content-int"),
 ])
 def test_wrong_types_in_save_messages_parts_are_a_400(studio: httpx.Client, data_dir: Path, shape: dict) -> None:
