@@ -22,6 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.llm.errors import ModelProviderError
 from app.storage.errors import StorageBusy
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ class ServiceUnavailable(ApiError):
 
 # Provider failures as our clients see them: a bad provider key is the server's problem
 # (502), not the caller's (401); a rate limit or a timeout keeps its meaning.
-_PROVIDER_STATUS = {"rate_limit": 429, "timeout": 504, "bad_request": 400}
+_PROVIDER_STATUS = {"rate_limit": 429, "timeout": 504, "bad_request": 400, "not_configured": 503}
 
 
 def upstream(kind: str, message: str) -> UpstreamModelError:
@@ -99,6 +100,11 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
         return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(ModelProviderError)  # raised before a stream starts (not_configured)
+    async def model_error(_: Request, exc: ModelProviderError) -> JSONResponse:
+        error = upstream(exc.kind, exc.message)
+        return JSONResponse(error.body(), status_code=error.status)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:

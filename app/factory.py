@@ -88,7 +88,7 @@ def create_app(
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
     settings = settings or Settings.load()
     storage = storage or storage_for(role, settings)
-    llm = llm or LiteLLMClient(force_local=settings.local_model_only)
+    llm = llm or LiteLLMClient.from_settings(settings, agents)
     if authenticator is None and settings.auth_tokens:
         authenticator = BearerTokens.parse(settings.auth_tokens)
     conversations = ConversationStore(storage.default)

@@ -5,16 +5,26 @@ configuration; the settings object is built once and passed into ``create_app``.
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, ValidationError
+from dotenv import dotenv_values
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app import paths
 
 ENV_PREFIX = "DEV_SERVER_"
+# Variables model providers are configured with (read by litellm and its SDKs): keys, base
+# URLs, API versions, and the AWS / Azure / Vertex / Google families.
+PROVIDER_VARIABLE = re.compile(
+    r"^(?!DEV_SERVER_)(?:[A-Z0-9_]+_(?:API_KEY|API_BASE|BASE_URL|API_VERSION|API_TOKEN|AUTH_TOKEN|ACCOUNT_ID)"
+    r"|(?:AWS|AZURE|VERTEXAI|VERTEX|WATSONX|OLLAMA|DATABRICKS)_[A-Z0-9_]+"
+    r"|GOOGLE_APPLICATION_CREDENTIALS|GOOGLE_CLOUD_PROJECT)$")
 
 
 class SettingsError(Exception):
@@ -53,14 +63,31 @@ class Settings(BaseSettings):
     auth_tokens: str | None = Field(
         None, description="Comma-separated token=principal pairs; when set, auth is on (Bearer tokens)"
     )
+    # -- model providers (app.llm) ----------------------------------------------------------
+    local_fallback: bool = Field(
+        True, description="Answer with the local model when an agent's provider is not configured; "
+                          "false: such a turn fails with a 503 naming the missing variables")
+    model_timeout_s: float = Field(60.0, gt=0, description="Timeout of each HTTP read from a model provider")
+    model_first_token_timeout_s: float = Field(
+        30.0, gt=0, description="Deadline for a provider's first text, per attempt (then a timeout error)")
+    model_total_timeout_s: float = Field(
+        300.0, gt=0, description="Deadline for a whole model call, retries included (then a timeout error)")
+    model_retries: int = Field(
+        1, ge=0, le=10, description="Retries of a call that failed (connection, 429, 5xx) before any text; "
+                                    "the provider SDK's own retries are off")
+    provider_env: dict[str, str] = Field(
+        default_factory=dict, exclude=True,
+        description="Provider variables (*_API_KEY, *_API_BASE, OPENAI_BASE_URL, AWS_*, AZURE_*, VERTEXAI_*, ...) "
+                    "from the .env and the environment (the environment wins); filled by load()")
 
     @classmethod
     def load(cls, env_file: Path | None = None) -> "Settings":
         if env_file is None:
             root = paths.find_package_root()
             env_file = root / ".env" if root else None
+        env_file = env_file if env_file and env_file.is_file() else None
         try:
-            return cls(_env_file=env_file if env_file and env_file.is_file() else None)
+            return cls(_env_file=env_file, provider_env=collect_provider_env(os.environ, env_file))
         except ValidationError as exc:
             raise SettingsError(_one_line(exc)) from None
 
@@ -85,6 +112,17 @@ class Settings(BaseSettings):
 
     def port_for(self, role: str) -> int:
         return self.gateway_port if role == "gateway" else self.studio_port
+
+
+def collect_provider_env(environ: Mapping[str, str], env_file: Path | None) -> dict[str, str]:
+    """Provider variables from ``env_file`` and ``environ`` (which wins), empty values dropped."""
+    found: dict[str, str] = {}
+    sources = [dotenv_values(env_file) if env_file else {}, environ]
+    for source in sources:
+        for name, value in source.items():
+            if value and value.strip() and PROVIDER_VARIABLE.match(name):
+                found[name] = value.strip()
+    return found
 
 
 def _one_line(exc: ValidationError) -> str:

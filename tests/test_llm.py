@@ -22,13 +22,14 @@ from app.llm import (
     LiteLLMClient,
     ModelProviderError,
     ModelRequest,
+    ModelResolver,
     TextDelta,
     Usage,
     prepare_litellm,
-    resolve_model,
     translate,
 )
 from app.llm.local_model import compose_reply
+from app.llm.tokens import count_tokens
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_KEY = "sk-test-not-a-real-key-0123456789"
@@ -37,6 +38,14 @@ FAKE_KEY = "sk-test-not-a-real-key-0123456789"
 @pytest.fixture(scope="module")
 def litellm() -> Any:
     return prepare_litellm()
+
+
+def resolve_model(mastra_id: str, *, environ: dict[str, str], force_local: bool = False) -> Any:
+    return ModelResolver(prepare_litellm(), environ, force_local=force_local).resolve(mastra_id)
+
+
+def resolve(client: LiteLLMClient, mastra_id: str) -> Any:
+    return asyncio.run(client.resolve(mastra_id))
 
 
 def user(text: str) -> dict[str, str]:
@@ -102,31 +111,32 @@ def test_invalid_ids_raise_value_error(bad: str) -> None:
     with pytest.raises(ValueError):
         resolve_model(bad, environ=KEYS)
     with pytest.raises(ValueError):
-        LiteLLMClient(environ=KEYS).resolve(bad)
+        resolve(LiteLLMClient(environ=KEYS), bad)
 
 
 def test_resolve_falls_back_to_local_without_key() -> None:
-    resolved = LiteLLMClient(environ={}).resolve("openai/gpt-4o-mini")
+    resolved = resolve(LiteLLMClient(environ={}), "openai/gpt-4o-mini")
     assert resolved.is_local and resolved.litellm_model.startswith("local/")
     assert (resolved.provider, resolved.model_id) == ("openai", "gpt-4o-mini")
 
 
 def test_resolve_uses_provider_when_key_present() -> None:
-    resolved = LiteLLMClient(environ={"OPENAI_API_KEY": FAKE_KEY}).resolve("openai/gpt-4o-mini")
-    assert resolved == resolved.__class__("openai/gpt-4o-mini", "openai", "gpt-4o-mini", "openai/gpt-4o-mini", False)
+    resolved = resolve(LiteLLMClient(environ={"OPENAI_API_KEY": FAKE_KEY}), "openai/gpt-4o-mini")
+    assert (resolved.mastra_id, resolved.provider, resolved.model_id, resolved.litellm_model, resolved.is_local) == (
+        "openai/gpt-4o-mini", "openai", "gpt-4o-mini", "openai/gpt-4o-mini", False)
     assert FAKE_KEY not in repr(resolved)
 
 
 def test_resolve_force_local_and_local_provider() -> None:
-    forced = LiteLLMClient(force_local=True, environ=KEYS).resolve("anthropic/claude-3-5-haiku-latest")
+    forced = resolve(LiteLLMClient(force_local=True, environ=KEYS), "anthropic/claude-3-5-haiku-latest")
     assert forced.is_local and forced.litellm_model.startswith("local/")
-    local = LiteLLMClient(environ=KEYS).resolve("local/echo")
+    local = resolve(LiteLLMClient(environ=KEYS), "local/echo")
     assert local.is_local and local.litellm_model == "local/echo"
 
 
 @pytest.mark.parametrize("key_name", ["GOOGLE_GENERATIVE_AI_API_KEY", "GEMINI_API_KEY"])
 def test_google_accepts_either_key_name(key_name: str) -> None:
-    resolved = LiteLLMClient(environ={key_name: FAKE_KEY}).resolve("google/gemini-2.5-flash")
+    resolved = resolve(LiteLLMClient(environ={key_name: FAKE_KEY}), "google/gemini-2.5-flash")
     assert not resolved.is_local and resolved.litellm_model == "gemini/gemini-2.5-flash"
 
 
@@ -146,7 +156,8 @@ async def test_local_stream_is_deterministic_and_well_formed() -> None:
     text = "".join(deltas)
     assert text == '[local model] You said: "how are you today?". I can see 2 earlier messages in this conversation.'
     assert finish.finish_reason == "stop"
-    assert finish.usage == Usage(input_tokens=2 + 1 + 4, output_tokens=len(deltas))
+    assert finish.usage == Usage(input_tokens=count_tokens("hello there") + count_tokens("hi")
+                                 + count_tokens("how are you today?"), output_tokens=count_tokens(text))
 
 
 @pytest.mark.anyio
@@ -212,7 +223,8 @@ def test_compose_reply_statement_is_not_a_recall_question() -> None:
 async def test_local_provider_non_streaming_completion(litellm: Any) -> None:
     response = await litellm.acompletion(model="local/echo", messages=[user("hi there")])
     assert response.choices[0].message.content == '[local model] You said: "hi there". I can see 0 earlier messages in this conversation.'
-    assert (response.usage.prompt_tokens, response.usage.completion_tokens) == (2, 15)
+    text = response.choices[0].message.content
+    assert (response.usage.prompt_tokens, response.usage.completion_tokens) == (2, count_tokens(text))
 
 
 # -- litellm path: mock responses and errors ----------------------------------------------

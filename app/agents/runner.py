@@ -85,7 +85,7 @@ class TurnRunner:
         stored and the model sees ``client_context``. Starts the run's root span; ``run``
         ends it (or this does, if preparing fails).
         """
-        model = self.llm.resolve(agent.definition.model)
+        model = await self.llm.resolve(agent.definition.model)
         system = [{"role": "system", "content": agent.definition.instructions}]
         memory = agent.memory if thread_id is not None else None
         thread_id = thread_id if memory else None
@@ -131,7 +131,7 @@ class TurnRunner:
                                              "streaming": True, "parameters": {}, "local": model.is_local})
         step = spans.start(self.tracer, "step: 0", "model_step", turn.ids,
                            parent=trace.set_span_in_context(generation))
-        stream = self.llm.stream(ModelRequest(model=model.mastra_id, messages=turn.context))
+        stream = self.llm.stream(ModelRequest(model=model, messages=turn.context))
         pieces: list[str] = []
         turn.interrupted = True  # until the stream ends on its own
         try:

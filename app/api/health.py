@@ -20,6 +20,12 @@ async def health(request: Request) -> dict[str, Any]:
         "version": __version__,
         "dataDir": str(settings.resolved_data_dir),
         "stores": storage.health(),
-        "models": {"ready": litellm_ready()},
+        "models": _models(request.app.state.runner.llm),
         "telemetry": request.app.state.telemetry.stats() if request.app.state.telemetry else None,
     }
+
+
+def _models(llm: Any) -> dict[str, Any]:
+    """Whether the model layer is warm, and who answers each agent (and why)."""
+    status = getattr(llm, "status", None)
+    return status() if status is not None else {"ready": litellm_ready()}

@@ -6,7 +6,7 @@ reaches the network); ``prepare_litellm()`` does it on first use. See DESIGN.md 
 
 from app.llm.client import LiteLLMClient, LLMClient
 from app.llm.errors import ModelProviderError, translate
-from app.llm.models import resolve_model, split_model_id
+from app.llm.models import ModelResolver, split_model_id
 from app.llm.offline import ensure_litellm, litellm_ready, prepare_litellm
 from app.llm.types import Finish, ModelRequest, ResolvedModel, TextDelta, Usage
 
@@ -16,13 +16,13 @@ __all__ = [
     "LiteLLMClient",
     "ModelProviderError",
     "ModelRequest",
+    "ModelResolver",
     "ResolvedModel",
     "TextDelta",
     "Usage",
     "ensure_litellm",
     "litellm_ready",
     "prepare_litellm",
-    "resolve_model",
     "split_model_id",
     "translate",
 ]

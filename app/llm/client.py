@@ -5,24 +5,44 @@ swap in a scripted fake and nothing above this layer imports litellm. ``LiteLLMC
 sends every call, the local model's included, through ``litellm.acompletion(stream=True)``
 and turns litellm's chunks into ``TextDelta``s and one final ``Finish``.
 
+Configuration (``from_settings``): provider variables come from the settings (environment
+and ``.env``) and decide, per model, who answers (``app.llm.models``). A request carries
+the ``ResolvedModel`` its turn resolved, so a model is resolved once per turn.
+
+Time and retries are ours alone: the provider SDK's own retries are off (``max_retries=0``;
+left on, one 60 s timeout was retried twice underneath). ``timeout_s`` bounds each HTTP
+read; ``first_token_s`` bounds the wait for the first text (per attempt); ``total_s`` bounds
+the whole call, retries included; either deadline ends the call with a ``timeout`` error.
+A call that fails with ``connection``, ``rate_limit`` or a provider 5xx (``provider``)
+before any text was streamed is retried up to ``retries`` times; nothing else is retried
+(a timeout already waited its deadline; text already streamed cannot be taken back).
+
 Failure contract: ``stream`` raises only ``ModelProviderError`` (``raise ... from exc``),
 whether the call fails before the first delta or mid-stream; a malformed model id is a 400
-``bad_request`` there too (``resolve`` itself raises ``ValueError``). Cancellation: when the
-consumer stops early (``aclose()``, ``break`` + close, or task cancellation) the litellm
-stream is closed in a ``finally``, which also closes the provider's HTTP response or the
-local model's generator.
+``bad_request`` there too (``resolve`` itself raises ``ValueError``). A stream that carries
+no text and no other finish reason (an empty stream, or a JSON body where a stream was
+asked for) is a ``response`` error, not an empty reply. Cancellation: when the consumer
+stops early (``aclose()``, ``break`` + close, or task cancellation) the litellm stream is
+closed in a ``finally``, which also closes the provider's HTTP response or the local
+model's generator.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator, Mapping
-from typing import Any, Protocol
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
+from contextlib import aclosing
+from typing import Any, Protocol, TypeVar
 
+from app.llm.content import fit_to_model
 from app.llm.errors import ModelProviderError, translate
-from app.llm.models import api_key_for, resolve_model
-from app.llm.offline import ensure_litellm
+from app.llm.models import ModelResolver
+from app.llm.offline import ensure_litellm, litellm_ready
 from app.llm.types import Finish, ModelRequest, ResolvedModel, TextDelta, Usage
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # OpenAI finish reasons (what litellm normalises to) -> AI SDK finish reasons.
 _FINISH_REASONS = {
@@ -32,10 +52,11 @@ _FINISH_REASONS = {
     "tool_calls": "tool-calls",
     "function_call": "tool-calls",
 }
+RETRYABLE_KINDS = frozenset({"connection", "rate_limit", "provider"})
 
 
 class LLMClient(Protocol):
-    def resolve(self, mastra_id: str) -> ResolvedModel: ...
+    async def resolve(self, mastra_id: str) -> ResolvedModel: ...
 
     def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | Finish]: ...
 
@@ -43,63 +64,164 @@ class LLMClient(Protocol):
 class LiteLLMClient:
     """``LLMClient`` over litellm.
 
-    ``force_local`` sends every request to the local model; ``environ`` is where provider
-    keys are looked up (default: the live ``os.environ``); ``extra_kwargs`` are passed to
-    every ``litellm.acompletion`` call and win over ours (tests pass ``mock_response``).
+    ``environ`` holds the provider variables (the app passes the settings'
+    ``provider_env``; default none, so every model answers locally); ``force_local`` sends every request to the local
+    model; ``local_fallback=False`` makes a model whose provider is not configured fail
+    (503 ``not_configured``) instead of answering locally. ``agent_models`` (agent id ->
+    Mastra model id) are resolved and logged by ``warm_up`` and reported by ``status``.
+    ``extra_kwargs`` are passed to every ``litellm.acompletion`` call and win over ours
+    (tests pass ``mock_response``).
     """
 
     def __init__(
         self,
         *,
         force_local: bool = False,
+        local_fallback: bool = True,
         environ: Mapping[str, str] | None = None,
         timeout_s: float = 60.0,
+        first_token_s: float = 60.0,
+        total_s: float = 300.0,
+        retries: int = 0,
+        agent_models: Mapping[str, str] | None = None,
         extra_kwargs: dict[str, Any] | None = None,
     ) -> None:
         self._force_local = force_local
-        self._environ: Mapping[str, str] = os.environ if environ is None else environ
+        self._fallback = local_fallback
+        self._environ: Mapping[str, str] = environ or {}
         self._timeout_s = timeout_s
+        self._first_token_s = first_token_s
+        self._total_s = total_s
+        self._retries = retries
+        self.agent_models = dict(agent_models or {})
         self._extra_kwargs = dict(extra_kwargs or {})
+        self._resolver: ModelResolver | None = None
 
-    def resolve(self, mastra_id: str) -> ResolvedModel:
-        return resolve_model(mastra_id, environ=self._environ, force_local=self._force_local)
+    @classmethod
+    def from_settings(cls, settings: Any, agents: Iterable[Any] = ()) -> "LiteLLMClient":
+        """The client the app uses: everything from ``settings``; ``agents`` are definitions."""
+        return cls(force_local=settings.local_model_only, local_fallback=settings.local_fallback,
+                   environ=settings.provider_env, timeout_s=settings.model_timeout_s,
+                   first_token_s=settings.model_first_token_timeout_s, total_s=settings.model_total_timeout_s,
+                   retries=settings.model_retries, agent_models={a.id: a.model for a in agents})
+
+    async def resolver(self) -> ModelResolver:
+        if self._resolver is None:
+            self._resolver = ModelResolver(await ensure_litellm(), self._environ, force_local=self._force_local,
+                                           fallback=self._fallback)
+        return self._resolver
+
+    async def resolve(self, mastra_id: str) -> ResolvedModel:
+        """Where ``mastra_id`` goes. ValueError for a malformed id or an unknown provider;
+        ``ModelProviderError`` (503 ``not_configured``) when it cannot be called."""
+        return (await self.resolver()).resolve(mastra_id)
+
+    def status(self) -> dict[str, Any]:
+        """``/health``'s ``models``: whether litellm is ready and who answers each agent."""
+        if not litellm_ready() or self._resolver is None:
+            return {"ready": False, "localFallback": self._fallback, "agents": {}}
+        return {"ready": True, "localFallback": self._fallback,
+                "agents": {agent_id: self._agent_status(model) for agent_id, model in self.agent_models.items()}}
+
+    def _agent_status(self, mastra_id: str) -> dict[str, Any]:
+        assert self._resolver is not None
+        try:
+            resolved = self._resolver.plan(mastra_id)
+        except ValueError as exc:
+            return {"model": mastra_id, "ready": False, "error": str(exc)}
+        status: dict[str, Any] = {"model": resolved.mastra_id, "answeredBy": resolved.litellm_model,
+                                  "local": resolved.is_local, "ready": not resolved.missing or resolved.is_local,
+                                  "reason": resolved.reason}
+        if resolved.missing:
+            status["missing"] = list(resolved.missing)
+        return status
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | Finish]:
-        try:
-            resolved = self.resolve(request.model)
-        except ValueError as exc:
-            raise ModelProviderError(400, "bad_request", str(exc)) from exc
+        resolved = request.model
+        if not isinstance(resolved, ResolvedModel):
+            try:
+                resolved = await self.resolve(resolved)
+            except ValueError as exc:
+                raise ModelProviderError(400, "bad_request", str(exc)) from exc
         litellm = await ensure_litellm()
-        try:
-            response = await litellm.acompletion(**self._call_kwargs(request, resolved))
-        except Exception as exc:
-            raise translate(exc) from exc
+        kwargs = self._call_kwargs(request, resolved, (await self.resolver()).call_kwargs(resolved))
+        loop = asyncio.get_running_loop()
+        total_deadline = loop.time() + self._total_s
+        for attempt in range(self._retries + 1):
+            streamed = False
+            try:
+                async with aclosing(self._attempt(litellm, kwargs, total_deadline)) as events:
+                    async for event in events:
+                        streamed = True
+                        yield event
+                return
+            except ModelProviderError as exc:
+                if streamed or attempt == self._retries or exc.kind not in RETRYABLE_KINDS \
+                        or loop.time() >= total_deadline:
+                    raise
+                log.info("model call failed (%s), retry %d of %d", exc.kind, attempt + 1, self._retries)
 
+    async def _attempt(self, litellm: Any, kwargs: dict[str, Any],
+                       total_deadline: float) -> AsyncIterator[TextDelta | Finish]:
+        loop = asyncio.get_running_loop()
+        first_deadline = min(loop.time() + self._first_token_s, total_deadline)
+        response = await self._before(litellm.acompletion(**kwargs), first_deadline, "first")
         finish_reason: str | None = None
         usage = Usage(0, 0)
+        streamed = False
         try:
             iterator = aiter(response)
             while True:
                 try:
-                    chunk = await anext(iterator)
+                    chunk = await self._before(anext(iterator), total_deadline if streamed else first_deadline,
+                                               "total" if streamed else "first")
                 except StopAsyncIteration:
                     break
-                except Exception as exc:
+                try:
+                    chunk_usage = getattr(chunk, "usage", None)
+                    if chunk_usage is not None:
+                        usage = Usage(chunk_usage.prompt_tokens or 0, chunk_usage.completion_tokens or 0)
+                    texts = []
+                    for choice in chunk.choices or ():
+                        finish_reason = choice.finish_reason or finish_reason
+                        text = choice.delta.content if choice.delta is not None else None
+                        if text:
+                            texts.append(text)
+                except Exception as exc:  # a chunk litellm let through in the wrong shape
                     raise translate(exc) from exc
-                chunk_usage = getattr(chunk, "usage", None)
-                if chunk_usage is not None:
-                    usage = Usage(chunk_usage.prompt_tokens or 0, chunk_usage.completion_tokens or 0)
-                for choice in chunk.choices or ():
-                    finish_reason = choice.finish_reason or finish_reason
-                    text = choice.delta.content if choice.delta is not None else None
-                    if text:
-                        yield TextDelta(text)
+                for text in texts:
+                    streamed = True
+                    yield TextDelta(text)
         finally:
             await response.aclose()
+        if not streamed and finish_reason in (None, "stop"):
+            raise ModelProviderError(502, "response", "The model provider sent an invalid response: the stream "
+                                                      "carried no content (an empty stream, or not a stream at all).")
         yield Finish(_FINISH_REASONS.get(finish_reason or "", "other"), usage)
 
+    async def _before(self, awaitable: Awaitable[T], deadline: float, which: str) -> T:
+        """``await awaitable`` by ``deadline``, litellm's exceptions translated."""
+        try:
+            async with asyncio.timeout_at(deadline) as scope:
+                return await awaitable
+        except StopAsyncIteration:
+            raise
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise translate(exc) from exc
+            setting, seconds = (("DEV_SERVER_MODEL_FIRST_TOKEN_TIMEOUT_S", self._first_token_s) if which == "first"
+                                else ("DEV_SERVER_MODEL_TOTAL_TIMEOUT_S", self._total_s))
+            what = "sent no text" if which == "first" else "did not finish"
+            raise ModelProviderError(504, "timeout", f"The model provider {what} within {seconds:g} s "
+                                                     f"({setting}).") from exc
+        except ModelProviderError:
+            raise
+        except Exception as exc:
+            raise translate(exc) from exc
+
     async def warm_up(self) -> None:
-        """Pay litellm's import (~3.6 s) and first-call setup (~0.4 s) before the first chat."""
+        """Pay litellm's import (~3.6 s), the tokenizer and the first call's setup before the
+        first chat, then log who answers each agent (one line per agent)."""
         await ensure_litellm()
         stream = self.stream(ModelRequest(model="local/warm-up", messages=[{"role": "user", "content": "hi"}]))
         try:
@@ -107,21 +229,32 @@ class LiteLLMClient:
                 pass
         finally:
             await stream.aclose()
+        resolver = await self.resolver()
+        for agent_id, mastra_id in self.agent_models.items():
+            try:
+                resolved = resolver.plan(mastra_id)
+            except ValueError as exc:
+                log.error("%s -> error: %s", agent_id, exc)
+                continue
+            level = logging.ERROR if resolved.missing and not resolved.is_local else logging.INFO
+            log.log(level, "%s -> %s", agent_id, resolved.describe())
 
-    def _call_kwargs(self, request: ModelRequest, resolved: ResolvedModel) -> dict[str, Any]:
+    def _call_kwargs(self, request: ModelRequest, resolved: ResolvedModel,
+                     credentials: dict[str, Any]) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": resolved.litellm_model,
-            "messages": list(request.messages),
+            "messages": fit_to_model(list(request.messages), vision=resolved.vision, pdf_input=resolved.pdf_input,
+                                     model=resolved.mastra_id),
             "stream": True,
             "stream_options": {"include_usage": True},
             "timeout": self._timeout_s,
+            "max_retries": 0,  # retries are ours (see the module docstring)
         }
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
         if request.max_tokens is not None:
             kwargs["max_tokens"] = request.max_tokens
-        if not resolved.is_local:
-            # Passed explicitly so an injected environ (and Mastra's GOOGLE_GENERATIVE_AI_API_KEY
-            # name, which litellm does not read) work; litellm redacts it from its logs.
-            kwargs["api_key"] = api_key_for(resolved.provider, self._environ)
+        # Passed explicitly so the settings' variables (.env included, and Mastra's
+        # GOOGLE_GENERATIVE_AI_API_KEY name) are used; litellm redacts keys from its logs.
+        kwargs.update(credentials)
         return {**kwargs, **self._extra_kwargs}

@@ -10,19 +10,36 @@ onto ``ModelProviderError`` with an HTTP-ish ``status`` and a coarse ``kind``:
     APIConnectionError                            502        connection
     BadRequestError, ContextWindowExceededError   400        bad_request
     NotFoundError                                 404        not_found
+    a response that is not a valid stream         502        response
     any other APIError / unexpected exception     502        provider
 
-``message`` is written here from the kind and the provider name only; the provider's own
-text (which can echo a key prefix or the prompt) is never copied. The original exception
-stays reachable as ``__cause__`` for logs.
+A *response* error is the provider answering with something that is not a chat completion
+stream: a chunk that is not JSON (``JSONDecodeError`` in the chain), a chunk of the wrong
+shape (``AttributeError``/``TypeError``/``KeyError``/pydantic's ``ValidationError`` while
+litellm parses it), or an in-band ``{"error": ...}`` event (a bare ``openai.APIError``).
+litellm wraps all of these in ``APIConnectionError``, which would otherwise read as
+"Could not reach the model provider". Their message carries the provider's own words,
+shortened and with anything key-like redacted. The client raises three of these kinds
+itself: ``timeout`` when its first-token or total deadline passes, ``response`` for a
+stream without content (an empty stream, or a plain JSON body where a stream was asked
+for), and ``not_configured`` (503) when a model cannot be called and the local fallback is
+off.
+
+Other messages are written here from the kind and the provider name only; a provider's
+status-error text (which can echo a key prefix or the prompt) is not copied. The original
+exception stays reachable as ``__cause__`` for logs.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 _NAME = re.compile(r"^[a-z0-9_.\-]{1,40}$")
 _MAX_UNWRAP = 5
+_MAX_DETAIL = 300
+_KEY_LIKE = re.compile(r"\b(?:sk|pk|rk|key|gsk|xai)-[A-Za-z0-9_\-]{6,}|\b[A-Za-z0-9_\-]{32,}\b")
+_SHAPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError)
 
 _MESSAGES = {
     "auth": "The model provider rejected the API key",
@@ -34,6 +51,7 @@ _MESSAGES = {
     "bad_request": "The model provider rejected the request",
     "not_found": "The model was not found at the provider",
     "provider": "The model provider returned an error",
+    "response": "The model provider sent an invalid response",
 }
 
 
@@ -63,6 +81,42 @@ def _unwrap(exc: BaseException) -> BaseException:
 def _provider_of(exc: BaseException) -> str | None:
     name = getattr(exc, "llm_provider", None)
     return name if isinstance(name, str) and _NAME.match(name) else None
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it wraps: litellm's ``original_exception``, then ``__cause__`` /
+    ``__context__``."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not s for s in seen) and len(seen) < 4 * _MAX_UNWRAP:
+        seen.append(current)
+        inner = getattr(current, "original_exception", None)
+        current = inner if isinstance(inner, BaseException) else (current.__cause__ or current.__context__)
+    return seen
+
+
+def detail(text: str) -> str:
+    """The provider's words, safe to show: one line, key-like tokens redacted, shortened."""
+    flat = " ".join(str(text).split())
+    flat = _KEY_LIKE.sub("[redacted]", flat)
+    return flat if len(flat) <= _MAX_DETAIL else flat[: _MAX_DETAIL - 1] + "…"
+
+
+def _response_problem(chain: list[BaseException]) -> str | None:
+    """What was wrong with the provider's response, if that is what failed."""
+    import openai
+    import pydantic
+
+    for exc in chain:
+        if isinstance(exc, json.JSONDecodeError):
+            return f"a stream chunk is not JSON ({exc.msg})"
+        if type(exc) is openai.APIError:  # raised for an in-band {"error": ...} event
+            return detail(getattr(exc, "message", None) or str(exc))
+    if any(isinstance(e, openai.APIConnectionError) for e in chain):
+        for exc in chain:
+            if isinstance(exc, (*_SHAPE_ERRORS, pydantic.ValidationError)):
+                return f"a stream chunk has an unexpected shape ({detail(str(exc))})"
+    return None
 
 
 def _classify(exc: BaseException) -> tuple[int, str, str]:
@@ -98,7 +152,10 @@ def translate(exc: BaseException) -> ModelProviderError:
     inner = _unwrap(exc)
     if isinstance(inner, ModelProviderError):
         return inner
-    status, kind, key = _classify(inner)
     provider = _provider_of(inner) or _provider_of(exc)
-    message = _MESSAGES[key] + (f" ({provider})." if provider else ".")
-    return ModelProviderError(status, kind, message)
+    suffix = f" ({provider})" if provider else ""
+    problem = _response_problem(_chain(exc))
+    if problem is not None:
+        return ModelProviderError(502, "response", f"{_MESSAGES['response']}{suffix}: {problem}")
+    status, kind, key = _classify(inner)
+    return ModelProviderError(status, kind, _MESSAGES[key] + suffix + ".")

@@ -18,9 +18,13 @@ which makes memory demonstrable: what reaches it is exactly what memory fed the 
 3. Otherwise: ``You said: "<last user text>". I can see N earlier messages in this
    conversation.`` where N counts the non-system messages before the last user message.
 
-If a system message is present it adds "I was also given system instructions." The text is
+If a system message is present it adds "I was also given system instructions." If the last
+user message carries attachments (OpenAI ``image_url`` / ``file`` content parts) it adds
+``I received N attachment(s): <media types>.``, e.g. ``I received 2 attachments:
+image/png, application/pdf.``, so what reaches a model can be checked offline. The text is
 streamed in word-ish pieces (each piece carries its leading whitespace, so joining them
-gives the answer back). Usage: input tokens = words in all messages, output tokens = pieces.
+gives the answer back). Usage is counted exactly with tiktoken (``app.llm.tokens``): input
+tokens = the text of all messages, output tokens = the reply.
 
 Test triggers, in the last user message:
 
@@ -40,7 +44,9 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from app.llm.content import attachments
 from app.llm.models import LOCAL_PROVIDER
+from app.llm.tokens import count_tokens
 
 PREFIX = "[local model] "
 SLOW_TRIGGER = "[[slow]]"
@@ -71,6 +77,7 @@ class LocalReply:
     text: str
     pieces: tuple[str, ...]
     input_tokens: int
+    output_tokens: int
     slow: bool
     fail: bool
 
@@ -87,15 +94,26 @@ def message_text(content: Any) -> str:
 
 def compose_reply(messages: Sequence[dict[str, Any]]) -> LocalReply:
     texts = [message_text(m.get("content")) for m in messages]
-    text = PREFIX + _answer(messages)
+    text = PREFIX + _answer(messages) + _acknowledgement(messages)
     last_user = _last_user_text(messages)
     return LocalReply(
         text=text,
         pieces=tuple(_PIECE.findall(text)),
-        input_tokens=sum(len(t.split()) for t in texts),
+        input_tokens=sum(count_tokens(t) for t in texts),
+        output_tokens=count_tokens(text),
         slow=SLOW_TRIGGER in last_user,
         fail=FAIL_TRIGGER in last_user,
     )
+
+
+def _acknowledgement(messages: Sequence[dict[str, Any]]) -> str:
+    for m in reversed(messages):
+        if m.get("role") == "user":
+            media = attachments(m.get("content"))
+            if media:
+                return f" I received {_plural(len(media), 'attachment')}: {', '.join(media)}."
+            return ""
+    return ""
 
 
 def _last_user_text(messages: Sequence[dict[str, Any]]) -> str:
@@ -174,7 +192,7 @@ def _handler_class(litellm: ModuleType) -> type:
     # imported when app.llm is.
 
     def usage_block(reply: LocalReply) -> dict[str, int]:
-        out = len(reply.pieces)
+        out = reply.output_tokens
         return {"prompt_tokens": reply.input_tokens, "completion_tokens": out, "total_tokens": reply.input_tokens + out}
 
     def failure(model: str) -> Exception:

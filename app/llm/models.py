@@ -1,44 +1,48 @@
-"""Mastra model ids -> litellm model names, and the local fallback rule.
+"""Mastra model ids -> litellm models, and which model will really answer (and why).
 
 Mastra names a model ``provider/model``; litellm uses the same shape with its own provider
-prefixes (only Google differs: Mastra's ``google`` is litellm's ``gemini``). The rest of the
-id is passed through untouched, so ``openrouter/meta-llama/llama-3-8b`` keeps its slashes.
+prefixes (only Google differs: Mastra's ``google`` is litellm's ``gemini``). Every provider
+litellm knows is accepted (``ollama/``, ``azure/``, ``bedrock/``, ``vertex_ai/``,
+``openrouter/``, ``groq/``, ...); the rest of the id is passed through untouched, so
+``openrouter/meta-llama/llama-3-8b`` keeps its slashes. ``local/...`` is the built-in model.
 
-A provider is only called when its API key is present. Keys are read from the environment
-(``os.environ`` unless a mapping is injected), which is litellm's own convention and the
-one every provider SDK documents, so this is the one place outside ``app.settings`` that
-looks at environment variables. Without a key, or with ``force_local``, the built-in
-deterministic local model answers instead (``local/...``), so a checkout with no keys
-works offline. Keys are looked up here and handed to litellm per call; they never appear
-in a ``ResolvedModel``.
+Which variables a provider needs comes from litellm itself: ``get_llm_provider`` (the
+provider, its default base URL, a key that is not a secret such as vLLM's) and
+``validate_environment`` (the required variable names). ``validate_environment`` reads
+``os.environ``; we evaluate the same function against the provider variables the settings
+collected (the environment *and* the ``.env``), so ``.env`` keys count, and an injected
+mapping is the whole truth in tests. A provider that needs nothing (ollama at its default
+``http://localhost:11434``) is called directly.
+
+A provider is called when nothing it needs is missing. Otherwise the built-in local model
+answers (``local_fallback``), or, with the fallback off, the turn fails with a 503
+``not_configured`` error naming the missing variables. Keys are handed to litellm per call
+(``call_kwargs``) and never appear in a ``ResolvedModel``.
 """
 
 from __future__ import annotations
 
+import types
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import Any
 
+from app.llm.errors import ModelProviderError
 from app.llm.types import ResolvedModel
 
 LOCAL_PROVIDER = "local"
-
-
-@dataclass(frozen=True)
-class Provider:
-    litellm_prefix: str
-    key_env: tuple[str, ...]  # first one set wins
-
-
-PROVIDERS: Mapping[str, Provider] = {
-    "openai": Provider("openai", ("OPENAI_API_KEY",)),
-    "anthropic": Provider("anthropic", ("ANTHROPIC_API_KEY",)),
-    "google": Provider("gemini", ("GOOGLE_GENERATIVE_AI_API_KEY", "GEMINI_API_KEY")),
-    "groq": Provider("groq", ("GROQ_API_KEY",)),
-    "mistral": Provider("mistral", ("MISTRAL_API_KEY",)),
-    "deepseek": Provider("deepseek", ("DEEPSEEK_API_KEY",)),
-    "xai": Provider("xai", ("XAI_API_KEY",)),
-    "openrouter": Provider("openrouter", ("OPENROUTER_API_KEY",)),
+_LITELLM_PREFIX = {"google": "gemini"}
+# Mastra's name for the Gemini key, which litellm does not read.
+_KEY_ALIASES = {"GEMINI_API_KEY": "GOOGLE_GENERATIVE_AI_API_KEY"}
+# Variables litellm takes as call arguments instead of reading them from os.environ.
+_CALL_ARGS: Mapping[str, tuple[tuple[str, ...], ...]] = {
+    "aws": (("aws_access_key_id", "AWS_ACCESS_KEY_ID"), ("aws_secret_access_key", "AWS_SECRET_ACCESS_KEY"),
+            ("aws_session_token", "AWS_SESSION_TOKEN"), ("aws_profile_name", "AWS_PROFILE"),
+            ("aws_region_name", "AWS_REGION_NAME", "AWS_REGION", "AWS_DEFAULT_REGION")),
+    "vertex_ai": (("vertex_project", "VERTEXAI_PROJECT", "VERTEX_PROJECT", "GOOGLE_CLOUD_PROJECT"),
+                  ("vertex_location", "VERTEXAI_LOCATION", "VERTEX_LOCATION"),
+                  ("vertex_credentials", "VERTEXAI_CREDENTIALS", "GOOGLE_APPLICATION_CREDENTIALS")),
 }
+_AWS_PROVIDERS = {"bedrock", "sagemaker", "bedrock_converse"}
 
 
 def split_model_id(mastra_id: str) -> tuple[str, str]:
@@ -49,29 +53,131 @@ def split_model_id(mastra_id: str) -> tuple[str, str]:
     return provider.lower(), model_id
 
 
-def api_key_for(provider: str, environ: Mapping[str, str]) -> str | None:
-    """The provider's API key from ``environ``, or None (also for unknown providers)."""
-    spec = PROVIDERS.get(provider)
-    if spec is None:
-        return None
-    for name in spec.key_env:
+def _isolated(function: Any, environ: Mapping[str, str]) -> Any:
+    """``function`` with ``os.environ`` inside it replaced by ``environ`` (a copy of the
+    function, so nothing process-wide changes; ``validate_environment`` only tests
+    membership in ``os.environ``)."""
+    scope = {**function.__globals__, "os": types.SimpleNamespace(environ=environ)}
+    copy = types.FunctionType(function.__code__, scope, function.__name__, function.__defaults__,
+                              function.__closure__)
+    copy.__kwdefaults__ = function.__kwdefaults__
+    return copy
+
+
+def _first(environ: Mapping[str, str], names: Any) -> str | None:
+    for name in names:
         value = environ.get(name, "").strip()
         if value:
             return value
     return None
 
 
-def resolve_model(mastra_id: str, *, environ: Mapping[str, str], force_local: bool = False) -> ResolvedModel:
-    """Decide where ``mastra_id`` goes. Raises ValueError for a malformed or unknown id."""
-    provider, model_id = split_model_id(mastra_id)
-    canonical = f"{provider}/{model_id}"
-    if provider == LOCAL_PROVIDER:
-        return ResolvedModel(canonical, provider, model_id, f"{LOCAL_PROVIDER}/{model_id}", True)
-    spec = PROVIDERS.get(provider)
-    if spec is None:
-        known = ", ".join(sorted([*PROVIDERS, LOCAL_PROVIDER]))
-        raise ValueError(f"unknown model provider {provider!r} (known: {known})")
-    if force_local or api_key_for(provider, environ) is None:
-        # The local model stands in for the requested one; keep the original id visible.
-        return ResolvedModel(canonical, provider, model_id, f"{LOCAL_PROVIDER}/{canonical}", True)
-    return ResolvedModel(canonical, provider, model_id, f"{spec.litellm_prefix}/{model_id}", False)
+class ModelResolver:
+    """Decides, once per model id, where a Mastra model id goes; needs litellm imported."""
+
+    def __init__(self, litellm: Any, environ: Mapping[str, str], *, force_local: bool = False,
+                 fallback: bool = True) -> None:
+        env = {k: v for k, v in environ.items() if isinstance(v, str) and v.strip()}
+        for name, alias in _KEY_ALIASES.items():
+            if name not in env and alias in env:
+                env[name] = env[alias]
+        self._litellm = litellm
+        self._env = env
+        self._force_local = force_local
+        self._fallback = fallback
+        self._validate = _isolated(litellm.validate_environment, env)
+        self._required = _isolated(litellm.validate_environment, {})
+        self._plans: dict[str, tuple[ResolvedModel, dict[str, Any]]] = {}
+
+    def plan(self, mastra_id: str) -> ResolvedModel:
+        """Where ``mastra_id`` goes; never raises for configuration (``missing`` says what
+        is not set). ValueError for a malformed id or a provider litellm does not know."""
+        return self._planned(mastra_id)[0]
+
+    def resolve(self, mastra_id: str) -> ResolvedModel:
+        """``plan``, but a model that cannot be called with the fallback off raises a 503."""
+        resolved = self.plan(mastra_id)
+        if resolved.missing and not resolved.is_local:
+            raise ModelProviderError(
+                503, "not_configured",
+                f"The model {resolved.mastra_id} is not configured: {_names(resolved.missing)} not set "
+                "(DEV_SERVER_LOCAL_FALLBACK=false)")
+        return resolved
+
+    def call_kwargs(self, resolved: ResolvedModel) -> dict[str, Any]:
+        """Credentials and base URL for a call to ``resolved`` (empty for the local model)."""
+        if resolved.is_local:
+            return {}
+        return dict(self._planned(resolved.mastra_id)[1])
+
+    def _planned(self, mastra_id: str) -> tuple[ResolvedModel, dict[str, Any]]:
+        cached = self._plans.get(mastra_id)
+        if cached is None:
+            cached = self._plans[mastra_id] = self._decide(mastra_id)
+        return cached
+
+    def _decide(self, mastra_id: str) -> tuple[ResolvedModel, dict[str, Any]]:
+        provider, model_id = split_model_id(mastra_id)
+        canonical = f"{provider}/{model_id}"
+        if provider == LOCAL_PROVIDER:
+            return _local(canonical, provider, model_id, f"asked for {canonical}", direct=True), {}
+        litellm_model = f"{_LITELLM_PREFIX.get(provider, provider)}/{model_id}"
+        try:
+            _, llm_provider, fixed_key, default_base = self._litellm.get_llm_provider(litellm_model)
+        except Exception as exc:
+            raise ValueError(f"unknown model provider {provider!r} in {mastra_id!r} (litellm does not know it)") from exc
+        if self._force_local:
+            return _local(canonical, provider, model_id, "DEV_SERVER_LOCAL_MODEL_ONLY=true"), {}
+        kwargs = self._credentials(litellm_model, llm_provider)
+        report = self._validate(model=litellm_model, api_key=kwargs.get("api_key") or fixed_key,
+                                api_base=kwargs.get("api_base") or default_base,
+                                api_version=kwargs.get("api_version"))
+        missing = tuple(report.get("missing_keys") or ())
+        if missing:
+            reason = f"{_names(missing)} not set"
+            if self._fallback:
+                return _local(canonical, provider, model_id, reason, missing=missing), {}
+            return ResolvedModel(canonical, provider, model_id, litellm_model, False, reason=reason,
+                                 missing=missing), {}
+        base = kwargs.get("api_base") or default_base
+        return ResolvedModel(
+            canonical, provider, model_id, litellm_model, False,
+            reason=f"base URL {base}" if base else "provider default endpoint",
+            vision=self._supports("supports_vision", litellm_model),
+            pdf_input=self._supports("supports_pdf_input", litellm_model)), kwargs
+
+    def _credentials(self, litellm_model: str, llm_provider: str) -> dict[str, Any]:
+        env, upper = self._env, llm_provider.upper()
+        required = list(self._required(model=litellm_model).get("missing_keys") or ())
+        kwargs: dict[str, Any] = {}
+        key = _first(env, [n for n in required if n.endswith(("_KEY", "_TOKEN"))] + [f"{upper}_API_KEY"])
+        base_names = [n for n in required if n.endswith("_API_BASE")] + [f"{upper}_API_BASE", f"{upper}_BASE_URL"]
+        base = _first(env, base_names)
+        version = _first(env, [f"{upper}_API_VERSION"])
+        for name, value in (("api_key", key), ("api_base", base), ("api_version", version)):
+            if value:
+                kwargs[name] = value
+        family = "aws" if llm_provider in _AWS_PROVIDERS else llm_provider
+        for arg, *names in _CALL_ARGS.get(family, ()):
+            value = _first(env, names)
+            if value:
+                kwargs[arg] = value
+        return kwargs
+
+    def _supports(self, check: str, litellm_model: str) -> bool:
+        try:
+            return bool(getattr(self._litellm, check)(model=litellm_model))
+        except Exception:  # unknown to litellm's model map: assume text only
+            return False
+
+
+def _local(canonical: str, provider: str, model_id: str, reason: str, *, direct: bool = False,
+           missing: tuple[str, ...] = ()) -> ResolvedModel:
+    # The local model stands in for the requested one; the original id stays visible.
+    litellm_model = f"{LOCAL_PROVIDER}/{model_id}" if direct else f"{LOCAL_PROVIDER}/{canonical}"
+    return ResolvedModel(canonical, provider, model_id, litellm_model, True, reason=reason, missing=missing,
+                         vision=True, pdf_input=True)
+
+
+def _names(names: tuple[str, ...]) -> str:
+    return ", ".join(names)

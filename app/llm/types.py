@@ -17,11 +17,13 @@ FinishReason = Literal["stop", "length", "content-filter", "tool-calls", "error"
 class ModelRequest:
     """One call to a model.
 
-    ``model`` is Mastra's ``provider/model`` form (``openai/gpt-4o-mini``, ``local/echo``);
-    ``messages`` are OpenAI-style ``{"role": ..., "content": ...}`` dicts.
+    ``model`` is the ``ResolvedModel`` the turn resolved (once), or Mastra's
+    ``provider/model`` form (``openai/gpt-4o-mini``, ``local/echo``), resolved by the client;
+    ``messages`` are OpenAI-style ``{"role": ..., "content": ...}`` dicts, ``content`` a
+    string or a list of OpenAI content parts (``text``, ``image_url``, ``file``).
     """
 
-    model: str
+    model: "ResolvedModel | str"
     messages: list[dict[str, Any]]
     temperature: float | None = None
     max_tokens: int | None = None
@@ -59,7 +61,10 @@ class ResolvedModel:
     ``provider``/``model_id`` are the two halves of ``mastra_id``; ``litellm_model`` is what
     litellm is called with. ``is_local`` is true when the built-in offline model answers
     (asked for as ``local/...``, forced, or because the provider has no API key); responses
-    must then be labelled as coming from the local model.
+    must then be labelled as coming from the local model. ``reason`` says why in a few
+    words (``OPENAI_API_KEY not set``, ``base URL http://...``); ``missing`` names the
+    variables the provider needs that are not set; ``vision`` / ``pdf_input`` are what
+    litellm's model map says the model accepts (the local model accepts both).
     """
 
     mastra_id: str
@@ -67,3 +72,15 @@ class ResolvedModel:
     model_id: str
     litellm_model: str
     is_local: bool
+    reason: str = ""
+    missing: tuple[str, ...] = ()
+    vision: bool = False
+    pdf_input: bool = False
+
+    def describe(self) -> str:
+        """One line for logs: ``local model (OPENAI_API_KEY not set)`` / ``openai/gpt-4o-mini``."""
+        if self.is_local:
+            return f"local model ({self.reason})" if self.reason else "local model"
+        if self.missing:
+            return f"error: {self.mastra_id} cannot be called ({self.reason}; DEV_SERVER_LOCAL_FALLBACK=false)"
+        return self.litellm_model

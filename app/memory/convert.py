@@ -3,9 +3,16 @@
 - UI message (AI SDK, what ``useChat`` sends): ``{id, role, parts: [...], metadata?}``.
 - Stored message (Mastra's "MastraDBMessage", content format 2; STUDIO-REST.md 5.9):
   ``content = {format: 2, parts: [...], content: <flat text>, metadata?}``.
-- Model message (what litellm takes): ``{role, content: str}``.
+- Model message (what litellm takes): ``{role, content}``; ``content`` is the flat text, or,
+  when a user message carries files, a list of OpenAI content parts: ``text``, an image as
+  ``image_url``, any other file as ``file`` (``file_data`` = its data URL). Whether the
+  model may receive them is decided at the model seam (``app.llm.content.fit_to_model``:
+  litellm's ``supports_vision`` / ``supports_pdf_input``, else a placeholder). Files in
+  system or assistant messages, and files given by a remote URL other than an image, become
+  a text placeholder ``[file NAME (TYPE)]``.
 
-Parts are kept as faithfully as the two formats allow; nothing a client sent is dropped.
+Parts are kept as faithfully as the two formats allow; nothing a client sent is dropped,
+and the model-facing conversion never changes the stored parts.
 """
 
 from __future__ import annotations
@@ -60,26 +67,51 @@ def assistant_message(message_id: str, thread_id: str, resource_id: str, text: s
                    created_at=created_at)
 
 
-def stored_to_model(message: Message) -> dict[str, str] | None:
-    """The text a model sees for a stored message; None for messages models never see."""
+def stored_to_model(message: Message) -> dict[str, Any] | None:
+    """What a model sees for a stored message; None for messages models never see."""
     if message.role not in MODEL_ROLES:
         return None
-    return {"role": message.role, "content": _model_text(message.content.get("parts", []))
+    parts = message.content.get("parts", [])
+    return {"role": message.role, "content": _model_content(message.role, parts)
             or message.content.get("content", "")}
 
 
-def ui_to_model(ui: dict[str, Any]) -> dict[str, str] | None:
+def ui_to_model(ui: dict[str, Any]) -> dict[str, Any] | None:
     if ui.get("role") not in MODEL_ROLES:
         return None
-    return {"role": ui["role"], "content": _model_text([ui_part_to_stored(p) for p in ui.get("parts", [])])}
+    return {"role": ui["role"], "content": _model_content(ui["role"], [ui_part_to_stored(p) for p in ui.get("parts", [])])}
 
 
-def _model_text(parts: list[dict[str, Any]]) -> str:
-    pieces = []
+def _model_content(role: str, parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """Flat text, or OpenAI content parts when a user message has files to send."""
+    pieces: list[dict[str, Any]] = []
     for part in parts:
         kind = part.get("type")
-        if kind == "text":
-            pieces.append(part.get("text", ""))
+        if kind == "text" and part.get("text"):
+            pieces.append({"type": "text", "text": part["text"]})
         elif kind == "file":
-            pieces.append(f"[file {part.get('filename') or part.get('mimeType') or ''}]".replace(" ]", "]"))
-    return "".join(pieces)
+            pieces.append(_file_content(part) if role == "user" else _file_placeholder(part))
+    if all(p["type"] == "text" for p in pieces):
+        return "".join(p["text"] for p in pieces)
+    return pieces
+
+
+def _file_content(part: dict[str, Any]) -> dict[str, Any]:
+    data = part.get("data")
+    media = str(part.get("mimeType") or "")
+    if not isinstance(data, str) or not data:
+        return _file_placeholder(part)
+    if media.startswith("image/") or data.startswith("data:image/"):
+        return {"type": "image_url", "image_url": {"url": data}}
+    if not data.startswith("data:"):
+        return _file_placeholder(part)  # only images may be passed to a model by URL
+    file: dict[str, Any] = {"file_data": data}
+    if part.get("filename"):
+        file["filename"] = part["filename"]
+    return {"type": "file", "file": file}
+
+
+def _file_placeholder(part: dict[str, Any]) -> dict[str, str]:
+    name, media = part.get("filename"), part.get("mimeType")
+    label = f"{name} ({media})" if name and media else (name or media or "")
+    return {"type": "text", "text": f"[file {label}]".replace(" ]", "]")}

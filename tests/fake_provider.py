@@ -1,0 +1,128 @@
+"""A fake OpenAI-compatible provider with fault modes, for the provider-fault tests.
+
+``POST /v1/chat/completions`` answers like OpenAI's chat completions API. The behaviour is
+picked by a marker in the last user message, ``[[fault:MODE]]`` or ``[[fault:MODE=N]]``,
+so the same server serves direct ``LiteLLMClient`` calls and turns through a real gateway
+(whose agents' model ids are fixed):
+
+    (no marker)      a normal stream: "Hello from the fake provider", usage, [DONE]
+    stall_first=N    sleep N s before the first byte (headers included)
+    stall_mid=N      two text chunks, then sleep N s, then the rest
+    malformed        a text chunk, then a ``data:`` line that is not JSON
+    wrong_shape      a text chunk, then a JSON chunk that is not a chat.completion.chunk
+    inband_error     a text chunk, then ``data: {"error": {"message": ...}}``
+    empty            200 text/event-stream with only ``data: [DONE]``
+    plain_json       a non-streaming chat.completion JSON body although a stream was asked for
+    no_usage         a normal stream without the usage chunk
+    status=NNN       an OpenAI-shaped error body with HTTP status NNN (401, 429, 500, ...)
+
+Every request is counted (``FakeProvider.requests``) and the last request body kept, so
+tests can assert how many attempts were made and what content reached the provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from tests.support import LiveApp
+
+REPLY = "Hello from the fake provider"
+INBAND_MESSAGE = "The fake provider ran out of widgets"
+_MARKER = re.compile(r"\[\[fault:([a-z_]+)(?:=([0-9.]+))?\]\]")
+
+
+def _chunk(model: str, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def _sse(data: dict[str, Any] | str) -> bytes:
+    return f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n".encode()
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+            return str(content or "")
+    return ""
+
+
+class FakeProvider:
+    """The fake's state and its FastAPI app; ``with FakeProvider() as fake:`` serves it."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.last_body: dict[str, Any] | None = None
+        self.app = FastAPI()
+        self.app.post("/v1/chat/completions")(self._completions)
+        self._server: LiveApp | None = None
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None
+        return f"{self._server.url}/v1"
+
+    def __enter__(self) -> "FakeProvider":
+        self._server = LiveApp(self.app).__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.__exit__(*exc)
+
+    async def _completions(self, request: Request) -> Response:
+        self.requests += 1
+        body = await request.json()
+        self.last_body = body
+        model = body.get("model", "fake")
+        match = _MARKER.search(_last_user_text(body))
+        mode, arg = (match.group(1), float(match.group(2) or 0)) if match else ("ok", 0.0)
+        if mode == "status":
+            status = int(arg)
+            return JSONResponse({"error": {"message": f"fake provider error {status}", "type": "fake_error",
+                                           "code": str(status)}}, status_code=status)
+        if mode == "stall_first":
+            await asyncio.sleep(arg)
+        if mode == "plain_json":
+            return JSONResponse({"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+                                 "model": model, "choices": [{"index": 0, "finish_reason": "stop",
+                                                              "message": {"role": "assistant", "content": REPLY}}],
+                                 "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}})
+        return StreamingResponse(self._stream(model, mode, arg), media_type="text/event-stream")
+
+    async def _stream(self, model: str, mode: str, arg: float) -> AsyncIterator[bytes]:
+        if mode == "empty":
+            yield _sse("[DONE]")
+            return
+        yield _sse(_chunk(model, {"role": "assistant", "content": ""}))
+        words = REPLY.split(" ")
+        for index, word in enumerate(words):
+            yield _sse(_chunk(model, {"content": word if index == 0 else f" {word}"}))
+            if index == 1:
+                if mode == "stall_mid":
+                    await asyncio.sleep(arg)
+                elif mode == "malformed":
+                    yield b"data: {not json at all\n\n"
+                    return
+                elif mode == "wrong_shape":
+                    yield _sse({"unexpected": "shape", "choices": "not-a-list"})
+                    return
+                elif mode == "inband_error":
+                    yield _sse({"error": {"message": INBAND_MESSAGE, "type": "server_error", "code": "widgets"}})
+                    return
+        yield _sse(_chunk(model, {}, "stop"))
+        if mode != "no_usage":
+            usage = {"prompt_tokens": 7, "completion_tokens": len(words), "total_tokens": 7 + len(words)}
+            yield _sse({**_chunk(model, {}), "choices": [], "usage": usage})
+        yield _sse("[DONE]")
