@@ -130,3 +130,15 @@ def sqlite_rows(path: Path, sql: str, params: tuple = ()) -> list[tuple]:
 
 def user_message(message_id: str, text: str) -> dict[str, Any]:
     return {"id": message_id, "role": "user", "parts": [{"type": "text", "text": text}]}
+
+
+def wait_models_ready(server: ServerProcess, timeout: float = 60.0) -> dict[str, Any]:
+    """Wait until ``/health`` says the model layer is warm (``models.ready``)."""
+    deadline = time.monotonic() + timeout
+    health = server.wait_healthy()
+    while not health.get("models", {}).get("ready"):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"models not ready after {timeout}s: {health}\n{server.output()}")
+        time.sleep(0.1)
+        health = server.wait_healthy()
+    return health

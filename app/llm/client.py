@@ -96,6 +96,7 @@ class LiteLLMClient:
         self.agent_models = dict(agent_models or {})
         self._extra_kwargs = dict(extra_kwargs or {})
         self._resolver: ModelResolver | None = None
+        self._warmed = False
 
     @classmethod
     def from_settings(cls, settings: Any, agents: Iterable[Any] = ()) -> "LiteLLMClient":
@@ -117,8 +118,9 @@ class LiteLLMClient:
         return (await self.resolver()).resolve(mastra_id)
 
     def status(self) -> dict[str, Any]:
-        """``/health``'s ``models``: whether litellm is ready and who answers each agent."""
-        if not litellm_ready() or self._resolver is None:
+        """``/health``'s ``models``: whether the warm-up has run (litellm imported, the
+        local model and tokenizer loaded) and who answers each agent."""
+        if not (self._warmed and litellm_ready()) or self._resolver is None:
             return {"ready": False, "localFallback": self._fallback, "agents": {}}
         return {"ready": True, "localFallback": self._fallback,
                 "agents": {agent_id: self._agent_status(model) for agent_id, model in self.agent_models.items()}}
@@ -222,13 +224,15 @@ class LiteLLMClient:
     async def warm_up(self) -> None:
         """Pay litellm's import (~3.6 s), the tokenizer and the first call's setup before the
         first chat, then log who answers each agent (one line per agent)."""
-        await ensure_litellm()
-        stream = self.stream(ModelRequest(model="local/warm-up", messages=[{"role": "user", "content": "hi"}]))
         try:
-            async for _ in stream:
-                pass
+            stream = self.stream(ModelRequest(model="local/warm-up", messages=[{"role": "user", "content": "hi"}]))
+            try:
+                async for _ in stream:
+                    pass
+            finally:
+                await stream.aclose()
         finally:
-            await stream.aclose()
+            self._warmed = True  # a failed warm-up only means the first chat pays instead
         resolver = await self.resolver()
         for agent_id, mastra_id in self.agent_models.items():
             try:
