@@ -150,7 +150,7 @@ class ModelResolver:
         env, upper = self._env, llm_provider.upper()
         required = list(self._required(model=litellm_model).get("missing_keys") or ())
         kwargs: dict[str, Any] = {}
-        key = _first(env, [n for n in required if n.endswith(("_KEY", "_TOKEN"))] + [f"{upper}_API_KEY"])
+        key = _first(env, [n for n in required if n.endswith(("_API_KEY", "_API_TOKEN"))] + [f"{upper}_API_KEY"])
         base_names = [n for n in required if n.endswith("_API_BASE")] + [f"{upper}_API_BASE", f"{upper}_BASE_URL"]
         base = _first(env, base_names)
         version = _first(env, [f"{upper}_API_VERSION"])
