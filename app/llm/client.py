@@ -12,7 +12,8 @@ the ``ResolvedModel`` its turn resolved, so a model is resolved once per turn.
 Time and retries are ours alone: the provider SDK's own retries are off (``max_retries=0``;
 left on, one 60 s timeout was retried twice underneath). ``timeout_s`` bounds each HTTP
 read; ``first_token_s`` bounds the wait for the first text (per attempt); ``total_s`` bounds
-the whole call, retries included; either deadline ends the call with a ``timeout`` error.
+the whole call, retries included; either deadline ends the call with a ``timeout`` error
+(the in-process local model has neither).
 A call that fails with ``connection``, ``rate_limit`` or a provider 5xx (``provider``)
 before any text was streamed is retried up to ``retries`` times; nothing else is retried
 (a timeout already waited its deadline; text already streamed cannot be taken back).
@@ -39,6 +40,7 @@ from app.llm.content import fit_to_model
 from app.llm.errors import ModelProviderError, translate
 from app.llm.models import ModelResolver
 from app.llm.offline import ensure_litellm, litellm_ready
+from app.llm.tokens import count_tokens
 from app.llm.types import Finish, ModelRequest, ResolvedModel, TextDelta, Usage
 
 log = logging.getLogger(__name__)
@@ -152,7 +154,7 @@ class LiteLLMClient:
         for attempt in range(self._retries + 1):
             streamed = False
             try:
-                async with aclosing(self._attempt(litellm, kwargs, total_deadline)) as events:
+                async with aclosing(self._attempt(litellm, kwargs, total_deadline, resolved.is_local)) as events:
                     async for event in events:
                         streamed = True
                         yield event
@@ -163,10 +165,12 @@ class LiteLLMClient:
                     raise
                 log.info("model call failed (%s), retry %d of %d", exc.kind, attempt + 1, self._retries)
 
-    async def _attempt(self, litellm: Any, kwargs: dict[str, Any],
-                       total_deadline: float) -> AsyncIterator[TextDelta | Finish]:
+    async def _attempt(self, litellm: Any, kwargs: dict[str, Any], total_deadline: float,
+                       local: bool) -> AsyncIterator[TextDelta | Finish]:
         loop = asyncio.get_running_loop()
         first_deadline = min(loop.time() + self._first_token_s, total_deadline)
+        if local:  # in-process: no network to wait for, and its first call pays litellm's setup
+            first_deadline = total_deadline = float("inf")
         response = await self._before(litellm.acompletion(**kwargs), first_deadline, "first")
         finish_reason: str | None = None
         usage = Usage(0, 0)
@@ -225,6 +229,8 @@ class LiteLLMClient:
         """Pay litellm's import (~3.6 s), the tokenizer and the first call's setup before the
         first chat, then log who answers each agent (one line per agent)."""
         try:
+            await ensure_litellm()
+            await asyncio.to_thread(count_tokens, "warm-up")  # loads the tokenizer off the event loop
             stream = self.stream(ModelRequest(model="local/warm-up", messages=[{"role": "user", "content": "hi"}]))
             try:
                 async for _ in stream:
