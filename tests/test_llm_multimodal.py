@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.llm.content import fit_to_model
+from app.llm.content import fit_to_model, for_trace
 from app.llm.local_model import compose_reply
 from app.memory.convert import stored_to_model, ui_to_stored
 from tests.fake_provider import FakeProvider
@@ -61,6 +61,17 @@ def test_fit_to_model_keeps_what_the_model_accepts_and_names_the_rest() -> None:
     assert [p["type"] for p in text_only] == ["text", "text", "text"]
     assert text_only[1]["text"] == "[attachment image/png: not sent, groq/llama-3.1-8b-instant does not accept image/png]"
     assert "report.pdf (application/pdf)" in text_only[2]["text"]
+
+
+def test_span_inputs_carry_short_data_urls() -> None:
+    big = "data:image/png;base64," + base64.b64encode(bytes(3000)).decode()
+    messages = [{"role": "user", "content": [{"type": "text", "text": "look"},
+                                             {"type": "image_url", "image_url": {"url": big}},
+                                             {"type": "file", "file": {"file_data": PDF, "filename": "r.pdf"}}]}]
+    traced = for_trace(messages)[0]["content"]
+    assert traced[1]["image_url"]["url"] == f"data:image/png;base64,… ({len(big)} chars)"
+    assert traced[2]["file"] == {"file_data": PDF, "filename": "r.pdf"}  # short ones stay
+    assert messages[0]["content"][1]["image_url"]["url"] == big  # the model's copy is untouched
 
 
 def test_local_model_acknowledges_attachments() -> None:

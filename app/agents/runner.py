@@ -24,6 +24,7 @@ from opentelemetry.trace import Span
 from app.agents.registry import RegisteredAgent
 from app.clock import now_iso
 from app.llm import Finish, LLMClient, ModelProviderError, ModelRequest, ResolvedModel, TextDelta
+from app.llm.content import for_trace
 from app.memory.convert import assistant_message, stored_to_model
 from app.observability import spans
 from app.storage.conversations import Message, Thread
@@ -126,7 +127,7 @@ class TurnRunner:
         """The model's events; the reply is stored however the stream ends."""
         model = turn.model
         generation = spans.start(self.tracer, f"llm: '{model.model_id}'", "model_generation", turn.ids,
-                                 parent=turn.trace_context, input={"messages": turn.context},
+                                 parent=turn.trace_context, input={"messages": for_trace(turn.context)},
                                  attributes={"model": model.model_id, "provider": model.provider,
                                              "streaming": True, "parameters": {}, "local": model.is_local})
         step = spans.start(self.tracer, "step: 0", "model_step", turn.ids,

@@ -8,6 +8,7 @@ the model takes them (``supports_vision`` for images, ``supports_pdf_input`` for
 replaces the others by a text placeholder naming the file, so the model knows something was
 attached and a provider never gets content it rejects. Other file types have no model-side
 support flag in litellm and always become placeholders. Stored messages are not touched.
+``for_trace`` shortens the data URLs for span inputs, which must stay small.
 """
 
 from __future__ import annotations
@@ -64,3 +65,28 @@ def fit_to_model(messages: list[dict[str, Any]], *, vision: bool, pdf_input: boo
             parts.append(part if accepted else placeholder(part, f"not sent, {model} does not accept {media}"))
         fitted.append({**message, "content": parts})
     return fitted
+
+
+def for_trace(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with each attachment's data URL replaced by ``data:<type>;base64,… (N chars)``."""
+    def short(url: Any) -> Any:
+        if isinstance(url, str) and url.startswith("data:") and len(url) > 64:
+            return f"{url.split(',', 1)[0]},… ({len(url)} chars)"
+        return url
+
+    traced = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            parts = []
+            for part in content:
+                if isinstance(part, dict) and part.get("type") == "image_url":
+                    part = {**part, "image_url": {**(part.get("image_url") or {}),
+                                                  "url": short((part.get("image_url") or {}).get("url"))}}
+                elif isinstance(part, dict) and part.get("type") == "file":
+                    part = {**part, "file": {**(part.get("file") or {}),
+                                             "file_data": short((part.get("file") or {}).get("file_data"))}}
+                parts.append(part)
+            message = {**message, "content": parts}
+        traced.append(message)
+    return traced
