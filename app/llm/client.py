@@ -15,7 +15,8 @@ read; ``first_token_s`` bounds the wait for the first text (per attempt); ``tota
 the whole call, retries included; either deadline ends the call with a ``timeout`` error
 (the in-process local model has neither).
 A call that fails with ``connection``, ``rate_limit`` or a provider 5xx (``provider``)
-before any text was streamed is retried up to ``retries`` times; nothing else is retried
+before any text was streamed is retried up to ``retries`` times, after 0.25 s, 0.5 s, ...;
+nothing else is retried
 (a timeout already waited its deadline; text already streamed cannot be taken back).
 
 Failure contract: ``stream`` raises only ``ModelProviderError`` (``raise ... from exc``),
@@ -55,6 +56,7 @@ _FINISH_REASONS = {
     "function_call": "tool-calls",
 }
 RETRYABLE_KINDS = frozenset({"connection", "rate_limit", "provider"})
+RETRY_BACKOFF_S = 0.25  # doubled per retry, never past the total deadline
 
 
 class LLMClient(Protocol):
@@ -164,6 +166,7 @@ class LiteLLMClient:
                         or loop.time() >= total_deadline:
                     raise
                 log.info("model call failed (%s), retry %d of %d", exc.kind, attempt + 1, self._retries)
+                await asyncio.sleep(min(RETRY_BACKOFF_S * 2 ** attempt, max(0.0, total_deadline - loop.time())))
 
     async def _attempt(self, litellm: Any, kwargs: dict[str, Any], total_deadline: float,
                        local: bool) -> AsyncIterator[TextDelta | Finish]:
