@@ -177,3 +177,15 @@ def test_gateway_in_band_error_mid_stream_is_an_error_chunk(gateway: Any) -> Non
     errors = [line for line in response.text.splitlines() if '"type":"error"' in line.replace(" ", "")]
     assert errors and INBAND_MESSAGE in errors[0] and "Could not reach" not in errors[0]
     assert response.text.rstrip().endswith("[DONE]")
+
+
+def test_studio_generate_of_an_empty_stream_is_an_error_not_an_empty_stop(fake: FakeProvider, start_server: Any,
+                                                                          data_dir: Any) -> None:
+    studio = start_server("studio", env={"OPENAI_API_KEY": DUMMY_KEY, "OPENAI_BASE_URL": fake.base_url,
+                                         "DEV_SERVER_TELEMETRY": "false", "DEV_SERVER_MODEL_RETRIES": "0"})
+    wait_models_ready(studio)
+    body = {"messages": "[[fault:plain_json]]", "memory": {"thread": "t-generate", "resource": "ai-chat"}}
+    response = httpx.post(f"{studio.url}/api/agents/chat-agent/generate", json=body, timeout=30)
+    assert response.status_code == 502 and response.json()["kind"] == "response", response.text
+    rows = sqlite_rows(data_dir / "dev-server.db", "SELECT role FROM messages WHERE thread_id = 't-generate'")
+    assert rows == [("user",)]
