@@ -151,7 +151,8 @@ def test_start_logs_and_health_name_the_provider(start_server: Any, fake: FakePr
                                            "OPENAI_BASE_URL": fake.base_url})
     chat_agent = wait_models_ready(gateway)["models"]["agents"]["chat-agent"]
     assert (chat_agent["local"], chat_agent["answeredBy"]) == (False, "openai/gpt-4o-mini")
-    assert KEY not in str(chat_agent)
+    assert chat_agent["reason"] == "configured, custom base URL"
+    assert KEY not in str(chat_agent) and fake.base_url not in str(chat_agent)
     assert "chat-agent -> openai/gpt-4o-mini" in gateway.output()
     body = {"conversationId": "t1", "messages": [user_message("u1", "hello")]}
     response = httpx.post(f"{gateway.url}/api/chat", json=body, timeout=30)

@@ -139,10 +139,10 @@ class ModelResolver:
                 return _local(canonical, provider, model_id, reason, missing=missing), {}
             return ResolvedModel(canonical, provider, model_id, litellm_model, False, reason=reason,
                                  missing=missing), {}
-        base = kwargs.get("api_base") or default_base
+        # Values stay out of the reason: /health is public, and a base URL can hold credentials.
         return ResolvedModel(
             canonical, provider, model_id, litellm_model, False,
-            reason=f"base URL {base}" if base else "provider default endpoint",
+            reason="configured, custom base URL" if "api_base" in kwargs else "configured",
             vision=self._supports("supports_vision", litellm_model),
             pdf_input=self._supports("supports_pdf_input", litellm_model)), kwargs
 

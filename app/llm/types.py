@@ -62,9 +62,10 @@ class ResolvedModel:
     litellm is called with. ``is_local`` is true when the built-in offline model answers
     (asked for as ``local/...``, forced, or because the provider has no API key); responses
     must then be labelled as coming from the local model. ``reason`` says why in a few
-    words (``OPENAI_API_KEY not set``, ``base URL http://...``); ``missing`` names the
-    variables the provider needs that are not set; ``vision`` / ``pdf_input`` are what
-    litellm's model map says the model accepts (the local model accepts both).
+    words, never a value (``OPENAI_API_KEY not set``, ``configured, custom base URL``);
+    ``missing`` names the variables the provider needs that are not set; ``vision`` /
+    ``pdf_input`` are what litellm's model map says the model accepts (the local model
+    accepts both).
     """
 
     mastra_id: str
