@@ -19,7 +19,7 @@ import pytest
 
 from app.llm.content import fit_to_model, for_trace
 from app.llm.local_model import compose_reply
-from app.memory.convert import stored_to_model, ui_to_stored
+from app.memory.convert import stored_to_model, ui_to_model, ui_to_stored
 from tests.fake_provider import FakeProvider
 from tests.support import sqlite_rows, wait_models_ready
 
@@ -46,6 +46,11 @@ def test_stored_files_become_openai_content_and_stay_stored_intact() -> None:
     ]}
     assert json.dumps(stored.content, sort_keys=True) == before
     assert stored.content["parts"][1] == {"type": "file", "mimeType": "image/png", "data": PNG, "filename": "cat.png"}
+
+
+def test_already_stored_parts_convert_the_same() -> None:
+    stored = ui_to_stored(ui_message(), "t", "r", "2026-01-01T00:00:00.000Z")
+    assert ui_to_model({"role": "user", "parts": stored.content["parts"]}) == stored_to_model(stored)
 
 
 def test_files_in_assistant_messages_are_placeholders() -> None:

@@ -29,7 +29,9 @@ def ui_part_to_stored(part: dict[str, Any]) -> dict[str, Any]:
     if kind == "text":
         return {"type": "text", "text": part.get("text", "")}
     if kind == "file":
-        stored = {"type": "file", "mimeType": part.get("mediaType"), "data": part.get("url")}
+        # Also accepts an already-stored part (mimeType/data): the studio converts those.
+        stored = {"type": "file", "mimeType": part.get("mediaType") or part.get("mimeType"),
+                  "data": part.get("url") or part.get("data")}
         if part.get("filename"):
             stored["filename"] = part["filename"]
         return stored
