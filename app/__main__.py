@@ -1,14 +1,25 @@
-"""``python -m app gateway|studio|dev [--host H] [--port N]``.
+"""``python -m app gateway|studio|dev [--host H] [--port N]`` and ``python -m app health ROLE``.
 
-``gateway`` and ``studio`` run one process each. ``dev`` runs both as child processes and
-stops both on Ctrl-C (or when either one exits). Start-up problems (bad settings, port in
-use, unwritable data dir, unreadable database) print one ``error:`` line and exit 2.
+``gateway`` and ``studio`` run one process each. ``dev`` runs both as child processes, prints
+a banner with both URLs and the models in use once both answer, and stops both on Ctrl-C (or
+when either one exits). Start-up problems (bad settings, port in use, unwritable data dir,
+unreadable database) print one ``error:`` line and exit 2.
+
+Start-up order of one process: bind the port (so "in use" fails at once), open the stores,
+warm the models up (the lifespan), and only then listen: a client never meets a half-started
+server, and the first chat does not pay litellm's import. ``health ROLE`` exits 0 when that
+role's ``/health`` on this machine answers ``status: ok`` (the Docker HEALTHCHECK).
+
+Idle keep-alive connections stay open ``DEV_SERVER_KEEP_ALIVE_S`` (uvicorn's default, 5 s,
+is shorter than common client pools keep a socket, so a client reusing one just then got a
+reset), and every response says so in ``Keep-Alive: timeout=N``, which Node's agent obeys.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -16,6 +27,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import uvicorn
 
 from app.paths import PathError
 from app.settings import Settings, SettingsError
@@ -26,17 +42,22 @@ ROLES = ("gateway", "studio")
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app", description="dev-server gateway and studio")
-    parser.add_argument("role", help="gateway, studio, or dev (both)")
+    parser.add_argument("role", help="gateway, studio, dev (both), or health")
+    parser.add_argument("probe", nargs="?", help="with health: the role to probe (gateway or studio)")
     parser.add_argument("--host", help="interface to listen on (default DEV_SERVER_HOST or 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default 8787 for the gateway, 4111 for the studio)")
     args = parser.parse_args(argv)
-    if args.role not in (*ROLES, "dev"):
-        return _fail(f"unknown role {args.role!r}; expected gateway, studio or dev")
+    if args.role not in (*ROLES, "dev", "health"):
+        return _fail(f"unknown role {args.role!r}; expected gateway, studio, dev or health")
+    if args.role == "health" and args.probe not in ROLES:
+        return _fail("health needs the role to probe: python -m app health gateway|studio")
     try:
         settings = Settings.load()
         settings.resolved_data_dir  # resolve now so a missing anchor fails here, clearly
     except (SettingsError, PathError) as exc:
         return _fail(str(exc))
+    if args.role == "health":
+        return probe_health(args.probe, settings, args.port)
     if args.role == "dev":
         return run_dev(settings, args.host)
     return run_one(args.role, settings, args.host, args.port)
@@ -91,30 +112,62 @@ def run_one(role: str, settings: Settings, host: str | None, port: int | None) -
 
 
 async def _serve(role: str, settings: Settings, sock: socket.socket) -> int:
-    import uvicorn
-
     from app.factory import create_app, storage_for
 
     storage = storage_for(role, settings)
     started = time.perf_counter()
     await storage.open()  # open before serving so a bad database is one clear line, not a traceback
+    stores_ms = (time.perf_counter() - started) * 1000
     app = create_app(role, settings, storage=storage)
     config = uvicorn.Config(app, log_config=None, log_level=settings.log_level, access_log=False,
-                            timeout_graceful_shutdown=3)
-    server = uvicorn.Server(config)
+                            timeout_graceful_shutdown=3, timeout_keep_alive=settings.keep_alive_s,
+                            headers=[("Keep-Alive", f"timeout={settings.keep_alive_s}")])
     host, port = sock.getsockname()[:2]
-    logging.getLogger("app").info("%s listening on http://%s:%s (stores open in %.0f ms, data in %s)",
-                                  role, host, port, (time.perf_counter() - started) * 1000,
-                                  settings.resolved_data_dir)
-    await server.serve(sockets=[sock])
+
+    def listening() -> None:
+        logging.getLogger("app").info("%s listening on http://%s:%s (ready in %.1f s; stores open in %.0f ms; "
+                                      "data in %s)", role, host, port, time.perf_counter() - started, stores_ms,
+                                      settings.resolved_data_dir)
+
+    await _Server(config, on_started=listening).serve(sockets=[sock])
     return 0
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, reporting the moment it listens (after the lifespan's start-up)."""
+
+    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None]) -> None:
+        super().__init__(config)
+        self.on_started = on_started
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self.on_started()
+
+
+def probe_health(role: str, settings: Settings, port: int | None) -> int:
+    """0 when ``role``'s /health on this machine says ``status: ok``; else 1 with one line."""
+    host = settings.host if settings.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{port or settings.port_for(role)}/health"
+    try:
+        response = httpx.get(url, timeout=5)
+        status = response.json().get("status") if response.status_code == 200 else f"HTTP {response.status_code}"
+    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        status = str(exc) or type(exc).__name__
+    if status == "ok":
+        return 0
+    print(f"unhealthy: {role} at {url}: {status}", file=sys.stderr)
+    return 1
 
 
 def run_dev(settings: Settings, host: str | None) -> int:
     """Run gateway and studio as two children; one Ctrl-C (or either exiting) stops both."""
     command = [sys.executable, "-m", "app"]
     extra = ["--host", host] if host else []
+    started = time.monotonic()
     children = {role: subprocess.Popen([*command, role, *extra]) for role in ROLES}
+    banner = DevBanner(settings, host or settings.host)
     stopping = False
 
     def stop(*_: object) -> None:
@@ -133,6 +186,8 @@ def run_dev(settings: Settings, host: str | None) -> int:
                         print(f"error: {role} exited with code {code}; stopping", file=sys.stderr)
                         exit_code = code
                     stopping = True
+            if not stopping and not banner.shown and banner.try_show(time.monotonic() - started):
+                sys.stdout.flush()
             time.sleep(0.1)
     finally:
         # SIGTERM, not SIGINT: after a terminal's Ctrl-C the children already got one
@@ -147,6 +202,73 @@ def run_dev(settings: Settings, host: str | None) -> int:
             except subprocess.TimeoutExpired:
                 child.kill()
     return exit_code
+
+
+class DevBanner:
+    """What a user of ``make dev`` needs once both processes answer: the two URLs and the
+    model each agent will use."""
+
+    def __init__(self, settings: Settings, host: str) -> None:
+        self.settings = settings
+        shown_host = "localhost" if host in ("127.0.0.1", "0.0.0.0", "::", "::1", "localhost", "") else host
+        self.shown_host = f"[{shown_host}]" if ":" in shown_host else shown_host
+        probe_host = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
+        self.probe_host = f"[{probe_host}]" if ":" in probe_host else probe_host
+        self.shown = False
+
+    def try_show(self, elapsed_s: float) -> bool:
+        health = {}
+        for role in ROLES:
+            try:
+                response = httpx.get(f"http://{self.probe_host}:{self.settings.port_for(role)}/health", timeout=0.5)
+            except httpx.TransportError:
+                return False
+            if response.status_code != 200:
+                return False
+            health[role] = response.json()
+        print("\n".join(self.lines(health["gateway"], elapsed_s)), flush=True)
+        self.shown = True
+        return True
+
+    def lines(self, gateway_health: dict[str, Any], elapsed_s: float) -> list[str]:
+        studio = f"http://{self.shown_host}:{self.settings.studio_port}/"
+        chat = f"http://{self.shown_host}:{self.settings.gateway_port}/api/chat"
+        return [f"dev-server ready in {elapsed_s:.1f} s", f"  Studio: {studio}", f"  chat:   POST {chat}",
+                f"  API docs: {studio}docs and http://{self.shown_host}:{self.settings.gateway_port}/docs",
+                "  models:", *(f"    {line}" for line in model_lines(gateway_health.get("models"), self.settings))]
+
+
+def model_lines(report: Any, settings: Settings) -> list[str]:
+    """One line per agent: the gateway's own report when its /health has one, else what the
+    agent definitions and the provider keys in this environment say."""
+    agents = report.get("agents") if isinstance(report, dict) else None
+    if isinstance(agents, dict) and agents:
+        return [f"{agent_id} -> {_describe(value)}" for agent_id, value in agents.items()]
+    if isinstance(agents, list) and agents:
+        return [_describe(value) for value in agents]
+    from app.agents.registry import DEFINITIONS
+    from app.llm import resolve_model
+
+    lines = []
+    for definition in DEFINITIONS:
+        try:
+            model = resolve_model(definition.model, environ=os.environ, force_local=settings.local_model_only)
+        except ValueError as exc:
+            lines.append(f"{definition.id} -> {definition.model}: {exc}")
+            continue
+        answered = "the local model (no provider key set)" if model.is_local else model.litellm_model
+        if model.is_local and settings.local_model_only:
+            answered = "the local model (DEV_SERVER_LOCAL_MODEL_ONLY)"
+        lines.append(f"{definition.id} -> {model.mastra_id}, answered by {answered}")
+    return lines
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("description"), str):
+        return value["description"]
+    return json.dumps(value, separators=(",", ": "))
 
 
 if __name__ == "__main__":

@@ -2,13 +2,20 @@
 
 Both processes are the same app with different routers switched on, over the same default
 database. Building the app does no I/O; the lifespan opens the stores (default first, then
-each extra domain) and closes them in reverse order.
+each extra domain), warms the model layer up (litellm's import takes seconds) and only then
+lets the server accept connections, and closes the stores in reverse order.
+
+Middleware, outermost first: CORS (a preflight is answered before anything else),
+authentication (a refused caller's body is never read), the body-size limit, then FastAPI's
+routing with the error handlers of ``app.errors``. Both processes serve their OpenAPI schema
+at ``/openapi.json`` and Swagger UI at ``/docs``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 
@@ -21,7 +28,7 @@ from app.agents.registry import DEFINITIONS, AgentRegistry
 from app.agents.runner import TurnRunner
 from app.agents.signals import ThreadHub
 from app.api import chat, health, otlp
-from app.api.cors import ReflectingCORS
+from app.api.cors import CorsPolicy, LocalCORS
 from app.api.deps import Services
 from app.api.studio import agents as agent_routes
 from app.api.studio import memory, observability, shell
@@ -56,14 +63,22 @@ async def _retention(storage: CompositeStore, days: int) -> None:
         await asyncio.sleep(3600)
 
 
-async def _warm_up(llm: LLMClient) -> None:
-    warm_up = getattr(llm, "warm_up", None)
-    if warm_up is None:
+WARM_UP_LIMIT_S = 120
+
+
+async def warm_up(llm: LLMClient) -> None:
+    """Pay the model layer's start-up cost now rather than in the first chat; logs the time."""
+    warm = getattr(llm, "warm_up", None)
+    if warm is None:
         return
+    started = time.perf_counter()
     try:
-        await warm_up()
+        async with asyncio.timeout(WARM_UP_LIMIT_S):
+            await warm()
     except Exception as exc:  # a failed warm-up only means the first chat pays instead
-        log.warning("model warm-up failed: %s", exc)
+        log.warning("model warm-up failed after %.1f s: %s", time.perf_counter() - started, str(exc) or type(exc).__name__)
+        return
+    log.info("models ready in %.1f s", time.perf_counter() - started)
 
 
 def storage_for(role: str, settings: Settings) -> CompositeStore:
@@ -97,13 +112,12 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await storage.open()
         telemetry = Telemetry(role, settings, storage) if settings.telemetry else None
-        app.state.telemetry = telemetry
-        app.state.services.telemetry = telemetry
+        services.telemetry = telemetry
         if telemetry is not None:
-            app.state.runner.tracer = telemetry.tracer
-        # Warm the model layer in the background: the server answers at once, and the
-        # first chat does not pay litellm's import.
-        background = [asyncio.create_task(_warm_up(llm))]
+            runner.tracer = telemetry.tracer
+        # Before the server accepts its first connection: the first chat must not pay it.
+        await warm_up(llm)
+        background = []
         if role == "studio" and settings.trace_retention_days:
             background.append(asyncio.create_task(_retention(storage, settings.trace_retention_days)))
         try:
@@ -111,38 +125,41 @@ def create_app(
         finally:
             for task in background:
                 task.cancel()
-            await app.state.signals.close()
+            await signals.close()
             if telemetry is not None:  # flush before the stores close: the studio writes its own spans
                 await anyio.to_thread.run_sync(telemetry.shutdown)
             await storage.close()
 
+    registry = AgentRegistry(agents, conversations)  # calls each memory factory once
+    runner = TurnRunner(llm)
+    signals = ThreadHub()
+    # What every handler gets, through app.api.deps.
+    services = Services(role=role, settings=settings, storage=storage, conversations=conversations,
+                        agents=registry, runner=runner, signals=signals, auth_enabled=authenticator is not None)
+
     app = FastAPI(title=f"dev-server {role}", version=__version__, lifespan=lifespan,
-                  docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.role = role
-    app.state.settings = settings
+                  docs_url="/docs", redoc_url=None, openapi_url="/openapi.json")
+    app.state.services = services
+    # Still read by route modules that have not moved to app.api.deps yet; each goes away
+    # with its last reader.
     app.state.storage = storage
     app.state.conversations = conversations
-    app.state.agents = AgentRegistry(agents, conversations)  # calls each memory factory once
-    app.state.runner = TurnRunner(llm)
+    app.state.agents = registry
+    app.state.runner = runner
     app.state.authenticator = authenticator
-    app.state.signals = ThreadHub()
-    app.state.telemetry = None
-    # What handlers get through app.api.deps; the app.state attributes above go away as
-    # each route module moves to dependencies.
-    app.state.services = Services(role=role, settings=settings, storage=storage, conversations=conversations,
-                                  agents=app.state.agents, runner=app.state.runner, signals=app.state.signals,
-                                  auth_enabled=authenticator is not None)
+    app.state.signals = signals
 
     install_error_handlers(app)
+    # Each add_middleware wraps what was added before: the last one added is the outermost.
     app.add_middleware(InputGuard)  # inside the size limit: checks and repairs input before routing
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     if authenticator is not None:  # outside the body limit: a refused caller's body is never read
         app.add_middleware(AuthMiddleware, authenticator=authenticator)
+    app.add_middleware(LocalCORS, policy=CorsPolicy.for_origins(settings.cors_origin_list))
     app.include_router(health.router)
     if role == "gateway":
         app.include_router(chat.router)
     else:
-        app.add_middleware(ReflectingCORS)  # added last, so outermost: preflights never reach routes
         for router in (shell.router, agent_routes.router, memory.router, observability.router,
                        observability.legacy, metric_routes.router, otlp.router):
             app.include_router(router)

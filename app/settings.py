@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from dotenv import dotenv_values
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -79,6 +79,27 @@ class Settings(BaseSettings):
         default_factory=dict, exclude=True,
         description="Provider variables (*_API_KEY, *_API_BASE, OPENAI_BASE_URL, AWS_*, AZURE_*, VERTEXAI_*, ...) "
                     "from the .env and the environment (the environment wins); filled by load()")
+    # The HTTP layer: CORS and connection reuse.
+    cors_origins: str | None = Field(
+        None, description="Origins that may read responses in a browser: comma-separated scheme://host[:port], "
+        "or * (any origin, without credentials); default localhost, 127.0.0.1 and [::1] on any port"
+    )
+    keep_alive_s: int = Field(
+        75, ge=1, le=3600, description="Seconds an idle keep-alive connection stays open (advertised in Keep-Alive)"
+    )
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins_are_origins(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        items = [item.strip().rstrip("/") for item in value.split(",") if item.strip()]
+        if items != ["*"]:
+            for item in items:
+                scheme, sep, rest = item.partition("://")
+                if scheme not in ("http", "https") or not sep or not rest or "/" in rest or "*" in rest:
+                    raise ValueError(f"{item!r} is not an origin (scheme://host[:port]); * must stand alone")
+        return ",".join(items)
 
     @classmethod
     def load(cls, env_file: Path | None = None) -> "Settings":
@@ -109,6 +130,11 @@ class Settings(BaseSettings):
             return self.studio_ui_dir.expanduser().resolve()
         root = paths.find_package_root()
         return root / "studio-ui" if root else None
+
+    @property
+    def cors_origin_list(self) -> tuple[str, ...] | None:
+        """The configured origins (``("*",)`` for any), or None for the local default."""
+        return tuple(self.cors_origins.split(",")) if self.cors_origins else None
 
     def port_for(self, role: str) -> int:
         return self.gateway_port if role == "gateway" else self.studio_port

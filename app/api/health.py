@@ -1,27 +1,33 @@
+"""``GET /health`` on both processes: public (no credential needed), cheap, always JSON.
+
+The server accepts connections only once its stores are open and its models are warm (the
+lifespan does both before serving), so a 200 here means a chat is answered at once.
+"""
+
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
 from app import __version__
+from app.api.deps import ServicesDep
 from app.llm import litellm_ready
 
 router = APIRouter()
 
 
 @router.get("/health")
-async def health(request: Request) -> dict[str, Any]:
-    storage = request.app.state.storage
-    settings = request.app.state.settings
+async def health(services: ServicesDep) -> dict[str, Any]:
+    storage = services.storage
     return {
         "status": "ok" if storage.default.is_open else "unavailable",
-        "role": request.app.state.role,
+        "role": services.role,
         "version": __version__,
-        "dataDir": str(settings.resolved_data_dir),
+        "dataDir": str(services.settings.resolved_data_dir),
         "stores": storage.health(),
-        "models": _models(request.app.state.runner.llm),
-        "telemetry": request.app.state.telemetry.stats() if request.app.state.telemetry else None,
+        "models": _models(services.runner.llm),
+        "telemetry": services.telemetry.stats() if services.telemetry else None,
     }
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
+
+from app.api.deps import ServicesDep, StorageDep
 
 router = APIRouter(prefix="/api")
 
@@ -19,10 +21,9 @@ def _page(per_page: int = 10) -> dict[str, Any]:
 
 
 @router.get("/auth/capabilities")
-async def auth_capabilities(request: Request) -> dict[str, Any]:
-    if request.app.state.authenticator is None:
-        return {"enabled": False, "login": None}
-    return {"enabled": True, "login": None}
+async def auth_capabilities(services: ServicesDep) -> dict[str, Any]:
+    # Authentication itself happened before this route (app.auth.AuthMiddleware).
+    return {"enabled": services.auth_enabled, "login": None}
 
 
 @router.get("/auth/me")
@@ -31,8 +32,7 @@ async def auth_me() -> None:
 
 
 @router.get("/system/packages")
-async def system_packages(request: Request) -> dict[str, Any]:
-    storage = request.app.state.storage
+async def system_packages(storage: StorageDep) -> dict[str, Any]:
     return {
         "packages": [],
         "isDev": False,
