@@ -15,11 +15,13 @@ Anything else becomes a logged 500 with a generic message.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.llm.errors import ModelProviderError
@@ -77,23 +79,40 @@ def upstream(kind: str, message: str) -> UpstreamModelError:
     return UpstreamModelError(message, status=_PROVIDER_STATUS.get(kind, 502), kind=kind)
 
 
+_TITLES = {"body": "Invalid request body", "query": "Invalid query parameters", "path": "Invalid path parameters"}
+
+
 def invalid(kind: str, field: str, message: str) -> BadRequest:
     """A 400 in Mastra's shape: kind is "body", "query" or "path"."""
-    titles = {"body": "Invalid request body", "query": "Invalid query parameters", "path": "Invalid path parameters"}
-    return BadRequest(titles[kind], [{"field": field, "message": message}])
+    return BadRequest(_TITLES[kind], [{"field": field, "message": message}])
 
 
-def _validation_issues(exc: RequestValidationError) -> tuple[str, list[dict[str, str]]]:
-    issues, kinds = [], set()
-    for error in exc.errors():
+def validation_issues(errors: Iterable[Mapping[str, Any]], *, located: bool = True) -> list[dict[str, str]]:
+    """Pydantic errors as ``[{"field", "message"}]``: the field is the dotted location inside
+    the body / query / path (``messages.0.id``), or ``body`` for a body that is not JSON.
+    ``located`` errors (FastAPI's) start with where the value came from; a model validated
+    by hand (``Model.model_validate``) has no such prefix."""
+    issues = []
+    for error in errors:
         loc = [str(part) for part in error.get("loc", ())]
-        kinds.add(loc[0] if loc else "body")
-        field = ".".join(loc[1:]) or (loc[0] if loc else "body")
+        if located and loc:
+            field = ".".join(loc[1:]) or loc[0]
+        else:
+            field = ".".join(loc) or "body"
         if error.get("type") == "json_invalid":
             field = "body"
-        issues.append({"field": field, "message": error.get("msg", "invalid")})
-    kind = "query" if kinds == {"query"} else "path" if kinds == {"path"} else "body"
-    return kind, issues
+        issues.append({"field": field, "message": str(error.get("msg", "invalid"))})
+    return issues
+
+
+def invalid_model(exc: ValidationError, kind: str = "body") -> BadRequest:
+    """The 400 for a pydantic model a handler validated itself: ``raise invalid_model(exc) from None``."""
+    return BadRequest(_TITLES[kind], validation_issues(exc.errors(), located=False))
+
+
+def _request_kind(exc: RequestValidationError) -> str:
+    kinds = {str(error["loc"][0]) if error.get("loc") else "body" for error in exc.errors()}
+    return kinds.pop() if len(kinds) == 1 and kinds <= set(_TITLES) else "body"
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -106,10 +125,12 @@ def install_error_handlers(app: FastAPI) -> None:
         error = upstream(exc.kind, exc.message)
         return JSONResponse(error.body(), status_code=error.status)
 
+    # The one place FastAPI's own validation (typed bodies, query and path parameters)
+    # becomes Mastra's 400 shape; FastAPI's default would be a 422 {"detail": [...]}.
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        kind, issues = _validation_issues(exc)
-        return JSONResponse(invalid(kind, "", "").body() | {"issues": issues}, status_code=400)
+        error = BadRequest(_TITLES[_request_kind(exc)], validation_issues(exc.errors()))
+        return JSONResponse(error.body(), status_code=error.status)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
