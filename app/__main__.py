@@ -5,10 +5,11 @@ a banner with both URLs and the models in use once both answer, and stops both o
 when either one exits). Start-up problems (bad settings, port in use, unwritable data dir,
 unreadable database) print one ``error:`` line and exit 2.
 
-Start-up order of one process: bind the port (so "in use" fails at once), open the stores,
-warm the models up (the lifespan), and only then listen: a client never meets a half-started
-server, and the first chat does not pay litellm's import. ``health ROLE`` exits 0 when that
-role's ``/health`` on this machine answers ``status: ok`` (the Docker HEALTHCHECK).
+Start-up order of one process: bind the port (so "in use" fails at once), open the stores
+(so a bad database is one line), serve. The models warm up in the background; ``/health``
+says ``status: "starting"`` until they are, then ``"ok"``, and the dev banner waits for
+that. ``health ROLE`` exits 0 when that role's ``/health`` on this machine answers
+``status: "ok"`` (the Docker HEALTHCHECK).
 
 Idle keep-alive connections stay open ``DEV_SERVER_KEEP_ALIVE_S`` (uvicorn's default, 5 s,
 is shorter than common client pools keep a socket, so a client reusing one just then got a
@@ -27,7 +28,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -123,27 +123,11 @@ async def _serve(role: str, settings: Settings, sock: socket.socket) -> int:
                             timeout_graceful_shutdown=3, timeout_keep_alive=settings.keep_alive_s,
                             headers=[("Keep-Alive", f"timeout={settings.keep_alive_s}")])
     host, port = sock.getsockname()[:2]
-
-    def listening() -> None:
-        logging.getLogger("app").info("%s listening on http://%s:%s (ready in %.1f s; stores open in %.0f ms; "
-                                      "data in %s)", role, host, port, time.perf_counter() - started, stores_ms,
-                                      settings.resolved_data_dir)
-
-    await _Server(config, on_started=listening).serve(sockets=[sock])
+    logging.getLogger("app").info("%s listening on http://%s:%s (stores open in %.0f ms, data in %s; models warm "
+                                  "up in the background: /health says starting until then)", role, host, port,
+                                  stores_ms, settings.resolved_data_dir)
+    await uvicorn.Server(config).serve(sockets=[sock])
     return 0
-
-
-class _Server(uvicorn.Server):
-    """uvicorn's server, reporting the moment it listens (after the lifespan's start-up)."""
-
-    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None]) -> None:
-        super().__init__(config)
-        self.on_started = on_started
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        if self.started:
-            self.on_started()
 
 
 def probe_health(role: str, settings: Settings, port: int | None) -> int:
@@ -205,8 +189,8 @@ def run_dev(settings: Settings, host: str | None) -> int:
 
 
 class DevBanner:
-    """What a user of ``make dev`` needs once both processes answer: the two URLs and the
-    model each agent will use."""
+    """What a user of ``make dev`` needs once both processes are ready (``/health`` says
+    ``ok``: a chat is answered at once): the two URLs and the model each agent will use."""
 
     def __init__(self, settings: Settings, host: str) -> None:
         self.settings = settings
@@ -223,8 +207,8 @@ class DevBanner:
                 response = httpx.get(f"http://{self.probe_host}:{self.settings.port_for(role)}/health", timeout=0.5)
             except httpx.TransportError:
                 return False
-            if response.status_code != 200:
-                return False
+            if response.status_code != 200 or response.json().get("status") != "ok":
+                return False  # "starting": the models are still warming up
             health[role] = response.json()
         print("\n".join(self.lines(health["gateway"], elapsed_s)), flush=True)
         self.shown = True

@@ -2,8 +2,9 @@
 
 Both processes are the same app with different routers switched on, over the same default
 database. Building the app does no I/O; the lifespan opens the stores (default first, then
-each extra domain), warms the model layer up (litellm's import takes seconds) and only then
-lets the server accept connections, and closes the stores in reverse order.
+each extra domain), starts warming the model layer up in the background (litellm's import
+takes seconds: ``/health`` says ``status: "starting"`` until it is done, so the server
+answers at once and a probe can wait for ``"ok"``), and closes the stores in reverse order.
 
 Middleware, outermost first: CORS (a preflight is answered before anything else),
 authentication (a refused caller's body is never read), the body-size limit, then FastAPI's
@@ -28,6 +29,7 @@ from app.agents.registry import DEFINITIONS, AgentRegistry
 from app.agents.runner import TurnRunner
 from app.agents.signals import ThreadHub
 from app.api import chat, health, otlp
+from app.api.health import Readiness
 from app.api.cors import CorsPolicy, LocalCORS
 from app.api.deps import Services
 from app.api.studio import agents as agent_routes
@@ -66,19 +68,20 @@ async def _retention(storage: CompositeStore, days: int) -> None:
 WARM_UP_LIMIT_S = 120
 
 
-async def warm_up(llm: LLMClient) -> None:
-    """Pay the model layer's start-up cost now rather than in the first chat; logs the time."""
+async def warm_up(llm: LLMClient, readiness: Readiness) -> None:
+    """Pay the model layer's start-up cost before the first chat does; logs the time."""
     warm = getattr(llm, "warm_up", None)
-    if warm is None:
-        return
     started = time.perf_counter()
     try:
-        async with asyncio.timeout(WARM_UP_LIMIT_S):
-            await warm()
+        if warm is not None:
+            async with asyncio.timeout(WARM_UP_LIMIT_S):
+                await warm()
     except Exception as exc:  # a failed warm-up only means the first chat pays instead
-        log.warning("model warm-up failed after %.1f s: %s", time.perf_counter() - started, str(exc) or type(exc).__name__)
+        readiness.failed(str(exc) or type(exc).__name__, time.perf_counter() - started)
+        log.warning("model warm-up failed after %.1f s: %s", readiness.seconds, readiness.error)
         return
-    log.info("models ready in %.1f s", time.perf_counter() - started)
+    readiness.done(time.perf_counter() - started)
+    log.info("models ready in %.1f s", readiness.seconds)
 
 
 def storage_for(role: str, settings: Settings) -> CompositeStore:
@@ -115,9 +118,7 @@ def create_app(
         services.telemetry = telemetry
         if telemetry is not None:
             runner.tracer = telemetry.tracer
-        # Before the server accepts its first connection: the first chat must not pay it.
-        await warm_up(llm)
-        background = []
+        background = [asyncio.create_task(warm_up(llm, readiness))]
         if role == "studio" and settings.trace_retention_days:
             background.append(asyncio.create_task(_retention(storage, settings.trace_retention_days)))
         try:
@@ -133,9 +134,11 @@ def create_app(
     registry = AgentRegistry(agents, conversations)  # calls each memory factory once
     runner = TurnRunner(llm)
     signals = ThreadHub()
+    readiness = Readiness()
     # What every handler gets, through app.api.deps.
     services = Services(role=role, settings=settings, storage=storage, conversations=conversations,
-                        agents=registry, runner=runner, signals=signals, auth_enabled=authenticator is not None)
+                        agents=registry, runner=runner, signals=signals, auth_enabled=authenticator is not None,
+                        extras={"readiness": readiness})
 
     app = FastAPI(title=f"dev-server {role}", version=__version__, lifespan=lifespan,
                   docs_url="/docs", redoc_url=None, openapi_url="/openapi.json")

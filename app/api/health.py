@@ -1,11 +1,15 @@
 """``GET /health`` on both processes: public (no credential needed), cheap, always JSON.
 
-The server accepts connections only once its stores are open and its models are warm (the
-lifespan does both before serving), so a 200 here means a chat is answered at once.
+It answers as soon as the port is open. ``status`` is ``"starting"`` while the models warm
+up in the background (litellm's import takes 3-10 s; a chat sent meanwhile waits for it),
+``"ok"`` once a chat is answered at once (also after a failed warm-up: then the first chat
+tries again), ``"unavailable"`` when the conversation store is not open. ``make dev``'s
+banner and ``python -m app health`` (the Docker HEALTHCHECK) wait for ``"ok"``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter
@@ -17,16 +21,39 @@ from app.llm import litellm_ready
 router = APIRouter()
 
 
+@dataclass
+class Readiness:
+    """The model warm-up of one process, as the factory's lifespan reports it."""
+
+    ready: bool = False
+    seconds: float | None = None
+    error: str | None = None
+
+    def done(self, seconds: float) -> None:
+        self.ready, self.seconds = True, seconds
+
+    def failed(self, error: str, seconds: float) -> None:
+        self.ready, self.seconds, self.error = True, seconds, error
+
+    def report(self) -> dict[str, Any]:
+        """What it adds to ``/health``'s ``models`` (whose ``ready`` is the model layer's own)."""
+        report: dict[str, Any] = {"warmUpSeconds": self.seconds}
+        if self.error is not None:
+            report["warmUpError"] = self.error
+        return report
+
+
 @router.get("/health")
 async def health(services: ServicesDep) -> dict[str, Any]:
     storage = services.storage
+    readiness: Readiness = services.extras.get("readiness") or Readiness(ready=litellm_ready())
     return {
-        "status": "ok" if storage.default.is_open else "unavailable",
+        "status": "unavailable" if not storage.default.is_open else "ok" if readiness.ready else "starting",
         "role": services.role,
         "version": __version__,
         "dataDir": str(services.settings.resolved_data_dir),
         "stores": storage.health(),
-        "models": _models(services.runner.llm),
+        "models": _models(services.runner.llm) | readiness.report(),
         "telemetry": services.telemetry.stats() if services.telemetry else None,
     }
 
