@@ -146,3 +146,33 @@ def install_error_handlers(app: FastAPI) -> None:
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return JSONResponse({"error": "Internal server error"}, status_code=500)
+
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {"type": "string"},
+        "issues": {"type": "array", "items": {"type": "object", "required": ["field", "message"],
+                                              "properties": {"field": {"type": "string"},
+                                                             "message": {"type": "string"}}}},
+    },
+}
+
+
+def document_errors(schema: dict[str, Any]) -> dict[str, Any]:
+    """Make an OpenAPI schema say what the handlers above answer: FastAPI documents a 422
+    ``HTTPValidationError`` for every route with parameters, where this server sends a 400
+    ``{"error", "issues"}``. Idempotent; changes ``schema`` in place."""
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components["Error"] = ERROR_SCHEMA
+    bad_request = {"description": "Invalid request (Mastra's shape)",
+                   "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            responses = operation.get("responses") if isinstance(operation, dict) else None
+            if responses is not None and responses.pop("422", None) is not None:
+                responses.setdefault("400", bad_request)
+    for name in ("HTTPValidationError", "ValidationError"):
+        components.pop(name, None)
+    return schema

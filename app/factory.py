@@ -17,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
+from functools import partial
+from typing import Any
 
 import anyio
 from fastapi import FastAPI
@@ -39,7 +41,7 @@ from app.api.limits import BodySizeLimit
 from app.api.input_guard import InputGuard
 from app.api.studio.ui import studio_ui_router
 from app.auth import Authenticator, AuthMiddleware, BearerTokens
-from app.errors import install_error_handlers
+from app.errors import document_errors, install_error_handlers
 from app.llm import LiteLLMClient, LLMClient
 from app.observability.telemetry import Telemetry
 from app.settings import Settings
@@ -89,6 +91,12 @@ def storage_for(role: str, settings: Settings) -> CompositeStore:
     return CompositeStore.for_role(role, default_db_url=settings.default_db_url,
                                    observability_db_url=settings.observability_db_url,
                                    busy_timeout_ms=settings.busy_timeout_ms)
+
+
+def _openapi(app: FastAPI, generate: Callable[[FastAPI], dict[str, Any]]) -> dict[str, Any]:
+    if app.openapi_schema is None:  # generated once, on the first /openapi.json
+        app.openapi_schema = document_errors(generate(app))
+    return app.openapi_schema
 
 
 def create_app(
@@ -153,6 +161,7 @@ def create_app(
     app.state.signals = signals
 
     install_error_handlers(app)
+    app.openapi = partial(_openapi, app, FastAPI.openapi)
     # Each add_middleware wraps what was added before: the last one added is the outermost.
     app.add_middleware(InputGuard)  # inside the size limit: checks and repairs input before routing
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
