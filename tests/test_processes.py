@@ -57,22 +57,30 @@ def test_started_from_another_cwd_writes_nothing_there(start_server, tmp_path: P
     assert not list((REPO / "app").rglob("*.db"))
 
 
-def test_make_dev_serves_both_and_one_ctrl_c_stops_both(server_env: dict[str, str]):
+def wait_ready(url: str, timeout: float = 60) -> dict:
+    """/health once it says "ok" (the models have warmed up)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            health = httpx.get(f"{url}/health", timeout=1).json()
+            if health["status"] == "ok":
+                return health
+            assert health["status"] == "starting" and health["models"]["ready"] is False
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"{url} not ready after {timeout} s")
+
+
+def test_make_dev_serves_both_prints_the_banner_and_one_ctrl_c_stops_both(server_env: dict[str, str]):
     gateway_port, studio_port = free_port(), free_port()
     env = {**server_env, "DEV_SERVER_GATEWAY_PORT": str(gateway_port), "DEV_SERVER_STUDIO_PORT": str(studio_port)}
     make = subprocess.Popen(["make", "--no-print-directory", "dev"], cwd=REPO, env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 30
-        healthy: dict[int, dict] = {}
-        while time.monotonic() < deadline and len(healthy) < 2:
-            for port in (gateway_port, studio_port):
-                try:
-                    healthy[port] = httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).json()
-                except httpx.TransportError:
-                    pass
-            time.sleep(0.1)
+        healthy = {port: wait_ready(f"http://127.0.0.1:{port}") for port in (gateway_port, studio_port)}
         assert {h["role"] for h in healthy.values()} == {"gateway", "studio"}
+        time.sleep(0.5)  # the banner is printed within one 0.1 s poll of both being ready
         stop_started = time.monotonic()
         os.killpg(make.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         output, _ = make.communicate(timeout=15)
@@ -85,6 +93,33 @@ def test_make_dev_serves_both_and_one_ctrl_c_stops_both(server_env: dict[str, st
             httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
     assert "gateway | " in output and "studio  | " in output
     assert "Traceback" not in output
+    lines = output.splitlines()
+    assert f"  Studio: http://localhost:{studio_port}/" in lines
+    assert f"  chat:   POST http://localhost:{gateway_port}/api/chat" in lines
+    models = lines[lines.index("  models:") + 1:]
+    for agent in ("chat-agent", "docs-agent", "orchestrator-agent"):
+        assert any(line.startswith(f"    {agent} -> ") for line in models), agent
+    assert any("local model" in line for line in models)  # no provider key in the test environment
+    assert "models ready in" in output
+
+
+def test_health_says_starting_until_the_models_are_warm_then_ok(start_server):
+    gateway = start_server("gateway")  # answers at once, while litellm still imports
+    first = httpx.get(f"{gateway.url}/health").json()
+    assert first["status"] in ("starting", "ok")
+    ready = wait_ready(gateway.url)
+    assert ready["models"]["ready"] is True and ready["models"]["warmUpSeconds"] > 0
+    assert "models ready in" in gateway.output()
+
+
+def test_the_health_probe_command_exits_0_only_for_a_ready_server(start_server, server_env):
+    gateway = start_server("gateway")
+    wait_ready(gateway.url)
+    env = {**server_env, "DEV_SERVER_GATEWAY_PORT": str(gateway.port)}
+    assert run_cli(["health", "gateway"], env).returncode == 0
+    down = run_cli(["health", "studio"], {**server_env, "DEV_SERVER_STUDIO_PORT": str(free_port())})
+    assert down.returncode == 1 and down.stderr.startswith("unhealthy: studio at http://127.0.0.1:")
+    assert_one_error_line(run_cli(["health"], server_env), "health needs the role")
 
 
 def test_unknown_role(server_env):
@@ -127,8 +162,7 @@ def test_duckdb_held_by_another_process_leaves_the_studio_serving(start_server, 
     try:
         assert holder.stdout.readline().strip() == "held"
         studio = start_server("studio")
-        health = studio.wait_healthy()
-        assert health["status"] == "ok"
+        health = wait_ready(studio.url)
         assert health["stores"]["default"]["open"] is True
         observability = health["stores"]["observability"]
         assert observability["open"] is False and "lock" in observability["error"].lower()
