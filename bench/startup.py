@@ -11,7 +11,7 @@ accepts, like an impatient user would.
 
 Baseline, in the same run: a bare uvicorn + FastAPI app with one route, started the same
 way. Reports the median of several starts and each point's ratio to the baseline.
-Run: .venv/bin/python bench/startup.py [starts]   (default 3; under a minute on 2 cores)
+Run: .venv/bin/python bench/startup.py [starts]   (default 2; under a minute on 2 idle cores)
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def time_start(command: list[str], port: int, env: dict[str, str], role: str) ->
 
 
 def main() -> None:
-    starts = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    starts = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     results: dict[str, dict[str, list[float]]] = {"bare uvicorn app": {}, "gateway": {}, "studio": {}}
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "DEV_SERVER_DATA_DIR": tmp, "DEV_SERVER_TELEMETRY": "false"}

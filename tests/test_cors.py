@@ -17,7 +17,9 @@ import pytest
 
 from app.factory import create_app
 from app.settings import Settings
-from tests.support import LiveApp
+from tests.support import LiveApp, run_node
+
+CHROMIUM = Path("/usr/bin/chromium")
 
 # A path each process serves to a browser, and a body it accepts.
 API = {"gateway": "/api/chat", "studio": "/api/agents"}
@@ -124,3 +126,18 @@ def test_a_method_we_do_not_serve_is_refused_in_json(serve):
     client = serve("studio")
     answer = preflight(client, "/api/agents", "http://localhost:3000", method="TRACE")
     assert answer.status_code == 400 and "method" in answer.json()["error"]
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (make browser)")
+@pytest.mark.parametrize("role", ["gateway", "studio"])
+def test_in_a_real_browser_only_local_pages_read_the_answer(serve, role: str):
+    client = serve(role)
+    request = {"gateway": {"method": "POST", "body": {"messages": [
+                   {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}},
+               "studio": {"method": "GET", "headers": {"x-mastra-client-type": "studio"}}}[role]
+    result = run_node("cors_browser.mjs", {"target": f"{client.base_url}{API[role]}",
+                                           "origins": ["local", "https://evil.example"], **request},
+                      timeout=90)
+    local, foreign = result["results"]
+    assert (local["ok"], local["status"]) == (True, 200), local
+    assert foreign["ok"] is False and "Failed to fetch" in foreign["error"], foreign

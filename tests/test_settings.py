@@ -35,3 +35,28 @@ def test_invalid_settings_fail_with_one_line_naming_the_variable(monkeypatch, na
         Settings.load()
     message = str(info.value)
     assert name in message and "\n" not in message
+
+
+def test_http_settings_default_to_local_cors_and_a_long_keep_alive():
+    settings = Settings.load()
+    assert settings.cors_origin_list is None and settings.keep_alive_s == 75
+
+
+def test_cors_origins_are_normalised(monkeypatch):
+    monkeypatch.setenv("DEV_SERVER_CORS_ORIGINS", " https://app.example.com/ ,http://[::1]:3000")
+    assert Settings.load().cors_origin_list == ("https://app.example.com", "http://[::1]:3000")
+    monkeypatch.setenv("DEV_SERVER_CORS_ORIGINS", "*")
+    assert Settings.load().cors_origin_list == ("*",)
+
+
+@pytest.mark.parametrize("name, value", [("DEV_SERVER_CORS_ORIGINS", "example.com"),
+                                         ("DEV_SERVER_CORS_ORIGINS", "https://a.example/path"),
+                                         ("DEV_SERVER_CORS_ORIGINS", "*, https://a.example"),
+                                         ("DEV_SERVER_CORS_ORIGINS", "https://*.example"),
+                                         ("DEV_SERVER_KEEP_ALIVE_S", "0"),
+                                         ("DEV_SERVER_KEEP_ALIVE_S", "long")])
+def test_bad_http_settings_fail_with_one_line_naming_the_variable(monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as info:
+        Settings.load()
+    assert name in str(info.value) and "\n" not in str(info.value)
