@@ -33,6 +33,8 @@ from typing import Any
 import httpx
 import uvicorn
 
+from app.agents.registry import DEFINITIONS
+from app.llm import resolve_model
 from app.paths import PathError
 from app.settings import Settings, SettingsError
 from app.storage.errors import StorageError
@@ -170,8 +172,8 @@ def run_dev(settings: Settings, host: str | None) -> int:
                         print(f"error: {role} exited with code {code}; stopping", file=sys.stderr)
                         exit_code = code
                     stopping = True
-            if not stopping and not banner.shown and banner.try_show(time.monotonic() - started):
-                sys.stdout.flush()
+            if not stopping and not banner.shown:
+                banner.try_show(time.monotonic() - started)
             time.sleep(0.1)
     finally:
         # SIGTERM, not SIGINT: after a terminal's Ctrl-C the children already got one
@@ -205,11 +207,11 @@ class DevBanner:
         for role in ROLES:
             try:
                 response = httpx.get(f"http://{self.probe_host}:{self.settings.port_for(role)}/health", timeout=0.5)
-            except httpx.TransportError:
+                health[role] = response.json() if response.status_code == 200 else {}
+            except (httpx.TransportError, ValueError):
                 return False
-            if response.status_code != 200 or response.json().get("status") != "ok":
+            if health[role].get("status") != "ok":
                 return False  # "starting": the models are still warming up
-            health[role] = response.json()
         print("\n".join(self.lines(health["gateway"], elapsed_s)), flush=True)
         self.shown = True
         return True
@@ -230,9 +232,6 @@ def model_lines(report: Any, settings: Settings) -> list[str]:
         return [f"{agent_id} -> {_describe(value)}" for agent_id, value in agents.items()]
     if isinstance(agents, list) and agents:
         return [_describe(value) for value in agents]
-    from app.agents.registry import DEFINITIONS
-    from app.llm import resolve_model
-
     lines = []
     for definition in DEFINITIONS:
         try:

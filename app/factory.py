@@ -31,9 +31,9 @@ from app.agents.registry import DEFINITIONS, AgentRegistry
 from app.agents.runner import TurnRunner
 from app.agents.signals import ThreadHub
 from app.api import chat, health, otlp
-from app.api.health import Readiness
 from app.api.cors import CorsPolicy, LocalCORS
 from app.api.deps import Services
+from app.api.health import Readiness
 from app.api.studio import agents as agent_routes
 from app.api.studio import memory, observability, shell
 from app.api.studio import metrics as metric_routes
