@@ -34,7 +34,6 @@ import httpx
 import uvicorn
 
 from app.agents.registry import DEFINITIONS
-from app.llm import resolve_model
 from app.paths import PathError
 from app.settings import Settings, SettingsError
 from app.storage.errors import StorageError
@@ -221,36 +220,30 @@ class DevBanner:
         chat = f"http://{self.shown_host}:{self.settings.gateway_port}/api/chat"
         return [f"dev-server ready in {elapsed_s:.1f} s", f"  Studio: {studio}", f"  chat:   POST {chat}",
                 f"  API docs: {studio}docs and http://{self.shown_host}:{self.settings.gateway_port}/docs",
-                "  models:", *(f"    {line}" for line in model_lines(gateway_health.get("models"), self.settings))]
+                "  models:", *(f"    {line}" for line in model_lines(gateway_health.get("models")))]
 
 
-def model_lines(report: Any, settings: Settings) -> list[str]:
-    """One line per agent: the gateway's own report when its /health has one, else what the
-    agent definitions and the provider keys in this environment say."""
+def model_lines(report: Any) -> list[str]:
+    """One line per agent: the gateway's own report (``/health`` ``models.agents``: the model,
+    who answers it and why), else the agent definitions' model ids."""
     agents = report.get("agents") if isinstance(report, dict) else None
     if isinstance(agents, dict) and agents:
         return [f"{agent_id} -> {_describe(value)}" for agent_id, value in agents.items()]
     if isinstance(agents, list) and agents:
         return [_describe(value) for value in agents]
-    lines = []
-    for definition in DEFINITIONS:
-        try:
-            model = resolve_model(definition.model, environ=os.environ, force_local=settings.local_model_only)
-        except ValueError as exc:
-            lines.append(f"{definition.id} -> {definition.model}: {exc}")
-            continue
-        answered = "the local model (no provider key set)" if model.is_local else model.litellm_model
-        if model.is_local and settings.local_model_only:
-            answered = "the local model (DEV_SERVER_LOCAL_MODEL_ONLY)"
-        lines.append(f"{definition.id} -> {model.mastra_id}, answered by {answered}")
-    return lines
+    # A gateway without a per-agent report: the configured model ids, unresolved.
+    return [f"{definition.id} -> {definition.model}" for definition in DEFINITIONS]
 
 
 def _describe(value: Any) -> str:
+    """One agent of the gateway's /health ``models.agents`` as a banner line."""
     if isinstance(value, str):
         return value
-    if isinstance(value, dict) and isinstance(value.get("description"), str):
-        return value["description"]
+    if isinstance(value, dict) and "model" in value:
+        answered = "the local model" if value.get("local") else value.get("answeredBy", "?")
+        reason = f" ({value['reason']})" if value.get("reason") else ""
+        error = f": {value['error']}" if value.get("error") else ""
+        return f"{value['model']}, answered by {answered}{reason}{error}"
     return json.dumps(value, separators=(",", ": "))
 
 
