@@ -264,11 +264,11 @@ def test_unavailable_store_is_503_with_the_cause(settings: Settings, data_dir: P
     assert "observability" in response.json()["error"] and response.headers["retry-after"]
 
 
-def sample_rows(n: int = 3) -> tuple[list[tuple], list[tuple]]:
+def sample_rows(n: int = 3, trace: bytes = b"\x0a") -> tuple[list[tuple], list[tuple]]:
     request = ExportTraceServiceRequest()
     spans = request.resource_spans.add().scope_spans.add().spans
     for i in range(n):
-        spans.append(ProtoSpan(trace_id=b"\x0a" * 16, span_id=bytes([0] * 7 + [i + 1]), name=f"s{i}",
+        spans.append(ProtoSpan(trace_id=trace * 16, span_id=bytes([0] * 7 + [i + 1]), name=f"s{i}",
                                parent_span_id=b"" if i == 0 else bytes([0] * 7 + [1]),
                                start_time_unix_nano=1_700_000_000_000_000_000 + i))
     return spans_from_request(request, datetime.now(timezone.utc))
@@ -301,7 +301,7 @@ async def test_retention_deletes_old_rows(tmp_path: Path):
     writer = ObservabilityWriter(store)
     await writer.write_spans(*sample_rows())  # started in 2023
     fresh = [tuple(datetime.now(timezone.utc) if c == "started_at" else v for c, v in zip(SPAN_COLUMNS, row))
-             for row in sample_rows(1)[0]]
+             for row in sample_rows(1, trace=b"\x0b")[0]]
     await writer.write_spans(fresh)
     assert await writer.delete_older_than(30) == 4
     assert await store.fetch_all("SELECT count(*) AS n FROM spans") == [{"n": 1}]
