@@ -325,3 +325,213 @@ def test_ended_at_is_null_for_an_unfinished_span_and_timestamps_are_microseconds
     started = row[SPAN_COLUMNS.index("started_at")]
     assert started - datetime.fromtimestamp(1_700_000_000, timezone.utc) == timedelta(microseconds=123_456)
     assert row[SPAN_COLUMNS.index("ended_at")] is None
+
+
+# ---------------------------------------------------------------- idempotent ingest (issue 9.8)
+
+def proto_batch(**span) -> bytes:
+    """The same span as ``json_request`` (with ``span`` applied), as OTLP protobuf."""
+    return otlp.decode_traces(json.dumps(json_request(**span)).encode(), "application/json").SerializeToString()
+
+
+@pytest.mark.parametrize("encoding", ["protobuf", "json"])
+def test_a_batch_sent_twice_is_stored_once(studio, encoding: str):
+    child = json_request(spanId="0000000000000002", parentSpanId=SPAN_HEX, name="child")
+    body = json_request()
+    body["resourceSpans"][0]["scopeSpans"][0]["spans"] += child["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    if encoding == "json":
+        content, headers = json.dumps(body).encode(), {"content-type": "application/json"}
+    else:
+        content = otlp.decode_traces(json.dumps(body).encode(), "application/json").SerializeToString()
+        headers = {"content-type": "application/x-protobuf"}
+    for _ in range(2):  # a retry after a lost acknowledgement
+        assert httpx.post(f"{studio.url}/v1/traces", content=content, headers=headers).status_code == 200
+    assert counts(studio)[:2] == (2, 1)
+    assert rows(studio, "SELECT count(DISTINCT (trace_id, span_id)) FROM spans") == [(2,)]
+
+
+def test_the_same_span_in_either_encoding_is_one_row_and_the_latest_wins(studio):
+    assert httpx.post(f"{studio.url}/v1/traces", content=proto_batch(name="first"),
+                      headers={"content-type": "application/x-protobuf"}).status_code == 200
+    first_created = rows(studio, "SELECT created_at FROM spans")[0][0]
+    assert httpx.post(f"{studio.url}/v1/traces", json=json_request(name="second")).status_code == 200
+    assert rows(studio, "SELECT name, created_at FROM spans") == [("second", first_created)]
+    assert rows(studio, "SELECT name FROM traces") == [("second",)]
+
+
+def log_request() -> dict:
+    record = {"timeUnixNano": "1700000000000000001", "severityText": "INFO", "body": {"stringValue": "once"},
+              "traceId": TRACE_HEX, "attributes": [{"key": "mastra.thread_id", "value": {"stringValue": "t1"}}]}
+    return {"resourceLogs": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "js"}}]},
+                              "scopeLogs": [{"scope": {"name": "x"}, "logRecords": [record, record | {
+                                  "timeUnixNano": "1700000000000000002"}]}]}]}
+
+
+def test_a_log_batch_sent_twice_in_either_encoding_is_stored_once(studio):
+    body = json.dumps(log_request()).encode()
+    proto = otlp.decode_logs(body, "application/json").SerializeToString()
+    for content, kind in ((body, "application/json"), (proto, "application/x-protobuf"), (body, "application/json")):
+        assert httpx.post(f"{studio.url}/v1/logs", content=content, headers={"content-type": kind}).status_code == 200
+    ids = rows(studio, "SELECT log_id FROM logs ORDER BY timestamp")
+    assert len(ids) == 2 and len({i for (i,) in ids}) == 2 and all(len(i) == 36 for (i,) in ids)
+
+
+@pytest.mark.anyio
+async def test_migration_0002_folds_rows_stored_twice_and_keys_the_tables(tmp_path: Path):
+    import duckdb
+
+    from app.storage.migrate import apply_duckdb, load_migrations
+
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    apply_duckdb(con, load_migrations("duckdb")[:1], "2025-01-01T00:00:00Z")  # the schema before 0002
+    span_rows, trace_rows = sample_rows(2)
+    older = [tuple(v - timedelta(hours=1) if c == "updated_at" else ("old" if c == "name" else v)
+                   for c, v in zip(SPAN_COLUMNS, row)) for row in span_rows]
+    for table, columns, batch in (("spans", SPAN_COLUMNS, [*older, *span_rows]),
+                                  ("traces", TRACE_COLUMNS, [*trace_rows, *trace_rows])):
+        with con.appender(table, columns=list(columns)) as appender:
+            appender.append_rows(batch)
+    con.close()
+    store = DuckDBStore(f"file:{path}")
+    await store.open()
+    assert await store.fetch_all("SELECT name FROM spans ORDER BY span_id") == [{"name": "s0"}, {"name": "s1"}]
+    assert await store.fetch_all("SELECT count(*) AS n FROM traces") == [{"n": 1}]
+    keys = await store.fetch_all("SELECT table_name, constraint_column_names AS cols FROM duckdb_constraints() "
+                                 "WHERE constraint_type = 'PRIMARY KEY' AND table_name <> '_migrations' ORDER BY table_name")
+    assert [(k["table_name"], k["cols"]) for k in keys] == [
+        ("logs", ["log_id"]), ("spans", ["trace_id", "span_id"]), ("traces", ["trace_id"])]
+    assert await ObservabilityWriter(store).write_spans(span_rows, trace_rows) == Written(2, 0)
+    assert await store.fetch_all("SELECT count(*) AS n FROM spans") == [{"n": 2}]
+    await store.close()
+
+
+def test_otlp_json_nested_deeper_than_the_limit_is_400(studio):
+    value: dict = {"stringValue": "leaf"}
+    for _ in range(otlp.MAX_JSON_DEPTH):
+        value = {"kvlistValue": {"values": [{"key": "k", "value": value}]}}
+    body = json_request(attributes=[{"key": "deep", "value": value}])
+    response = httpx.post(f"{studio.url}/v1/traces", json=body)
+    assert response.status_code == 400 and "deeper" in response.json()["error"]
+    deepest = b'{"resourceSpans":' + b"[" * 50_000 + b"]" * 50_000 + b"}"  # past Python's own recursion limit
+    response = httpx.post(f"{studio.url}/v1/traces", content=deepest, headers={"content-type": "application/json"})
+    assert response.status_code == 400 and response.json()["issues"][0]["field"] == "body"
+    assert counts(studio) == (0, 0, 0)
+
+
+def test_a_lone_surrogate_in_otlp_json_is_400(studio):
+    body = json.dumps(json_request(name="bad \ud800 name")).encode()  # json.dumps writes it as \\ud800
+    response = httpx.post(f"{studio.url}/v1/traces", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 400 and counts(studio) == (0, 0, 0)
+
+
+# ---------------------------------------------------------------- ownership (issue 9.2)
+
+TOKENS = "ta=alice,tb=bob"
+
+
+@pytest.fixture
+def secured(data_dir: Path):
+    app = studio_app(Settings(data_dir=data_dir, telemetry=False, auth_tokens=TOKENS))
+    with LiveApp(app) as server:
+        server.store = app.state.storage.domain("observability")
+        yield server
+
+
+def as_user(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+def claimed(trace: str, span: str, resource: str, **attrs: str) -> dict:
+    values = {"mastra.resource_id": resource, "mastra.entity_type": "agent", "mastra.entity_name": "Secret Agent",
+              "mastra.tags": json.dumps(["secret-tag"]), **attrs}
+    body = json_request(traceId=trace, spanId=span, attributes=[
+        {"key": k, "value": {"stringValue": v}} for k, v in values.items()])
+    body["resourceSpans"][0]["resource"]["attributes"] += [
+        {"key": "deployment.environment", "value": {"stringValue": "alice-env"}}]
+    return body
+
+
+def trace_ids(server, token: str) -> list[str]:
+    response = httpx.post(f"{server.url}/api/observability/traces/query", json={}, headers=as_user(token))
+    assert response.status_code == 200, response.text
+    return [t["traceId"] for t in response.json()["traces"]]
+
+
+def test_spans_from_a_user_get_that_users_resource_whatever_they_claim(secured):
+    from app.auth import service_token
+
+    bob_trace, service_trace = "b1" * 16, "5e" * 16
+    response = httpx.post(f"{secured.url}/v1/traces", json=claimed(bob_trace, "b1" * 8, "user:alice"),
+                          headers=as_user("tb"))
+    assert response.status_code == 200
+    assert rows(secured, "SELECT DISTINCT resource_id FROM spans") == [("user:bob",)]
+    assert trace_ids(secured, "ta") == [] and trace_ids(secured, "tb") == [bob_trace]
+    # the gateway's exporter (the service principal) files rows under the run's resource
+    response = httpx.post(f"{secured.url}/v1/traces", json=claimed(service_trace, "5e" * 8, "user:alice"),
+                          headers=as_user(service_token(TOKENS)))
+    assert response.status_code == 200
+    assert trace_ids(secured, "ta") == [service_trace] and trace_ids(secured, "tb") == [bob_trace]
+    assert httpx.get(f"{secured.url}/api/observability/traces/{service_trace}", headers=as_user("tb")).status_code == 404
+
+
+def test_a_user_cannot_overwrite_anothers_span_by_reusing_its_ids(secured):
+    from app.auth import service_token
+
+    alice = claimed("a1" * 16, "a1" * 8, "user:alice")
+    assert httpx.post(f"{secured.url}/v1/traces", json=alice, headers=as_user(service_token(TOKENS))).status_code == 200
+    forged = claimed("a1" * 16, "a1" * 8, "user:bob", **{"mastra.entity_name": "defaced"})
+    response = httpx.post(f"{secured.url}/v1/traces", json=forged, headers=as_user("tb"))
+    assert response.status_code == 200
+    assert response.json()["partialSuccess"]["rejectedSpans"] == "1"  # int64 is a string in OTLP/JSON
+    assert rows(secured, "SELECT entity_name, resource_id FROM spans") == [("Secret Agent", "user:alice")]
+    assert rows(secured, "SELECT entity_name, resource_id FROM traces") == [("Secret Agent", "user:alice")]
+
+
+def test_logs_from_a_user_get_that_users_resource(secured):
+    body = log_request()
+    for record in body["resourceLogs"][0]["scopeLogs"][0]["logRecords"]:
+        record["attributes"].append({"key": "mastra.resource_id", "value": {"stringValue": "user:alice"}})
+    assert httpx.post(f"{secured.url}/v1/logs", json=body, headers=as_user("tb")).status_code == 200
+    assert rows(secured, "SELECT DISTINCT resource_id FROM logs") == [("user:bob",)]
+    listed = httpx.get(f"{secured.url}/api/observability/logs", headers=as_user("ta")).json()
+    assert listed["logs"] == []
+
+
+DISCOVERY = {"entity-names": "names", "entity-types": "entityTypes", "environments": "environments",
+             "service-names": "serviceNames", "tags": "tags"}
+
+
+def test_discovery_lists_only_what_the_caller_may_see(secured):
+    from app.auth import service_token
+
+    alice = claimed("a2" * 16, "a2" * 8, "user:alice", **{"mastra.span_type": "agent_run"})
+    alice["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"].append(
+        {"key": "mastra.metadata", "value": {"stringValue": json.dumps({"region": "alice-land"})}})
+    assert httpx.post(f"{secured.url}/v1/traces", json=alice, headers=as_user(service_token(TOKENS))).status_code == 200
+    seen = {}
+    for token in ("ta", "tb"):
+        seen[token] = {route: httpx.get(f"{secured.url}/api/observability/discovery/{route}",
+                                        params={"entityType": "agent"} if route == "entity-names" else None,
+                                        headers=as_user(token)).json()[key] for route, key in DISCOVERY.items()}
+    assert seen["ta"] == {"entity-names": ["Secret Agent"], "entity-types": ["agent"], "environments": ["alice-env"],
+                          "service-names": ["js"], "tags": ["secret-tag"]}
+    assert seen["tb"] == {route: [] for route in DISCOVERY}
+
+    window = {"from": "2023-11-01T00:00:00Z", "to": "2023-11-30T00:00:00Z"}  # json_request's spans: 2023-11-14
+    def discover(route: str, token: str, **body) -> dict:
+        response = httpx.post(f"{secured.url}/api/observability/traces/query/{route}", headers=as_user(token),
+                              json={"timeRange": window, "limit": 25, **body})
+        assert response.status_code == 200, response.text
+        return response.json()
+    for token, wanted in (("ta", [{"value": "Secret Agent", "count": 1}]), ("tb", [])):
+        assert discover("values", token, predicateScope="trace", path="entityName")["values"] == wanted
+        assert discover("values", token, predicateScope="spans", path="entityName")["values"] == wanted
+    assert [f["path"] for f in discover("fields", "ta", predicateScope="trace")["observedFields"]] == ["metadata.region"]
+    assert discover("fields", "tb", predicateScope="trace")["observedFields"] == []
+    assert discover("values", "tb", predicateScope="trace", path="metadata.region")["values"] == []
+
+    label = {"metricName": "mastra_agent_duration_ms", "labelKey": "entityName"}
+    values = {t: httpx.get(f"{secured.url}/api/observability/discovery/metric-label-values", params=label,
+                           headers=as_user(t)).json()["values"] for t in ("ta", "tb")}
+    assert values == {"ta": ["Secret Agent"], "tb": []}

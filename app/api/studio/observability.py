@@ -39,6 +39,7 @@ from app.storage.composite import OBSERVABILITY, DomainUnavailable
 from app.storage.duckdb_store import DuckDBStore
 
 MAX_PER_PAGE = 100
+MAX_PAGE = 2 ** 53 - 1  # Mastra's bound; page * perPage still fits DuckDB's 64-bit OFFSET
 
 
 def observability_store(storage: StorageDep) -> DuckDBStore:
@@ -142,7 +143,7 @@ def _filters(query: Query, allowed: dict[str, str], forced: str | None) -> dict[
 
 
 async def _root_spans(query: Query, store: DuckDBStore, forced: str | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    page = query.int("page", 0)
+    page = query.int("page", 0, maximum=MAX_PAGE)
     per_page = query.int("perPage", 10, minimum=1, maximum=MAX_PER_PAGE)
     field = query.str("field", "startedAt")
     if field not in ("startedAt", "endedAt"):
@@ -200,7 +201,7 @@ async def get_span(trace_id: str, span_id: str, store: ObservabilityStoreDep, fo
 
 def _empty_page(query: Query, key: str) -> dict[str, Any]:
     """Scores and feedback: this server records none, so every page is empty (but valid)."""
-    page, per_page = query.int("page", 0), query.int("perPage", 10, minimum=1, maximum=MAX_PER_PAGE)
+    page, per_page = query.int("page", 0, maximum=MAX_PAGE), query.int("perPage", 10, minimum=1, maximum=MAX_PER_PAGE)
     return {key: [], "pagination": _pagination(0, page, per_page)}
 
 
@@ -221,7 +222,7 @@ async def scores(query: MastraQuery) -> dict[str, Any]:
 
 @router.get("/logs")
 async def logs(query: MastraQuery, store: ObservabilityStoreDep, forced: ForcedResource) -> dict[str, Any]:
-    page = query.int("page", 0)
+    page = query.int("page", 0, maximum=MAX_PAGE)
     per_page = query.int("perPage", 20, minimum=1, maximum=MAX_PER_PAGE)
     direction = (query.str("direction", "DESC") or "DESC").upper()
     if direction not in ("ASC", "DESC"):
@@ -266,7 +267,8 @@ async def log_transports() -> dict[str, Any]:
 async def legacy_logs(query: MastraQuery) -> dict[str, Any]:
     if not query.str("transportId"):
         raise invalid("query", "transportId", "transportId is required")
-    return {"logs": [], "total": 0, "page": query.int("page", 0), "perPage": query.int("perPage", 100), "hasMore": False}
+    return {"logs": [], "total": 0, "page": query.int("page", 0, maximum=MAX_PAGE),
+            "perPage": query.int("perPage", 100, maximum=MAX_PAGE), "hasMore": False}
 
 
 @legacy.get("/logs/{run_id}")
