@@ -354,3 +354,18 @@ def test_bad_discovery_requests_are_422_naming_the_field(queried, route: str, bo
     response = discover(queried, route, **body)
     assert response.status_code == 422, response.text
     assert response.json()["code"] == "TRACE_QUERY_INVALID" and response.json()["issues"][0]["path"] == path
+
+
+@pytest.mark.parametrize("route, params, field", [
+    ("/traces", {"page": str(10 ** 30)}, "page"),
+    ("/traces/light", {"page": str(2 ** 63)}, "page"),
+    ("/traces", {"perPage": str(10 ** 30)}, "perPage"),
+    ("/logs", {"page": str(2 ** 64)}, "page"),
+    ("/scores", {"page": "1" + "0" * 4000}, "page"),  # thousands of digits
+    ("/discovery/metric-label-values", {"metricName": "mastra_agent_duration_ms", "labelKey": "entityName",
+                                        "limit": str(10 ** 30)}, "limit"),
+])
+def test_paging_integers_beyond_64_bits_are_400(queried, route: str, params: dict, field: str):
+    response = queried.get(route, params=params)
+    assert response.status_code == 400, response.text
+    assert response.json()["issues"][0]["field"] == field
