@@ -106,10 +106,13 @@ def metadata_json_path(key: str) -> str:
     return '$."' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+_METADATA = Field("string", suggest=True)  # its SQL depends on the key: see metadata_sql
+
+
 def field(scope: str, path: str) -> Field | None:
     """The field at ``path`` in ``scope``; ``metadata.<key>`` is a string field of traces."""
     if scope == "trace" and metadata_key(path) is not None:
-        return Field("string", "metadata", True)  # its SQL needs the key: see metadata_sql
+        return _METADATA
     return REGISTRY[scope].get(path)
 
 
