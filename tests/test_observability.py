@@ -257,6 +257,7 @@ HOSTILE = [  # body, the path of the field at fault
     ({"orderBy": [{"field": "name", "direction": "asc"}]}, ["orderBy", 0, "field"]),
     ({"orderBy": [{"field": "startedAt", "direction": 1}]}, ["orderBy", 0, "direction"]),
     ({"where": [1]}, ["where"]),
+    ({"where": "status"}, ["where"]),
     ({"where": {"op": "eq", "left": {"path": 5}, "right": {"literal": "x"}}}, ["where", "left", "path"]),
     ({"where": {"op": "eq", "left": {"path": ["status"]}, "right": {"literal": "x"}}}, ["where", "left", "path"]),
     ({"where": {"op": "eq", "left": {"path": "nope"}, "right": {"literal": "x"}}}, ["where", "left", "path"]),
@@ -292,8 +293,9 @@ def test_hostile_trace_queries_are_422_naming_the_field(queried, body: dict, pat
 
 
 def test_a_body_that_is_not_json_is_400_and_a_deep_one_is_refused(queried):
-    response = query(queried, b'{"where": ')
-    assert response.status_code == 400 and response.json()["issues"][0]["field"] == "body"
+    for body in (b'{"where": ', b"[1]", b'"query"'):
+        response = query(queried, body)
+        assert response.status_code == 400 and response.json()["issues"][0]["field"] == "body"
     deep = b'{"where": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     assert 400 <= query(queried, deep).status_code < 500
     assert query(queried, {"where": nested(12)}).status_code == 200

@@ -8,8 +8,8 @@ trace's spans, logs and the discovery lists (entity names and types, environment
 names, tags) show only what that resource recorded.
 
 The trace query routes (``/traces/query`` and its discovery pair ``/fields``, ``/values``)
-answer errors in the contract's own family: a body that is not JSON is 400 ``{"error",
-"issues"}``; a body that is JSON but not a valid query is 422 ``{"code":
+answer errors in the contract's own family: a body that is not a JSON object is 400
+``{"error": "Invalid request body", "issues": [{"field": "body", ...}]}``; a body that is JSON but not a valid query is 422 ``{"code":
 "TRACE_QUERY_INVALID", "message", "issues": [{"code", "path", "message"}]}`` with the path of
 the field at fault; a cursor this server did not issue is 400 TRACE_QUERY_CURSOR_MALFORMED,
 one issued for another ordering 409 TRACE_QUERY_CURSOR_CONFLICT.
@@ -74,8 +74,9 @@ class TraceQueryRoute(APIRoute):
             try:
                 return await handler(request)
             except RequestValidationError as exc:
-                if any(error.get("type") == "json_invalid" for error in exc.errors()):
-                    raise  # not JSON at all: the app's 400 "Invalid request body"
+                if any(error.get("type") == "json_invalid" or tuple(error.get("loc", ())) == ("body",)
+                       for error in exc.errors()):
+                    raise  # not JSON, or not a JSON object: the app's 400 "Invalid request body"
                 return _invalid(TraceQueryInvalid([
                     {"code": "invalid_request", "path": list(error["loc"][1:]),
                      "message": str(error.get("msg", "invalid")).removeprefix("Value error, ")}
