@@ -120,3 +120,16 @@ def test_discovery_lists_only_what_the_caller_may_see(secured):
     values = {t: httpx.get(f"{secured.url}/api/observability/discovery/metric-label-values", params=label,
                            headers=as_user(t)).json()["values"] for t in ("ta", "tb")}
     assert values == {"ta": ["Secret Agent"], "tb": []}
+
+
+def test_a_span_claiming_a_foreign_parent_does_not_reveal_it_in_metrics(secured):
+    alice = claimed("a3" * 16, "a3" * 8, "user:alice", **{"mastra.span_type": "agent_run"})
+    assert httpx.post(f"{secured.url}/v1/traces", json=alice, headers=as_user(service_token(TOKENS))).status_code == 200
+    child = claimed("a3" * 16, "b3" * 8, "user:bob", **{"mastra.span_type": "agent_run", "mastra.entity_name": "Bob"})
+    child["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["parentSpanId"] = "a3" * 8  # alice's root span
+    assert httpx.post(f"{secured.url}/v1/traces", json=child, headers=as_user("tb")).status_code == 200
+    body = {"name": ["mastra_agent_duration_ms"], "aggregation": "count",
+            "groupBy": ["entityName", "parentEntityName", "rootEntityName"]}
+    groups = httpx.post(f"{secured.url}/api/observability/metrics/breakdown", json=body, headers=as_user("tb")).json()
+    assert [g["dimensions"] for g in groups["groups"]] == [
+        {"entityName": "Bob", "parentEntityName": None, "rootEntityName": None}]
