@@ -44,12 +44,9 @@ def _check_names() -> list[str]:
 
 CHECKS = _check_names()
 
-# check -> warnings it is known to give today, each with the item that removes it
-KNOWN_DEVIATIONS: dict[str, set[str]] = {
-    # issue 8.9: the studio aliases the agent id to the agent's own resource (ai-chat)
-    "streamStudioBody": {'thread made with memory.resource=chat-agent reports resourceId "ai-chat" '
-                         "(real server: chat-agent; server aliases agent id -> agent resource)"},
-}
+# check -> warnings it is known to give, each with the issue item that removes it (none today;
+# the last one, the agent-id resource alias, went with issue 8.9)
+KNOWN_DEVIATIONS: dict[str, set[str]] = {}
 
 
 @pytest.fixture(scope="module")
