@@ -136,7 +136,7 @@ def test_compare_period(seeded):
 
 def test_breakdown(seeded):
     expected = seeded.sql(f"SELECT entity_name, sum({TOKENS.format('inputTokens')}) AS v FROM spans WHERE span_type ="
-                          " 'model_generation' GROUP BY 1 ORDER BY v DESC")
+                          " 'model_generation' GROUP BY 1 ORDER BY v DESC, entity_name")  # ties: by name, as the route
     groups = post(seeded, "breakdown", name=["mastra_model_total_input_tokens"], groupBy=["entityName"],
                   aggregation="sum", orderDirection="DESC", filters=WINDOW)["groups"]
     assert [(g["dimensions"]["entityName"], g["value"]) for g in groups] == expected
@@ -217,13 +217,12 @@ def test_discovery(seeded):
     ("percentiles", {"name": "mastra_agent_duration_ms", "percentiles": [0.5, 1.5], "interval": "1h"}, "percentiles.1"),
     ("breakdown", {"name": ["mastra_agent_duration_ms"], "aggregation": "sum", "groupBy": ["threadId"],
                    "limit": 10 ** 40}, "limit"),
-    ("aggregate", {"name": ["mastra_agent_duration_ms"], "aggregation": "sum",
-                   "filters": {"threadId": "bad \ud800"}}, "filters.threadId"),
+    ("aggregate", {"name": ["mastra_agent_duration_ms"], "aggregation": "sum", "filters": {"threadId": 5}},
+     "filters.threadId"),
     ("aggregate", {"name": ["mastra_agent_duration_ms"], "aggregation": "sum", "filters": {"traceIds": "x"}},
      "filters.traceIds"),
 ])
 def test_bad_input_is_400(seeded, route: str, body: dict, field: str):
-    # json.dumps escapes a lone surrogate as \\ud800, as a hostile client would send it
     response = seeded.client.post(f"/metrics/{route}", content=json.dumps(body),
                                   headers={"content-type": "application/json"})
     assert response.status_code == 400

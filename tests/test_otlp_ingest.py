@@ -412,16 +412,25 @@ def test_otlp_json_nested_deeper_than_the_limit_is_400(studio):
     value: dict = {"stringValue": "leaf"}
     for _ in range(otlp.MAX_JSON_DEPTH):
         value = {"kvlistValue": {"values": [{"key": "k", "value": value}]}}
-    body = json_request(attributes=[{"key": "deep", "value": value}])
-    response = httpx.post(f"{studio.url}/v1/traces", json=body)
-    assert response.status_code == 400 and "deeper" in response.json()["error"]
+    body = json.dumps(json_request(attributes=[{"key": "deep", "value": value}])).encode()
+    # plain: the app's input guard refuses it before the route; gzip passes the guard
+    # untouched, so the receiver's own limit applies after inflating
+    for content, headers in ((body, {}), (gzip.compress(body), {"content-encoding": "gzip"})):
+        response = httpx.post(f"{studio.url}/v1/traces", content=content,
+                              headers={"content-type": "application/json", **headers})
+        assert response.status_code == 400 and "deeper" in response.json()["issues"][0]["message"]
     deepest = b'{"resourceSpans":' + b"[" * 50_000 + b"]" * 50_000 + b"}"  # past Python's own recursion limit
-    response = httpx.post(f"{studio.url}/v1/traces", content=deepest, headers={"content-type": "application/json"})
+    response = httpx.post(f"{studio.url}/v1/traces", content=gzip.compress(deepest),
+                          headers={"content-type": "application/json", "content-encoding": "gzip"})
     assert response.status_code == 400 and response.json()["issues"][0]["field"] == "body"
     assert counts(studio) == (0, 0, 0)
 
 
-def test_a_lone_surrogate_in_otlp_json_is_400(studio):
+def test_a_lone_surrogate_in_otlp_json_is_repaired_or_refused(studio):
     body = json.dumps(json_request(name="bad \ud800 name")).encode()  # json.dumps writes it as \\ud800
-    response = httpx.post(f"{studio.url}/v1/traces", content=body, headers={"content-type": "application/json"})
+    # plain: the input guard repairs it to U+FFFD; gzip reaches the decoder, which refuses it
+    response = httpx.post(f"{studio.url}/v1/traces", content=gzip.compress(body),
+                          headers={"content-type": "application/json", "content-encoding": "gzip"})
     assert response.status_code == 400 and counts(studio) == (0, 0, 0)
+    response = httpx.post(f"{studio.url}/v1/traces", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 200 and rows(studio, "SELECT name FROM spans") == [("bad \ufffd name",)]
