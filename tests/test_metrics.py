@@ -136,7 +136,7 @@ def test_compare_period(seeded):
 
 def test_breakdown(seeded):
     expected = seeded.sql(f"SELECT entity_name, sum({TOKENS.format('inputTokens')}) AS v FROM spans WHERE span_type ="
-                          " 'model_generation' GROUP BY 1 ORDER BY v DESC")
+                          " 'model_generation' GROUP BY 1 ORDER BY v DESC, entity_name")  # ties: by name, as the route
     groups = post(seeded, "breakdown", name=["mastra_model_total_input_tokens"], groupBy=["entityName"],
                   aggregation="sum", orderDirection="DESC", filters=WINDOW)["groups"]
     assert [(g["dimensions"]["entityName"], g["value"]) for g in groups] == expected
@@ -215,9 +215,16 @@ def test_discovery(seeded):
     ("breakdown", {"name": ["mastra_agent_duration_ms"], "aggregation": "sum", "groupBy": ["color"]}, "groupBy.0"),
     ("timeseries", {"name": ["mastra_agent_duration_ms"], "aggregation": "sum", "interval": "7m"}, "interval"),
     ("percentiles", {"name": "mastra_agent_duration_ms", "percentiles": [0.5, 1.5], "interval": "1h"}, "percentiles.1"),
+    ("breakdown", {"name": ["mastra_agent_duration_ms"], "aggregation": "sum", "groupBy": ["threadId"],
+                   "limit": 10 ** 40}, "limit"),
+    ("aggregate", {"name": ["mastra_agent_duration_ms"], "aggregation": "sum", "filters": {"threadId": 5}},
+     "filters.threadId"),
+    ("aggregate", {"name": ["mastra_agent_duration_ms"], "aggregation": "sum", "filters": {"traceIds": "x"}},
+     "filters.traceIds"),
 ])
 def test_bad_input_is_400(seeded, route: str, body: dict, field: str):
-    response = seeded.client.post(f"/metrics/{route}", json=body)
+    response = seeded.client.post(f"/metrics/{route}", content=json.dumps(body),
+                                  headers={"content-type": "application/json"})
     assert response.status_code == 400
     assert response.json()["error"] and response.json()["issues"][0]["field"] == field
 
@@ -228,7 +235,35 @@ def test_unavailable_store_is_503(data_dir: Path):
     with LiveApp(studio_app(Settings(data_dir=data_dir, telemetry=False))) as server:
         response = httpx.post(f"{server.url}{API}/metrics/aggregate",
                               json={"name": ["mastra_agent_duration_ms"], "aggregation": "count"})
+        capabilities = httpx.get(f"{server.url}/api/system/packages").json()["observabilityStorageCapabilities"]
     assert response.status_code == 503 and "observability" in response.json()["error"]
+    assert response.headers["retry-after"]
+    assert capabilities == {"metrics": False, "logs": False, "traceQueryDiscovery": False}
+
+
+def test_capabilities_when_the_store_is_open(seeded):
+    capabilities = httpx.get(f"{seeded.url}/api/system/packages").json()["observabilityStorageCapabilities"]
+    assert capabilities == {"metrics": True, "logs": True, "traceQueryDiscovery": True}
+
+
+def test_metrics_are_scoped_to_the_callers_resource(data_dir: Path):
+    from app.auth import service_token
+
+    app = studio_app(Settings(data_dir=data_dir, telemetry=False, auth_tokens="ta=alice,tb=bob"))
+    with LiveApp(app) as server:
+        exporter = OTLPSpanExporter(endpoint=f"{server.url}/v1/traces",
+                                    headers={"authorization": f"Bearer {service_token('ta=alice,tb=bob')}"})
+        provider = TracerProvider(resource=Resource.create({"service.name": "svc"}))
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        span = provider.get_tracer("t").start_span("agent run", attributes={
+            "mastra.span_type": "agent_run", "mastra.resource_id": "user:alice", "mastra.entity_name": "A"})
+        span.end()
+        provider.shutdown()
+        body = {"name": ["mastra_agent_duration_ms"], "aggregation": "count"}
+        counted = {token: httpx.post(f"{server.url}{API}/metrics/aggregate", json=body,
+                                     headers={"authorization": f"Bearer {token}"}).json()["value"]
+                   for token in ("ta", "tb")}
+    assert counted == {"ta": 1, "tb": 0}
 
 
 def test_real_agent_turns(data_dir: Path):

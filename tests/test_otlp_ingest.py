@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from app.api import otlp
 from app.factory import create_app
 from app.observability.otlp_mapping import SPAN_COLUMNS, TRACE_COLUMNS, input_preview, spans_from_request
-from app.observability.writer import ObservabilityWriter, RowsRejected
+from app.observability.writer import ObservabilityWriter, RowsRejected, Written
 from app.settings import Settings
 from app.storage.duckdb_store import DuckDBStore
 from tests.support import LiveApp
@@ -264,11 +264,11 @@ def test_unavailable_store_is_503_with_the_cause(settings: Settings, data_dir: P
     assert "observability" in response.json()["error"] and response.headers["retry-after"]
 
 
-def sample_rows(n: int = 3) -> tuple[list[tuple], list[tuple]]:
+def sample_rows(n: int = 3, trace: bytes = b"\x0a") -> tuple[list[tuple], list[tuple]]:
     request = ExportTraceServiceRequest()
     spans = request.resource_spans.add().scope_spans.add().spans
     for i in range(n):
-        spans.append(ProtoSpan(trace_id=b"\x0a" * 16, span_id=bytes([0] * 7 + [i + 1]), name=f"s{i}",
+        spans.append(ProtoSpan(trace_id=trace * 16, span_id=bytes([0] * 7 + [i + 1]), name=f"s{i}",
                                parent_span_id=b"" if i == 0 else bytes([0] * 7 + [1]),
                                start_time_unix_nano=1_700_000_000_000_000_000 + i))
     return spans_from_request(request, datetime.now(timezone.utc))
@@ -290,7 +290,7 @@ async def test_a_failed_append_rolls_back_the_whole_request(tmp_path: Path):
         writer.write_spans_blocking([*span_rows[:-1], tuple(broken_span)], trace_rows)  # fails after good rows in the same appender
     assert await store.fetch_all("SELECT (SELECT count(*) FROM spans) s, (SELECT count(*) FROM traces) t") == [
         {"s": 0, "t": 0}]
-    assert await writer.write_spans(span_rows, trace_rows) == 4  # the connection is usable again
+    assert await writer.write_spans(span_rows, trace_rows) == Written(3, 0)  # the connection is usable again
     await store.close()
 
 
@@ -301,7 +301,7 @@ async def test_retention_deletes_old_rows(tmp_path: Path):
     writer = ObservabilityWriter(store)
     await writer.write_spans(*sample_rows())  # started in 2023
     fresh = [tuple(datetime.now(timezone.utc) if c == "started_at" else v for c, v in zip(SPAN_COLUMNS, row))
-             for row in sample_rows(1)[0]]
+             for row in sample_rows(1, trace=b"\x0b")[0]]
     await writer.write_spans(fresh)
     assert await writer.delete_older_than(30) == 4
     assert await store.fetch_all("SELECT count(*) AS n FROM spans") == [{"n": 1}]
@@ -325,3 +325,112 @@ def test_ended_at_is_null_for_an_unfinished_span_and_timestamps_are_microseconds
     started = row[SPAN_COLUMNS.index("started_at")]
     assert started - datetime.fromtimestamp(1_700_000_000, timezone.utc) == timedelta(microseconds=123_456)
     assert row[SPAN_COLUMNS.index("ended_at")] is None
+
+
+# ---------------------------------------------------------------- idempotent ingest (issue 9.8)
+
+def proto_batch(**span) -> bytes:
+    """The same span as ``json_request`` (with ``span`` applied), as OTLP protobuf."""
+    return otlp.decode_traces(json.dumps(json_request(**span)).encode(), "application/json").SerializeToString()
+
+
+@pytest.mark.parametrize("encoding", ["protobuf", "json"])
+def test_a_batch_sent_twice_is_stored_once(studio, encoding: str):
+    child = json_request(spanId="0000000000000002", parentSpanId=SPAN_HEX, name="child")
+    body = json_request()
+    body["resourceSpans"][0]["scopeSpans"][0]["spans"] += child["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    if encoding == "json":
+        content, headers = json.dumps(body).encode(), {"content-type": "application/json"}
+    else:
+        content = otlp.decode_traces(json.dumps(body).encode(), "application/json").SerializeToString()
+        headers = {"content-type": "application/x-protobuf"}
+    for _ in range(2):  # a retry after a lost acknowledgement
+        response = httpx.post(f"{studio.url}/v1/traces", content=content, headers=headers)
+        assert response.status_code == 200
+        assert response.content in (b"", b"{}")  # the retry is no partial success: nothing was rejected
+    assert counts(studio)[:2] == (2, 1)
+    assert rows(studio, "SELECT count(DISTINCT (trace_id, span_id)) FROM spans") == [(2,)]
+
+
+def test_the_same_span_in_either_encoding_is_one_row_and_the_latest_wins(studio):
+    assert httpx.post(f"{studio.url}/v1/traces", content=proto_batch(name="first"),
+                      headers={"content-type": "application/x-protobuf"}).status_code == 200
+    first_created = rows(studio, "SELECT created_at FROM spans")[0][0]
+    assert httpx.post(f"{studio.url}/v1/traces", json=json_request(name="second")).status_code == 200
+    assert rows(studio, "SELECT name, created_at FROM spans") == [("second", first_created)]
+    assert rows(studio, "SELECT name FROM traces") == [("second",)]
+
+
+def log_request() -> dict:
+    record = {"timeUnixNano": "1700000000000000001", "severityText": "INFO", "body": {"stringValue": "once"},
+              "traceId": TRACE_HEX, "attributes": [{"key": "mastra.thread_id", "value": {"stringValue": "t1"}}]}
+    return {"resourceLogs": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "js"}}]},
+                              "scopeLogs": [{"scope": {"name": "x"}, "logRecords": [record, record | {
+                                  "timeUnixNano": "1700000000000000002"}]}]}]}
+
+
+def test_a_log_batch_sent_twice_in_either_encoding_is_stored_once(studio):
+    body = json.dumps(log_request()).encode()
+    proto = otlp.decode_logs(body, "application/json").SerializeToString()
+    for content, kind in ((body, "application/json"), (proto, "application/x-protobuf"), (body, "application/json")):
+        assert httpx.post(f"{studio.url}/v1/logs", content=content, headers={"content-type": kind}).status_code == 200
+    ids = rows(studio, "SELECT log_id FROM logs ORDER BY timestamp")
+    assert len(ids) == 2 and len({i for (i,) in ids}) == 2 and all(len(i) == 36 for (i,) in ids)
+
+
+@pytest.mark.anyio
+async def test_migration_0002_folds_rows_stored_twice_and_keys_the_tables(tmp_path: Path):
+    import duckdb
+
+    from app.storage.migrate import apply_duckdb, load_migrations
+
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    apply_duckdb(con, load_migrations("duckdb")[:1], "2025-01-01T00:00:00Z")  # the schema before 0002
+    span_rows, trace_rows = sample_rows(2)
+    older = [tuple(v - timedelta(hours=1) if c == "updated_at" else ("old" if c == "name" else v)
+                   for c, v in zip(SPAN_COLUMNS, row)) for row in span_rows]
+    for table, columns, batch in (("spans", SPAN_COLUMNS, [*older, *span_rows]),
+                                  ("traces", TRACE_COLUMNS, [*trace_rows, *trace_rows])):
+        with con.appender(table, columns=list(columns)) as appender:
+            appender.append_rows(batch)
+    con.close()
+    store = DuckDBStore(f"file:{path}")
+    await store.open()
+    assert await store.fetch_all("SELECT name FROM spans ORDER BY span_id") == [{"name": "s0"}, {"name": "s1"}]
+    assert await store.fetch_all("SELECT count(*) AS n FROM traces") == [{"n": 1}]
+    keys = await store.fetch_all("SELECT table_name, constraint_column_names AS cols FROM duckdb_constraints() "
+                                 "WHERE constraint_type = 'PRIMARY KEY' AND table_name <> '_migrations' ORDER BY table_name")
+    assert [(k["table_name"], k["cols"]) for k in keys] == [
+        ("logs", ["log_id"]), ("spans", ["trace_id", "span_id"]), ("traces", ["trace_id"])]
+    assert await ObservabilityWriter(store).write_spans(span_rows, trace_rows) == Written(2, 0)
+    assert await store.fetch_all("SELECT count(*) AS n FROM spans") == [{"n": 2}]
+    await store.close()
+
+
+def test_otlp_json_nested_deeper_than_the_limit_is_400(studio):
+    value: dict = {"stringValue": "leaf"}
+    for _ in range(otlp.MAX_JSON_DEPTH):
+        value = {"kvlistValue": {"values": [{"key": "k", "value": value}]}}
+    body = json.dumps(json_request(attributes=[{"key": "deep", "value": value}])).encode()
+    # plain: the app's input guard refuses it before the route; gzip passes the guard
+    # untouched, so the receiver's own limit applies after inflating
+    for content, headers in ((body, {}), (gzip.compress(body), {"content-encoding": "gzip"})):
+        response = httpx.post(f"{studio.url}/v1/traces", content=content,
+                              headers={"content-type": "application/json", **headers})
+        assert response.status_code == 400 and "deeper" in response.json()["issues"][0]["message"]
+    deepest = b'{"resourceSpans":' + b"[" * 50_000 + b"]" * 50_000 + b"}"  # past Python's own recursion limit
+    response = httpx.post(f"{studio.url}/v1/traces", content=gzip.compress(deepest),
+                          headers={"content-type": "application/json", "content-encoding": "gzip"})
+    assert response.status_code == 400 and response.json()["issues"][0]["field"] == "body"
+    assert counts(studio) == (0, 0, 0)
+
+
+def test_a_lone_surrogate_in_otlp_json_is_repaired_or_refused(studio):
+    body = json.dumps(json_request(name="bad \ud800 name")).encode()  # json.dumps writes it as \\ud800
+    # plain: the input guard repairs it to U+FFFD; gzip reaches the decoder, which refuses it
+    response = httpx.post(f"{studio.url}/v1/traces", content=gzip.compress(body),
+                          headers={"content-type": "application/json", "content-encoding": "gzip"})
+    assert response.status_code == 400 and counts(studio) == (0, 0, 0)
+    response = httpx.post(f"{studio.url}/v1/traces", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 200 and rows(studio, "SELECT name FROM spans") == [("bad \ufffd name",)]

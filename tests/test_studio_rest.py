@@ -181,7 +181,7 @@ def test_trace_query_bad_predicates_and_cursor(studio):
                             json={"where": {"op": "eq", "left": {"path": "password"}, "right": {"literal": 1}}})
     assert bad_field.status_code == 422
     bad_cursor = studio.post("/api/observability/traces/query", json={"page": {"limit": 5, "after": "!!"}})
-    assert bad_cursor.status_code == 400 and bad_cursor.json()["code"] == "TRACE_QUERY_BAD_CURSOR"
+    assert bad_cursor.status_code == 400 and bad_cursor.json()["code"] == "TRACE_QUERY_CURSOR_MALFORMED"
     ok = studio.post("/api/observability/traces/query", json={
         "timeRange": {"from": "2026-01-01T00:00:00Z", "to": "2030-01-01T00:00:00Z"},
         "orderBy": [{"field": "startedAt", "direction": "desc"}], "page": {"limit": 25, "after": None},

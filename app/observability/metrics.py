@@ -80,7 +80,10 @@ def label_keys(metric: str) -> list[str]:
     return [k for k in DIMENSIONS if k not in ("name", "traceId", "spanId") and (model or k not in MODEL_LABELS)]
 
 
-def _source(metric: str, joins: set[str]) -> tuple[str, list[Any]]:
+def _source(metric: str, joins: set[str], scoped: bool = False) -> tuple[str, list[Any]]:
+    """One metric's rows; ``scoped`` (a resource filter, always there with auth on) takes parent
+    and root labels only from rows of the same resource, so a span claiming a foreign parent
+    cannot read that parent's entity through ``parentEntity*``/``rootEntity*``."""
     span_types, value, extra, model = METRICS[metric]
     columns = []
     for key, (column, expr) in DIMENSIONS.items():
@@ -94,8 +97,12 @@ def _source(metric: str, joins: set[str]) -> tuple[str, list[Any]]:
            + ", ".join(columns) + " FROM spans s")
     if "p" in joins:
         sql += " LEFT JOIN spans p ON p.trace_id = s.trace_id AND p.span_id = s.parent_span_id"
+        if scoped:
+            sql += " AND p.resource_id IS NOT DISTINCT FROM s.resource_id"
     if "t" in joins:
         sql += " LEFT JOIN traces t ON t.trace_id = s.trace_id"
+        if scoped:
+            sql += " AND t.resource_id IS NOT DISTINCT FROM s.resource_id"
     sql += f" WHERE s.span_type IN ({', '.join('?' * len(span_types))})"
     if extra:
         sql += f" AND {extra}"
@@ -150,7 +157,7 @@ def _rows(names: list[str], filters: dict[str, Any], keys: list[str], start: dat
     """The metric rows of ``names`` that pass ``filters``, as one SQL subquery."""
     used = [*keys, *[FILTER_ALIASES.get(k, k) for k in filters], *(filters.get("labels") or {})]
     joins = _joins(used)
-    parts = [_source(name, joins) for name in names]
+    parts = [_source(name, joins, scoped="resourceId" in filters) for name in names]
     clauses, params = _where(filters, start, end)
     sql = " UNION ALL ".join(f"({sql})" for sql, _ in parts)
     sql = f"SELECT * FROM ({sql}) m" + (" WHERE " + " AND ".join(clauses) if clauses else "")

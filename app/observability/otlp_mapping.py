@@ -11,11 +11,21 @@ wrong length or bad timestamps fail the request instead of leaving half a trace.
 tuples in the fixed order of ``SPAN_COLUMNS``/``TRACE_COLUMNS``/``LOG_COLUMNS``, ready for
 DuckDB's appender. Ids leave as lowercase hex (trace 32 chars, span 16 chars). Turning an
 HTTP body (protobuf or OTLP/JSON, gzip) into the request message is ``app.api.otlp``'s job.
+
+Ownership: with ``resource`` given (an authenticated user's ``user:<principal>``), every row
+gets that resource, whatever ``mastra.resource_id`` the sender claims.
+
+Identity: a span is (traceId, spanId). A log record has no id in OTLP; ``log_id`` is the
+sender's ``log.record.uid`` when it sets one, else a digest of the record with its resource
+and scope, so the same record sent twice (a retried batch, in either encoding) has the same
+id and is stored once. A record with no timestamp at all is told apart from an identical
+one by its position in the request too (such records cannot be deduplicated across retries).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import math
 import uuid
@@ -215,30 +225,58 @@ def _span_rows(span, service: str | None, resource_env: str | None, received_at:
     return row, trace
 
 
-def spans_from_request(req: ExportTraceServiceRequest, received_at: datetime) -> tuple[list[tuple], list[tuple]]:
-    """Span rows (``SPAN_COLUMNS``) and one trace row (``TRACE_COLUMNS``) per root span."""
+_SPAN_RESOURCE = SPAN_COLUMNS.index("resource_id")
+_TRACE_RESOURCE = TRACE_COLUMNS.index("resource_id")
+_LOG_NAMESPACE = uuid.UUID("0f4b7d52-5d1e-4b1c-9a51-2f6f3f1f0b6e")
+
+
+def _owned(row: tuple, index: int, resource: str | None) -> tuple:
+    return row if resource is None else (*row[:index], resource, *row[index + 1:])
+
+
+def spans_from_request(req: ExportTraceServiceRequest, received_at: datetime,
+                       resource: str | None = None) -> tuple[list[tuple], list[tuple]]:
+    """Span rows (``SPAN_COLUMNS``) and one trace row (``TRACE_COLUMNS``) per root span;
+    ``resource`` (when given) replaces every row's resource."""
     spans, traces = [], []
     for resource_spans in req.resource_spans:
         service, env = _resource(resource_spans.resource)
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 row, trace = _span_rows(span, service, env, received_at)
-                spans.append(row)
+                spans.append(_owned(row, _SPAN_RESOURCE, resource))
                 if trace is not None:
-                    traces.append(trace)
+                    traces.append(_owned(trace, _TRACE_RESOURCE, resource))
     return spans, traces
 
 
-def logs_from_request(req: ExportLogsServiceRequest, received_at: datetime) -> list[tuple]:
-    """Log rows in ``LOG_COLUMNS`` order; a record without any timestamp gets the receive time."""
+def log_id(record, resource_bytes: bytes, scope_bytes: bytes, position: int) -> str:
+    """A stable id for a log record that carries none (see the module docstring)."""
+    digest = hashlib.sha1(_LOG_NAMESPACE.bytes)
+    for part in (resource_bytes, scope_bytes, record.SerializeToString(deterministic=True)):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    if not (record.time_unix_nano or record.observed_time_unix_nano):
+        digest.update(position.to_bytes(8, "big"))
+    return str(uuid.UUID(bytes=digest.digest()[:16], version=5))
+
+
+def logs_from_request(req: ExportLogsServiceRequest, received_at: datetime,
+                      resource: str | None = None) -> list[tuple]:
+    """Log rows in ``LOG_COLUMNS`` order; a record without any timestamp gets the receive time;
+    ``resource`` (when given) replaces every row's resource."""
     rows = []
+    position = 0
     for resource_logs in req.resource_logs:
         service, env = _resource(resource_logs.resource)
+        resource_bytes = resource_logs.resource.SerializeToString(deterministic=True)
         for scope_logs in resource_logs.scope_logs:
+            scope_bytes = scope_logs.scope.SerializeToString(deterministic=True)
             for record in scope_logs.log_records:
+                position += 1
                 attrs = _attributes(record.attributes)
                 mastra = {name: _text(attrs.pop(f"mastra.{name}", None)) for name in (*_FIELDS, "environment")}
-                log_id = attrs.pop("log.record.uid", None), attrs.pop("mastra.log_id", None)
+                given_ids = attrs.pop("log.record.uid", None), attrs.pop("mastra.log_id", None)
                 level = _TEXT_LEVELS.get(record.severity_text.strip().lower(), "info")
                 if 1 <= record.severity_number <= 24:
                     level = ("debug", "debug", "info", "warn", "error", "fatal")[(record.severity_number - 1) // 4]
@@ -247,7 +285,11 @@ def logs_from_request(req: ExportLogsServiceRequest, received_at: datetime) -> l
                 body = _any(record.body) if record.HasField("body") else None
                 message = body if isinstance(body, str) else ("" if body is None else _json(body))
                 tags, metadata = attrs.pop("mastra.tags", None), attrs.pop("mastra.metadata", None)
-                rows.append((str(log_id[0] or log_id[1] or uuid.uuid4()), moment, level, message,
+                given = given_ids[0] or given_ids[1]
+                key = str(given) if given else log_id(record, resource_bytes, scope_bytes, position)
+                if resource is not None:
+                    mastra["resource_id"] = resource
+                rows.append((key, moment, level, message,
                              _json(attrs or None), _tags(tags),
                              _hex_id(record.trace_id, 16, "traceId", required=False),
                              _hex_id(record.span_id, 8, "spanId", required=False),

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from app.clock import parse_iso, to_iso
-from app.observability.where import WhereError, compile_where
+from app.observability.where import compile_where
 from app.storage.duckdb_store import DuckDBStore
 
 JSON_COLUMNS = {"attributes", "metadata", "input", "output", "error", "tags", "links", "request_context", "data"}
@@ -65,44 +65,69 @@ def to_api(row: dict[str, Any], fields: dict[str, str]) -> dict[str, Any]:
     return {api: _value(column, row.get(column)) for column, api in fields.items()}
 
 
-def encode_cursor(started_at: Any, trace_id: str) -> str:
-    moment = started_at.isoformat() if isinstance(started_at, datetime) else str(started_at)
-    return base64.urlsafe_b64encode(json.dumps([moment, trace_id]).encode()).decode()
+class CursorError(ValueError):
+    """A ``page.after`` this server did not issue (400 TRACE_QUERY_CURSOR_MALFORMED), or one
+    issued for another ordering (409 TRACE_QUERY_CURSOR_CONFLICT)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
+_ORDER_COLUMNS = {"startedAt": "t.started_at", "endedAt": "coalesce(t.ended_at, t.started_at)"}
+
+
+def encode_cursor(field: str, descending: bool, moment: datetime, trace_id: str) -> str:
+    document = [field, "desc" if descending else "asc", moment.isoformat(), trace_id]
+    return base64.urlsafe_b64encode(json.dumps(document).encode()).decode()
+
+
+def decode_cursor(cursor: str, field: str, descending: bool) -> tuple[datetime, str]:
     try:
-        moment, trace_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        return parse_iso(moment), str(trace_id)
-    except (ValueError, TypeError):
-        raise WhereError("bad cursor") from None
+        document = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))
+        issued_field, direction, moment, trace_id = document
+        moment, trace_id = parse_iso(moment), str(trace_id)
+        trace_id.encode("utf-8")
+    except (ValueError, TypeError, UnicodeError, AttributeError):
+        raise CursorError("TRACE_QUERY_CURSOR_MALFORMED", "The trace query cursor is malformed") from None
+    if (issued_field, direction) != (field, "desc" if descending else "asc"):
+        raise CursorError("TRACE_QUERY_CURSOR_CONFLICT", "The cursor does not match the query")
+    return moment, trace_id
 
 
 async def query_traces(store: DuckDBStore, *, start: datetime | None, end: datetime | None, where: Any,
-                       descending: bool, limit: int, after: str | None) -> tuple[list[dict[str, Any]], str | None]:
+                       field: str = "startedAt", descending: bool = True, limit: int, after: str | None,
+                       resource: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of traces: started in ``[start, end)``, matching ``where``, of ``resource``
+    when one is forced, ordered by ``field`` then trace id; the cursor continues after the last."""
     clauses, params = ["TRUE"], []
+    order_column = _ORDER_COLUMNS[field]
+    if resource is not None:
+        clauses.append("t.resource_id = ?")
+        params.append(resource)
     if start is not None:
         clauses.append("t.started_at >= ?")
         params.append(start)
     if end is not None:
-        clauses.append("t.started_at <= ?")
+        clauses.append("t.started_at < ?")
         params.append(end)
     if where:
-        sql, values = compile_where(where)
+        sql, values = compile_where(where, resource=resource)
         clauses.append(sql)
         params += values
     if after:
-        moment, trace_id = decode_cursor(after)
-        clauses.append("(t.started_at, t.trace_id) < (?, ?)" if descending else "(t.started_at, t.trace_id) > (?, ?)")
+        moment, trace_id = decode_cursor(after, field, descending)
+        clauses.append(f"({order_column}, t.trace_id) {'<' if descending else '>'} (?, ?)")
         params += [moment, trace_id]
     order = "DESC" if descending else "ASC"
     rows = await store.fetch_all(
-        f"SELECT * FROM traces t WHERE {' AND '.join(clauses)} ORDER BY t.started_at {order}, t.trace_id {order}"
-        " LIMIT ?", [*params, limit + 1])
+        f"SELECT *, {order_column} AS order_key FROM traces t WHERE {' AND '.join(clauses)} "
+        f"ORDER BY order_key {order}, t.trace_id {order} LIMIT ?", [*params, limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
     traces = [{**to_api(r, TRACE_FIELDS), "parentSpanId": None} for r in rows]
-    next_cursor = encode_cursor(rows[-1]["started_at"], rows[-1]["trace_id"]) if more and rows else None
+    last = rows[-1] if rows else None
+    next_cursor = encode_cursor(field, descending, last["order_key"], last["trace_id"]) if more and last else None
     return traces, next_cursor
 
 
@@ -151,17 +176,24 @@ async def list_logs(store: DuckDBStore, filters: dict[str, Any], *, page: int, p
                        per_page, LOG_FIELDS)
 
 
-async def distinct(store: DuckDBStore, column: str, *, table: str = "traces",
-                   entity_type: str | None = None) -> list[str]:
+async def distinct(store: DuckDBStore, column: str, *, table: str = "traces", entity_type: str | None = None,
+                   resource: str | None = None) -> list[str]:
+    """The values of ``column`` (a name from this module, never from a client), only over the
+    rows of ``resource`` when one is forced."""
     where, params = f"{column} IS NOT NULL", []
     if entity_type:
         where += " AND entity_type = ?"
         params.append(entity_type)
+    if resource is not None:
+        where += " AND resource_id = ?"
+        params.append(resource)
     rows = await store.fetch_all(f"SELECT DISTINCT {column} AS v FROM {table} WHERE {where} ORDER BY 1", params)
     return [r["v"] for r in rows]
 
 
-async def distinct_tags(store: DuckDBStore) -> list[str]:
+async def distinct_tags(store: DuckDBStore, resource: str | None = None) -> list[str]:
+    scope, params = ("AND resource_id = ?", [resource]) if resource is not None else ("", [])
     rows = await store.fetch_all(
-        "SELECT DISTINCT unnest(CAST(tags AS VARCHAR[])) AS v FROM spans WHERE tags IS NOT NULL ORDER BY 1")
+        f"SELECT DISTINCT unnest(CAST(tags AS VARCHAR[])) AS v FROM spans WHERE tags IS NOT NULL {scope} ORDER BY 1",
+        params)
     return [r["v"] for r in rows if r["v"] is not None]

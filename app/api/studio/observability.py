@@ -1,39 +1,128 @@
 """Observability routes of the Mastra API (STUDIO-REST.md section 6).
 
-When the observability store is unavailable (its DuckDB file locked or corrupt), these
-routes answer 503 with the cause, while every other route of the studio keeps working.
+Every route gets the observability store through ``ObservabilityStoreDep``: when it is
+unavailable (its DuckDB file locked or corrupt) they answer 503 with the cause and a
+``Retry-After``, while every other route of the studio keeps working. With authentication
+on, every read is limited to the caller's resource (``ForcedResource``): trace lists, a
+trace's spans, logs and the discovery lists (entity names and types, environments, service
+names, tags) show only what that resource recorded.
+
+The trace query routes (``/traces/query`` and its discovery pair ``/fields``, ``/values``)
+answer errors in the contract's own family: a body that is not a JSON object is 400
+``{"error": "Invalid request body", "issues": [{"field": "body", ...}]}``; a body that is JSON but not a valid query is 422 ``{"code":
+"TRACE_QUERY_INVALID", "message", "issues": [{"code", "path", "message"}]}`` with the path of
+the field at fault; a cursor this server did not issue is 400 TRACE_QUERY_CURSOR_MALFORMED,
+one issued for another ordering 409 TRACE_QUERY_CURSOR_CONFLICT.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 
-from app.api.bodies import json_object
-from app.api.studio.access import forced_resource
+from app.api.deps import ForcedResource, MastraQuery, StorageDep
 from app.api.studio.query import Query, iso_time
-from app.errors import NotFound, ServiceUnavailable, invalid
-from app.observability import reads
+from app.errors import NotFound, invalid
+from app.observability import discovery, reads
 from app.observability.otlp_mapping import input_preview
-from app.observability.where import WhereError
+from app.observability.query_fields import field as query_field
+from app.observability.query_models import FieldsQuery, TraceQuery, ValuesQuery
+from app.observability.reads import CursorError
+from app.observability.where import TraceQueryInvalid, invalid as query_invalid
 from app.storage.composite import OBSERVABILITY, DomainUnavailable
-
-router = APIRouter(prefix="/api/observability")
-legacy = APIRouter(prefix="/api")
+from app.storage.duckdb_store import DuckDBStore
 
 MAX_PER_PAGE = 100
+MAX_PAGE = 2 ** 53 - 1  # Mastra's bound; page * perPage still fits DuckDB's 64-bit OFFSET
 
 
-def observability_store(request: Request):
+def observability_store(storage: StorageDep) -> DuckDBStore:
     """The observability store; a 503 naming the cause when it could not be opened."""
-    storage = request.app.state.storage
     try:
         return storage.domain(OBSERVABILITY)
     except DomainUnavailable as exc:
-        raise ServiceUnavailable(str(exc)) from None
+        raise HTTPException(503, str(exc), headers={"Retry-After": "5"}) from None
+
+
+ObservabilityStoreDep = Annotated[DuckDBStore, Depends(observability_store)]
+
+
+def _query_error(code: str, message: str, status: int, issues: list[dict[str, Any]] | None = None) -> JSONResponse:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if issues is not None:
+        body["issues"] = issues
+    return JSONResponse(body, status_code=status)
+
+
+def _invalid(exc: TraceQueryInvalid) -> JSONResponse:
+    return _query_error("TRACE_QUERY_INVALID", f"The trace query is invalid: {exc}", 422, exc.issues)
+
+
+class TraceQueryRoute(APIRoute):
+    """Answers a trace query's problems in the contract's TRACE_QUERY_* family."""
+
+    def get_route_handler(self) -> Callable[[Request], Any]:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                if any(error.get("type") == "json_invalid" or tuple(error.get("loc", ())) == ("body",)
+                       for error in exc.errors()):
+                    raise  # not JSON, or not a JSON object: the app's 400 "Invalid request body"
+                return _invalid(TraceQueryInvalid([
+                    {"code": "invalid_request", "path": list(error["loc"][1:]),
+                     "message": str(error.get("msg", "invalid")).removeprefix("Value error, ")}
+                    for error in exc.errors()]))
+            except TraceQueryInvalid as exc:
+                return _invalid(exc)
+            except CursorError as exc:
+                status = 400 if exc.code == "TRACE_QUERY_CURSOR_MALFORMED" else 409
+                return _query_error(exc.code, str(exc), status)
+
+        return route
+
+
+router = APIRouter(prefix="/api/observability")
+trace_query = APIRouter(route_class=TraceQueryRoute)  # included into router below
+legacy = APIRouter(prefix="/api")
+
+
+@trace_query.post("/traces/query")
+async def query_traces(store: ObservabilityStoreDep, forced: ForcedResource,
+                       body: TraceQuery | None = None) -> dict[str, Any]:
+    body = body or TraceQuery()
+    time_range, order = body.timeRange, body.order
+    traces, cursor = await reads.query_traces(
+        store, start=time_range.start if time_range else None, end=time_range.end if time_range else None,
+        where=body.where, field=order.field, descending=order.direction == "desc", limit=body.page.limit,
+        after=body.page.after, resource=forced)
+    return {"traces": traces, "page": {"next": cursor}}
+
+
+@trace_query.post("/traces/query/fields")
+async def query_fields(body: FieldsQuery, store: ObservabilityStoreDep, forced: ForcedResource) -> dict[str, Any]:
+    return await discovery.fields(store, body.predicateScope, search=body.search, limit=body.limit,
+                                  start=body.timeRange.start, end=body.timeRange.end, resource=forced)
+
+
+@trace_query.post("/traces/query/values")
+async def query_values(body: ValuesQuery, store: ObservabilityStoreDep, forced: ForcedResource) -> dict[str, Any]:
+    found = query_field(body.predicateScope, body.path)
+    if found is None or not found.suggest:
+        raise query_invalid(["path"], "Value suggestions are not available for this path")
+    return await discovery.values(store, body.predicateScope, body.path, search=body.search, limit=body.limit,
+                                  start=body.timeRange.start, end=body.timeRange.end, resource=forced)
+
+
+router.include_router(trace_query)  # keeps TraceQueryRoute for these three
 
 
 def _pagination(total: int, page: int, per_page: int) -> dict[str, Any]:
@@ -54,46 +143,8 @@ def _filters(query: Query, allowed: dict[str, str], forced: str | None) -> dict[
     return filters
 
 
-def _query_error(code: str, message: str, status: int) -> JSONResponse:
-    return JSONResponse({"code": code, "message": message}, status_code=status)
-
-
-@router.post("/traces/query")
-async def query_traces(request: Request) -> Any:
-    forced = await forced_resource(request)
-    body = await json_object(request)
-    page = body.get("page") or {}
-    limit = page.get("limit", 25) if isinstance(page, dict) else 25
-    if not isinstance(limit, int) or not 1 <= limit <= MAX_PER_PAGE:
-        return _query_error("TRACE_QUERY_INVALID", f"page.limit must be 1..{MAX_PER_PAGE}", 422)
-    time_range = body.get("timeRange") or {}
-    order = (body.get("orderBy") or [{}])[0] if isinstance(body.get("orderBy"), list) else {}
-    where = body.get("where")
-    if forced is not None:
-        scope = {"op": "eq", "left": {"path": "resourceId"}, "right": {"literal": forced}}
-        where = {"op": "and", "args": [scope, where]} if where else scope
-    store = observability_store(request)
-    try:
-        traces, cursor = await reads.query_traces(
-            store, start=iso_time(time_range.get("from"), "timeRange.from"), end=iso_time(time_range.get("to"), "timeRange.to"),
-            where=where, descending=str(order.get("direction", "desc")).lower() != "asc", limit=limit,
-            after=page.get("after") if isinstance(page, dict) else None)
-    except WhereError as exc:
-        code = "TRACE_QUERY_BAD_CURSOR" if "cursor" in str(exc) else "TRACE_QUERY_INVALID"
-        return _query_error(code, str(exc), 400 if code.endswith("CURSOR") else 422)
-    return {"traces": traces, "page": {"next": cursor}}
-
-
-@router.post("/traces/query/fields")
-@router.post("/traces/query/values")
-async def query_discovery() -> JSONResponse:
-    return _query_error("TRACE_QUERY_DISCOVERY_UNSUPPORTED", "Trace query discovery is not supported", 501)
-
-
-async def _root_spans(request: Request) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    query = Query(request)
-    forced = await forced_resource(request)
-    page = query.int("page", 0)
+async def _root_spans(query: Query, store: DuckDBStore, forced: str | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    page = query.int("page", 0, maximum=MAX_PAGE)
     per_page = query.int("perPage", 10, minimum=1, maximum=MAX_PER_PAGE)
     field = query.str("field", "startedAt")
     if field not in ("startedAt", "endedAt"):
@@ -102,7 +153,6 @@ async def _root_spans(request: Request) -> tuple[list[dict[str, Any]], dict[str,
     if direction not in ("ASC", "DESC"):
         raise invalid("query", "direction", "must be ASC or DESC")
     start, end = _range(query, "startedAt") if query.values.get("startedAt") else _range(query, "dateRange")
-    store = observability_store(request)
     spans, total = await reads.list_root_spans(store, _filters(query, reads.SPAN_FILTERS, forced), page=page,
                                                per_page=per_page, field=field, descending=direction == "DESC",
                                                start=start, end=end)
@@ -110,21 +160,19 @@ async def _root_spans(request: Request) -> tuple[list[dict[str, Any]], dict[str,
 
 
 @router.get("/traces")
-async def list_traces(request: Request) -> dict[str, Any]:
-    spans, pagination = await _root_spans(request)
+async def list_traces(query: MastraQuery, store: ObservabilityStoreDep, forced: ForcedResource) -> dict[str, Any]:
+    spans, pagination = await _root_spans(query, store, forced)
     return {"spans": spans, "pagination": pagination}
 
 
 @router.get("/traces/light")
-async def list_traces_light(request: Request) -> dict[str, Any]:
-    spans, pagination = await _root_spans(request)
+async def list_traces_light(query: MastraQuery, store: ObservabilityStoreDep, forced: ForcedResource) -> dict[str, Any]:
+    spans, pagination = await _root_spans(query, store, forced)
     light = [{k: s.get(k) for k in reads.LIGHT_SPAN_KEYS} | {"inputPreview": input_preview(s.get("input"))} for s in spans]
     return {"spans": light, "pagination": pagination}
 
 
-async def _trace(request: Request, trace_id: str) -> list[dict[str, Any]]:
-    forced = await forced_resource(request)
-    store = observability_store(request)
+async def _trace(store: DuckDBStore, trace_id: str, forced: str | None) -> list[dict[str, Any]]:
     spans = await reads.trace_spans(store, trace_id)
     if forced is not None:
         spans = [s for s in spans if s.get("resourceId") == forced]
@@ -134,89 +182,81 @@ async def _trace(request: Request, trace_id: str) -> list[dict[str, Any]]:
 
 
 @router.get("/traces/{trace_id}")
-async def get_trace(trace_id: str, request: Request) -> dict[str, Any]:
-    return {"traceId": trace_id, "spans": await _trace(request, trace_id)}
+async def get_trace(trace_id: str, store: ObservabilityStoreDep, forced: ForcedResource) -> dict[str, Any]:
+    return {"traceId": trace_id, "spans": await _trace(store, trace_id, forced)}
 
 
 @router.get("/traces/{trace_id}/light")
-async def get_trace_light(trace_id: str, request: Request) -> dict[str, Any]:
-    spans = await _trace(request, trace_id)
+async def get_trace_light(trace_id: str, store: ObservabilityStoreDep, forced: ForcedResource) -> dict[str, Any]:
+    spans = await _trace(store, trace_id, forced)
     return {"traceId": trace_id, "spans": [{k: s.get(k) for k in reads.LIGHT_SPAN_KEYS} for s in spans]}
 
 
 @router.get("/traces/{trace_id}/spans/{span_id}")
-async def get_span(trace_id: str, span_id: str, request: Request) -> dict[str, Any]:
-    for item in await _trace(request, trace_id):
+async def get_span(trace_id: str, span_id: str, store: ObservabilityStoreDep, forced: ForcedResource) -> dict[str, Any]:
+    for item in await _trace(store, trace_id, forced):
         if item["spanId"] == span_id:
             return item
     raise NotFound(f"Span with ID '{span_id}' not found")
 
 
-def _empty_page(request: Request, key: str) -> dict[str, Any]:
+def _empty_page(query: Query, key: str) -> dict[str, Any]:
     """Scores and feedback: this server records none, so every page is empty (but valid)."""
-    query = Query(request)
-    page, per_page = query.int("page", 0), query.int("perPage", 10, minimum=1, maximum=MAX_PER_PAGE)
+    page, per_page = query.int("page", 0, maximum=MAX_PAGE), query.int("perPage", 10, minimum=1, maximum=MAX_PER_PAGE)
     return {key: [], "pagination": _pagination(0, page, per_page)}
 
 
 @router.get("/traces/{trace_id}/{span_id}/scores")
-async def span_scores(request: Request) -> dict[str, Any]:
-    return _empty_page(request, "scores")
+async def span_scores(query: MastraQuery) -> dict[str, Any]:
+    return _empty_page(query, "scores")
 
 
 @router.get("/feedback")
-async def feedback(request: Request) -> dict[str, Any]:
-    return _empty_page(request, "feedback")
+async def feedback(query: MastraQuery) -> dict[str, Any]:
+    return _empty_page(query, "feedback")
 
 
 @router.get("/scores")
-async def scores(request: Request) -> dict[str, Any]:
-    return _empty_page(request, "scores")
+async def scores(query: MastraQuery) -> dict[str, Any]:
+    return _empty_page(query, "scores")
 
 
 @router.get("/logs")
-async def logs(request: Request) -> dict[str, Any]:
-    query = Query(request)
-    forced = await forced_resource(request)
-    page = query.int("page", 0)
+async def logs(query: MastraQuery, store: ObservabilityStoreDep, forced: ForcedResource) -> dict[str, Any]:
+    page = query.int("page", 0, maximum=MAX_PAGE)
     per_page = query.int("perPage", 20, minimum=1, maximum=MAX_PER_PAGE)
     direction = (query.str("direction", "DESC") or "DESC").upper()
     if direction not in ("ASC", "DESC"):
         raise invalid("query", "direction", "must be ASC or DESC")
     start, end = _range(query, "timestamp")
-    store = observability_store(request)
     rows, total = await reads.list_logs(store, _filters(query, reads.LOG_FILTERS, forced), page=page,
                                         per_page=per_page, descending=direction == "DESC", start=start, end=end)
     return {"logs": rows, "pagination": _pagination(total, page, per_page)}
 
 
-async def _distinct(request: Request, column: str, **kwargs: Any) -> list[str]:
-    return await reads.distinct(observability_store(request), column, **kwargs)
-
-
 @router.get("/discovery/entity-names")
-async def entity_names(request: Request) -> dict[str, Any]:
-    return {"names": await _distinct(request, "entity_name", entity_type=Query(request).str("entityType"))}
+async def entity_names(query: MastraQuery, store: ObservabilityStoreDep, forced: ForcedResource) -> dict[str, Any]:
+    return {"names": await reads.distinct(store, "entity_name", entity_type=query.str("entityType"), resource=forced)}
 
 
 @router.get("/discovery/entity-types")
-async def entity_types(request: Request) -> dict[str, Any]:
-    return {"entityTypes": await _distinct(request, "entity_type")}
+async def entity_types(store: ObservabilityStoreDep, forced: ForcedResource) -> dict[str, Any]:
+    return {"entityTypes": await reads.distinct(store, "entity_type", resource=forced)}
 
 
 @router.get("/discovery/environments")
-async def environments(request: Request) -> dict[str, Any]:
-    return {"environments": await _distinct(request, "environment")}
+async def environments(store: ObservabilityStoreDep, forced: ForcedResource) -> dict[str, Any]:
+    return {"environments": await reads.distinct(store, "environment", resource=forced)}
 
 
 @router.get("/discovery/service-names")
-async def service_names(request: Request) -> dict[str, Any]:
-    return {"serviceNames": await _distinct(request, "service_name")}
+async def service_names(store: ObservabilityStoreDep, forced: ForcedResource) -> dict[str, Any]:
+    return {"serviceNames": await reads.distinct(store, "service_name", resource=forced)}
 
 
 @router.get("/discovery/tags")
-async def tags(request: Request) -> dict[str, Any]:
-    return {"tags": await reads.distinct_tags(observability_store(request))}
+async def tags(store: ObservabilityStoreDep, forced: ForcedResource) -> dict[str, Any]:
+    return {"tags": await reads.distinct_tags(store, resource=forced)}
 
 
 @legacy.get("/logs/transports")
@@ -225,13 +265,13 @@ async def log_transports() -> dict[str, Any]:
 
 
 @legacy.get("/logs")
-async def legacy_logs(request: Request) -> dict[str, Any]:
-    query = Query(request)
+async def legacy_logs(query: MastraQuery) -> dict[str, Any]:
     if not query.str("transportId"):
         raise invalid("query", "transportId", "transportId is required")
-    return {"logs": [], "total": 0, "page": query.int("page", 0), "perPage": query.int("perPage", 100), "hasMore": False}
+    return {"logs": [], "total": 0, "page": query.int("page", 0, maximum=MAX_PAGE),
+            "perPage": query.int("perPage", 100, maximum=MAX_PAGE), "hasMore": False}
 
 
 @legacy.get("/logs/{run_id}")
-async def legacy_run_logs(run_id: str, request: Request) -> dict[str, Any]:
-    return await legacy_logs(request)
+async def legacy_run_logs(run_id: str, query: MastraQuery) -> dict[str, Any]:
+    return await legacy_logs(query)

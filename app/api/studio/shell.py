@@ -42,9 +42,9 @@ async def system_packages(storage: StorageDep) -> dict[str, Any]:
         "storageType": "LibSQLStore",
         "observabilityStorageType": "DuckDBStore",
         "observabilityStorageCapabilities": {
-            "metrics": True,
+            "metrics": storage.has("observability"),
             "logs": storage.has("observability"),
-            "traceQueryDiscovery": False,
+            "traceQueryDiscovery": storage.has("observability"),
         },
     }
 
