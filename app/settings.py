@@ -101,6 +101,18 @@ class Settings(BaseSettings):
                     raise ValueError(f"{item!r} is not an origin (scheme://host[:port]); * must stand alone")
         return ",".join(items)
 
+    # Turns on one thread are serialised across processes by a lease row (app.agents.turns).
+    turn_wait_s: float = Field(
+        30.0, gt=0, description="How long a turn waits for another turn on the same thread before a 409"
+    )
+    turn_lease_s: float = Field(
+        15.0, gt=0, description="Expiry of a thread's turn lease, renewed while the reply streams; a killed"
+        " process's lease is taken over after this"
+    )
+    checkpoint_interval_s: float = Field(
+        1.0, gt=0, description="A streaming reply is saved at most this often, so a crash keeps what was streamed"
+    )
+
     @classmethod
     def load(cls, env_file: Path | None = None) -> "Settings":
         if env_file is None:

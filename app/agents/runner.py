@@ -5,12 +5,21 @@ thread inside its resource, stores the user's message (so a crash mid-stream can
 it), and builds the model context from storage. ``run`` streams the model's events and,
 in a ``finally`` that also runs when the client disconnects, stores the reply: complete,
 or what was generated so far marked ``interrupted``. The gateway (AI SDK stream) and the
-studio (Mastra chunks) both encode the same events.
+studio (Mastra chunks) both encode the same events. Routes never call these directly:
+``app.agents.turns`` serialises turns on a thread and calls both.
+
+While the reply streams it is checkpointed (at most once per ``checkpoint_every_s``) as
+the same message, marked ``interrupted``, so a process killed mid-stream leaves the
+partial reply stored; the final save overwrites the checkpoint. Any failure while
+streaming, not only the provider's, is recorded on the turn and re-raised as a failure
+with a ``kind`` and a safe ``message``. Text is repaired (lone surrogates -> U+FFFD) where
+it enters the turn, from storage or from the model, so it can always be encoded.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -28,12 +37,24 @@ from app.llm.content import for_trace
 from app.memory.convert import assistant_message, stored_to_model
 from app.observability import spans
 from app.storage.conversations import Message, Thread
+from app.streaming.sse import repair_text, repair_value
 
 log = logging.getLogger(__name__)
 
 
 def new_id(prefix: str = "") -> str:
     return f"{prefix}{uuid.uuid4()}"
+
+
+class TurnFailed(Exception):
+    """A turn broke for a reason other than the model provider (a bug, storage); the
+    cause is logged, the client only sees ``kind`` and ``message``."""
+
+    kind = "internal"
+
+    def __init__(self, message: str = "The reply failed on the server") -> None:
+        super().__init__(message)
+        self.message = message
 
 
 @dataclass
@@ -49,8 +70,9 @@ class Turn:
     # filled in while running
     text: str = ""
     finish: Finish | None = None
-    error: ModelProviderError | None = None
+    error: ModelProviderError | TurnFailed | None = None
     interrupted: bool = False
+    checkpointed: bool = False  # a partial copy of the reply is stored
     # the run's root span, and the context its children hang from
     span: Span = trace.INVALID_SPAN
     trace_context: Context | None = None
@@ -116,6 +138,7 @@ class TurnRunner:
         except BaseException as exc:
             spans.finish(root, error=exc)
             raise
+        turn.context = repair_value(turn.context)
         turn.span, turn.trace_context, turn.ids = root, context, ids
         # Logged inside the run's span, with the span's ids as attributes: the log exporter
         # links the record to the trace, the thread and the resource.
@@ -123,8 +146,12 @@ class TurnRunner:
             log.info("agent run started", extra=ids)
         return turn
 
-    async def run(self, turn: Turn) -> AsyncIterator[TextDelta | Finish]:
-        """The model's events; the reply is stored however the stream ends."""
+    async def run(self, turn: Turn, *, checkpoint_every_s: float | None = None) -> AsyncIterator[TextDelta | Finish]:
+        """The model's events; the reply is stored however the stream ends.
+
+        With ``checkpoint_every_s``, the partial reply is also stored while streaming,
+        whenever that long has passed since the turn's last write.
+        """
         model = turn.model
         generation = spans.start(self.tracer, f"llm: '{model.model_id}'", "model_generation", turn.ids,
                                  parent=turn.trace_context, input={"messages": for_trace(turn.context)},
@@ -134,11 +161,17 @@ class TurnRunner:
                            parent=trace.set_span_in_context(generation))
         stream = self.llm.stream(ModelRequest(model=model, messages=turn.context))
         pieces: list[str] = []
+        last_write = time.monotonic()  # prepare stored the input just before
         turn.interrupted = True  # until the stream ends on its own
+        save_error: Exception | None = None
         try:
             async for event in stream:
                 if isinstance(event, TextDelta):
+                    event = TextDelta(repair_text(event.text))
                     pieces.append(event.text)
+                    if checkpoint_every_s is not None and time.monotonic() - last_write >= checkpoint_every_s:
+                        await self._checkpoint(turn, "".join(pieces))
+                        last_write = time.monotonic()
                 else:
                     turn.finish = event
                 yield event
@@ -146,6 +179,11 @@ class TurnRunner:
         except ModelProviderError as exc:
             turn.error, turn.interrupted = exc, False
             raise
+        except Exception as exc:
+            with trace.use_span(turn.span, end_on_exit=False):
+                log.exception("agent run broke while streaming", extra=turn.ids)
+            turn.error, turn.interrupted = TurnFailed(), False
+            raise turn.error from exc
         finally:
             turn.text = "".join(pieces)
             # Shielded: on a client disconnect this scope is already cancelled, and the
@@ -153,10 +191,17 @@ class TurnRunner:
             with anyio.CancelScope(shield=True):
                 await stream.aclose()
                 self._finish_model_spans(turn, generation, step)
-                with spans.child(self.tracer, "memory: save reply", "memory_operation", turn.ids,
-                                 turn.trace_context):
-                    await self._save_reply(turn)
+                try:
+                    with spans.child(self.tracer, "memory: save reply", "memory_operation", turn.ids,
+                                     turn.trace_context):
+                        await self._save_reply(turn)
+                except Exception as exc:
+                    with trace.use_span(turn.span, end_on_exit=False):
+                        log.exception("saving the reply failed", extra=turn.ids)
+                    save_error = exc
                 self._finish_run(turn)
+        if save_error is not None:  # reached only when the stream itself ended cleanly
+            raise TurnFailed("The reply could not be saved") from save_error
 
     def _finish_model_spans(self, turn: Turn, generation: Span, step: Span) -> None:
         usage = ({"inputTokens": turn.finish.usage.input_tokens, "outputTokens": turn.finish.usage.output_tokens}
@@ -187,9 +232,28 @@ class TurnRunner:
             return
         if not turn.text and (turn.interrupted or turn.error):
             return  # nothing was generated; the user's message is already stored
-        reply = assistant_message(turn.reply_id, turn.thread.id, turn.resource_id or turn.thread.resource_id,
-                                  turn.text, now_iso(), turn.reply_metadata())
-        await turn.agent.memory.save_reply(turn.thread, reply)
+        reply = self._reply(turn, turn.text, turn.reply_metadata())
+        if turn.checkpointed:
+            await turn.agent.memory.upsert_reply(turn.thread, reply)
+        else:
+            await turn.agent.memory.save_reply(turn.thread, reply)
+
+    async def _checkpoint(self, turn: Turn, text: str) -> None:
+        """Store the reply so far, marked interrupted until the final save says otherwise.
+        A failed checkpoint costs only durability, never the stream: logged and skipped."""
+        if turn.thread is None or turn.agent.memory is None:
+            return
+        metadata = {**turn.reply_metadata(), "interrupted": True}
+        try:
+            await turn.agent.memory.upsert_reply(turn.thread, self._reply(turn, text, metadata))
+            turn.checkpointed = True
+        except Exception as exc:
+            log.warning("checkpoint of the reply failed: %s", exc, extra=turn.ids)
+
+    def _reply(self, turn: Turn, text: str, metadata: dict[str, Any]) -> Message:
+        thread = turn.thread or Thread("", "")
+        return assistant_message(turn.reply_id, thread.id, turn.resource_id or thread.resource_id,
+                                 text, now_iso(), metadata)
 
 
 def _last_user_text(incoming: list[Message], client_context: list[dict[str, Any]]) -> str:

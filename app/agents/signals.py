@@ -1,26 +1,31 @@
 """The Studio's "agent signals" chat: send a message, receive the run on a subscription.
 
-``POST /threads/subscribe`` opens a long-lived stream per (agent, thread); ``POST
-/send-message`` starts a run in the background and its chunks are published to every
-subscriber of that thread, preceded by a ``data-user-message`` echo the Studio uses to
-reconcile its optimistic bubble; ``POST /threads/abort`` cancels the active run. Runs on
-one thread are serialised. All of this is in-process: subscribers and runs live in the
-studio process that accepted them.
+``POST /threads/subscribe`` opens a long-lived stream per key; ``POST /send-message``
+starts a run in the background and its chunks are published to every subscriber of that
+key, preceded by a ``data-user-message`` echo the Studio uses to reconcile its optimistic
+bubble; ``POST /threads/abort`` cancels the key's runs. A key is (agent id, resource in
+force, thread id): with authentication on, a principal can only ever subscribe to, or
+abort, runs of its own resource, whatever thread id it names.
+
+Subscribers and runs live in the studio process that accepted them. Runs on one thread
+are not serialised here: every run starts its turn through ``app.agents.turns``, which
+orders them (across processes too) in the order they were started.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-Key = tuple[str, str]  # (agent id, thread id)
+Key = tuple[str, str, str]  # (agent id, resource in force or "", thread id)
 
 
 class ThreadHub:
     def __init__(self) -> None:
         self._subscribers: dict[Key, set[asyncio.Queue]] = defaultdict(set)
-        self._runs: dict[Key, tuple[str, asyncio.Task]] = {}
+        self._runs: dict[Key, dict[str, asyncio.Task]] = defaultdict(dict)
 
     def subscribe(self, key: Key) -> asyncio.Queue:
         queue: asyncio.Queue = asyncio.Queue(maxsize=10_000)
@@ -39,37 +44,34 @@ class ThreadHub:
             except asyncio.QueueFull:  # a subscriber that stopped reading loses chunks, not the run
                 pass
 
-    def active_run(self, key: Key) -> tuple[str, asyncio.Task] | None:
-        run = self._runs.get(key)
-        return run if run and not run[1].done() else None
+    def has_runs(self, key: Key) -> bool:
+        return any(not task.done() for task in self._runs.get(key, {}).values())
 
-    def start(self, key: Key, run_id: str, work) -> asyncio.Task:
-        previous = self.active_run(key)
-
-        async def serialised() -> None:
-            if previous is not None:
-                await asyncio.gather(previous[1], return_exceptions=True)
-            await work()
-
-        task = asyncio.create_task(serialised())
-        self._runs[key] = (run_id, task)
+    def start(self, key: Key, run_id: str, work: Callable[[], Awaitable[None]]) -> asyncio.Task:
+        task = asyncio.create_task(work())
+        self._runs[key][run_id] = task
 
         def forget(done: asyncio.Task) -> None:
-            if self._runs.get(key, (None, None))[1] is done:  # a later run may have replaced it
-                del self._runs[key]
+            runs = self._runs.get(key)
+            if runs is not None and runs.get(run_id) is done:
+                del runs[run_id]
+                if not runs:
+                    del self._runs[key]
 
         task.add_done_callback(forget)
         return task
 
     def abort(self, key: Key, expected_run_id: str | None = None) -> bool:
-        run = self.active_run(key)
-        if run is None or (expected_run_id and run[0] != expected_run_id):
-            return False
-        run[1].cancel()
-        return True
+        """Cancel the key's runs (only ``expected_run_id`` when given); False if none was active."""
+        runs = self._runs.get(key, {})
+        targets = [task for run_id, task in runs.items()
+                   if not task.done() and (expected_run_id is None or run_id == expected_run_id)]
+        for task in targets:
+            task.cancel()
+        return bool(targets)
 
     async def close(self) -> None:
-        tasks = [task for _, task in self._runs.values()]
+        tasks = [task for runs in self._runs.values() for task in runs.values()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,10 +1,13 @@
 """Gateway chat: ``POST /api/chat`` (and ``/api/agents/{agentId}/chat``) for ``useChat``.
 
 The response is the AI SDK UI message stream v1 over SSE. Everything that can be refused
-is refused before the stream starts, as a 4xx JSON error with nothing written; the first
-model event is awaited before the response starts too, so a provider that fails at once
-(bad key, 429, timeout) is a JSON error, while the user's message is already stored.
-After that, failures are an ``error`` chunk. Every frame has an SSE ``id``.
+is refused before the stream starts, as a 4xx JSON error with nothing written: a bad
+body (FastAPI validates ``ChatRequest``), an unknown agent, another resource's thread, a
+thread still busy with another reply past the wait bound (409). The turn starts through
+``app.agents.turns`` like every other turn, and its first model event is awaited before
+the response starts too, so a provider that fails at once (bad key, 429, timeout) is a
+JSON error, while the user's message is already stored. After that, any failure is an
+``error`` chunk followed by ``[DONE]``. Every frame has an SSE ``id``.
 """
 
 from __future__ import annotations
@@ -12,78 +15,84 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.background import BackgroundTask
 
-from app.agents.registry import DEFAULT_AGENT_ID, AgentRegistry
-from app.agents.runner import Turn, TurnRunner, new_id
-from app.api.chat_request import ChatRequest, parse_chat_request
-from app.auth import resource_for
+from app.agents.registry import DEFAULT_AGENT_ID, RegisteredAgent
+from app.agents.runner import Turn, new_id
+from app.agents.turns import LiveTurn, TurnStarter
+from app.api.chat_request import ChatRequest
+from app.api.deps import AgentDep, AgentsDep, ForcedResource, TurnsDep
 from app.clock import spaced_iso
 from app.errors import NotFound, upstream
-from app.llm import Finish, ModelProviderError, TextDelta
-from app.streaming.text_events import text_events
-from app.memory.convert import ui_to_model, ui_to_stored
+from app.llm import Finish, ModelProviderError
+from app.memory.convert import ui_to_stored
 from app.memory.memory import ThreadNotOwned
+from app.storage.conversations import Message
 from app.streaming import ui_chunks as ui
 from app.streaming.sse import DONE, UI_STREAM_HEADERS, encode
+from app.streaming.text_events import stream_error, text_events
 
-router = APIRouter()
+router = APIRouter(tags=["chat"])
 
-
-@router.post("/api/chat")
-async def chat(request: Request) -> Response:
-    return await _chat(request, None)
-
-
-@router.post("/api/agents/{agent_id}/chat")
-async def agent_chat(agent_id: str, request: Request) -> Response:
-    return await _chat(request, agent_id)
-
-
-@router.get("/api/chat/{chat_id}/stream")
-async def resume_stream(chat_id: str) -> Response:
-    # useChat({resume: true}) asks here after a reload; 204 = no stream to resume.
-    return Response(status_code=204)
+_STREAM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "AI SDK UI message stream v1 over SSE (`x-vercel-ai-ui-message-stream: v1`)",
+          "content": {"text/event-stream": {}}},
+    400: {"description": "Invalid request body"}, 404: {"description": "Unknown agent, or a foreign thread"},
+    409: {"description": "The thread is busy with another reply"},
+}
+_RESUME_RESPONSES: dict[int | str, dict[str, Any]] = {204: {"description": "No active stream to resume"}}
 
 
-async def _chat(request: Request, path_agent_id: str | None) -> Response:
-    body = parse_chat_request(await request.body())
-    agents: AgentRegistry = request.app.state.agents
-    agent_id = path_agent_id or body.agentId or DEFAULT_AGENT_ID
+@router.post("/api/chat", responses=_STREAM_RESPONSES, response_class=Response)
+async def chat(body: ChatRequest, agents: AgentsDep, turns: TurnsDep, forced: ForcedResource) -> Response:
+    agent_id = body.agentId or DEFAULT_AGENT_ID
     agent = agents.get(agent_id)
     if agent is None:
         raise NotFound(f"Agent with id {agent_id} not found")
-    authenticator = request.app.state.authenticator
-    resource = resource_for(await authenticator(request)) if authenticator else agent.definition.resource
+    return await _chat(body, agent, turns, forced)
 
-    runner: TurnRunner = request.app.state.runner
+
+@router.post("/api/agents/{agent_id}/chat", responses=_STREAM_RESPONSES, response_class=Response)
+async def agent_chat(body: ChatRequest, agent: AgentDep, turns: TurnsDep, forced: ForcedResource) -> Response:
+    return await _chat(body, agent, turns, forced)
+
+
+# useChat({resume: true}) asks here after a reload; 204 = no stream to resume.
+@router.get("/api/chat/{chat_id}/stream", status_code=204, responses=_RESUME_RESPONSES, response_class=Response)
+async def resume_stream(chat_id: str) -> Response:
+    return Response(status_code=204)
+
+
+@router.get("/api/agents/{agent_id}/chat/{chat_id}/stream", status_code=204, responses=_RESUME_RESPONSES,
+            response_class=Response)
+async def resume_agent_stream(agent: AgentDep, chat_id: str) -> Response:
+    return Response(status_code=204)
+
+
+async def _chat(body: ChatRequest, agent: RegisteredAgent, turns: TurnStarter, forced: str | None) -> Response:
+    resource = forced or agent.definition.resource
     thread_id = (body.conversationId or new_id("mastra_thread_")) if agent.memory else None
-    # With memory the model's context comes from storage; only a memoryless agent reads the client's.
-    client_context = [] if agent.memory else [m for m in (ui_to_model(x.model_dump()) for x in body.messages) if m]
     try:
-        turn = await runner.prepare(agent, thread_id=thread_id, resource_id=resource,
-                                    incoming=_incoming(body, thread_id, resource), client_context=client_context)
+        live = await turns.start(agent, thread_id=thread_id, resource_id=resource,
+                                 incoming=_incoming(body, thread_id or "", resource))
     except ThreadNotOwned:
         raise NotFound("Thread not found") from None
-
-    events = runner.run(turn)
-    try:
-        first = await anext(events)
     except ModelProviderError as exc:
         raise upstream(exc.kind, exc.message) from exc
-    return EventSourceResponse(_frames(turn, first, events), headers=UI_STREAM_HEADERS, sep="\n", ping=15)
+    # The frames' own finally closes the turn; the background task covers a response that
+    # never started streaming (closing is idempotent).
+    return EventSourceResponse(_frames(live), headers=UI_STREAM_HEADERS, sep="\n", ping=15,
+                               background=BackgroundTask(live.aclose))
 
 
-def _incoming(body: ChatRequest, thread_id: str | None, resource: str) -> list:
-    if thread_id is None:
-        return []
+def _incoming(body: ChatRequest, thread_id: str, resource: str) -> list[Message]:
     return [ui_to_stored(m.model_dump(exclude_none=True), thread_id, resource, stamp)
             for m, stamp in zip(body.messages, spaced_iso(len(body.messages)))]
 
 
-async def _frames(turn: Turn, first: TextDelta | Finish, events: AsyncIterator) -> AsyncIterator[ServerSentEvent]:
+async def _frames(live: LiveTurn) -> AsyncIterator[ServerSentEvent]:
     count = 0
 
     def frame(chunk: dict[str, Any] | str) -> ServerSentEvent:
@@ -91,11 +100,12 @@ async def _frames(turn: Turn, first: TextDelta | Finish, events: AsyncIterator) 
         count += 1
         return ServerSentEvent(data=chunk if isinstance(chunk, str) else encode(chunk), id=str(count), sep="\n")
 
+    turn = live.turn
     text_id = f"text-{turn.reply_id}"
-    yield frame(ui.start(turn.reply_id, _start_metadata(turn)))
-    yield frame(ui.start_step())
     try:
-        async for kind, *value in text_events(first, events):
+        yield frame(ui.start(turn.reply_id, _start_metadata(turn)))
+        yield frame(ui.start_step())
+        async for kind, *value in text_events(live.first, live):
             if kind == "text-start":
                 yield frame(ui.text_start(text_id))
             elif kind == "text-delta":
@@ -107,9 +117,10 @@ async def _frames(turn: Turn, first: TextDelta | Finish, events: AsyncIterator) 
                 yield frame(ui.finish(value[0].finish_reason, _finish_metadata(value[0])))
             else:
                 yield frame(ui.error(value[0].message))
+    except Exception as exc:  # this encoder itself broke: still say so, and end the stream
+        yield frame(ui.error(stream_error(exc).message))
     finally:
-        with anyio.CancelScope(shield=True):
-            await events.aclose()
+        await live.aclose()
     yield frame(DONE)
 
 

@@ -1,27 +1,29 @@
-"""The body of ``POST /api/chat``, as ``DefaultChatTransport`` sends it, validated up front.
+"""The body of ``POST /api/chat``, as the AI SDK's ``DefaultChatTransport`` sends it.
 
-Everything is checked before a stream starts, so a bad request gets a 4xx JSON error and
-nothing is written. Unknown top-level keys are ignored, as the SDK's own servers do.
+FastAPI validates it before the handler runs, so a bad request gets the app's one 400
+shape (``{"error": "Invalid request body", "issues": [{field, message}]}``) and nothing is
+written; the models double as the route's OpenAPI schema. Unknown top-level keys are
+ignored, as the SDK's own servers do; a message keeps the fields it was sent with.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
-from app.errors import BadRequest, invalid
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_CONVERSATION_ID = 256
 
 
 class UIMessage(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    """One AI SDK ``UIMessage``; ``useChat`` sends the whole history each turn."""
 
-    id: str = Field(min_length=1, max_length=MAX_CONVERSATION_ID)
+    model_config = ConfigDict(extra="allow", json_schema_extra={
+        "example": {"id": "msg-1", "role": "user", "parts": [{"type": "text", "text": "Hello"}]}})
+
+    id: str = Field(min_length=1, max_length=MAX_CONVERSATION_ID, description="Client-side message id")
     role: Literal["system", "user", "assistant"]
-    parts: list[dict[str, Any]]
+    parts: list[dict[str, Any]] = Field(description="UI parts: text, file, reasoning, tool-*, data-*, ...")
     metadata: Any = None
 
     @field_validator("parts")
@@ -36,14 +38,20 @@ class UIMessage(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    """``DefaultChatTransport``'s body (``id``, ``messages``, ``trigger``, ``messageId``) plus
+    this server's ``conversationId`` and ``agentId``, passed through the transport's ``body``."""
 
-    id: str | None = None
-    messages: list[UIMessage] = Field(min_length=1)
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"example": {
+        "id": "chat-1", "trigger": "submit-message", "conversationId": "my-thread",
+        "messages": [{"id": "msg-1", "role": "user", "parts": [{"type": "text", "text": "Hello"}]}]}})
+
+    id: str | None = Field(None, description="The useChat chat id")
+    messages: list[UIMessage] = Field(min_length=1, description="The conversation as the client has it; the last "
+                                                                "message is the user's new (or edited) one")
     trigger: Literal["submit-message", "regenerate-message"] = "submit-message"
-    messageId: str | None = None
-    conversationId: str | None = None
-    agentId: str | None = None
+    messageId: str | None = Field(None, description="The message being edited or regenerated")
+    conversationId: str | None = Field(None, description="The thread; without it each turn gets a fresh one")
+    agentId: str | None = Field(None, description="The agent (default chat-agent); /api/agents/{id}/chat wins")
 
     @field_validator("conversationId")
     @classmethod
@@ -64,18 +72,3 @@ class ChatRequest(BaseModel):
         if not any(p.get("type") in ("text", "file") for p in messages[-1].parts):
             raise ValueError("the last message needs a text or file part")
         return messages
-
-
-def parse_chat_request(raw: bytes) -> ChatRequest:
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise invalid("body", "body", f"Malformed JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise invalid("body", "body", "The body must be a JSON object")
-    try:
-        return ChatRequest.model_validate(body, strict=False)
-    except ValidationError as exc:
-        raise BadRequest("Invalid request body", [
-            {"field": ".".join(str(p) for p in e["loc"]) or "body", "message": e["msg"]} for e in exc.errors()
-        ]) from None

@@ -21,12 +21,14 @@ from starlette.requests import HTTPConnection
 from app.agents.registry import AgentRegistry, RegisteredAgent
 from app.agents.runner import TurnRunner
 from app.agents.signals import ThreadHub
+from app.agents.turns import TurnStarter
 from app.api.studio.query import Query
 from app.auth import resource_for
 from app.errors import NotFound
 from app.settings import Settings
 from app.storage.composite import CompositeStore
 from app.storage.conversations import ConversationStore
+from app.storage.leases import ThreadLeases
 
 
 @dataclass
@@ -43,6 +45,12 @@ class Services:
     auth_enabled: bool = False
     telemetry: Any = None  # set by the lifespan when telemetry is on
     extras: dict[str, Any] = field(default_factory=dict)
+    turns: TurnStarter = field(init=False)  # the one way a turn starts (app.agents.turns)
+
+    def __post_init__(self) -> None:
+        self.turns = TurnStarter(self.runner, ThreadLeases(self.conversations.db), wait_s=self.settings.turn_wait_s,
+                                 lease_s=self.settings.turn_lease_s,
+                                 checkpoint_every_s=self.settings.checkpoint_interval_s)
 
 
 def get_services(conn: HTTPConnection) -> Services:
@@ -76,12 +84,17 @@ def get_signals(services: ServicesDep) -> ThreadHub:
     return services.signals
 
 
+def get_turns(services: ServicesDep) -> TurnStarter:
+    return services.turns
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 StorageDep = Annotated[CompositeStore, Depends(get_storage)]
 ConversationsDep = Annotated[ConversationStore, Depends(get_conversations)]
 AgentsDep = Annotated[AgentRegistry, Depends(get_agents)]
 RunnerDep = Annotated[TurnRunner, Depends(get_runner)]
 SignalsDep = Annotated[ThreadHub, Depends(get_signals)]
+TurnsDep = Annotated[TurnStarter, Depends(get_turns)]
 
 
 def get_principal(conn: HTTPConnection) -> str | None:

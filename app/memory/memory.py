@@ -124,3 +124,10 @@ class Memory:
     async def save_reply(self, thread: Thread, reply: Message) -> None:
         reply.resource_id = thread.resource_id
         await self.store.append_messages(thread.id, [reply])
+
+    async def upsert_reply(self, thread: Thread, reply: Message) -> None:
+        """Store the reply, or overwrite the copy of it already stored under the same id:
+        a reply is checkpointed while it streams, and its final save replaces the last
+        checkpoint instead of adding a second message."""
+        if not await self.store.append_messages(thread.id, [reply]):
+            await self.store.replace_message(reply)

@@ -1,22 +1,38 @@
 """Mastra's own stream chunks, what the Studio and ``@mastra/client-js`` read (STUDIO-REST.md 4.3).
 
-Every chunk is ``{type, runId, from: "AGENT", payload}``. ``encode_turn`` turns a turn's
+Every chunk is ``{type, runId, from: "AGENT", payload}``. ``encode_run`` turns a run's
 model events into the sequence Mastra's server sends for a plain text turn:
-start, step-start, text-start, text-delta..., text-end, step-finish, finish.
+start, step-start, text-start, text-delta..., text-end, step-finish, finish; a failure at
+any point becomes an ``error`` chunk (``text_events``). It takes plain values, not the
+runner's ``Turn``: streaming sits below the agents layer and never imports it.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
-from app.agents.runner import Turn
-from app.llm import Finish, ModelProviderError, TextDelta, Usage
-from app.streaming.text_events import text_events
+from app.llm import Finish, ResolvedModel, TextDelta, Usage
+from app.streaming.text_events import StreamError, text_events
+
+
+@dataclass(frozen=True)
+class RunIds:
+    """Who is speaking in a run's chunks."""
+
+    run_id: str
+    message_id: str  # the assistant message that will be stored
+    agent_id: str
+    model: ResolvedModel
 
 
 def chunk(kind: str, run_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     return {"type": kind, "runId": run_id, "from": "AGENT", "payload": payload}
+
+
+def error_chunk(run_id: str, error: StreamError) -> dict[str, Any]:
+    return chunk("error", run_id, {"error": {"name": error.kind, "message": error.message}})
 
 
 def usage_payload(usage: Usage | None) -> dict[str, int]:
@@ -26,12 +42,12 @@ def usage_payload(usage: Usage | None) -> dict[str, int]:
             "totalTokens": usage.input_tokens + usage.output_tokens}
 
 
-async def encode_turn(turn: Turn, first: TextDelta | Finish,
-                      events: AsyncIterator[TextDelta | Finish]) -> AsyncIterator[dict[str, Any]]:
-    """The Mastra chunks of one turn; a provider failure becomes an ``error`` chunk."""
-    run, message_id, text_id = turn.run_id, turn.reply_id, f"text-{turn.reply_id}"
-    metadata = {"modelId": turn.model.model_id, "provider": turn.model.provider, "local": turn.model.is_local}
-    yield chunk("start", run, {"id": turn.agent.id, "messageId": message_id})
+async def encode_run(ids: RunIds, first: TextDelta | Finish,
+                     events: AsyncIterator[TextDelta | Finish]) -> AsyncIterator[dict[str, Any]]:
+    """The Mastra chunks of one run."""
+    run, message_id, text_id = ids.run_id, ids.message_id, f"text-{ids.message_id}"
+    metadata = {"modelId": ids.model.model_id, "provider": ids.model.provider, "local": ids.model.is_local}
+    yield chunk("start", run, {"id": ids.agent_id, "messageId": message_id})
     yield chunk("step-start", run, {"messageId": message_id, "request": {}, "warnings": []})
     text: list[str] = []
     async for kind, *value in text_events(first, events):
@@ -52,5 +68,4 @@ async def encode_turn(turn: Turn, first: TextDelta | Finish,
                                         "output": {"text": "".join(text), "usage": usage}, "metadata": metadata,
                                         "messages": {"all": [], "user": [], "nonUser": []}})
         else:
-            error: ModelProviderError = value[0]
-            yield chunk("error", run, {"error": {"name": error.kind, "message": error.message}})
+            yield error_chunk(run, value[0])

@@ -1,4 +1,6 @@
-"""The body of Mastra's agent routes (``/generate``, ``/stream``, ``/send-message``).
+"""The bodies of Mastra's agent routes (``/generate``, ``/stream``, ``/send-message``, the
+signal routes), as typed models FastAPI validates before a handler runs (the app's one
+``{"error", "issues"}`` 400 shape), and the conversion of their messages.
 
 ``messages`` may be a string, ``{role, content}`` items (content a string or parts), AI SDK
 UI messages (``parts``) or stored messages (``content.format == 2``): all become stored
@@ -10,10 +12,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.clock import spaced_iso
-from app.errors import BadRequest
+from app.errors import BadRequest, invalid
 from app.memory.convert import flat_text, ui_part_to_stored
 from app.storage.conversations import Message
 
@@ -43,21 +45,46 @@ class MemoryArgument(BaseModel):
 class AgentRunBody(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    messages: str | list[Any] = Field(min_length=1)
+    messages: str | list[Any] = Field(min_length=1, description="Only the new message(s); history comes from memory")
     memory: MemoryArgument | None = None
     runId: str | None = None
     instructions: str | None = None
 
 
-def parse_body(data: Any, model: type[BaseModel]) -> Any:
-    if not isinstance(data, dict):
-        raise BadRequest("Invalid request body", [{"field": "body", "message": "The body must be a JSON object"}])
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise BadRequest("Invalid request body", [
-            {"field": ".".join(str(p) for p in e["loc"]) or "body", "message": e["msg"]} for e in exc.errors()
-        ]) from None
+class ThreadRef(BaseModel):
+    """``/threads/subscribe``: which thread's runs to receive."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    threadId: str = Field(min_length=1, max_length=256, description="The thread (a new chat: a client-made UUID)")
+    resourceId: str | None = None
+
+
+class AbortBody(ThreadRef):
+    expectedRunId: str | None = None
+
+
+class SendMessageBody(ThreadRef):
+    """``/send-message``; ``ifIdle`` / ``ifActive`` are accepted and ignored."""
+
+    message: str | list[Any] | dict[str, Any] = Field(description="A string, parts, or {contents, metadata}")
+    runId: str | None = None
+
+
+def signal_contents(message: str | list[Any] | dict[str, Any]) -> tuple[str | list[Any], dict[str, Any]]:
+    """(contents, metadata) of a signal's ``message``."""
+    if isinstance(message, dict):
+        if "contents" not in message:
+            raise invalid("body", "message", "message must be a string, parts, or {contents, metadata}")
+        contents = message["contents"]
+        metadata = message.get("metadata") if isinstance(message.get("metadata"), dict) else {}
+    else:
+        contents, metadata = message, {}
+    if not isinstance(contents, (str, list)):
+        raise invalid("body", "message.contents", "contents must be a string or parts")
+    if isinstance(contents, str) and not contents.strip():
+        raise invalid("body", "message", "message must not be empty")
+    return contents, metadata
 
 
 def to_parts(content: Any) -> list[dict[str, Any]]:

@@ -1,36 +1,50 @@
 """Agent routes of the Mastra API (STUDIO-REST.md section 4): list, detail, and runs.
 
 Runs take only the new message(s); with ``memory: {thread, resource}`` the history comes
-from memory and the turn is stored, exactly as on the gateway (the same ``TurnRunner``).
-``/stream`` answers Mastra chunks over SSE; ``/generate`` the collected result as JSON;
-``/send-message`` + ``/threads/subscribe`` are the Studio's default "signals" transport.
+from memory and the turn is stored, exactly as on the gateway: every run starts through
+``app.agents.turns`` (serialised per thread, across processes). ``/stream`` and
+``/stream-until-idle`` answer Mastra chunks over SSE; ``/generate`` the collected result as
+JSON; ``/send-message`` + ``/threads/subscribe`` are the Studio's default "signals"
+transport. A failure after the stream started is an ``error`` chunk, then ``[DONE]``.
+
+With authentication on, a thread id of another resource behaves as if it did not exist:
+runs on it, subscribing to it and aborting it are a 404, and the signal hub is keyed by
+the caller's resource, so nobody receives or stops another resource's run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.background import BackgroundTask
 
 from app.agents.registry import RegisteredAgent
-from app.agents.runner import Turn, TurnRunner
-from app.api.bodies import json_body
-from app.api.studio.access import agent_or_404, effective_resource, forced_resource
-from app.api.studio.agent_input import AgentRunBody, input_messages, parse_body
+from app.agents.signals import Key, ThreadHub
+from app.agents.turns import LiveTurn, TurnStarter
+from app.api.deps import AgentDep, AgentsDep, ConversationsDep, ForcedResource, SignalsDep, TurnsDep
+from app.api.studio.access import effective_resource
+from app.api.studio.agent_input import (AbortBody, AgentRunBody, SendMessageBody, ThreadRef, input_messages,
+                                        signal_contents)
 from app.clock import now_iso
-from app.errors import NotFound, invalid, upstream
-from app.llm import Finish, ModelProviderError, TextDelta
-from app.memory.convert import ui_to_model
+from app.errors import ApiError, NotFound, upstream
+from app.llm import ModelProviderError
 from app.memory.memory import ThreadNotOwned
-from app.streaming.mastra_chunks import chunk, encode_turn, usage_payload
+from app.storage.conversations import ConversationStore
+from app.streaming.mastra_chunks import RunIds, chunk, encode_run, error_chunk, usage_payload
 from app.streaming.sse import DONE, STREAM_HEADERS, encode
+from app.streaming.text_events import StreamError, stream_error
 
-router = APIRouter(prefix="/api/agents")
+log = logging.getLogger(__name__)
+router = APIRouter(prefix="/api/agents", tags=["agents"])
+
+_SSE: dict[int | str, dict[str, Any]] = {200: {"description": "Mastra chunks over SSE, ending [DONE]",
+                                               "content": {"text/event-stream": {}}}}
 
 
 def summary(agent: RegisteredAgent, *, with_id: bool) -> dict[str, Any]:
@@ -47,9 +61,8 @@ def summary(agent: RegisteredAgent, *, with_id: bool) -> dict[str, Any]:
 
 
 @router.get("")
-async def list_agents(request: Request) -> dict[str, Any]:
-    await forced_resource(request)
-    return {agent.id: summary(agent, with_id=True) for agent in request.app.state.agents}
+async def list_agents(agents: AgentsDep) -> dict[str, Any]:
+    return {agent.id: summary(agent, with_id=True) for agent in agents}
 
 
 @router.get("/providers")
@@ -58,86 +71,86 @@ async def providers() -> dict[str, Any]:
 
 
 @router.get("/{agent_id}")
-async def agent_detail(agent_id: str, request: Request) -> dict[str, Any]:
-    await forced_resource(request)
-    return summary(agent_or_404(request, agent_id), with_id=False)
+async def agent_detail(agent: AgentDep) -> dict[str, Any]:
+    return summary(agent, with_id=False)
 
 
 @router.get("/{agent_id}/voice/speakers")
-async def voice_speakers(agent_id: str, request: Request) -> list[Any]:
-    agent_or_404(request, agent_id)
+async def voice_speakers(agent: AgentDep) -> list[Any]:
     return []
 
 
 @router.get("/{agent_id}/browser/session")
-async def browser_session(agent_id: str, request: Request) -> dict[str, Any]:
-    agent_or_404(request, agent_id)
+async def browser_session(agent: AgentDep) -> dict[str, Any]:
     return {"hasSession": False, "screencastAvailable": False}
 
 
-async def _prepare(request: Request, agent: RegisteredAgent, messages: Any, thread_id: str | None,
-                   resource: str | None, run_id: str | None = None) -> Turn:
+# -- runs ---------------------------------------------------------------------------------
+
+
+async def _start_run(turns: TurnStarter, agent: RegisteredAgent, body: AgentRunBody, forced: str | None) -> LiveTurn:
     """A turn from Mastra-shaped input; memory is used only when a thread is named."""
-    runner: TurnRunner = request.app.state.runner
-    forced = await forced_resource(request)
-    resource_id = effective_resource(forced, agent, resource) or agent.definition.resource
-    stored = input_messages(messages, thread_id or "", resource_id)
-    with_memory = agent.memory is not None and thread_id is not None
-    context = [] if with_memory else [
-        m for m in (ui_to_model({"role": s.role, "parts": s.content["parts"]}) for s in stored) if m]
+    thread_id = body.memory.thread_id if body.memory else None
+    resource_id = _resource(forced, agent, body.memory.resource if body.memory else None)
+    stored = input_messages(body.messages, thread_id or "", resource_id)
     try:
-        return await runner.prepare(agent, thread_id=thread_id, resource_id=resource_id, incoming=stored,
-                                    client_context=context, run_id=run_id)
+        return await turns.start(agent, thread_id=thread_id, resource_id=resource_id, incoming=stored,
+                                 run_id=body.runId)
     except ThreadNotOwned:
         raise NotFound("Thread not found") from None
-
-
-async def _first_event(request: Request, turn: Turn) -> tuple[TextDelta | Finish, AsyncIterator]:
-    events = request.app.state.runner.run(turn)
-    try:
-        return await anext(events), events
     except ModelProviderError as exc:
         raise upstream(exc.kind, exc.message) from exc
 
 
-async def _start_run(request: Request, agent_id: str) -> Turn:
-    agent = agent_or_404(request, agent_id)
-    body: AgentRunBody = parse_body(await json_body(request), AgentRunBody)
-    memory = body.memory
-    return await _prepare(request, agent, body.messages, memory.thread_id if memory else None,
-                          memory.resource if memory else None, body.runId)
+def _resource(forced: str | None, agent: RegisteredAgent, requested: str | None) -> str:
+    return effective_resource(forced, agent, requested) or agent.definition.resource
 
 
-@router.post("/{agent_id}/stream")
-@router.post("/{agent_id}/stream-until-idle")
-async def stream(agent_id: str, request: Request) -> Response:
-    turn = await _start_run(request, agent_id)
-    first, events = await _first_event(request, turn)
+def _ids(live: LiveTurn) -> RunIds:
+    turn = live.turn
+    return RunIds(run_id=turn.run_id, message_id=turn.reply_id, agent_id=turn.agent.id, model=turn.model)
 
+
+async def _stream_response(live: LiveTurn) -> Response:
     async def frames() -> AsyncIterator[ServerSentEvent]:
+        ids = _ids(live)
         try:
-            async for item in encode_turn(turn, first, events):
+            async for item in encode_run(ids, live.first, live):
                 yield ServerSentEvent(data=encode(item), sep="\n")
+        except Exception as exc:  # this encoder itself broke: still say so, and end the stream
+            yield ServerSentEvent(data=encode(error_chunk(ids.run_id, stream_error(exc))), sep="\n")
         finally:
-            with anyio.CancelScope(shield=True):
-                await events.aclose()
+            await live.aclose()
         yield ServerSentEvent(data=DONE, sep="\n")
 
-    return EventSourceResponse(frames(), headers=STREAM_HEADERS, sep="\n", ping=15)
+    return EventSourceResponse(frames(), headers=STREAM_HEADERS, sep="\n", ping=15,
+                               background=BackgroundTask(live.aclose))
+
+
+@router.post("/{agent_id}/stream", responses=_SSE, response_class=Response)
+async def stream(body: AgentRunBody, agent: AgentDep, turns: TurnsDep, forced: ForcedResource) -> Response:
+    return await _stream_response(await _start_run(turns, agent, body, forced))
+
+
+@router.post("/{agent_id}/stream-until-idle", responses=_SSE, response_class=Response)
+async def stream_until_idle(body: AgentRunBody, agent: AgentDep, turns: TurnsDep,
+                            forced: ForcedResource) -> Response:
+    return await _stream_response(await _start_run(turns, agent, body, forced))
 
 
 @router.post("/{agent_id}/generate")
-async def generate(agent_id: str, request: Request) -> dict[str, Any]:
-    turn = await _start_run(request, agent_id)
-    _, events = await _first_event(request, turn)
+async def generate(body: AgentRunBody, agent: AgentDep, turns: TurnsDep, forced: ForcedResource,
+                   conversations: ConversationsDep) -> dict[str, Any]:
+    live = await _start_run(turns, agent, body, forced)
     try:
-        async for _ in events:  # the runner collects the text and the finish on the turn
+        async for _ in live:  # the runner collects the text and the finish on the turn
             pass
     except ModelProviderError as exc:
         raise upstream(exc.kind, exc.message) from exc
+    turn = live.turn
     usage = usage_payload(turn.finish.usage if turn.finish else None)
     reason = turn.finish.finish_reason if turn.finish else "other"
-    reply = await request.app.state.conversations.get_message(turn.reply_id) if turn.thread else None
+    reply = await conversations.get_message(turn.reply_id) if turn.thread else None
     return {
         "text": turn.text, "usage": usage, "totalUsage": usage, "finishReason": reason,
         "steps": [{"text": turn.text, "finishReason": reason, "usage": usage, "toolCalls": [], "toolResults": []}],
@@ -147,12 +160,12 @@ async def generate(agent_id: str, request: Request) -> dict[str, Any]:
                      "modelMetadata": {"modelId": turn.model.model_id, "modelProvider": turn.model.provider},
                      "messages": []},
         "runId": turn.run_id, "messages": [reply.to_api()] if reply else [], "rememberedMessages": [],
-        **_trace_ids(turn),
+        **_trace_ids(live),
     }
 
 
-def _trace_ids(turn: Turn) -> dict[str, str]:
-    context = turn.span.get_span_context()
+def _trace_ids(live: LiveTurn) -> dict[str, str]:
+    context = live.turn.span.get_span_context()
     if not context.is_valid:
         return {}
     return {"traceId": f"{context.trace_id:032x}", "spanId": f"{context.span_id:016x}"}
@@ -161,18 +174,24 @@ def _trace_ids(turn: Turn) -> dict[str, str]:
 # -- signals transport --------------------------------------------------------------------
 
 
-def _thread_key(agent_id: str, data: Any) -> tuple[str, str]:
-    if not isinstance(data, dict) or not isinstance(data.get("threadId"), str) or not data["threadId"]:
-        raise invalid("body", "threadId", "threadId is required")
-    return agent_id, data["threadId"]
+async def _hub_key(conversations: ConversationStore, hub: ThreadHub, agent: RegisteredAgent, thread_id: str,
+                   forced: str | None, *, must_exist: bool = False) -> Key:
+    """The hub key of a thread for this caller; 404 for a thread of another resource (and,
+    with ``must_exist``, for one that does not exist and has no run on its way)."""
+    key = (agent.id, forced or "", thread_id)
+    if forced is not None:
+        thread = await conversations.get_thread(thread_id)
+        if thread is not None and thread.resource_id != forced:
+            raise NotFound("Thread not found")
+        if thread is None and must_exist and not hub.has_runs(key):
+            raise NotFound("Thread not found")
+    return key
 
 
-@router.post("/{agent_id}/threads/subscribe")
-async def subscribe(agent_id: str, request: Request) -> Response:
-    agent_or_404(request, agent_id)
-    await forced_resource(request)
-    key = _thread_key(agent_id, await json_body(request))
-    hub = request.app.state.signals
+@router.post("/{agent_id}/threads/subscribe", responses=_SSE, response_class=Response)
+async def subscribe(body: ThreadRef, agent: AgentDep, hub: SignalsDep, forced: ForcedResource,
+                    conversations: ConversationsDep) -> Response:
+    key = await _hub_key(conversations, hub, agent, body.threadId, forced)
     queue = hub.subscribe(key)
 
     async def frames() -> AsyncIterator[ServerSentEvent]:
@@ -186,57 +205,59 @@ async def subscribe(agent_id: str, request: Request) -> Response:
     return EventSourceResponse(frames(), headers=STREAM_HEADERS, sep="\n", ping=15)
 
 
-def _signal_contents(message: Any) -> tuple[Any, dict[str, Any]]:
-    if isinstance(message, (str, list)):
-        return message, {}
-    if isinstance(message, dict) and "contents" in message:
-        metadata = message.get("metadata") if isinstance(message.get("metadata"), dict) else {}
-        return message["contents"], metadata
-    raise invalid("body", "message", "message must be a string, parts, or {contents, metadata}")
-
-
 @router.post("/{agent_id}/send-message")
-async def send_message(agent_id: str, request: Request) -> dict[str, Any]:
-    agent = agent_or_404(request, agent_id)
-    data = await json_body(request)
-    key = _thread_key(agent_id, data)
-    contents, metadata = _signal_contents(data.get("message"))
-    if isinstance(contents, str) and not contents.strip():
-        raise invalid("body", "message", "message must not be empty")
-    run_id = data.get("runId") if isinstance(data.get("runId"), str) else str(uuid.uuid4())
-    turn = await _prepare(request, agent, [{"role": "user", "content": contents}], key[1],
-                          data.get("resourceId") if isinstance(data.get("resourceId"), str) else None, run_id)
+async def send_message(body: SendMessageBody, agent: AgentDep, hub: SignalsDep, turns: TurnsDep,
+                       forced: ForcedResource, conversations: ConversationsDep) -> dict[str, Any]:
+    contents, metadata = signal_contents(body.message)
+    resource_id = _resource(forced, agent, body.resourceId)
+    thread = await conversations.get_thread(body.threadId)
+    if thread is not None and agent.memory is not None and thread.resource_id != resource_id:
+        raise NotFound("Thread not found")
+    key = await _hub_key(conversations, hub, agent, body.threadId, forced)
+    run_id = body.runId or str(uuid.uuid4())
+    stored = input_messages([{"role": "user", "content": contents}], body.threadId, resource_id)
     now = now_iso()
-    signal = {"id": turn.user_message_id or str(uuid.uuid4()), "type": "user", "contents": contents,
-              "metadata": metadata, "acceptedAt": now, "createdAt": now}
-    hub = request.app.state.signals
-    runner: TurnRunner = request.app.state.runner
+    signal = {"id": stored[-1].id, "type": "user", "contents": contents, "metadata": metadata,
+              "acceptedAt": now, "createdAt": now}
 
     async def work() -> None:
         hub.publish(key, {"type": "data-user-message", "runId": run_id, "transient": True,
                           "data": {**signal, "tagName": "user"}})
-        events = runner.run(turn)
         try:
-            first = await anext(events)
-            async for item in encode_turn(turn, first, events):
-                hub.publish(key, item)
-        except ModelProviderError as exc:
-            hub.publish(key, chunk("error", run_id, {"error": {"name": exc.kind, "message": exc.message}}))
+            live = await turns.start(agent, thread_id=body.threadId, resource_id=resource_id, incoming=stored,
+                                     run_id=run_id)
         except asyncio.CancelledError:
             hub.publish(key, chunk("abort", run_id, {}))
             raise
+        except Exception as exc:
+            hub.publish(key, error_chunk(run_id, _refusal(exc)))
+            return
+        try:
+            async for item in encode_run(_ids(live), live.first, live):
+                hub.publish(key, item)
+        except asyncio.CancelledError:
+            hub.publish(key, chunk("abort", run_id, {}))
+            raise
+        except Exception as exc:
+            hub.publish(key, error_chunk(run_id, stream_error(exc)))
         finally:
-            with anyio.CancelScope(shield=True):
-                await events.aclose()
+            await live.aclose()
 
     hub.start(key, run_id, work)
     return {"accepted": True, "runId": run_id, "signal": signal}
 
 
+def _refusal(exc: Exception) -> StreamError:
+    """A run that could not start, as the error its subscribers see."""
+    if isinstance(exc, ThreadNotOwned):
+        return StreamError("not_found", "Thread not found")
+    if isinstance(exc, ApiError):
+        return StreamError(type(exc).__name__, exc.message)
+    return stream_error(exc)
+
+
 @router.post("/{agent_id}/threads/abort")
-async def abort(agent_id: str, request: Request) -> dict[str, Any]:
-    agent_or_404(request, agent_id)
-    data = await json_body(request)
-    key = _thread_key(agent_id, data)
-    expected = data.get("expectedRunId") if isinstance(data.get("expectedRunId"), str) else None
-    return {"aborted": request.app.state.signals.abort(key, expected)}
+async def abort(body: AbortBody, agent: AgentDep, hub: SignalsDep, forced: ForcedResource,
+                conversations: ConversationsDep) -> dict[str, Any]:
+    key = await _hub_key(conversations, hub, agent, body.threadId, forced, must_exist=True)
+    return {"aborted": hub.abort(key, body.expectedRunId)}

@@ -1,0 +1,231 @@
+"""The one way a turn starts, whichever route asks: gateway chat, Studio stream/generate/send-message.
+
+A turn on a thread is serialised with every other turn on that thread, in this process and
+in the other one (both write the same database): first a per-thread ``asyncio.Lock`` (FIFO,
+so messages sent back to back keep their order and only one waiter per process polls the
+database), then the thread's lease row (``app.storage.leases``), polled with backoff. Both
+waits share one bound (``turn_wait_s``); past it the caller gets ``ThreadBusy`` (409).
+
+Only while holding both does the turn prepare: its input is stamped and stored and the
+model's window read, so a second turn always sees the first one's reply. The lease is
+renewed every third of ``turn_lease_s`` while the reply streams and released, after the
+reply is saved, by ``LiveTurn.aclose``. A process killed mid-turn leaves its lease behind;
+it expires and the next turn takes it over.
+
+``start`` also awaits the model's first event, so a provider that fails at once is an
+error before any response starts. A memoryless turn (no memory, or no thread named) has
+nothing to serialise: it only sees what the client sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import anyio
+
+from app.agents.registry import RegisteredAgent
+from app.agents.runner import Turn, TurnRunner
+from app.clock import spaced_iso
+from app.errors import ApiError
+from app.llm import Finish, TextDelta
+from app.memory.convert import stored_to_model
+from app.memory.memory import Memory, ThreadNotOwned
+from app.storage.conversations import Message
+from app.storage.errors import StorageBusy
+from app.storage.leases import ThreadLeases
+
+log = logging.getLogger(__name__)
+
+_PROCESS = f"{socket.gethostname()}:{os.getpid()}"
+_FIRST_POLL_S, _MAX_POLL_S = 0.01, 0.25
+
+
+class ThreadBusy(ApiError):
+    status = 409
+
+
+class LiveTurn:
+    """A started turn: ``first`` is its first model event; iterate for the rest.
+
+    ``aclose`` (idempotent; also run when iteration ends or fails) closes the model stream,
+    which saves the reply, and then lets the next turn on the thread in.
+    """
+
+    def __init__(self, turn: Turn, first: TextDelta | Finish, events: AsyncIterator[TextDelta | Finish],
+                 release: Callable[[], Awaitable[None]]) -> None:
+        self.turn = turn
+        self.first = first
+        self._events = events
+        self._release = release
+        self._closed = False
+
+    def __aiter__(self) -> LiveTurn:
+        return self
+
+    async def __anext__(self) -> TextDelta | Finish:
+        if self._closed:
+            raise StopAsyncIteration
+        try:
+            return await anext(self._events)
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            try:
+                await self._events.aclose()
+            finally:
+                await self._release()
+
+
+class _ThreadLocks:
+    """One FIFO lock per thread id, dropped when nobody holds or awaits it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._users: Counter[str] = Counter()
+
+    async def acquire(self, key: str, timeout_s: float) -> bool:
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        self._users[key] += 1
+        try:
+            async with asyncio.timeout(timeout_s):
+                await lock.acquire()
+            return True
+        except TimeoutError:
+            self._forget(key)
+            return False
+        except BaseException:
+            self._forget(key)
+            raise
+
+    def release(self, key: str) -> None:
+        self._locks[key].release()
+        self._forget(key)
+
+    def _forget(self, key: str) -> None:
+        self._users[key] -= 1
+        if self._users[key] <= 0:
+            del self._users[key], self._locks[key]
+
+
+class TurnStarter:
+    def __init__(self, runner: TurnRunner, leases: ThreadLeases, *, wait_s: float, lease_s: float,
+                 checkpoint_every_s: float) -> None:
+        self.runner = runner
+        self.leases = leases
+        self.wait_s = wait_s
+        self.lease_s = lease_s
+        self.checkpoint_every_s = checkpoint_every_s
+        self._locks = _ThreadLocks()
+
+    async def start(self, agent: RegisteredAgent, *, thread_id: str | None, resource_id: str,
+                    incoming: list[Message], run_id: str | None = None) -> LiveTurn:
+        """Start a turn of ``agent``: serialised, prepared, and its first event awaited.
+
+        Raises ``ThreadNotOwned`` (the thread is another resource's), ``ThreadBusy``, or
+        the ``ModelProviderError`` of a model that failed before its first event.
+        """
+        memory = agent.memory if thread_id is not None else None
+        if memory is None or thread_id is None:
+            context = [m for m in map(stored_to_model, incoming) if m]
+            turn = await self.runner.prepare(agent, thread_id=None, resource_id=resource_id, incoming=[],
+                                             client_context=context, run_id=run_id)
+            return await self._begin(turn, _nothing)
+
+        deadline = time.monotonic() + self.wait_s
+        if not await self._locks.acquire(thread_id, self.wait_s):
+            raise _busy(thread_id)
+        holder = f"{_PROCESS}:{uuid.uuid4().hex}"
+        renewal: asyncio.Task | None = None
+
+        async def release() -> None:
+            if renewal is not None:
+                renewal.cancel()
+            try:
+                if renewal is not None:
+                    await self.leases.release(thread_id, holder)
+            except Exception as exc:  # it expires on its own
+                log.warning("could not release the lease on thread %s: %s", thread_id, exc)
+            finally:
+                self._locks.release(thread_id)
+
+        try:
+            await _check_owner(memory, thread_id, resource_id)
+            await self._take_lease(thread_id, holder, deadline)
+            renewal = asyncio.create_task(self._renew(thread_id, holder))
+            for message, stamp in zip(incoming, spaced_iso(len(incoming))):
+                message.created_at = stamp  # stored after the previous reply, so stamped now
+            turn = await self.runner.prepare(agent, thread_id=thread_id, resource_id=resource_id,
+                                             incoming=incoming, client_context=[], run_id=run_id)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await release()
+            raise
+        return await self._begin(turn, release)
+
+    async def _begin(self, turn: Turn, release: Callable[[], Awaitable[None]]) -> LiveTurn:
+        events = self.runner.run(turn, checkpoint_every_s=self.checkpoint_every_s if turn.thread else None)
+        try:
+            first = await anext(events)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await events.aclose()
+                finally:
+                    await release()
+            raise
+        return LiveTurn(turn, first, events, release)
+
+    async def _take_lease(self, thread_id: str, holder: str, deadline: float) -> None:
+        pause = _FIRST_POLL_S
+        while True:
+            try:
+                if await self.leases.try_acquire(thread_id, holder, self.lease_s):
+                    return
+            except StorageBusy:
+                if time.monotonic() >= deadline:
+                    raise
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _busy(thread_id)
+            await asyncio.sleep(min(pause, remaining))
+            pause = min(pause * 2, _MAX_POLL_S)
+
+    async def _renew(self, thread_id: str, holder: str) -> None:
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            try:
+                if not await self.leases.renew(thread_id, holder, self.lease_s):
+                    log.warning("the lease on thread %s expired and was taken over", thread_id)
+                    return
+            except Exception as exc:  # the next renewal may succeed before it expires
+                log.warning("could not renew the lease on thread %s: %s", thread_id, exc)
+
+
+async def _check_owner(memory: Memory, thread_id: str, resource_id: str) -> None:
+    # Checked before waiting for the lease, so a foreign thread id never queues behind its
+    # owner's reply; open_thread checks again inside, where it is authoritative.
+    thread = await memory.store.get_thread(thread_id)
+    if thread is not None and thread.resource_id != resource_id:
+        raise ThreadNotOwned(thread_id)
+
+
+def _busy(thread_id: str) -> ThreadBusy:
+    return ThreadBusy(f"Thread {thread_id} is busy with another reply; retry when it has finished",
+                      code="THREAD_BUSY")
+
+
+async def _nothing() -> None:
+    return None
