@@ -29,6 +29,8 @@ tokens = the text of all messages, output tokens = the reply.
 Test triggers, in the last user message:
 
 * ``[[slow]]`` -- each piece is delayed by 50 ms, so a client can disconnect mid-stream.
+* ``[[slower]]`` -- each piece is delayed by 250 ms, so a process can be killed mid-stream
+  after its reply was checkpointed.
 * ``[[fail]]`` -- after two pieces it raises litellm's ``APIConnectionError``, so a crash
   mid-stream can be tested.
 
@@ -50,8 +52,10 @@ from app.llm.tokens import count_tokens
 
 PREFIX = "[local model] "
 SLOW_TRIGGER = "[[slow]]"
+SLOWER_TRIGGER = "[[slower]]"
 FAIL_TRIGGER = "[[fail]]"
 SLOW_DELAY_S = 0.05
+SLOWER_DELAY_S = 0.25
 FAIL_AFTER_PIECES = 2
 _QUOTE_LIMIT = 160
 
@@ -80,6 +84,7 @@ class LocalReply:
     output_tokens: int
     slow: bool
     fail: bool
+    delay_s: float = 0.0
 
 
 def message_text(content: Any) -> str:
@@ -101,8 +106,9 @@ def compose_reply(messages: Sequence[dict[str, Any]]) -> LocalReply:
         pieces=tuple(_PIECE.findall(text)),
         input_tokens=sum(count_tokens(t) for t in texts),
         output_tokens=count_tokens(text),
-        slow=SLOW_TRIGGER in last_user,
+        slow=SLOW_TRIGGER in last_user or SLOWER_TRIGGER in last_user,
         fail=FAIL_TRIGGER in last_user,
+        delay_s=SLOWER_DELAY_S if SLOWER_TRIGGER in last_user else SLOW_DELAY_S if SLOW_TRIGGER in last_user else 0.0,
     )
 
 
@@ -217,7 +223,7 @@ def _handler_class(litellm: ModuleType) -> type:
                 if reply.fail and index == FAIL_AFTER_PIECES:
                     raise failure(model)
                 if reply.slow:
-                    await asyncio.sleep(SLOW_DELAY_S)
+                    await asyncio.sleep(reply.delay_s)
                 yield {"text": piece, "is_finished": False, "finish_reason": "", "usage": None, "index": 0}
             if reply.fail:
                 raise failure(model)

@@ -1,0 +1,178 @@
+"""One turn path: turns on a thread are serialised in a process and across the two processes.
+
+Two turns sent at once on one thread must be stored user, assistant, user, assistant, and
+the second must see the first reply: the local model says how many earlier messages it
+was given. Real ``python -m app`` processes over one temp data dir; the lease table is
+checked with a real SQLite file and an injected clock.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.storage.leases import ThreadLeases
+from app.storage.libsql import LibSQLStore
+from tests.support import sqlite_rows, user_message
+
+EARLIER = re.compile(r"I can see (\d+) earlier messages?")
+
+
+def thread_rows(db: Path, thread_id: str) -> list[tuple[str, dict]]:
+    rows = sqlite_rows(db, "SELECT role, content FROM messages WHERE thread_id = ? ORDER BY created_at, seq",
+                       (thread_id,))
+    return [(role, json.loads(content)) for role, content in rows]
+
+
+def assert_serialised(db: Path, thread_id: str) -> None:
+    rows = thread_rows(db, thread_id)
+    assert [role for role, _ in rows] == ["user", "assistant", "user", "assistant"], rows
+    seen = [int(EARLIER.search(content["content"]).group(1)) for role, content in rows if role == "assistant"]
+    assert seen == [0, 2], rows  # the second turn's context held the first turn and its reply
+
+
+def at_once(*calls) -> list:
+    results: list = [None] * len(calls)
+
+    def run(index: int, call) -> None:
+        results[index] = call()
+
+    threads = [threading.Thread(target=run, args=(i, call)) for i, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return results
+
+
+def gateway_turn(server, conversation: str, message_id: str, text: str) -> int:
+    body = {"id": "c", "conversationId": conversation, "messages": [user_message(message_id, text)]}
+    with httpx.stream("POST", f"{server.url}/api/chat", json=body, timeout=60) as response:
+        response.read()
+        return response.status_code
+
+
+def studio_turn(server, thread_id: str, text: str) -> int:
+    body = {"messages": text, "memory": {"thread": thread_id, "resource": "ai-chat"}}
+    with httpx.stream("POST", f"{server.url}/api/agents/chat-agent/stream", json=body, timeout=60) as response:
+        response.read()
+        return response.status_code
+
+
+@pytest.fixture
+def db(data_dir: Path) -> Path:
+    return data_dir / "dev-server.db"
+
+
+def test_two_gateway_turns_at_once_are_serialised(start_server, db: Path):
+    gateway = start_server("gateway")
+    statuses = at_once(lambda: gateway_turn(gateway, "g-both", "g1", "first [[slow]]"),
+                       lambda: gateway_turn(gateway, "g-both", "g2", "second [[slow]]"))
+    assert statuses == [200, 200]
+    assert_serialised(db, "g-both")
+    assert sqlite_rows(db, "SELECT count(*) FROM thread_leases") == [(0,)]  # released after the reply
+
+
+def test_two_studio_streams_at_once_are_serialised(start_server, db: Path):
+    studio = start_server("studio")
+    assert at_once(lambda: studio_turn(studio, "s-both", "first [[slow]]"),
+                   lambda: studio_turn(studio, "s-both", "second [[slow]]")) == [200, 200]
+    assert_serialised(db, "s-both")
+
+
+def test_send_message_back_to_back_keeps_order_and_context(start_server, db: Path):
+    studio = start_server("studio")
+    for text in ("first [[slow]]", "second [[slow]]"):
+        response = httpx.post(f"{studio.url}/api/agents/chat-agent/send-message", timeout=30,
+                              json={"message": text, "threadId": "sig-both", "resourceId": "chat-agent"})
+        assert response.status_code == 200 and response.json()["accepted"] is True
+    rows = wait_for_rows(db, "sig-both", 4)
+    assert [content["content"] for role, content in rows if role == "user"] == ["first [[slow]]", "second [[slow]]"]
+    assert_serialised(db, "sig-both")
+
+
+def test_one_turn_through_each_process_at_once_is_serialised(start_server, db: Path):
+    gateway, studio = start_server("gateway"), start_server("studio")
+    # the Studio names the resource after the agent, which is an alias of the gateway's ai-chat
+    assert at_once(lambda: gateway_turn(gateway, "x-both", "x1", "from the frontend [[slow]]"),
+                   lambda: studio_turn(studio, "x-both", "from the studio [[slow]]")) == [200, 200]
+    assert_serialised(db, "x-both")
+
+
+def test_a_turn_that_waits_past_the_bound_is_a_409_and_writes_nothing(start_server, db: Path):
+    gateway = start_server("gateway", env={"DEV_SERVER_TURN_WAIT_S": "0.2"})
+    with httpx.stream("POST", f"{gateway.url}/api/chat", timeout=60,
+                      json={"conversationId": "busy", "messages": [user_message("b1", "long [[slower]]")]}) as first:
+        assert first.status_code == 200
+        lines = first.iter_lines()  # kept: a dropped iterator would close the response
+        next(lines)  # the first reply is streaming: its turn holds the thread
+        second = httpx.post(f"{gateway.url}/api/chat", timeout=30,
+                            json={"conversationId": "busy", "messages": [user_message("b2", "me too")]})
+        assert second.status_code == 409, second.text
+        assert second.json()["code"] == "THREAD_BUSY" and "busy" in second.json()["error"]
+        assert sqlite_rows(db, "SELECT count(*) FROM messages WHERE id = 'b2'") == [(0,)]
+
+
+def wait_for_rows(db: Path, thread_id: str, count: int, timeout: float = 30.0) -> list:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = thread_rows(db, thread_id) if db.exists() else []
+        if len(rows) >= count and rows[-1][0] == "assistant" and not rows[-1][1]["metadata"].get("interrupted"):
+            return rows
+        time.sleep(0.1)
+    raise AssertionError(f"thread {thread_id} did not reach {count} messages: {thread_rows(db, thread_id)}")
+
+
+# -- the lease table ----------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.ms = 1_000_000
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+@pytest.mark.anyio
+async def test_a_lease_is_exclusive_until_released_or_expired(tmp_path: Path):
+    store = LibSQLStore(f"file:{tmp_path / 'leases.db'}")
+    await store.open()
+    clock = Clock()
+    leases = ThreadLeases(store, clock_ms=clock)
+    try:
+        assert await leases.try_acquire("t", "a", ttl_s=10)
+        assert not await leases.try_acquire("t", "b", ttl_s=10)
+        assert await leases.try_acquire("other", "b", ttl_s=10)  # leases are per thread
+        assert await leases.renew("t", "a", ttl_s=10)
+        await leases.release("t", "b")  # not b's to release
+        assert (await leases.current("t")).holder == "a"
+        await leases.release("t", "a")
+        assert await leases.current("t") is None and await leases.try_acquire("t", "b", ttl_s=10)
+    finally:
+        await store.close()
+
+
+@pytest.mark.anyio
+async def test_an_expired_lease_is_taken_over_and_its_holder_loses_it(tmp_path: Path):
+    store = LibSQLStore(f"file:{tmp_path / 'leases.db'}")
+    await store.open()
+    clock = Clock()
+    leases = ThreadLeases(store, clock_ms=clock)
+    try:
+        assert await leases.try_acquire("t", "killed", ttl_s=5)
+        clock.ms += 4_999
+        assert not await leases.try_acquire("t", "next", ttl_s=5)
+        clock.ms += 1
+        assert await leases.try_acquire("t", "next", ttl_s=5)  # expired: taken over
+        assert not await leases.renew("t", "killed", ttl_s=5)  # the old holder cannot renew it back
+        assert (await leases.current("t")).holder == "next"
+    finally:
+        await store.close()
