@@ -13,6 +13,8 @@
 //     "raw": false,         true: POST with plain fetch + parseJsonEventStream(uiMessageChunkSchema)
 //     "abortAfterChunks": N (optional; abort the request after N chunks -> aborted=true)
 //     "timeoutMs": 30000    (optional; the request is aborted and ok=false after this)
+//     "reconnect": false    true: only call transport.reconnectToStream({chatId}) (useChat's resume)
+//                           and report "reconnected": whether it returned a stream (null on 204)
 //   }
 //
 // stdout: ONE JSON object
@@ -159,7 +161,11 @@ async function main() {
   let chunkStream = null; // ReadableStream of {success, value|error} (raw) or of chunks (transport)
   let rawTextPromise = null;
   try {
-    if (input.raw) {
+    if (input.reconnect) {
+      const transport = new DefaultChatTransport({ api: input.api, fetch: recordingFetch });
+      chunkStream = await transport.reconnectToStream({ chatId, headers, body, metadata: undefined });
+      out.reconnected = chunkStream !== null;
+    } else if (input.raw) {
       // Same request DefaultChatTransport would make (messageId dropped by JSON.stringify if undefined).
       const res = await recordingFetch(input.api, {
         method: 'POST',

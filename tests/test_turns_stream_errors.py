@@ -1,0 +1,132 @@
+"""A stream never dies silently (issue 9.4), on both encoders.
+
+Whatever breaks after the response headers were sent (a provider failure, any other
+exception) ends the stream with an ``error`` chunk and ``[DONE]``, judged on the gateway by
+the real ``ai`` package. Text that UTF-8 cannot encode (a lone surrogate, sent by a client
+or read back from storage) never reaches the wire: the stream completes, with U+FFFD.
+The only fake is at the model boundary: a model that raises a plain exception mid-stream.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.factory import create_app
+from app.llm import ModelRequest, ResolvedModel, TextDelta
+from app.settings import Settings
+from app.streaming.sse import repair_text
+from app.streaming.text_events import INTERNAL_MESSAGE
+from tests.support import LiveApp, run_node, sqlite_rows, user_message
+
+
+class BrokenModel:
+    """Streams two pieces, then fails the way a bug would (not a ModelProviderError)."""
+
+    def resolve(self, mastra_id: str) -> ResolvedModel:
+        return ResolvedModel(mastra_id, "test", "broken", "test/broken", is_local=True)
+
+    async def stream(self, request: ModelRequest):
+        yield TextDelta("half")
+        yield TextDelta(" a reply")
+        raise RuntimeError("a bug after the headers were sent")
+
+
+def data_lines(body: bytes) -> list[str]:
+    text = body.decode("utf-8")  # strict: a lone surrogate could not have been encoded
+    return [line[6:] for line in text.splitlines() if line.startswith("data: ")]
+
+
+def chat_raw(url: str, messages: list, conversation: str, api: str = "/api/chat") -> dict:
+    return run_node("chat_client.mjs", {"api": f"{url}{api}", "messages": messages, "raw": True,
+                                        "body": {"conversationId": conversation}})
+
+
+@pytest.fixture
+def broken_gateway(settings: Settings):
+    with LiveApp(create_app("gateway", settings, llm=BrokenModel())) as server:
+        yield server
+
+
+@pytest.fixture
+def gateway(settings: Settings):
+    with LiveApp(create_app("gateway", settings)) as server:
+        yield server
+
+
+@pytest.fixture
+def studio(settings: Settings):
+    with LiveApp(create_app("studio", settings)) as server:
+        yield server
+
+
+def test_gateway_stream_broken_mid_way_ends_with_an_error_chunk_and_done(broken_gateway, settings: Settings):
+    result = chat_raw(broken_gateway.url, [user_message("b1", "hello")], "broken")
+    assert result["ok"], result["error"]  # the SDK accepted every chunk
+    assert result["errorChunks"] == [INTERNAL_MESSAGE]
+    assert [c["type"] for c in result["chunks"]][-2:] == ["text-end", "error"]
+    assert result["rawText"].rstrip().endswith("data: [DONE]")
+    reply = json.loads(sqlite_rows(settings.resolved_data_dir / "dev-server.db",
+                                   "SELECT content FROM messages WHERE thread_id = 'broken' AND role = 'assistant'")[0][0])
+    assert reply["content"] == "half a reply" and reply["metadata"]["error"]["kind"] == "internal"
+
+
+def test_studio_stream_broken_mid_way_ends_with_an_error_chunk_and_done(settings: Settings):
+    with LiveApp(create_app("studio", settings, llm=BrokenModel())) as studio:
+        response = httpx.post(f"{studio.url}/api/agents/chat-agent/stream", timeout=30,
+                              json={"messages": "hello", "memory": {"thread": "broken-s", "resource": "r"}})
+    assert response.status_code == 200
+    lines = data_lines(response.content)
+    assert lines[-1] == "[DONE]"
+    error = json.loads(lines[-2])
+    assert error["type"] == "error" and error["payload"]["error"] == {"name": "internal", "message": INTERNAL_MESSAGE}
+
+
+def test_a_provider_failure_mid_stream_ends_with_done_on_both_encoders(gateway, studio):
+    result = chat_raw(gateway.url, [user_message("f1", "break [[fail]]")], "fail-g")
+    assert result["ok"] and len(result["errorChunks"]) == 1
+    assert result["rawText"].rstrip().endswith("data: [DONE]")
+    response = httpx.post(f"{studio.url}/api/agents/chat-agent/stream", timeout=30,
+                          json={"messages": "break [[fail]]", "memory": {"thread": "fail-s", "resource": "r"}})
+    lines = data_lines(response.content)
+    assert lines[-1] == "[DONE]" and json.loads(lines[-2])["type"] == "error"
+
+
+LONE = b'{"id":"c","conversationId":"lone","messages":[{"id":"l1","role":"user","parts":[{"type":"text","text":"bad \\ud800 text"}]}]}'
+
+
+def test_a_lone_surrogate_from_the_client_never_kills_the_stream(gateway, settings: Settings):
+    response = httpx.post(f"{gateway.url}/api/chat", content=LONE, headers={"content-type": "application/json"},
+                          timeout=30)
+    assert response.status_code == 200
+    lines = data_lines(response.content)
+    assert lines[-1] == "[DONE]" and not [line for line in lines if '"type":"error"' in line]
+    assert "bad \ufffd text" in "".join(json.loads(line).get("delta", "") for line in lines[:-1])
+    # later turns re-read that message from storage: they must keep working
+    again = chat_raw(gateway.url, [user_message("l2", "what did I say earlier?")], "lone")
+    assert again["ok"] and not again["errorChunks"] and again["rawText"].rstrip().endswith("data: [DONE]")
+    db = settings.resolved_data_dir / "dev-server.db"
+    for (content,) in sqlite_rows(db, "SELECT content FROM messages WHERE thread_id = 'lone' AND role = 'assistant'"):
+        text = json.loads(content)["content"]
+        assert repair_text(text) == text  # the replies were stored repaired
+
+
+def test_a_lone_surrogate_read_back_from_storage_never_kills_the_stream(gateway, studio, settings: Settings):
+    assert chat_raw(gateway.url, [user_message("p1", "hello")], "planted")["ok"]
+    db = settings.resolved_data_dir / "dev-server.db"
+    # text stored before any input boundary repaired it (the JSON escape survives storage)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE messages SET content = ? WHERE id = 'p1'",
+                     ('{"format":2,"parts":[{"type":"text","text":"old \\ud800 text"}],"content":"old \\ud800 text"}',))
+    result = chat_raw(gateway.url, [user_message("p2", "what did I say earlier?")], "planted")
+    assert result["ok"] and not result["errorChunks"], result
+    assert "old \ufffd text" in "".join(c.get("delta", "") for c in result["chunks"])
+    response = httpx.post(f"{studio.url}/api/agents/chat-agent/stream", timeout=30,
+                          json={"messages": "what did I say earlier?", "memory": {"thread": "planted",
+                                                                                  "resource": "ai-chat"}})
+    lines = data_lines(response.content)
+    assert lines[-1] == "[DONE]" and not [line for line in lines if '"type":"error"' in line]
