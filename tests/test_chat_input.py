@@ -14,7 +14,7 @@ import pytest
 from app.factory import create_app
 from app.llm import LiteLLMClient
 from app.settings import Settings
-from tests.support import LiveApp, run_node, sqlite_rows, user_message
+from tests.support import REPO, LiveApp, run_node, sqlite_rows, user_message
 
 GOOD = {"id": "c", "trigger": "submit-message", "messages": [user_message("u1", "hi")]}
 
@@ -155,3 +155,31 @@ def test_a_provider_model_streams_through_litellm_with_a_key(data_dir: Path):
     assert result["ok"], result["error"]
     assert result["chunks"][0]["messageMetadata"]["local"] is False
     assert "".join(p.get("text", "") for p in result["message"]["parts"]) == "Hello from openai"
+
+
+def test_openapi_documents_the_chat_body_as_default_chat_transport_sends_it(settings: Settings):
+    schema = create_app("gateway", settings).openapi()
+    for path in ("/api/chat", "/api/agents/{agent_id}/chat"):
+        body = schema["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        assert body == {"$ref": "#/components/schemas/ChatRequest"}
+    chat_request = schema["components"]["schemas"]["ChatRequest"]
+    assert set(chat_request["properties"]) == {"id", "messages", "trigger", "messageId", "conversationId", "agentId"}
+    assert chat_request["required"] == ["messages"]
+    assert set(schema["components"]["schemas"]["UIMessage"]["required"]) == {"id", "role", "parts"}
+    assert "/api/agents/{agent_id}/chat/{chat_id}/stream" in schema["paths"]
+    studio = create_app("studio", settings).openapi()
+    for route, model in (("stream", "AgentRunBody"), ("generate", "AgentRunBody"),
+                         ("send-message", "SendMessageBody"), ("threads/subscribe", "ThreadRef"),
+                         ("threads/abort", "AbortBody")):
+        body = studio["paths"][f"/api/agents/{{agent_id}}/{route}"]["post"]["requestBody"]
+        assert body["content"]["application/json"]["schema"] == {"$ref": f"#/components/schemas/{model}"}, route
+
+
+def test_streaming_never_imports_the_agents_layer():
+    import ast
+
+    for module in (REPO / "app" / "streaming").glob("*.py"):
+        tree = ast.parse(module.read_text())
+        imported = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module]
+        imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+        assert not [name for name in imported if name.startswith("app.agents")], module

@@ -182,3 +182,13 @@ def test_crash_mid_stream_is_an_error_chunk_and_keeps_the_users_message(gateway,
                        "SELECT id, role, content FROM messages WHERE thread_id = 'crash' ORDER BY created_at, seq")
     assert rows[0][:2] == ("f1", "user")
     assert len(rows) == 2 and json.loads(rows[1][2])["metadata"]["error"]["kind"] == "connection"
+
+
+def test_resume_answers_204_on_both_chat_routes_as_the_sdk_expects(gateway):
+    import httpx
+
+    for api in (f"{gateway.url}/api/chat", f"{gateway.url}/api/agents/docs-agent/chat"):
+        result = run_node("chat_client.mjs", {"api": api, "reconnect": True, "chatId": "c-1"})
+        assert result["ok"], result["error"]
+        assert result["status"] == 204 and result["reconnected"] is False, api
+    assert httpx.get(f"{gateway.url}/api/agents/nobody/chat/c-1/stream").status_code == 404
