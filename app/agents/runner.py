@@ -38,6 +38,7 @@ from app.memory.convert import assistant_message, stored_to_model
 from app.observability import spans
 from app.storage.conversations import Message, Thread
 from app.streaming.sse import repair_text, repair_value
+from app.streaming.text_events import INTERNAL_MESSAGE
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class TurnFailed(Exception):
 
     kind = "internal"
 
-    def __init__(self, message: str = "The reply failed on the server") -> None:
+    def __init__(self, message: str = INTERNAL_MESSAGE) -> None:
         super().__init__(message)
         self.message = message
 
