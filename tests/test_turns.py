@@ -176,3 +176,18 @@ async def test_an_expired_lease_is_taken_over_and_its_holder_loses_it(tmp_path: 
         assert (await leases.current("t")).holder == "next"
     finally:
         await store.close()
+
+
+def test_the_lease_is_renewed_while_a_long_reply_streams(start_server, db: Path):
+    """The reply outlives the lease's expiry many times over; the other process must still
+    wait for it (renewed), not take the thread over half-way."""
+    env = {"DEV_SERVER_TURN_LEASE_S": "1"}
+    gateway, studio = start_server("gateway", env=env), start_server("studio", env=env)
+    body = {"conversationId": "renewed", "messages": [user_message("r1", "a long one [[slower]]")]}
+    with httpx.stream("POST", f"{gateway.url}/api/chat", json=body, timeout=60) as first:
+        lines = first.iter_lines()
+        next(lines)  # streaming for ~4 s from here, four lease lifetimes
+        assert studio_turn(studio, "renewed", "the other process") == 200
+        for _ in lines:
+            pass
+    assert_serialised(db, "renewed")
