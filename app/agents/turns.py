@@ -216,10 +216,8 @@ class TurnStarter:
 
 async def _check_owner(memory: Memory, thread_id: str, resource_id: str) -> None:
     # Checked before waiting for the lease, so a foreign thread id never queues behind its
-    # owner's reply; open_thread checks again inside, where it is authoritative.
-    thread = await memory.store.get_thread(thread_id)
-    if thread is not None and thread.resource_id != resource_id:
-        raise ThreadNotOwned(thread_id)
+    # owner's reply; prepare checks again inside, where it is authoritative.
+    await memory.open_thread(thread_id, resource_id)
 
 
 def _busy(thread_id: str) -> ThreadBusy:

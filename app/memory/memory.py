@@ -129,5 +129,6 @@ class Memory:
         """Store the reply, or overwrite the copy of it already stored under the same id:
         a reply is checkpointed while it streams, and its final save replaces the last
         checkpoint instead of adding a second message."""
+        reply.resource_id = thread.resource_id
         if not await self.store.append_messages(thread.id, [reply]):
             await self.store.replace_message(reply)

@@ -210,9 +210,11 @@ async def send_message(body: SendMessageBody, agent: AgentDep, hub: SignalsDep, 
                        forced: ForcedResource, conversations: ConversationsDep) -> dict[str, Any]:
     contents, metadata = signal_contents(body.message)
     resource_id = _resource(forced, agent, body.resourceId)
-    thread = await conversations.get_thread(body.threadId)
-    if thread is not None and agent.memory is not None and thread.resource_id != resource_id:
-        raise NotFound("Thread not found")
+    if agent.memory is not None:  # refused now, not in the background run
+        try:
+            await agent.memory.open_thread(body.threadId, resource_id)
+        except ThreadNotOwned:
+            raise NotFound("Thread not found") from None
     key = await _hub_key(conversations, hub, agent, body.threadId, forced)
     run_id = body.runId or str(uuid.uuid4())
     stored = input_messages([{"role": "user", "content": contents}], body.threadId, resource_id)
