@@ -283,17 +283,11 @@ def test_wrong_types_in_save_messages_parts_are_a_400(studio: httpx.Client, data
     assert sqlite_rows(db(data_dir), "SELECT count(*) FROM messages WHERE id = ?", (message_id,)) == [(0,)]
 
 
-_AGENT_PARTS_500 = pytest.mark.xfail(strict=True, reason="agents.py _prepare -> agent_input.input_messages: "
-                                     "wrong part types raise TypeError/AttributeError (500); owner of "
-                                     "app/api/studio/agents.py + agent_input.py")
-
-
 @pytest.mark.parametrize("messages", [
-    pytest.param([{"role": "user", "content": [{"type": "text", "text": 5}]}], id="text-int", marks=_AGENT_PARTS_500),
+    pytest.param([{"role": "user", "content": [{"type": "text", "text": 5}]}], id="text-int"),
     pytest.param([{"role": "user", "content": [7]}], id="content-scalar"),
-    pytest.param([{"role": "user", "parts": "x"}], id="parts-string", marks=_AGENT_PARTS_500),
-    pytest.param([{"role": "user", "parts": [{"type": "text", "text": ["a"]}]}], id="text-list",
-                 marks=_AGENT_PARTS_500),
+    pytest.param([{"role": "user", "parts": "x"}], id="parts-string"),
+    pytest.param([{"role": "user", "parts": [{"type": "text", "text": ["a"]}]}], id="text-list"),
     pytest.param([{"role": 3, "content": "x"}], id="role-int"),
 ])
 def test_wrong_types_in_agent_message_parts_are_a_400(studio: httpx.Client, messages: list) -> None:

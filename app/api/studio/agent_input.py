@@ -121,12 +121,28 @@ def input_messages(messages: str | list[Any], thread_id: str, resource_id: str) 
             item = {"role": "user", "content": item}
         if not isinstance(item, dict) or item.get("role") not in ROLES:
             raise BadRequest("Invalid request body", [{"field": f"{field}.role", "message": f"must be one of {ROLES}"}])
+        key = "parts" if "parts" in item else "content"
         try:
-            parts = [ui_part_to_stored(p) for p in item["parts"]] if "parts" in item else to_parts(item.get("content"))
+            parts = _checked([ui_part_to_stored(p) for p in _part_list(item["parts"])] if key == "parts"
+                             else to_parts(item.get("content")))
         except (ValueError, TypeError, KeyError) as exc:
-            raise BadRequest("Invalid request body", [{"field": f"{field}.content", "message": str(exc)}]) from None
+            raise BadRequest("Invalid request body", [{"field": f"{field}.{key}", "message": str(exc)}]) from None
         message_id = item.get("id") if isinstance(item.get("id"), str) and item.get("id") else str(uuid.uuid4())
         stored.append(Message(id=message_id, thread_id=thread_id, resource_id=resource_id, role=item["role"],
                               content={"format": 2, "parts": parts, "content": flat_text(parts)},
                               created_at=stamps[index]))
     return stored
+
+
+def _part_list(parts: Any) -> list[dict[str, Any]]:
+    if not isinstance(parts, list) or not all(isinstance(p, dict) for p in parts):
+        raise ValueError("parts must be a list of objects")
+    return parts
+
+
+def _checked(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Parts whose text the model and storage can read: a text part's ``text`` is a string."""
+    for part in parts:
+        if part.get("type") == "text" and not isinstance(part.get("text"), str):
+            raise ValueError("a text part needs a string 'text'")
+    return parts
