@@ -27,7 +27,7 @@ from tests.support import LiveApp, run_node, sqlite_rows, user_message
 class BrokenModel:
     """Streams two pieces, then fails the way a bug would (not a ModelProviderError)."""
 
-    def resolve(self, mastra_id: str) -> ResolvedModel:
+    async def resolve(self, mastra_id: str) -> ResolvedModel:
         return ResolvedModel(mastra_id, "test", "broken", "test/broken", is_local=True)
 
     async def stream(self, request: ModelRequest):
