@@ -254,7 +254,8 @@ def test_with_auth_every_route_stays_inside_the_principals_resource(authed):
 
 def check_isolation(authed, alice: httpx.Client, bob: httpx.Client) -> None:
     assert httpx.get(f"{authed.url}/api/memory/threads").status_code == 401
-    assert httpx.get(f"{authed.url}/api/auth/capabilities").json()["enabled"] is True
+    assert httpx.get(f"{authed.url}/api/auth/capabilities").status_code == 401  # only /health and files are public
+    assert alice.get("/api/auth/capabilities").json()["enabled"] is True
 
     made = alice.post("/api/memory/threads?agentId=chat-agent", json={"resourceId": "user:bob", "threadId": "a1"})
     assert made.json()["resourceId"] == "user:alice"  # a spoofed resource is ignored
