@@ -150,15 +150,7 @@ def create_app(
 
     app = FastAPI(title=f"dev-server {role}", version=__version__, lifespan=lifespan,
                   docs_url="/docs", redoc_url=None, openapi_url="/openapi.json")
-    app.state.services = services
-    # Still read by route modules that have not moved to app.api.deps yet; each goes away
-    # with its last reader.
-    app.state.storage = storage
-    app.state.conversations = conversations
-    app.state.agents = registry
-    app.state.runner = runner
-    app.state.authenticator = authenticator
-    app.state.signals = signals
+    app.state.services = services  # the one thing on app.state; handlers read it through app.api.deps
 
     install_error_handlers(app)
     app.openapi = partial(_openapi, app, FastAPI.openapi)

@@ -73,7 +73,7 @@ def seeded(data_dir: Path):
     app = studio_app(Settings(data_dir=data_dir, telemetry=False))
     with LiveApp(app) as server:
         seed(server.url)
-        server.store = app.state.storage.domain("observability")
+        server.store = app.state.services.storage.domain("observability")
         server.sql = lambda q: server.store.run_blocking(lambda con: con.execute(q).fetchall())
         with httpx.Client(base_url=server.url + API) as client:
             server.client = client
@@ -269,7 +269,7 @@ def test_metrics_are_scoped_to_the_callers_resource(data_dir: Path):
 def test_real_agent_turns(data_dir: Path):
     app = studio_app(Settings(data_dir=data_dir))
     with LiveApp(app) as server, httpx.Client(base_url=server.url, timeout=60) as client:
-        store = app.state.storage.domain("observability")
+        store = app.state.services.storage.domain("observability")
         usage = []
         for text, thread in (("hi", "t1"), ("hello there", "t1"), ("one two three four", "t2")):
             reply = client.post("/api/agents/chat-agent/generate",

@@ -52,7 +52,7 @@ def studio_app(settings: Settings):
 def studio(settings: Settings):
     app = studio_app(settings)
     with LiveApp(app) as server:
-        server.store = app.state.storage.domain("observability")
+        server.store = app.state.services.storage.domain("observability")
         yield server
 
 

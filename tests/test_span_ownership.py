@@ -25,7 +25,7 @@ TOKENS = "ta=alice,tb=bob"
 def secured(data_dir: Path):
     app = studio_app(Settings(data_dir=data_dir, telemetry=False, auth_tokens=TOKENS))
     with LiveApp(app) as server:
-        server.store = app.state.storage.domain("observability")
+        server.store = app.state.services.storage.domain("observability")
         yield server
 
 

@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends
-from starlette.requests import HTTPConnection, Request
 
 from app.agents.registry import RegisteredAgent
-from app.api.deps import AgentsDep, ForcedResource, MastraQuery, get_forced_resource
+from app.api.deps import AgentsDep, ForcedResource, MastraQuery
 from app.errors import NotFound
 from app.storage.conversations import Thread
 
@@ -99,21 +98,3 @@ def effective_resource(forced: str | None, agent: RegisteredAgent | None, reques
 def visible(thread: Thread | None, resource: str | None) -> Thread:
     """The thread, if it exists and (when a resource is in force) belongs to it."""
     return Scope(resource).visible(thread)
-
-
-# -- for route modules not yet on dependencies (agents, observability, metrics) -------------
-
-
-async def forced_resource(request: HTTPConnection) -> str | None:
-    return get_forced_resource(request)
-
-
-def agent_or_404(request: Request, agent_id: str) -> RegisteredAgent:
-    agent = request.app.state.services.agents.get(agent_id)
-    if agent is None:
-        raise NotFound(f"Agent with id {agent_id} not found")
-    return agent
-
-
-def optional_agent(request: Request, agent_id: str | None) -> RegisteredAgent | None:
-    return request.app.state.services.agents.get(agent_id) if agent_id else None
