@@ -85,6 +85,16 @@ class Memory:
             raise ThreadNotOwned(thread_id)
         return thread
 
+    async def ensure_thread(self, thread_id: str, resource_id: str) -> Thread:
+        """``open_thread``, and the thread written now if it is new: for a run accepted now
+        and started later (the Studio's send-message re-reads the thread at once)."""
+        thread = await self.open_thread(thread_id, resource_id)
+        if not thread.created_at:
+            thread = await self.store.ensure_thread(thread.id, thread.resource_id, agent_id=self.agent_id)
+            if thread.resource_id != resource_id:  # created elsewhere meanwhile
+                return await self.open_thread(thread_id, resource_id)
+        return thread
+
     async def record_turn(self, thread: Thread, incoming: list[Message]) -> list[str]:
         """Store what the thread lacks, by the rules of the module docstring, in one
         transaction; returns the ids stored."""

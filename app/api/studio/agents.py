@@ -210,9 +210,9 @@ async def send_message(body: SendMessageBody, agent: AgentDep, hub: SignalsDep, 
                        forced: ForcedResource, conversations: ConversationsDep) -> dict[str, Any]:
     contents, metadata = signal_contents(body.message)
     resource_id = _resource(forced, agent, body.resourceId)
-    if agent.memory is not None:  # refused now, not in the background run
+    if agent.memory is not None:  # refused now, not in the background run; and it exists once accepted
         try:
-            await agent.memory.open_thread(body.threadId, resource_id)
+            await agent.memory.ensure_thread(body.threadId, resource_id)
         except ThreadNotOwned:
             raise NotFound("Thread not found") from None
     key = await _hub_key(conversations, hub, agent, body.threadId, forced)
