@@ -49,6 +49,23 @@ AGENT_IDS = [definition.id for definition in DEFINITIONS]
 NOT_YET_IMPLEMENTED: set[str] = set()
 
 
+def judge(label: str, response, server_errors: Counter) -> str | None:
+    """What is wrong with one answer (counting 5xx), or None: the fuzz's only check."""
+    if response.status_code >= 500:
+        server_errors[label] += 1
+        if response.status_code == 501 and label in NOT_YET_IMPLEMENTED:
+            return None
+        return f"{label}: {response.status_code}"
+    if response.status_code >= 400:
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not is_error_body(body):
+            return f"{label}: {response.status_code} without a JSON error body"
+    return None
+
+
 def is_error_body(body: object) -> bool:
     """The two error shapes of the contract: ``{"error"}``, and the trace-query family's
     ``{"code", "message"}`` (STUDIO-REST.md section 1)."""
@@ -140,18 +157,9 @@ def _fuzz(base_url: str, role: str) -> tuple[int, Counter, list[str]]:
             return
         sent += 1
         with response:
-            if response.status_code >= 500:
-                server_errors[label] += 1
-                if response.status_code == 501 and label in NOT_YET_IMPLEMENTED:
-                    return
-                failures.append(f"{label}: {response.status_code} for {case.as_curl_command()[:4000]}")
-            elif response.status_code >= 400:
-                try:
-                    body = response.json()
-                except ValueError:
-                    body = None
-                if not is_error_body(body):
-                    failures.append(f"{label}: {response.status_code} without a JSON error body")
+            problem = judge(label, response, server_errors)
+            if problem:
+                failures.append(f"{problem} for {case.as_curl_command()[:4000]}")
 
     for result in schema.get_all_operations():
         operation = result.ok()
@@ -233,17 +241,9 @@ def _fuzz_hostile(base_url: str, role: str) -> tuple[int, Counter, list[str]]:
             return
         sent += 1
         with response:
-            if response.status_code >= 500:
-                server_errors[label] += 1
-                if not (response.status_code == 501 and label in NOT_YET_IMPLEMENTED):
-                    failures.append(f"{label}: {response.status_code} for {url[:300]} body {str(data)[:300]}")
-            elif response.status_code >= 400:
-                try:
-                    body = response.json()
-                except ValueError:
-                    body = None
-                if not is_error_body(body):
-                    failures.append(f"{label}: {response.status_code} without a JSON error body")
+            problem = judge(label, response, server_errors)
+            if problem:
+                failures.append(f"{problem} for {url[:300]} body {str(data)[:300]}")
 
     for path, operations in schema["paths"].items():
         for method, operation in operations.items():
