@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     telemetry: bool = Field(True, description="Record spans and logs of agent runs")
     telemetry_queue_size: int = Field(10_000, ge=100, description="Spans (and logs) kept while the receiver is down")
     trace_retention_days: int | None = Field(None, ge=1, description="Drop spans and logs older than this (studio)")
+    studio_url: str | None = Field(
+        None, description="Where the gateway reaches the studio's OTLP receivers (default http://<host>:<studio port>)"
+    )
     # The standard OpenTelemetry variables, read here so nothing else reads the environment:
     # when one is set, the gateway's exporters use it instead of the studio's receiver.
     otel_endpoint: str | None = Field(None, validation_alias="OTEL_EXPORTER_OTLP_ENDPOINT")

@@ -113,5 +113,5 @@ def test_compose_runs_each_role_from_this_image_with_matching_checks():
         assert service["volumes"] == ["data:/data"]
     assert "data" in compose["volumes"]
     gateway = services["gateway"]
-    assert gateway["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"] == f"http://studio:{defaults.studio_port}"
+    assert gateway["environment"]["DEV_SERVER_STUDIO_URL"] == f"http://studio:{defaults.studio_port}"
     assert gateway["depends_on"]["studio"]["condition"] == "service_healthy"

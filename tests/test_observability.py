@@ -152,6 +152,39 @@ def test_the_standard_otlp_variable_points_the_gateway_elsewhere(start_server):
     assert any(b"agent run: 'chat-agent'" in body for body in received), [len(b) for b in received]
 
 
+
+def test_with_auth_the_gateway_reaches_its_studio_url_with_the_service_token(start_server):
+    """Docker compose: the studio is not on localhost; DEV_SERVER_STUDIO_URL names it, and the
+    gateway's exporter still authenticates as the service principal there."""
+    from app.auth import service_token
+
+    tokens = "ta=alice"
+    seen: list[str | None] = []
+    studio = FastAPI()
+
+    @studio.post("/v1/traces")
+    async def traces(request: Request):
+        seen.append(request.headers.get("authorization"))
+        return {}
+
+    @studio.post("/v1/logs")
+    async def logs(request: Request):
+        return {}
+
+    with LiveApp(studio) as other:
+        gateway = start_server("gateway", env={"DEV_SERVER_STUDIO_URL": other.url + "/",
+                                               "DEV_SERVER_AUTH_TOKENS": tokens})
+        with httpx.stream("POST", f"{gateway.url}/api/chat", timeout=30, headers={"authorization": "Bearer ta"},
+                          json={"id": "c", "conversationId": "via-url",
+                                "messages": [user_message("via-url-1", "hello")]}) as response:
+            assert response.status_code == 200
+            response.read()
+        deadline = time.monotonic() + 20
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert seen and set(seen) == {f"Bearer {service_token(tokens)}"}
+
+
 # ---------------------------------------------------------------- the trace query contract
 
 def otlp_span(trace: str, span: str, start_s: int, *, parent: str = "", ms: int = 100, **mastra: str) -> dict:

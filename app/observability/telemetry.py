@@ -70,7 +70,7 @@ def _otlp_exports(settings: Settings):
     from opentelemetry.sdk._logs.export import LogRecordExportResult
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    base = f"http://{settings.host}:{settings.studio_port}"
+    base = (settings.studio_url or f"http://{settings.host}:{settings.studio_port}").rstrip("/")
     traces = None if settings.otel_traces_endpoint or settings.otel_endpoint else f"{base}/v1/traces"
     logs = None if settings.otel_logs_endpoint or settings.otel_endpoint else f"{base}/v1/logs"
     # With auth on, the studio's receivers want a principal like every other route.
