@@ -32,8 +32,7 @@ from app.agents.runner import TurnRunner
 from app.agents.signals import ThreadHub
 from app.api import chat, health, otlp
 from app.api.cors import CorsPolicy, LocalCORS
-from app.api.deps import Services
-from app.api.health import Readiness
+from app.api.deps import Readiness, Services
 from app.api.studio import agents as agent_routes
 from app.api.studio import memory, observability, shell
 from app.api.studio import metrics as metric_routes
@@ -146,7 +145,7 @@ def create_app(
     # What every handler gets, through app.api.deps.
     services = Services(role=role, settings=settings, storage=storage, conversations=conversations,
                         agents=registry, runner=runner, signals=signals, auth_enabled=authenticator is not None,
-                        extras={"readiness": readiness})
+                        readiness=readiness)
 
     app = FastAPI(title=f"dev-server {role}", version=__version__, lifespan=lifespan,
                   docs_url="/docs", redoc_url=None, openapi_url="/openapi.json")

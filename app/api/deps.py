@@ -32,6 +32,28 @@ from app.storage.leases import ThreadLeases
 
 
 @dataclass
+class Readiness:
+    """The model warm-up of one process, as the factory's lifespan reports it."""
+
+    ready: bool = False
+    seconds: float | None = None
+    error: str | None = None
+
+    def done(self, seconds: float) -> None:
+        self.ready, self.seconds = True, seconds
+
+    def failed(self, error: str, seconds: float) -> None:
+        self.ready, self.seconds, self.error = True, seconds, error
+
+    def report(self) -> dict[str, Any]:
+        """What it adds to ``/health``'s ``models`` (whose ``ready`` is the model layer's own)."""
+        report: dict[str, Any] = {"warmUpSeconds": self.seconds}
+        if self.error is not None:
+            report["warmUpError"] = self.error
+        return report
+
+
+@dataclass
 class Services:
     """The long-lived parts of one process, shared by every request."""
 
@@ -44,7 +66,7 @@ class Services:
     signals: ThreadHub
     auth_enabled: bool = False
     telemetry: Any = None  # set by the lifespan when telemetry is on
-    extras: dict[str, Any] = field(default_factory=dict)
+    readiness: Readiness = field(default_factory=Readiness)  # the model warm-up, for /health
     turns: TurnStarter = field(init=False)  # the one way a turn starts (app.agents.turns)
 
     def __post_init__(self) -> None:

@@ -9,7 +9,6 @@ banner and ``python -m app health`` (the Docker HEALTHCHECK) wait for ``"ok"``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter
@@ -21,32 +20,10 @@ from app.llm import litellm_ready
 router = APIRouter()
 
 
-@dataclass
-class Readiness:
-    """The model warm-up of one process, as the factory's lifespan reports it."""
-
-    ready: bool = False
-    seconds: float | None = None
-    error: str | None = None
-
-    def done(self, seconds: float) -> None:
-        self.ready, self.seconds = True, seconds
-
-    def failed(self, error: str, seconds: float) -> None:
-        self.ready, self.seconds, self.error = True, seconds, error
-
-    def report(self) -> dict[str, Any]:
-        """What it adds to ``/health``'s ``models`` (whose ``ready`` is the model layer's own)."""
-        report: dict[str, Any] = {"warmUpSeconds": self.seconds}
-        if self.error is not None:
-            report["warmUpError"] = self.error
-        return report
-
-
 @router.get("/health")
 async def health(services: ServicesDep) -> dict[str, Any]:
     storage = services.storage
-    readiness: Readiness = services.extras.get("readiness") or Readiness(ready=litellm_ready())
+    readiness = services.readiness
     return {
         "status": "unavailable" if not storage.default.is_open else "ok" if readiness.ready else "starting",
         "role": services.role,
