@@ -1,4 +1,5 @@
 from app.agents.definition import AgentDefinition
+from app.agents.tools import calculator
 from app.memory.memory import Memory, MemoryOptions
 
 definition = AgentDefinition(
@@ -8,4 +9,5 @@ definition = AgentDefinition(
     instructions="You are a helpful assistant. Answer briefly and use what the user told you earlier.",
     model="openai/gpt-4o-mini",
     memory=lambda: Memory(MemoryOptions(last_messages=10)),
+    tools=(calculator,),
 )

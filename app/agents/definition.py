@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from app.agents.tools import Tool
 from app.memory.memory import Memory
 
 DEFAULT_RESOURCE = "ai-chat"
@@ -14,6 +15,8 @@ class AgentDefinition:
 
     ``memory`` is a factory, called once per process when the agent is registered; an
     agent without one has no memory at all: nothing is stored and no thread is created.
+    ``tools`` are offered to the model every step; a turn runs at most ``max_steps`` model
+    calls (a step whose model calls tools is followed by one that sees their results).
     """
 
     id: str
@@ -23,3 +26,5 @@ class AgentDefinition:
     description: str = ""
     memory: Callable[[], Memory] | None = None
     resource: str = DEFAULT_RESOURCE
+    tools: tuple[Tool, ...] = ()
+    max_steps: int = 5

@@ -30,14 +30,16 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span
 
+from app.agents.events import LoopEvent, StepFinish
+from app.agents.loop import ReplyParts, run_steps
 from app.agents.registry import RegisteredAgent
 from app.clock import now_iso
-from app.llm import Finish, LLMClient, ModelProviderError, ModelRequest, ResolvedModel, TextDelta
+from app.llm import Finish, LLMClient, ModelProviderError, ResolvedModel
 from app.llm.content import for_trace
-from app.memory.convert import assistant_message, stored_to_model
+from app.memory.convert import assistant_message, to_model_messages
 from app.observability import spans
 from app.storage.conversations import Message, Thread
-from app.streaming.sse import repair_text, repair_value
+from app.streaming.sse import repair_value
 from app.streaming.text_events import INTERNAL_MESSAGE
 
 log = logging.getLogger(__name__)
@@ -69,8 +71,9 @@ class Turn:
     run_id: str = field(default_factory=new_id)
     user_message_id: str | None = None
     # filled in while running
-    text: str = ""
+    reply: ReplyParts = field(default_factory=ReplyParts)
     finish: Finish | None = None
+    last_step: StepFinish | None = None
     error: ModelProviderError | TurnFailed | None = None
     interrupted: bool = False
     checkpointed: bool = False  # a partial copy of the reply is stored
@@ -78,6 +81,10 @@ class Turn:
     span: Span = trace.INVALID_SPAN
     trace_context: Context | None = None
     ids: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return self.reply.text
 
     def reply_metadata(self) -> dict[str, Any]:
         metadata: dict[str, Any] = {"modelId": self.model.model_id, "provider": self.model.provider,
@@ -119,7 +126,7 @@ class TurnRunner:
         user_text = _last_user_text(incoming, client_context)
         root = spans.start(self.tracer, f"agent run: '{agent.id}'", "agent_run", ids, input=user_text,
                            attributes={"conversationId": thread_id, "instructions": agent.definition.instructions,
-                                       "availableTools": []})
+                                       "availableTools": [tool.name for tool in agent.definition.tools]})
         context = trace.set_span_in_context(root)
         try:
             if memory is None:
@@ -133,7 +140,7 @@ class TurnRunner:
                                  attributes={"lastMessages": memory.options.last_messages}) as load:
                     window = await memory.window(thread.id, len(stored))
                     spans.set_output(load, {"messages": len(window), "stored": stored})
-                history = [m for m in map(stored_to_model, window) if m]
+                history = to_model_messages(window)
                 turn = Turn(agent, model, system + history, thread=thread, resource_id=resource_id,
                             user_message_id=incoming[-1].id, run_id=run_id)
         except BaseException as exc:
@@ -147,8 +154,8 @@ class TurnRunner:
             log.info("agent run started", extra=ids)
         return turn
 
-    async def run(self, turn: Turn, *, checkpoint_every_s: float | None = None) -> AsyncIterator[TextDelta | Finish]:
-        """The model's events; the reply is stored however the stream ends.
+    async def run(self, turn: Turn, *, checkpoint_every_s: float | None = None) -> AsyncIterator[LoopEvent]:
+        """The turn's events (``app.agents.events``); the reply is stored however the stream ends.
 
         With ``checkpoint_every_s``, the partial reply is also stored while streaming,
         whenever that long has passed since the turn's last write.
@@ -158,23 +165,29 @@ class TurnRunner:
                                  parent=turn.trace_context, input={"messages": for_trace(turn.context)},
                                  attributes={"model": model.model_id, "provider": model.provider,
                                              "streaming": True, "parameters": {}, "local": model.is_local})
-        step = spans.start(self.tracer, "step: 0", "model_step", turn.ids,
-                           parent=trace.set_span_in_context(generation))
-        stream = self.llm.stream(ModelRequest(model=model, messages=turn.context))
-        pieces: list[str] = []
+        steps: list[Span] = []
+
+        def on_step(index: int) -> None:
+            if steps:
+                spans.finish(steps[-1], attributes={"stepIndex": index - 1, "finishReason": "tool-calls"})
+            steps.append(spans.start(self.tracer, f"step: {index}", "model_step", turn.ids,
+                                     parent=trace.set_span_in_context(generation)))
+
+        definition = turn.agent.definition
+        stream = run_steps(self.llm, model, turn.context, definition.tools, definition.max_steps, turn.reply,
+                           on_step)
         last_write = time.monotonic()  # prepare stored the input just before
         turn.interrupted = True  # until the stream ends on its own
         save_error: Exception | None = None
         try:
             async for event in stream:
-                if isinstance(event, TextDelta):
-                    event = TextDelta(repair_text(event.text))
-                    pieces.append(event.text)
-                    if checkpoint_every_s is not None and time.monotonic() - last_write >= checkpoint_every_s:
-                        await self._checkpoint(turn, "".join(pieces))
-                        last_write = time.monotonic()
-                else:
+                if isinstance(event, Finish):
                     turn.finish = event
+                elif isinstance(event, StepFinish):
+                    turn.last_step = event
+                elif checkpoint_every_s is not None and time.monotonic() - last_write >= checkpoint_every_s:
+                    await self._checkpoint(turn)
+                    last_write = time.monotonic()
                 yield event
             turn.interrupted = False
         except ModelProviderError as exc:
@@ -186,12 +199,11 @@ class TurnRunner:
             turn.error, turn.interrupted = TurnFailed(), False
             raise turn.error from exc
         finally:
-            turn.text = "".join(pieces)
             # Shielded: on a client disconnect this scope is already cancelled, and the
             # reply must still be closed out and saved.
             with anyio.CancelScope(shield=True):
                 await stream.aclose()
-                self._finish_model_spans(turn, generation, step)
+                self._finish_model_spans(turn, generation, steps)
                 try:
                     with spans.child(self.tracer, "memory: save reply", "memory_operation", turn.ids,
                                      turn.trace_context):
@@ -204,14 +216,18 @@ class TurnRunner:
         if save_error is not None:  # reached only when the stream itself ended cleanly
             raise TurnFailed("The reply could not be saved") from save_error
 
-    def _finish_model_spans(self, turn: Turn, generation: Span, step: Span) -> None:
+    def _finish_model_spans(self, turn: Turn, generation: Span, steps: list[Span]) -> None:
         usage = ({"inputTokens": turn.finish.usage.input_tokens, "outputTokens": turn.finish.usage.output_tokens}
                  if turn.finish else None)
         reason = turn.finish.finish_reason if turn.finish else ("error" if turn.error else "other")
-        step_attributes = {"stepIndex": 0, "usage": usage, "finishReason": reason}
+        step_attributes = {"stepIndex": max(0, len(steps) - 1), "usage": usage, "finishReason": reason}
         if turn.interrupted:
             step_attributes["interrupted"] = True
-        spans.finish(step, attributes=step_attributes, error=turn.error, error_kind=turn.error and turn.error.kind)
+        if not steps:  # the model failed before its first event
+            steps.append(spans.start(self.tracer, "step: 0", "model_step", turn.ids,
+                                     parent=trace.set_span_in_context(generation)))
+        spans.finish(steps[-1], attributes=step_attributes, error=turn.error,
+                     error_kind=turn.error and turn.error.kind)
         spans.finish(generation, output={"text": turn.text}, error=turn.error,
                      error_kind=turn.error and turn.error.kind,
                      attributes={"model": turn.model.model_id, "provider": turn.model.provider, "streaming": True,
@@ -231,30 +247,30 @@ class TurnRunner:
     async def _save_reply(self, turn: Turn) -> None:
         if turn.thread is None or turn.agent.memory is None:
             return
-        if not turn.text and (turn.interrupted or turn.error):
+        if turn.reply.empty and (turn.interrupted or turn.error):
             return  # nothing was generated; the user's message is already stored
-        reply = self._reply(turn, turn.text, turn.reply_metadata())
+        reply = self._reply(turn, turn.reply_metadata())
         if turn.checkpointed:
             await turn.agent.memory.upsert_reply(turn.thread, reply)
         else:
             await turn.agent.memory.save_reply(turn.thread, reply)
 
-    async def _checkpoint(self, turn: Turn, text: str) -> None:
+    async def _checkpoint(self, turn: Turn) -> None:
         """Store the reply so far, marked interrupted until the final save says otherwise.
         A failed checkpoint costs only durability, never the stream: logged and skipped."""
         if turn.thread is None or turn.agent.memory is None:
             return
         metadata = {**turn.reply_metadata(), "interrupted": True}
         try:
-            await turn.agent.memory.upsert_reply(turn.thread, self._reply(turn, text, metadata))
+            await turn.agent.memory.upsert_reply(turn.thread, self._reply(turn, metadata))
             turn.checkpointed = True
         except Exception as exc:
             log.warning("checkpoint of the reply failed: %s", exc, extra=turn.ids)
 
-    def _reply(self, turn: Turn, text: str, metadata: dict[str, Any]) -> Message:
+    def _reply(self, turn: Turn, metadata: dict[str, Any]) -> Message:
         thread = turn.thread or Thread("", "")
         return assistant_message(turn.reply_id, thread.id, turn.resource_id or thread.resource_id,
-                                 text, now_iso(), metadata)
+                                 turn.reply.snapshot(), now_iso(), metadata)
 
 
 def _last_user_text(incoming: list[Message], client_context: list[dict[str, Any]]) -> str:

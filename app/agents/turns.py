@@ -34,8 +34,8 @@ from app.agents.registry import RegisteredAgent
 from app.agents.runner import Turn, TurnRunner
 from app.clock import spaced_iso
 from app.errors import ApiError
-from app.llm import Finish, TextDelta
-from app.memory.convert import stored_to_model
+from app.agents.events import LoopEvent
+from app.memory.convert import to_model_messages
 from app.memory.memory import Memory, ThreadNotOwned
 from app.storage.conversations import Message
 from app.storage.errors import StorageBusy
@@ -58,7 +58,7 @@ class LiveTurn:
     which saves the reply, and then lets the next turn on the thread in.
     """
 
-    def __init__(self, turn: Turn, first: TextDelta | Finish, events: AsyncIterator[TextDelta | Finish],
+    def __init__(self, turn: Turn, first: LoopEvent, events: AsyncIterator[LoopEvent],
                  release: Callable[[], Awaitable[None]]) -> None:
         self.turn = turn
         self.first = first
@@ -69,7 +69,7 @@ class LiveTurn:
     def __aiter__(self) -> LiveTurn:
         return self
 
-    async def __anext__(self) -> TextDelta | Finish:
+    async def __anext__(self) -> LoopEvent:
         if self._closed:
             raise StopAsyncIteration
         try:
@@ -139,7 +139,7 @@ class TurnStarter:
         """
         memory = agent.memory if thread_id is not None else None
         if memory is None or thread_id is None:
-            context = [m for m in map(stored_to_model, incoming) if m]
+            context = to_model_messages(incoming)
             turn = await self.runner.prepare(agent, thread_id=None, resource_id=resource_id, incoming=[],
                                              client_context=context, run_id=run_id)
             return await self._begin(turn, _nothing)

@@ -19,6 +19,8 @@ from fastapi import APIRouter, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.background import BackgroundTask
 
+from app.agents.events import (EdgeEvent, ErrorEvent, StepFinish, StepStart, TextEnd, TextStart, ToolCallEvent,
+                               ToolErrorEvent, ToolResultEvent, edge_events)
 from app.agents.registry import DEFAULT_AGENT_ID, RegisteredAgent
 from app.agents.runner import Turn, new_id
 from app.agents.turns import LiveTurn, TurnStarter
@@ -26,13 +28,13 @@ from app.api.chat_request import ChatRequest
 from app.api.deps import AgentDep, AgentsDep, ForcedResource, TurnsDep
 from app.clock import spaced_iso
 from app.errors import NotFound, upstream
-from app.llm import Finish, ModelProviderError
+from app.llm import Finish, ModelProviderError, TextDelta
 from app.memory.convert import ui_to_stored
 from app.memory.memory import ThreadNotOwned
 from app.storage.conversations import Message
 from app.streaming import ui_chunks as ui
 from app.streaming.sse import DONE, UI_STREAM_HEADERS, encode
-from app.streaming.text_events import stream_error, text_events
+from app.streaming.text_events import stream_error
 
 router = APIRouter(tags=["chat"])
 
@@ -101,27 +103,50 @@ async def _frames(live: LiveTurn) -> AsyncIterator[ServerSentEvent]:
         return ServerSentEvent(data=chunk if isinstance(chunk, str) else encode(chunk), id=str(count), sep="\n")
 
     turn = live.turn
-    text_id = f"text-{turn.reply_id}"
     try:
         yield frame(ui.start(turn.reply_id, _start_metadata(turn)))
-        yield frame(ui.start_step())
-        async for kind, *value in text_events(live.first, live):
-            if kind == "text-start":
-                yield frame(ui.text_start(text_id))
-            elif kind == "text-delta":
-                yield frame(ui.text_delta(text_id, value[0]))
-            elif kind == "text-end":
-                yield frame(ui.text_end(text_id))
-            elif kind == "finish":
-                yield frame(ui.finish_step())
-                yield frame(ui.finish(value[0].finish_reason, _finish_metadata(value[0])))
-            else:
-                yield frame(ui.error(value[0].message))
+        text_id = _text_id(turn, 0)
+        async for event in edge_events(live.first, live):
+            if isinstance(event, TextStart):
+                text_id = _text_id(turn, event.step)
+            for chunk in _ui_chunks(event, text_id):
+                yield frame(chunk)
     except Exception as exc:  # this encoder itself broke: still say so, and end the stream
         yield frame(ui.error(stream_error(exc).message))
     finally:
         await live.aclose()
     yield frame(DONE)
+
+
+def _text_id(turn: Turn, step: int) -> str:
+    """A text part per step: ``text-<reply id>`` for the first, ``-<step>`` appended after."""
+    return f"text-{turn.reply_id}" if step == 0 else f"text-{turn.reply_id}-{step}"
+
+
+def _ui_chunks(event: EdgeEvent, text_id: str) -> list[dict[str, Any]]:
+    """The AI SDK chunks of one turn event."""
+    match event:
+        case StepStart():
+            return [ui.start_step()]
+        case TextStart():
+            return [ui.text_start(text_id)]
+        case TextDelta(text=text):
+            return [ui.text_delta(text_id, text)]
+        case TextEnd():
+            return [ui.text_end(text_id)]
+        case ToolCallEvent(call_id=call_id, name=name, input=input):
+            return [ui.tool_input_start(call_id, name), ui.tool_input_available(call_id, name, input)]
+        case ToolResultEvent(call_id=call_id, output=output):
+            return [ui.tool_output_available(call_id, output)]
+        case ToolErrorEvent(call_id=call_id, error=error):
+            return [ui.tool_output_error(call_id, error)]
+        case StepFinish():
+            return [ui.finish_step()]
+        case Finish():
+            return [ui.finish(event.finish_reason, _finish_metadata(event))]
+        case ErrorEvent(error=error):
+            return [ui.error(error.message)]
+    return []
 
 
 def _start_metadata(turn: Turn) -> dict[str, Any]:

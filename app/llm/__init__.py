@@ -8,7 +8,7 @@ from app.llm.client import LiteLLMClient, LLMClient
 from app.llm.errors import ModelProviderError, translate
 from app.llm.models import ModelResolver, split_model_id
 from app.llm.offline import ensure_litellm, litellm_ready, prepare_litellm
-from app.llm.types import Finish, ModelRequest, ResolvedModel, TextDelta, Usage
+from app.llm.types import Finish, ModelRequest, ResolvedModel, TextDelta, ToolCall, Usage
 
 __all__ = [
     "Finish",
@@ -19,6 +19,7 @@ __all__ = [
     "ModelResolver",
     "ResolvedModel",
     "TextDelta",
+    "ToolCall",
     "Usage",
     "ensure_litellm",
     "litellm_ready",

@@ -42,7 +42,7 @@ from app.llm.errors import ModelProviderError, translate
 from app.llm.models import ModelResolver
 from app.llm.offline import ensure_litellm, litellm_ready
 from app.llm.tokens import count_tokens
-from app.llm.types import Finish, ModelRequest, ResolvedModel, TextDelta, Usage
+from app.llm.types import Finish, ModelRequest, ResolvedModel, TextDelta, ToolCall, Usage
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -62,7 +62,7 @@ RETRY_BACKOFF_S = 0.25  # doubled per retry, never past the total deadline
 class LLMClient(Protocol):
     async def resolve(self, mastra_id: str) -> ResolvedModel: ...
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | Finish]: ...
+    def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ToolCall | Finish]: ...
 
 
 class LiteLLMClient:
@@ -142,7 +142,7 @@ class LiteLLMClient:
             status["missing"] = list(resolved.missing)
         return status
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | Finish]:
+    async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ToolCall | Finish]:
         resolved = request.model
         if not isinstance(resolved, ResolvedModel):
             try:
@@ -169,7 +169,7 @@ class LiteLLMClient:
                 await asyncio.sleep(min(RETRY_BACKOFF_S * 2 ** attempt, max(0.0, total_deadline - loop.time())))
 
     async def _attempt(self, litellm: Any, kwargs: dict[str, Any], total_deadline: float,
-                       local: bool) -> AsyncIterator[TextDelta | Finish]:
+                       local: bool) -> AsyncIterator[TextDelta | ToolCall | Finish]:
         loop = asyncio.get_running_loop()
         first_deadline = min(loop.time() + self._first_token_s, total_deadline)
         if local:  # in-process: no network to wait for, and its first call pays litellm's setup
@@ -178,6 +178,7 @@ class LiteLLMClient:
         finish_reason: str | None = None
         usage = Usage(0, 0)
         streamed = False
+        calls: dict[int, dict[str, str]] = {}  # tool call deltas by index, assembled
         try:
             iterator = aiter(response)
             while True:
@@ -196,6 +197,9 @@ class LiteLLMClient:
                         text = choice.delta.content if choice.delta is not None else None
                         if text:
                             texts.append(text)
+                        for delta in (getattr(choice.delta, "tool_calls", None) or ()) if choice.delta else ():
+                            streamed = True
+                            _add_call_delta(calls, delta)
                 except Exception as exc:  # a chunk litellm let through in the wrong shape
                     raise translate(exc) from exc
                 for text in texts:
@@ -206,6 +210,11 @@ class LiteLLMClient:
         if not streamed and finish_reason in (None, "stop"):
             raise ModelProviderError(502, "response", "The model provider sent an invalid response: the stream "
                                                       "carried no content (an empty stream, or not a stream at all).")
+        for index in sorted(calls):
+            call = calls[index]
+            yield ToolCall(call["id"] or f"call_{index}", call["name"], call["arguments"])
+        if calls and finish_reason in (None, "stop"):
+            finish_reason = "tool_calls"
         yield Finish(_FINISH_REASONS.get(finish_reason or "", "other"), usage)
 
     async def _before(self, awaitable: Awaitable[T], deadline: float, which: str) -> T:
@@ -267,7 +276,23 @@ class LiteLLMClient:
             kwargs["temperature"] = request.temperature
         if request.max_tokens is not None:
             kwargs["max_tokens"] = request.max_tokens
+        if request.tools:
+            kwargs["tools"] = list(request.tools)
         # Passed explicitly so the settings' variables (.env included, and Mastra's
         # GOOGLE_GENERATIVE_AI_API_KEY name) are used; litellm redacts keys from its logs.
         kwargs.update(credentials)
         return {**kwargs, **self._extra_kwargs}
+
+
+def _add_call_delta(calls: dict[int, dict[str, str]], delta: Any) -> None:
+    """Merge one streamed ``tool_calls`` delta: id and name arrive once, arguments in pieces."""
+    index = getattr(delta, "index", None) or 0
+    call = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+    if getattr(delta, "id", None):
+        call["id"] = delta.id
+    function = getattr(delta, "function", None)
+    if function is not None:
+        if getattr(function, "name", None):
+            call["name"] = function.name
+        if getattr(function, "arguments", None):
+            call["arguments"] += function.arguments

@@ -2,7 +2,8 @@
 
 The chat route, the memory layer and the tests speak only these types; nothing here knows
 about litellm, so the rest of the app can be read (and faked) without it. A stream from
-``LLMClient.stream`` is zero or more ``TextDelta`` followed by exactly one ``Finish``.
+``LLMClient.stream`` is zero or more ``TextDelta``, then the step's ``ToolCall``s (assembled
+from the streamed ``tool_calls`` deltas, in index order), then exactly one ``Finish``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class ModelRequest:
     messages: list[dict[str, Any]]
     temperature: float | None = None
     max_tokens: int | None = None
+    tools: tuple[dict[str, Any], ...] = ()  # OpenAI function tools: {type: "function", function: {...}}
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,15 @@ class TextDelta:
     """A piece of the assistant's text, in stream order."""
 
     text: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A complete tool call the model asked for; ``arguments`` is its raw JSON text."""
+
+    id: str
+    name: str
+    arguments: str
 
 
 @dataclass(frozen=True)

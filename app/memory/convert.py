@@ -11,12 +11,16 @@
   system or assistant messages, and files given by a remote URL other than an image, become
   a text placeholder ``[file NAME (TYPE)]``.
 
+An assistant reply's ``tool-invocation`` parts go back to the model as OpenAI's
+``tool_calls`` + ``tool`` messages (``to_model_messages``).
+
 Parts are kept as faithfully as the two formats allow; nothing a client sent is dropped,
 and the model-facing conversion never changes the stored parts.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from app.storage.conversations import Message
@@ -61,12 +65,61 @@ def ui_to_stored(ui: dict[str, Any], thread_id: str, resource_id: str, created_a
                    content=content, created_at=created_at)
 
 
-def assistant_message(message_id: str, thread_id: str, resource_id: str, text: str, created_at: str,
-                      metadata: dict[str, Any]) -> Message:
-    parts = [{"type": "step-start"}, {"type": "text", "text": text}]
+def assistant_message(message_id: str, thread_id: str, resource_id: str, parts: list[dict[str, Any]],
+                      created_at: str, metadata: dict[str, Any]) -> Message:
+    """A reply: ``step-start``, text and ``tool-invocation`` parts, in the order streamed."""
+    if not any(p.get("type") == "text" for p in parts) and not any(p.get("type") == "tool-invocation" for p in parts):
+        parts = [*parts, {"type": "text", "text": ""}]
     return Message(id=message_id, thread_id=thread_id, resource_id=resource_id, role="assistant",
-                   content={"format": 2, "parts": parts, "content": text, "metadata": metadata},
+                   content={"format": 2, "parts": parts, "content": flat_text(parts), "metadata": metadata},
                    created_at=created_at)
+
+
+def to_model_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """The model messages of stored ones, in order (an assistant message with tool calls
+    becomes several: see ``stored_to_model_all``)."""
+    return [model for message in messages for model in stored_to_model_all(message)]
+
+
+def stored_to_model_all(message: Message) -> list[dict[str, Any]]:
+    """Like ``stored_to_model``, but an assistant message's ``tool-invocation`` parts are
+    re-fed as OpenAI wants them: an assistant message with ``tool_calls`` (with the text
+    that preceded them), one ``tool`` message per result, then the text after them."""
+    parts = message.content.get("parts", [])
+    if message.role != "assistant" or not any(p.get("type") == "tool-invocation" for p in parts):
+        model = stored_to_model(message)
+        return [model] if model else []
+    out: list[dict[str, Any]] = []
+    text: list[str] = []
+    calls: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+
+    def flush_calls() -> None:
+        if calls:
+            out.append({"role": "assistant", "content": "".join(text) or None, "tool_calls": list(calls)})
+            out.extend(results)
+            text.clear(), calls.clear(), results.clear()
+
+    for part in parts:
+        kind = part.get("type")
+        if kind == "tool-invocation":
+            invocation = part.get("toolInvocation") or {}
+            call_id = str(invocation.get("toolCallId") or f"call_{len(out)}_{len(calls)}")
+            calls.append({"id": call_id, "type": "function",
+                          "function": {"name": str(invocation.get("toolName") or ""),
+                                       "arguments": json.dumps(invocation.get("args") or {})}})
+            result = invocation.get("result")
+            body = {"error": result} if invocation.get("isError") else result
+            results.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(body, default=str)})
+        else:
+            if calls and kind in ("step-start", "text"):
+                flush_calls()
+            if kind == "text" and part.get("text"):
+                text.append(part["text"])
+    flush_calls()
+    if text:
+        out.append({"role": "assistant", "content": "".join(text)})
+    return out
 
 
 def stored_to_model(message: Message) -> dict[str, Any] | None:

@@ -48,3 +48,19 @@ def finish(reason: str | None = None, metadata: dict[str, Any] | None = None) ->
 
 def error(text: str) -> dict[str, Any]:
     return {"type": "error", "errorText": text}
+
+
+def tool_input_start(call_id: str, name: str) -> dict[str, Any]:
+    return {"type": "tool-input-start", "toolCallId": call_id, "toolName": name}
+
+
+def tool_input_available(call_id: str, name: str, input: Any) -> dict[str, Any]:
+    return {"type": "tool-input-available", "toolCallId": call_id, "toolName": name, "input": input}
+
+
+def tool_output_available(call_id: str, output: Any) -> dict[str, Any]:
+    return {"type": "tool-output-available", "toolCallId": call_id, "output": output}
+
+
+def tool_output_error(call_id: str, text: str) -> dict[str, Any]:
+    return {"type": "tool-output-error", "toolCallId": call_id, "errorText": text}

@@ -36,7 +36,8 @@ from app.errors import ApiError, NotFound, upstream
 from app.llm import ModelProviderError
 from app.memory.memory import ThreadNotOwned
 from app.storage.conversations import ConversationStore
-from app.streaming.mastra_chunks import RunIds, chunk, encode_run, error_chunk, usage_payload
+from app.api.studio.run_chunks import encode_run
+from app.streaming.mastra_chunks import RunIds, chunk, error_chunk, usage_payload
 from app.streaming.sse import DONE, STREAM_HEADERS, encode
 from app.streaming.text_events import StreamError, stream_error
 

@@ -1,0 +1,115 @@
+"""Server tools: what an agent can do besides talking.
+
+A ``Tool`` is a name, a description, a pydantic input model (its JSON schema is what the
+model is shown, through litellm's OpenAI function calling) and an async function taking
+the validated input. ``execute`` never raises for the tool's own faults: arguments that
+are not JSON or do not validate, a function that raises, or one that runs past the tool's
+``timeout_s`` all become a ``ToolOutcome`` with ``error`` set, which the loop reports
+(``tool-output-error``) and feeds back to the model, and the step goes on.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import logging
+import operator
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    input_model: type[BaseModel]
+    function: Callable[[Any], Awaitable[Any]]
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    def json_schema(self) -> dict[str, Any]:
+        return self.input_model.model_json_schema()
+
+    def openai_spec(self) -> dict[str, Any]:
+        """The tool as litellm's ``tools=[...]`` entry."""
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description, "parameters": self.json_schema()}}
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    input: Any  # the parsed arguments (the raw text when they are not JSON)
+    output: Any = None
+    error: str | None = None
+
+
+async def execute(tools: dict[str, Tool], name: str, arguments: str) -> ToolOutcome:
+    """Run one tool call; every fault of the call itself is an outcome, never an exception."""
+    try:
+        raw = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError as exc:
+        return ToolOutcome(arguments, error=f"The arguments are not valid JSON: {exc.msg}")
+    tool = tools.get(name)
+    if tool is None:
+        return ToolOutcome(raw, error=f"Unknown tool {name!r}")
+    try:
+        parsed = tool.input_model.model_validate(raw)
+    except ValidationError as exc:
+        issues = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors())
+        return ToolOutcome(raw, error=f"Invalid arguments for {name}: {issues}")
+    try:
+        async with asyncio.timeout(tool.timeout_s):
+            output = await tool.function(parsed)
+    except TimeoutError:
+        return ToolOutcome(raw, error=f"The tool {name} did not finish within {tool.timeout_s:g} s")
+    except Exception as exc:
+        log.info("tool %s failed: %s", name, exc)
+        return ToolOutcome(raw, error=f"{type(exc).__name__}: {exc}")
+    return ToolOutcome(raw, output=output)
+
+
+# -- the built-in calculator (chat-agent's demonstration tool) -----------------------------
+
+_OPERATORS: dict[type, Callable[..., Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+    ast.USub: operator.neg, ast.UAdd: operator.pos,
+}
+
+
+class CalculatorInput(BaseModel):
+    expression: str = Field(description="An arithmetic expression, e.g. '(2 + 3) * 4'", max_length=200)
+
+
+def _evaluate(node: ast.AST) -> float | int:
+    if isinstance(node, ast.Expression):
+        return _evaluate(node.body)
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        left, right = _evaluate(node.left), _evaluate(node.right)
+        if isinstance(node.op, ast.Pow) and abs(right) > 100:
+            raise ValueError("exponent too large")
+        return _OPERATORS[type(node.op)](left, right)
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPERATORS:
+        return _OPERATORS[type(node.op)](_evaluate(node.operand))
+    raise ValueError("only numbers and + - * / // % ** are allowed")
+
+
+async def _calculate(args: CalculatorInput) -> dict[str, Any]:
+    try:
+        tree = ast.parse(args.expression, mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"not an arithmetic expression: {args.expression!r}") from exc
+    return {"expression": args.expression, "result": _evaluate(tree)}
+
+
+calculator = Tool(name="calculator", description="Evaluate an arithmetic expression exactly.",
+                  input_model=CalculatorInput, function=_calculate, timeout_s=2.0)
