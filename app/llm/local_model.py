@@ -26,6 +26,23 @@ streamed in word-ish pieces (each piece carries its leading whitespace, so joini
 gives the answer back). Usage is counted exactly with tiktoken (``app.llm.tokens``): input
 tokens = the text of all messages, output tokens = the reply.
 
+Tools (when the request offers them, litellm's ``tools=[...]``), decided from the last user
+message, never by chance:
+
+* ``call <tool> with {json}`` -- calls ``<tool>`` with that JSON text as its arguments,
+  verbatim (so invalid arguments can be tested), e.g. ``call calculator with
+  {"expression": "2 + 3"}``.
+* ``use the <tool> tool [to|on|for|:] <text>`` -- calls ``<tool>``; when its input schema
+  has exactly one required string field, ``<text>`` is that field, else the arguments are
+  ``{}``; e.g. ``use the calculator tool: 6 * 7``.
+* On the step after the results (``tool`` messages after the last user message) it answers
+  ``The <tool> tool returned: <result JSON>.``, one sentence per result, and calls nothing.
+* ``[[loop]]`` in the message -- it calls the tool again on every step, results or not, so
+  ``max_steps`` can be tested.
+
+Tool call ids are ``call_<n>``, ``n`` counting the tool calls already in the messages.
+A tool named in a phrase but not offered is not called (the usual answer follows).
+
 Test triggers, in the last user message:
 
 * ``[[slow]]`` -- each piece is delayed by 50 ms, so a client can disconnect mid-stream.
@@ -40,6 +57,7 @@ No randomness, no clock: the same messages always give the same pieces.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -58,6 +76,9 @@ SLOW_DELAY_S = 0.05
 SLOWER_DELAY_S = 0.25
 FAIL_AFTER_PIECES = 2
 _QUOTE_LIMIT = 160
+LOOP_TRIGGER = "[[loop]]"
+_CALL_WITH = re.compile(r"\bcall\s+([A-Za-z_][\w-]*)\s+with\s+(\{.*\})", re.S)
+_USE_TOOL = re.compile(r"\buse\s+the\s+([A-Za-z_][\w-]*)\s+tool\b[\s:,]*(?:(?:to|on|for)\s+)?(.*)", re.I | re.S)
 
 _PIECE = re.compile(r"\s*\S+")
 _NAME_QUESTION = re.compile(
@@ -72,6 +93,54 @@ _RECALL = re.compile(
     re.I,
 )
 _RECALL_WHEN = re.compile(r"\?|\b(?:earlier|before|previous(?:ly)?|prior|so\s+far|ago|just)\b", re.I)
+
+
+@dataclass(frozen=True)
+class LocalToolCall:
+    id: str
+    name: str
+    arguments: str
+
+
+def compose_tool_calls(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> tuple[LocalToolCall, ...]:
+    """The tool calls the local model makes for ``messages`` (see the module docstring)."""
+    offered = {t.get("function", {}).get("name"): t.get("function", {}) for t in tools or ()}
+    if not offered:
+        return ()
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
+    if last_user is None:
+        return ()
+    text = message_text(messages[last_user].get("content"))
+    answered = any(m.get("role") == "tool" for m in messages[last_user + 1:])
+    if answered and LOOP_TRIGGER not in text:
+        return ()
+    made = sum(len(m.get("tool_calls") or ()) for m in messages if m.get("role") == "assistant")
+    match = _CALL_WITH.search(text)
+    if match and match.group(1) in offered:
+        return (LocalToolCall(f"call_{made}", match.group(1), match.group(2).strip()),)
+    match = _USE_TOOL.search(text)
+    if match and match.group(1) in offered:
+        rest = match.group(2).replace(LOOP_TRIGGER, "").strip().rstrip(".")
+        parameters = offered[match.group(1)].get("parameters") or {}
+        required = parameters.get("required") or []
+        properties = parameters.get("properties") or {}
+        arguments: dict[str, Any] = {}
+        if rest and len(required) == 1 and properties.get(required[0], {}).get("type") == "string":
+            arguments = {required[0]: rest}
+        return (LocalToolCall(f"call_{made}", match.group(1), json.dumps(arguments)),)
+    return ()
+
+
+def _tool_results_answer(messages: Sequence[dict[str, Any]]) -> str | None:
+    """``The <tool> tool returned: ...`` for the tool results after the last user message."""
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    names = {c.get("id"): c.get("function", {}).get("name") for m in messages if m.get("role") == "assistant"
+             for c in m.get("tool_calls") or ()}
+    results = [m for m in messages[last_user + 1:] if m.get("role") == "tool"]
+    if not results:
+        return None
+    return " ".join(f"The {names.get(m.get('tool_call_id'), 'unknown')} tool returned: "
+                    f"{message_text(m.get('content'))}." for m in results)
 
 
 @dataclass(frozen=True)
@@ -99,7 +168,7 @@ def message_text(content: Any) -> str:
 
 def compose_reply(messages: Sequence[dict[str, Any]]) -> LocalReply:
     texts = [message_text(m.get("content")) for m in messages]
-    text = PREFIX + _answer(messages) + _acknowledgement(messages)
+    text = PREFIX + (_tool_results_answer(messages) or (_answer(messages) + _acknowledgement(messages)))
     last_user = _last_user_text(messages)
     return LocalReply(
         text=text,
@@ -217,7 +286,18 @@ def _handler_class(litellm: ModuleType) -> type:
             model_response.usage = litellm.Usage(**usage_block(reply))
             return model_response
 
-        async def astreaming(self, model: str, messages: list, **_: Any) -> AsyncIterator[dict[str, Any]]:
+        async def astreaming(self, model: str, messages: list, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
+            calls = compose_tool_calls(messages, (kwargs.get("optional_params") or {}).get("tools") or ())
+            if calls:
+                for index, call in enumerate(calls):
+                    tool_use = {"id": call.id, "type": "function", "index": index,
+                                "function": {"name": call.name, "arguments": call.arguments}}
+                    yield {"text": "", "tool_use": tool_use, "is_finished": False, "finish_reason": "",
+                           "usage": None, "index": 0}
+                tokens = sum(count_tokens(message_text(m.get("content"))) for m in messages)
+                usage = {"prompt_tokens": tokens, "completion_tokens": 0, "total_tokens": tokens}
+                yield {"text": "", "is_finished": True, "finish_reason": "tool_calls", "usage": usage, "index": 0}
+                return
             reply = compose_reply(messages)
             for index, piece in enumerate(reply.pieces):
                 if reply.fail and index == FAIL_AFTER_PIECES:

@@ -15,6 +15,7 @@ the caller's resource, so nobody receives or stops another resource's run.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -26,6 +27,7 @@ from starlette.background import BackgroundTask
 
 from app.agents.registry import RegisteredAgent
 from app.agents.signals import Key, ThreadHub
+from app.agents.tools import Tool
 from app.agents.turns import LiveTurn, TurnStarter
 from app.api.deps import AgentDep, AgentsDep, ConversationsDep, ForcedResource, SignalsDep, TurnsDep
 from app.api.studio.access import effective_resource
@@ -53,12 +55,18 @@ def summary(agent: RegisteredAgent, *, with_id: bool) -> dict[str, Any]:
     provider, _, model_id = definition.model.partition("/")
     body: dict[str, Any] = {
         "name": definition.name, "description": definition.description, "instructions": definition.instructions,
-        "tools": {}, "agents": {}, "workflows": {}, "skills": [], "workspaceTools": [], "browserTools": [],
+        "tools": {tool.name: tool_info(tool) for tool in definition.tools}, "agents": {}, "workflows": {}, "skills": [], "workspaceTools": [], "browserTools": [],
         "hasBrowser": False, "inputProcessors": [], "outputProcessors": [], "provider": provider,
         "modelId": model_id, "modelVersion": "v2", "supportsMemory": agent.memory is not None,
         "defaultOptions": {}, "defaultGenerateOptionsLegacy": {}, "defaultStreamOptionsLegacy": {}, "source": "code",
     }
     return {"id": definition.id, **body} if with_id else body
+
+
+def tool_info(tool: Tool) -> dict[str, Any]:
+    """Mastra's ``ToolInfo``: the schema is a string of superjson-wrapped JSON Schema."""
+    return {"id": tool.name, "description": tool.description,
+            "inputSchema": json.dumps({"json": tool.json_schema()})}
 
 
 @router.get("")
