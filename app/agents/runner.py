@@ -2,10 +2,14 @@
 
 ``prepare`` does everything that can fail cleanly before a response starts: it opens the
 thread inside its resource, stores the user's message (so a crash mid-stream cannot lose
-it), and builds the model context from storage. ``run`` streams the model's events and,
-in a ``finally`` that also runs when the client disconnects, stores the reply: complete,
-or what was generated so far marked ``interrupted``. The gateway (AI SDK stream) and the
-studio (Mastra chunks) both encode the same events. Routes never call these directly:
+it), and builds the model context from storage (tool calls re-fed as ``tool_calls`` +
+``tool`` messages). ``run`` drives the step loop (``app.agents.loop``: model, tools,
+results back, up to the agent's ``max_steps``), yields its events (``app.agents.events``)
+and, in a ``finally`` that also runs when the client disconnects, stores the reply with
+its parts (text and ``tool-invocation``): complete, or what was generated so far marked
+``interrupted``. The gateway (AI SDK stream) and the studio (Mastra chunks) both encode
+the same events. One ``model_generation`` span covers the turn, one ``model_step`` span
+each step. Routes never call these directly:
 ``app.agents.turns`` serialises turns on a thread and calls both.
 
 While the reply streams it is checkpointed (at most once per ``checkpoint_every_s``) as
