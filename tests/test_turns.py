@@ -141,41 +141,40 @@ class Clock:
         return self.ms
 
 
-@pytest.mark.anyio
-async def test_a_lease_is_exclusive_until_released_or_expired(tmp_path: Path):
+@pytest.fixture
+async def leases_and_clock(tmp_path: Path):
     store = LibSQLStore(f"file:{tmp_path / 'leases.db'}")
     await store.open()
     clock = Clock()
-    leases = ThreadLeases(store, clock_ms=clock)
     try:
-        assert await leases.try_acquire("t", "a", ttl_s=10)
-        assert not await leases.try_acquire("t", "b", ttl_s=10)
-        assert await leases.try_acquire("other", "b", ttl_s=10)  # leases are per thread
-        assert await leases.renew("t", "a", ttl_s=10)
-        await leases.release("t", "b")  # not b's to release
-        assert (await leases.current("t")).holder == "a"
-        await leases.release("t", "a")
-        assert await leases.current("t") is None and await leases.try_acquire("t", "b", ttl_s=10)
+        yield ThreadLeases(store, clock_ms=clock), clock
     finally:
         await store.close()
 
 
 @pytest.mark.anyio
-async def test_an_expired_lease_is_taken_over_and_its_holder_loses_it(tmp_path: Path):
-    store = LibSQLStore(f"file:{tmp_path / 'leases.db'}")
-    await store.open()
-    clock = Clock()
-    leases = ThreadLeases(store, clock_ms=clock)
-    try:
-        assert await leases.try_acquire("t", "killed", ttl_s=5)
-        clock.ms += 4_999
-        assert not await leases.try_acquire("t", "next", ttl_s=5)
-        clock.ms += 1
-        assert await leases.try_acquire("t", "next", ttl_s=5)  # expired: taken over
-        assert not await leases.renew("t", "killed", ttl_s=5)  # the old holder cannot renew it back
-        assert (await leases.current("t")).holder == "next"
-    finally:
-        await store.close()
+async def test_a_lease_is_exclusive_until_released_or_expired(leases_and_clock) -> None:
+    leases, clock = leases_and_clock
+    assert await leases.try_acquire("t", "a", ttl_s=10)
+    assert not await leases.try_acquire("t", "b", ttl_s=10)
+    assert await leases.try_acquire("other", "b", ttl_s=10)  # leases are per thread
+    assert await leases.renew("t", "a", ttl_s=10)
+    await leases.release("t", "b")  # not b's to release
+    assert (await leases.current("t")).holder == "a"
+    await leases.release("t", "a")
+    assert await leases.current("t") is None and await leases.try_acquire("t", "b", ttl_s=10)
+
+
+@pytest.mark.anyio
+async def test_an_expired_lease_is_taken_over_and_its_holder_loses_it(leases_and_clock) -> None:
+    leases, clock = leases_and_clock
+    assert await leases.try_acquire("t", "killed", ttl_s=5)
+    clock.ms += 4_999
+    assert not await leases.try_acquire("t", "next", ttl_s=5)
+    clock.ms += 1
+    assert await leases.try_acquire("t", "next", ttl_s=5)  # expired: taken over
+    assert not await leases.renew("t", "killed", ttl_s=5)  # the old holder cannot renew it back
+    assert (await leases.current("t")).holder == "next"
 
 
 def test_the_lease_is_renewed_while_a_long_reply_streams(start_server, db: Path):
