@@ -80,12 +80,14 @@ def test_runs_through_both_processes_become_traces_with_mastras_tree(pair):
     assert root["spanType"] == "agent_run" and root["output"]["text"].startswith("[local model]")
     assert root["attributes"]["conversationId"] == "obs-gateway"
     children = [s for s in spans if s["parentSpanId"] == root["spanId"]]
-    assert sorted(s["spanType"] for s in children) == ["memory_operation"] * 3 + ["model_generation"]
+    assert sorted(s["spanType"] for s in children) == ["memory_operation"] * 2 + ["model_generation"]
     generation = next(s for s in children if s["spanType"] == "model_generation")
     assert generation["attributes"]["streaming"] is True and generation["attributes"]["usage"]["outputTokens"] > 0
     assert generation["input"]["messages"][-1] == {"role": "user", "content": "my name is Ada"}
     step = next(s for s in spans if s["parentSpanId"] == generation["spanId"])
     assert step["spanType"] == "model_step" and step["attributes"]["finishReason"] == "stop"
+    history = next(s for s in spans if s["parentSpanId"] == step["spanId"])
+    assert (history["spanType"], history["name"]) == ("processor_run", "input processor: history")
     assert all(s["threadId"] == "obs-gateway" for s in spans)
     assert {s["serviceName"] for s in spans} == {"dev-server-gateway"}
     studio_spans = httpx.get(f"{studio.url}/api/observability/traces/{by_thread['obs-studio']['traceId']}").json()

@@ -18,11 +18,13 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from app.agents.tools import Tool, execute
+from app.agents.tools import Tool, ToolContext, execute
 from app.factory import create_app
 from app.memory.convert import assistant_message, to_model_messages
 from app.settings import Settings
 from tests.support import LiveApp, ServerProcess, run_node, sqlite_rows, user_message
+
+CALL = ToolContext(call_id="call_1", agent_id="chat-agent", run_id="run_1")
 
 
 @pytest.fixture(scope="module")
@@ -172,15 +174,15 @@ class Nothing(BaseModel):
 
 
 def test_a_tool_past_its_timeout_is_an_error_result():
-    async def slow(_: Nothing) -> str:
+    async def slow(_: Nothing, __: ToolContext) -> str:
         await asyncio.sleep(5)
         return "late"
 
     tool = Tool("slow", "sleeps", Nothing, slow, timeout_s=0.05)
-    outcome = asyncio.run(execute({"slow": tool}, "slow", "{}"))
+    outcome = asyncio.run(execute({"slow": tool}, "slow", "{}", CALL))
     assert outcome.output is None and "did not finish within 0.05 s" in (outcome.error or "")
-    assert asyncio.run(execute({"slow": tool}, "slow", "{not json")).error.startswith("The arguments are not valid JSON")
-    assert asyncio.run(execute({}, "ghost", "{}")).error == "Unknown tool 'ghost'"
+    assert asyncio.run(execute({"slow": tool}, "slow", "{not json", CALL)).error.startswith("The arguments are not valid JSON")
+    assert asyncio.run(execute({}, "ghost", "{}", CALL)).error == "Unknown tool 'ghost'"
 
 
 def test_the_tool_json_schema_comes_from_its_input_model():

@@ -1,12 +1,14 @@
 """The step loop: model call, tool calls, results back to the model, until it answers.
 
-A turn runs at most ``max_steps`` steps. Each step streams the model with the agent's
-tools (litellm function calling); the step's ``StepStart`` is yielded only once the model's
-first event arrived, so a provider that fails at once still fails before any response
-starts. The complete tool calls (``ToolCall``, assembled by the client) are then executed
+A turn runs at most ``max_steps`` steps. Each step first runs the input processors on the
+turn's ``StepContext`` (``app.agents.processors``: they build the messages and may add
+tools), then streams the model with the step's tools (litellm function calling); the
+step's ``StepStart`` is yielded only once the model's first event arrived, so a provider
+(or a processor) that fails at once still fails before any response starts. The complete tool calls (``ToolCall``, assembled by the client) are then executed
 one by one (``app.agents.tools.execute``: a bad argument, a raise or a timeout is a tool
 error, and the step goes on) and fed back as an assistant ``tool_calls`` message plus one
-``tool`` message per call. A step without tool calls ends the turn with its own finish
+``tool`` message per call (``StepContext.progress``). Each execution is wrapped in
+``LoopHooks.tool_call`` (the runner's ``tool_call`` span). A step without tool calls ends the turn with its own finish
 reason; a step with tool calls at ``max_steps`` ends it with ``tool-calls``.
 
 What the reply is made of accumulates on ``ReplyParts`` as stored (Mastra format 2)
@@ -18,12 +20,16 @@ exactly what was streamed so far.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry.context import Context
+
 from app.agents.events import LoopEvent, StepFinish, StepStart, ToolCallEvent, ToolErrorEvent, ToolResultEvent
-from app.agents.tools import Tool, execute
+from app.agents.processors import InputProcessor, StepContext
+from app.agents.tools import ToolContext, ToolOutcome, execute
 from app.llm import Finish, LLMClient, ModelRequest, ResolvedModel, TextDelta, ToolCall, Usage
 from app.streaming.sse import repair_text
 
@@ -67,17 +73,41 @@ def parse_input(arguments: str) -> Any:
         return arguments
 
 
-async def run_steps(llm: LLMClient, model: ResolvedModel, context: list[dict[str, Any]], tools: tuple[Tool, ...],
-                    max_steps: int, reply: ReplyParts,
-                    on_step: Callable[[int], None] = lambda _: None) -> AsyncIterator[LoopEvent]:
-    """The turn's events; ``reply`` accumulates the parts. ``on_step(i)`` is called as
-    step ``i`` starts (for its span)."""
-    by_name = {tool.name: tool for tool in tools}
-    specs = tuple(tool.openai_spec() for tool in tools)
-    messages = list(context)
+class LoopHooks:
+    """What the runner observes of the loop (spans); the defaults observe nothing."""
+
+    def step_started(self, index: int) -> None:
+        pass
+
+    def model_called(self, index: int, messages: list[dict[str, Any]]) -> None:
+        pass
+
+    @contextmanager
+    def tool_call(self, call: ToolCall, input: Any) -> Iterator[Context | None]:
+        """Around one tool's execution; yields the trace context its own spans hang from."""
+        yield None
+
+    def tool_finished(self, outcome: ToolOutcome) -> None:
+        pass
+
+
+async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
+                    processors: list[InputProcessor], max_steps: int, reply: ReplyParts,
+                    hooks: LoopHooks | None = None) -> AsyncIterator[LoopEvent]:
+    """The turn's events; ``reply`` accumulates the parts. Each step runs the input
+    processors on ``step`` first (``app.agents.processors``), then the model."""
+    hooks = hooks or LoopHooks()
     input_tokens = output_tokens = 0
     for index in range(max(1, max_steps)):
-        stream = llm.stream(ModelRequest(model=model, messages=messages, tools=specs))
+        step.begin_step(index)
+        hooks.step_started(index)
+        for processor in processors:
+            await processor.process_step(step)
+        tools = dict(step.tools)
+        messages = step.messages()
+        hooks.model_called(index, messages)
+        stream = llm.stream(ModelRequest(model=model, messages=messages,
+                                         tools=tuple(tool.openai_spec() for tool in tools.values())))
         calls: list[ToolCall] = []
         finish: Finish | None = None
         started = False
@@ -85,7 +115,6 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, context: list[dict[str
             async for event in stream:
                 if not started:
                     started = True
-                    on_step(index)
                     reply.step()
                     yield StepStart(index)
                 if isinstance(event, TextDelta):
@@ -106,7 +135,12 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, context: list[dict[str
         for call in calls:
             announced.append(ToolCallEvent(call.id, call.name, parse_input(call.arguments)))
             yield announced[-1]
-            outcome = await execute(by_name, call.name, call.arguments)
+            with hooks.tool_call(call, announced[-1].input) as trace_context:
+                context = ToolContext(call_id=call.id, agent_id=step.agent_id, run_id=step.run_id,
+                                      thread_id=step.thread.id if step.thread else None,
+                                      resource_id=step.resource_id, trace_context=trace_context)
+                outcome = await execute(tools, call.name, call.arguments, context)
+                hooks.tool_finished(outcome)
             if outcome.error is not None:
                 reply.add_tool(call.id, call.name, outcome.input, outcome.error, error=True)
                 yield ToolErrorEvent(call.id, call.name, outcome.input, outcome.error)
@@ -122,8 +156,8 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, context: list[dict[str
         if not continued:
             yield Finish(reason, Usage(input_tokens, output_tokens))
             return
-        messages.append(assistant_tool_calls(step_text, [(c.id, c.name, c.arguments) for c in calls]))
-        messages.extend(results)
+        step.progress.append(assistant_tool_calls(step_text, [(c.id, c.name, c.arguments) for c in calls]))
+        step.progress.extend(results)
 
 
 def assistant_tool_calls(text: str, calls: list[tuple[str, str, str]]) -> dict[str, Any]:

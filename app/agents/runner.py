@@ -25,7 +25,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,12 +36,14 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span
 
 from app.agents.events import LoopEvent, StepFinish
-from app.agents.loop import ReplyParts, run_steps
+from app.agents.loop import LoopHooks, ReplyParts, run_steps
+from app.agents.processors import InputProcessor, OutputProcessor, ReplyContext, StepContext
+from app.agents.tools import ToolOutcome
 from app.agents.registry import RegisteredAgent
 from app.clock import now_iso
-from app.llm import Finish, LLMClient, ModelProviderError, ResolvedModel
+from app.llm import Finish, LLMClient, ModelProviderError, ResolvedModel, ToolCall
 from app.llm.content import for_trace
-from app.memory.convert import assistant_message, to_model_messages
+from app.memory.convert import assistant_message
 from app.observability import spans
 from app.storage.conversations import Message, Thread
 from app.streaming.sse import repair_value
@@ -68,12 +71,14 @@ class TurnFailed(Exception):
 class Turn:
     agent: RegisteredAgent
     model: ResolvedModel
-    context: list[dict[str, Any]]
+    step: StepContext  # what each step's model call is built from (app.agents.processors)
     thread: Thread | None
     resource_id: str | None
     reply_id: str = field(default_factory=new_id)
     run_id: str = field(default_factory=new_id)
     user_message_id: str | None = None
+    input_processors: list[InputProcessor] = field(default_factory=list)
+    output_processors: list[OutputProcessor] = field(default_factory=list)
     # filled in while running
     reply: ReplyParts = field(default_factory=ReplyParts)
     finish: Finish | None = None
@@ -133,24 +138,25 @@ class TurnRunner:
                                        "availableTools": [tool.name for tool in agent.definition.tools]})
         context = trace.set_span_in_context(root)
         try:
+            step = StepContext(agent.id, run_id, agent.definition.instructions, thread=None, resource_id=None,
+                               agent_tools=agent.definition.tools)
             if memory is None:
-                turn = Turn(agent, model, system + client_context, thread=None, resource_id=None, run_id=run_id)
+                step.history = repair_value(client_context)
+                turn = Turn(agent, model, step, thread=None, resource_id=None, run_id=run_id)
             else:
                 with spans.child(self.tracer, "memory: save messages", "memory_operation", ids, context,
-                                 input={"messageIds": [m.id for m in incoming]}):
+                                 input={"messageIds": [m.id for m in incoming]}) as save:
                     thread = await memory.open_thread(thread_id, resource_id)
                     stored = await memory.record_turn(thread, incoming)
-                with spans.child(self.tracer, "memory: load history", "memory_operation", ids, context,
-                                 attributes={"lastMessages": memory.options.last_messages}) as load:
-                    window = await memory.window(thread.id, len(stored))
-                    spans.set_output(load, {"messages": len(window), "stored": stored})
-                history = to_model_messages(window)
-                turn = Turn(agent, model, system + history, thread=thread, resource_id=resource_id,
-                            user_message_id=incoming[-1].id, run_id=run_id)
+                    spans.set_output(save, {"stored": stored})
+                step.thread, step.resource_id, step.input_count = thread, resource_id, len(stored)
+                turn = Turn(agent, model, step, thread=thread, resource_id=resource_id,
+                            user_message_id=incoming[-1].id, run_id=run_id,
+                            input_processors=memory.input_processors(),
+                            output_processors=memory.output_processors())
         except BaseException as exc:
             spans.finish(root, error=exc)
             raise
-        turn.context = repair_value(turn.context)
         turn.span, turn.trace_context, turn.ids = root, context, ids
         # Logged inside the run's span, with the span's ids as attributes: the log exporter
         # links the record to the trace, the thread and the resource.
@@ -166,20 +172,13 @@ class TurnRunner:
         """
         model = turn.model
         generation = spans.start(self.tracer, f"llm: '{model.model_id}'", "model_generation", turn.ids,
-                                 parent=turn.trace_context, input={"messages": for_trace(turn.context)},
+                                 parent=turn.trace_context,
                                  attributes={"model": model.model_id, "provider": model.provider,
                                              "streaming": True, "parameters": {}, "local": model.is_local})
-        steps: list[Span] = []
-
-        def on_step(index: int) -> None:
-            if steps:
-                spans.finish(steps[-1], attributes={"stepIndex": index - 1, "finishReason": "tool-calls"})
-            steps.append(spans.start(self.tracer, f"step: {index}", "model_step", turn.ids,
-                                     parent=trace.set_span_in_context(generation)))
-
+        hooks = _RunSpans(self.tracer, turn, generation)
         definition = turn.agent.definition
-        stream = run_steps(self.llm, model, turn.context, definition.tools, definition.max_steps, turn.reply,
-                           on_step)
+        processors = [_TracedProcessor(p, hooks) for p in turn.input_processors]
+        stream = run_steps(self.llm, model, turn.step, processors, definition.max_steps, turn.reply, hooks)
         last_write = time.monotonic()  # prepare stored the input just before
         turn.interrupted = True  # until the stream ends on its own
         save_error: Exception | None = None
@@ -207,7 +206,7 @@ class TurnRunner:
             # reply must still be closed out and saved.
             with anyio.CancelScope(shield=True):
                 await stream.aclose()
-                self._finish_model_spans(turn, generation, steps)
+                self._finish_model_spans(turn, generation, hooks.steps)
                 try:
                     with spans.child(self.tracer, "memory: save reply", "memory_operation", turn.ids,
                                      turn.trace_context):
@@ -254,6 +253,10 @@ class TurnRunner:
         if turn.reply.empty and (turn.interrupted or turn.error):
             return  # nothing was generated; the user's message is already stored
         reply = self._reply(turn, turn.reply_metadata())
+        done = ReplyContext(turn.agent.id, turn.thread, turn.thread.resource_id, reply,
+                            interrupted=turn.interrupted, failed=turn.error is not None)
+        for processor in turn.output_processors:
+            await processor.process_reply(done)
         if turn.checkpointed:
             await turn.agent.memory.upsert_reply(turn.thread, reply)
         else:
@@ -285,3 +288,59 @@ def _last_user_text(incoming: list[Message], client_context: list[dict[str, Any]
         if message.get("role") == "user":
             return str(message.get("content", ""))
     return ""
+
+
+class _RunSpans(LoopHooks):
+    """The loop's spans: ``model_step`` per step under the generation, ``tool_call`` per
+    tool under its step, ``processor_run`` per input processor under its step."""
+
+    def __init__(self, tracer: trace.Tracer, turn: Turn, generation: Span) -> None:
+        self.tracer, self.turn, self.generation = tracer, turn, generation
+        self.steps: list[Span] = []
+        self._tool: Span | None = None
+
+    def step_started(self, index: int) -> None:
+        if self.steps:
+            spans.finish(self.steps[-1], attributes={"stepIndex": index - 1, "finishReason": "tool-calls"})
+        self.steps.append(spans.start(self.tracer, f"step: {index}", "model_step", self.turn.ids,
+                                      parent=trace.set_span_in_context(self.generation)))
+
+    def model_called(self, index: int, messages: list[dict[str, Any]]) -> None:
+        if index == 0:
+            spans.set_input(self.generation, {"messages": for_trace(messages)})
+
+    def step_context(self) -> Context:
+        return trace.set_span_in_context(self.steps[-1])
+
+    @contextmanager
+    def tool_call(self, call: ToolCall, input: Any) -> Iterator[Context | None]:
+        with spans.child(self.tracer, f"tool: '{call.name}'", "tool_call", self.turn.ids, self.step_context(),
+                         input=input, attributes={"toolId": call.name, "toolCallId": call.id}) as span:
+            self._tool = span
+            try:
+                yield trace.set_span_in_context(span)
+            finally:
+                self._tool = None
+
+    def tool_finished(self, outcome: ToolOutcome) -> None:
+        if self._tool is None:
+            return
+        if outcome.error is not None:
+            self._tool.set_attribute("mastra.error", spans.to_json({"message": outcome.error, "name": "ToolError"}))
+            self._tool.set_status(trace.Status(trace.StatusCode.ERROR, outcome.error))
+        else:
+            spans.set_output(self._tool, outcome.output)
+
+
+class _TracedProcessor:
+    """An input processor run inside its own ``processor_run`` span, under the step."""
+
+    def __init__(self, processor: InputProcessor, hooks: _RunSpans) -> None:
+        self.processor, self.hooks = processor, hooks
+        self.name = processor.name
+
+    async def process_step(self, step: StepContext) -> None:
+        turn = self.hooks.turn
+        with spans.child(self.hooks.tracer, f"input processor: {self.name}", "processor_run", turn.ids,
+                         self.hooks.step_context(), attributes={"processorName": self.name, "stepIndex": step.index}):
+            await self.processor.process_step(step)

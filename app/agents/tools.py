@@ -2,7 +2,8 @@
 
 A ``Tool`` is a name, a description, a pydantic input model (its JSON schema is what the
 model is shown, through litellm's OpenAI function calling) and an async function taking
-the validated input. ``execute`` never raises for the tool's own faults: arguments that
+the validated input and a ``ToolContext`` (who is calling, in which thread, and the trace
+context of the call's ``tool_call`` span, for spans of its own). ``execute`` never raises for the tool's own faults: arguments that
 are not JSON or do not validate, a function that raises, or one that runs past the tool's
 ``timeout_s`` all become a ``ToolOutcome`` with ``error`` set, which the loop reports
 (``tool-output-error``) and feeds back to the model, and the step goes on.
@@ -19,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.context import Context
 from pydantic import BaseModel, Field, ValidationError
 
 log = logging.getLogger(__name__)
@@ -27,11 +29,21 @@ DEFAULT_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
+class ToolContext:
+    call_id: str
+    agent_id: str
+    run_id: str
+    thread_id: str | None = None
+    resource_id: str | None = None
+    trace_context: Context | None = None
+
+
+@dataclass(frozen=True)
 class Tool:
     name: str
     description: str
     input_model: type[BaseModel]
-    function: Callable[[Any], Awaitable[Any]]
+    function: Callable[[Any, ToolContext], Awaitable[Any]]
     timeout_s: float = DEFAULT_TIMEOUT_S
 
     def json_schema(self) -> dict[str, Any]:
@@ -50,7 +62,7 @@ class ToolOutcome:
     error: str | None = None
 
 
-async def execute(tools: dict[str, Tool], name: str, arguments: str) -> ToolOutcome:
+async def execute(tools: dict[str, Tool], name: str, arguments: str, context: ToolContext) -> ToolOutcome:
     """Run one tool call; every fault of the call itself is an outcome, never an exception."""
     try:
         raw = json.loads(arguments) if arguments.strip() else {}
@@ -66,7 +78,7 @@ async def execute(tools: dict[str, Tool], name: str, arguments: str) -> ToolOutc
         return ToolOutcome(raw, error=f"Invalid arguments for {name}: {issues}")
     try:
         async with asyncio.timeout(tool.timeout_s):
-            output = await tool.function(parsed)
+            output = await tool.function(parsed, context)
     except TimeoutError:
         return ToolOutcome(raw, error=f"The tool {name} did not finish within {tool.timeout_s:g} s")
     except Exception as exc:
@@ -103,7 +115,7 @@ def _evaluate(node: ast.AST) -> float | int:
     raise ValueError("only numbers and + - * / // % ** are allowed")
 
 
-async def _calculate(args: CalculatorInput) -> dict[str, Any]:
+async def _calculate(args: CalculatorInput, _: ToolContext) -> dict[str, Any]:
     try:
         tree = ast.parse(args.expression, mode="eval")
     except SyntaxError as exc:

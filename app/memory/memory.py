@@ -17,10 +17,14 @@ the reply being replaced, is deleted. All of that is one transaction (``record_t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from app.errors import invalid
+from app.memory.history import HistoryWindow
 from app.storage.conversations import ConversationStore, Message, Thread, TurnWrites
+
+if TYPE_CHECKING:
+    from app.agents.processors import InputProcessor, OutputProcessor
 
 
 class ThreadNotOwned(Exception):
@@ -130,6 +134,13 @@ class Memory:
         """The model's view of the thread; ``input_count`` = messages this turn added
         (0 when the client re-submitted, edited or regenerated: the anchor is the input)."""
         return await self.store.recent_messages(thread_id, self.options.window(input_count))
+
+    def input_processors(self) -> list[InputProcessor]:
+        """What builds each step's context from this memory, in order (``app.agents.processors``)."""
+        return [HistoryWindow(self)]
+
+    def output_processors(self) -> list[OutputProcessor]:
+        return []
 
     async def save_reply(self, thread: Thread, reply: Message) -> None:
         reply.resource_id = thread.resource_id

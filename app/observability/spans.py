@@ -1,9 +1,11 @@
 """Spans of an agent run, in the tree the Studio renders (STUDIO-REST.md 6.3):
 
     agent_run  "agent run: '<agentId>'"     input = the user's message, output {text}
-    ├── memory_operation  "memory: save messages" / "memory: load history" / "memory: save reply"
+    ├── memory_operation  "memory: save messages" / "memory: save reply"
     └── model_generation  "llm: '<model>'"   model, provider, streaming; input messages; output text; usage
-        └── model_step    "step: 0"          stepIndex, usage, finishReason
+        └── model_step    "step: N"          stepIndex, usage, finishReason
+            ├── processor_run  "input processor: <name>"   one per input processor (history, ...)
+            └── tool_call      "tool: '<name>'"            input, output or error
 
 The ``mastra.*`` attributes are the contract with ``otlp_mapping`` (the receiving side):
 plain strings for ids and types, JSON strings for input/output/attributes/error.
@@ -21,7 +23,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
 
 
-def _json(value: Any) -> str:
+def to_json(value: Any) -> str:
     return json.dumps(value, default=str, separators=(",", ":"))
 
 
@@ -41,14 +43,18 @@ def start(tracer: trace.Tracer, name: str, span_type: str, ids: dict[str, str], 
           parent: Context | None = None, input: Any = None, attributes: dict[str, Any] | None = None) -> Span:
     values: dict[str, Any] = {"mastra.span_type": span_type, **ids}
     if input is not None:
-        values["mastra.input"] = _json(input)
+        values["mastra.input"] = to_json(input)
     if attributes:
-        values["mastra.attributes"] = _json(attributes)
+        values["mastra.attributes"] = to_json(attributes)
     return tracer.start_span(name, context=parent, attributes=values)
 
 
+def set_input(span: Span, value: Any) -> None:
+    span.set_attribute("mastra.input", to_json(value))
+
+
 def set_output(span: Span, value: Any) -> None:
-    span.set_attribute("mastra.output", _json(value))
+    span.set_attribute("mastra.output", to_json(value))
 
 
 def finish(span: Span, *, output: Any = None, attributes: dict[str, Any] | None = None,
@@ -56,10 +62,10 @@ def finish(span: Span, *, output: Any = None, attributes: dict[str, Any] | None 
     if output is not None:
         set_output(span, output)
     if attributes:
-        span.set_attribute("mastra.attributes", _json(attributes))
+        span.set_attribute("mastra.attributes", to_json(attributes))
     if error is not None:
         message = getattr(error, "message", None) or str(error) or type(error).__name__
-        span.set_attribute("mastra.error", _json({"message": message, "name": error_kind or type(error).__name__}))
+        span.set_attribute("mastra.error", to_json({"message": message, "name": error_kind or type(error).__name__}))
         span.set_status(Status(StatusCode.ERROR, message))
     span.end()
 

@@ -1,0 +1,77 @@
+"""Processors: what builds each step's model context, and what sees the finished reply.
+
+The step loop (``app.agents.loop``) owns steps and tool calls; it knows no memory feature.
+Before every model call it resets the step's system messages (the agent's instructions)
+and tools (the agent's own), then runs each *input processor* on one ``StepContext``, in
+order: the history window loads the thread's messages, working memory adds its system
+message and its update tool, and later semantic recall and Observational Memory add
+theirs. The model then gets ``StepContext.messages()`` and the tools in
+``StepContext.tools``. The context lives for the whole turn, so a processor may keep
+what it loaded on step 0 (``history``) or per-turn scratch in ``state``; only ``system``
+and ``tools`` start over each step.
+
+*Output processors* see the finished reply (``ReplyContext``) before it is saved: they
+may add metadata to it or queue background work (a title), but must not block the reply
+for long. A memory provides its processors (``Memory.input_processors``); an agent
+without memory gets none, and the model sees the client's messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from app.agents.tools import Tool
+from app.storage.conversations import Message, Thread
+
+
+@dataclass
+class StepContext:
+    agent_id: str
+    run_id: str
+    instructions: str
+    thread: Thread | None
+    resource_id: str | None
+    agent_tools: tuple[Tool, ...] = ()
+    input_count: int = 1  # messages this turn stored (0: the client re-submitted its last one)
+    index: int = 0
+    system: list[dict[str, Any]] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)  # model messages of the thread
+    progress: list[dict[str, Any]] = field(default_factory=list)  # this turn's tool rounds so far
+    tools: dict[str, Tool] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)  # processors' per-turn scratch, by name
+
+    def begin_step(self, index: int) -> None:
+        self.index = index
+        self.system = [{"role": "system", "content": self.instructions}]
+        self.tools = {tool.name: tool for tool in self.agent_tools}
+
+    def add_tool(self, tool: Tool) -> None:
+        self.tools[tool.name] = tool
+
+    def messages(self) -> list[dict[str, Any]]:
+        return [*self.system, *self.history, *self.progress]
+
+
+class InputProcessor(Protocol):
+    name: str
+
+    async def process_step(self, step: StepContext) -> None:
+        """Shape ``step`` for its model call (messages, system, tools)."""
+
+
+@dataclass
+class ReplyContext:
+    agent_id: str
+    thread: Thread
+    resource_id: str
+    reply: Message
+    interrupted: bool = False
+    failed: bool = False
+
+
+class OutputProcessor(Protocol):
+    name: str
+
+    async def process_reply(self, done: ReplyContext) -> None:
+        """See (and possibly annotate) the reply before it is saved."""
