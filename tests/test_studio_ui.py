@@ -264,6 +264,18 @@ def test_studio_opens_a_gateway_thread_and_chats_in_chromium(servers, tmp_path: 
     assert os.path.getsize(screenshot) > 0
 
 
+def test_a_tool_call_from_the_gateway_shows_as_a_tool_badge_in_the_studio(servers):
+    gateway, studio = servers
+    conversation = str(uuid.uuid4())
+    stream = chat_through_gateway(gateway.url, conversation, "use the calculator tool: 1234 + 4321")
+    assert '"type":"tool-output-available"' in stream, stream[-800:]
+    # The Studio renders a stored tool-invocation part as a badge with the tool's title-cased
+    # name; no text of the conversation is exactly "Calculator".
+    result = run_studio(studio, threadId=conversation, expectThreadText="5555", expectThreadExactText="Calculator",
+                        sendText="thanks")
+    assert result["finalUrl"].endswith(f"/agents/chat-agent/threads/{conversation}")
+
+
 def test_studio_new_chat_in_chromium_tolerates_only_the_new_thread_404(servers):
     _, studio = servers
     result = run_studio(studio, sendText="hello from the studio")

@@ -1,7 +1,7 @@
 // Drive the real Mastra Studio (served by the studio process) in Debian's headless chromium.
 //
 // stdin: ONE JSON object
-//   { baseUrl, agentId, agentName?, threadId?, expectThreadText?, sendText,
+//   { baseUrl, agentId, agentName?, threadId?, expectThreadText?, expectThreadExactText?, sendText,
 //     screenshotPath?, timeoutMs? (per step, default 30000), settleMs? (default 1500),
 //     agentSignals? (true/false overrides the page's MASTRA_AGENT_SIGNALS: false = POST /stream) }
 //   agentName defaults to the title-cased agentId ("chat-agent" -> "Chat Agent").
@@ -15,7 +15,8 @@
 //
 // Steps: open baseUrl/ and wait for the agent's name in the agent list; if threadId, open
 // /agents/<agentId>/threads/<threadId> (the Studio's thread route; /agents/:id/chat/:tid
-// redirects there) and wait for expectThreadText; type sendText in the composer, press
+// redirects there) and wait for expectThreadText (a substring) and expectThreadExactText (a
+// whole element's text, e.g. a tool badge); type sendText in the composer, press
 // Enter, wait for the user bubble and a NEW "[local model]" reply, wait for the chat POST
 // to finish, then settle so follow-up refetches are recorded too.
 //
@@ -190,6 +191,9 @@ try {
       await page.goto(url, { waitUntil: 'domcontentloaded' });
       if (input.expectThreadText) {
         await page.getByText(input.expectThreadText, { exact: false }).first().waitFor({ state: 'visible' });
+      }
+      if (input.expectThreadExactText) {
+        await page.getByText(input.expectThreadExactText, { exact: true }).first().waitFor({ state: 'visible' });
       }
       return { url: page.url() };
     });
