@@ -138,7 +138,7 @@ def create_app(
                 await anyio.to_thread.run_sync(telemetry.shutdown)
             await storage.close()
 
-    registry = AgentRegistry(agents, conversations)  # calls each memory factory once
+    registry = AgentRegistry(agents, conversations, settings.working_memory_agents)  # calls each memory factory once
     runner = TurnRunner(llm)
     signals = ThreadHub()
     readiness = Readiness()

@@ -116,6 +116,32 @@ class Settings(BaseSettings):
         1.0, gt=0, description="A streaming reply is saved at most this often, so a crash keeps what was streamed"
     )
 
+    working_memory: str | None = Field(
+        None, description="Agents whose memory keeps a working memory: comma-separated agent ids, each optionally "
+        "with :thread or :resource (the default), e.g. chat-agent,docs-agent:thread")
+
+    @field_validator("working_memory")
+    @classmethod
+    def _working_memory_items(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        items = [item.strip() for item in value.split(",") if item.strip()]
+        for item in items:
+            agent, _, scope = item.partition(":")
+            if not agent or scope not in ("", "thread", "resource"):
+                raise ValueError(f"{item!r} is not <agent id> or <agent id>:thread|resource")
+        return ",".join(items)
+
+    @property
+    def working_memory_agents(self) -> dict[str, str]:
+        """Agent id -> working memory scope, from ``working_memory``."""
+        found = {}
+        for item in (self.working_memory or "").split(","):
+            if item:
+                agent, _, scope = item.partition(":")
+                found[agent] = scope or "resource"
+        return found
+
     @classmethod
     def load(cls, env_file: Path | None = None) -> "Settings":
         if env_file is None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from app.agents import chat_agent, docs_agent, orchestrator_agent
 from app.agents.definition import AgentDefinition
 from app.memory.memory import Memory
+from app.memory.working_document import WorkingMemoryOptions
 from app.storage.conversations import ConversationStore
 
 DEFINITIONS: tuple[AgentDefinition, ...] = (
@@ -31,7 +32,9 @@ class RegisteredAgent:
 class AgentRegistry:
     """Agents by id, each with the memory its factory built (once, at registration)."""
 
-    def __init__(self, definitions: Iterable[AgentDefinition], conversations: ConversationStore) -> None:
+    def __init__(self, definitions: Iterable[AgentDefinition], conversations: ConversationStore,
+                 working_memory: Mapping[str, str] | None = None) -> None:
+        """``working_memory``: agent id -> scope, agents whose memory gets working memory on."""
         self._agents: dict[str, RegisteredAgent] = {}
         for definition in definitions:
             if definition.id in self._agents:
@@ -39,6 +42,8 @@ class AgentRegistry:
             memory = definition.memory() if definition.memory is not None else None
             if memory is not None:
                 memory.attach(conversations, definition.id, definition.resource)
+                if definition.id in (working_memory or {}):
+                    memory.enable_working_memory(WorkingMemoryOptions(scope=working_memory[definition.id]))
             self._agents[definition.id] = RegisteredAgent(definition, memory)
 
     def get(self, agent_id: str) -> RegisteredAgent | None:

@@ -16,15 +16,21 @@ the reply being replaced, is deleted. All of that is one transaction (``record_t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from app.errors import invalid
 from app.memory.history import HistoryWindow
+from app.memory.working_document import WorkingMemoryOptions
+from app.memory.working_memory import WorkingMemory
 from app.storage.conversations import ConversationStore, Message, Thread, TurnWrites
 
 if TYPE_CHECKING:
     from app.agents.processors import InputProcessor, OutputProcessor
+
+
+class WorkingMemoryOff(Exception):
+    """Working memory is not enabled for this memory (or has nowhere to live)."""
 
 
 class ThreadNotOwned(Exception):
@@ -35,8 +41,18 @@ class ThreadNotOwned(Exception):
 class MemoryOptions:
     last_messages: int | Literal[False] = 10
     semantic_recall: bool = False
-    working_memory: bool = False
+    working_memory: WorkingMemoryOptions | Literal[False] = False
     generate_title: bool = False
+
+    def __post_init__(self) -> None:
+        if self.working_memory is not False and not isinstance(self.working_memory, WorkingMemoryOptions):
+            raise TypeError("working_memory is False or a WorkingMemoryOptions")
+
+    @property
+    def working(self) -> WorkingMemoryOptions | None:
+        """The working memory options when it is on, else None."""
+        wm = self.working_memory
+        return wm if wm is not False and wm.enabled else None
 
     def window(self, input_count: int) -> int:
         """How many stored messages the model sees: ``last_messages`` of history *before*
@@ -48,7 +64,7 @@ class MemoryOptions:
         """The config as Mastra's ``GET /memory/config`` reports it."""
         return {"lastMessages": self.last_messages, "semanticRecall": self.semantic_recall,
                 "generateTitle": self.generate_title,
-                "workingMemory": {"enabled": self.working_memory},
+                "workingMemory": self.working.describe() if self.working else {"enabled": False},
                 "observationalMemory": {"enabled": False}}
 
 
@@ -137,10 +153,58 @@ class Memory:
 
     def input_processors(self) -> list[InputProcessor]:
         """What builds each step's context from this memory, in order (``app.agents.processors``)."""
-        return [HistoryWindow(self)]
+        processors: list[InputProcessor] = [HistoryWindow(self)]
+        if self.options.working is not None:
+            processors.append(WorkingMemory(self, self.options.working))
+        return processors
 
     def output_processors(self) -> list[OutputProcessor]:
         return []
+
+    def enable_working_memory(self, options: WorkingMemoryOptions | None = None) -> None:
+        """Turn working memory on (``DEV_SERVER_WORKING_MEMORY``), unless already configured."""
+        if self.options.working is None:
+            self.options = replace(self.options, working_memory=options or WorkingMemoryOptions())
+
+    def working_memory_key(self, thread: Thread | None, resource_id: str | None) -> tuple[str, str] | None:
+        """Where the document of this thread / resource lives: ("thread", id) or ("resource", id).
+
+        ``thread`` is a stored thread or None. Resource scope uses the thread's own resource
+        when there is one (the Studio may name it by the agent alias); None when there is
+        nowhere to keep the document."""
+        options = self.options.working
+        if options is None:
+            return None
+        if options.scope == "thread":
+            return ("thread", thread.id) if thread is not None else None
+        resource = thread.resource_id if thread is not None else resource_id
+        return ("resource", resource) if resource else None
+
+    async def get_working_memory(self, thread: Thread | None, resource_id: str | None = None) -> str | None:
+        key = self.working_memory_key(thread, resource_id)
+        if key is None:
+            return None
+        kind, owner = key
+        if kind == "thread":
+            return await self.store.working_memory(thread_id=owner)
+        return await self.store.working_memory(resource_id=owner)
+
+    async def update_working_memory(self, text: str, thread: Thread | None, resource_id: str | None = None) -> str:
+        """Replace the document (checked against the format and schema: ``WorkingMemoryInvalid``);
+        returns what was stored. The one write path: the tool and the Studio both use it."""
+        options = self.options.working
+        if options is None:
+            raise WorkingMemoryOff()
+        key = self.working_memory_key(thread, resource_id)
+        if key is None:
+            raise WorkingMemoryOff("there is no thread or resource to keep the working memory in")
+        text = options.checked(text)
+        kind, owner = key
+        if kind == "thread":
+            await self.store.set_working_memory(text, thread_id=owner)
+        else:
+            await self.store.set_working_memory(text, resource_id=owner)
+        return text
 
     async def save_reply(self, thread: Thread, reply: Message) -> None:
         reply.resource_id = thread.resource_id

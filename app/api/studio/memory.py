@@ -15,12 +15,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body
 
 from app.api.deps import ConversationsDep, ForcedResource, MastraQuery
-from app.api.studio.access import OptionalAgent, QueryAgent, Scope, ScopeDep, effective_resource
+from app.api.studio.access import OptionalAgent, QueryAgent, Scope, ScopeDep, effective_resource, scope_for
 from app.api.studio.agent_input import input_messages
 from app.api.studio.memory_bodies import (CloneBody, CreateThreadBody, DeleteMessagesBody, PatchThreadBody,
                                           SaveMessagesBody, TransferBody, WorkingMemoryBody)
 from app.api.studio.query import Query, order_by
 from app.clock import parse_iso, to_iso
+from app.memory.working_document import WorkingMemoryInvalid
 from app.errors import BadRequest, NotFound, invalid
 from app.storage.conversations import (ConversationStore, Message, MessageNotVisible, Thread, ThreadExists,
                                        ThreadNotVisible)
@@ -254,21 +255,47 @@ async def delete_messages(body: DeleteMessagesBody, scope: ScopeDep, store: Conv
 
 
 @router.get("/threads/{thread_id}/working-memory")
-async def get_working_memory(thread_id: str, scope: ScopeDep, store: ConversationsDep) -> dict[str, Any]:
-    thread = await store.get_thread(thread_id)
-    if not scope.admits(thread):
-        return {"workingMemory": None, "source": "thread", "workingMemoryTemplate": None, "threadExists": False}
-    return {"workingMemory": await store.working_memory(thread_id=thread.id), "source": "thread",
-            "workingMemoryTemplate": None, "threadExists": True}
+async def get_working_memory(thread_id: str, query: MastraQuery, scope: ScopeDep, agent: OptionalAgent,
+                             forced: ForcedResource, store: ConversationsDep) -> dict[str, Any]:
+    """The document on the agent's configured scope. A thread of another resource is
+    treated as not existing; on resource scope the named resource is still read (the
+    caller's own under auth)."""
+    stored = await store.get_thread(thread_id)
+    thread = stored if scope.admits(stored) else None
+    memory = agent.memory if agent is not None else None
+    options = memory.options.working if memory is not None else None
+    if options is None:  # not configured: whatever a client stored on the thread
+        text = await store.working_memory(thread_id=thread.id) if thread is not None else None
+        return {"workingMemory": text, "source": "thread", "workingMemoryTemplate": None,
+                "threadExists": thread is not None}
+    resource = effective_resource(forced, agent, query.str("resourceId", aliases=("resourceid",)))
+    return {"workingMemory": await memory.get_working_memory(thread, resource), "source": options.scope,
+            "workingMemoryTemplate": {"format": options.format, "content": options.template_content},
+            "threadExists": thread is not None}
 
 
 @router.post("/threads/{thread_id}/working-memory")
-async def update_working_memory(thread_id: str, agent: QueryAgent, body: WorkingMemoryBody, scope: ScopeDep,
-                                store: ConversationsDep) -> dict[str, Any]:
-    thread = await _visible_thread(store, scope, thread_id)  # a foreign thread is a 404 first
-    if agent.memory is None or not agent.memory.options.working_memory:
+async def update_working_memory(thread_id: str, agent: QueryAgent, body: WorkingMemoryBody, query: MastraQuery,
+                                forced: ForcedResource, store: ConversationsDep) -> dict[str, Any]:
+    """Write the document on the agent's configured scope, through ``Memory``. The thread
+    must be visible to the caller (404 otherwise, nothing written); on resource scope a
+    thread not stored yet is allowed and the named resource (forced under auth) is written."""
+    requested = body.resourceId or query.str("resourceId", aliases=("resourceid",))
+    scope = scope_for(forced, agent, requested)
+    stored = await store.get_thread(thread_id)
+    if stored is not None:
+        scope.visible(stored)  # a foreign thread is a 404 first
+    memory = agent.memory
+    if memory is None or memory.options.working is None:
         raise BadRequest("Working memory is not enabled for this agent")
-    await store.set_working_memory(body.workingMemory, thread_id=thread.id)
+    if stored is None and memory.options.working.scope == "thread":
+        raise NotFound("Thread not found")
+    if stored is None and scope.resource is None:
+        raise invalid("body", "resourceId", "resourceId is required for a thread not stored yet")
+    try:
+        await memory.update_working_memory(body.workingMemory, stored, scope.resource)
+    except WorkingMemoryInvalid as exc:
+        raise invalid("body", "workingMemory", str(exc)) from None
     return {"success": True}
 
 
