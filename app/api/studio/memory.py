@@ -254,6 +254,12 @@ async def delete_messages(body: DeleteMessagesBody, scope: ScopeDep, store: Conv
 # -- working memory and search ------------------------------------------------------------
 
 
+def _named_resource(query: Query) -> str | None:
+    """``resourceId`` from the query; client-js sends the literal ``undefined`` for none."""
+    value = query.str("resourceId", aliases=("resourceid",))
+    return value if value and value != "undefined" else None
+
+
 @router.get("/threads/{thread_id}/working-memory")
 async def get_working_memory(thread_id: str, query: MastraQuery, scope: ScopeDep, agent: OptionalAgent,
                              forced: ForcedResource, store: ConversationsDep) -> dict[str, Any]:
@@ -268,7 +274,7 @@ async def get_working_memory(thread_id: str, query: MastraQuery, scope: ScopeDep
         text = await store.working_memory(thread_id=thread.id) if thread is not None else None
         return {"workingMemory": text, "source": "thread", "workingMemoryTemplate": None,
                 "threadExists": thread is not None}
-    resource = effective_resource(forced, agent, query.str("resourceId", aliases=("resourceid",)))
+    resource = effective_resource(forced, agent, _named_resource(query))
     return {"workingMemory": await memory.get_working_memory(thread, resource), "source": options.scope,
             "workingMemoryTemplate": {"format": options.format, "content": options.template_content},
             "threadExists": thread is not None}
@@ -280,7 +286,7 @@ async def update_working_memory(thread_id: str, agent: QueryAgent, body: Working
     """Write the document on the agent's configured scope, through ``Memory``. The thread
     must be visible to the caller (404 otherwise, nothing written); on resource scope a
     thread not stored yet is allowed and the named resource (forced under auth) is written."""
-    requested = body.resourceId or query.str("resourceId", aliases=("resourceid",))
+    requested = body.resourceId or _named_resource(query)
     scope = scope_for(forced, agent, requested)
     stored = await store.get_thread(thread_id)
     if stored is not None:

@@ -1,0 +1,60 @@
+#!/usr/bin/env node
+// Drive the studio's working-memory routes with the real, unchanged `@mastra/client-js`.
+//
+// stdin : ONE JSON object
+//   { "baseUrl": "http://127.0.0.1:PORT",
+//     "token": "ta",                              (optional; sent as a Bearer token)
+//     "ops": [ { "op": "get", "agentId", "threadId", "resourceId"? },
+//              { "op": "update", "agentId", "threadId", "workingMemory", "resourceId"? },
+//              { "op": "createThread", "agentId", "threadId", "resourceId" } ] }
+// stdout: ONE JSON line { "ok": true, "results": [ { "value" } | { "status", "body" } ] }
+//   one result per op, in order: the client's answer, or the status and body of the
+//   MastraClientError it threw. Exit 0 whenever the JSON was printed, 2 bad stdin, 1 harness bug.
+
+import { readFileSync } from 'node:fs';
+import { MastraClient, MastraClientError } from '@mastra/client-js';
+
+for (const level of ['log', 'info', 'warn', 'debug']) console[level] = (...args) => console.error(...args);
+
+let request;
+try {
+  request = JSON.parse(readFileSync(0, 'utf8'));
+  if (typeof request.baseUrl !== 'string' || !Array.isArray(request.ops)) throw new Error('baseUrl and ops are required');
+} catch (err) {
+  console.error(`bad stdin: ${err.message}`);
+  process.exit(2);
+}
+
+const headers = request.token ? { authorization: `Bearer ${request.token}` } : {};
+const client = new MastraClient({ baseUrl: request.baseUrl, retries: 0, headers });
+
+async function run(op) {
+  switch (op.op) {
+    case 'get':
+      return client.getWorkingMemory({ agentId: op.agentId, threadId: op.threadId, resourceId: op.resourceId });
+    case 'update':
+      return client.updateWorkingMemory({ agentId: op.agentId, threadId: op.threadId,
+                                          workingMemory: op.workingMemory, resourceId: op.resourceId });
+    case 'createThread':
+      return client.createMemoryThread({ agentId: op.agentId, threadId: op.threadId, resourceId: op.resourceId,
+                                         title: op.title ?? 'working memory test' });
+    default:
+      throw new Error(`unknown op ${op.op}`);
+  }
+}
+
+try {
+  const results = [];
+  for (const op of request.ops) {
+    try {
+      results.push({ value: await run(op) });
+    } catch (err) {
+      if (!(err instanceof MastraClientError)) throw err;
+      results.push({ status: err.status, body: err.body });
+    }
+  }
+  process.stdout.write(`${JSON.stringify({ ok: true, results })}\n`);
+} catch (err) {
+  console.error(err?.stack ?? String(err));
+  process.exit(1);
+}
