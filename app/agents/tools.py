@@ -18,6 +18,7 @@ import logging
 import operator
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from opentelemetry.context import Context
@@ -47,12 +48,19 @@ class Tool:
     timeout_s: float = DEFAULT_TIMEOUT_S
 
     def json_schema(self) -> dict[str, Any]:
-        return self.input_model.model_json_schema()
+        return json.loads(_schema_json(self.input_model))  # a fresh copy: callers may change it
 
     def openai_spec(self) -> dict[str, Any]:
         """The tool as litellm's ``tools=[...]`` entry."""
         return {"type": "function",
                 "function": {"name": self.name, "description": self.description, "parameters": self.json_schema()}}
+
+
+@lru_cache(maxsize=512)
+def _schema_json(model: type[BaseModel]) -> str:
+    """The input model's JSON schema, generated once: pydantic takes ~150 us per call, and
+    the loop offers every tool's schema on every step."""
+    return json.dumps(model.model_json_schema())
 
 
 @dataclass(frozen=True)
