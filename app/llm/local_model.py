@@ -40,7 +40,7 @@ message, never by chance:
 * ``[[loop]]`` in the message -- it calls the tool again on every step, results or not, so
   ``max_steps`` can be tested.
 
-Working memory (when the request offers the ``updateWorkingMemory`` tool and a system
+Working memory (``app.llm.local_working_memory``; when the request offers the ``updateWorkingMemory`` tool and a system
 message carries the working memory, ``app.memory.working_document.instruction``):
 
 * ``remember that <fact>`` -- calls ``updateWorkingMemory`` with the document updated by
@@ -80,8 +80,8 @@ from typing import Any
 from app.llm.content import attachments
 from app.llm.models import LOCAL_PROVIDER
 from app.llm.tokens import count_tokens
-from app.memory.working_document import (DATA_CLOSE, DATA_OPEN, INSTRUCTION_HEADER, TEMPLATE_CLOSE, TEMPLATE_OPEN,
-                                         TOOL_NAME as WORKING_MEMORY_TOOL)
+from app.llm.local_working_memory import (WORKING_MEMORY_TOOL, InjectedMemory, asks_about_me, injected_memory,
+                                          known_about_user, remembered, remembered_fact)
 
 PREFIX = "[local model] "
 SLOW_TRIGGER = "[[slow]]"
@@ -95,12 +95,6 @@ LOOP_TRIGGER = "[[loop]]"
 _CALL_WITH = re.compile(r"\bcall\s+([A-Za-z_][\w-]*)\s+with\s+(\{.*\})", re.S)
 _USE_TOOL = re.compile(r"\buse\s+the\s+([A-Za-z_][\w-]*)\s+tool\b[\s:,]*(?:(?:to|on|for)\s+)?(.*)", re.I | re.S)
 
-_REMEMBER = re.compile(r"\bremember\s+that\s+(.+)", re.I | re.S)
-_ABOUT_ME = re.compile(r"\bwhat\s+do\s+you\s+(?:know|remember)\s+about\s+me\b", re.I)
-_LABEL_LINE = re.compile(r"^(\s*[-*]\s+\*\*(.+?)\*\*:)\s*(.*)$")
-_HEADING_LINE = re.compile(r"^#+\s+(.+)$")
-_WORD = re.compile(r"[a-z0-9]{3,}")
-_EMPTY_DATA = "(nothing stored yet)"
 
 _PIECE = re.compile(r"\s*\S+")
 _NAME_QUESTION = re.compile(
@@ -150,100 +144,15 @@ def compose_tool_calls(messages: Sequence[dict[str, Any]], tools: Sequence[dict[
         if rest and len(required) == 1 and properties.get(required[0], {}).get("type") == "string":
             arguments = {required[0]: rest}
         return (LocalToolCall(f"call_{made}", match.group(1), json.dumps(arguments)),)
-    match = _REMEMBER.search(text)
-    memory = working_memory_in(messages)
-    if match and WORKING_MEMORY_TOOL in offered and memory is not None:
-        fact = " ".join(match.group(1).split()).rstrip(".!")
-        return (LocalToolCall(f"call_{made}", WORKING_MEMORY_TOOL, json.dumps({"memory": _remembered(memory, fact)})),)
+    fact = remembered_fact(text)
+    memory = _injected(messages) if fact and WORKING_MEMORY_TOOL in offered else None
+    if memory is not None:
+        return (LocalToolCall(f"call_{made}", WORKING_MEMORY_TOOL, json.dumps({"memory": remembered(memory, fact)})),)
     return ()
 
 
-@dataclass(frozen=True)
-class InjectedMemory:
-    """The working memory a system message gave the model."""
-
-    data: str | None
-    template: str
-    is_json: bool
-
-
-def working_memory_in(messages: Sequence[dict[str, Any]]) -> InjectedMemory | None:
-    for m in messages:
-        text = message_text(m.get("content")) if m.get("role") == "system" else ""
-        if not text.startswith(INSTRUCTION_HEADER) or DATA_OPEN not in text:
-            continue
-        data = _between(text, DATA_OPEN, DATA_CLOSE)
-        template = _between(text, TEMPLATE_OPEN, TEMPLATE_CLOSE)
-        try:
-            is_json = isinstance(json.loads(template), dict)
-        except ValueError:
-            is_json = False
-        return InjectedMemory(None if data == _EMPTY_DATA else data, template, is_json)
-    return None
-
-
-def _between(text: str, start: str, end: str) -> str:
-    return text.split(start, 1)[1].split(end, 1)[0].strip("\n")
-
-
-def _remembered(memory: InjectedMemory, fact: str) -> Any:
-    if memory.is_json:
-        try:
-            stored = json.loads(memory.data or "{}")
-        except ValueError:
-            stored = {}
-        facts = stored.get("facts") if isinstance(stored, dict) else None
-        return {"facts": [*(facts if isinstance(facts, list) else []), fact]}
-    lines = (memory.data or memory.template).rstrip("\n").split("\n")
-    words = set(_WORD.findall(fact.lower()))
-    labels = [(i, m) for i, m in ((i, _LABEL_LINE.match(line)) for i, line in enumerate(lines)) if m]
-    fitting = next((i for i, m in labels if words & set(_WORD.findall(m.group(2).lower()))), None)
-    if fitting is None:
-        fitting = next((i for i, m in labels if m.group(2).strip().lower() == "facts"), None)
-    if fitting is not None:
-        head, value = _LABEL_LINE.match(lines[fitting]).group(1, 3)
-        if not value:
-            lines[fitting] = f"{head} {fact}"
-        else:
-            end = fitting + 1
-            while end < len(lines) and lines[end].startswith(("  ", "\t")):
-                end += 1
-            lines.insert(end, f"  - {fact}")
-        return "\n".join(lines) + "\n"
-    headings = [i for i, line in enumerate(lines) if _HEADING_LINE.match(line)]
-    section = next((i for i in headings if words & set(_WORD.findall(lines[i].lower()))), None)
-    if section is None:
-        lines.append(f"- {fact}")
-    else:
-        end = next((i for i in headings if i > section), len(lines))
-        while end > section + 1 and not lines[end - 1].strip():
-            end -= 1
-        lines.insert(end, f"- {fact}")
-    return "\n".join(lines) + "\n"
-
-
-def _known_about_user(memory: InjectedMemory) -> str:
-    items: list[str] = []
-    if memory.is_json:
-        try:
-            stored = json.loads(memory.data or "{}")
-        except ValueError:
-            stored = {}
-        for key, value in (stored.items() if isinstance(stored, dict) else ()):
-            shown = ", ".join(map(str, value)) if isinstance(value, list) else json.dumps(value) \
-                if isinstance(value, dict) else str(value)
-            items.append(f"{key}: {shown}")
-    else:
-        for line in (memory.data or "").split("\n"):
-            label = _LABEL_LINE.match(line)
-            if label:
-                if label.group(3).strip():
-                    items.append(f"{label.group(2).strip()}: {label.group(3).strip()}")
-            elif line.strip() and not _HEADING_LINE.match(line.strip()):
-                items.append(line.strip().lstrip("-* ").strip())
-    if not items:
-        return "My working memory about you is empty."
-    return f"From my working memory: {'; '.join(items)}."
+def _injected(messages: Sequence[dict[str, Any]]) -> InjectedMemory | None:
+    return injected_memory(message_text(m.get("content")) for m in messages if m.get("role") == "system")
 
 
 def _tool_results_answer(messages: Sequence[dict[str, Any]]) -> str | None:
@@ -322,9 +231,9 @@ def _answer(messages: Sequence[dict[str, Any]]) -> str:
     last_index = user_positions[-1]
     last = message_text(convo[last_index].get("content"))
     earlier_user = [message_text(convo[i].get("content")) for i in user_positions[:-1]]
-    memory = working_memory_in(messages) if _ABOUT_ME.search(last) else None
+    memory = _injected(messages) if asks_about_me(last) else None
     if memory is not None:
-        return _known_about_user(memory) + suffix
+        return known_about_user(memory) + suffix
     if _NAME_QUESTION.search(last):
         name = _stated_name(earlier_user)
         if name is None:

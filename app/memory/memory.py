@@ -166,44 +166,31 @@ class Memory:
         if self.options.working is None:
             self.options = replace(self.options, working_memory=options or WorkingMemoryOptions())
 
-    def working_memory_key(self, thread: Thread | None, resource_id: str | None) -> tuple[str, str] | None:
-        """Where the document of this thread / resource lives: ("thread", id) or ("resource", id).
-
-        ``thread`` is a stored thread or None. Resource scope uses the thread's own resource
-        when there is one (the Studio may name it by the agent alias); None when there is
-        nowhere to keep the document."""
+    def working_memory_place(self, thread: Thread | None, resource_id: str | None) -> dict[str, str] | None:
+        """Where the document lives: ``{"thread_id": ...}`` or ``{"resource_id": ...}`` (the
+        store's keywords). ``thread`` is a stored thread or None; resource scope uses the
+        thread's own resource when there is one (the Studio may name it by the agent alias).
+        None when working memory is off or there is nowhere to keep the document."""
         options = self.options.working
         if options is None:
             return None
         if options.scope == "thread":
-            return ("thread", thread.id) if thread is not None else None
+            return {"thread_id": thread.id} if thread is not None else None
         resource = thread.resource_id if thread is not None else resource_id
-        return ("resource", resource) if resource else None
+        return {"resource_id": resource} if resource else None
 
     async def get_working_memory(self, thread: Thread | None, resource_id: str | None = None) -> str | None:
-        key = self.working_memory_key(thread, resource_id)
-        if key is None:
-            return None
-        kind, owner = key
-        if kind == "thread":
-            return await self.store.working_memory(thread_id=owner)
-        return await self.store.working_memory(resource_id=owner)
+        place = self.working_memory_place(thread, resource_id)
+        return await self.store.working_memory(**place) if place else None
 
     async def update_working_memory(self, text: str, thread: Thread | None, resource_id: str | None = None) -> str:
         """Replace the document (checked against the format and schema: ``WorkingMemoryInvalid``);
         returns what was stored. The one write path: the tool and the Studio both use it."""
-        options = self.options.working
-        if options is None:
-            raise WorkingMemoryOff()
-        key = self.working_memory_key(thread, resource_id)
-        if key is None:
-            raise WorkingMemoryOff("there is no thread or resource to keep the working memory in")
-        text = options.checked(text)
-        kind, owner = key
-        if kind == "thread":
-            await self.store.set_working_memory(text, thread_id=owner)
-        else:
-            await self.store.set_working_memory(text, resource_id=owner)
+        place = self.working_memory_place(thread, resource_id)
+        if place is None:
+            raise WorkingMemoryOff("working memory is off, or has no thread or resource to live in")
+        text = self.options.working.checked(text)
+        await self.store.set_working_memory(text, **place)
         return text
 
     async def save_reply(self, thread: Thread, reply: Message) -> None:

@@ -36,6 +36,7 @@ INSTRUCTION_HEADER = "WORKING_MEMORY_SYSTEM_INSTRUCTION:"
 DATA_OPEN, DATA_CLOSE = "<working_memory_data>", "</working_memory_data>"
 TEMPLATE_OPEN, TEMPLATE_CLOSE = "<working_memory_template>", "</working_memory_template>"
 TOOL_NAME = "updateWorkingMemory"
+EMPTY_DATA = "(nothing stored yet)"
 
 
 class WorkingMemoryInvalid(ValueError):
@@ -157,7 +158,7 @@ def instruction(options: WorkingMemoryOptions, document: str | None) -> str:
            "removes a key, an array replaces the stored array whole." if json_format else
            "Send the complete updated document: it replaces the stored one, so keep everything that is still "
            "true and follow the template's structure.")
-    data = document if document else "(nothing stored yet)"
+    data = document if document else EMPTY_DATA
     return "\n".join([
         INSTRUCTION_HEADER,
         f"You keep a working memory about the user with the {TOOL_NAME} tool. Whatever may matter later "
