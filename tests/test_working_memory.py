@@ -188,12 +188,14 @@ def test_two_users_never_see_each_others_memory(start_server, data_dir: Path):
     assert "Ada" in rows["user:alice"] and "Bob" in rows["user:bob"] and "ai-chat" not in rows
 
 
+PROFILE = AgentDefinition(
+    id="profile-agent", name="Profile Agent", instructions="Keep the user's profile.", model="openai/gpt-4o-mini",
+    memory=lambda: Memory(MemoryOptions(working_memory=WorkingMemoryOptions(scope="thread", schema=SCHEMA))))
+
+
 @needs_node
 def test_an_update_that_does_not_fit_the_schema_is_returned_to_the_model(data_dir: Path):
-    profile = AgentDefinition(
-        id="profile-agent", name="Profile Agent", instructions="Keep the user's profile.", model="openai/gpt-4o-mini",
-        memory=lambda: Memory(MemoryOptions(working_memory=WorkingMemoryOptions(schema=SCHEMA))))
-    app = create_app("gateway", Settings(data_dir=data_dir), agents=[profile])
+    app = create_app("gateway", Settings(data_dir=data_dir), agents=[PROFILE])
     with LiveApp(app) as server:
         first = json.dumps({"memory": {"name": "Ada", "prefs": {"tea": True, "milk": True}, "tags": ["a"]}})
         _, parts = say(server.url, "p1", "u1", f"call {TOOL_NAME} with {first}", agent="profile-agent")
@@ -201,7 +203,7 @@ def test_an_update_that_does_not_fit_the_schema_is_returned_to_the_model(data_di
         second = json.dumps({"memory": {"prefs": {"milk": None}, "tags": ["b", "c"]}})
         say(server.url, "p1", "u2", f"call {TOOL_NAME} with {second}", agent="profile-agent")
         db = data_dir / "dev-server.db"
-        read = lambda: json.loads(sqlite_rows(db, "SELECT working_memory FROM resources WHERE id = 'ai-chat'")[0][0])
+        read = lambda: json.loads(sqlite_rows(db, "SELECT working_memory FROM threads WHERE id = 'p1'")[0][0])
         merged = {"name": "Ada", "prefs": {"tea": True}, "tags": ["b", "c"]}
         assert read() == merged
         text, parts = say(server.url, "p1", "u3", f'call {TOOL_NAME} with {{"memory": {{"age": "old"}}}}',
@@ -210,11 +212,27 @@ def test_an_update_that_does_not_fit_the_schema_is_returned_to_the_model(data_di
         assert tool["state"] == "output-error" and "does not fit the working memory schema at age" in tool["errorText"]
         assert "does not fit" in text  # the model got the error back
         assert read() == merged
-        answer, _ = say(server.url, "p2", "u4", "what do you know about me?", agent="profile-agent")
+        answer, _ = say(server.url, "p1", "u4", "what do you know about me?", agent="profile-agent")
         assert "name: Ada" in answer and "tags: b, c" in answer, answer
 
 
 # -- the Studio -----------------------------------------------------------------------------
+
+
+def test_a_studio_write_to_a_schemad_memory_must_fit_the_schema(data_dir: Path):
+    app = create_app("studio", Settings(data_dir=data_dir), agents=[PROFILE])
+    with LiveApp(app) as server, httpx.Client(base_url=server.url) as client:
+        client.post("/api/memory/threads?agentId=profile-agent", json={"threadId": "s1", "resourceId": "r1"})
+        path = "/api/memory/threads/s1/working-memory?agentId=profile-agent"
+        assert client.post(path, json={"workingMemory": json.dumps({"name": "Ada"})}).json() == {"success": True}
+        refused = client.post(path, json={"workingMemory": json.dumps({"age": "old"})})
+        assert refused.status_code == 400 and "age" in json.dumps(refused.json()), refused.text
+        assert client.post(path, json={"workingMemory": "not json"}).status_code == 400
+        answer = client.get(path + "&resourceId=r1").json()
+        assert json.loads(answer["workingMemory"]) == {"name": "Ada"} and answer["source"] == "thread"
+        assert answer["workingMemoryTemplate"] == {"format": "json", "content": json.dumps(SCHEMA)}
+        config = client.get("/api/memory/config", params={"agentId": "profile-agent"}).json()["config"]
+        assert config["workingMemory"] == {"enabled": True, "scope": "thread", "schema": SCHEMA}
 
 
 def studio_ops(url: str, ops: list[dict], token: str | None = None) -> list[dict]:

@@ -263,16 +263,15 @@ def _named_resource(query: Query) -> str | None:
 @router.get("/threads/{thread_id}/working-memory")
 async def get_working_memory(thread_id: str, query: MastraQuery, scope: ScopeDep, agent: OptionalAgent,
                              forced: ForcedResource, store: ConversationsDep) -> dict[str, Any]:
-    """The document on the agent's configured scope. A thread of another resource is
-    treated as not existing; on resource scope the named resource is still read (the
-    caller's own under auth)."""
+    """The document on the agent's configured scope (none when the agent has no working
+    memory). A thread of another resource is treated as not existing; on resource scope
+    the named resource is still read (the caller's own under auth)."""
     stored = await store.get_thread(thread_id)
     thread = stored if scope.admits(stored) else None
     memory = agent.memory if agent is not None else None
     options = memory.options.working if memory is not None else None
-    if options is None:  # not configured: whatever a client stored on the thread
-        text = await store.working_memory(thread_id=thread.id) if thread is not None else None
-        return {"workingMemory": text, "source": "thread", "workingMemoryTemplate": None,
+    if options is None:
+        return {"workingMemory": None, "source": "thread", "workingMemoryTemplate": None,
                 "threadExists": thread is not None}
     resource = effective_resource(forced, agent, _named_resource(query))
     return {"workingMemory": await memory.get_working_memory(thread, resource), "source": options.scope,
