@@ -24,7 +24,7 @@ from app.factory import create_app, storage_for
 from app.memory.memory import Memory, MemoryOptions
 from app.memory.working_document import (DEFAULT_TEMPLATE, TOOL_NAME, WorkingMemoryInvalid, WorkingMemoryOptions,
                                          merge)
-from app.settings import Settings
+from app.settings import Settings, SettingsError
 from app.storage.conversations import ConversationStore
 from tests.support import JS_DIR, LiveApp, run_node, sqlite_rows, user_message
 
@@ -81,6 +81,16 @@ def test_describe_reports_scope_and_template_or_schema():
         "enabled": True, "scope": "resource", "template": DEFAULT_TEMPLATE.strip()}
     assert MemoryOptions(working_memory=WorkingMemoryOptions(scope="thread", schema=SCHEMA)).describe()[
         "workingMemory"] == {"enabled": True, "scope": "thread", "schema": SCHEMA}
+
+
+def test_the_setting_names_agents_and_scopes(monkeypatch):
+    monkeypatch.setenv("DEV_SERVER_WORKING_MEMORY", " chat-agent, docs-agent:thread ")
+    assert Settings.load().working_memory_agents == {"chat-agent": "resource", "docs-agent": "thread"}
+    monkeypatch.setenv("DEV_SERVER_WORKING_MEMORY", "chat-agent:everywhere")
+    with pytest.raises(SettingsError, match="DEV_SERVER_WORKING_MEMORY"):
+        Settings.load()
+    monkeypatch.delenv("DEV_SERVER_WORKING_MEMORY")
+    assert Settings().working_memory_agents == {}
 
 
 @pytest.mark.anyio

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -10,6 +11,8 @@ from app.agents.definition import AgentDefinition
 from app.memory.memory import Memory
 from app.memory.working_document import WorkingMemoryOptions
 from app.storage.conversations import ConversationStore
+
+log = logging.getLogger(__name__)
 
 DEFINITIONS: tuple[AgentDefinition, ...] = (
     chat_agent.definition,
@@ -45,6 +48,8 @@ class AgentRegistry:
                 if definition.id in (working_memory or {}):
                     memory.enable_working_memory(WorkingMemoryOptions(scope=working_memory[definition.id]))
             self._agents[definition.id] = RegisteredAgent(definition, memory)
+        for agent_id in sorted(set(working_memory or ()) - {a.id for a in self._agents.values() if a.memory}):
+            log.warning("working memory asked for %r, which is not an agent with memory: ignored", agent_id)
 
     def get(self, agent_id: str) -> RegisteredAgent | None:
         return self._agents.get(agent_id)
