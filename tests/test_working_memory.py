@@ -325,3 +325,20 @@ def test_studio_routes_under_auth_stay_in_the_callers_resource(start_server):
     assert bob[3]["value"]["workingMemory"] == "bob's notes"
     [again] = studio_ops(studio.url, [{"op": "get", "agentId": chat, "threadId": "au-a1"}], token="ta")
     assert again["value"]["workingMemory"] == "alice's notes" and again["value"]["threadExists"] is True
+
+
+def test_the_real_studio_chats_with_working_memory_on(start_server):
+    from tests.test_studio_ui import CHROMIUM, chat_through_gateway, ensure_studio_build, run_studio
+
+    if not CHROMIUM.exists():
+        pytest.skip("Debian chromium is not installed (apt-get install -y chromium)")
+    env = {"DEV_SERVER_STUDIO_UI_DIR": str(ensure_studio_build()), "DEV_SERVER_LOCAL_MODEL_ONLY": "true",
+           "DEV_SERVER_WORKING_MEMORY": "chat-agent"}
+    gateway, studio = start_server("gateway", env=env), start_server("studio", env=env)
+    chat_through_gateway(gateway.url, "ui-wm", "remember that my name is Ada")
+    # every request the Studio makes (config, working memory, the turn) must succeed
+    result = run_studio(studio, threadId="ui-wm", expectThreadText="remember that my name is Ada",
+                        sendText="what do you know about me?")
+    assert "Ada" in result["replyText"], result["replyText"]
+    asked = [r for r in result["requests"] if "/working-memory" in r["url"]]
+    assert asked and all(r["status"] == 200 for r in asked), result["requests"]
