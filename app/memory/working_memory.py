@@ -63,10 +63,12 @@ def _json_update_model(schema_json: str) -> type[BaseModel]:
 
 @dataclass
 class _TurnDocument:
-    """The turn's copy of the document and the system message rendered from it."""
+    """The turn's copy of the document, the system message rendered from it (None: to be
+    rendered again) and the turn's update tool."""
 
     document: str | None
     message: dict[str, Any] | None = None
+    tool: Tool | None = None
 
 
 class WorkingMemory:
@@ -80,16 +82,15 @@ class WorkingMemory:
     async def process_step(self, step: StepContext) -> None:
         if step.thread is None:
             return
-        turn = step.state.get(self.name)
-        if turn is None:
-            document = await self.memory.get_working_memory(step.thread, step.resource_id)
-            turn = step.state[self.name] = {"copy": _TurnDocument(document)}
-            turn["tool"] = self._tool(step.thread, step.resource_id, turn["copy"])
-        copy: _TurnDocument = turn["copy"]
+        copy: _TurnDocument | None = step.state.get(self.name)
+        if copy is None:
+            copy = step.state[self.name] = _TurnDocument(await self.memory.get_working_memory(step.thread,
+                                                                                             step.resource_id))
+            copy.tool = self._tool(step.thread, step.resource_id, copy)
         if copy.message is None:
             copy.message = {"role": "system", "content": instruction(self.options, copy.document)}
         step.system.append(copy.message)
-        step.add_tool(turn["tool"])
+        step.add_tool(copy.tool)
 
     def _tool(self, thread: Thread, resource_id: str | None, copy: _TurnDocument) -> Tool:
         async def update(args: BaseModel, _: ToolContext) -> dict[str, Any]:
