@@ -59,7 +59,8 @@ def test_two_step_tool_turn_streams_tool_parts_and_stores_them(shared):
     gateway, db = shared
     result = send(gateway, "tools-1", "u1", "use the calculator tool: 6 * 7")
     assert result["ok"], result["error"]
-    assert types(result) == ["start", "start-step", "tool-input-start", "tool-input-available",
+    deltas = ["tool-input-delta"] * types(result).count("tool-input-delta")
+    assert types(result) == ["start", "start-step", "tool-input-start", *deltas, "tool-input-available",
                              "tool-output-available", "finish-step", "start-step", "text-start",
                              *["text-delta"] * (types(result).count("text-delta")), "text-end", "finish-step",
                              "finish"]
@@ -116,8 +117,9 @@ def test_a_model_that_keeps_calling_tools_stops_at_max_steps(shared):
     result = send(gateway, "tools-5", "u1", "use the calculator tool: 1 + 1 [[loop]]")
     assert result["ok"], result["error"]
     kinds = types(result)
-    assert kinds.count("start-step") == 5 and kinds.count("finish-step") == 5  # chat-agent's max_steps
-    assert kinds.count("tool-output-available") == 5 and "text-start" not in kinds
+    # chat-agent's max_steps model steps, then the note step (tests/test_client_tools.py)
+    assert kinds.count("start-step") == 6 and kinds.count("finish-step") == 6
+    assert kinds.count("tool-output-available") == 5 and "data-max-steps" in kinds
     assert result["chunks"][-1]["finishReason"] == "tool-calls"
     [stored] = stored_parts(db, "tools-5")
     assert [p["type"] for p in stored].count("tool-invocation") == 5
@@ -131,8 +133,11 @@ def test_studio_stream_sends_mastra_tool_chunks(settings: Settings):
             lines = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
         chunks = [json.loads(line) for line in lines if line != "[DONE]"]
         kinds = [c["type"] for c in chunks]
-        assert kinds[:5] == ["start", "step-start", "tool-call", "tool-result", "step-finish"]
-        call, result, first_step = chunks[2]["payload"], chunks[3]["payload"], chunks[4]["payload"]
+        deltas = ["tool-call-delta"] * kinds.count("tool-call-delta")
+        assert kinds[:len(deltas) + 7] == ["start", "step-start", "tool-call-input-streaming-start", *deltas,
+                                           "tool-call-input-streaming-end", "tool-call", "tool-result", "step-finish"]
+        call, result, first_step = (chunks[kinds.index(kind)]["payload"]
+                                    for kind in ("tool-call", "tool-result", "step-finish"))
         assert call["toolName"] == "calculator" and call["args"] == {"expression": "3 * 3"}
         assert result["toolCallId"] == call["toolCallId"] and result["result"]["result"] == 9
         assert first_step["stepResult"] == {"reason": "tool-calls", "isContinued": True}

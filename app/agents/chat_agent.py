@@ -1,5 +1,5 @@
 from app.agents.definition import AgentDefinition
-from app.agents.tools import calculator
+from app.agents.tools import calculator, get_user_location
 from app.memory.memory import Memory, MemoryOptions
 
 definition = AgentDefinition(
@@ -9,5 +9,5 @@ definition = AgentDefinition(
     instructions="You are a helpful assistant. Answer briefly and use what the user told you earlier.",
     model="openai/gpt-4o-mini",
     memory=lambda: Memory(MemoryOptions(last_messages=10)),
-    tools=(calculator,),
+    tools=(calculator, get_user_location),
 )

@@ -1,12 +1,15 @@
 """The one event union a turn produces, and the walk both wire encoders read it through.
 
-The loop (``app.agents.loop``) yields ``StepStart``, ``TextDelta``, ``ToolCallEvent``,
-``ToolResultEvent``, ``ToolErrorEvent``, ``StepFinish`` and, last, ``Finish``.
-``edge_events`` adds what only the edge needs: ``TextStart``/``TextEnd`` around each run of
-text (a new text part per step), and an ``ErrorEvent`` for a failure at any point (an open
-text part is closed first), so a stream never ends without saying why. The gateway (AI SDK
-UI chunks, ``app.api.chat``) and the studio (Mastra chunks,
-``app.streaming.mastra_chunks``) only translate these. This module imports nothing from
+The loop (``app.agents.loop``) yields ``StepStart``, ``ReasoningDelta``, ``TextDelta``,
+``ToolInputStart`` + ``ToolCallDelta``s (a call's argument text as the model streams it),
+``ToolCallEvent`` (the input complete), ``ToolResultEvent`` / ``ToolErrorEvent`` (none for a
+client tool: the turn stops there), ``DataPart`` (a ``data-<name>`` part, stored unless
+``transient``), ``StepFinish`` and, last, ``Finish``. ``edge_events`` adds what only the edge
+needs: ``TextStart``/``TextEnd`` and ``ReasoningStart``/``ReasoningEnd`` around each run of
+text or reasoning (a new part per run), and an ``ErrorEvent`` for a failure at any point
+(an open part is closed first), so a stream never ends without saying why. The gateway
+(AI SDK UI chunks, ``app.api.chat``) and the studio (Mastra chunks,
+``app.api.studio.run_chunks``) only translate these. This module imports nothing from
 the rest of the agents layer, so the streaming layer may use it.
 """
 
@@ -16,7 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from app.llm import Finish, TextDelta, Usage
+from app.llm import Finish, ReasoningDelta, TextDelta, ToolCallDelta, Usage
 from app.streaming.text_events import StreamError, stream_error
 
 
@@ -36,12 +39,32 @@ class TextEnd:
 
 
 @dataclass(frozen=True)
+class ReasoningStart:
+    step: int
+
+
+@dataclass(frozen=True)
+class ReasoningEnd:
+    step: int
+
+
+@dataclass(frozen=True)
+class ToolInputStart:
+    """A tool call begins; its argument text follows as ``ToolCallDelta``s."""
+
+    call_id: str
+    name: str
+
+
+@dataclass(frozen=True)
 class ToolCallEvent:
-    """The model's call, its input complete (``tool-input-available``)."""
+    """The model's call, its input complete (``tool-input-available``). A ``client`` call
+    is not executed here: the turn stops and the client returns its output."""
 
     call_id: str
     name: str
     input: Any
+    client: bool = False
 
 
 @dataclass(frozen=True)
@@ -61,6 +84,16 @@ class ToolErrorEvent:
 
 
 @dataclass(frozen=True)
+class DataPart:
+    """A ``data-<name>`` part (AI SDK) / chunk (Mastra); ``transient`` ones are streamed only."""
+
+    name: str
+    data: Any
+    id: str | None = None
+    transient: bool = False
+
+
+@dataclass(frozen=True)
 class StepFinish:
     index: int
     reason: str
@@ -68,6 +101,7 @@ class StepFinish:
     continued: bool  # another step follows (the model called tools)
     text: str = ""
     tool_calls: tuple[ToolCallEvent, ...] = ()
+    tool_results: tuple["ToolResultEvent | ToolErrorEvent", ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,28 +109,30 @@ class ErrorEvent:
     error: StreamError
 
 
-LoopEvent = StepStart | TextDelta | ToolCallEvent | ToolResultEvent | ToolErrorEvent | StepFinish | Finish
-EdgeEvent = LoopEvent | TextStart | TextEnd | ErrorEvent
+LoopEvent = (StepStart | ReasoningDelta | TextDelta | ToolInputStart | ToolCallDelta | ToolCallEvent | ToolResultEvent
+             | ToolErrorEvent | DataPart | StepFinish | Finish)
+EdgeEvent = LoopEvent | TextStart | TextEnd | ReasoningStart | ReasoningEnd | ErrorEvent
+
+_RUNS: dict[type, tuple[type, type]] = {TextDelta: (TextStart, TextEnd), ReasoningDelta: (ReasoningStart, ReasoningEnd)}
 
 
 async def edge_events(first: LoopEvent, events: AsyncIterator[LoopEvent]) -> AsyncIterator[EdgeEvent]:
     step = 0
-    text_open = False
+    open_run: type | None = None  # TextDelta or ReasoningDelta while such a part is open
     try:
         event: LoopEvent | None = first
         while event is not None:
             if isinstance(event, StepStart):
                 step = event.index
-            if isinstance(event, TextDelta):
-                if not text_open:
-                    text_open = True
-                    yield TextStart(step)
-            elif text_open:
-                text_open = False
-                yield TextEnd(step)
+            if open_run is not None and type(event) is not open_run:
+                yield _RUNS[open_run][1](step)
+                open_run = None
+            if open_run is None and type(event) in _RUNS:
+                open_run = type(event)
+                yield _RUNS[open_run][0](step)
             yield event
             event = await anext(events, None)
     except Exception as exc:
-        if text_open:
-            yield TextEnd(step)
+        if open_run is not None:
+            yield _RUNS[open_run][1](step)
         yield ErrorEvent(stream_error(exc))

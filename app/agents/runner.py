@@ -38,12 +38,13 @@ from opentelemetry.trace import Span
 from app.agents.events import LoopEvent, StepFinish
 from app.agents.loop import LoopHooks, ReplyParts, run_steps
 from app.agents.processors import InputProcessor, OutputProcessor, ReplyContext, StepContext
-from app.agents.tools import ToolOutcome
+from app.agents.tools import Tool, ToolOutcome
 from app.agents.registry import RegisteredAgent
 from app.clock import now_iso
 from app.llm import Finish, LLMClient, ModelProviderError, ResolvedModel, ToolCall
 from app.llm.content import for_trace
 from app.memory.convert import assistant_message
+from app.memory.tool_results import ContinuedReply
 from app.observability import spans
 from app.storage.conversations import Message, Thread
 from app.streaming.sse import repair_value
@@ -76,6 +77,7 @@ class Turn:
     resource_id: str | None
     reply_id: str = field(default_factory=new_id)
     run_id: str = field(default_factory=new_id)
+    first_step: int = 0  # steps the reply already has: it continues a stored one (client tool output)
     user_message_id: str | None = None
     input_processors: list[InputProcessor] = field(default_factory=list)
     output_processors: list[OutputProcessor] = field(default_factory=list)
@@ -118,12 +120,15 @@ class TurnRunner:
 
     async def prepare(self, agent: RegisteredAgent, *, thread_id: str | None, resource_id: str,
                       incoming: list[Message], client_context: list[dict[str, Any]],
-                      run_id: str | None = None) -> Turn:
+                      run_id: str | None = None, client_tools: tuple[Tool, ...] = ()) -> Turn:
         """Open the thread and store the turn's input, or use the client's context.
 
         Memory is used when the agent has it and a thread is named; otherwise nothing is
         stored and the model sees ``client_context``. Starts the run's root span; ``run``
-        ends it (or this does, if preparing fails).
+        ends it (or this does, if preparing fails). ``client_tools`` (a Studio run's own)
+        are offered to the model besides the agent's, for this turn only. When the input is
+        a client's tool output (``app.memory.tool_results``) the turn continues the stored
+        reply it completes instead of starting a new one.
         """
         model = await self.llm.resolve(agent.definition.model)
         system = [{"role": "system", "content": agent.definition.instructions}]
@@ -139,7 +144,7 @@ class TurnRunner:
         context = trace.set_span_in_context(root)
         try:
             step = StepContext(agent.id, run_id, agent.definition.instructions, thread=None, resource_id=None,
-                               agent_tools=agent.definition.tools)
+                               agent_tools=(*agent.definition.tools, *client_tools))
             if memory is None:
                 step.history = repair_value(client_context)
                 turn = Turn(agent, model, step, thread=None, resource_id=None, run_id=run_id)
@@ -154,6 +159,8 @@ class TurnRunner:
                             user_message_id=incoming[-1].id, run_id=run_id,
                             input_processors=memory.input_processors(),
                             output_processors=memory.output_processors())
+                if isinstance(incoming[-1], ContinuedReply):
+                    _continue_reply(turn, incoming[-1])
         except BaseException as exc:
             spans.finish(root, error=exc)
             raise
@@ -278,6 +285,16 @@ class TurnRunner:
         thread = turn.thread or Thread("", "")
         return assistant_message(turn.reply_id, thread.id, turn.resource_id or thread.resource_id,
                                  turn.reply.snapshot(), now_iso(), metadata)
+
+
+def _continue_reply(turn: Turn, reply: Message) -> None:
+    """The turn goes on in ``reply`` (stored, its client tool calls answered): same id, its
+    parts first, saved over it."""
+    parts = reply.content.get("parts") or []
+    turn.reply_id, turn.user_message_id = reply.id, None
+    turn.reply = ReplyParts(parts=[dict(p) for p in parts])
+    turn.first_step = sum(1 for p in parts if p.get("type") == "step-start")
+    turn.checkpointed = True
 
 
 def _last_user_text(incoming: list[Message], client_context: list[dict[str, Any]]) -> str:

@@ -7,6 +7,12 @@ context of the call's ``tool_call`` span, for spans of its own). ``execute`` nev
 are not JSON or do not validate, a function that raises, or one that runs past the tool's
 ``timeout_s`` all become a ``ToolOutcome`` with ``error`` set, which the loop reports
 (``tool-output-error``) and feeds back to the model, and the step goes on.
+
+A tool without a function is a *client tool*: the model may call it, but the client runs
+it (useChat's ``addToolResult``, client-js's ``clientTools``), so the loop stops the turn at
+its call and the next request carries the output. Client tools a run brings along
+(client-js sends ``clientTools`` with JSON schemas) have no pydantic model:
+``client_tool`` builds them from the JSON schema they came with.
 """
 
 from __future__ import annotations
@@ -43,12 +49,23 @@ class ToolContext:
 class Tool:
     name: str
     description: str
-    input_model: type[BaseModel]
-    function: Callable[[Any, ToolContext], Awaitable[Any]]
+    input_model: type[BaseModel] | None = None
+    function: Callable[[Any, ToolContext], Awaitable[Any]] | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
+    schema: dict[str, Any] | None = None  # a client tool's own JSON schema (no input model)
+
+    @property
+    def client(self) -> bool:
+        return self.function is None
 
     def json_schema(self) -> dict[str, Any]:
-        return json.loads(_schema_json(self.input_model))  # a fresh copy: callers may change it
+        if self.input_model is not None:
+            return json.loads(_schema_json(self.input_model))  # a fresh copy: callers may change it
+        return dict(self.schema or {"type": "object", "properties": {}})
+
+    def validate(self, raw: Any) -> Any:
+        """The validated input (raises ``ValidationError``); a schema-only tool takes it as is."""
+        return self.input_model.model_validate(raw) if self.input_model is not None else raw
 
     def openai_spec(self) -> dict[str, Any]:
         """The tool as litellm's ``tools=[...]`` entry."""
@@ -79,11 +96,12 @@ async def execute(tools: dict[str, Tool], name: str, arguments: str, context: To
     tool = tools.get(name)
     if tool is None:
         return ToolOutcome(raw, error=f"Unknown tool {name!r}")
+    if tool.function is None:
+        return ToolOutcome(raw, error=f"{name} is a client tool: the client runs it, not the server")
     try:
-        parsed = tool.input_model.model_validate(raw)
+        parsed = tool.validate(raw)
     except ValidationError as exc:
-        issues = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors())
-        return ToolOutcome(raw, error=f"Invalid arguments for {name}: {issues}")
+        return ToolOutcome(raw, error=validation_message(name, exc))
     try:
         async with asyncio.timeout(tool.timeout_s):
             output = await tool.function(parsed, context)
@@ -93,6 +111,16 @@ async def execute(tools: dict[str, Tool], name: str, arguments: str, context: To
         log.info("tool %s failed: %s", name, exc)
         return ToolOutcome(raw, error=f"{type(exc).__name__}: {exc}")
     return ToolOutcome(raw, output=output)
+
+
+def validation_message(name: str, exc: ValidationError) -> str:
+    issues = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors())
+    return f"Invalid arguments for {name}: {issues}"
+
+
+def client_tool(name: str, description: str, schema: dict[str, Any] | None) -> Tool:
+    """A client tool described by a JSON schema (client-js's ``clientTools``)."""
+    return Tool(name=name, description=description, schema=schema if isinstance(schema, dict) else None)
 
 
 # -- the built-in calculator (chat-agent's demonstration tool) -----------------------------
@@ -133,3 +161,15 @@ async def _calculate(args: CalculatorInput, _: ToolContext) -> dict[str, Any]:
 
 calculator = Tool(name="calculator", description="Evaluate an arithmetic expression exactly.",
                   input_model=CalculatorInput, function=_calculate, timeout_s=2.0)
+
+
+# -- a client tool (chat-agent's demonstration: the browser knows where the user is) ------
+
+
+class UserLocationInput(BaseModel):
+    reason: str = Field("", description="Why the location is needed, shown to the user", max_length=200)
+
+
+get_user_location = Tool(name="getUserLocation",
+                         description="Ask the user's browser for their location (runs in the client).",
+                         input_model=UserLocationInput)

@@ -32,6 +32,7 @@ import anyio
 
 from app.agents.registry import RegisteredAgent
 from app.agents.runner import Turn, TurnRunner
+from app.agents.tools import Tool
 from app.clock import spaced_iso
 from app.errors import ApiError
 from app.agents.events import LoopEvent
@@ -131,7 +132,8 @@ class TurnStarter:
         self._locks = _ThreadLocks()
 
     async def start(self, agent: RegisteredAgent, *, thread_id: str | None, resource_id: str,
-                    incoming: list[Message], run_id: str | None = None) -> LiveTurn:
+                    incoming: list[Message], run_id: str | None = None,
+                    client_tools: tuple[Tool, ...] = ()) -> LiveTurn:
         """Start a turn of ``agent``: serialised, prepared, and its first event awaited.
 
         Raises ``ThreadNotOwned`` (the thread is another resource's), ``ThreadBusy``, or
@@ -141,7 +143,7 @@ class TurnStarter:
         if memory is None or thread_id is None:
             context = to_model_messages(incoming)
             turn = await self.runner.prepare(agent, thread_id=None, resource_id=resource_id, incoming=[],
-                                             client_context=context, run_id=run_id)
+                                             client_context=context, run_id=run_id, client_tools=client_tools)
             return await self._begin(turn, _nothing)
 
         deadline = time.monotonic() + self.wait_s
@@ -168,7 +170,8 @@ class TurnStarter:
             for message, stamp in zip(incoming, spaced_iso(len(incoming))):
                 message.created_at = stamp  # stored after the previous reply, so stamped now
             turn = await self.runner.prepare(agent, thread_id=thread_id, resource_id=resource_id,
-                                             incoming=incoming, client_context=[], run_id=run_id)
+                                             incoming=incoming, client_context=[], run_id=run_id,
+                                             client_tools=client_tools)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await release()

@@ -19,8 +19,9 @@ from fastapi import APIRouter, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.background import BackgroundTask
 
-from app.agents.events import (EdgeEvent, ErrorEvent, StepFinish, StepStart, TextEnd, TextStart, ToolCallEvent,
-                               ToolErrorEvent, ToolResultEvent, edge_events)
+from app.agents.events import (DataPart, EdgeEvent, ErrorEvent, ReasoningEnd, ReasoningStart, StepFinish, StepStart,
+                               TextEnd, TextStart, ToolCallEvent, ToolErrorEvent, ToolInputStart, ToolResultEvent,
+                               edge_events)
 from app.agents.registry import DEFAULT_AGENT_ID, RegisteredAgent
 from app.agents.runner import Turn, new_id
 from app.agents.turns import LiveTurn, TurnStarter
@@ -28,7 +29,7 @@ from app.api.chat_request import ChatRequest
 from app.api.deps import AgentDep, AgentsDep, ForcedResource, TurnsDep
 from app.clock import spaced_iso
 from app.errors import NotFound, upstream
-from app.llm import Finish, ModelProviderError, TextDelta
+from app.llm import Finish, ModelProviderError, ReasoningDelta, TextDelta, ToolCallDelta
 from app.memory.convert import ui_to_stored
 from app.memory.memory import ThreadNotOwned
 from app.storage.conversations import Message
@@ -105,11 +106,11 @@ async def _frames(live: LiveTurn) -> AsyncIterator[ServerSentEvent]:
     turn = live.turn
     try:
         yield frame(ui.start(turn.reply_id, _start_metadata(turn)))
-        text_id = _text_id(turn, 0)
+        part_id = _part_id("text", turn, 0)
         async for event in edge_events(live.first, live):
-            if isinstance(event, TextStart):
-                text_id = _text_id(turn, event.step)
-            for chunk in _ui_chunks(event, text_id):
+            if isinstance(event, (TextStart, ReasoningStart)):
+                part_id = _part_id("text" if isinstance(event, TextStart) else "reasoning", turn, event.step)
+            for chunk in _ui_chunks(event, part_id):
                 yield frame(chunk)
     except Exception as exc:  # this encoder itself broke: still say so, and end the stream
         yield frame(ui.error(stream_error(exc).message))
@@ -118,28 +119,42 @@ async def _frames(live: LiveTurn) -> AsyncIterator[ServerSentEvent]:
     yield frame(DONE)
 
 
-def _text_id(turn: Turn, step: int) -> str:
-    """A text part per step: ``text-<reply id>`` for the first, ``-<step>`` appended after."""
-    return f"text-{turn.reply_id}" if step == 0 else f"text-{turn.reply_id}-{step}"
+def _part_id(kind: str, turn: Turn, step: int) -> str:
+    """A text (or reasoning) part per step: ``text-<reply id>`` for the first, ``-<step>`` after.
+    A continued reply (after a client tool's output) counts its steps on from the stored ones."""
+    step += turn.first_step
+    return f"{kind}-{turn.reply_id}" if step == 0 else f"{kind}-{turn.reply_id}-{step}"
 
 
-def _ui_chunks(event: EdgeEvent, text_id: str) -> list[dict[str, Any]]:
+def _ui_chunks(event: EdgeEvent, part_id: str) -> list[dict[str, Any]]:
     """The AI SDK chunks of one turn event."""
     match event:
         case StepStart():
             return [ui.start_step()]
         case TextStart():
-            return [ui.text_start(text_id)]
+            return [ui.text_start(part_id)]
         case TextDelta(text=text):
-            return [ui.text_delta(text_id, text)]
+            return [ui.text_delta(part_id, text)]
         case TextEnd():
-            return [ui.text_end(text_id)]
+            return [ui.text_end(part_id)]
+        case ReasoningStart():
+            return [ui.reasoning_start(part_id)]
+        case ReasoningDelta(text=text):
+            return [ui.reasoning_delta(part_id, text)]
+        case ReasoningEnd():
+            return [ui.reasoning_end(part_id)]
+        case ToolInputStart(call_id=call_id, name=name):
+            return [ui.tool_input_start(call_id, name)]
+        case ToolCallDelta(call_id=call_id, delta=delta):
+            return [ui.tool_input_delta(call_id, delta)]
         case ToolCallEvent(call_id=call_id, name=name, input=input):
-            return [ui.tool_input_start(call_id, name), ui.tool_input_available(call_id, name, input)]
+            return [ui.tool_input_available(call_id, name, input)]
         case ToolResultEvent(call_id=call_id, output=output):
             return [ui.tool_output_available(call_id, output)]
         case ToolErrorEvent(call_id=call_id, error=error):
             return [ui.tool_output_error(call_id, error)]
+        case DataPart(name=name, data=data, id=data_id, transient=transient):
+            return [ui.data_part(name, data, data_id, transient)]
         case StepFinish():
             return [ui.finish_step()]
         case Finish():

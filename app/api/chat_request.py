@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_CONVERSATION_ID = 256
+TOOL_OUTPUT_STATES = ("output-available", "output-error")
 
 
 class UIMessage(BaseModel):
@@ -47,7 +48,8 @@ class ChatRequest(BaseModel):
 
     id: str | None = Field(None, description="The useChat chat id")
     messages: list[UIMessage] = Field(min_length=1, description="The conversation as the client has it; the last "
-                                                                "message is the user's new (or edited) one")
+                                                                "message is the user's new (or edited) one, or the "
+                                                                "assistant message with a client tool's output")
     trigger: Literal["submit-message", "regenerate-message"] = "submit-message"
     messageId: str | None = Field(None, description="The message being edited or regenerated")
     conversationId: str | None = Field(None, description="The thread; without it each turn gets a fresh one")
@@ -67,8 +69,17 @@ class ChatRequest(BaseModel):
     @field_validator("messages")
     @classmethod
     def last_message_is_from_the_user(cls, messages: list[UIMessage]) -> list[UIMessage]:
-        if messages and messages[-1].role != "user":
-            raise ValueError("the last message must have role 'user'")
-        if not any(p.get("type") in ("text", "file") for p in messages[-1].parts):
+        last = messages[-1] if messages else None
+        if last is not None and last.role == "assistant" and carries_tool_output(last):
+            return messages  # addToolResult: the assistant message with a client tool's output
+        if last is not None and last.role != "user":
+            raise ValueError("the last message must have role 'user' (or be the assistant message with a "
+                             "client tool's output)")
+        if last is not None and not any(p.get("type") in ("text", "file") for p in last.parts):
             raise ValueError("the last message needs a text or file part")
         return messages
+
+
+def carries_tool_output(message: UIMessage) -> bool:
+    """A client tool's output, as useChat's ``addToolResult`` re-sends the assistant message."""
+    return any(p["type"].startswith("tool-") and p.get("state") in TOOL_OUTPUT_STATES for p in message.parts)

@@ -8,7 +8,8 @@ from app.llm.client import LiteLLMClient, LLMClient
 from app.llm.errors import ModelProviderError, translate
 from app.llm.models import ModelResolver, split_model_id
 from app.llm.offline import ensure_litellm, litellm_ready, prepare_litellm
-from app.llm.types import Finish, ModelRequest, ResolvedModel, TextDelta, ToolCall, Usage
+from app.llm.types import (Finish, ModelRequest, ReasoningDelta, ResolvedModel, TextDelta, ToolCall, ToolCallDelta,
+                           Usage)
 
 __all__ = [
     "Finish",
@@ -17,9 +18,11 @@ __all__ = [
     "ModelProviderError",
     "ModelRequest",
     "ModelResolver",
+    "ReasoningDelta",
     "ResolvedModel",
     "TextDelta",
     "ToolCall",
+    "ToolCallDelta",
     "Usage",
     "ensure_litellm",
     "litellm_ready",

@@ -3,7 +3,9 @@
 Routes and memory depend on ``LLMClient`` only (``resolve`` + ``stream``), so tests can
 swap in a scripted fake and nothing above this layer imports litellm. ``LiteLLMClient``
 sends every call, the local model's included, through ``litellm.acompletion(stream=True)``
-and turns litellm's chunks into ``TextDelta``s and one final ``Finish``.
+and turns litellm's chunks into ``TextDelta``s (``ReasoningDelta``s from
+``reasoning_content``, ``ToolCallDelta``s from streamed ``tool_calls``), the assembled
+``ToolCall``s and one final ``Finish``.
 
 Configuration (``from_settings``): provider variables come from the settings (environment
 and ``.env``) and decide, per model, who answers (``app.llm.models``). A request carries
@@ -42,10 +44,12 @@ from app.llm.errors import ModelProviderError, translate
 from app.llm.models import ModelResolver
 from app.llm.offline import ensure_litellm, litellm_ready
 from app.llm.tokens import count_tokens
-from app.llm.types import Finish, ModelRequest, ResolvedModel, TextDelta, ToolCall, Usage
+from app.llm.types import (Finish, ModelRequest, ReasoningDelta, ResolvedModel, TextDelta, ToolCall, ToolCallDelta,
+                           Usage)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+ModelEvent = TextDelta | ReasoningDelta | ToolCallDelta | ToolCall | Finish
 
 # OpenAI finish reasons (what litellm normalises to) -> AI SDK finish reasons.
 _FINISH_REASONS = {
@@ -62,7 +66,7 @@ RETRY_BACKOFF_S = 0.25  # doubled per retry, never past the total deadline
 class LLMClient(Protocol):
     async def resolve(self, mastra_id: str) -> ResolvedModel: ...
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ToolCall | Finish]: ...
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
 
 
 class LiteLLMClient:
@@ -142,7 +146,7 @@ class LiteLLMClient:
             status["missing"] = list(resolved.missing)
         return status
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ToolCall | Finish]:
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         resolved = request.model
         if not isinstance(resolved, ResolvedModel):
             try:
@@ -169,7 +173,7 @@ class LiteLLMClient:
                 await asyncio.sleep(min(RETRY_BACKOFF_S * 2 ** attempt, max(0.0, total_deadline - loop.time())))
 
     async def _attempt(self, litellm: Any, kwargs: dict[str, Any], total_deadline: float,
-                       local: bool) -> AsyncIterator[TextDelta | ToolCall | Finish]:
+                       local: bool) -> AsyncIterator[ModelEvent]:
         loop = asyncio.get_running_loop()
         first_deadline = min(loop.time() + self._first_token_s, total_deadline)
         if local:  # in-process: no network to wait for, and its first call pays litellm's setup
@@ -191,20 +195,23 @@ class LiteLLMClient:
                     chunk_usage = getattr(chunk, "usage", None)
                     if chunk_usage is not None:
                         usage = Usage(chunk_usage.prompt_tokens or 0, chunk_usage.completion_tokens or 0)
-                    texts = []
+                    pieces: list[TextDelta | ReasoningDelta | ToolCallDelta] = []
                     for choice in chunk.choices or ():
                         finish_reason = choice.finish_reason or finish_reason
-                        text = choice.delta.content if choice.delta is not None else None
-                        if text:
-                            texts.append(text)
-                        for delta in (getattr(choice.delta, "tool_calls", None) or ()) if choice.delta else ():
-                            streamed = True
-                            _add_call_delta(calls, delta)
+                        if choice.delta is None:
+                            continue
+                        reasoning = getattr(choice.delta, "reasoning_content", None)
+                        if isinstance(reasoning, str) and reasoning:
+                            pieces.append(ReasoningDelta(reasoning))
+                        if choice.delta.content:
+                            pieces.append(TextDelta(choice.delta.content))
+                        for delta in getattr(choice.delta, "tool_calls", None) or ():
+                            pieces.append(_add_call_delta(calls, delta))
                 except Exception as exc:  # a chunk litellm let through in the wrong shape
                     raise translate(exc) from exc
-                for text in texts:
+                for piece in pieces:
                     streamed = True
-                    yield TextDelta(text)
+                    yield piece
         finally:
             await response.aclose()
         if not streamed and finish_reason in (None, "stop"):
@@ -212,7 +219,7 @@ class LiteLLMClient:
                                                       "carried no content (an empty stream, or not a stream at all).")
         for index in sorted(calls):
             call = calls[index]
-            yield ToolCall(call["id"] or f"call_{index}", call["name"], call["arguments"])
+            yield ToolCall(_call_id(call, index), call["name"], call["arguments"])
         if calls and finish_reason in (None, "stop"):
             finish_reason = "tool_calls"
         yield Finish(_FINISH_REASONS.get(finish_reason or "", "other"), usage)
@@ -284,15 +291,23 @@ class LiteLLMClient:
         return {**kwargs, **self._extra_kwargs}
 
 
-def _add_call_delta(calls: dict[int, dict[str, str]], delta: Any) -> None:
-    """Merge one streamed ``tool_calls`` delta: id and name arrive once, arguments in pieces."""
+def _add_call_delta(calls: dict[int, dict[str, str]], delta: Any) -> ToolCallDelta:
+    """Merge one streamed ``tool_calls`` delta (id and name arrive once, arguments in
+    pieces) and return it as the piece the loop streams on."""
     index = getattr(delta, "index", None) or 0
     call = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
     if getattr(delta, "id", None):
         call["id"] = delta.id
+    piece = ""
     function = getattr(delta, "function", None)
     if function is not None:
         if getattr(function, "name", None):
             call["name"] = function.name
         if getattr(function, "arguments", None):
-            call["arguments"] += function.arguments
+            piece = function.arguments
+            call["arguments"] += piece
+    return ToolCallDelta(_call_id(call, index), call["name"], piece)
+
+
+def _call_id(call: dict[str, str], index: int) -> str:
+    return call["id"] or f"call_{index}"

@@ -53,7 +53,8 @@ message carries the working memory, ``app.memory.working_document.instruction``)
 * ``what do you know about me?`` (or ``... remember about me``) -- answers ``From my
   working memory: <the filled lines of the document>.``, or says it is empty.
 
-Tool call ids are ``call_<n>``, ``n`` counting the tool calls already in the messages.
+Tool call ids are ``call_<n>``, ``n`` counting the tool calls already in the messages. The
+arguments are streamed in three pieces (``tool_calls`` deltas), as providers stream them.
 A tool named in a phrase but not offered is not called (the usual answer follows).
 
 Test triggers, in the last user message:
@@ -278,6 +279,15 @@ def _plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+def _argument_deltas(call: LocalToolCall, index: int, pieces: int = 3) -> list[dict[str, Any]]:
+    """A call as streamed ``tool_calls`` deltas: id and name first, the arguments in a few pieces."""
+    size = max(1, -(-len(call.arguments) // pieces))
+    chunks = [call.arguments[i:i + size] for i in range(0, len(call.arguments), size)] or [""]
+    return [{"id": call.id if n == 0 else None, "type": "function", "index": index,
+             "function": {"name": call.name if n == 0 else None, "arguments": chunk}}
+            for n, chunk in enumerate(chunks)]
+
+
 def register_local_provider(litellm: ModuleType) -> None:
     """Add the ``local`` custom provider to litellm (once; litellm must be imported)."""
     if any(item.get("provider") == LOCAL_PROVIDER for item in litellm.custom_provider_map):
@@ -317,10 +327,9 @@ def _handler_class(litellm: ModuleType) -> type:
             calls = compose_tool_calls(messages, (kwargs.get("optional_params") or {}).get("tools") or ())
             if calls:
                 for index, call in enumerate(calls):
-                    tool_use = {"id": call.id, "type": "function", "index": index,
-                                "function": {"name": call.name, "arguments": call.arguments}}
-                    yield {"text": "", "tool_use": tool_use, "is_finished": False, "finish_reason": "",
-                           "usage": None, "index": 0}
+                    for tool_use in _argument_deltas(call, index):
+                        yield {"text": "", "tool_use": tool_use, "is_finished": False, "finish_reason": "",
+                               "usage": None, "index": 0}
                 tokens = sum(count_tokens(message_text(m.get("content"))) for m in messages)
                 usage = {"prompt_tokens": tokens, "completion_tokens": 0, "total_tokens": tokens}
                 yield {"text": "", "is_finished": True, "finish_reason": "tool_calls", "usage": usage, "index": 0}

@@ -2,8 +2,9 @@
 
 The chat route, the memory layer and the tests speak only these types; nothing here knows
 about litellm, so the rest of the app can be read (and faked) without it. A stream from
-``LLMClient.stream`` is zero or more ``TextDelta``, then the step's ``ToolCall``s (assembled
-from the streamed ``tool_calls`` deltas, in index order), then exactly one ``Finish``.
+``LLMClient.stream`` is zero or more ``TextDelta`` / ``ReasoningDelta`` / ``ToolCallDelta``
+(a tool call's argument text as it streams), then the step's ``ToolCall``s (assembled from
+those deltas, in index order), then exactly one ``Finish``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,23 @@ class TextDelta:
     """A piece of the assistant's text, in stream order."""
 
     text: str
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    """A piece of the model's reasoning (litellm's ``reasoning_content``)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """A piece of a tool call's argument text; ``call_id`` and ``name`` are the call's own
+    (the final ``ToolCall`` has the same id), ``delta`` may be empty on the first piece."""
+
+    call_id: str
+    name: str
+    delta: str
 
 
 @dataclass(frozen=True)

@@ -43,10 +43,12 @@ def ui_part_to_stored(part: dict[str, Any]) -> dict[str, Any]:
         text = part.get("text", "")
         return {"type": "reasoning", "reasoning": text, "details": [{"type": "text", "text": text}]}
     if isinstance(kind, str) and kind.startswith("tool-"):
-        state = "result" if part.get("state") == "output-available" else "call"
+        state = "result" if part.get("state") in ("output-available", "output-error") else "call"
         invocation = {"state": state, "toolCallId": part.get("toolCallId"), "toolName": kind[5:],
                       "args": part.get("input")}
-        if state == "result":
+        if part.get("state") == "output-error":
+            invocation.update(result=part.get("errorText"), isError=True)
+        elif state == "result":
             invocation["result"] = part.get("output")
         return {"type": "tool-invocation", "toolInvocation": invocation}
     return dict(part)  # step-start, data-*, source-*: same shape in both formats
@@ -109,7 +111,8 @@ def stored_to_model_all(message: Message) -> list[dict[str, Any]]:
                           "function": {"name": str(invocation.get("toolName") or ""),
                                        "arguments": json.dumps(invocation.get("args") or {})}})
             result = invocation.get("result")
-            body = {"error": result} if invocation.get("isError") else result
+            body = ({"error": result} if invocation.get("isError") else result) if invocation.get("state") == "result" \
+                else {"error": "The client sent no output for this tool call"}
             results.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(body, default=str)})
         else:
             if calls and kind in ("step-start", "text"):

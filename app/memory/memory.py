@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from app.errors import invalid
 from app.memory.history import HistoryWindow
+from app.memory.tool_results import complete_tool_calls
 from app.memory.working_document import WorkingMemoryOptions
 from app.memory.working_memory import WorkingMemory
 from app.storage.conversations import ConversationStore, Message, Thread, TurnWrites
@@ -117,7 +118,10 @@ class Memory:
 
     async def record_turn(self, thread: Thread, incoming: list[Message]) -> list[str]:
         """Store what the thread lacks, by the rules of the module docstring, in one
-        transaction; returns the ids stored."""
+        transaction; returns the ids stored. A client's output for a pending client tool
+        call is no new turn: ``app.memory.tool_results`` stores it instead."""
+        if await complete_tool_calls(self.store, thread, incoming):
+            return []
         resource_id = thread.resource_id
 
         def plan(stored: Thread, known: dict[str, tuple[str, str]]) -> TurnWrites:

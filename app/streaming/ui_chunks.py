@@ -64,3 +64,23 @@ def tool_output_available(call_id: str, output: Any) -> dict[str, Any]:
 
 def tool_output_error(call_id: str, text: str) -> dict[str, Any]:
     return {"type": "tool-output-error", "toolCallId": call_id, "errorText": text}
+
+
+def tool_input_delta(call_id: str, delta: str) -> dict[str, Any]:
+    return {"type": "tool-input-delta", "toolCallId": call_id, "inputTextDelta": delta}
+
+
+def reasoning_start(part_id: str) -> dict[str, Any]:
+    return {"type": "reasoning-start", "id": part_id}
+
+
+def reasoning_delta(part_id: str, delta: str) -> dict[str, Any]:
+    return {"type": "reasoning-delta", "id": part_id, "delta": delta}
+
+
+def reasoning_end(part_id: str) -> dict[str, Any]:
+    return {"type": "reasoning-end", "id": part_id}
+
+
+def data_part(name: str, data: Any, part_id: str | None = None, transient: bool = False) -> dict[str, Any]:
+    return {"type": f"data-{name}", **_present(id=part_id), "data": data, **({"transient": True} if transient else {})}
