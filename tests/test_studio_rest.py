@@ -42,7 +42,8 @@ def save(client: httpx.Client, thread_id: str, resource: str, count: int) -> lis
 def test_root_probe_and_shell_routes_answer(studio):
     assert studio.get("/").status_code == 200
     assert studio.get("/api/auth/capabilities").json() == {"enabled": False, "login": None}
-    for path, body in [("/api/workflows", {}), ("/api/tools", {}), ("/api/processors", {}), ("/api/scores/scorers", {}),
+    assert "calculator" in studio.get("/api/tools", params={"requestContext": "e30="}).json()
+    for path, body in [("/api/workflows", {}), ("/api/processors", {}), ("/api/scores/scorers", {}),
                        ("/api/mcp/v0/servers", {"servers": [], "total_count": 0, "next": None}),
                        ("/api/workspaces", {"workspaces": []}), ("/api/agents/providers", {"providers": []}),
                        ("/api/editor/builder/settings", {"enabled": False, "modelPolicy": {"active": False}}),

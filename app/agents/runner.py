@@ -144,7 +144,7 @@ class TurnRunner:
         context = trace.set_span_in_context(root)
         try:
             step = StepContext(agent.id, run_id, agent.definition.instructions, thread=None, resource_id=None,
-                               agent_tools=(*agent.definition.tools, *client_tools))
+                               agent_tools=(*client_tools, *agent.definition.tools))  # a server tool wins a name
             if memory is None:
                 step.history = repair_value(client_context)
                 turn = Turn(agent, model, step, thread=None, resource_id=None, run_id=run_id)

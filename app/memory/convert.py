@@ -42,7 +42,7 @@ def ui_part_to_stored(part: dict[str, Any]) -> dict[str, Any]:
     if kind == "reasoning":
         text = part.get("text", "")
         return {"type": "reasoning", "reasoning": text, "details": [{"type": "text", "text": text}]}
-    if isinstance(kind, str) and kind.startswith("tool-"):
+    if isinstance(kind, str) and kind.startswith("tool-") and kind != "tool-invocation":
         state = "result" if part.get("state") in ("output-available", "output-error") else "call"
         invocation = {"state": state, "toolCallId": part.get("toolCallId"), "toolName": kind[5:],
                       "args": part.get("input")}

@@ -5,6 +5,15 @@ signal routes), as typed models FastAPI validates before a handler runs (the app
 ``messages`` may be a string, ``{role, content}`` items (content a string or parts), AI SDK
 UI messages (``parts``) or stored messages (``content.format == 2``): all become stored
 messages. ``memory: {thread, resource}`` is how a thread is named (STUDIO-REST.md 4.3).
+
+Client tools (client-js's client-tool loop): ``clientTools`` (name -> ``{description,
+inputSchema}``, JSON schemas) are offered to the model for that run only. When one was
+called, client-js calls again with the output: a ``role: "tool"`` message of ``tool-result``
+parts (with a thread: only that), or, after ``generate``, the step's assistant message
+(``tool-call`` parts) followed by it. Assistant ``tool-call`` parts become
+``tool-invocation`` parts, and a result folds into the call it answers (state ``result``);
+a ``tool`` message whose calls are not in the input stays one, for the thread's pending
+calls (``app.memory.tool_results``).
 """
 
 from __future__ import annotations
@@ -14,12 +23,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from app.agents.tools import Tool, client_tool
 from app.clock import spaced_iso
 from app.errors import BadRequest, invalid
 from app.memory.convert import flat_text, ui_part_to_stored
 from app.storage.conversations import Message
 
-ROLES = ("user", "assistant", "system")
+ROLES = ("user", "assistant", "system", "tool")
 
 
 class MemoryArgument(BaseModel):
@@ -42,6 +52,17 @@ class MemoryArgument(BaseModel):
         return self.thread if isinstance(self.thread, str) else self.thread["id"]
 
 
+class ClientToolSpec(BaseModel):
+    """One of client-js's ``clientTools`` as it arrives (its ``execute`` stays in the client)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str | None = None
+    description: str = ""
+    inputSchema: dict[str, Any] | None = None
+    parameters: dict[str, Any] | None = None  # the older name of the schema
+
+
 class AgentRunBody(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -49,6 +70,20 @@ class AgentRunBody(BaseModel):
     memory: MemoryArgument | None = None
     runId: str | None = None
     instructions: str | None = None
+    clientTools: dict[str, ClientToolSpec] | None = Field(None, description="Tools the client runs, offered to the "
+                                                                         "model for this run only")
+
+    def client_tools(self) -> tuple[Tool, ...]:
+        return tuple(client_tool(name, spec.description, _schema(spec.inputSchema or spec.parameters))
+                     for name, spec in (self.clientTools or {}).items())
+
+
+def _schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A JSON schema as litellm's function parameters want it (no ``$schema`` / superjson wrapper)."""
+    if schema is None:
+        return None
+    schema = schema.get("json", schema) if set(schema) <= {"json", "meta"} else schema
+    return {k: v for k, v in schema.items() if k != "$schema"}
 
 
 class ThreadRef(BaseModel):
@@ -96,7 +131,14 @@ def to_parts(content: Any) -> list[dict[str, Any]]:
             if isinstance(part, str):
                 parts.append({"type": "text", "text": part})
             elif isinstance(part, dict) and isinstance(part.get("type"), str):
-                if part["type"] == "image":
+                if part["type"] == "tool-call":
+                    parts.append({"type": "tool-invocation", "toolInvocation": {
+                        "state": "call", "toolCallId": part.get("toolCallId"), "toolName": part.get("toolName"),
+                        "args": part.get("input", part.get("args"))}})
+                elif part["type"] == "tool-result":
+                    parts.append({"type": "tool-result", "toolCallId": part.get("toolCallId"),
+                                  "toolName": part.get("toolName"), "result": _tool_result(part)})
+                elif part["type"] == "image":
                     parts.append({"type": "file", "mimeType": part.get("mimeType", "image/*"), "data": part.get("image")})
                 elif part["type"] == "file" and "mediaType" in part:
                     parts.append(ui_part_to_stored(part))
@@ -131,7 +173,39 @@ def input_messages(messages: str | list[Any], thread_id: str, resource_id: str) 
         stored.append(Message(id=message_id, thread_id=thread_id, resource_id=resource_id, role=item["role"],
                               content={"format": 2, "parts": parts, "content": flat_text(parts)},
                               created_at=stamps[index]))
-    return stored
+    return fold_tool_results(stored)
+
+
+def _tool_result(part: dict[str, Any]) -> Any:
+    """A ``tool-result`` part's value: ``result``, or AI SDK's ``output: {type: "json", value}``."""
+    if "result" in part:
+        return part["result"]
+    output = part.get("output")
+    return output.get("value") if isinstance(output, dict) and "value" in output else output
+
+
+def fold_tool_results(messages: list[Message]) -> list[Message]:
+    """Each ``tool-result`` put on the input's own call it answers (state ``result``); what
+    answers no call of the input is kept, in a ``tool`` message, for the thread's pending calls."""
+    calls: dict[str, dict[str, Any]] = {}
+    folded: list[Message] = []
+    for message in messages:
+        parts = message.content["parts"]
+        for part in parts:
+            invocation = part.get("toolInvocation") if part.get("type") == "tool-invocation" else None
+            if invocation and invocation.get("state") == "call" and isinstance(invocation.get("toolCallId"), str):
+                calls[invocation["toolCallId"]] = part
+        kept = []
+        for part in parts:
+            call = calls.get(part.get("toolCallId")) if part.get("type") == "tool-result" else None
+            if call is None:
+                kept.append(part)
+            else:
+                call["toolInvocation"] = {**call["toolInvocation"], "state": "result", "result": part.get("result")}
+        if kept or not parts:
+            message.content["parts"] = kept
+            folded.append(message)
+    return folded
 
 
 def _part_list(parts: Any) -> list[dict[str, Any]]:

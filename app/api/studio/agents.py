@@ -38,6 +38,8 @@ from app.errors import ApiError, NotFound, upstream
 from app.llm import ModelProviderError
 from app.memory.memory import ThreadNotOwned
 from app.storage.conversations import ConversationStore
+from app.agents.events import StepFinish
+from app.api.studio.generate_result import generate_result, response_messages
 from app.api.studio.run_chunks import encode_run
 from app.streaming.mastra_chunks import RunIds, chunk, error_chunk, usage_payload
 from app.streaming.sse import DONE, STREAM_HEADERS, encode
@@ -104,7 +106,7 @@ async def _start_run(turns: TurnStarter, agent: RegisteredAgent, body: AgentRunB
     stored = input_messages(body.messages, thread_id or "", resource_id)
     try:
         return await turns.start(agent, thread_id=thread_id, resource_id=resource_id, incoming=stored,
-                                 run_id=body.runId)
+                                 run_id=body.runId, client_tools=body.client_tools())
     except ThreadNotOwned:
         raise NotFound("Thread not found") from None
     except ModelProviderError as exc:
@@ -124,7 +126,7 @@ async def _stream_response(live: LiveTurn) -> Response:
     async def frames() -> AsyncIterator[ServerSentEvent]:
         ids = _ids(live)
         try:
-            async for item in encode_run(ids, live.first, live):
+            async for item in encode_run(ids, live.first, live, live.turn.first_step):
                 yield ServerSentEvent(data=encode(item), sep="\n")
         except Exception as exc:  # this encoder itself broke: still say so, and end the stream
             yield ServerSentEvent(data=encode(error_chunk(ids.run_id, stream_error(exc))), sep="\n")
@@ -151,23 +153,24 @@ async def stream_until_idle(body: AgentRunBody, agent: AgentDep, turns: TurnsDep
 async def generate(body: AgentRunBody, agent: AgentDep, turns: TurnsDep, forced: ForcedResource,
                    conversations: ConversationsDep) -> dict[str, Any]:
     live = await _start_run(turns, agent, body, forced)
+    steps: list[StepFinish] = []
     try:
-        async for _ in live:  # the runner collects the text and the finish on the turn
-            pass
+        async for event in live:  # the runner collects the text and the finish on the turn
+            if isinstance(event, StepFinish):
+                steps.append(event)
     except ModelProviderError as exc:
         raise upstream(exc.kind, exc.message) from exc
     turn = live.turn
     usage = usage_payload(turn.finish.usage if turn.finish else None)
     reason = turn.finish.finish_reason if turn.finish else "other"
     reply = await conversations.get_message(turn.reply_id) if turn.thread else None
+    result = generate_result(turn.run_id, steps)
     return {
-        "text": turn.text, "usage": usage, "totalUsage": usage, "finishReason": reason,
-        "steps": [{"text": turn.text, "finishReason": reason, "usage": usage, "toolCalls": [], "toolResults": []}],
-        "warnings": [], "request": {}, "reasoning": [], "reasoningText": None, "toolCalls": [], "toolResults": [],
-        "sources": [], "files": [],
+        "text": turn.text, "usage": usage, "totalUsage": usage, "finishReason": reason, **result,
+        "warnings": [], "request": {}, "reasoning": [], "reasoningText": None, "sources": [], "files": [],
         "response": {"id": turn.reply_id, "modelId": turn.model.model_id, "timestamp": now_iso(),
                      "modelMetadata": {"modelId": turn.model.model_id, "modelProvider": turn.model.provider},
-                     "messages": []},
+                     "messages": response_messages(steps)},
         "runId": turn.run_id, "messages": [reply.to_api()] if reply else [], "rememberedMessages": [],
         **_trace_ids(live),
     }
@@ -244,7 +247,7 @@ async def send_message(body: SendMessageBody, agent: AgentDep, hub: SignalsDep, 
             hub.publish(key, error_chunk(run_id, _refusal(exc)))
             return
         try:
-            async for item in encode_run(_ids(live), live.first, live):
+            async for item in encode_run(_ids(live), live.first, live, live.turn.first_step):
                 hub.publish(key, item)
         except asyncio.CancelledError:
             hub.publish(key, chunk("abort", run_id, {}))

@@ -49,7 +49,7 @@ async def system_packages(storage: StorageDep) -> dict[str, Any]:
     }
 
 
-_EMPTY_OBJECTS = ("/workflows", "/workflows/run-counts", "/tools", "/processors", "/scores/scorers")
+_EMPTY_OBJECTS = ("/workflows", "/workflows/run-counts", "/processors", "/scores/scorers")  # /tools: tools.py
 
 
 def _empty_object() -> dict[str, Any]:
