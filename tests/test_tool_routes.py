@@ -1,0 +1,125 @@
+"""The studio's tool routes, client tools and ``/generate`` steps, judged by the real ``@mastra/client-js``.
+
+``tests/js/client_tools_studio.mjs`` runs the unchanged client against one live studio:
+``listTools`` / ``getTool`` / ``agent.getTool``, ``tool.execute`` with good and invalid
+input, a client tool executed on the server, the client-tool loop of ``agent.stream``
+(with a thread) and of ``agent.generate`` (without), and ``generate``'s steps.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+
+from app.factory import create_app
+from app.settings import Settings
+from tests.support import LiveApp, run_node
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory):
+    with LiveApp(create_app("studio", Settings(data_dir=tmp_path_factory.mktemp("tool-routes")))) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def client_js(studio):
+    result = run_node("client_tools_studio.mjs", {"baseUrl": studio.url, "threadId": "tr-loop",
+                                                  "resourceId": "chat-agent"}, timeout=120)
+    assert "results" in result, result
+    return result["results"]
+
+
+def schema(info: dict) -> dict:
+    return json.loads(info["inputSchema"])["json"]
+
+
+def test_tools_are_listed_and_described_with_their_json_schema(client_js):
+    assert set(client_js["tools"]) == {"calculator"}  # server tools only: getUserLocation runs in the client
+    assert client_js["tool"] == client_js["agentTool"] == client_js["tools"]["calculator"]
+    assert schema(client_js["tool"])["required"] == ["expression"]
+
+
+def test_tool_execute_returns_the_result_and_refuses_bad_input(client_js):
+    assert client_js["execute"] == {"expression": "6 * 7", "result": 42}
+    invalid = client_js["invalid"]
+    assert invalid["status"] == 400 and "expression: Field required" in invalid["body"]["error"]
+    assert invalid["body"]["issues"] == [{"field": "data.expression", "message": "Field required"}]
+    refused = client_js["clientOnServer"]
+    assert refused["status"] == 400 and "client tool" in refused["body"]["error"]
+
+
+def test_the_client_tool_loop_of_stream_runs_end_to_end(client_js, studio):
+    loop = client_js["streamLoop"]
+    assert loop["calls"] == [{"city": "Rome"}]  # client-js ran the tool with the model's input
+    assert loop["finishes"] == ["tool-calls", "stop"]  # the first run stopped for it, the second answered
+    kinds = loop["types"]
+    start, end = kinds.index("tool-call-input-streaming-start"), kinds.index("tool-call-input-streaming-end")
+    assert kinds[start + 1:end] == ["tool-call-delta"] * 3 and kinds[end + 1] == "tool-call"
+    assert json.loads("".join(loop["deltas"])) == {"city": "Rome"}
+    assert 'getWeather tool returned: {"city": "Rome", "forecast": "sunny"}' in loop["text"]
+    messages = httpx.get(f"{studio.url}/api/memory/threads/tr-loop/messages", params={"agentId": "chat-agent"},
+                         timeout=30).json()["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"]  # continued in the same reply
+    parts = messages[1]["content"]["parts"]
+    assert [p["type"] for p in parts] == ["step-start", "tool-invocation", "step-start", "text"]
+    assert parts[1]["toolInvocation"]["state"] == "result"
+    assert parts[1]["toolInvocation"]["result"] == {"city": "Rome", "forecast": "sunny"}
+
+
+def test_the_client_tool_loop_of_generate_runs_without_a_thread(client_js):
+    loop = client_js["generateLoop"]
+    assert loop["calls"] == [{"city": "Oslo"}] and loop["finishReason"] == "stop"
+    assert 'getWeather tool returned: {"city": "Oslo", "forecast": "sunny"}' in loop["text"]
+
+
+def test_generate_reports_each_step_with_its_tool_calls_and_results(client_js):
+    result = client_js["generate"]
+    assert result["finishReason"] == "stop"
+    first, second = result["steps"]
+    assert first["finishReason"] == "tool-calls" and second["finishReason"] == "stop"
+    [call] = first["toolCalls"]
+    assert call["type"] == "tool-call" and call["payload"]["toolName"] == "calculator"
+    assert call["payload"]["args"] == {"expression": "2 * 21"}
+    [tool_result] = first["toolResults"]
+    assert tool_result["payload"]["result"] == {"expression": "2 * 21", "result": 42}
+    assert second["text"] == result["text"] and "42" in result["text"]
+    assert result["toolCalls"] == [call] and result["toolResults"] == [tool_result]
+
+
+def test_a_tool_result_for_an_unknown_call_is_a_400(studio):
+    body = {"messages": [{"role": "tool", "content": [{"type": "tool-result", "toolCallId": "call_none",
+                                                       "toolName": "getWeather", "result": {}}]}],
+            "memory": {"thread": "tr-unknown", "resource": "chat-agent"}}
+    response = httpx.post(f"{studio.url}/api/agents/chat-agent/stream", json=body, timeout=30)
+    assert response.status_code == 400 and "call_none" in response.json()["error"]
+    assert httpx.get(f"{studio.url}/api/memory/threads/tr-unknown", params={"agentId": "chat-agent"},
+                     timeout=30).status_code == 404  # nothing written
+
+
+def test_unknown_tools_are_404_and_the_agent_lists_its_client_tool(studio):
+    assert httpx.get(f"{studio.url}/api/tools/nope", timeout=30).status_code == 404
+    assert httpx.post(f"{studio.url}/api/tools/nope/execute", json={"data": {}}, timeout=30).status_code == 404
+    detail = httpx.get(f"{studio.url}/api/agents/chat-agent", timeout=30).json()
+    assert set(detail["tools"]) == {"calculator", "getUserLocation"}
+    assert "reason" in schema(detail["tools"]["getUserLocation"])["properties"]
+
+
+def test_a_tool_executed_through_the_route_is_a_tool_call_span_of_its_own_trace(studio):
+    response = httpx.post(f"{studio.url}/api/tools/calculator/execute", params={"runId": "run-exec-span"},
+                          json={"data": {"expression": "1 + 2"}}, timeout=30)
+    assert response.status_code == 200 and response.json()["result"] == 3
+    where = {"op": "eq", "left": {"path": "runId"}, "right": {"literal": "run-exec-span"}}
+    deadline = time.monotonic() + 10
+    traces: list = []
+    while not traces and time.monotonic() < deadline:
+        traces = httpx.post(f"{studio.url}/api/observability/traces/query", json={"where": where},
+                            timeout=30).json()["traces"]
+        time.sleep(0.2)
+    [trace] = traces
+    spans = httpx.get(f"{studio.url}/api/observability/traces/{trace['traceId']}", timeout=30).json()["spans"]
+    [span] = spans
+    assert span["spanType"] == "tool_call" and span["parentSpanId"] is None and span["name"] == "tool: 'calculator'"
