@@ -4,8 +4,9 @@ Runs take only the new message(s); with ``memory: {thread, resource}`` the histo
 from memory and the turn is stored, exactly as on the gateway: every run starts through
 ``app.agents.turns`` (serialised per thread, across processes). ``/stream`` and
 ``/stream-until-idle`` answer Mastra chunks over SSE; ``/generate`` the collected result as
-JSON; ``/send-message`` + ``/threads/subscribe`` are the Studio's default "signals"
-transport. A failure after the stream started is an ``error`` chunk, then ``[DONE]``.
+JSON (its steps, tool calls and results: ``app.api.studio.generate_result``); a run's
+``clientTools`` are offered to the model for that run (``agent_input``);
+``/send-message`` + ``/threads/subscribe`` are the Studio's default "signals" transport. A failure after the stream started is an ``error`` chunk, then ``[DONE]``.
 
 With authentication on, a thread id of another resource behaves as if it did not exist:
 runs on it, subscribing to it and aborting it are a 404, and the signal hub is keyed by
@@ -25,6 +26,7 @@ from fastapi import APIRouter, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.background import BackgroundTask
 
+from app.agents.events import StepFinish
 from app.agents.registry import RegisteredAgent
 from app.agents.signals import Key, ThreadHub
 from app.agents.tools import Tool
@@ -38,7 +40,6 @@ from app.errors import ApiError, NotFound, upstream
 from app.llm import ModelProviderError
 from app.memory.memory import ThreadNotOwned
 from app.storage.conversations import ConversationStore
-from app.agents.events import StepFinish
 from app.api.studio.generate_result import generate_result, response_messages
 from app.api.studio.run_chunks import encode_run
 from app.streaming.mastra_chunks import RunIds, chunk, error_chunk, usage_payload
