@@ -123,3 +123,16 @@ def test_a_tool_executed_through_the_route_is_a_tool_call_span_of_its_own_trace(
     spans = httpx.get(f"{studio.url}/api/observability/traces/{trace['traceId']}", timeout=30).json()["spans"]
     [span] = spans
     assert span["spanType"] == "tool_call" and span["parentSpanId"] is None and span["name"] == "tool: 'calculator'"
+
+
+def test_client_tools_are_offered_for_their_run_only(studio):
+    weather = {"getWeather": {"id": "getWeather", "description": "The weather (client)",
+                              "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+    ask = 'call getWeather with {"city": "Bern"}'
+    offered = httpx.post(f"{studio.url}/api/agents/chat-agent/generate",
+                         json={"messages": ask, "clientTools": weather}, timeout=60).json()
+    assert offered["finishReason"] == "tool-calls"
+    assert [c["payload"]["toolName"] for c in offered["toolCalls"]] == ["getWeather"] and offered["toolResults"] == []
+    assert offered["response"]["messages"][-1]["content"][-1]["type"] == "tool-call"
+    later = httpx.post(f"{studio.url}/api/agents/chat-agent/generate", json={"messages": ask}, timeout=60).json()
+    assert later["finishReason"] == "stop" and later["toolCalls"] == []  # not offered: the model could not call it
