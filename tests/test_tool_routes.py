@@ -52,6 +52,12 @@ def test_tool_execute_returns_the_result_and_refuses_bad_input(client_js):
     assert refused["status"] == 400 and "client tool" in refused["body"]["error"]
 
 
+def test_a_tool_that_fails_on_its_input_is_a_422_with_its_message(studio):
+    response = httpx.post(f"{studio.url}/api/tools/calculator/execute", json={"data": {"expression": "1 / 0"}})
+    assert response.status_code == 422, response.text
+    assert response.json() == {"error": "ZeroDivisionError: division by zero", "code": "TOOL_FAILED"}
+
+
 def test_the_client_tool_loop_of_stream_runs_end_to_end(client_js, studio):
     loop = client_js["streamLoop"]
     assert loop["calls"] == [{"city": "Rome"}]  # client-js ran the tool with the model's input

@@ -7,7 +7,8 @@ is); the agent routes (``/api/agents/{agentId}/tools/{toolId}``) look in that ag
 client tools included. ``POST .../execute`` takes ``{data, requestContext?}``: input that
 does not fit the schema is a 400 with the validation message, a client tool is a 400 (the
 client runs it), and the result is the tool's output as is, as Mastra returns it. A tool
-that raises or times out is a 500 with its message. Each execution is a ``tool_call`` span
+that raises or times out on the given input is a 422 ``TOOL_FAILED`` with its message (the
+input decides it, so it is the client's to fix: never a 500). Each execution is a ``tool_call`` span
 in a trace of its own.
 """
 
@@ -114,6 +115,6 @@ async def _execute(tracer: trace.Tracer, agent: RegisteredAgent, tool: Tool, dat
                             context)
     if outcome.error is not None:
         spans.finish(span, error=ApiError(outcome.error), error_kind="ToolError")
-        raise ApiError(outcome.error, status=500)
+        raise ApiError(outcome.error, status=422, code="TOOL_FAILED")
     spans.finish(span, output=outcome.output)
     return outcome.output
