@@ -33,6 +33,7 @@ from app.agents.signals import ThreadHub
 from app.api import chat, health, otlp
 from app.api.cors import CorsPolicy, LocalCORS
 from app.api.deps import Readiness, Services
+from app.background import BackgroundWork
 from app.api.studio import agents as agent_routes
 from app.api.studio import memory, observability, shell
 from app.api.studio import tools as tool_routes
@@ -126,27 +127,31 @@ def create_app(
         services.telemetry = telemetry
         if telemetry is not None:
             runner.tracer = telemetry.tracer
-        background = [asyncio.create_task(warm_up(llm, readiness))]
+        chores = [asyncio.create_task(warm_up(llm, readiness))]
         if role == "studio" and settings.trace_retention_days:
-            background.append(asyncio.create_task(_retention(storage, settings.trace_retention_days)))
+            chores.append(asyncio.create_task(_retention(storage, settings.trace_retention_days)))
+        await background.start()
         try:
             yield
         finally:
-            for task in background:
+            for task in chores:
                 task.cancel()
+            await background.drain()  # before the stores close: its jobs write to them
             await signals.close()
             if telemetry is not None:  # flush before the stores close: the studio writes its own spans
                 await anyio.to_thread.run_sync(telemetry.shutdown)
             await storage.close()
 
-    registry = AgentRegistry(agents, conversations, settings.working_memory_agents)  # calls each memory factory once
-    runner = TurnRunner(llm)
+    background = BackgroundWork()
+    registry = AgentRegistry(agents, conversations, settings.working_memory_agents,
+                             background)  # calls each memory factory once
+    runner = TurnRunner(llm, agents=registry)
     signals = ThreadHub()
     readiness = Readiness()
     # What every handler gets, through app.api.deps.
     services = Services(role=role, settings=settings, storage=storage, conversations=conversations,
                         agents=registry, runner=runner, signals=signals, auth_enabled=authenticator is not None,
-                        readiness=readiness)
+                        readiness=readiness, background=background)
 
     app = FastAPI(title=f"dev-server {role}", version=__version__, lifespan=lifespan,
                   docs_url="/docs", redoc_url=None, openapi_url="/openapi.json")

@@ -44,7 +44,7 @@ from opentelemetry.context import Context
 from app.agents.events import (DataPart, LoopEvent, StepFinish, StepStart, ToolCallEvent, ToolErrorEvent, ToolInputStart,
                                ToolResultEvent)
 from app.agents.processors import InputProcessor, StepContext
-from app.agents.tools import ToolContext, ToolOutcome, execute
+from app.agents.tools import AskAgent, ToolContext, ToolOutcome, execute
 from app.llm import (Finish, LLMClient, ModelRequest, ReasoningDelta, ResolvedModel, TextDelta, ToolCall, ToolCallDelta,
                      Usage)
 from app.streaming.sse import repair_text
@@ -127,9 +127,10 @@ class LoopHooks:
 
 async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
                     processors: list[InputProcessor], max_steps: int, reply: ReplyParts,
-                    hooks: LoopHooks | None = None) -> AsyncIterator[LoopEvent]:
+                    hooks: LoopHooks | None = None, ask_agent: AskAgent | None = None) -> AsyncIterator[LoopEvent]:
     """The turn's events; ``reply`` accumulates the parts. Each step runs the input
-    processors on ``step`` first (``app.agents.processors``), then the model."""
+    processors on ``step`` first (``app.agents.processors``), then the model. Tools get
+    ``ask_agent`` on their context (agent as tool)."""
     hooks = hooks or LoopHooks()
     max_steps = max(1, max_steps)
     input_tokens = output_tokens = 0
@@ -194,7 +195,8 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
             with hooks.tool_call(call, announced[-1].input) as trace_context:
                 context = ToolContext(call_id=call.id, agent_id=step.agent_id, run_id=step.run_id,
                                       thread_id=step.thread.id if step.thread else None,
-                                      resource_id=step.resource_id, trace_context=trace_context)
+                                      resource_id=step.resource_id, trace_context=trace_context,
+                                      ask_agent=ask_agent)
                 outcome = await execute(tools, call.name, call.arguments, context)
                 hooks.tool_finished(outcome)
             if outcome.error is not None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from app.agents.tools import Tool
+from app.llm import LLMClient, ResolvedModel
 from app.storage.conversations import Message, Thread
 
 
@@ -68,6 +69,8 @@ class ReplyContext:
     reply: Message
     interrupted: bool = False
     failed: bool = False
+    llm: LLMClient | None = None  # what answered, for a processor that asks the model itself (titles)
+    model: ResolvedModel | None = None
 
 
 class OutputProcessor(Protocol):

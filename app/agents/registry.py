@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from app.agents import chat_agent, docs_agent, orchestrator_agent
 from app.agents.definition import AgentDefinition
+from app.background import BackgroundWork
 from app.memory.memory import Memory
 from app.memory.working_document import WorkingMemoryOptions
 from app.storage.conversations import ConversationStore
@@ -36,15 +37,17 @@ class AgentRegistry:
     """Agents by id, each with the memory its factory built (once, at registration)."""
 
     def __init__(self, definitions: Iterable[AgentDefinition], conversations: ConversationStore,
-                 working_memory: Mapping[str, str] | None = None) -> None:
-        """``working_memory``: agent id -> scope, agents whose memory gets working memory on."""
+                 working_memory: Mapping[str, str] | None = None,
+                 background: BackgroundWork | None = None) -> None:
+        """``working_memory``: agent id -> scope, agents whose memory gets working memory on;
+        ``background``: the process's background work, given to each memory."""
         self._agents: dict[str, RegisteredAgent] = {}
         for definition in definitions:
             if definition.id in self._agents:
                 raise ValueError(f"agent id {definition.id!r} is registered twice")
             memory = definition.memory() if definition.memory is not None else None
             if memory is not None:
-                memory.attach(conversations, definition.id, definition.resource)
+                memory.attach(conversations, definition.id, definition.resource, background)
                 if definition.id in (working_memory or {}):
                     memory.enable_working_memory(WorkingMemoryOptions(scope=working_memory[definition.id]))
             self._agents[definition.id] = RegisteredAgent(definition, memory)

@@ -26,7 +26,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,7 @@ from app.agents.events import LoopEvent, StepFinish
 from app.agents.loop import LoopHooks, ReplyParts, run_steps
 from app.agents.processors import InputProcessor, OutputProcessor, ReplyContext, StepContext
 from app.agents.tools import Tool, ToolOutcome
-from app.agents.registry import RegisteredAgent
+from app.agents.registry import AgentRegistry, RegisteredAgent
 from app.clock import now_iso
 from app.llm import Finish, LLMClient, ModelProviderError, ResolvedModel, ToolCall
 from app.llm.content import for_trace
@@ -114,18 +114,22 @@ class Turn:
 
 
 class TurnRunner:
-    def __init__(self, llm: LLMClient, tracer: trace.Tracer | None = None) -> None:
+    def __init__(self, llm: LLMClient, tracer: trace.Tracer | None = None,
+                 agents: AgentRegistry | None = None) -> None:
         self.llm = llm
         self.tracer = tracer or trace.NoOpTracer()
+        self.agents = agents  # what tools may ask (``ask``); None: no agent as tool
 
     async def prepare(self, agent: RegisteredAgent, *, thread_id: str | None, resource_id: str,
                       incoming: list[Message], client_context: list[dict[str, Any]],
-                      run_id: str | None = None, client_tools: tuple[Tool, ...] = ()) -> Turn:
+                      run_id: str | None = None, client_tools: tuple[Tool, ...] = (),
+                      parent: Context | None = None) -> Turn:
         """Open the thread and store the turn's input, or use the client's context.
 
         Memory is used when the agent has it and a thread is named; otherwise nothing is
-        stored and the model sees ``client_context``. Starts the run's root span; ``run``
-        ends it (or this does, if preparing fails). ``client_tools`` (a Studio run's own)
+        stored and the model sees ``client_context``. Starts the run's root span (under
+        ``parent`` when another run asked for this one); ``run`` ends it (or this does, if
+        preparing fails). ``client_tools`` (a Studio run's own)
         are offered to the model besides the agent's, for this turn only. When the input is
         a client's tool output (``app.memory.tool_results``) the turn continues the stored
         reply it completes instead of starting a new one.
@@ -138,7 +142,7 @@ class TurnRunner:
         ids = spans.identity(agent_id=agent.id, agent_name=agent.definition.name, run_id=run_id,
                              thread_id=thread_id, resource_id=resource_id if memory else None)
         user_text = _last_user_text(incoming, client_context)
-        root = spans.start(self.tracer, f"agent run: '{agent.id}'", "agent_run", ids, input=user_text,
+        root = spans.start(self.tracer, f"agent run: '{agent.id}'", "agent_run", ids, input=user_text, parent=parent,
                            attributes={"conversationId": thread_id, "instructions": agent.definition.instructions,
                                        "availableTools": [tool.name for tool in agent.definition.tools]})
         context = trace.set_span_in_context(root)
@@ -185,7 +189,8 @@ class TurnRunner:
         hooks = _RunSpans(self.tracer, turn, generation)
         definition = turn.agent.definition
         processors = [_TracedProcessor(p, hooks) for p in turn.input_processors]
-        stream = run_steps(self.llm, model, turn.step, processors, definition.max_steps, turn.reply, hooks)
+        stream = run_steps(self.llm, model, turn.step, processors, definition.max_steps, turn.reply, hooks,
+                           ask_agent=self.ask if self.agents is not None else None)
         last_write = time.monotonic()  # prepare stored the input just before
         turn.interrupted = True  # until the stream ends on its own
         save_error: Exception | None = None
@@ -226,6 +231,20 @@ class TurnRunner:
         if save_error is not None:  # reached only when the stream itself ended cleanly
             raise TurnFailed("The reply could not be saved") from save_error
 
+    async def ask(self, agent_id: str, question: str, parent: Context | None) -> str:
+        """Run ``agent_id`` on ``question`` alone, without a thread (nothing is stored), its
+        run a child of ``parent``; its text. What an agent-as-tool calls
+        (``app.agents.agent_tools``); a failed run raises, and the tool reports the error."""
+        agent = self.agents.get(agent_id) if self.agents is not None else None
+        if agent is None:
+            raise LookupError(f"there is no agent {agent_id!r}")
+        turn = await self.prepare(agent, thread_id=None, resource_id=agent.definition.resource, incoming=[],
+                                  client_context=[{"role": "user", "content": question}], parent=parent)
+        async with aclosing(self.run(turn)) as events:
+            async for _ in events:
+                pass
+        return turn.text
+
     def _finish_model_spans(self, turn: Turn, generation: Span, steps: list[Span]) -> None:
         usage = ({"inputTokens": turn.finish.usage.input_tokens, "outputTokens": turn.finish.usage.output_tokens}
                  if turn.finish else None)
@@ -261,7 +280,8 @@ class TurnRunner:
             return  # nothing was generated; the user's message is already stored
         reply = self._reply(turn, turn.reply_metadata())
         done = ReplyContext(turn.agent.id, turn.thread, turn.thread.resource_id, reply,
-                            interrupted=turn.interrupted, failed=turn.error is not None)
+                            interrupted=turn.interrupted, failed=turn.error is not None,
+                            llm=self.llm, model=turn.model)
         for processor in turn.output_processors:
             await processor.process_reply(done)
         if turn.checkpointed:

@@ -13,6 +13,10 @@ it (useChat's ``addToolResult``, client-js's ``clientTools``), so the loop stops
 its call and the next request carries the output. Client tools a run brings along
 (client-js sends ``clientTools`` with JSON schemas) have no pydantic model:
 ``client_tool`` builds them from the JSON schema they came with.
+
+A tool that needs another agent (agent as tool, ``app.agents.agent_tools``) gets it through
+``ToolContext.ask_agent``, which the runner provides: it runs that agent without a thread
+under the given trace context and returns its text.
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 10.0
 
 
+# (agent id, question, trace context to run under) -> the agent's answer
+AskAgent = Callable[[str, str, Context | None], Awaitable[str]]
+
+
 @dataclass(frozen=True)
 class ToolContext:
     call_id: str
@@ -43,6 +51,7 @@ class ToolContext:
     thread_id: str | None = None
     resource_id: str | None = None
     trace_context: Context | None = None
+    ask_agent: AskAgent | None = None
 
 
 @dataclass(frozen=True)

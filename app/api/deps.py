@@ -24,6 +24,7 @@ from app.agents.signals import ThreadHub
 from app.agents.turns import TurnStarter
 from app.api.studio.query import Query
 from app.auth import resource_for
+from app.background import BackgroundWork
 from app.errors import NotFound
 from app.settings import Settings
 from app.storage.composite import CompositeStore
@@ -67,6 +68,7 @@ class Services:
     auth_enabled: bool = False
     telemetry: Any = None  # set by the lifespan when telemetry is on
     readiness: Readiness = field(default_factory=Readiness)  # the model warm-up, for /health
+    background: BackgroundWork = field(default_factory=BackgroundWork)  # started and drained by the lifespan
     turns: TurnStarter = field(init=False)  # the one way a turn starts (app.agents.turns)
 
     def __post_init__(self) -> None:

@@ -4,7 +4,8 @@ It answers as soon as the port is open. ``status`` is ``"starting"`` while the m
 up in the background (litellm's import takes 3-10 s; a chat sent meanwhile waits for it),
 ``"ok"`` once a chat is answered at once (also after a failed warm-up: then the first chat
 tries again), ``"unavailable"`` when the conversation store is not open. ``make dev``'s
-banner and ``python -m app health`` (the Docker HEALTHCHECK) wait for ``"ok"``.
+banner and ``python -m app health`` (the Docker HEALTHCHECK) wait for ``"ok"``. ``background``
+counts the process's background jobs (``app.background``: queued, running, failed, dropped).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ async def health(services: ServicesDep) -> dict[str, Any]:
         "stores": storage.health(),
         "models": _models(services.runner.llm) | readiness.report(),
         "telemetry": services.telemetry.stats() if services.telemetry else None,
+        "background": services.background.stats(),
     }
 
 

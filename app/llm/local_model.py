@@ -57,6 +57,11 @@ Tool call ids are ``call_<n>``, ``n`` counting the tool calls already in the mes
 arguments are streamed in three pieces (``tool_calls`` deltas), as providers stream them.
 A tool named in a phrase but not offered is not called (the usual answer follows).
 
+Titles: when a system message asks to "write (or generate) a short title" (the title
+request of ``app.memory.titles``), the answer is the title alone, without the prefix: the
+first six words of the last user message, test triggers and quotes, colons and trailing
+punctuation removed (``What is the weather in Rome?`` -> ``What is the weather in Rome``).
+
 Test triggers, in the last user message:
 
 * ``[[slow]]`` -- each piece is delayed by 50 ms, so a client can disconnect mid-stream.
@@ -168,6 +173,21 @@ def _tool_results_answer(messages: Sequence[dict[str, Any]]) -> str | None:
                     f"{message_text(m.get('content'))}." for m in results)
 
 
+_TITLE_REQUEST = re.compile(r"\b(?:write|generate)\s+a\s+short\s+title\b", re.I)
+_TRIGGER = re.compile(r"\[\[\w+\]\]")
+_TITLE_WORDS = 6
+
+
+def _title_answer(messages: Sequence[dict[str, Any]]) -> str | None:
+    """The title for a title request (see the module docstring), else None."""
+    if not any(m.get("role") == "system" and _TITLE_REQUEST.search(message_text(m.get("content")))
+               for m in messages):
+        return None
+    text = _TRIGGER.sub(" ", _last_user_text(messages))
+    words = [w.strip("\"'`:") for w in text.replace(":", " ").split()][:_TITLE_WORDS]
+    return " ".join(w for w in words if w).rstrip(".,!?;") or "New conversation"
+
+
 @dataclass(frozen=True)
 class LocalReply:
     """What the local model will say for a message list, already split into pieces."""
@@ -193,7 +213,8 @@ def message_text(content: Any) -> str:
 
 def compose_reply(messages: Sequence[dict[str, Any]]) -> LocalReply:
     texts = [message_text(m.get("content")) for m in messages]
-    text = PREFIX + (_tool_results_answer(messages) or (_answer(messages) + _acknowledgement(messages)))
+    text = _title_answer(messages) or (
+        PREFIX + (_tool_results_answer(messages) or (_answer(messages) + _acknowledgement(messages))))
     last_user = _last_user_text(messages)
     return LocalReply(
         text=text,

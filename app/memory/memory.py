@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from app.errors import invalid
 from app.memory.history import HistoryWindow
+from app.memory.titles import DEFAULT_TITLE_PREFIX, TitleGenerator
 from app.memory.tool_results import complete_tool_calls
 from app.memory.working_document import WorkingMemoryOptions
 from app.memory.working_memory import WorkingMemory
@@ -28,6 +29,7 @@ from app.storage.conversations import ConversationStore, Message, Thread, TurnWr
 
 if TYPE_CHECKING:
     from app.agents.processors import InputProcessor, OutputProcessor
+    from app.background import BackgroundWork
 
 
 class WorkingMemoryOff(Exception):
@@ -75,14 +77,17 @@ class Memory:
         self._store: ConversationStore | None = None
         self.agent_id: str | None = None
         self.agent_resource: str | None = None
+        self.background: BackgroundWork | None = None
 
     def attach(self, store: ConversationStore, agent_id: str | None = None,
-               agent_resource: str | None = None) -> None:
+               agent_resource: str | None = None, background: BackgroundWork | None = None) -> None:
         """Bind to the store, and to the agent whose threads this memory creates (and whose
-        own resource, e.g. ``ai-chat``, holds its gateway conversations)."""
+        own resource, e.g. ``ai-chat``, holds its gateway conversations); ``background`` is
+        the process's background work, where processors queue what the reply must not wait for."""
         self._store = store
         self.agent_id = agent_id
         self.agent_resource = agent_resource
+        self.background = background
 
     @property
     def store(self) -> ConversationStore:
@@ -163,6 +168,8 @@ class Memory:
         return processors
 
     def output_processors(self) -> list[OutputProcessor]:
+        if self.options.generate_title and self.background is not None:
+            return [TitleGenerator(self, self.background)]
         return []
 
     def enable_working_memory(self, options: WorkingMemoryOptions | None = None) -> None:
@@ -196,6 +203,16 @@ class Memory:
         text = self.options.working.checked(text)
         await self.store.set_working_memory(text, **place)
         return text
+
+    async def first_user_message(self, thread_id: str) -> Message | None:
+        messages, _ = await self.store.page_messages(thread_id, per_page=1, direction="ASC", roles=["user"])
+        return messages[0] if messages else None
+
+    async def set_title(self, thread_id: str, resource_id: str, title: str) -> bool:
+        """Give the thread its generated title, only if it still exists in ``resource_id``
+        and still has none (``titles.untitled``); True when it was written. One conditional
+        UPDATE, so a thread deleted or renamed meanwhile is left alone, never re-created."""
+        return await self.store.set_title_if_untitled(thread_id, resource_id, title, DEFAULT_TITLE_PREFIX)
 
     async def save_reply(self, thread: Thread, reply: Message) -> None:
         reply.resource_id = thread.resource_id

@@ -155,6 +155,18 @@ class ConversationStore:
             await conn.execute(f"UPDATE threads SET {', '.join(sets)} WHERE id = ?", (*params, thread_id))
         return await self.get_thread(thread_id)
 
+    async def set_title_if_untitled(self, thread_id: str, resource_id: str, title: str,
+                                    placeholder_prefix: str) -> bool:
+        """Title a thread that has none yet (empty, or a ``placeholder_prefix`` placeholder),
+        in ``resource_id`` only; a missing thread stays missing. ``updated_at`` is left as it
+        is: a title is not activity. True when a row was written."""
+        async with self.db.write() as conn:
+            cursor = await conn.execute(
+                "UPDATE threads SET title = ? WHERE id = ? AND resource_id = ?"
+                " AND (title IS NULL OR title = '' OR substr(title, 1, ?) = ?)",
+                (title, thread_id, resource_id, len(placeholder_prefix), placeholder_prefix))
+            return cursor.rowcount > 0
+
     async def delete_thread(self, thread_id: str) -> bool:
         async with self.db.write() as conn:
             await conn.execute("DELETE FROM messages WHERE thread_id = ?", (thread_id,))

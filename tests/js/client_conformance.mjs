@@ -328,7 +328,8 @@ const checks = {
     assert.equal(chunks[0].runId, runId, 'chunk runId must be the runId the client sent');
     const t = await client.getMemoryThread({ threadId: thread, agentId: MEM }).get();
     if (t.resourceId !== MEM) ctx.warn(`thread made with memory.resource=${MEM} reports resourceId ${JSON.stringify(t.resourceId)} (real server: ${MEM}; server aliases agent id -> agent resource)`);
-    assert.equal(t.title ?? '', '', 'auto-created thread title is ""');
+    // chat-agent generates titles in the background: "" until the job ran, then the local model's title
+    assert.ok(['', 'What is the weather in Rome'].includes(t.title ?? ''), `auto-created thread title: ${JSON.stringify(t.title)}`);
     // what the Studio's sidebar then asks for
     const side = await client.listMemoryThreads({ resourceId: MEM, agentId: MEM });
     assert.ok(side.threads.some((x) => x.id === thread), 'listMemoryThreads({resourceId: agentId, agentId}) lists the new chat');
