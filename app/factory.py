@@ -4,7 +4,8 @@ Both processes are the same app with different routers switched on, over the sam
 database. Building the app does no I/O; the lifespan opens the stores (default first, then
 each extra domain), starts warming the model layer up in the background (litellm's import
 takes seconds: ``/health`` says ``status: "starting"`` until it is done, so the server
-answers at once and a probe can wait for ``"ok"``), and closes the stores in reverse order.
+answers at once and a probe can wait for ``"ok"``), starts the background work
+(``app.background``) and, on shutdown, drains it before closing the stores in reverse order.
 
 Middleware, outermost first: CORS (a preflight is answered before anything else),
 authentication (a refused caller's body is never read), the body-size limit, then FastAPI's

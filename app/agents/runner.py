@@ -10,7 +10,8 @@ its parts (text and ``tool-invocation``): complete, or what was generated so far
 ``interrupted``. The gateway (AI SDK stream) and the studio (Mastra chunks) both encode
 the same events. One ``model_generation`` span covers the turn, one ``model_step`` span
 each step. Routes never call these directly:
-``app.agents.turns`` serialises turns on a thread and calls both.
+``app.agents.turns`` serialises turns on a thread and calls both. ``ask`` runs an agent
+for a tool of another agent (agent as tool): no thread, its spans under the tool's.
 
 While the reply streams it is checkpointed (at most once per ``checkpoint_every_s``) as
 the same message, marked ``interrupted``, so a process killed mid-stream leaves the
