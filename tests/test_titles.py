@@ -193,6 +193,5 @@ async def test_a_failing_title_model_is_logged_and_forgotten(memory: Memory, cap
 
 
 def test_a_model_answer_is_cleaned_into_a_title() -> None:
-    assert clean_title('<think>hmm</think>  "Sourdough: a beginner\'s guide"\n') == "Sourdough  a beginner's guide".replace(
-        "  ", " ")
+    assert clean_title('<think>hmm</think>  "Sourdough: a beginner\'s guide"\n') == "Sourdough a beginner's guide"
     assert len(clean_title("word " * 40)) == 80
