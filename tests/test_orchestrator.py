@@ -102,6 +102,32 @@ def test_the_orchestrator_can_ask_the_docs_agent(studio):
     assert result["payload"]["result"].startswith('[local model] You said: "where is the install guide?"')
 
 
+def test_the_execute_route_runs_an_ask_tool_under_its_own_span(studio, data_dir: Path):
+    response = httpx.post(f"{studio.url}/api/agents/orchestrator-agent/tools/ask_chat_agent/execute", timeout=30,
+                          json={"data": {"question": "use the calculator tool: 2 + 3"}})
+    assert response.status_code == 200, response.text
+    assert response.json().startswith("[local model] The calculator tool returned:")
+    spans = trace_of_tool(studio, "ask_chat_agent")
+    [root] = [s for s in spans if s["parentSpanId"] is None]
+    assert root["spanType"] == "tool_call"
+    chain(spans, root, ["agent_run", "model_generation", "model_step", "tool_call"])
+    assert sqlite_rows(data_dir / "dev-server.db", "SELECT count(*) FROM messages") == [(0,)]
+
+
+def trace_of_tool(studio, tool: str, timeout: float = 45.0) -> list[dict]:
+    name = {"op": "eq", "left": {"path": "name"}, "right": {"literal": f"tool: '{tool}'"}}
+    deadline = time.monotonic() + timeout
+    spans: list[dict] = []
+    while time.monotonic() < deadline:
+        traces = httpx.post(f"{studio.url}{QUERY}", json={"where": name}, timeout=10).json()["traces"]
+        if traces:
+            spans = httpx.get(f"{studio.url}/api/observability/traces/{traces[0]['traceId']}").json()["spans"]
+            if any(s["spanType"] == "agent_run" for s in spans) and all(s.get("endedAt") for s in spans):
+                return spans
+        time.sleep(0.25)
+    raise AssertionError(f"the tool's trace never completed: {spans}")
+
+
 @pytest.mark.anyio
 async def test_an_ask_tool_outside_a_turn_is_a_tool_error_not_a_crash() -> None:
     tool = ask_agent_tool("chat-agent", "Ask the chat agent.")

@@ -3,8 +3,8 @@
 The asked agent runs through the same ``TurnRunner`` as any turn, but without a thread: it
 sees only the question, stores nothing (no thread, no message), and its run is a child of
 the asking tool's ``tool_call`` span, so the whole exchange is one trace. The runner hands
-tools that seam as ``ToolContext.ask_agent``; a context without it (a tool executed outside
-a turn, e.g. the Studio's tool route) makes the tool fail with a clear error.
+tools that seam as ``ToolContext.ask_agent`` (in a turn, and on the Studio's execute route);
+a context without it makes the tool fail with a clear error.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ does not fit the schema is a 400 with the validation message, a client tool is a
 client runs it), and the result is the tool's output as is, as Mastra returns it. A tool
 that raises or times out on the given input is a 422 ``TOOL_FAILED`` with its message (the
 input decides it, so it is the client's to fix: never a 500). Each execution is a ``tool_call`` span
-in a trace of its own.
+in a trace of its own; an agent as tool (``ask_chat_agent``) runs its agent under that span.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from opentelemetry.context import Context
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.agents.registry import AgentRegistry, RegisteredAgent
-from app.agents.runner import new_id
+from app.agents.runner import TurnRunner, new_id
 from app.agents.tools import Tool, ToolContext, execute, validation_message
 from app.api.deps import AgentDep, AgentsDep, ForcedResource, RunnerDep
 from app.api.studio.agents import tool_info
@@ -65,7 +65,7 @@ async def tool_detail(tool_id: str, agents: AgentsDep) -> dict[str, Any]:
 async def execute_tool(tool_id: str, body: ToolExecuteBody, agents: AgentsDep, runner: RunnerDep,
                        forced: ForcedResource, runId: str | None = None) -> Any:
     agent, tool = _server_tool(agents, tool_id)
-    return await _execute(runner.tracer, agent, tool, body.data, forced, runId)
+    return await _execute(runner, agent, tool, body.data, forced, runId)
 
 
 @router.get("/agents/{agent_id}/tools/{tool_id}")
@@ -76,7 +76,7 @@ async def agent_tool_detail(tool_id: str, agent: AgentDep) -> dict[str, Any]:
 @router.post("/agents/{agent_id}/tools/{tool_id}/execute")
 async def execute_agent_tool(tool_id: str, body: ToolExecuteBody, agent: AgentDep, runner: RunnerDep,
                              forced: ForcedResource) -> Any:
-    return await _execute(runner.tracer, agent, _agent_tool(agent, tool_id), body.data, forced, None)
+    return await _execute(runner, agent, _agent_tool(agent, tool_id), body.data, forced, None)
 
 
 def _server_tool(agents: AgentRegistry, tool_id: str) -> tuple[RegisteredAgent, Tool]:
@@ -93,7 +93,7 @@ def _agent_tool(agent: RegisteredAgent, tool_id: str) -> Tool:
     raise NotFound(f"Tool with id {tool_id} not found for agent {agent.id}")
 
 
-async def _execute(tracer: trace.Tracer, agent: RegisteredAgent, tool: Tool, data: Any, resource: str | None,
+async def _execute(runner: TurnRunner, agent: RegisteredAgent, tool: Tool, data: Any, resource: str | None,
                    run_id: str | None) -> Any:
     if tool.client:
         raise BadRequest(f"{tool.name} is a client tool: the client runs it, not the server")
@@ -107,10 +107,11 @@ async def _execute(tracer: trace.Tracer, agent: RegisteredAgent, tool: Tool, dat
     call_id = new_id("call_")
     ids = spans.identity(agent_id=agent.id, agent_name=agent.definition.name, run_id=run_id, thread_id=None,
                          resource_id=resource)
-    span = spans.start(tracer, f"tool: '{tool.name}'", "tool_call", ids, parent=Context(), input=data,
+    span = spans.start(runner.tracer, f"tool: '{tool.name}'", "tool_call", ids, parent=Context(), input=data,
                        attributes={"toolId": tool.name, "toolCallId": call_id, "source": "execute route"})
     context = ToolContext(call_id=call_id, agent_id=agent.id, run_id=run_id, resource_id=resource,
-                          trace_context=trace.set_span_in_context(span))
+                          trace_context=trace.set_span_in_context(span),
+                          ask_agent=runner.ask if runner.agents is not None else None)  # agent as tool
     outcome = await execute({tool.name: tool}, tool.name, json.dumps(data if data is not None else {}, default=str),
                             context)
     if outcome.error is not None:
