@@ -38,7 +38,8 @@ def schema(info: dict) -> dict:
 
 
 def test_tools_are_listed_and_described_with_their_json_schema(client_js):
-    assert set(client_js["tools"]) == {"calculator"}  # server tools only: getUserLocation runs in the client
+    # server tools only (getUserLocation runs in the client); the orchestrator's agent-as-tool pair too
+    assert set(client_js["tools"]) == {"calculator", "ask_chat_agent", "ask_docs_agent"}
     assert client_js["tool"] == client_js["agentTool"] == client_js["tools"]["calculator"]
     assert schema(client_js["tool"])["required"] == ["expression"]
 
