@@ -53,6 +53,14 @@ def test_already_stored_parts_convert_the_same() -> None:
     assert ui_to_model({"role": "user", "parts": stored.content["parts"]}) == stored_to_model(stored)
 
 
+def test_a_user_message_of_several_text_parts_keeps_them_apart() -> None:
+    parts = [{"type": "text", "text": "first part."}, {"type": "text", "text": "second part"}]
+    stored = ui_to_stored({"id": "u2", "role": "user", "parts": parts}, "t", "r", "2026-01-01T00:00:00.000Z")
+    assert stored_to_model(stored) == {"role": "user", "content": parts}
+    one = ui_to_stored({"id": "u3", "role": "user", "parts": parts[:1]}, "t", "r", "2026-01-01T00:00:00.000Z")
+    assert stored_to_model(one) == {"role": "user", "content": "first part."}
+
+
 def test_files_in_assistant_messages_are_placeholders() -> None:
     stored = ui_to_stored({**ui_message(), "role": "assistant"}, "t", "r", "2026-01-01T00:00:00.000Z")
     assert stored_to_model(stored)["content"] == "What is in these?[file cat.png (image/png)][file report.pdf (application/pdf)]"

@@ -134,3 +134,21 @@ async def test_an_ask_tool_outside_a_turn_is_a_tool_error_not_a_crash() -> None:
     outcome = await execute({tool.name: tool}, tool.name, json.dumps({"question": "hi"}),
                             ToolContext(call_id="c1", agent_id="x", run_id="r1"))
     assert outcome.error == "RuntimeError: ask_chat_agent runs only inside an agent's turn"
+
+
+@pytest.mark.anyio
+async def test_agents_asking_each_other_in_a_cycle_stop_at_the_depth_limit(tmp_path: Path) -> None:
+    from app.agents.definition import AgentDefinition
+    from app.agents.registry import AgentRegistry
+    from app.agents.runner import MAX_ASK_DEPTH, TurnRunner
+    from app.llm.client import LiteLLMClient
+    from app.storage.conversations import ConversationStore
+
+    loopy = AgentDefinition(id="loopy", name="Loopy", instructions="Ask yourself.", model="openai/gpt-4o-mini",
+                            tools=(ask_agent_tool("loopy", "Ask loopy."),))
+    runner = TurnRunner(LiteLLMClient(force_local=True),
+                        agents=AgentRegistry([loopy], ConversationStore(None)))  # type: ignore[arg-type]
+    # Each level's local model asks loopy again with the rest of the sentence: deeper than allowed.
+    question = "use the ask_loopy tool: " * (MAX_ASK_DEPTH + 2) + "hello"
+    answer = await runner.ask("loopy", question, None)
+    assert f"agents asked each other {MAX_ASK_DEPTH} deep" in answer

@@ -10,6 +10,7 @@ package (``chat_client.mjs``) and the built-in local model, whose working-memory
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from pathlib import Path
@@ -129,6 +130,30 @@ async def test_the_processor_reads_once_per_turn_and_the_tool_updates_its_copy(s
         assert await real_read(resource_id="r1") == "# Me\n- likes coffee"
     finally:
         await storage.close()
+
+
+@pytest.mark.anyio
+async def test_two_turns_merging_one_resources_memory_at_once_both_land(settings: Settings):
+    """Two threads of one user, served by two processes (two stores on one file), each merge
+    a key into the shared JSON memory at the same moment: neither update is lost."""
+    stores = [storage_for("gateway", settings), storage_for("studio", settings)]
+    for storage in stores:
+        await storage.open()
+    try:
+        memories = []
+        for index, storage in enumerate(stores):
+            memory = Memory(MemoryOptions(working_memory=WorkingMemoryOptions(schema=SCHEMA)))
+            memory.attach(ConversationStore(storage.default), "chat-agent", "ai-chat")
+            memories.append((memory, await memory.store.ensure_thread(f"t{index}", "r1", agent_id="chat-agent")))
+        await memories[0][0].update_working_memory(json.dumps({"tags": ["start"]}), memories[0][1])
+        updates = [{"name": "Ada"}, {"age": 36}, {"prefs": {"tea": True}}, {"prefs": {"jazz": True}}]
+        await asyncio.gather(*(memories[i % 2][0].apply_working_memory_update(update, memories[i % 2][1])
+                               for i, update in enumerate(updates)))
+        stored = json.loads(await memories[1][0].get_working_memory(memories[1][1]))
+        assert stored == {"tags": ["start"], "name": "Ada", "age": 36, "prefs": {"tea": True, "jazz": True}}
+    finally:
+        for storage in stores:
+            await storage.close()
 
 
 # -- turns through the gateway --------------------------------------------------------------

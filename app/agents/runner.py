@@ -28,6 +28,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,9 @@ from app.streaming.sse import repair_value
 from app.streaming.text_events import INTERNAL_MESSAGE
 
 log = logging.getLogger(__name__)
+
+MAX_ASK_DEPTH = 3  # agent asks agent asks agent; a cycle of ask tools stops there
+_ASK_DEPTH: ContextVar[int] = ContextVar("ask_depth", default=0)
 
 
 def new_id(prefix: str = "") -> str:
@@ -239,11 +243,18 @@ class TurnRunner:
         agent = self.agents.get(agent_id) if self.agents is not None else None
         if agent is None:
             raise LookupError(f"there is no agent {agent_id!r}")
-        turn = await self.prepare(agent, thread_id=None, resource_id=agent.definition.resource, incoming=[],
-                                  client_context=[{"role": "user", "content": question}], parent=parent)
-        async with aclosing(self.run(turn)) as events:
-            async for _ in events:
-                pass
+        depth = _ASK_DEPTH.get()
+        if depth >= MAX_ASK_DEPTH:
+            raise RecursionError(f"agents asked each other {depth} deep; {agent_id} was not asked")
+        token = _ASK_DEPTH.set(depth + 1)  # the asked run's own tools run inside this task
+        try:
+            turn = await self.prepare(agent, thread_id=None, resource_id=agent.definition.resource, incoming=[],
+                                      client_context=[{"role": "user", "content": question}], parent=parent)
+            async with aclosing(self.run(turn)) as events:
+                async for _ in events:
+                    pass
+        finally:
+            _ASK_DEPTH.reset(token)
         return turn.text
 
     def _finish_model_spans(self, turn: Turn, generation: Span, steps: list[Span]) -> None:

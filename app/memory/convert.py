@@ -141,7 +141,8 @@ def ui_to_model(ui: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _model_content(role: str, parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
-    """Flat text, or OpenAI content parts when a user message has files to send."""
+    """OpenAI content parts for a user message of several parts (files, or text in pieces:
+    kept apart, not glued together), else its text as a string."""
     pieces: list[dict[str, Any]] = []
     for part in parts:
         kind = part.get("type")
@@ -149,7 +150,7 @@ def _model_content(role: str, parts: list[dict[str, Any]]) -> str | list[dict[st
             pieces.append({"type": "text", "text": part["text"]})
         elif kind == "file":
             pieces.append(_file_content(part) if role == "user" else _file_placeholder(part))
-    if all(p["type"] == "text" for p in pieces):
+    if all(p["type"] == "text" for p in pieces) and (role != "user" or len(pieces) <= 1):
         return "".join(p["text"] for p in pieces)
     return pieces
 

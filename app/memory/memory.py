@@ -204,6 +204,18 @@ class Memory:
         await self.store.set_working_memory(text, **place)
         return text
 
+    async def apply_working_memory_update(self, update: Any, thread: Thread | None,
+                                          resource_id: str | None = None) -> str:
+        """The model's update (``WorkingMemoryOptions.apply``: Markdown replaced, JSON merged
+        and checked) applied to the *stored* document under the write lock, so two turns
+        updating one resource's memory at once both land; ``WorkingMemoryInvalid`` leaves it
+        unchanged. Returns what was stored."""
+        place = self.working_memory_place(thread, resource_id)
+        if place is None:
+            raise WorkingMemoryOff("working memory is off, or has no thread or resource to live in")
+        options = self.options.working
+        return await self.store.change_working_memory(lambda current: options.apply(current, update), **place)
+
     async def first_user_message(self, thread_id: str) -> Message | None:
         messages, _ = await self.store.page_messages(thread_id, per_page=1, direction="ASC", roles=["user"])
         return messages[0] if messages else None

@@ -94,8 +94,7 @@ class WorkingMemory:
 
     def _tool(self, thread: Thread, resource_id: str | None, copy: _TurnDocument) -> Tool:
         async def update(args: BaseModel, _: ToolContext) -> dict[str, Any]:
-            new = self.options.apply(copy.document, args.memory)
-            copy.document = await self.memory.update_working_memory(new, thread, resource_id)
+            copy.document = await self.memory.apply_working_memory_update(args.memory, thread, resource_id)
             copy.message = None  # rendered again on the next step
             return {"success": True}
 

@@ -360,16 +360,31 @@ class ConversationStore:
 
     async def set_working_memory(self, text: str, *, thread_id: str | None = None,
                                  resource_id: str | None = None) -> None:
+        await self.change_working_memory(lambda _: text, thread_id=thread_id, resource_id=resource_id)
+
+    async def change_working_memory(self, change: Callable[[str | None], str], *, thread_id: str | None = None,
+                                    resource_id: str | None = None) -> str:
+        """Store ``change(current)`` as the document, read and written under the write lock,
+        so two concurrent merges (two threads of one resource, or two processes) both land.
+        The first statement is a write: it takes SQLite's lock before the read."""
         now = now_iso()
         async with self.db.write() as conn:
             if thread_id is not None:
+                await conn.execute("UPDATE threads SET updated_at = updated_at WHERE id = ?", (thread_id,))
+                async with conn.execute("SELECT working_memory FROM threads WHERE id = ?", (thread_id,)) as cur:
+                    row = await cur.fetchone()
+                text = change(row[0] if row else None)
                 await conn.execute("UPDATE threads SET working_memory = ?, updated_at = ? WHERE id = ?",
                                    (text, now, thread_id))
             else:
-                await conn.execute(
-                    "INSERT INTO resources (id, working_memory, created_at, updated_at) VALUES (?, ?, ?, ?)"
-                    " ON CONFLICT (id) DO UPDATE SET working_memory = excluded.working_memory,"
-                    " updated_at = excluded.updated_at", (resource_id, text, now, now))
+                await conn.execute("INSERT INTO resources (id, created_at, updated_at) VALUES (?, ?, ?)"
+                                   " ON CONFLICT (id) DO NOTHING", (resource_id, now, now))
+                async with conn.execute("SELECT working_memory FROM resources WHERE id = ?", (resource_id,)) as cur:
+                    row = await cur.fetchone()
+                text = change(row[0] if row else None)
+                await conn.execute("UPDATE resources SET working_memory = ?, updated_at = ? WHERE id = ?",
+                                   (text, now, resource_id))
+        return text
 
     async def messages_around(self, thread_id: str, anchor_id: str, *, after: bool,
                               limit: int) -> list[Message] | None:
