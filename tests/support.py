@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +82,21 @@ class ServerProcess:
                 self.process.wait()
         self._log.close()
         return self.process.returncode
+
+
+@contextmanager
+def running(role: str, data_dir: Path, env: dict[str, str] | None = None) -> Iterator[ServerProcess]:
+    """``python -m app ROLE`` on ``data_dir`` for a module-scoped fixture: started healthy,
+    none of the caller's ``DEV_SERVER_*`` settings or provider keys, stopped afterwards."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("DEV_SERVER_") and not k.endswith("_API_KEY")}
+    server = ServerProcess(role, env={**clean, "DEV_SERVER_DATA_DIR": str(data_dir), **(env or {})},
+                           python=sys.executable)
+    server.start()
+    try:
+        server.wait_healthy()
+        yield server
+    finally:
+        server.stop()
 
 
 def run_node(script: str, payload: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:

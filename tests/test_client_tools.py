@@ -9,8 +9,6 @@ for ``call getUserLocation with {...}``). Other turns go through ``chat_client.m
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import httpx
@@ -20,7 +18,7 @@ from app.agents.events import DataPart, ReasoningDelta, StepStart, TextDelta, ed
 from app.agents.loop import max_steps_message
 from app.api.chat import _ui_chunks
 from app.llm import Finish, Usage
-from tests.support import ServerProcess, run_node, sqlite_rows, user_message
+from tests.support import run_node, sqlite_rows, user_message, running
 
 ASK_LOCATION = 'call getUserLocation with {"reason": "the weather"}'
 
@@ -28,12 +26,8 @@ ASK_LOCATION = 'call getUserLocation with {"reason": "the weather"}'
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
     data = tmp_path_factory.mktemp("client-tools")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEV_SERVER_") and not k.endswith("_API_KEY")}
-    server = ServerProcess("gateway", env={**env, "DEV_SERVER_DATA_DIR": str(data)}, python=sys.executable)
-    server.start()
-    server.wait_healthy()
-    yield server, data / "dev-server.db"
-    server.stop()
+    with running("gateway", data) as server:
+        yield server, data / "dev-server.db"
 
 
 def round_trip(server, conversation: str, **answer):

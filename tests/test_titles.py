@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,18 +24,14 @@ from app.llm import LiteLLMClient, ModelRequest, ResolvedModel
 from app.memory.memory import Memory, MemoryOptions
 from app.memory.titles import TitleGenerator, clean_title
 from app.storage.conversations import ConversationStore, Message
-from tests.support import ServerProcess, run_node, sqlite_rows, user_message
+from tests.support import run_node, sqlite_rows, user_message, running
 
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory):
     data = tmp_path_factory.mktemp("studio-titles")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEV_SERVER_") and not k.endswith("_API_KEY")}
-    server = ServerProcess("studio", env={**env, "DEV_SERVER_DATA_DIR": str(data)}, python=sys.executable)
-    server.start()
-    server.wait_healthy()
-    yield server
-    server.stop()
+    with running("studio", data) as server:
+        yield server
 
 
 def studio_turn(studio, thread: str, resource: str, text: str) -> None:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 from pathlib import Path
 
 import httpx
@@ -22,7 +20,7 @@ from app.agents.tools import Tool, ToolContext, execute
 from app.factory import create_app
 from app.memory.convert import assistant_message, to_model_messages
 from app.settings import Settings
-from tests.support import LiveApp, ServerProcess, run_node, sqlite_rows, user_message
+from tests.support import LiveApp, run_node, sqlite_rows, user_message, running
 
 CALL = ToolContext(call_id="call_1", agent_id="chat-agent", run_id="run_1")
 
@@ -30,12 +28,8 @@ CALL = ToolContext(call_id="call_1", agent_id="chat-agent", run_id="run_1")
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
     data = tmp_path_factory.mktemp("gateway-tools")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEV_SERVER_") and not k.endswith("_API_KEY")}
-    server = ServerProcess("gateway", env={**env, "DEV_SERVER_DATA_DIR": str(data)}, python=sys.executable)
-    server.start()
-    server.wait_healthy()
-    yield server, data / "dev-server.db"
-    server.stop()
+    with running("gateway", data) as server:
+        yield server, data / "dev-server.db"
 
 
 def send(server, conversation: str, message_id: str, text: str, history: list | None = None):
