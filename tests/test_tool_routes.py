@@ -107,6 +107,15 @@ def test_a_tool_result_for_an_unknown_call_is_a_400(studio):
                      timeout=30).status_code == 404  # nothing written
 
 
+@pytest.mark.parametrize("content", [[], [{"type": "text", "text": "x"}], "plain text"])
+@pytest.mark.parametrize("route", ["stream", "generate"])
+def test_a_tool_message_without_tool_results_is_a_400(studio, route, content):
+    body = {"messages": [{"role": "tool", "content": content}], "memory": {"thread": f"tr-empty-{route}", "resource": "r1"}}
+    response = httpx.post(f"{studio.url}/api/agents/chat-agent/{route}", json=body, timeout=30)
+    assert response.status_code == 400, response.text
+    assert "tool results" in response.json()["error"]
+
+
 def test_unknown_tools_are_404_and_the_agent_lists_its_client_tool(studio):
     assert httpx.get(f"{studio.url}/api/tools/nope", timeout=30).status_code == 404
     assert httpx.post(f"{studio.url}/api/tools/nope/execute", json={"data": {}}, timeout=30).status_code == 404

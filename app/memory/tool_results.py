@@ -64,6 +64,9 @@ async def complete_tool_calls(store: ConversationStore, thread: Thread, incoming
     if not incoming or not carries_tool_outputs(incoming[-1]):
         return False
     outputs = client_outputs(incoming[-1])
+    if not outputs:  # a "tool" message with no tool-result part in it
+        raise BadRequest("A tool message must carry tool results (tool-result parts with a toolCallId)",
+                         [{"field": "messages", "message": "no tool result in the tool message"}])
     last = (await store.recent_messages(thread.id, 1)) if thread.created_at else []
     target = last[-1] if last and last[-1].role == "assistant" else None
     parts = [dict(p) for p in (target.content.get("parts") or ())] if target else []
