@@ -14,15 +14,13 @@ remove it (word for word, so the list cannot hide a new deviation of the same ch
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
 
-from tests.support import JS_DIR, ServerProcess, run_node
+from tests.support import JS_DIR, ServerProcess, run_node, running
 
 SCRIPT = "client_conformance.mjs"
 NODE = shutil.which("node")
@@ -51,17 +49,9 @@ KNOWN_DEVIATIONS: dict[str, set[str]] = {}
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    data_dir = tmp_path_factory.mktemp("studio-client-js") / "data"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEV_SERVER_") and not k.endswith("_API_KEY")}
-    env["DEV_SERVER_DATA_DIR"] = str(data_dir)
-    env["PYTHONUNBUFFERED"] = "1"
-    server = ServerProcess("studio", env=env, python=sys.executable)
-    server.start()
-    try:
-        server.wait_healthy()
+    with running("studio", tmp_path_factory.mktemp("studio-client-js") / "data",
+                 env={"PYTHONUNBUFFERED": "1"}) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.mark.parametrize("resource", [None, "chat-agent"])

@@ -194,12 +194,17 @@ class Memory:
         place = self.working_memory_place(thread, resource_id)
         return await self.store.working_memory(**place) if place else None
 
-    async def update_working_memory(self, text: str, thread: Thread | None, resource_id: str | None = None) -> str:
-        """Replace the document (checked against the format and schema: ``WorkingMemoryInvalid``);
-        returns what was stored. The one write path: the tool and the Studio both use it."""
+    def _working_place(self, thread: Thread | None, resource_id: str | None) -> dict[str, str]:
         place = self.working_memory_place(thread, resource_id)
         if place is None:
             raise WorkingMemoryOff("working memory is off, or has no thread or resource to live in")
+        return place
+
+    async def update_working_memory(self, text: str, thread: Thread | None, resource_id: str | None = None) -> str:
+        """Replace the document (checked against the format and schema: ``WorkingMemoryInvalid``);
+        returns what was stored. With ``apply_working_memory_update`` the only write path: the
+        tool and the Studio both use them."""
+        place = self._working_place(thread, resource_id)
         text = self.options.working.checked(text)
         await self.store.set_working_memory(text, **place)
         return text
@@ -210,10 +215,10 @@ class Memory:
         and checked) applied to the *stored* document under the write lock, so two turns
         updating one resource's memory at once both land; ``WorkingMemoryInvalid`` leaves it
         unchanged. Returns what was stored."""
-        place = self.working_memory_place(thread, resource_id)
-        if place is None:
-            raise WorkingMemoryOff("working memory is off, or has no thread or resource to live in")
+        place = self._working_place(thread, resource_id)
         options = self.options.working
+        if options.schema is None:  # Markdown: the update replaces the document, nothing to read first
+            return await self.update_working_memory(options.apply(None, update), thread, resource_id)
         return await self.store.change_working_memory(lambda current: options.apply(current, update), **place)
 
     async def first_user_message(self, thread_id: str) -> Message | None:

@@ -360,7 +360,16 @@ class ConversationStore:
 
     async def set_working_memory(self, text: str, *, thread_id: str | None = None,
                                  resource_id: str | None = None) -> None:
-        await self.change_working_memory(lambda _: text, thread_id=thread_id, resource_id=resource_id)
+        now = now_iso()
+        async with self.db.write() as conn:
+            if thread_id is not None:
+                await conn.execute("UPDATE threads SET working_memory = ?, updated_at = ? WHERE id = ?",
+                                   (text, now, thread_id))
+            else:
+                await conn.execute(
+                    "INSERT INTO resources (id, working_memory, created_at, updated_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (id) DO UPDATE SET working_memory = excluded.working_memory,"
+                    " updated_at = excluded.updated_at", (resource_id, text, now, now))
 
     async def change_working_memory(self, change: Callable[[str | None], str], *, thread_id: str | None = None,
                                     resource_id: str | None = None) -> str:
