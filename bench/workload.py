@@ -155,72 +155,54 @@ def cpu(servers: list[Server]) -> float:
 # -- requests ---------------------------------------------------------------------------------
 
 
+def load(spec: dict) -> dict:
+    """Run bench/load.mjs (Node's http client: Python's httpx tops out near the bare server's
+    rate on this machine, so it would measure itself) and return what it reports."""
+    done = subprocess.run(["node", str(REPO / "bench" / "load.mjs"), json.dumps(spec)], capture_output=True,
+                          text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"load generator failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout)
+
+
 def chat_body(conversation: str, text: str) -> dict:
     return {"id": "bench", "trigger": "submit-message", "conversationId": conversation,
             "messages": [{"id": str(uuid.uuid4()), "role": "user", "parts": [{"type": "text", "text": text}]}]}
 
 
-async def turn(client: httpx.AsyncClient, base: str, conversation: str, text: str = "hello") -> float:
-    started = time.perf_counter()
-    async with client.stream("POST", f"{base}/api/chat", json=chat_body(conversation, text)) as response:
-        data = b"".join([chunk async for chunk in response.aiter_raw()])
-    if response.status_code != 200 or not data.rstrip().endswith(b"data: [DONE]"):
-        raise RuntimeError(f"turn failed: {response.status_code} {data[-200:]!r}")
-    return time.perf_counter() - started
-
-
-async def timed_get(client: httpx.AsyncClient, url: str) -> float:
-    started = time.perf_counter()
-    response = await client.get(url)
-    response.raise_for_status()
-    return time.perf_counter() - started
-
-
 def client(limit: int = 200) -> httpx.AsyncClient:
-    # TCP_NODELAY as browsers and Node's fetch set it (see bench/chat_turn.py).
     transport = httpx.AsyncHTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
                                          limits=httpx.Limits(max_connections=limit, max_keepalive_connections=limit))
     return httpx.AsyncClient(timeout=120, transport=transport)
 
 
 def pct(values: list[float], q: float) -> float:
+    """The ``q`` quantile of latencies in ms."""
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 # -- scenarios --------------------------------------------------------------------------------
 
 
-async def sequential(base: str, conversation: str | None, turns: int) -> list[float]:
-    async with client() as http:
-        for _ in range(3):
-            await turn(http, base, conversation or str(uuid.uuid4()))
-        return [await turn(http, base, conversation or str(uuid.uuid4())) for _ in range(turns)]
+def sequential(base: str, conversation: str | None, turns: int) -> list[float]:
+    spec = {"mode": "turns", "base": base, "clients": 1, "threads": [conversation], "fresh": conversation is None}
+    load({**spec, "count": 3})
+    return load({**spec, "count": turns})["latenciesMs"]
 
 
-async def concurrent(base: str, clients: int, seconds: float) -> tuple[int, float]:
+def concurrent(base: str, clients: int, seconds: float) -> tuple[int, float]:
     """Turns completed by ``clients`` loops (each on its own thread) in ``seconds``."""
-    async with client(clients) as http:
-        threads = [f"bench-conc-{clients}-{uuid.uuid4()}" for _ in range(clients)]
-        await asyncio.gather(*(turn(http, base, t) for t in threads))  # threads exist, connections open
-        done = 0
-        stop_at = time.perf_counter() + seconds
-
-        async def loop(thread: str) -> None:
-            nonlocal done
-            while time.perf_counter() < stop_at:
-                await turn(http, base, thread)
-                done += 1
-
-        started = time.perf_counter()
-        await asyncio.gather(*(loop(t) for t in threads))
-        return done, time.perf_counter() - started
+    threads = [f"bench-conc-{clients}-{uuid.uuid4()}" for _ in range(clients)]
+    spec = {"mode": "turns", "base": base, "clients": clients, "threads": threads}
+    load({**spec, "count": 1})  # the threads exist
+    result = load({**spec, "seconds": seconds})
+    return result["done"], result["wallMs"] / 1000
 
 
-async def burst(base: str, count: int) -> list[float]:
-    async with client(count) as http:
-        await turn(http, base, str(uuid.uuid4()))
-        return list(await asyncio.gather(*(turn(http, base, str(uuid.uuid4())) for _ in range(count))))
+def burst(base: str, count: int) -> list[float]:
+    load({"mode": "turns", "base": base, "clients": 1, "fresh": True, "count": 1})
+    return load({"mode": "burst", "base": base, "clients": count})["latenciesMs"]
 
 
 async def save_messages(studio: str, total: int, batch: int) -> float:
@@ -241,26 +223,17 @@ async def save_messages(studio: str, total: int, batch: int) -> float:
         return total / (time.perf_counter() - started)
 
 
-async def create_threads(studio: str, total: int, clients: int) -> float:
-    async with client(clients) as http:
-        queue = iter(range(total))
-
-        async def worker() -> None:
-            for _ in queue:
-                response = await http.post(f"{studio}/api/memory/threads?agentId={AGENT}",
-                                           json={"resourceId": "bench-create", "title": "t"})
-                response.raise_for_status()
-
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(clients)))
-        return total / (time.perf_counter() - started)
+def create_threads(studio: str, total: int, clients: int) -> float:
+    result = load({"mode": "post", "base": studio, "clients": clients, "count": total,
+                   "path": f"/api/memory/threads?agentId={AGENT}",
+                   "body": json.dumps({"resourceId": "bench-create", "title": "t {i}"})})
+    return result["done"] / (result["wallMs"] / 1000)
 
 
-async def reads(url: str, count: int) -> list[float]:
-    async with client() as http:
-        for _ in range(5):
-            await timed_get(http, url)
-        return [await timed_get(http, url) for _ in range(count)]
+def reads(url: str, count: int) -> list[float]:
+    base, _, path = url.partition("/api/")
+    load({"mode": "get", "base": base, "count": 5, "path": "/api/" + path})
+    return load({"mode": "get", "base": base, "count": count, "path": "/api/" + path})["latenciesMs"]
 
 
 async def seed_threads(db_path: Path, resource: str, count: int) -> None:
@@ -339,14 +312,14 @@ def main() -> None:
             print(f"machine: {machine()}")
             print(f"{'figure':<58} {'ours':>12} {'bare':>12} {'ratio':>8}")
 
-            bare_seq = asyncio.run(sequential(bare.url, "bare", args.turns))
+            bare_seq = (sequential(bare.url, "bare", args.turns))
             for label, thread in (("fresh thread", None), ("1k-message thread", "bench-1k")):
-                times = asyncio.run(sequential(gateway.url, thread, args.turns))
+                times = (sequential(gateway.url, thread, args.turns))
                 row(f"sequential turn p50, {label}, ms", pct(times, .5), pct(bare_seq, .5))
             before, bare_before = cpu(ours), bare.cpu_s()
-            times = asyncio.run(sequential(gateway.url, "bench-10k", args.turns))
+            times = (sequential(gateway.url, "bench-10k", args.turns))
             ours_cpu = (cpu(ours) - before) / (args.turns + 3) * 1000
-            bare_seq = asyncio.run(sequential(bare.url, "bare", args.turns))
+            bare_seq = (sequential(bare.url, "bare", args.turns))
             bare_cpu = (bare.cpu_s() - bare_before) / (args.turns + 3) * 1000
             row("sequential turn p50, 10k-message thread, ms", pct(times, .5), pct(bare_seq, .5))
             row("sequential turn p99, 10k-message thread, ms", pct(times, .99), pct(bare_seq, .99))
@@ -357,27 +330,27 @@ def main() -> None:
             for run in (1, 2):
                 for clients in (8, 32, 128):
                     before, wall_before = cpu(ours), time.perf_counter()
-                    done, wall = asyncio.run(concurrent(gateway.url, clients, args.seconds))
+                    done, wall = (concurrent(gateway.url, clients, args.seconds))
                     cores = (cpu(ours) - before) / (time.perf_counter() - wall_before)
                     bare_before = bare.cpu_s()
-                    bare_done, bare_wall = asyncio.run(concurrent(bare.url, clients, args.seconds))
+                    bare_done, bare_wall = (concurrent(bare.url, clients, args.seconds))
                     if run == 1:
                         row(f"turns/s, {clients} concurrent clients", done / wall, bare_done / bare_wall)
                         row(f"server cores used, {clients} clients", cores)
                 if run == 1:
-                    one = statistics.median(asyncio.run(sequential(gateway.url, None, 20)))
-                    first = asyncio.run(burst(gateway.url, 32))
-                    bare_first = asyncio.run(burst(bare.url, 32))
+                    one = statistics.median(sequential(gateway.url, None, 20))
+                    first = (burst(gateway.url, 32))
+                    bare_first = (burst(bare.url, 32))
                     row("first turn of 32 new threads at once, p50, ms", pct(first, .5), pct(bare_first, .5))
-                    row("  the same, vs one sequential turn", pct(first, .5) / (one * 1000), None, "x")
+                    row("  the same, vs one sequential turn", pct(first, .5) / one, None, "x")
                     row("save-messages, 10k in batches of 500, msgs/s", asyncio.run(save_messages(studio.url, 10_000,
                                                                                                   500)))
-                    row("POST /memory/threads, 8 clients, threads/s", asyncio.run(create_threads(studio.url, 2_000,
+                    row("POST /memory/threads, 8 clients, threads/s", (create_threads(studio.url, 2_000,
                                                                                                  8)))
-                    row("thread list page (100 of 10k), p50 ms", pct(asyncio.run(reads(studio.url + list_url, 200)), .5),
-                        pct(asyncio.run(reads(bare.url + list_url, 200)), .5))
-                    row("messages page (40 of 11k), p50 ms", pct(asyncio.run(reads(studio.url + messages_url, 200)), .5),
-                        pct(asyncio.run(reads(bare.url + messages_url, 200)), .5))
+                    row("thread list page (100 of 10k), p50 ms", pct((reads(studio.url + list_url, 200)), .5),
+                        pct((reads(bare.url + list_url, 200)), .5))
+                    row("messages page (40 of 11k), p50 ms", pct((reads(studio.url + messages_url, 200)), .5),
+                        pct((reads(bare.url + messages_url, 200)), .5))
                 rss_runs.append(sum(s.rss_mb() for s in ours))
             row("RSS at start, MB", rss_start, bare.rss_mb())
             row("RSS after warm-up, MB", rss_warm)
