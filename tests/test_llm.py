@@ -220,11 +220,18 @@ def test_compose_reply_statement_is_not_a_recall_question() -> None:
 
 
 @pytest.mark.anyio
-async def test_local_provider_non_streaming_completion(litellm: Any) -> None:
-    response = await litellm.acompletion(model="local/echo", messages=[user("hi there")])
-    assert response.choices[0].message.content == '[local model] You said: "hi there". I can see 0 earlier messages in this conversation.'
-    text = response.choices[0].message.content
-    assert (response.usage.prompt_tokens, response.usage.completion_tokens) == (2, count_tokens(text))
+async def test_local_model_counts_its_usage_and_streams_without_litellm(monkeypatch: Any) -> None:
+    import litellm as litellm_module
+
+    async def no_litellm(**_: Any) -> Any:
+        raise AssertionError("the local model must not go through litellm")
+
+    monkeypatch.setattr(litellm_module, "acompletion", no_litellm)
+    events = await collect(LiteLLMClient(environ={}), ModelRequest("local/echo", [user("hi there")]))
+    finish = check_shape(events)
+    text = "".join(e.text for e in events[:-1])
+    assert text == '[local model] You said: "hi there". I can see 0 earlier messages in this conversation.'
+    assert (finish.usage.input_tokens, finish.usage.output_tokens) == (2, count_tokens(text))
 
 
 # -- litellm path: mock responses and errors ----------------------------------------------
@@ -252,12 +259,11 @@ async def test_call_kwargs(litellm: Any, monkeypatch: pytest.MonkeyPatch) -> Non
     env = {"GOOGLE_GENERATIVE_AI_API_KEY": FAKE_KEY}
     client = LiteLLMClient(environ=env, extra_kwargs={"mock_response": "ok"})
     await collect(client, ModelRequest("google/gemini-2.5-flash", [user("hi")], temperature=0.0, max_tokens=5))
-    await collect(LiteLLMClient(environ={}), ModelRequest("google/gemini-2.5-flash", [user("hi")]))
-    provider_call, local_call = seen
+    local_events = await collect(LiteLLMClient(environ={}), ModelRequest("google/gemini-2.5-flash", [user("hi")]))
+    [provider_call] = seen  # the local model answered in-process
     assert provider_call["model"] == "gemini/gemini-2.5-flash" and provider_call["api_key"] == FAKE_KEY
     assert (provider_call["temperature"], provider_call["max_tokens"], provider_call["stream"]) == (0.0, 5, True)
-    assert local_call["model"] == "local/google/gemini-2.5-flash" and "api_key" not in local_call
-    assert "temperature" not in local_call and "max_tokens" not in local_call
+    assert "".join(e.text for e in local_events[:-1]).startswith("[local model] ")
 
 
 def _errors(litellm: Any) -> list[tuple[Exception, int, str]]:
@@ -327,33 +333,51 @@ async def test_invalid_id_in_stream_is_a_400_model_provider_error() -> None:
 # -- cancellation ----------------------------------------------------------------------------
 
 
+PROVIDER_MOCK = {"environ": {"OPENAI_API_KEY": FAKE_KEY}, "extra_kwargs": {"mock_response": "word " * 200}}
+# (client settings, model, message): a provider stream through litellm, and the local model.
+STREAMS = {"litellm": (PROVIDER_MOCK, "openai/gpt-4o-mini", "hi"),
+           "local": ({"environ": {}}, "local/echo", "talk slowly [[slow]]")}
+
+
 @pytest.fixture
-def opened_streams(litellm: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, Any]]:
-    """(litellm stream wrapper, the local model's generator) for every call made."""
-    opened: list[tuple[Any, Any]] = []
-    real = litellm.acompletion
+def opened_streams(litellm: Any, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The generator behind every model stream opened: litellm's stream wrapper's own
+    stream for a provider, the local model's generator for the local one."""
+    import app.llm.client as client_module
+
+    opened: list[Any] = []
+    real_acompletion, real_local = litellm.acompletion, client_module.stream_local
 
     async def spy(**kwargs: Any) -> Any:
-        wrapper = await real(**kwargs)
-        opened.append((wrapper, wrapper.completion_stream))
+        wrapper = await real_acompletion(**kwargs)
+        opened.append(wrapper)
         return wrapper
 
+    def local_spy(*args: Any) -> Any:
+        opened.append(real_local(*args))
+        return opened[-1]
+
     monkeypatch.setattr(litellm, "acompletion", spy)
+    monkeypatch.setattr(client_module, "stream_local", local_spy)
     return opened
 
 
-async def _assert_closed(opened: list[tuple[Any, Any]], tasks_before: set[asyncio.Task[Any]]) -> None:
-    (wrapper, generator), = opened
-    assert wrapper.completion_stream is None  # CustomStreamWrapper.aclose() ran
-    assert generator.ag_frame is None  # the local model's generator was finalised
+async def _assert_closed(opened: list[Any], tasks_before: set[asyncio.Task[Any]]) -> None:
+    stream, = opened
+    if hasattr(stream, "completion_stream"):
+        assert stream.completion_stream is None  # CustomStreamWrapper.aclose() ran
+    else:
+        assert stream.ag_frame is None  # the local model's generator was finalised
     await asyncio.sleep(0.1)  # let litellm's own fire-and-forget logging tasks finish
     assert asyncio.all_tasks() - tasks_before == set()
 
 
 @pytest.mark.anyio
-async def test_aclose_closes_the_litellm_stream(opened_streams: list[tuple[Any, Any]]) -> None:
+@pytest.mark.parametrize("kind", STREAMS)
+async def test_aclose_closes_the_model_stream(opened_streams: list[Any], kind: str) -> None:
+    settings, model, text = STREAMS[kind]
     before = asyncio.all_tasks()
-    stream = LiteLLMClient(environ={}).stream(ModelRequest("local/echo", [user("talk slowly [[slow]]")]))
+    stream = LiteLLMClient(**settings).stream(ModelRequest(model, [user(text)]))
     first = await anext(stream)
     assert isinstance(first, TextDelta)
     await stream.aclose()  # type: ignore[attr-defined]
@@ -361,11 +385,12 @@ async def test_aclose_closes_the_litellm_stream(opened_streams: list[tuple[Any, 
 
 
 @pytest.mark.anyio
-async def test_cancelling_the_consumer_closes_the_litellm_stream(opened_streams: list[tuple[Any, Any]]) -> None:
+async def test_cancelling_the_consumer_closes_the_model_stream(opened_streams: list[Any]) -> None:
+    settings, model, text = STREAMS["local"]  # slow, so the cancellation lands inside the model's stream
     got_one = asyncio.Event()
 
     async def consume() -> None:
-        async for _ in LiteLLMClient(environ={}).stream(ModelRequest("local/echo", [user("slow [[slow]]")])):
+        async for _ in LiteLLMClient(**settings).stream(ModelRequest(model, [user(text)])):
             got_one.set()
 
     before = asyncio.all_tasks()

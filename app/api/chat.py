@@ -12,7 +12,7 @@ JSON error, while the user's message is already stored. After that, any failure 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from fastapi import APIRouter, Response
@@ -34,6 +34,7 @@ from app.memory.convert import ui_to_stored
 from app.memory.memory import ThreadNotOwned
 from app.storage.conversations import Message
 from app.streaming import ui_chunks as ui
+from app.streaming.coalesce import coalesced
 from app.streaming.sse import DONE, UI_STREAM_HEADERS, encode
 from app.streaming.text_events import stream_error
 
@@ -86,7 +87,7 @@ async def _chat(body: ChatRequest, agent: RegisteredAgent, turns: TurnStarter, f
         raise upstream(exc.kind, exc.message) from exc
     # The frames' own finally closes the turn; the background task covers a response that
     # never started streaming (closing is idempotent).
-    return EventSourceResponse(_frames(live), headers=UI_STREAM_HEADERS, sep="\n", ping=15,
+    return EventSourceResponse(coalesced(_frames(live)), headers=UI_STREAM_HEADERS, sep="\n", ping=15,
                                background=BackgroundTask(live.aclose))
 
 
@@ -95,7 +96,7 @@ def _incoming(body: ChatRequest, thread_id: str, resource: str) -> list[Message]
             for m, stamp in zip(body.messages, spaced_iso(len(body.messages)))]
 
 
-async def _frames(live: LiveTurn) -> AsyncIterator[ServerSentEvent]:
+async def _frames(live: LiveTurn) -> AsyncGenerator[ServerSentEvent, None]:
     count = 0
 
     def frame(chunk: dict[str, Any] | str) -> ServerSentEvent:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Depends
-from starlette.requests import HTTPConnection
+from starlette.requests import HTTPConnection, Request
 
 from app.agents.registry import AgentRegistry, RegisteredAgent
 from app.agents.runner import TurnRunner
@@ -77,38 +77,38 @@ class Services:
                                  checkpoint_every_s=self.settings.checkpoint_interval_s)
 
 
-def get_services(conn: HTTPConnection) -> Services:
+async def get_services(conn: HTTPConnection) -> Services:
     return conn.app.state.services
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def get_settings(services: ServicesDep) -> Settings:
+async def get_settings(services: ServicesDep) -> Settings:
     return services.settings
 
 
-def get_storage(services: ServicesDep) -> CompositeStore:
+async def get_storage(services: ServicesDep) -> CompositeStore:
     return services.storage
 
 
-def get_conversations(services: ServicesDep) -> ConversationStore:
+async def get_conversations(services: ServicesDep) -> ConversationStore:
     return services.conversations
 
 
-def get_agents(services: ServicesDep) -> AgentRegistry:
+async def get_agents(services: ServicesDep) -> AgentRegistry:
     return services.agents
 
 
-def get_runner(services: ServicesDep) -> TurnRunner:
+async def get_runner(services: ServicesDep) -> TurnRunner:
     return services.runner
 
 
-def get_signals(services: ServicesDep) -> ThreadHub:
+async def get_signals(services: ServicesDep) -> ThreadHub:
     return services.signals
 
 
-def get_turns(services: ServicesDep) -> TurnStarter:
+async def get_turns(services: ServicesDep) -> TurnStarter:
     return services.turns
 
 
@@ -121,13 +121,21 @@ SignalsDep = Annotated[ThreadHub, Depends(get_signals)]
 TurnsDep = Annotated[TurnStarter, Depends(get_turns)]
 
 
-def get_principal(conn: HTTPConnection) -> str | None:
+# Every dependency is ``async def``: FastAPI runs a plain ``def`` one in its thread pool,
+# a thread hop per dependency per request (that was a tenth of a turn's CPU).
+
+
+def principal_of(conn: HTTPConnection) -> str | None:
     """The authenticated principal (set by ``AuthMiddleware``), or None with auth off."""
     return conn.scope.get("state", {}).get("principal")
 
 
-def get_forced_resource(conn: HTTPConnection) -> str | None:
-    principal = get_principal(conn)
+async def get_principal(conn: HTTPConnection) -> str | None:
+    return principal_of(conn)
+
+
+async def get_forced_resource(conn: HTTPConnection) -> str | None:
+    principal = principal_of(conn)
     return resource_for(principal) if principal is not None else None
 
 
@@ -135,7 +143,7 @@ Principal = Annotated[str | None, Depends(get_principal)]
 ForcedResource = Annotated[str | None, Depends(get_forced_resource)]
 
 
-def get_path_agent(agent_id: str, agents: AgentsDep) -> RegisteredAgent:
+async def get_path_agent(agent_id: str, agents: AgentsDep) -> RegisteredAgent:
     """The agent named by the ``{agent_id}`` path parameter, or a 404."""
     agent = agents.get(agent_id)
     if agent is None:
@@ -147,4 +155,8 @@ AgentDep = Annotated[RegisteredAgent, Depends(get_path_agent)]
 
 
 # Query strings in Mastra's three encodings (plain, JSON in one parameter, bracket notation).
-MastraQuery = Annotated[Query, Depends(Query)]
+async def get_query(request: Request) -> Query:
+    return Query(request)
+
+
+MastraQuery = Annotated[Query, Depends(get_query)]

@@ -58,7 +58,7 @@ class OtlpUnsupported(OtlpDecodeError):
     """A content type or encoding this receiver does not speak (415)."""
 
 
-def owner(principal: Principal) -> str | None:
+async def owner(principal: Principal) -> str | None:
     """The resource every received row is filed under: the caller's own with auth on; None
     (rows keep the resource they name) with auth off and for the gateway's exporter."""
     if principal is None or principal == SERVICE_PRINCIPAL:

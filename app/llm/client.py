@@ -2,10 +2,11 @@
 
 Routes and memory depend on ``LLMClient`` only (``resolve`` + ``stream``), so tests can
 swap in a scripted fake and nothing above this layer imports litellm. ``LiteLLMClient``
-sends every call, the local model's included, through ``litellm.acompletion(stream=True)``
-and turns litellm's chunks into ``TextDelta``s (``ReasoningDelta``s from
-``reasoning_content``, ``ToolCallDelta``s from streamed ``tool_calls``), the assembled
-``ToolCall``s and one final ``Finish``.
+sends every provider call through ``litellm.acompletion(stream=True)`` and turns litellm's
+chunks into ``TextDelta``s (``ReasoningDelta``s from ``reasoning_content``,
+``ToolCallDelta``s from streamed ``tool_calls``), the assembled ``ToolCall``s and one final
+``Finish``. The built-in local model runs in-process and yields those events itself
+(``app.llm.local_model.stream_local``), with the same retries and error kinds.
 
 Configuration (``from_settings``): provider variables come from the settings (environment
 and ``.env``) and decide, per model, who answers (``app.llm.models``). A request carries
@@ -44,12 +45,12 @@ from app.llm.errors import ModelProviderError, translate
 from app.llm.models import ModelResolver
 from app.llm.offline import ensure_litellm, litellm_ready
 from app.llm.tokens import count_tokens
-from app.llm.types import (Finish, ModelRequest, ReasoningDelta, ResolvedModel, TextDelta, ToolCall, ToolCallDelta,
-                           Usage)
+from app.llm.local_model import stream_local
+from app.llm.types import (Finish, ModelEvent, ModelRequest, ReasoningDelta, ResolvedModel, TextDelta, ToolCall,
+                           ToolCallDelta, Usage)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-ModelEvent = TextDelta | ReasoningDelta | ToolCallDelta | ToolCall | Finish
 
 # OpenAI finish reasons (what litellm normalises to) -> AI SDK finish reasons.
 _FINISH_REASONS = {
@@ -159,8 +160,10 @@ class LiteLLMClient:
         total_deadline = loop.time() + self._total_s
         for attempt in range(self._retries + 1):
             streamed = False
+            attempt_events = (stream_local(kwargs["messages"], kwargs.get("tools") or ()) if resolved.is_local
+                              else self._attempt(litellm, kwargs, total_deadline))
             try:
-                async with aclosing(self._attempt(litellm, kwargs, total_deadline, resolved.is_local)) as events:
+                async with aclosing(attempt_events) as events:
                     async for event in events:
                         streamed = True
                         yield event
@@ -172,12 +175,9 @@ class LiteLLMClient:
                 log.info("model call failed (%s), retry %d of %d", exc.kind, attempt + 1, self._retries)
                 await asyncio.sleep(min(RETRY_BACKOFF_S * 2 ** attempt, max(0.0, total_deadline - loop.time())))
 
-    async def _attempt(self, litellm: Any, kwargs: dict[str, Any], total_deadline: float,
-                       local: bool) -> AsyncIterator[ModelEvent]:
+    async def _attempt(self, litellm: Any, kwargs: dict[str, Any], total_deadline: float) -> AsyncIterator[ModelEvent]:
         loop = asyncio.get_running_loop()
         first_deadline = min(loop.time() + self._first_token_s, total_deadline)
-        if local:  # in-process: no network to wait for, and its first call pays litellm's setup
-            first_deadline = total_deadline = float("inf")
         response = await self._before(litellm.acompletion(**kwargs), first_deadline, "first")
         finish_reason: str | None = None
         usage = Usage(0, 0)
@@ -245,8 +245,8 @@ class LiteLLMClient:
             raise translate(exc) from exc
 
     async def warm_up(self) -> None:
-        """Pay litellm's import (~3.6 s), the tokenizer and the first call's setup before the
-        first chat, then log who answers each agent (one line per agent)."""
+        """Pay litellm's import (~3.6 s), the tokenizer and the local model's first answer before
+        the first chat, then log who answers each agent (one line per agent)."""
         try:
             await ensure_litellm()
             await asyncio.to_thread(count_tokens, "warm-up")  # loads the tokenizer off the event loop

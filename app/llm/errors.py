@@ -145,6 +145,11 @@ def _classify(exc: BaseException) -> tuple[int, str, str]:
     return 502, "provider", "provider"
 
 
+def connection_message(provider: str) -> str:
+    """What a dropped connection to ``provider`` reads as (``translate`` says the same)."""
+    return f"{_MESSAGES['connection']} ({provider})."
+
+
 def translate(exc: BaseException) -> ModelProviderError:
     """Map any exception raised by a litellm call onto ``ModelProviderError``."""
     if isinstance(exc, ModelProviderError):

@@ -1,9 +1,10 @@
 """The built-in local model: deterministic, offline, and visibly context-aware.
 
 It answers when no provider key is configured (or ``local/...`` is asked for), so
-``make dev`` and the tests need no network. It is registered with litellm as the custom
-provider ``local`` and goes through the same ``litellm.acompletion`` path, stream wrapper
-and error mapping as a real provider.
+``make dev`` and the tests need no network. It streams the events of ``LLMClient.stream``
+itself (``stream_local``) rather than through litellm (whose per-chunk wrapper would be
+most of a turn's cost here); its failure is the error a provider's dropped connection
+becomes, so retries and error handling are exercised alike.
 
 Every answer starts with ``[local model] `` and is decided from the messages it received,
 which makes memory demonstrable: what reaches it is exactly what memory fed the model.
@@ -80,12 +81,13 @@ import json
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 from app.llm.content import attachments
+from app.llm.errors import ModelProviderError, connection_message
 from app.llm.models import LOCAL_PROVIDER
 from app.llm.tokens import count_tokens
+from app.llm.types import Finish, ModelEvent, TextDelta, ToolCall, ToolCallDelta, Usage
 from app.llm.local_working_memory import (WORKING_MEMORY_TOOL, InjectedMemory, asks_about_me, injected_memory,
                                           known_about_user, remembered, remembered_fact)
 
@@ -300,70 +302,41 @@ def _plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def _argument_deltas(call: LocalToolCall, index: int, pieces: int = 3) -> list[dict[str, Any]]:
-    """A call as streamed ``tool_calls`` deltas: id and name first, the arguments in a few pieces."""
-    size = max(1, -(-len(call.arguments) // pieces))
-    chunks = [call.arguments[i:i + size] for i in range(0, len(call.arguments), size)] or [""]
-    return [{"id": call.id if n == 0 else None, "type": "function", "index": index,
-             "function": {"name": call.name if n == 0 else None, "arguments": chunk}}
-            for n, chunk in enumerate(chunks)]
+async def stream_local(messages: Sequence[dict[str, Any]],
+                       tools: Sequence[dict[str, Any]] = ()) -> AsyncIterator[ModelEvent]:
+    """The local model's answer as the events of ``LLMClient.stream``.
 
-
-def register_local_provider(litellm: ModuleType) -> None:
-    """Add the ``local`` custom provider to litellm (once; litellm must be imported)."""
-    if any(item.get("provider") == LOCAL_PROVIDER for item in litellm.custom_provider_map):
+    It runs in-process, so it does not go through litellm: litellm's stream wrapper and its
+    end-of-stream bookkeeping (rebuilding the whole response, a cost lookup) were two fifths
+    of a turn's CPU. Provider calls keep litellm's path."""
+    calls = compose_tool_calls(messages, tools)
+    if calls:
+        for index, call in enumerate(calls):
+            for piece in _argument_pieces(call):
+                yield ToolCallDelta(call.id, call.name, piece)
+        for call in calls:
+            yield ToolCall(call.id, call.name, call.arguments)
+        tokens = sum(count_tokens(message_text(m.get("content"))) for m in messages)
+        yield Finish("tool-calls", Usage(tokens, 0))
         return
-    handler = _handler_class(litellm)()
-    litellm.custom_provider_map = [
-        *litellm.custom_provider_map,
-        {"provider": LOCAL_PROVIDER, "custom_handler": handler},
-    ]
+    reply = compose_reply(messages)
+    for index, piece in enumerate(reply.pieces):
+        if reply.fail and index == FAIL_AFTER_PIECES:
+            raise _failure()
+        if reply.slow:
+            await asyncio.sleep(reply.delay_s)
+        yield TextDelta(piece)
+    if reply.fail:
+        raise _failure()
+    yield Finish("stop", Usage(reply.input_tokens, reply.output_tokens))
 
 
-def _handler_class(litellm: ModuleType) -> type:
-    # Defined inside a function because its base class lives in litellm, which must not be
-    # imported when app.llm is.
+def _argument_pieces(call: LocalToolCall, pieces: int = 3) -> list[str]:
+    """A call's arguments in a few pieces, as providers stream them."""
+    size = max(1, -(-len(call.arguments) // pieces))
+    return [call.arguments[i:i + size] for i in range(0, len(call.arguments), size)] or [""]
 
-    def usage_block(reply: LocalReply) -> dict[str, int]:
-        out = reply.output_tokens
-        return {"prompt_tokens": reply.input_tokens, "completion_tokens": out, "total_tokens": reply.input_tokens + out}
 
-    def failure(model: str) -> Exception:
-        return litellm.APIConnectionError(
-            message=f"local model failed on purpose ({FAIL_TRIGGER} trigger)", llm_provider=LOCAL_PROVIDER, model=model
-        )
-
-    class LocalModel(litellm.CustomLLM):  # type: ignore[misc, name-defined]
-        async def acompletion(self, model: str, messages: list, model_response: Any, **_: Any) -> Any:
-            reply = compose_reply(messages)
-            if reply.fail:
-                raise failure(model)
-            model_response.choices[0].message.content = reply.text
-            model_response.choices[0].finish_reason = "stop"
-            model_response.model = f"{LOCAL_PROVIDER}/{model}"
-            model_response.usage = litellm.Usage(**usage_block(reply))
-            return model_response
-
-        async def astreaming(self, model: str, messages: list, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
-            calls = compose_tool_calls(messages, (kwargs.get("optional_params") or {}).get("tools") or ())
-            if calls:
-                for index, call in enumerate(calls):
-                    for tool_use in _argument_deltas(call, index):
-                        yield {"text": "", "tool_use": tool_use, "is_finished": False, "finish_reason": "",
-                               "usage": None, "index": 0}
-                tokens = sum(count_tokens(message_text(m.get("content"))) for m in messages)
-                usage = {"prompt_tokens": tokens, "completion_tokens": 0, "total_tokens": tokens}
-                yield {"text": "", "is_finished": True, "finish_reason": "tool_calls", "usage": usage, "index": 0}
-                return
-            reply = compose_reply(messages)
-            for index, piece in enumerate(reply.pieces):
-                if reply.fail and index == FAIL_AFTER_PIECES:
-                    raise failure(model)
-                if reply.slow:
-                    await asyncio.sleep(reply.delay_s)
-                yield {"text": piece, "is_finished": False, "finish_reason": "", "usage": None, "index": 0}
-            if reply.fail:
-                raise failure(model)
-            yield {"text": "", "is_finished": True, "finish_reason": "stop", "usage": usage_block(reply), "index": 0}
-
-    return LocalModel
+def _failure() -> ModelProviderError:
+    # What a provider's dropped connection becomes (app.llm.errors), so it is retried alike.
+    return ModelProviderError(502, "connection", connection_message(LOCAL_PROVIDER))

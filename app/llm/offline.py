@@ -130,8 +130,4 @@ def _import_configured() -> ModuleType:
     litellm.failure_callback = []
     litellm.callbacks = []
     litellm.input_callback = []
-
-    from app.llm.local_model import register_local_provider
-
-    register_local_provider(litellm)
     return litellm

@@ -114,3 +114,6 @@ class ResolvedModel:
         if self.missing:
             return f"error: {self.mastra_id} cannot be called ({self.reason}; DEV_SERVER_LOCAL_FALLBACK=false)"
         return self.litellm_model
+
+
+ModelEvent = TextDelta | ReasoningDelta | ToolCallDelta | ToolCall | Finish

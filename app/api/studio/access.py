@@ -21,8 +21,9 @@ from typing import Annotated
 
 from fastapi import Depends
 
-from app.agents.registry import RegisteredAgent
+from app.agents.registry import AgentRegistry, RegisteredAgent
 from app.api.deps import AgentsDep, ForcedResource, MastraQuery
+from app.api.studio.query import Query
 from app.errors import NotFound
 from app.storage.conversations import Thread
 
@@ -58,13 +59,17 @@ def scope_for(forced: str | None, agent: RegisteredAgent | None, requested: str 
     return Scope(requested)
 
 
-def get_optional_agent(query: MastraQuery, agents: AgentsDep) -> RegisteredAgent | None:
-    """The agent named by the ``agentId`` query parameter, if any and known."""
+def _optional_agent(query: Query, agents: AgentRegistry) -> RegisteredAgent | None:
     agent_id = query.str("agentId")
     return agents.get(agent_id) if agent_id else None
 
 
-def get_query_agent(query: MastraQuery, agents: AgentsDep) -> RegisteredAgent:
+async def get_optional_agent(query: MastraQuery, agents: AgentsDep) -> RegisteredAgent | None:
+    """The agent named by the ``agentId`` query parameter, if any and known."""
+    return _optional_agent(query, agents)
+
+
+async def get_query_agent(query: MastraQuery, agents: AgentsDep) -> RegisteredAgent:
     """The agent named by the ``agentId`` query parameter, or a 404."""
     agent_id = query.str("agentId") or ""
     agent = agents.get(agent_id)
@@ -77,11 +82,11 @@ OptionalAgent = Annotated[RegisteredAgent | None, Depends(get_optional_agent)]
 QueryAgent = Annotated[RegisteredAgent, Depends(get_query_agent)]
 
 
-def get_scope(query: MastraQuery, agents: AgentsDep, forced: ForcedResource) -> Scope:
+async def get_scope(query: MastraQuery, agents: AgentsDep, forced: ForcedResource) -> Scope:
     """The scope of a memory request: the forced resource, or ``resourceId`` as given (an
     agent's id, with or without ``agentId``, also reaches that agent's own threads)."""
     requested = query.str("resourceId", aliases=("resourceid",))
-    agent = get_optional_agent(query, agents)
+    agent = _optional_agent(query, agents)
     if agent is None and requested is not None:
         agent = agents.get(requested)
     return scope_for(forced, agent, requested)

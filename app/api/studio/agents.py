@@ -19,7 +19,7 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Response
@@ -43,6 +43,7 @@ from app.storage.conversations import ConversationStore
 from app.api.studio.generate_result import generate_result, response_messages
 from app.api.studio.run_chunks import encode_run
 from app.streaming.mastra_chunks import RunIds, chunk, error_chunk, usage_payload
+from app.streaming.coalesce import coalesced
 from app.streaming.sse import DONE, STREAM_HEADERS, encode
 from app.streaming.text_events import StreamError, stream_error
 
@@ -124,7 +125,7 @@ def _ids(live: LiveTurn) -> RunIds:
 
 
 async def _stream_response(live: LiveTurn) -> Response:
-    async def frames() -> AsyncIterator[ServerSentEvent]:
+    async def frames() -> AsyncGenerator[ServerSentEvent, None]:
         ids = _ids(live)
         try:
             async for item in encode_run(ids, live.first, live, live.turn.first_step):
@@ -135,7 +136,7 @@ async def _stream_response(live: LiveTurn) -> Response:
             await live.aclose()
         yield ServerSentEvent(data=DONE, sep="\n")
 
-    return EventSourceResponse(frames(), headers=STREAM_HEADERS, sep="\n", ping=15,
+    return EventSourceResponse(coalesced(frames()), headers=STREAM_HEADERS, sep="\n", ping=15,
                                background=BackgroundTask(live.aclose))
 
 

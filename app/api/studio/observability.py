@@ -42,7 +42,7 @@ MAX_PER_PAGE = 100
 MAX_PAGE = 2 ** 53 - 1  # Mastra's bound; page * perPage still fits DuckDB's 64-bit OFFSET
 
 
-def observability_store(storage: StorageDep) -> DuckDBStore:
+async def observability_store(storage: StorageDep) -> DuckDBStore:
     """The observability store; a 503 naming the cause when it could not be opened."""
     try:
         return storage.domain(OBSERVABILITY)
