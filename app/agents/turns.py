@@ -37,7 +37,6 @@ from app.clock import spaced_iso
 from app.errors import ApiError
 from app.agents.events import LoopEvent
 from app.memory.convert import to_model_messages
-from app.memory.memory import Memory, ThreadNotOwned
 from app.storage.conversations import Message
 from app.storage.errors import StorageBusy
 from app.storage.leases import ThreadLeases
@@ -164,8 +163,12 @@ class TurnStarter:
                 self._locks.release(thread_id)
 
         try:
-            await _check_owner(memory, thread_id, resource_id)
-            await self._take_lease(thread_id, holder, deadline)
+            if not await self._try_lease(thread_id, holder):
+                # Someone else's reply is running: a foreign thread id is refused now
+                # rather than after queueing behind it. Uncontended, prepare's check
+                # (inside the lease, where it is authoritative) is the only one.
+                await memory.open_thread(thread_id, resource_id)
+                await self._take_lease(thread_id, holder, deadline)
             renewal = asyncio.create_task(self._renew(thread_id, holder))
             for message, stamp in zip(incoming, spaced_iso(len(incoming))):
                 message.created_at = stamp  # stored after the previous reply, so stamped now
@@ -191,6 +194,12 @@ class TurnStarter:
             raise
         return LiveTurn(turn, first, events, release)
 
+    async def _try_lease(self, thread_id: str, holder: str) -> bool:
+        try:
+            return await self.leases.try_acquire(thread_id, holder, self.lease_s)
+        except StorageBusy:
+            return False
+
     async def _take_lease(self, thread_id: str, holder: str, deadline: float) -> None:
         pause = _FIRST_POLL_S
         while True:
@@ -215,12 +224,6 @@ class TurnStarter:
                     return
             except Exception as exc:  # the next renewal may succeed before it expires
                 log.warning("could not renew the lease on thread %s: %s", thread_id, exc)
-
-
-async def _check_owner(memory: Memory, thread_id: str, resource_id: str) -> None:
-    # Checked before waiting for the lease, so a foreign thread id never queues behind its
-    # owner's reply; prepare checks again inside, where it is authoritative.
-    await memory.open_thread(thread_id, resource_id)
 
 
 def _busy(thread_id: str) -> ThreadBusy:
