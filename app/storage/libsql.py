@@ -161,13 +161,15 @@ class LibSQLStore:
                 return
         self._idle.append(conn)
 
+    # One hop to the connection's thread per read (a cursor would take three: execute,
+    # fetch, close); every ``fetch_one`` query selects a single row by key or an aggregate.
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        async with self.reader() as conn, conn.execute(sql, params) as cursor:
-            return list(await cursor.fetchall())
+        async with self.reader() as conn:
+            return list(await conn.execute_fetchall(sql, params))
 
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
-        async with self.reader() as conn, conn.execute(sql, params) as cursor:
-            return await cursor.fetchone()
+        rows = await self.fetch_all(sql, params)
+        return rows[0] if rows else None
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[aiosqlite.Connection]:
