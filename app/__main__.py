@@ -1,9 +1,11 @@
 """``python -m app gateway|studio|dev [--host H] [--port N]`` and ``python -m app health ROLE``.
 
-``gateway`` and ``studio`` run one process each. ``dev`` runs both as child processes, prints
-a banner with both URLs and the models in use once both answer, and stops both on Ctrl-C (or
-when either one exits). Start-up problems (bad settings, port in use, unwritable data dir,
-unreadable database) print one ``error:`` line and exit 2.
+``gateway`` runs ``DEV_SERVER_WORKERS`` processes on one socket (default: one per core; with
+more than one, a supervisor forks them: ``app.workers``), ``studio`` always one (it alone
+opens the DuckDB file). ``dev`` runs both as child processes, prints a banner with both URLs
+and the models in use once both answer, and stops both on Ctrl-C (or when either one
+exits). Start-up problems (bad settings, port in use, unwritable data dir, unreadable
+database) print one ``error:`` line and exit 2.
 
 Start-up order of one process: bind the port (so "in use" fails at once), open the stores
 (so a bad database is one line), serve. The models warm up in the background; ``/health``
@@ -19,6 +21,8 @@ reset), and every response says so in ``Keep-Alive: timeout=N``, which Node's ag
 from __future__ import annotations
 
 import argparse
+import asyncio
+import functools
 import json
 import logging
 import os
@@ -37,6 +41,7 @@ from app.agents.registry import DEFINITIONS
 from app.paths import PathError
 from app.settings import Settings, SettingsError
 from app.storage.errors import StorageError
+from app.workers import STUDIO_NOTE, WorkerSlot, supervise, watch_parent
 
 ROLES = ("gateway", "studio")
 
@@ -97,39 +102,74 @@ def run_one(role: str, settings: Settings, host: str | None, port: int | None) -
     configure_logging(role, settings.log_level)
     host = host or settings.host
     port = settings.port_for(role) if port is None else port
+    count = settings.workers_for(role)
+    if role == "studio" and (settings.workers or 1) > 1:
+        logging.getLogger("app").info("DEV_SERVER_WORKERS=%d applies to the gateway only: %s", settings.workers,
+                                      STUDIO_NOTE)
     try:
         sock = bind(host, port)
     except OSError as exc:
         return _fail(f"{role} cannot listen on {host}:{port}: {exc.strerror or exc}")
+    if count == 1:
+        return _run_server(role, settings, sock, WorkerSlot())
+    try:
+        asyncio.run(_check_stores(role, settings))  # in the parent, before any worker exists
+    except (StorageError, PathError) as exc:
+        return _fail(str(exc))
+    logging.getLogger("app").info("%s listening on http://%s:%s with %d workers", role, host, port, count)
+    return supervise(count, functools.partial(_run_server, role, settings, sock))
+
+
+def _run_server(role: str, settings: Settings, sock: socket.socket, slot: WorkerSlot) -> int:
+    if slot.count > 1:
+        configure_logging(f"{role}:{slot.index}", settings.log_level)
     # uvicorn re-raises the signal that stopped it once it has shut down gracefully;
     # either one then means a clean exit.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         # uvloop's event loop and uvicorn's httptools parser (picked up when installed): the
         # pure-Python loop and h11 were a fifth of a turn's CPU under load.
-        return uvloop.run(_serve(role, settings, sock))
+        return uvloop.run(_serve(role, settings, sock, slot))
     except KeyboardInterrupt:
         return 0
     except (StorageError, PathError) as exc:
         return _fail(str(exc))
 
 
-async def _serve(role: str, settings: Settings, sock: socket.socket) -> int:
+async def _check_stores(role: str, settings: Settings) -> None:
+    """Open (migrating) and close the stores, so N workers do not each fail or migrate."""
+    from app.factory import storage_for
+
+    storage = storage_for(role, settings)
+    await storage.open()
+    await storage.close()
+
+
+async def _serve(role: str, settings: Settings, sock: socket.socket, slot: WorkerSlot) -> int:
     from app.factory import create_app, storage_for
 
     storage = storage_for(role, settings)
     started = time.perf_counter()
     await storage.open()  # open before serving so a bad database is one clear line, not a traceback
     stores_ms = (time.perf_counter() - started) * 1000
-    app = create_app(role, settings, storage=storage)
+    app = create_app(role, settings, storage=storage, worker=slot)
     config = uvicorn.Config(app, log_config=None, log_level=settings.log_level, access_log=False,
                             timeout_graceful_shutdown=3, timeout_keep_alive=settings.keep_alive_s,
                             headers=[("Keep-Alive", f"timeout={settings.keep_alive_s}")])
     host, port = sock.getsockname()[:2]
+    served = f"worker {slot.index} of {slot.count} (pid {os.getpid()})" if slot.count > 1 else role
     logging.getLogger("app").info("%s listening on http://%s:%s (stores open in %.0f ms, data in %s; models warm "
-                                  "up in the background: /health says starting until then)", role, host, port,
+                                  "up in the background: /health says starting until then)", served, host, port,
                                   stores_ms, settings.resolved_data_dir)
-    await uvicorn.Server(config).serve(sockets=[sock])
+    server = uvicorn.Server(config)
+    watcher = None
+    if slot.parent_pid is not None:
+        watcher = asyncio.create_task(watch_parent(slot.parent_pid, lambda: setattr(server, "should_exit", True)))
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        if watcher is not None:
+            watcher.cancel()
     return 0
 
 

@@ -49,6 +49,7 @@ from app.observability.telemetry import Telemetry
 from app.settings import Settings
 from app.storage.composite import OBSERVABILITY, CompositeStore
 from app.storage.conversations import ConversationStore
+from app.workers import WorkerSlot
 
 ROLES = ("gateway", "studio")
 log = logging.getLogger(__name__)
@@ -109,9 +110,11 @@ def create_app(
     llm: LLMClient | None = None,
     authenticator: Authenticator | None = None,
     agents: Iterable[AgentDefinition] = DEFINITIONS,
+    worker: WorkerSlot | None = None,
 ) -> FastAPI:
     """Build one process's app. Tests inject ``storage`` (temp dirs), ``llm`` (litellm's
-    ``mock_response``) and ``authenticator``; by default they come from ``settings``."""
+    ``mock_response``) and ``authenticator``; by default they come from ``settings``.
+    ``worker`` says which of the gateway's processes this is (``/health``)."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
     settings = settings or Settings.load()
@@ -152,7 +155,7 @@ def create_app(
     # What every handler gets, through app.api.deps.
     services = Services(role=role, settings=settings, storage=storage, conversations=conversations,
                         agents=registry, runner=runner, signals=signals, auth_enabled=authenticator is not None,
-                        readiness=readiness, background=background)
+                        readiness=readiness, background=background, worker=worker or WorkerSlot())
 
     app = FastAPI(title=f"dev-server {role}", version=__version__, lifespan=lifespan,
                   docs_url="/docs", redoc_url=None, openapi_url="/openapi.json")

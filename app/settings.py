@@ -87,6 +87,9 @@ class Settings(BaseSettings):
         None, description="Origins that may read responses in a browser: comma-separated scheme://host[:port], "
         "or * (any origin, without credentials); default localhost, 127.0.0.1 and [::1] on any port"
     )
+    workers: int | None = Field(
+        None, ge=1, le=256, description="Gateway processes serving its port (default: one per core, os.cpu_count());"
+        " the studio is always one process (it alone opens the DuckDB file)")
     keep_alive_s: int = Field(
         75, ge=1, le=3600, description="Seconds an idle keep-alive connection stays open (advertised in Keep-Alive)"
     )
@@ -176,6 +179,13 @@ class Settings(BaseSettings):
     def cors_origin_list(self) -> tuple[str, ...] | None:
         """The configured origins (``("*",)`` for any), or None for the local default."""
         return tuple(self.cors_origins.split(",")) if self.cors_origins else None
+
+    def workers_for(self, role: str) -> int:
+        """How many processes serve ``role``: ``workers`` (default one per core) for the
+        gateway, always one for the studio."""
+        if role != "gateway":
+            return 1
+        return self.workers or os.cpu_count() or 1
 
     def port_for(self, role: str) -> int:
         return self.gateway_port if role == "gateway" else self.studio_port

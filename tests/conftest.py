@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from app.settings import Settings
-from tests.support import ServerProcess
+from tests.support import ONE_WORKER, ServerProcess
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,6 +56,7 @@ def server_env(data_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEV_SERVER_")}
     env["DEV_SERVER_DATA_DIR"] = str(data_dir)
     env["PYTHONUNBUFFERED"] = "1"
+    env.update(ONE_WORKER)  # a test that wants the gateway's workers sets DEV_SERVER_WORKERS itself
     return env
 
 

@@ -20,6 +20,11 @@ REPO = Path(__file__).resolve().parents[1]
 JS_DIR = REPO / "tests" / "js"
 
 
+# Servers under test are one process unless a test asks for more, so the suite behaves the
+# same on any number of cores (the gateway's default is one worker per core).
+ONE_WORKER = {"DEV_SERVER_WORKERS": "1"}
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -27,12 +32,13 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """One ``python -m app ROLE`` child process with its output captured to a file."""
+    """One ``python -m app ROLE`` child process with its output captured to a file; one
+    worker unless ``env`` sets ``DEV_SERVER_WORKERS``."""
 
     def __init__(self, role: str, *, env: dict[str, str], python: str, port: int | None = None,
                  cwd: Path | str | None = None, args: list[str] | None = None) -> None:
         self.role = role
-        self.env = env
+        self.env = {**ONE_WORKER, **env}
         self.python = python
         self.port = port or free_port()
         self.cwd = cwd or REPO
@@ -97,6 +103,33 @@ def running(role: str, data_dir: Path, env: dict[str, str] | None = None) -> Ite
         yield server
     finally:
         server.stop()
+
+
+def worker_pid(client: httpx.Client, url: str) -> int:
+    return client.get(f"{url}/health", timeout=5).json()["worker"]["pid"]
+
+
+def pinned_clients(url: str, count: int, *, distinct: bool, timeout: float = 20.0) -> list[httpx.Client]:
+    """``count`` clients of one keep-alive connection each; with ``distinct``, each one's
+    connection was accepted by a different worker (a connection stays with its worker), so
+    what they send is served by different processes. Close them when done."""
+    kept: list[httpx.Client] = []
+    pids: set[int] = set()
+    deadline = time.monotonic() + timeout  # a worker may still be starting
+    while time.monotonic() < deadline:
+        client = httpx.Client(timeout=60, limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+        pid = worker_pid(client, url)
+        if distinct and pid in pids:
+            client.close()
+            time.sleep(0.01)
+            continue
+        pids.add(pid)
+        kept.append(client)
+        if len(kept) == count:
+            return kept
+    for client in kept:
+        client.close()
+    raise AssertionError(f"{url}: only {len(pids)} distinct workers answered in {timeout} s")
 
 
 def run_node(script: str, payload: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:

@@ -1,10 +1,13 @@
 """The one way a turn starts, whichever route asks: gateway chat, Studio stream/generate/send-message.
 
 A turn on a thread is serialised with every other turn on that thread, in this process and
-in the other one (both write the same database): first a per-thread ``asyncio.Lock`` (FIFO,
-so messages sent back to back keep their order and only one waiter per process polls the
-database), then the thread's lease row (``app.storage.leases``), polled with backoff. Both
-waits share one bound (``turn_wait_s``); past it the caller gets ``ThreadBusy`` (409).
+in every other one (the studio, the gateway's other workers: all write the same database):
+first a per-thread ``asyncio.Lock`` (FIFO, so messages sent back to back to one process
+keep their order and only one waiter per process polls the database), then the thread's
+lease row (``app.storage.leases``), polled with backoff. Both waits share one bound
+(``turn_wait_s``); past it the caller gets ``ThreadBusy`` (409). Between processes there is
+no queue: of two turns waiting in different workers, whichever polls first after the
+release goes next (each still sees every reply stored before it).
 
 Only while holding both does the turn prepare: its input is stamped and stored and the
 model's window read, so a second turn always sees the first one's reply. The lease is
@@ -43,7 +46,7 @@ from app.storage.leases import ThreadLeases
 
 log = logging.getLogger(__name__)
 
-_PROCESS = f"{socket.gethostname()}:{os.getpid()}"
+_HOST = socket.gethostname()
 _FIRST_POLL_S, _MAX_POLL_S = 0.01, 0.25
 
 
@@ -148,7 +151,8 @@ class TurnStarter:
         deadline = time.monotonic() + self.wait_s
         if not await self._locks.acquire(thread_id, self.wait_s):
             raise _busy(thread_id)
-        holder = f"{_PROCESS}:{uuid.uuid4().hex}"
+        # The pid is read here, not at import: the gateway's workers are forked after it.
+        holder = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex}"
         renewal: asyncio.Task | None = None
 
         async def release() -> None:

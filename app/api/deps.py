@@ -30,6 +30,7 @@ from app.settings import Settings
 from app.storage.composite import CompositeStore
 from app.storage.conversations import ConversationStore
 from app.storage.leases import ThreadLeases
+from app.workers import WorkerSlot
 
 
 @dataclass
@@ -69,6 +70,7 @@ class Services:
     telemetry: Any = None  # set by the lifespan when telemetry is on
     readiness: Readiness = field(default_factory=Readiness)  # the model warm-up, for /health
     background: BackgroundWork = field(default_factory=BackgroundWork)  # started and drained by the lifespan
+    worker: WorkerSlot = field(default_factory=WorkerSlot)  # which of the gateway's processes this is
     turns: TurnStarter = field(init=False)  # the one way a turn starts (app.agents.turns)
 
     def __post_init__(self) -> None:

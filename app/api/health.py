@@ -6,6 +6,9 @@ up in the background (litellm's import takes 3-10 s; a chat sent meanwhile waits
 tries again), ``"unavailable"`` when the conversation store is not open. ``make dev``'s
 banner and ``python -m app health`` (the Docker HEALTHCHECK) wait for ``"ok"``. ``background``
 counts the process's background jobs (``app.background``: queued, running, failed, dropped).
+Everything here is the answering process's own: with ``DEV_SERVER_WORKERS`` above one, the
+gateway's ``worker`` says which one answered (``pid``, ``index`` of ``count``); the studio's
+says it is always one process.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ async def health(services: ServicesDep) -> dict[str, Any]:
         "models": _models(services.runner.llm) | readiness.report(),
         "telemetry": services.telemetry.stats() if services.telemetry else None,
         "background": services.background.stats(),
+        "worker": services.worker.report(services.role),
     }
 
 
