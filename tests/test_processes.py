@@ -72,19 +72,24 @@ def wait_ready(url: str, timeout: float = 60) -> dict:
     raise AssertionError(f"{url} not ready after {timeout} s")
 
 
-def test_make_dev_serves_both_prints_the_banner_and_one_ctrl_c_stops_both(server_env: dict[str, str]):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_make_dev_serves_both_prints_the_banner_and_one_ctrl_c_stops_both(server_env: dict[str, str], workers: int):
     gateway_port, studio_port = free_port(), free_port()
-    env = {**server_env, "DEV_SERVER_GATEWAY_PORT": str(gateway_port), "DEV_SERVER_STUDIO_PORT": str(studio_port)}
+    env = {**server_env, "DEV_SERVER_GATEWAY_PORT": str(gateway_port), "DEV_SERVER_STUDIO_PORT": str(studio_port),
+           "DEV_SERVER_WORKERS": str(workers)}
     make = subprocess.Popen(["make", "--no-print-directory", "dev"], cwd=REPO, env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         healthy = {port: wait_ready(f"http://127.0.0.1:{port}") for port in (gateway_port, studio_port)}
         assert {h["role"] for h in healthy.values()} == {"gateway", "studio"}
+        assert healthy[gateway_port]["worker"]["count"] == workers and healthy[studio_port]["worker"]["count"] == 1
         time.sleep(0.5)  # the banner is printed within one 0.1 s poll of both being ready
         stop_started = time.monotonic()
         os.killpg(make.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         output, _ = make.communicate(timeout=15)
         assert time.monotonic() - stop_started < 10
+        with pytest.raises(ProcessLookupError):
+            os.killpg(make.pid, 0)  # nothing of the session is left: no worker outlived its supervisor
     finally:
         if make.poll() is None:
             os.killpg(make.pid, signal.SIGKILL)

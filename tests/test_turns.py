@@ -1,4 +1,5 @@
-"""One turn path: turns on a thread are serialised in a process and across the two processes.
+"""One turn path: turns on a thread are serialised in a process and across processes (the
+gateway and the studio, and two workers of the gateway).
 
 Two turns sent at once on one thread must be stored user, assistant, user, assistant, and
 the second must see the first reply: the local model says how many earlier messages it
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from contextlib import closing
 from pathlib import Path
 
 import httpx
@@ -18,7 +20,7 @@ import pytest
 
 from app.storage.leases import ThreadLeases
 from app.storage.libsql import LibSQLStore
-from tests.support import sqlite_rows, user_message
+from tests.support import pinned_clients, sqlite_rows, user_message
 
 EARLIER = re.compile(r"I can see (\d+) earlier messages?")
 
@@ -50,9 +52,9 @@ def at_once(*calls) -> list:
     return results
 
 
-def gateway_turn(server, conversation: str, message_id: str, text: str) -> int:
+def gateway_turn(server, conversation: str, message_id: str, text: str, client: httpx.Client | None = None) -> int:
     body = {"id": "c", "conversationId": conversation, "messages": [user_message(message_id, text)]}
-    with httpx.stream("POST", f"{server.url}/api/chat", json=body, timeout=60) as response:
+    with (client or httpx).stream("POST", f"{server.url}/api/chat", json=body, timeout=60) as response:
         response.read()
         return response.status_code
 
@@ -69,10 +71,13 @@ def db(data_dir: Path) -> Path:
     return data_dir / "dev-server.db"
 
 
-def test_two_gateway_turns_at_once_are_serialised(start_server, db: Path):
-    gateway = start_server("gateway")
-    statuses = at_once(lambda: gateway_turn(gateway, "g-both", "g1", "first [[slow]]"),
-                       lambda: gateway_turn(gateway, "g-both", "g2", "second [[slow]]"))
+@pytest.mark.parametrize("workers", [1, 2])
+def test_two_gateway_turns_at_once_are_serialised(start_server, db: Path, workers: int):
+    gateway = start_server("gateway", env={"DEV_SERVER_WORKERS": str(workers)})
+    one, two = pinned_clients(gateway.url, 2, distinct=workers > 1)  # with two workers: one turn on each
+    with closing(one), closing(two):
+        statuses = at_once(lambda: gateway_turn(gateway, "g-both", "g1", "first [[slow]]", one),
+                           lambda: gateway_turn(gateway, "g-both", "g2", "second [[slow]]", two))
     assert statuses == [200, 200]
     assert_serialised(db, "g-both")
     assert sqlite_rows(db, "SELECT count(*) FROM thread_leases") == [(0,)]  # released after the reply
@@ -104,15 +109,17 @@ def test_one_turn_through_each_process_at_once_is_serialised(start_server, db: P
     assert_serialised(db, "x-both")
 
 
-def test_a_turn_that_waits_past_the_bound_is_a_409_and_writes_nothing(start_server, db: Path):
-    gateway = start_server("gateway", env={"DEV_SERVER_TURN_WAIT_S": "0.2"})
-    with httpx.stream("POST", f"{gateway.url}/api/chat", timeout=60,
-                      json={"conversationId": "busy", "messages": [user_message("b1", "long [[slower]]")]}) as first:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_turn_that_waits_past_the_bound_is_a_409_and_writes_nothing(start_server, db: Path, workers: int):
+    gateway = start_server("gateway", env={"DEV_SERVER_TURN_WAIT_S": "0.2", "DEV_SERVER_WORKERS": str(workers)})
+    one, two = pinned_clients(gateway.url, 2, distinct=workers > 1)
+    with closing(one), closing(two), one.stream("POST", f"{gateway.url}/api/chat", timeout=60, json={
+            "conversationId": "busy", "messages": [user_message("b1", "long [[slower]]")]}) as first:
         assert first.status_code == 200
         lines = first.iter_lines()  # kept: a dropped iterator would close the response
         next(lines)  # the first reply is streaming: its turn holds the thread
-        second = httpx.post(f"{gateway.url}/api/chat", timeout=30,
-                            json={"conversationId": "busy", "messages": [user_message("b2", "me too")]})
+        second = two.post(f"{gateway.url}/api/chat", timeout=30,
+                          json={"conversationId": "busy", "messages": [user_message("b2", "me too")]})
         assert second.status_code == 409, second.text
         assert second.json()["code"] == "THREAD_BUSY" and "busy" in second.json()["error"]
         assert sqlite_rows(db, "SELECT count(*) FROM messages WHERE id = 'b2'") == [(0,)]
