@@ -12,6 +12,11 @@ when a job with the same key (one per thread and kind, e.g. ``title:<thread>``) 
 queued or running. ``factory`` is called only when a worker picks the job up, so nothing
 runs on the caller's task. A job that raises is logged and counted, never retried.
 ``stats()`` is what ``/health`` shows.
+
+The queue and its keys are this process's: each of the gateway's workers has its own, so
+two workers may run a job of the same key at once. A job must therefore be safe to run
+twice: a title is written only if the thread is still untitled (one conditional
+statement), so the second answer is dropped.
 """
 
 from __future__ import annotations

@@ -7,7 +7,10 @@ bubble; ``POST /threads/abort`` cancels the key's runs. A key is (agent id, reso
 force, thread id): with authentication on, a principal can only ever subscribe to, or
 abort, runs of its own resource, whatever thread id it names.
 
-Subscribers and runs live in the studio process that accepted them. Runs on one thread
+Subscribers and runs live in the studio process that accepted them, which is why the
+studio is always one process (``DEV_SERVER_WORKERS`` applies to the gateway only, whose
+chat has no subscribe or abort of a running turn): a subscribe or abort always reaches the
+process running the turn. Runs on one thread
 are not serialised here: every run starts its turn through ``app.agents.turns``, which
 orders them (across processes too) in the order they were started.
 """

@@ -1,0 +1,82 @@
+"""Turns/s at C concurrent clients on a gateway of one worker vs N (``DEV_SERVER_WORKERS``).
+
+Both gateways run at once on one data directory, exporting to one studio (as ``make dev``
+does), and are measured in alternating rounds (1, N, 1, N, ...) so drift on a shared
+machine hits both alike; the one-worker gateway is the baseline. Each round is
+``bench/workload.py``'s concurrency scenario (bench/load.mjs: each client loops turns on its
+own thread, read to ``[DONE]``). Printed per gateway: the median turns/s, the median cores
+used by the gateway's processes and by gateway + studio (user+system time from /proc over
+wall time).
+
+Run: ``.venv/bin/python bench/workers.py [--clients 32] [--workers 2] [--rounds 5] [--seconds 5]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.workload import Server, concurrent, machine  # noqa: E402
+from tests.support import free_port  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "data"
+        data.mkdir()
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        studio_port = free_port()
+        env.update(DEV_SERVER_DATA_DIR=str(data), DEV_SERVER_LOG_LEVEL="warning",
+                   DEV_SERVER_LOCAL_MODEL_ONLY="true", DEV_SERVER_STUDIO_PORT=str(studio_port))
+        studio = Server("studio", [sys.executable, "-m", "app", "studio", "--port", str(studio_port)], studio_port, env)
+        studio.wait_ready()
+        gateways: dict[int, Server] = {}
+        for count in (1, args.workers):
+            port = free_port()
+            gateways[count] = Server(f"gateway x{count}", [sys.executable, "-m", "app", "gateway", "--port", str(port)],
+                                     port, {**env, "DEV_SERVER_WORKERS": str(count)})
+        try:
+            for gateway in gateways.values():
+                gateway.wait_ready()
+            time.sleep(2)  # every worker warm, not only the one that answered /health
+            print(f"machine: {machine()}; {args.clients} clients, {args.rounds} rounds of {args.seconds:g} s")
+            results: dict[int, list[tuple[float, float, float]]] = {count: [] for count in gateways}
+            for round_ in range(args.rounds + 1):  # round 0 warms up every worker and is dropped
+                for count, gateway in gateways.items():
+                    before, studio_before, started = gateway.cpu_s(), studio.cpu_s(), time.perf_counter()
+                    done, wall = concurrent(gateway.url, args.clients, args.seconds)
+                    elapsed = time.perf_counter() - started
+                    cores = (gateway.cpu_s() - before) / elapsed
+                    total = cores + (studio.cpu_s() - studio_before) / elapsed
+                    if round_:
+                        results[count].append((done / wall, cores, total))
+                        print(f"  round {round_}, {count} worker(s): {done / wall:6.1f} turns/s, gateway {cores:.2f}"
+                              f" cores, with studio {total:.2f}", flush=True)
+            print(f"{'workers':>8} {'turns/s (median)':>17} {'gateway cores':>14} {'+ studio':>9}")
+            for count, rows in results.items():
+                medians = [statistics.median(column) for column in zip(*rows)]
+                print(f"{count:>8} {medians[0]:>17.1f} {medians[1]:>14.2f} {medians[2]:>9.2f}")
+            base, more = (statistics.median(r[0] for r in results[c]) for c in (1, args.workers))
+            print(f"ratio {args.workers} workers / 1: {more / base:.2f}x")
+        finally:
+            for server in [*gateways.values(), studio]:
+                server.stop()
+
+
+if __name__ == "__main__":
+    main()
