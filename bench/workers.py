@@ -5,8 +5,8 @@ does), and are measured in alternating rounds (1, N, 1, N, ...) so drift on a sh
 machine hits both alike; the one-worker gateway is the baseline. Each round is
 ``bench/workload.py``'s concurrency scenario (bench/load.mjs: each client loops turns on its
 own thread, read to ``[DONE]``). Printed per gateway: the median turns/s, the median cores
-used by the gateway's processes and by gateway + studio (user+system time from /proc over
-wall time).
+used by the gateway's processes, by gateway + studio (user+system time from /proc over
+wall time) and by the load generator (Node, on the same cores).
 
 Run: ``.venv/bin/python bench/workers.py [--clients 32] [--workers 2] [--rounds 5] [--seconds 5]``.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -59,23 +60,32 @@ def main() -> None:
             for round_ in range(args.rounds + 1):  # round 0 warms up every worker and is dropped
                 for count, gateway in gateways.items():
                     before, studio_before, started = gateway.cpu_s(), studio.cpu_s(), time.perf_counter()
+                    client_before = _children_cpu_s()
                     done, wall = concurrent(gateway.url, args.clients, args.seconds)
                     elapsed = time.perf_counter() - started
                     cores = (gateway.cpu_s() - before) / elapsed
                     total = cores + (studio.cpu_s() - studio_before) / elapsed
+                    client = (_children_cpu_s() - client_before) / elapsed
                     if round_:
-                        results[count].append((done / wall, cores, total))
+                        results[count].append((done / wall, cores, total, client))
                         print(f"  round {round_}, {count} worker(s): {done / wall:6.1f} turns/s, gateway {cores:.2f}"
-                              f" cores, with studio {total:.2f}", flush=True)
-            print(f"{'workers':>8} {'turns/s (median)':>17} {'gateway cores':>14} {'+ studio':>9}")
+                              f" cores, with studio {total:.2f}, load generator {client:.2f}", flush=True)
+            print(f"{'workers':>8} {'turns/s (median)':>17} {'gateway cores':>14} {'+ studio':>9} {'client':>7}")
             for count, rows in results.items():
                 medians = [statistics.median(column) for column in zip(*rows)]
-                print(f"{count:>8} {medians[0]:>17.1f} {medians[1]:>14.2f} {medians[2]:>9.2f}")
+                print(f"{count:>8} {medians[0]:>17.1f} {medians[1]:>14.2f} {medians[2]:>9.2f} {medians[3]:>7.2f}")
             base, more = (statistics.median(r[0] for r in results[c]) for c in (1, args.workers))
             print(f"ratio {args.workers} workers / 1: {more / base:.2f}x")
         finally:
             for server in [*gateways.values(), studio]:
                 server.stop()
+
+
+def _children_cpu_s() -> float:
+    """CPU of this process's finished children: the load generator runs (the servers are
+    still running, so not counted)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 if __name__ == "__main__":
