@@ -6,7 +6,8 @@ machine hits both alike; the one-worker gateway is the baseline. Each round is
 ``bench/workload.py``'s concurrency scenario (bench/load.mjs: each client loops turns on its
 own thread, read to ``[DONE]``). Printed per gateway: the median turns/s, the median cores
 used by the gateway's processes, by gateway + studio (user+system time from /proc over
-wall time) and by the load generator (Node, on the same cores).
+wall time) and by the load generator (Node, on the same cores), and the gateway's CPU per
+turn (which says whether workers add cost per turn, whatever the machine's load).
 
 Run: ``.venv/bin/python bench/workers.py [--clients 32] [--workers 2] [--rounds 5] [--seconds 5]``.
 """
@@ -67,13 +68,14 @@ def main() -> None:
                     total = cores + (studio.cpu_s() - studio_before) / elapsed
                     client = (_children_cpu_s() - client_before) / elapsed
                     if round_:
-                        results[count].append((done / wall, cores, total, client))
+                        results[count].append((done / wall, cores, total, client, cores / (done / wall) * 1000))
                         print(f"  round {round_}, {count} worker(s): {done / wall:6.1f} turns/s, gateway {cores:.2f}"
                               f" cores, with studio {total:.2f}, load generator {client:.2f}", flush=True)
-            print(f"{'workers':>8} {'turns/s (median)':>17} {'gateway cores':>14} {'+ studio':>9} {'client':>7}")
+            print(f"{'workers':>8} {'turns/s (median)':>17} {'gateway cores':>14} {'+ studio':>9} {'client':>7}"
+                  f" {'gateway CPU ms/turn':>20}")
             for count, rows in results.items():
-                medians = [statistics.median(column) for column in zip(*rows)]
-                print(f"{count:>8} {medians[0]:>17.1f} {medians[1]:>14.2f} {medians[2]:>9.2f} {medians[3]:>7.2f}")
+                m = [statistics.median(column) for column in zip(*rows)]
+                print(f"{count:>8} {m[0]:>17.1f} {m[1]:>14.2f} {m[2]:>9.2f} {m[3]:>7.2f} {m[4]:>20.2f}")
             base, more = (statistics.median(r[0] for r in results[c]) for c in (1, args.workers))
             print(f"ratio {args.workers} workers / 1: {more / base:.2f}x")
         finally:
