@@ -6,7 +6,7 @@ JS_DIR := tests/js
 
 STUDIO_UI := studio-ui
 
-.PHONY: dev test install install-test js-deps studio-ui browser bench clean
+.PHONY: dev test install install-test js-deps studio-ui browser bench bench-all clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,8 +45,17 @@ dev: install
 test: install-test js-deps studio-ui browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The workload of issue 16 against a bare server; results in bench/results/<date>-<commit>.md.
+# `make bench QUICK=1` is a short run. `make bench-all` then runs every other benchmark too.
+BENCH_ARGS := $(if $(QUICK),--quick)
 bench: install
-	@for script in bench/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+	$(PY) bench/workload.py $(BENCH_ARGS)
+
+BENCH_HELPERS := bench/__init__.py bench/workload.py bench/bare_server.py bench/canned.py bench/report.py \
+	bench/servers.py bench/traced.py
+bench-all: bench
+	@for script in $(filter-out $(BENCH_HELPERS),$(wildcard bench/*.py)); do \
+	  echo "== $$script"; $(PY) $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) $(JS_DIR)/node_modules $(STUDIO_UI)

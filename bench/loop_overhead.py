@@ -11,8 +11,8 @@ Same run, same client, three shapes of turn:
 The loop runs with the runner's real span hooks on a no-op tracer and the history window as
 its input processor over an in-memory context, i.e. what a turn adds around each model call.
 The client is either an instant fake (``--client fake``, default: the model costs nothing,
-so the difference is the loop) or the built-in local model through litellm (``--client
-local``: the model path is the real one; its cost (litellm, tiktoken) dwarfs the loop and
+so the difference is the loop) or the built-in local model (``--client local``: the
+model path is the real one; its cost (``app.llm.local_model``, tiktoken) dwarfs the loop and
 varies with each answer's length, so only the 0-tool line compares like with like there).
 p50/p99 per step and their ratio to the single call are printed.
 Run: .venv/bin/python bench/loop_overhead.py [iterations] [--client fake|local]

@@ -2,24 +2,29 @@
 
 Our gateway and studio run as they do under ``make dev`` (two uvicorn processes sharing one
 data directory, the built-in local model answering instantly, spans exported from the
-gateway to the studio), so every figure is server overhead. Baseline, in the same run: a
-bare FastAPI/uvicorn server (``BARE_APP``) that answers the same routes with the same bytes,
-recorded from our servers at the start (the chat stream frame by frame through
-sse-starlette, list and message pages as canned JSON).
+gateway to the studio), so every figure is server overhead. Baseline, in the same run: the
+bare server of bench/bare_server.py, which answers the same routes with our recorded bytes
+(the chat body in the same chunks, the same headers; checked byte for byte at the start)
+from a plain StreamingResponse, under the same uvicorn settings.
 
-Figures (each printed with its ratio to the bare server where it has one):
+Figures (each with its ratio to the bare server where it has one):
 - sequential turn p50/p99 on a fresh thread, a 1k- and a 10k-message thread (gateway
-  ``POST /api/chat``, one new user message per turn, read to ``[DONE]``);
-- server CPU per turn (user+system time of every server process, over the 10k turns);
-- turns/s with 8, 32 and 128 concurrent clients (each its own thread) and the cores used;
-- first turn of 32 new threads sent at once, p50;
-- ``save-messages`` of 10k messages in batches of 500 (msgs/s), ``POST /memory/threads``
-  with 8 clients (threads/s);
-- thread list page (100 of 10k threads) and messages page (40 of 11k) p50;
-- RSS of the server processes at start, after warm-up and after each of two identical runs.
+  ``POST /api/chat``, one new user message per turn, read to ``[DONE]``), and the server CPU
+  per turn (user+system time of every server process) over the 10k turns;
+- then two identical runs of: turns/s with 8, 32 and 128 concurrent clients (each its own
+  thread), the cores used and the CPU per turn at 32; the first turn of 32 new threads sent
+  at once vs one sequential turn; ``save-messages`` of 10k messages in batches of 500;
+  ``POST /memory/threads`` with 8 clients; a thread list page (100 of 10k threads) and a
+  messages page (40 of 11k). A figure measured in both runs is their mean (each run shown);
+- RSS of each server process at start, after warm-up and after each run;
+- the targets of issue 16 as PASS/FAIL lines (bench/report.py).
 
-Run: ``make bench`` or ``.venv/bin/python bench/workload.py [--turns N] [--seconds S]
-[--out bench/results/NAME.md]``. CPU and RSS come from /proc (Linux).
+Clients are bench/load.mjs (Node), so the client is not what limits the bare server.
+Results are printed and written to bench/results/<date>-<commit>.md (``--out`` elsewhere).
+Run: ``make bench`` (``QUICK=1`` for a short run) or ``.venv/bin/python bench/workload.py
+[--quick] [--turns N] [--seconds S] [--out PATH] [--trace-memory]``. Linux only (/proc).
+``--trace-memory`` runs our servers under tracemalloc (bench/traced.py: much slower, so
+figures are off) and prints where memory grew between warm-up and the end of each run.
 """
 
 from __future__ import annotations
@@ -28,14 +33,12 @@ import argparse
 import asyncio
 import json
 import os
-import platform
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 import uuid
 from pathlib import Path
 
@@ -44,112 +47,17 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench import canned  # noqa: E402
+from bench import report as targets  # noqa: E402
 from bench.chat_turn import seed  # noqa: E402
+from bench.report import Report  # noqa: E402
+from bench.servers import Server, cpu  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
-BARE_APP = """
-import json, sys, uvicorn
-from fastapi import FastAPI, Request, Response
-from sse_starlette import EventSourceResponse
-canned = json.load(open(sys.argv[2]))
-app = FastAPI()
-
-@app.get("/health")
-def health():
-    return {"status": "ok"}
-
-@app.post("/api/chat")
-async def chat(request: Request):
-    await request.body()
-    async def stream():
-        for data in canned["frames"]:
-            yield {"data": data}
-    return EventSourceResponse(stream(), sep="\\n", headers={"x-vercel-ai-ui-message-stream": "v1"})
-
-@app.get("/api/memory/threads")
-def threads():
-    return Response(canned["threads"], media_type="application/json")
-
-@app.get("/api/memory/threads/{thread_id}/messages")
-def messages(thread_id: str):
-    return Response(canned["messages"], media_type="application/json")
-
-uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
-"""
 AGENT = "chat-agent"
-TICKS = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-# -- processes and /proc -----------------------------------------------------------------------
-
-
-class Server:
-    def __init__(self, name: str, command: list[str], port: int, env: dict[str, str]) -> None:
-        self.name, self.port = name, port
-        self.url = f"http://127.0.0.1:{port}"
-        self.proc = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-
-    def wait_ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/health", timeout=1).json().get("status") == "ok":
-                    return
-            except (httpx.TransportError, ValueError):
-                pass
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}")
-            time.sleep(0.1)
-        raise RuntimeError(f"{self.name} was not ready within {timeout} s")
-
-    def pids(self) -> list[int]:
-        """The server's process and its descendants (uvicorn workers, if any)."""
-        children: dict[int, list[int]] = {}
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                except (OSError, IndexError, ValueError):
-                    continue
-                children.setdefault(ppid, []).append(int(entry.name))
-        found, todo = [], [self.proc.pid]
-        while todo:
-            pid = todo.pop()
-            found.append(pid)
-            todo.extend(children.get(pid, []))
-        return found
-
-    def cpu_s(self) -> float:
-        total = 0.0
-        for pid in self.pids():
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            total += (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
-        return total
-
-    def rss_mb(self) -> float:
-        total = 0
-        for pid in self.pids():
-            try:
-                total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
-            except OSError:
-                continue
-        return total / 2**20
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
-def cpu(servers: list[Server]) -> float:
-    return sum(s.cpu_s() for s in servers)
+LIST_PATH = f"/api/memory/threads?agentId={AGENT}&resourceId=bench-list&perPage=100&page=0"
+MESSAGES_PATH = f"/api/memory/threads/bench-10k/messages?agentId={AGENT}&perPage=40&page=0"
+SETTLE_S = 1.5  # the gateway exports spans every 0.5 s: their cost lands in the figure it belongs to
 
 
 # -- requests ---------------------------------------------------------------------------------
@@ -170,12 +78,6 @@ def chat_body(conversation: str, text: str) -> dict:
             "messages": [{"id": str(uuid.uuid4()), "role": "user", "parts": [{"type": "text", "text": text}]}]}
 
 
-def client(limit: int = 200) -> httpx.AsyncClient:
-    transport = httpx.AsyncHTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
-                                         limits=httpx.Limits(max_connections=limit, max_keepalive_connections=limit))
-    return httpx.AsyncClient(timeout=120, transport=transport)
-
-
 def pct(values: list[float], q: float) -> float:
     """The ``q`` quantile of latencies in ms."""
     ordered = sorted(values)
@@ -192,7 +94,7 @@ def sequential(base: str, conversation: str | None, turns: int) -> list[float]:
 
 
 def concurrent(base: str, clients: int, seconds: float) -> tuple[int, float]:
-    """Turns completed by ``clients`` loops (each on its own thread) in ``seconds``."""
+    """Turns completed by ``clients`` loops (each on its own thread) in ``seconds``, and the wall time."""
     threads = [f"bench-conc-{clients}-{uuid.uuid4()}" for _ in range(clients)]
     spec = {"mode": "turns", "base": base, "clients": clients, "threads": threads}
     load({**spec, "count": 1})  # the threads exist
@@ -207,18 +109,20 @@ def burst(base: str, count: int) -> list[float]:
 
 async def save_messages(studio: str, total: int, batch: int) -> float:
     thread = f"bench-seed-{uuid.uuid4()}"
-    async with client() as http:
+    bodies = [{"messages": [{"id": f"{thread}-{i}", "threadId": thread, "resourceId": "bench-seed",
+                             "role": "user" if i % 2 == 0 else "assistant", "createdAt": None,
+                             "content": {"format": 2, "parts": [{"type": "text", "text": f"seeded message {i}"}]}}
+                            for i in range(first, min(total, first + batch))]}
+              for first in range(0, total, batch)]
+    payloads = [json.dumps(body).encode() for body in bodies]  # encoded before the clock starts
+    async with httpx.AsyncClient(timeout=120) as http:
         created = await http.post(f"{studio}/api/memory/threads?agentId={AGENT}",
                                   json={"threadId": thread, "resourceId": "bench-seed"})
         created.raise_for_status()
         started = time.perf_counter()
-        for first in range(0, total, batch):
-            messages = [{"id": f"{thread}-{i}", "threadId": thread, "resourceId": "bench-seed",
-                         "role": "user" if i % 2 == 0 else "assistant", "createdAt": None,
-                         "content": {"format": 2, "parts": [{"type": "text", "text": f"seeded message {i}"}]}}
-                        for i in range(first, min(total, first + batch))]
-            response = await http.post(f"{studio}/api/memory/save-messages?agentId={AGENT}",
-                                       json={"messages": messages})
+        for payload in payloads:
+            response = await http.post(f"{studio}/api/memory/save-messages?agentId={AGENT}", content=payload,
+                                       headers={"content-type": "application/json"})
             response.raise_for_status()
         return total / (time.perf_counter() - started)
 
@@ -230,10 +134,9 @@ def create_threads(studio: str, total: int, clients: int) -> float:
     return result["done"] / (result["wallMs"] / 1000)
 
 
-def reads(url: str, count: int) -> list[float]:
-    base, _, path = url.partition("/api/")
-    load({"mode": "get", "base": base, "count": 5, "path": "/api/" + path})
-    return load({"mode": "get", "base": base, "count": count, "path": "/api/" + path})["latenciesMs"]
+def reads(base: str, path: str, count: int) -> list[float]:
+    load({"mode": "get", "base": base, "count": 5, "path": path})
+    return load({"mode": "get", "base": base, "count": count, "path": path})["latenciesMs"]
 
 
 async def seed_threads(db_path: Path, resource: str, count: int) -> None:
@@ -248,29 +151,75 @@ async def seed_threads(db_path: Path, resource: str, count: int) -> None:
     await db.close()
 
 
+# -- the bare server --------------------------------------------------------------------------
+
+
+def start_bare(gateway: Server, studio: Server, tmp: Path, env: dict[str, str], report: Report) -> Server:
+    """Record one reply and both pages from our servers, start the bare server replaying them,
+    and check that it answers byte for byte what we did."""
+    chat = ("POST", "/api/chat", chat_body(str(uuid.uuid4()), "hello"))
+    recorded = {"chat": canned.request(gateway.url, *chat),
+                "threads": canned.request(studio.url, "GET", LIST_PATH),
+                "messages": canned.request(studio.url, "GET", MESSAGES_PATH)}
+    for name, raw in recorded.items():
+        if raw.status != 200:
+            raise RuntimeError(f"recording {name}: HTTP {raw.status} {raw.body[:300]!r}")
+    path = tmp / "canned.json"
+    path.write_text(json.dumps({name: raw.replayable() for name, raw in recorded.items()}))
+    port = free_port()
+    bare = Server("bare", [sys.executable, str(REPO / "bench" / "bare_server.py"), str(port), str(path)], port, env)
+    bare.wait_ready()
+    replayed = {"chat": canned.request(bare.url, *chat), "threads": canned.request(bare.url, "GET", LIST_PATH),
+                "messages": canned.request(bare.url, "GET", MESSAGES_PATH)}
+    for name in recorded:
+        problems = canned.same(recorded[name], replayed[name])
+        if problems:
+            raise RuntimeError(f"the bare server's {name} response is not ours: {'; '.join(problems)}")
+    chunks = recorded["chat"].chunks
+    report.note(f"Bare server check: its chat reply, thread list and messages page are byte-identical to ours "
+                f"(reply: {len(recorded['chat'].body)} bytes in {len(chunks)} body chunks of "
+                f"{', '.join(str(len(c)) for c in chunks)} bytes; same headers).")
+    return bare
+
+
+# -- memory -----------------------------------------------------------------------------------
+
+
+def growth(before: Path, after: Path, top: int = 12) -> list[str]:
+    """The allocation sites that grew most between two tracemalloc snapshots."""
+    old, new = tracemalloc.Snapshot.load(str(before)), tracemalloc.Snapshot.load(str(after))
+    lines = []
+    for stat in new.compare_to(old, "traceback")[:top]:
+        frames = [f"{Path(f.filename).name}:{f.lineno}" for f in stat.traceback if "/site-packages/" not in f.filename
+                  or f is stat.traceback[0]]
+        lines.append(f"{stat.size_diff / 2**20:+8.2f} MB {stat.count_diff:+8d} blocks  "
+                     f"{stat.traceback[0].filename.split('site-packages/')[-1]}:{stat.traceback[0].lineno}"
+                     f"  <- {' <- '.join(frames[1:5])}")
+    return lines
+
+
 # -- the run ----------------------------------------------------------------------------------
-
-
-def machine() -> str:
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.processor())
-    memory = int(Path("/proc/meminfo").read_text().split()[1]) / 2**20
-    return f"{os.cpu_count()} cores ({model}), {memory:.0f} GiB, Python {platform.python_version()}, {platform.system()}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--turns", type=int, default=100, help="sequential turns per scenario")
-    parser.add_argument("--seconds", type=float, default=5.0, help="duration of each concurrency level")
-    parser.add_argument("--out", type=Path, help="also write the table (markdown) to this file")
+    parser.add_argument("--quick", action="store_true", help="a short run (fewer turns, 1.5 s per level)")
+    parser.add_argument("--turns", type=int, help="sequential turns per scenario (default 100; quick 20)")
+    parser.add_argument("--seconds", type=float, help="duration of each concurrency level (default 5; quick 1.5)")
+    parser.add_argument("--out", type=Path, help="result file (default bench/results/<date>-<commit>.md)")
+    parser.add_argument("--trace-memory", action="store_true", help="our servers under tracemalloc: growth sites")
     args = parser.parse_args()
-
-    rows: list[tuple[str, str, str, str]] = []  # figure, ours, bare, ratio
-
-    def row(figure: str, ours: float, bare: float | None = None, unit: str = "") -> None:
-        ratio = f"{ours / bare:.1f}x" if bare else "-"
-        rows.append((figure, f"{ours:,.2f}{unit}", f"{bare:,.2f}{unit}" if bare is not None else "-", ratio))
-        print(f"{figure:<58} {rows[-1][1]:>12} {rows[-1][2]:>12} {ratio:>8}", flush=True)
+    turns = args.turns or (20 if args.quick else 100)
+    seconds = args.seconds or (1.5 if args.quick else 5.0)
+    scale = 5 if args.quick else 1  # the bulk writes and reads of a quick run are this much smaller
+    out = args.out or targets.result_path(args.quick)
+    report = Report(args.quick, f"settings: {turns} turns per sequential scenario, {seconds:g} s per concurrency "
+                                f"level, two runs, save-messages {10_000 // scale:,} messages, "
+                                f"{2_000 // scale:,} threads created, {200 // scale} reads per page"
+                                + (", servers under tracemalloc (figures are off)" if args.trace_memory else ""))
+    for line in targets.machine():
+        print(line)
+    print(f"load average at start: {', '.join(f'{v:.2f}' for v in report.load_start)}")
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
@@ -281,95 +230,139 @@ def main() -> None:
             asyncio.run(seed(db_path, thread, count))
         asyncio.run(seed_threads(db_path, "bench-list", 10_000))
         env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-        studio_port, gateway_port, bare_port = free_port(), free_port(), free_port()
+        studio_port, gateway_port = free_port(), free_port()
         env.update(DEV_SERVER_DATA_DIR=str(data), DEV_SERVER_LOG_LEVEL="warning",
                    DEV_SERVER_LOCAL_MODEL_ONLY="true", DEV_SERVER_STUDIO_PORT=str(studio_port))
-        studio = Server("studio", [sys.executable, "-m", "app", "studio", "--port", str(studio_port)], studio_port, env)
-        gateway = Server("gateway", [sys.executable, "-m", "app", "gateway", "--port", str(gateway_port)],
-                         gateway_port, env)
+        launcher = [str(REPO / "bench" / "traced.py")] if args.trace_memory else ["-m", "app"]
+
+        def ours_env(name: str) -> dict[str, str]:
+            return {**env, "BENCH_TRACE_OUT": str(tmp_path / f"{name}.snapshot")}
+
+        studio = Server("studio", [sys.executable, *launcher, "studio", "--port", str(studio_port)], studio_port,
+                        ours_env("studio"))
+        gateway = Server("gateway", [sys.executable, *launcher, "gateway", "--port", str(gateway_port)],
+                         gateway_port, ours_env("gateway"))
         ours = [gateway, studio]
-        bare: Server | None = None
+        servers = list(ours)
         try:
             studio.wait_ready()
             gateway.wait_ready()
-            rss_start = sum(s.rss_mb() for s in ours)
-            list_url = f"/api/memory/threads?agentId={AGENT}&resourceId=bench-list&perPage=100&page=0"
-            messages_url = f"/api/memory/threads/bench-10k/messages?agentId={AGENT}&perPage=40&page=0"
-
-            async def record() -> dict:
-                async with client() as http:
-                    async with http.stream("POST", f"{gateway.url}/api/chat",
-                                           json=chat_body(str(uuid.uuid4()), "hello")) as response:
-                        text = (await response.aread()).decode()
-                    return {"frames": [line[6:] for line in text.splitlines() if line.startswith("data: ")],
-                            "threads": (await http.get(studio.url + list_url)).text,
-                            "messages": (await http.get(studio.url + messages_url)).text}
-
-            (tmp_path / "canned.json").write_text(json.dumps(asyncio.run(record())))
-            bare = Server("bare", [sys.executable, "-c", BARE_APP, str(bare_port), str(tmp_path / "canned.json")],
-                          bare_port, env)
-            bare.wait_ready()
-            print(f"machine: {machine()}")
-            print(f"{'figure':<58} {'ours':>12} {'bare':>12} {'ratio':>8}")
-
-            bare_seq = (sequential(bare.url, "bare", args.turns))
-            for label, thread in (("fresh thread", None), ("1k-message thread", "bench-1k")):
-                times = (sequential(gateway.url, thread, args.turns))
-                row(f"sequential turn p50, {label}, ms", pct(times, .5), pct(bare_seq, .5))
-            before, bare_before = cpu(ours), bare.cpu_s()
-            times = (sequential(gateway.url, "bench-10k", args.turns))
-            ours_cpu = (cpu(ours) - before) / (args.turns + 3) * 1000
-            bare_seq = (sequential(bare.url, "bare", args.turns))
-            bare_cpu = (bare.cpu_s() - bare_before) / (args.turns + 3) * 1000
-            row("sequential turn p50, 10k-message thread, ms", pct(times, .5), pct(bare_seq, .5))
-            row("sequential turn p99, 10k-message thread, ms", pct(times, .99), pct(bare_seq, .99))
-            row("server CPU per turn (10k thread), ms", ours_cpu, bare_cpu)
-            rss_warm = sum(s.rss_mb() for s in ours)
-
-            rss_runs = []
-            for run in (1, 2):
-                for clients in (8, 32, 128):
-                    before, wall_before = cpu(ours), time.perf_counter()
-                    done, wall = (concurrent(gateway.url, clients, args.seconds))
-                    cores = (cpu(ours) - before) / (time.perf_counter() - wall_before)
-                    bare_before = bare.cpu_s()
-                    bare_done, bare_wall = (concurrent(bare.url, clients, args.seconds))
-                    if run == 1:
-                        row(f"turns/s, {clients} concurrent clients", done / wall, bare_done / bare_wall)
-                        row(f"server cores used, {clients} clients", cores)
-                if run == 1:
-                    one = statistics.median(sequential(gateway.url, None, 20))
-                    first = (burst(gateway.url, 32))
-                    bare_first = (burst(bare.url, 32))
-                    row("first turn of 32 new threads at once, p50, ms", pct(first, .5), pct(bare_first, .5))
-                    row("  the same, vs one sequential turn", pct(first, .5) / one, None, "x")
-                    row("save-messages, 10k in batches of 500, msgs/s", asyncio.run(save_messages(studio.url, 10_000,
-                                                                                                  500)))
-                    row("POST /memory/threads, 8 clients, threads/s", (create_threads(studio.url, 2_000,
-                                                                                                 8)))
-                    row("thread list page (100 of 10k), p50 ms", pct((reads(studio.url + list_url, 200)), .5),
-                        pct((reads(bare.url + list_url, 200)), .5))
-                    row("messages page (40 of 11k), p50 ms", pct((reads(studio.url + messages_url, 200)), .5),
-                        pct((reads(bare.url + messages_url, 200)), .5))
-                rss_runs.append(sum(s.rss_mb() for s in ours))
-            row("RSS at start, MB", rss_start, bare.rss_mb())
-            row("RSS after warm-up, MB", rss_warm)
-            row("RSS after run 1, MB", rss_runs[0])
-            row("RSS after run 2 (identical), MB", rss_runs[1])
-            row("  RSS after run 2 vs after warm-up", rss_runs[1] / rss_warm, None, "x")
+            rss = {"start": {s.name: s.rss_mb() for s in ours}}
+            bare = start_bare(gateway, studio, tmp_path, env, report)
+            servers.append(bare)
+            rss["start"]["bare"] = bare.rss_mb()
+            print(f"{'figure':<56} {'ours':>12} {'bare':>12} {'ratio':>9}  ours, run 1 / run 2")
+            run_all(report, gateway, studio, bare, turns, seconds, scale, rss, args.trace_memory, tmp_path)
         finally:
-            for server in [*ours, *([bare] if bare else [])]:
+            for server in servers:
                 server.stop()
 
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        lines = [f"# bench/workload.py, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
-                 f"Machine: {machine()}. Turns per sequential scenario: {args.turns}; "
-                 f"{args.seconds:g} s per concurrency level.", "",
-                 "| figure | ours | bare server | ratio |", "|---|---:|---:|---:|",
-                 *(f"| {a.strip()} | {b} | {c} | {d} |" for a, b, c, d in rows)]
-        args.out.write_text("\n".join(lines) + "\n")
-        print(f"written to {args.out}")
+    report.load_end = os.getloadavg()
+    print(f"load average at end: {', '.join(f'{v:.2f}' for v in report.load_end)}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report.markdown())
+    print(f"written to {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
+
+
+def run_all(report: Report, gateway: Server, studio: Server, bare: Server, turns: int, seconds: float, scale: int,
+            rss: dict[str, dict[str, float]], trace: bool, tmp: Path) -> None:
+    ours = [gateway, studio]
+    row = report.row
+
+    bare_seq = sequential(bare.url, "bare", turns)
+    for label, thread in (("fresh thread", None), ("1k-message thread", "bench-1k")):
+        row(f"sequential turn p50, {label}, ms", pct(sequential(gateway.url, thread, turns), .5), pct(bare_seq, .5))
+    before = {s.name: s.cpu_s() for s in ours}
+    times = sequential(gateway.url, "bench-10k", turns)
+    time.sleep(SETTLE_S)
+    split = {s.name: (s.cpu_s() - before[s.name]) / (turns + 3) * 1000 for s in ours}
+    ours_cpu = sum(split.values())
+    bare_before = bare.cpu_s()
+    bare_seq = sequential(bare.url, "bare", turns)
+    time.sleep(SETTLE_S)
+    bare_cpu = (bare.cpu_s() - bare_before) / (turns + 3) * 1000
+    row("sequential turn p50, 10k-message thread, ms", pct(times, .5), pct(bare_seq, .5))
+    row("sequential turn p99, 10k-message thread, ms", pct(times, .99), pct(bare_seq, .99))
+    cpu_row = row(f"server CPU per turn (10k thread, sequential), ms (gateway {split['gateway']:.2f} + studio "
+                  f"{split['studio']:.2f})", ours_cpu, bare_cpu)
+    rss["warm-up"] = {s.name: s.rss_mb() for s in (*ours, bare)}
+    snapshots = {s.name: [s.snapshot(tmp / f"{s.name}.snapshot")] for s in ours} if trace else {}
+
+    runs: list[dict[str, tuple[float, float | None]]] = []
+    for run in (1, 2):
+        figures: dict[str, tuple[float, float | None]] = {}
+        for clients in (8, 32, 128):
+            before, bare_before, wall_before = cpu(ours), bare.cpu_s(), time.perf_counter()
+            done, wall = concurrent(gateway.url, clients, seconds)
+            ours_used, ours_wall = cpu(ours) - before, time.perf_counter() - wall_before
+            bare_before, bare_wall_before = bare.cpu_s(), time.perf_counter()
+            bare_done, bare_wall = concurrent(bare.url, clients, seconds)
+            bare_used, bare_total_wall = bare.cpu_s() - bare_before, time.perf_counter() - bare_wall_before
+            figures[f"turns/s, {clients} concurrent clients"] = (done / wall, bare_done / bare_wall)
+            figures[f"server cores used, {clients} clients"] = (ours_used / ours_wall, bare_used / bare_total_wall)
+            if clients == 32:  # the setup turns are counted: the CPU of every turn the clock saw
+                figures["server CPU per turn, 32 clients, ms"] = (ours_used / (done + clients) * 1000,
+                                                                  bare_used / (bare_done + clients) * 1000)
+        one = statistics.median(sequential(gateway.url, None, 20))
+        bare_one = statistics.median(sequential(bare.url, None, 20))
+        first, bare_first = pct(burst(gateway.url, 32), .5), pct(burst(bare.url, 32), .5)
+        figures["first turn of 32 new threads at once, p50, ms"] = (first, bare_first)
+        figures["one sequential first turn (just before), median, ms"] = (one, bare_one)
+        figures["burst p50 / one sequential turn"] = (first / one, bare_first / bare_one)
+        figures[f"save-messages, {10_000 // scale:,} in batches of 500, msgs/s"] = (
+            asyncio.run(save_messages(studio.url, 10_000 // scale, 500)), None)
+        figures["POST /memory/threads, 8 clients, threads/s"] = (create_threads(studio.url, 2_000 // scale, 8), None)
+        figures["thread list page (100 of 10k), p50 ms"] = (pct(reads(studio.url, LIST_PATH, 200 // scale), .5),
+                                                           pct(reads(bare.url, LIST_PATH, 200 // scale), .5))
+        figures["messages page (40 of 11k), p50 ms"] = (pct(reads(studio.url, MESSAGES_PATH, 200 // scale), .5),
+                                                       pct(reads(bare.url, MESSAGES_PATH, 200 // scale), .5))
+        rss[f"run {run}"] = {s.name: s.rss_mb() for s in (*ours, bare)}
+        for server in ours if trace else ():
+            snapshots[server.name].append(server.snapshot(tmp / f"{server.name}.snapshot"))
+        runs.append(figures)
+        print(f"   (run {run} done)", flush=True)
+
+    rows = {}
+    for name in runs[0]:
+        ours_values = [r[name][0] for r in runs]
+        bare_values = [r[name][1] for r in runs]
+        rows[name] = row(name, statistics.mean(ours_values),
+                         None if bare_values[0] is None else statistics.mean(bare_values), runs=ours_values)
+    for stage, by_name in rss.items():
+        row(f"RSS {'at' if stage == 'start' else 'after'} {stage}, MB (gateway {by_name['gateway']:.0f} + studio {by_name['studio']:.0f})",
+            by_name["gateway"] + by_name["studio"], by_name.get("bare"))
+
+    total = {stage: by_name["gateway"] + by_name["studio"] for stage, by_name in rss.items()}
+    report.target(cpu_row.ratio is not None and cpu_row.ratio <= targets.CPU_RATIO_MAX,
+                  f"server CPU per turn {cpu_row.ours:.2f} ms = {cpu_row.ratio or 0:.1f}x the bare server's "
+                  f"{cpu_row.bare:.3f} ms (target <= {targets.CPU_RATIO_MAX:g}x)")
+    turns_32 = rows["turns/s, 32 concurrent clients"].ours
+    goal = targets.BASELINE_TURNS_32 * targets.TURNS_32_FACTOR
+    report.target(turns_32 >= goal, f"turns/s at 32 clients {turns_32:.1f} = {turns_32 / targets.BASELINE_TURNS_32:.2f}x "
+                                    f"the baseline {targets.BASELINE_TURNS_32} (commit 983b4ad, this 2-core machine; "
+                                    f"absolute, not a same-run ratio) (target >= {targets.TURNS_32_FACTOR:g}x = "
+                                    f"{goal:.1f})")
+    burst_ratio = rows["burst p50 / one sequential turn"].ours
+    report.target(burst_ratio <= targets.BURST_RATIO_MAX,
+                  f"first-turn burst of 32 p50 = {burst_ratio:.1f}x one sequential turn (same run; "
+                  f"target <= {targets.BURST_RATIO_MAX:g}x)")
+    saved = rows[f"save-messages, {10_000 // scale:,} in batches of 500, msgs/s"].ours
+    report.target(saved >= targets.SAVE_MESSAGES_MIN,
+                  f"save-messages {saved:,.0f} msgs/s (target >= {targets.SAVE_MESSAGES_MIN:,.0f})")
+    created = rows["POST /memory/threads, 8 clients, threads/s"].ours
+    report.target(created >= targets.THREADS_MIN,
+                  f"thread creation {created:,.0f} threads/s (target >= {targets.THREADS_MIN:,.0f})")
+    report.target(total["run 2"] <= targets.RSS_RATIO_MAX * total["warm-up"],
+                  f"RSS after the run {total['run 2']:.0f} MB = {total['run 2'] / total['warm-up']:.2f}x after "
+                  f"warm-up {total['warm-up']:.0f} MB (gateway + studio; target <= {targets.RSS_RATIO_MAX:g}x)")
+    grown = total["run 2"] / total["run 1"] - 1
+    report.target(grown <= targets.RSS_FLAT_MAX,
+                  f"RSS flat across the second identical run: {total['run 1']:.0f} -> {total['run 2']:.0f} MB "
+                  f"({grown:+.1%}; flat means at most {targets.RSS_FLAT_MAX:+.0%})")
+    for name, paths in snapshots.items():
+        for i in (1, 2):
+            report.note(f"\n{name}: tracemalloc growth, warm-up -> end of run {i} (top sites):\n```\n"
+                        + "\n".join(growth(paths[0], paths[i])) + "\n```")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,101 @@
+"""Server processes of bench/workload.py, with their CPU time and RSS read from /proc (Linux)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+TICKS = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+class Server:
+    def __init__(self, name: str, command: list[str], port: int, env: dict[str, str]) -> None:
+        self.name, self.port = name, port
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        self.snapshots = 0  # tracemalloc snapshots asked for (bench/traced.py)
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).json().get("status") == "ok":
+                    return
+            except (httpx.TransportError, ValueError):
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}")
+            time.sleep(0.1)
+        raise RuntimeError(f"{self.name} was not ready within {timeout} s")
+
+    def pids(self) -> list[int]:
+        """The server's process and its descendants (uvicorn workers, if any)."""
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+                children.setdefault(ppid, []).append(int(entry.name))
+        found, todo = [], [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            todo.extend(children.get(pid, []))
+        return found
+
+    def cpu_s(self) -> float:
+        total = 0.0
+        for pid in self.pids():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+        return total
+
+    def rss_mb(self) -> float:
+        total = 0
+        for pid in self.pids():
+            try:
+                total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+            except OSError:
+                continue
+        return total / 2**20
+
+    def snapshot(self, out: Path, timeout: float = 120) -> Path:
+        """Ask a server started through bench/traced.py for a tracemalloc snapshot; its path."""
+        path = out.with_name(f"{out.name}.{self.snapshots}")
+        self.snapshots += 1
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name} wrote no snapshot to {path}")
+            try:  # a request wakes the loop, so the signal handler runs now
+                httpx.get(f"{self.url}/health", timeout=5)
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        return path
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def cpu(servers: list[Server]) -> float:
+    return sum(s.cpu_s() for s in servers)
