@@ -39,7 +39,7 @@ def request(base: str, method: str, path: str, body: dict | None = None) -> Raw:
     payload = b"" if body is None else json.dumps(body).encode()
     head = (f"{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: keep-alive\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n").encode()
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
+    with socket.create_connection((host, int(port)), timeout=120) as sock:
         sock.sendall(head + payload)
         data = b""
 

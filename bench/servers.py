@@ -16,14 +16,21 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 class Server:
-    def __init__(self, name: str, command: list[str], port: int, env: dict[str, str]) -> None:
+    def __init__(self, name: str, command: list[str], port: int, env: dict[str, str], log_dir: Path) -> None:
         self.name, self.port = name, port
         self.url = f"http://127.0.0.1:{port}"
-        self.proc = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+        self.log = log_dir / f"{name}.log"
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(command, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
         self.snapshots = 0  # tracemalloc snapshots asked for (bench/traced.py)
 
     def wait_ready(self, timeout: float = 60) -> None:
+        try:
+            self._wait_ready(timeout)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}; its output ends:\n{self.log.read_text(errors='replace')[-2000:]}") from None
+
+    def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:

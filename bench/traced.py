@@ -1,8 +1,11 @@
 """``python -m app`` under tracemalloc, for ``bench/workload.py --trace-memory``.
 
-Each SIGUSR1 writes a snapshot (after a full GC, so only live memory counts) to
-``$BENCH_TRACE_OUT.<n>``, written aside and renamed so a reader never sees half a file.
-Tracing slows the server several times: its figures are for finding growth, not speed.
+The first SIGUSR1 starts tracing (so start-up, litellm's import above all, runs at full
+speed: under tracemalloc it takes minutes); each SIGUSR1 then writes a snapshot (after a
+full GC, so only live memory counts) to ``$BENCH_TRACE_OUT.<n>``, written aside and renamed
+so a reader never sees half a file. Snapshot 0 is taken as tracing starts, so a later one
+holds exactly what was allocated since and is still alive. Tracing slows the server several
+times: its figures are for finding growth, not speed.
 Run: ``python bench/traced.py gateway|studio --port N`` (the arguments of ``python -m app``).
 """
 
@@ -23,6 +26,8 @@ _taken = 0
 def _dump(*_: object) -> None:
     global _taken
     gc.collect()
+    if not tracemalloc.is_tracing():
+        tracemalloc.start(int(os.environ.get("BENCH_TRACE_FRAMES", "12")))
     path = f"{os.environ['BENCH_TRACE_OUT']}.{_taken}"
     _taken += 1
     tracemalloc.take_snapshot().dump(path + ".part")
@@ -30,7 +35,6 @@ def _dump(*_: object) -> None:
 
 
 if __name__ == "__main__":
-    tracemalloc.start(int(os.environ.get("BENCH_TRACE_FRAMES", "12")))
     signal.signal(signal.SIGUSR1, _dump)
     from app.__main__ import main
 

@@ -167,14 +167,19 @@ def start_bare(gateway: Server, studio: Server, tmp: Path, env: dict[str, str], 
     path = tmp / "canned.json"
     path.write_text(json.dumps({name: raw.replayable() for name, raw in recorded.items()}))
     port = free_port()
-    bare = Server("bare", [sys.executable, str(REPO / "bench" / "bare_server.py"), str(port), str(path)], port, env)
-    bare.wait_ready()
-    replayed = {"chat": canned.request(bare.url, *chat), "threads": canned.request(bare.url, "GET", LIST_PATH),
-                "messages": canned.request(bare.url, "GET", MESSAGES_PATH)}
-    for name in recorded:
-        problems = canned.same(recorded[name], replayed[name])
-        if problems:
-            raise RuntimeError(f"the bare server's {name} response is not ours: {'; '.join(problems)}")
+    bare = Server("bare", [sys.executable, str(REPO / "bench" / "bare_server.py"), str(port), str(path)], port, env,
+                  tmp)
+    try:
+        bare.wait_ready()
+        replayed = {"chat": canned.request(bare.url, *chat), "threads": canned.request(bare.url, "GET", LIST_PATH),
+                    "messages": canned.request(bare.url, "GET", MESSAGES_PATH)}
+        for name in recorded:
+            problems = canned.same(recorded[name], replayed[name])
+            if problems:
+                raise RuntimeError(f"the bare server's {name} response is not ours: {'; '.join(problems)}")
+    except BaseException:
+        bare.stop()
+        raise
     chunks = recorded["chat"].chunks
     report.note(f"Bare server check: its chat reply, thread list and messages page are byte-identical to ours "
                 f"(reply: {len(recorded['chat'].body)} bytes in {len(chunks)} body chunks of "
@@ -186,15 +191,20 @@ def start_bare(gateway: Server, studio: Server, tmp: Path, env: dict[str, str], 
 
 
 def growth(before: Path, after: Path, top: int = 12) -> list[str]:
-    """The allocation sites that grew most between two tracemalloc snapshots."""
+    """The allocation sites that grew most between two tracemalloc snapshots: each site, and
+    the nearest frames of our code that led to it."""
     old, new = tracemalloc.Snapshot.load(str(before)), tracemalloc.Snapshot.load(str(after))
-    lines = []
-    for stat in new.compare_to(old, "traceback")[:top]:
-        frames = [f"{Path(f.filename).name}:{f.lineno}" for f in stat.traceback if "/site-packages/" not in f.filename
-                  or f is stat.traceback[0]]
-        lines.append(f"{stat.size_diff / 2**20:+8.2f} MB {stat.count_diff:+8d} blocks  "
-                     f"{stat.traceback[0].filename.split('site-packages/')[-1]}:{stat.traceback[0].lineno}"
-                     f"  <- {' <- '.join(frames[1:5])}")
+
+    def where(frame: tracemalloc.Frame) -> str:
+        return f"{frame.filename.split('site-packages/')[-1].removeprefix(str(REPO) + '/')}:{frame.lineno}"
+
+    stats = new.compare_to(old, "traceback")
+    lines = [f"{sum(s.size_diff for s in stats) / 2**20:+7.2f} MB in all, Python allocations still alive"]
+    for stat in stats[:top]:
+        frames = list(stat.traceback)  # oldest first: the allocation is the last
+        ours = [where(f) for f in reversed(frames[:-1]) if f.filename.startswith(str(REPO / "app"))][:3]
+        lines.append(f"{stat.size_diff / 2**20:+7.2f} MB {stat.count_diff:+8d} blocks  {where(frames[-1])}"
+                     + (f"  <- {' <- '.join(ours)}" if ours else ""))
     return lines
 
 
@@ -239,9 +249,9 @@ def main() -> None:
             return {**env, "BENCH_TRACE_OUT": str(tmp_path / f"{name}.snapshot")}
 
         studio = Server("studio", [sys.executable, *launcher, "studio", "--port", str(studio_port)], studio_port,
-                        ours_env("studio"))
+                        ours_env("studio"), tmp_path)
         gateway = Server("gateway", [sys.executable, *launcher, "gateway", "--port", str(gateway_port)],
-                         gateway_port, ours_env("gateway"))
+                         gateway_port, ours_env("gateway"), tmp_path)
         ours = [gateway, studio]
         servers = list(ours)
         try:
@@ -269,7 +279,13 @@ def run_all(report: Report, gateway: Server, studio: Server, bare: Server, turns
     ours = [gateway, studio]
     row = report.row
 
-    bare_seq = sequential(bare.url, "bare", turns)
+    # CPU time comes in clock ticks (10 ms): the bare server's share of ``turns`` turns would be
+    # a few ticks, so it runs more turns (its latencies only gain samples).
+    bare_turns = max(300, 10 * turns)
+    bare_before = bare.cpu_s()
+    bare_seq = sequential(bare.url, "bare", bare_turns)
+    time.sleep(SETTLE_S)
+    bare_cpu = (bare.cpu_s() - bare_before) / (bare_turns + 3) * 1000
     for label, thread in (("fresh thread", None), ("1k-message thread", "bench-1k")):
         row(f"sequential turn p50, {label}, ms", pct(sequential(gateway.url, thread, turns), .5), pct(bare_seq, .5))
     before = {s.name: s.cpu_s() for s in ours}
@@ -277,10 +293,6 @@ def run_all(report: Report, gateway: Server, studio: Server, bare: Server, turns
     time.sleep(SETTLE_S)
     split = {s.name: (s.cpu_s() - before[s.name]) / (turns + 3) * 1000 for s in ours}
     ours_cpu = sum(split.values())
-    bare_before = bare.cpu_s()
-    bare_seq = sequential(bare.url, "bare", turns)
-    time.sleep(SETTLE_S)
-    bare_cpu = (bare.cpu_s() - bare_before) / (turns + 3) * 1000
     row("sequential turn p50, 10k-message thread, ms", pct(times, .5), pct(bare_seq, .5))
     row("sequential turn p99, 10k-message thread, ms", pct(times, .99), pct(bare_seq, .99))
     cpu_row = row(f"server CPU per turn (10k thread, sequential), ms (gateway {split['gateway']:.2f} + studio "
