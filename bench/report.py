@@ -115,6 +115,7 @@ def machine() -> list[str]:
             f"Python {platform.python_version()}, Node {node or 'missing'}", f"commit: {commit()}"]
 
 
-def result_path(quick: bool) -> Path:
-    name = f"{time.strftime('%Y-%m-%d', time.gmtime())}-{commit()}{'-quick' if quick else ''}.md"
+def result_path(quick: bool, trace_memory: bool = False) -> Path:
+    mode = ("-quick" if quick else "") + ("-trace-memory" if trace_memory else "")
+    name = f"{time.strftime('%Y-%m-%d', time.gmtime())}-{commit()}{mode}.md"
     return REPO / "bench" / "results" / name

@@ -27,7 +27,7 @@ def _dump(*_: object) -> None:
     global _taken
     gc.collect()
     if not tracemalloc.is_tracing():
-        tracemalloc.start(int(os.environ.get("BENCH_TRACE_FRAMES", "12")))
+        tracemalloc.start(int(os.environ.get("BENCH_TRACE_FRAMES", "8")))
     path = f"{os.environ['BENCH_TRACE_OUT']}.{_taken}"
     _taken += 1
     tracemalloc.take_snapshot().dump(path + ".part")

@@ -222,7 +222,7 @@ def main() -> None:
     turns = args.turns or (20 if args.quick else 100)
     seconds = args.seconds or (1.5 if args.quick else 5.0)
     scale = 5 if args.quick else 1  # the bulk writes and reads of a quick run are this much smaller
-    out = args.out or targets.result_path(args.quick)
+    out = args.out or targets.result_path(args.quick, args.trace_memory)
     report = Report(args.quick, f"settings: {turns} turns per sequential scenario, {seconds:g} s per concurrency "
                                 f"level, two runs, save-messages {10_000 // scale:,} messages, "
                                 f"{2_000 // scale:,} threads created, {200 // scale} reads per page"
@@ -340,6 +340,17 @@ def run_all(report: Report, gateway: Server, studio: Server, bare: Server, turns
         bare_values = [r[name][1] for r in runs]
         rows[name] = row(name, statistics.mean(ours_values),
                          None if bare_values[0] is None else statistics.mean(bare_values), runs=ours_values)
+    # 32 turns sent at once on CPU-bound servers: the median one waits for about 16 turns' CPU
+    # on the cores the servers use. The burst's p50 against this floor is its queueing beyond CPU.
+    per_turn, cores = rows["server CPU per turn, 32 clients, ms"], rows["server cores used, 32 clients"]
+    floor = row("burst p50 CPU floor: 16 x CPU per turn / cores used (32 clients), ms", 16 * per_turn.ours / cores.ours,
+                16 * per_turn.bare / cores.bare)  # type: ignore[operator]
+    first = rows["first turn of 32 new threads at once, p50, ms"]
+    report.note(f"Burst: our p50 {first.ours:,.0f} ms is {first.ours / floor.ours:.1f}x its CPU floor "
+                f"({floor.ours:,.0f} ms); the bare server's {first.bare:,.0f} ms is {first.bare / floor.bare:.1f}x "
+                f"its floor. A burst p50 <= 4x one sequential turn needs turns that mostly wait, not compute: with "
+                f"CPU-bound turns the floor alone is 16 / cores x CPU per turn, and the bare server's own ratio is "
+                f"{rows['burst p50 / one sequential turn'].bare:.0f}x.")
     for stage, by_name in rss.items():
         row(f"RSS {'at' if stage == 'start' else 'after'} {stage}, MB (gateway {by_name['gateway']:.0f} + studio {by_name['studio']:.0f})",
             by_name["gateway"] + by_name["studio"], by_name.get("bare"))
