@@ -79,7 +79,7 @@ class Report:
                  "", "## Targets (issue 16)", "",
                  *(f"- **{'PASS' if ok else 'FAIL'}** {text}" for ok, text in self.targets)]
         if self.notes:
-            lines += ["", "## Notes", "", *self.notes]
+            lines += ["", "## Notes", *(part for note in self.notes for part in ("", note))]
         return "\n".join(lines) + "\n"
 
 
