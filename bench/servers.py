@@ -71,12 +71,18 @@ class Server:
         return total
 
     def rss_mb(self) -> float:
-        total = 0
+        """Resident memory of the server's processes: their PSS (each shared page split between
+        the processes sharing it, so forked workers are not counted twice), else their RSS."""
+        total = 0.0
         for pid in self.pids():
             try:
-                total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
-            except OSError:
-                continue
+                rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+                total += next(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")) * 1024
+            except (OSError, StopIteration):
+                try:
+                    total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+                except OSError:
+                    continue
         return total / 2**20
 
     def snapshot(self, out: Path, timeout: float = 120) -> Path:

@@ -16,13 +16,16 @@ Figures (each with its ratio to the bare server where it has one):
   at once vs one sequential turn; ``save-messages`` of 10k messages in batches of 500;
   ``POST /memory/threads`` with 8 clients; a thread list page (100 of 10k threads) and a
   messages page (40 of 11k). A figure measured in both runs is their mean (each run shown);
-- RSS of each server process at start, after warm-up and after each run;
+- RSS (as PSS, so forked gateway workers' shared pages count once) of each server at start,
+  after warm-up and after each run;
 - the targets of issue 16 as PASS/FAIL lines (bench/report.py).
 
 Clients are bench/load.mjs (Node), so the client is not what limits the bare server.
 Results are printed and written to bench/results/<date>-<commit>.md (``--out`` elsewhere).
 Run: ``make bench`` (``QUICK=1`` for a short run) or ``.venv/bin/python bench/workload.py
-[--quick] [--turns N] [--seconds S] [--out PATH] [--trace-memory]``. Linux only (/proc).
+[--quick] [--turns N] [--seconds S] [--workers N] [--out PATH] [--trace-memory]``. Linux only
+(/proc). The gateway runs as many workers as ``make dev`` would (``DEV_SERVER_WORKERS``, else
+one per core); CPU and RSS are summed over each server's processes.
 ``--trace-memory`` runs our servers under tracemalloc (bench/traced.py: much slower, so
 figures are off) and prints where memory grew between warm-up and the end of each run.
 """
@@ -218,12 +221,20 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, help="duration of each concurrency level (default 5; quick 1.5)")
     parser.add_argument("--out", type=Path, help="result file (default bench/results/<date>-<commit>.md)")
     parser.add_argument("--trace-memory", action="store_true", help="our servers under tracemalloc: growth sites")
+    parser.add_argument("--workers", type=int, help="gateway workers (default DEV_SERVER_WORKERS, else one per "
+                                                    "core as make dev; 1 with --trace-memory)")
     args = parser.parse_args()
+    # One traced gateway process: bench/traced.py's snapshots are per process, and every
+    # worker runs the same code.
+    workers = args.workers or (1 if args.trace_memory else None) or int(os.environ.get("DEV_SERVER_WORKERS") or 0) \
+        or os.cpu_count() or 1
     turns = args.turns or (20 if args.quick else 100)
     seconds = args.seconds or (1.5 if args.quick else 5.0)
     scale = 5 if args.quick else 1  # the bulk writes and reads of a quick run are this much smaller
     out = args.out or targets.result_path(args.quick, args.trace_memory)
-    report = Report(args.quick, f"settings: {turns} turns per sequential scenario, {seconds:g} s per concurrency "
+    report = Report(args.quick, f"settings: gateway of {workers} worker{'s' if workers > 1 else ''} (the bare "
+                                f"server and the studio: one process each), "
+                                f"{turns} turns per sequential scenario, {seconds:g} s per concurrency "
                                 f"level, two runs, save-messages {10_000 // scale:,} messages, "
                                 f"{2_000 // scale:,} threads created, {200 // scale} reads per page"
                                 + (", servers under tracemalloc (figures are off)" if args.trace_memory else ""))
@@ -242,7 +253,8 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
         studio_port, gateway_port = free_port(), free_port()
         env.update(DEV_SERVER_DATA_DIR=str(data), DEV_SERVER_LOG_LEVEL="warning",
-                   DEV_SERVER_LOCAL_MODEL_ONLY="true", DEV_SERVER_STUDIO_PORT=str(studio_port))
+                   DEV_SERVER_LOCAL_MODEL_ONLY="true", DEV_SERVER_STUDIO_PORT=str(studio_port),
+                   DEV_SERVER_WORKERS=str(workers))
         launcher = [str(REPO / "bench" / "traced.py")] if args.trace_memory else ["-m", "app"]
 
         def ours_env(name: str) -> dict[str, str]:
@@ -352,7 +364,8 @@ def run_all(report: Report, gateway: Server, studio: Server, bare: Server, turns
                 f"CPU-bound turns the floor alone is 16 / cores x CPU per turn, and the bare server's own ratio is "
                 f"{rows['burst p50 / one sequential turn'].bare:.0f}x.")
     for stage, by_name in rss.items():
-        row(f"RSS {'at' if stage == 'start' else 'after'} {stage}, MB (gateway {by_name['gateway']:.0f} + studio {by_name['studio']:.0f})",
+        when = "at" if stage == "start" else "after"
+        row(f"RSS (PSS) {when} {stage}, MB (gateway {by_name['gateway']:.0f} + studio {by_name['studio']:.0f})",
             by_name["gateway"] + by_name["studio"], by_name.get("bare"))
 
     total = {stage: by_name["gateway"] + by_name["studio"] for stage, by_name in rss.items()}
@@ -361,10 +374,10 @@ def run_all(report: Report, gateway: Server, studio: Server, bare: Server, turns
                   f"{cpu_row.bare:.3f} ms (target <= {targets.CPU_RATIO_MAX:g}x)")
     turns_32 = rows["turns/s, 32 concurrent clients"].ours
     goal = targets.BASELINE_TURNS_32 * targets.TURNS_32_FACTOR
-    report.target(turns_32 >= goal, f"turns/s at 32 clients {turns_32:.1f} = {turns_32 / targets.BASELINE_TURNS_32:.2f}x "
-                                    f"the baseline {targets.BASELINE_TURNS_32} (commit 983b4ad, this 2-core machine; "
-                                    f"absolute, not a same-run ratio) (target >= {targets.TURNS_32_FACTOR:g}x = "
-                                    f"{goal:.1f})")
+    report.target(turns_32 >= goal,
+                  f"turns/s at 32 clients {turns_32:.1f} = {turns_32 / targets.BASELINE_TURNS_32:.2f}x the baseline "
+                  f"{targets.BASELINE_TURNS_32} (commit 983b4ad, this 2-core machine; absolute, not a same-run ratio) "
+                  f"(target >= {targets.TURNS_32_FACTOR:g}x = {goal:.1f})")
     burst_ratio = rows["burst p50 / one sequential turn"].ours
     report.target(burst_ratio <= targets.BURST_RATIO_MAX,
                   f"first-turn burst of 32 p50 = {burst_ratio:.1f}x one sequential turn (same run; "
