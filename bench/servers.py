@@ -16,11 +16,14 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 class Server:
-    def __init__(self, name: str, command: list[str], port: int, env: dict[str, str], log_dir: Path) -> None:
+    def __init__(self, name: str, command: list[str], port: int, env: dict[str, str],
+                 log_dir: Path | None = None) -> None:
+        """``log_dir``: where the server's output goes (``<name>.log``, shown if it fails to
+        start); without it the output is dropped."""
         self.name, self.port = name, port
         self.url = f"http://127.0.0.1:{port}"
-        self.log = log_dir / f"{name}.log"
-        with self.log.open("wb") as log:
+        self.log = log_dir / f"{name}.log" if log_dir else None
+        with self.log.open("wb") if self.log else open(os.devnull, "wb") as log:
             self.proc = subprocess.Popen(command, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
         self.snapshots = 0  # tracemalloc snapshots asked for (bench/traced.py)
 
@@ -28,6 +31,8 @@ class Server:
         try:
             self._wait_ready(timeout)
         except RuntimeError as exc:
+            if self.log is None:
+                raise
             raise RuntimeError(f"{exc}; its output ends:\n{self.log.read_text(errors='replace')[-2000:]}") from None
 
     def _wait_ready(self, timeout: float) -> None:

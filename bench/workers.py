@@ -26,7 +26,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.workload import Server, concurrent, machine  # noqa: E402
+from bench.report import machine  # noqa: E402
+from bench.servers import Server  # noqa: E402
+from bench.workload import concurrent  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
 
@@ -56,7 +58,7 @@ def main() -> None:
             for gateway in gateways.values():
                 gateway.wait_ready()
             time.sleep(2)  # every worker warm, not only the one that answered /health
-            print(f"machine: {machine()}; {args.clients} clients, {args.rounds} rounds of {args.seconds:g} s")
+            print(f"machine: {'; '.join(machine())}; {args.clients} clients, {args.rounds} rounds of {args.seconds:g} s")
             results: dict[int, list[tuple[float, float, float]]] = {count: [] for count in gateways}
             for round_ in range(args.rounds + 1):  # round 0 warms up every worker and is dropped
                 for count, gateway in gateways.items():

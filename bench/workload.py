@@ -217,7 +217,7 @@ def growth(before: Path, after: Path, top: int = 12) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a short run (fewer turns, 1.5 s per level)")
-    parser.add_argument("--turns", type=int, help="sequential turns per scenario (default 100; quick 20)")
+    parser.add_argument("--turns", type=int, help="sequential turns per scenario (default 100; quick 50)")
     parser.add_argument("--seconds", type=float, help="duration of each concurrency level (default 5; quick 1.5)")
     parser.add_argument("--out", type=Path, help="result file (default bench/results/<date>-<commit>.md)")
     parser.add_argument("--trace-memory", action="store_true", help="our servers under tracemalloc: growth sites")
@@ -228,7 +228,7 @@ def main() -> None:
     # worker runs the same code.
     workers = args.workers or (1 if args.trace_memory else None) or int(os.environ.get("DEV_SERVER_WORKERS") or 0) \
         or os.cpu_count() or 1
-    turns = args.turns or (20 if args.quick else 100)
+    turns = args.turns or (50 if args.quick else 100)
     seconds = args.seconds or (1.5 if args.quick else 5.0)
     scale = 5 if args.quick else 1  # the bulk writes and reads of a quick run are this much smaller
     out = args.out or targets.result_path(args.quick, args.trace_memory)
