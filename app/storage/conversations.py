@@ -6,10 +6,10 @@ saving is insert-or-ignore by id, so a client that re-sends the history (``useCh
 every turn) never duplicates a row. ``(created_at, seq)`` is a total order within a thread:
 ``seq`` is the insertion order and breaks ties.
 
-A unit of work is one ``BEGIN IMMEDIATE`` transaction on the writer connection: a turn's
-writes (``record_turn``), a clone, a ``save-messages`` batch, a guarded delete. Each first
-runs a write statement (so the transaction, and its lock, starts before anything is read),
-then reads what it must check on the same connection; a failure anywhere rolls it all back.
+A unit of work is one ``BEGIN IMMEDIATE`` transaction on the writer connection, run as one
+plain function on its thread (``LibSQLStore.run_write``): a turn's writes (``record_turn``),
+a clone, a ``save-messages`` batch, a guarded delete. The lock is taken before anything is
+read, so what a unit checks is what it writes against; a failure anywhere rolls it all back.
 """
 
 from __future__ import annotations
@@ -120,29 +120,36 @@ class ConversationStore:
 
         The caller checks ownership: an existing thread keeps its own resource.
         """
-        async with self.db.write() as conn:
-            stored = await writes.ensure_threads(conn, [Thread(thread_id, resource_id, title, metadata,
-                                                               agent_id=agent_id)])
+        new = Thread(thread_id, resource_id, title, metadata, agent_id=agent_id)
+        stored = await self.db.run_write(lambda conn: writes.ensure_threads(conn, [new]))
         return _thread(stored[thread_id])
-    async def save_thread(self, thread: Thread) -> Thread:
-        """Create or overwrite a thread (Studio's create: an existing id is replaced)."""
+
+    async def save_thread(self, thread: Thread, *, unless_owned_by_other_than: str | None = None) -> Thread:
+        """Create or overwrite a thread (Studio's create: an existing id is replaced, keeping
+        its ``created_at``); returns it as stored. With ``unless_owned_by_other_than``, an
+        existing thread of another resource is left alone and ``ThreadExists`` raised: one
+        statement, so no other write comes between the check and the write."""
         now = now_iso()
-        thread.created_at = thread.created_at or now
-        thread.updated_at = now
-        async with self.db.write() as conn:
-            await conn.execute(
+        params = (thread.id, thread.resource_id, thread.title, writes.json_or_null(thread.metadata),
+                  thread.created_at or now, now, thread.agent_id, unless_owned_by_other_than, unless_owned_by_other_than)
+
+        def work(conn: sqlite3.Connection) -> Any:
+            row = conn.execute(
                 "INSERT INTO threads (id, resource_id, title, metadata, created_at, updated_at, agent_id)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET resource_id = excluded.resource_id,"
                 " title = excluded.title, metadata = excluded.metadata, updated_at = excluded.updated_at,"
-                " agent_id = coalesce(excluded.agent_id, threads.agent_id)",
-                (thread.id, thread.resource_id, thread.title, writes.json_or_null(thread.metadata),
-                 thread.created_at, thread.updated_at, thread.agent_id),
-            )
-        return thread
+                " agent_id = coalesce(excluded.agent_id, threads.agent_id)"
+                " WHERE ? IS NULL OR threads.resource_id = ? RETURNING *", params).fetchall()
+            if not row:
+                raise ThreadExists(thread.id)
+            return row[0]
+
+        return _thread(await self.db.run_write(work))
 
     async def update_thread(self, thread_id: str, *, title: str | None = None,
                             metadata: dict[str, Any] | None = None,
                             resource_id: str | None = None) -> Thread | None:
+        """Change the given fields; returns the thread as stored (None if it does not exist)."""
         sets, params = ["updated_at = ?"], [now_iso()]
         for column, value in (("title", title), ("resource_id", resource_id)):
             if value is not None:
@@ -151,27 +158,26 @@ class ConversationStore:
         if metadata is not None:
             sets.append("metadata = ?")
             params.append(json.dumps(metadata))
-        async with self.db.write() as conn:
-            await conn.execute(f"UPDATE threads SET {', '.join(sets)} WHERE id = ?", (*params, thread_id))
-        return await self.get_thread(thread_id)
+        sql = f"UPDATE threads SET {', '.join(sets)} WHERE id = ? RETURNING *"
+        rows = await self.db.run_write(lambda conn: conn.execute(sql, (*params, thread_id)).fetchall())
+        return _thread(rows[0]) if rows else None
 
     async def set_title_if_untitled(self, thread_id: str, resource_id: str, title: str,
                                     placeholder_prefix: str) -> bool:
         """Title a thread that has none yet (empty, or a ``placeholder_prefix`` placeholder),
         in ``resource_id`` only; a missing thread stays missing. ``updated_at`` is left as it
         is: a title is not activity. True when a row was written."""
-        async with self.db.write() as conn:
-            cursor = await conn.execute(
-                "UPDATE threads SET title = ? WHERE id = ? AND resource_id = ?"
-                " AND (title IS NULL OR title = '' OR substr(title, 1, ?) = ?)",
-                (title, thread_id, resource_id, len(placeholder_prefix), placeholder_prefix))
-            return cursor.rowcount > 0
+        params = (title, thread_id, resource_id, len(placeholder_prefix), placeholder_prefix)
+        return await self.db.run_write(lambda conn: conn.execute(
+            "UPDATE threads SET title = ? WHERE id = ? AND resource_id = ?"
+            " AND (title IS NULL OR title = '' OR substr(title, 1, ?) = ?)", params).rowcount > 0)
 
     async def delete_thread(self, thread_id: str) -> bool:
-        async with self.db.write() as conn:
-            await conn.execute("DELETE FROM messages WHERE thread_id = ?", (thread_id,))
-            cursor = await conn.execute("DELETE FROM threads WHERE id = ?", (thread_id,))
-            return cursor.rowcount > 0
+        def work(conn: sqlite3.Connection) -> bool:
+            conn.execute("DELETE FROM messages WHERE thread_id = ?", (thread_id,))
+            return conn.execute("DELETE FROM threads WHERE id = ?", (thread_id,)).rowcount > 0
+
+        return await self.db.run_write(work)
 
     async def list_threads(self, *, resource_id: str | None = None, metadata: dict[str, Any] | None = None,
                            order_by: OrderField = "createdAt", direction: Direction = "DESC",
@@ -204,55 +210,56 @@ class ConversationStore:
     async def append_messages(self, thread_id: str, messages: Sequence[Message]) -> list[str]:
         """Insert the messages the database does not have yet; returns the ids inserted.
         The thread's ``updated_at`` moves by trigger."""
-        async with self.db.write() as conn:
-            return await writes.insert_messages(conn, thread_id, messages)
+        return await self.db.run_write(lambda conn: writes.insert_messages(conn, thread_id, messages))
 
     async def record_turn(self, thread: Thread, incoming: Sequence[Message],
                           plan: TurnPlan) -> tuple[Thread, list[str]]:
         """A turn's writes as one transaction: ensure the thread, find which incoming ids it
         (or another thread) already holds, let ``plan`` decide (and check ownership: it may
         raise, which rolls everything back), replace the anchor and drop what followed it,
-        append the rest. Returns the thread as stored and the ids inserted."""
-        async with self.db.write() as conn:
-            stored = _thread((await writes.ensure_threads(conn, [thread]))[thread.id])
+        append the rest. Returns the thread as stored and the ids inserted.
+
+        ``plan`` runs on the writer thread, inside the transaction: plain code, no awaits."""
+        def work(conn: sqlite3.Connection) -> tuple[Thread, list[str]]:
+            stored = _thread(writes.ensure_threads(conn, [thread])[thread.id])
             ids = [m.id for m in incoming]
-            found = await writes.locate(conn, ids + [f"{i}@{thread.id}" for i in ids])
+            found = writes.locate(conn, ids + [f"{i}@{thread.id}" for i in ids])
             turn = plan(stored, {mid: (owner, role) for mid, (owner, _, _, role) in found.items()})
             if turn.replace is not None:
-                await writes.replace_and_trim(conn, stored.id, turn.replace)
-            inserted = await writes.insert_messages(conn, stored.id, turn.append)
-        return stored, inserted
+                writes.replace_and_trim(conn, stored.id, turn.replace)
+            return stored, writes.insert_messages(conn, stored.id, turn.append)
+
+        return await self.db.run_write(work)
 
     async def save_messages(self, threads: Sequence[Thread], messages: Sequence[Message]) -> None:
         """Studio's save-messages as one transaction: create the missing threads, then insert
         or update every message. A thread of another resource (``ThreadNotVisible``) or a
         message id stored under another resource (``MessageNotVisible``) writes nothing."""
-        async with self.db.write() as conn:
-            stored = await writes.ensure_threads(conn, threads)
+        owner_of = {t.id: t.resource_id for t in threads}
+        target = {m.id: owner_of[m.thread_id] for m in messages}
+
+        def work(conn: sqlite3.Connection) -> None:
+            stored = writes.ensure_threads(conn, threads)
             for thread in threads:
                 if stored[thread.id]["resource_id"] != thread.resource_id:
                     raise ThreadNotVisible(thread.id)
-            owner_of = {t.id: t.resource_id for t in threads}
-            target = {m.id: owner_of[m.thread_id] for m in messages}
-            for mid, (_, resource, _, _) in (await writes.locate(conn, list(target))).items():
+            for mid, (_, resource, _, _) in writes.locate(conn, list(target)).items():
                 if target[mid] != resource:
                     raise MessageNotVisible(mid)
-            await writes.upsert_messages(conn, messages)
+            writes.upsert_messages(conn, messages)
+
+        await self.db.run_write(work)
+
     async def replace_message(self, message: Message) -> None:
-        async with self.db.write() as conn:
-            await conn.execute("UPDATE messages SET content = ?, role = ?, type = ? WHERE id = ?",
-                               (writes.content_json(message.content), message.role, message.type, message.id))
+        await self.db.run_write(lambda conn: writes.replace_message(conn, message))
+
     async def get_message(self, message_id: str) -> Message | None:
         row = await self.db.fetch_one(f"{_MESSAGE_SELECT} WHERE id = ?", (message_id,))
         return _message(row) if row else None
 
     async def delete_after(self, thread_id: str, message_id: str) -> int:
         """Delete every message of the thread that comes after the given one."""
-        async with self.db.write() as conn:
-            cursor = await conn.execute(
-                "DELETE FROM messages WHERE thread_id = ? AND (created_at, seq) >"
-                " (SELECT created_at, seq FROM messages WHERE id = ?)", (thread_id, message_id))
-            return cursor.rowcount
+        return await self.db.run_write(lambda conn: writes.delete_after(conn, thread_id, message_id))
 
     async def recent_messages(self, thread_id: str, limit: int | None) -> list[Message]:
         """The newest ``limit`` messages of a thread (all when None), oldest first."""
@@ -332,25 +339,29 @@ class ConversationStore:
         ids, in one transaction; ``ThreadExists`` if the new id is taken."""
         now = now_iso()
         new_thread.created_at = new_thread.updated_at = now
-        async with self.db.write() as conn:
+        sql = f"{_MESSAGE_SELECT} WHERE thread_id = ? ORDER BY created_at DESC, seq DESC"
+        params: list[Any] = [source.id]
+        if message_limit is not None:
+            sql += " LIMIT ?"
+            params.append(message_limit)
+
+        def work(conn: sqlite3.Connection) -> list[Message]:
             try:
-                await conn.execute(
+                conn.execute(
                     "INSERT INTO threads (id, resource_id, title, metadata, created_at, updated_at, agent_id)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (new_thread.id, new_thread.resource_id, new_thread.title, writes.json_or_null(new_thread.metadata),
                      now, now, new_thread.agent_id))
             except sqlite3.IntegrityError:
                 raise ThreadExists(new_thread.id) from None
-            sql = f"{_MESSAGE_SELECT} WHERE thread_id = ? ORDER BY created_at DESC, seq DESC"
-            params: list[Any] = [source.id]
-            if message_limit is not None:
-                sql += " LIMIT ?"
-                params.append(message_limit)
-            originals = [_message(r) for r in reversed(await conn.execute_fetchall(sql, params))]
+            originals = [_message(r) for r in reversed(conn.execute(sql, params).fetchall())]
             copies = [Message(str(uuid.uuid4()), new_thread.id, new_thread.resource_id, m.role, m.content,
                               m.created_at, m.type) for m in originals]
-            await writes.insert_messages(conn, new_thread.id, copies)
-        return copies
+            writes.insert_messages(conn, new_thread.id, copies)
+            return copies
+
+        return await self.db.run_write(work)
+
     async def working_memory(self, *, thread_id: str | None = None, resource_id: str | None = None) -> str | None:
         if thread_id is not None:
             row = await self.db.fetch_one("SELECT working_memory FROM threads WHERE id = ?", (thread_id,))
@@ -361,39 +372,38 @@ class ConversationStore:
     async def set_working_memory(self, text: str, *, thread_id: str | None = None,
                                  resource_id: str | None = None) -> None:
         now = now_iso()
-        async with self.db.write() as conn:
-            if thread_id is not None:
-                await conn.execute("UPDATE threads SET working_memory = ?, updated_at = ? WHERE id = ?",
-                                   (text, now, thread_id))
-            else:
-                await conn.execute(
-                    "INSERT INTO resources (id, working_memory, created_at, updated_at) VALUES (?, ?, ?, ?)"
-                    " ON CONFLICT (id) DO UPDATE SET working_memory = excluded.working_memory,"
-                    " updated_at = excluded.updated_at", (resource_id, text, now, now))
+        if thread_id is not None:
+            sql, params = "UPDATE threads SET working_memory = ?, updated_at = ? WHERE id = ?", (text, now, thread_id)
+        else:
+            sql = ("INSERT INTO resources (id, working_memory, created_at, updated_at) VALUES (?, ?, ?, ?)"
+                   " ON CONFLICT (id) DO UPDATE SET working_memory = excluded.working_memory,"
+                   " updated_at = excluded.updated_at")
+            params = (resource_id, text, now, now)
+        await self.db.run_write(lambda conn: conn.execute(sql, params))
 
     async def change_working_memory(self, change: Callable[[str | None], str], *, thread_id: str | None = None,
                                     resource_id: str | None = None) -> str:
-        """Store ``change(current)`` as the document, read and written under the write lock,
-        so two concurrent merges (two threads of one resource, or two processes) both land.
-        The first statement is a write: it takes SQLite's lock before the read."""
+        """Store ``change(current)`` as the document, read and written in one transaction
+        (``BEGIN IMMEDIATE``: the lock is taken before the read), so two concurrent merges
+        (two threads of one resource, or two processes) both land. ``change`` runs on the
+        writer thread: plain code."""
         now = now_iso()
-        async with self.db.write() as conn:
+
+        def work(conn: sqlite3.Connection) -> str:
             if thread_id is not None:
-                await conn.execute("UPDATE threads SET updated_at = updated_at WHERE id = ?", (thread_id,))
-                async with conn.execute("SELECT working_memory FROM threads WHERE id = ?", (thread_id,)) as cur:
-                    row = await cur.fetchone()
+                row = conn.execute("SELECT working_memory FROM threads WHERE id = ?", (thread_id,)).fetchone()
                 text = change(row[0] if row else None)
-                await conn.execute("UPDATE threads SET working_memory = ?, updated_at = ? WHERE id = ?",
-                                   (text, now, thread_id))
+                conn.execute("UPDATE threads SET working_memory = ?, updated_at = ? WHERE id = ?",
+                             (text, now, thread_id))
             else:
-                await conn.execute("INSERT INTO resources (id, created_at, updated_at) VALUES (?, ?, ?)"
-                                   " ON CONFLICT (id) DO NOTHING", (resource_id, now, now))
-                async with conn.execute("SELECT working_memory FROM resources WHERE id = ?", (resource_id,)) as cur:
-                    row = await cur.fetchone()
+                row = conn.execute("SELECT working_memory FROM resources WHERE id = ?", (resource_id,)).fetchone()
                 text = change(row[0] if row else None)
-                await conn.execute("UPDATE resources SET working_memory = ?, updated_at = ? WHERE id = ?",
-                                   (text, now, resource_id))
-        return text
+                conn.execute("INSERT INTO resources (id, working_memory, created_at, updated_at) VALUES (?, ?, ?, ?)"
+                             " ON CONFLICT (id) DO UPDATE SET working_memory = excluded.working_memory,"
+                             " updated_at = excluded.updated_at", (resource_id, text, now, now))
+            return text
+
+        return await self.db.run_write(work)
 
     async def messages_around(self, thread_id: str, anchor_id: str, *, after: bool,
                               limit: int) -> list[Message] | None:
@@ -420,13 +430,13 @@ class ConversationStore:
         deletes nothing."""
         if not ids:
             return 0
-        async with self.db.write() as conn:
+        ids = list(ids)
+
+        def work(conn: sqlite3.Connection) -> int:
             if resource_id is not None:
-                await conn.execute("BEGIN IMMEDIATE")  # the check and the delete see one state
-                for mid, (_, owner, agent, _) in (await writes.locate(conn, list(ids))).items():
+                for mid, (_, owner, agent, _) in writes.locate(conn, ids).items():
                     if owner != resource_id and (agent, owner) != agent_alias:
                         raise MessageNotVisible(mid)
-            cursor = await conn.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(ids))})", list(ids))
-            return cursor.rowcount
+            return conn.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(ids))})", ids).rowcount
 
-
+        return await self.db.run_write(work)

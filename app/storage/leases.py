@@ -3,7 +3,7 @@
 The gateway and the studio (and any replica on the same database) share nothing but the
 database, so "one turn at a time on a thread" is a row in ``thread_leases`` (migration
 0004): ``(thread_id, holder, acquired_at, expires_at)``. Each operation is one statement in
-a short ``BEGIN IMMEDIATE`` transaction (the store's ``write()``), so two processes racing
+a short ``BEGIN IMMEDIATE`` transaction (the store's ``run_write``), so two processes racing
 for the same thread are ordered by SQLite's write lock and exactly one wins.
 
 - ``try_acquire`` inserts the row, or takes it over only when the current one has expired
@@ -44,26 +44,22 @@ class ThreadLeases:
 
     async def try_acquire(self, thread_id: str, holder: str, ttl_s: float) -> bool:
         now = self.clock_ms()
-        async with self.db.write() as conn:
-            rows = await conn.execute_fetchall(
-                "INSERT INTO thread_leases (thread_id, holder, acquired_at, expires_at) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (thread_id) DO UPDATE SET holder = excluded.holder,"
-                " acquired_at = excluded.acquired_at, expires_at = excluded.expires_at"
-                " WHERE thread_leases.expires_at <= ? OR thread_leases.holder = excluded.holder"
-                " RETURNING holder",
-                (thread_id, holder, now, now + _ms(ttl_s), now))
-        return bool(rows)
+        params = (thread_id, holder, now, now + _ms(ttl_s), now)
+        return await self.db.run_write(lambda conn: conn.execute(
+            "INSERT INTO thread_leases (thread_id, holder, acquired_at, expires_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (thread_id) DO UPDATE SET holder = excluded.holder,"
+            " acquired_at = excluded.acquired_at, expires_at = excluded.expires_at"
+            " WHERE thread_leases.expires_at <= ? OR thread_leases.holder = excluded.holder"
+            " RETURNING holder", params).fetchall() != [])
 
     async def renew(self, thread_id: str, holder: str, ttl_s: float) -> bool:
-        async with self.db.write() as conn:
-            cursor = await conn.execute(
-                "UPDATE thread_leases SET expires_at = ? WHERE thread_id = ? AND holder = ?",
-                (self.clock_ms() + _ms(ttl_s), thread_id, holder))
-            return cursor.rowcount > 0
+        params = (self.clock_ms() + _ms(ttl_s), thread_id, holder)
+        return await self.db.run_write(lambda conn: conn.execute(
+            "UPDATE thread_leases SET expires_at = ? WHERE thread_id = ? AND holder = ?", params).rowcount > 0)
 
     async def release(self, thread_id: str, holder: str) -> None:
-        async with self.db.write() as conn:
-            await conn.execute("DELETE FROM thread_leases WHERE thread_id = ? AND holder = ?", (thread_id, holder))
+        await self.db.run_write(lambda conn: conn.execute(
+            "DELETE FROM thread_leases WHERE thread_id = ? AND holder = ?", (thread_id, holder)))
 
     async def current(self, thread_id: str) -> Lease | None:
         row = await self.db.fetch_one(

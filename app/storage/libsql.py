@@ -5,15 +5,22 @@ WAL mode with a ``busy_timeout``, and every write is a short ``BEGIN IMMEDIATE``
 transaction: the write lock is taken up front, so a writer waits in SQLite's busy handler
 instead of failing half-way with "database is locked" on lock upgrade.
 
-Each process keeps one writer connection (writes are serialised in-process by a lock, so
-they queue on the event loop rather than in SQLite) and a small pool of reader connections
-handed out from a queue (datasette's pattern): a slow read (a search over 300k messages)
-holds one reader while the others keep answering, and WAL lets every reader proceed while
-another process writes. Each ``aiosqlite`` connection owns a thread, so no query blocks the
-event loop, but every call is a thread hop (~0.1 ms measured here), which dominates a short
-transaction. So the writer connection uses the sqlite3 module's ``isolation_level="IMMEDIATE"``:
-its first write statement issues ``BEGIN IMMEDIATE`` in the same hop, and a turn's write is
-two hops (insert, commit) instead of five.
+Each process keeps one writer connection and a small pool of reader connections handed
+out from a queue (datasette's pattern): a slow read (a search over 300k messages) holds one
+reader while the others keep answering, and WAL lets every reader proceed while another
+process writes. Each reader is an ``aiosqlite`` connection, which owns a thread, so no query
+blocks the event loop; but every call is a thread hop (~0.1 ms measured here), which would
+dominate a short write transaction. So the writer is a plain ``sqlite3`` connection owned by
+one thread of its own (a one-worker ``ThreadPoolExecutor``), and a write is a whole
+function, ``run_write(work)``: ``work(conn)`` runs there between ``BEGIN IMMEDIATE`` and
+``COMMIT`` (``ROLLBACK`` if it raises), one hop however many statements it runs. Writes are
+serialised by that one thread, in the order they were asked for; nothing awaits while a
+transaction is open, so one transaction never waits on the event loop for another's next
+statement. ``work`` is plain code: it must not touch the event loop or anything it owns.
+
+A caller cancelled while its write waits in the queue skips it; once ``work`` has started
+it runs to ``COMMIT`` or ``ROLLBACK`` whatever the caller does, so a write is still all or
+nothing.
 
 Opening is retried: on a fresh file, ``PRAGMA journal_mode = WAL`` (and the first
 migration transaction) can fail at once with "database is locked" while another process
@@ -29,7 +36,9 @@ import sqlite3
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,6 +52,7 @@ from app.storage.migrate import apply_libsql, load_migrations
 _REMOTE_PREFIXES = ("http://", "https://", "libsql://", "ws://", "wss://")
 DEFAULT_READERS = 4
 T = TypeVar("T")
+Work = Callable[[sqlite3.Connection], T]
 
 
 class LibSQLStore:
@@ -52,11 +62,11 @@ class LibSQLStore:
         self.url = url
         self.busy_timeout_ms = busy_timeout_ms
         self.reader_count = max(1, readers)
-        self._writer: aiosqlite.Connection | None = None
+        self._writer: sqlite3.Connection | None = None
+        self._writer_thread: ThreadPoolExecutor | None = None
         self._readers: list[aiosqlite.Connection] = []
         self._idle: deque[aiosqlite.Connection] = deque()
         self._waiting: deque[asyncio.Future[aiosqlite.Connection]] = deque()
-        self._write_lock = asyncio.Lock()
         self.applied_migrations: list[int] = []
 
     @property
@@ -79,17 +89,25 @@ class LibSQLStore:
         except PathError as exc:
             raise StorageError(str(exc)) from exc
         try:
-            self._writer = await self._connect(target, isolation_level="IMMEDIATE")
+            self._writer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-writer")
+            writer = await self._on_writer(sqlite3.connect, str(target), isolation_level=None)
+            self._writer = writer
+            writer.row_factory = sqlite3.Row
+            await self._set_pragmas(target, lambda sql: self._on_writer(_fetch_sync, writer, sql))
             migrations = load_migrations("libsql")
             self.applied_migrations = await self._retry_locked(
-                lambda: apply_libsql(self._writer, migrations, now_iso()))
+                lambda: self._on_writer(apply_libsql, writer, migrations, now_iso()))
             for _ in range(self.reader_count):
-                reader = await self._connect(target, isolation_level=None)
+                reader = await self._connect(target)
                 self._readers.append(reader)
                 self._idle.append(reader)
         except sqlite3.Error as exc:
             await self.close()
             raise StorageError(f"cannot open database {target}: {exc}") from exc
+
+    def _on_writer(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Awaitable[T]:
+        """Run ``fn`` on the writer's thread (the only thread that touches the writer)."""
+        return asyncio.get_running_loop().run_in_executor(self._writer_thread, partial(fn, *args, **kwargs))
 
     async def _retry_locked(self, step: Callable[[], Awaitable[T]]) -> T:
         """Run ``step``; while it fails with "locked"/"busy", retry with jittered backoff
@@ -105,25 +123,31 @@ class LibSQLStore:
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.25)
 
-    async def _connect(self, target: Path | str, *, isolation_level: str | None) -> aiosqlite.Connection:
-        conn = await aiosqlite.connect(str(target), isolation_level=isolation_level)
+    async def _set_pragmas(self, target: Path | str, run: Callable[[str], Awaitable[Any]]) -> None:
+        await run(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+        if target != ":memory:":
+            await self._retry_locked(lambda: run("PRAGMA journal_mode = WAL"))
+        await run("PRAGMA synchronous = NORMAL")
+        await run("PRAGMA foreign_keys = ON")
+
+    async def _connect(self, target: Path | str) -> aiosqlite.Connection:
+        conn = await aiosqlite.connect(str(target), isolation_level=None)
         conn.row_factory = sqlite3.Row
         try:
-            await conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-            if target != ":memory:":
-                await self._retry_locked(lambda: _fetch_pragma(conn, "PRAGMA journal_mode = WAL"))
-            await conn.execute("PRAGMA synchronous = NORMAL")
-            await conn.execute("PRAGMA foreign_keys = ON")
+            await self._set_pragmas(target, partial(_fetch_pragma, conn))
         except BaseException:
             await conn.close()
             raise
         return conn
 
     async def close(self) -> None:
-        for conn in (*self._readers, self._writer):
-            if conn is not None:
-                await conn.close()
-        self._readers, self._writer = [], None
+        for conn in self._readers:
+            await conn.close()
+        if self._writer is not None:
+            await self._on_writer(self._writer.close)
+        if self._writer_thread is not None:
+            self._writer_thread.shutdown(wait=False)
+        self._readers, self._writer, self._writer_thread = [], None, None
         self._idle.clear()
 
     @asynccontextmanager
@@ -171,30 +195,41 @@ class LibSQLStore:
         rows = await self.fetch_all(sql, params)
         return rows[0] if rows else None
 
-    @asynccontextmanager
-    async def write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One short write transaction; commits on success, rolls back on any error.
+    async def run_write(self, work: Work[T]) -> T:
+        """Run ``work(conn)`` as one transaction on the writer thread and return its result;
+        commits if it returns, rolls back (and re-raises) if it raises.
 
-        The first write statement inside opens it (``BEGIN IMMEDIATE``), waiting up to
-        ``busy_timeout`` for another process's write lock; past that, ``StorageBusy``.
-        Reads inside the block see the transaction's own writes.
+        ``BEGIN IMMEDIATE`` takes the write lock first, waiting up to ``busy_timeout`` for
+        another process's; past that, ``StorageBusy``. Reads in ``work`` see its own writes.
         """
         if self._writer is None:
             raise StorageError(f"store {self.url} is not open")
-        conn = self._writer
-        async with self._write_lock:
-            try:
-                yield conn
-                await conn.commit()
-            except BaseException as exc:
-                await conn.rollback()
-                if isinstance(exc, sqlite3.OperationalError) and _is_locked(exc):
-                    raise StorageBusy(f"database {self.url} is locked by another writer") from exc
-                raise
+        try:
+            return await self._on_writer(_transaction, self._writer, work)
+        except sqlite3.OperationalError as exc:
+            if _is_locked(exc):
+                raise StorageBusy(f"database {self.url} is locked by another writer") from exc
+            raise
 
     def health(self) -> dict[str, Any]:
         return {"engine": self.engine, "url": self.url, "path": str(self.path) if self.path else None,
                 "open": self.is_open, "readers": len(self._readers)}
+
+
+def _transaction(conn: sqlite3.Connection, work: Work[T]) -> T:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = work(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+def _fetch_sync(conn: sqlite3.Connection, sql: str) -> Any:
+    return conn.execute(sql).fetchone()
 
 
 async def _fetch_pragma(conn: aiosqlite.Connection, sql: str) -> Any:

@@ -17,8 +17,6 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-import aiosqlite
-
 from app.paths import migrations_dir
 
 _FILE_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
@@ -69,29 +67,28 @@ def split_sqlite_statements(sql: str) -> list[str]:
     return statements
 
 
-async def apply_libsql(conn: aiosqlite.Connection, migrations: list[Migration], now: str) -> list[int]:
+def apply_libsql(conn: sqlite3.Connection, migrations: list[Migration], now: str) -> list[int]:
     """Apply pending migrations on an autocommit connection; returns the versions applied."""
-    await conn.execute("BEGIN IMMEDIATE")
+    conn.execute("BEGIN IMMEDIATE")
     try:
-        await conn.execute(MIGRATIONS_TABLE)
-        async with conn.execute("SELECT version FROM _migrations") as cursor:
-            applied = {row[0] for row in await cursor.fetchall()}
+        conn.execute(MIGRATIONS_TABLE)
+        applied = {row[0] for row in conn.execute("SELECT version FROM _migrations")}
         done = []
         for migration in migrations:
             if migration.version in applied:
                 continue
             for statement in split_sqlite_statements(migration.sql):
-                await conn.execute(statement)
-            await conn.execute(
+                conn.execute(statement)
+            conn.execute(
                 "INSERT INTO _migrations (version, name, applied_at) VALUES (?, ?, ?)",
                 (migration.version, migration.name, now),
             )
             done.append(migration.version)
-        await conn.execute("COMMIT")
+        conn.execute("COMMIT")
         return done
     except BaseException:
         if conn.in_transaction:  # a BEGIN that failed (locked) left nothing to roll back
-            await conn.execute("ROLLBACK")
+            conn.execute("ROLLBACK")
         raise
 
 

@@ -82,13 +82,11 @@ async def create_thread(agent: QueryAgent, body: CreateThreadBody, forced: Force
     if not body.resourceId and forced is None:
         raise invalid("body", "resourceId", "resourceId is required")
     resource = effective_resource(forced, agent, body.resourceId)
-    thread_id = body.threadId or str(uuid.uuid4())
-    existing = await store.get_thread(thread_id)
-    if existing is not None and forced is not None and existing.resource_id != forced:
-        raise invalid("body", "threadId", "a thread with this id already exists")
-    thread = Thread(thread_id, resource, body.title or "", body.metadata,
-                    created_at=existing.created_at if existing else "", agent_id=agent.id)
-    return (await store.save_thread(thread)).to_api()
+    thread = Thread(body.threadId or str(uuid.uuid4()), resource, body.title or "", body.metadata, agent_id=agent.id)
+    try:  # with auth on, an id taken in another resource is refused in the same statement
+        return (await store.save_thread(thread, unless_owned_by_other_than=forced)).to_api()
+    except ThreadExists:
+        raise invalid("body", "threadId", "a thread with this id already exists") from None
 
 
 @router.get("/threads/{thread_id}")

@@ -1,0 +1,64 @@
+"""Bulk writes through the studio: ``save-messages`` (10k messages in batches of 500, msgs/s)
+and ``POST /memory/threads`` (8 clients, threads/s), plus a burst of first turns on new
+threads through the gateway (p50 vs one sequential turn). The same scenarios as
+``bench/workload.py``, alone, repeated ``--runs`` times on one pair of servers; medians.
+
+Run: .venv/bin/python bench/bulk_writes.py [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.workload import Server, burst, create_threads, save_messages, sequential  # noqa: E402
+from tests.support import free_port  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "data"
+        data.mkdir()
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        studio_port, gateway_port = free_port(), free_port()
+        env.update(DEV_SERVER_DATA_DIR=str(data), DEV_SERVER_LOG_LEVEL="warning",
+                   DEV_SERVER_LOCAL_MODEL_ONLY="true", DEV_SERVER_STUDIO_PORT=str(studio_port))
+        studio = Server("studio", [sys.executable, "-m", "app", "studio", "--port", str(studio_port)], studio_port, env)
+        gateway = Server("gateway", [sys.executable, "-m", "app", "gateway", "--port", str(gateway_port)],
+                         gateway_port, env)
+        try:
+            studio.wait_ready()
+            gateway.wait_ready()
+            asyncio.run(save_messages(studio.url, 1_000, 500))  # warm-up
+            create_threads(studio.url, 200, 8)
+            msgs, threads, first, ratio = [], [], [], []
+            for _ in range(args.runs):
+                msgs.append(asyncio.run(save_messages(studio.url, 10_000, 500)))
+                threads.append(create_threads(studio.url, 2_000, 8))
+                one = statistics.median(sequential(gateway.url, None, 20))
+                p50 = statistics.median(burst(gateway.url, 32))
+                first.append(p50)
+                ratio.append(p50 / one)
+        finally:
+            studio.stop()
+            gateway.stop()
+    for label, values in (("save-messages, 10k in batches of 500, msgs/s", msgs),
+                          ("POST /memory/threads, 8 clients, threads/s", threads),
+                          ("first turn of 32 new threads at once, p50 ms", first),
+                          ("  the same, vs one sequential turn, x", ratio)):
+        print(f"{label:<48} median {statistics.median(values):9.1f}   runs {', '.join(f'{v:.1f}' for v in values)}")
+
+
+if __name__ == "__main__":
+    main()
