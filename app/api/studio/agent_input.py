@@ -165,7 +165,7 @@ def input_messages(messages: str | list[Any], thread_id: str, resource_id: str) 
             raise BadRequest("Invalid request body", [{"field": f"{field}.role", "message": f"must be one of {ROLES}"}])
         key = "parts" if "parts" in item else "content"
         try:
-            parts = _checked([ui_part_to_stored(p) for p in _part_list(item["parts"])] if key == "parts"
+            parts = checked_parts([ui_part_to_stored(p) for p in _part_list(item["parts"])] if key == "parts"
                              else to_parts(item.get("content")))
         except (ValueError, TypeError, KeyError) as exc:
             raise BadRequest("Invalid request body", [{"field": f"{field}.{key}", "message": str(exc)}]) from None
@@ -214,7 +214,7 @@ def _part_list(parts: Any) -> list[dict[str, Any]]:
     return parts
 
 
-def _checked(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def checked_parts(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Parts whose text the model and storage can read: a text part's ``text`` is a string."""
     for part in parts:
         if part.get("type") == "text" and not isinstance(part.get("text"), str):

@@ -16,11 +16,13 @@ from fastapi import APIRouter, Body
 
 from app.api.deps import ConversationsDep, ForcedResource, MastraQuery
 from app.api.studio.access import OptionalAgent, QueryAgent, Scope, ScopeDep, effective_resource, scope_for
-from app.api.studio.agent_input import input_messages
+from app.api.studio.agent_input import checked_parts, fold_tool_results, to_parts
 from app.api.studio.memory_bodies import (CloneBody, CreateThreadBody, DeleteMessagesBody, PatchThreadBody,
-                                          SaveMessagesBody, TransferBody, WorkingMemoryBody)
+                                          SaveMessagesBody, SavedMessage, StoredContent, TransferBody,
+                                          WorkingMemoryBody)
 from app.api.studio.query import Query, order_by
-from app.clock import parse_iso, to_iso
+from app.clock import parse_iso, spaced_iso, to_iso
+from app.memory.convert import flat_text, ui_part_to_stored
 from app.memory.working_document import WorkingMemoryInvalid
 from app.errors import BadRequest, NotFound, invalid
 from app.storage.conversations import (ConversationStore, Message, MessageNotVisible, Thread, ThreadExists,
@@ -214,22 +216,16 @@ async def save_messages(agent: QueryAgent, body: SaveMessagesBody, forced: Force
                         store: ConversationsDep) -> dict[str, Any]:
     """Insert or update N messages (creating their threads) in one transaction. A thread or a
     message id of another resource is a 404 and nothing is written."""
-    converted = input_messages([item.as_input() for item in body.messages], "", "")
     threads: dict[str, Thread] = {}
-    for index, (item, message) in enumerate(zip(body.messages, converted)):
-        resource = effective_resource(forced, agent, item.resourceId) or agent.definition.resource
-        threads.setdefault(item.threadId, Thread(item.threadId, resource, agent_id=agent.id))
-        message.thread_id, message.resource_id = item.threadId, threads[item.threadId].resource_id
-        if item.createdAt is not None:
-            try:
-                message.created_at = to_iso(parse_iso(item.createdAt))
-            except ValueError:
-                raise invalid("body", f"messages.{index}.createdAt", "must be an ISO-8601 date") from None
-        if item.type:
-            message.type = item.type
-        metadata = item.content.metadata if item.content is not None and hasattr(item.content, "metadata") else None
-        if metadata is not None:
-            message.content["metadata"] = metadata
+    stamps = spaced_iso(len(body.messages))
+    messages = []
+    for index, item in enumerate(body.messages):
+        thread = threads.get(item.threadId)
+        if thread is None:
+            resource = effective_resource(forced, agent, item.resourceId) or agent.definition.resource
+            thread = threads[item.threadId] = Thread(item.threadId, resource, agent_id=agent.id)
+        messages.append(_saved_message(item, index, thread, stamps[index]))
+    converted = fold_tool_results(messages)
     try:
         await store.save_messages(list(threads.values()), converted)
     except ThreadNotVisible:
@@ -237,6 +233,41 @@ async def save_messages(agent: QueryAgent, body: SaveMessagesBody, forced: Force
     except MessageNotVisible:
         raise NotFound("Message not found") from None
     return {"messages": [m.to_api() for m in converted]}
+
+
+def _saved_message(item: SavedMessage, index: int, thread: Thread, stamp: str) -> Message:
+    """A message of a save-messages body as stored, straight from the validated item (its
+    parts are plain dicts already): the same conversion as ``agent_input.input_messages``."""
+    key = "parts" if item.parts is not None else "content"
+    content = item.content
+    try:
+        if item.parts is not None:
+            parts = [ui_part_to_stored(p) for p in _sent(item.parts)]
+        elif isinstance(content, StoredContent):
+            parts = _sent(content.parts)
+        elif isinstance(content, list):
+            parts = to_parts([p if isinstance(p, str) else _sent([p])[0] for p in content])
+        else:
+            parts = to_parts(content or "")
+        checked_parts(parts)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise BadRequest("Invalid request body", [{"field": f"messages.{index}.{key}", "message": str(exc)}]) from None
+    stored = {"format": 2, "parts": parts, "content": flat_text(parts)}
+    if isinstance(content, StoredContent) and content.metadata is not None:
+        stored["metadata"] = content.metadata
+    created_at = stamp
+    if item.createdAt is not None:
+        try:
+            created_at = to_iso(parse_iso(item.createdAt))
+        except ValueError:
+            raise invalid("body", f"messages.{index}.createdAt", "must be an ISO-8601 date") from None
+    return Message(item.id or str(uuid.uuid4()), thread.id, thread.resource_id, item.role, stored, created_at,
+                   item.type or "text")
+
+
+def _sent(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Parts as sent, less their null keys (a part's null ``text`` counts as absent)."""
+    return [{k: v for k, v in part.items() if v is not None} for part in parts]
 
 
 @router.post("/messages/delete")

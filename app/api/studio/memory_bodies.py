@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, with_config
+from typing_extensions import NotRequired, TypedDict
 
 ThreadId = Field(default=None, min_length=1, max_length=256)
 
@@ -47,12 +48,13 @@ class CloneBody(_Body):
     options: CloneOptions | None = None
 
 
-class Part(BaseModel):
-    """A message part: a ``type`` and, for text, a string ``text``; other keys kept as sent."""
+@with_config(ConfigDict(extra="allow"))
+class Part(TypedDict):
+    """A message part: a ``type`` and, for text, a string ``text``; other keys kept as sent.
+    A TypedDict, so a validated part is already the plain dict that is stored."""
 
-    model_config = ConfigDict(extra="allow")
     type: str
-    text: str | None = None
+    text: NotRequired[str | None]
 
 
 class StoredContent(BaseModel):
@@ -77,21 +79,6 @@ class SavedMessage(BaseModel):
     parts: list[Part] | None = None
     resourceId: str | None = None
     createdAt: str | None = None
-
-    def as_input(self) -> dict[str, Any]:
-        """The shape ``agent_input.input_messages`` converts."""
-        item: dict[str, Any] = {"role": self.role}
-        if self.id:
-            item["id"] = self.id
-        if self.parts is not None:
-            item["parts"] = [p.model_dump(exclude_none=True) for p in self.parts]
-        elif isinstance(self.content, StoredContent):
-            item["content"] = {"format": 2, "parts": [p.model_dump(exclude_none=True) for p in self.content.parts]}
-        elif isinstance(self.content, list):
-            item["content"] = [p if isinstance(p, str) else p.model_dump(exclude_none=True) for p in self.content]
-        else:
-            item["content"] = self.content or ""
-        return item
 
 
 class SaveMessagesBody(_Body):
