@@ -152,7 +152,7 @@ async def _serve(role: str, settings: Settings, sock: socket.socket, slot: Worke
     started = time.perf_counter()
     await storage.open()  # open before serving so a bad database is one clear line, not a traceback
     stores_ms = (time.perf_counter() - started) * 1000
-    app = create_app(role, settings, storage=storage, worker=slot)
+    app = create_app(role, settings, storage=storage, worker=slot, freeze_heap=True)
     config = uvicorn.Config(app, log_config=None, log_level=settings.log_level, access_log=False,
                             timeout_graceful_shutdown=3, timeout_keep_alive=settings.keep_alive_s,
                             headers=[("Keep-Alive", f"timeout={settings.keep_alive_s}")])

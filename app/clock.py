@@ -9,7 +9,13 @@ from datetime import datetime, timedelta, timezone
 
 
 def to_iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return _iso(moment.astimezone(timezone.utc).replace(tzinfo=None))
+
+
+def _iso(utc: datetime) -> str:
+    """A naive UTC datetime as stored (``isoformat`` truncates to the millisecond: C speed,
+    five times ``strftime``'s, which a 500-message batch pays 500 times)."""
+    return utc.isoformat(timespec="milliseconds") + "Z"
 
 
 def now_iso() -> str:
@@ -19,8 +25,8 @@ def now_iso() -> str:
 def spaced_iso(count: int) -> list[str]:
     """``count`` timestamps ending now, one millisecond apart, oldest first: a batch of
     messages saved together keeps its order by time, not only by insertion."""
-    base = datetime.now(timezone.utc) - timedelta(milliseconds=count)
-    return [to_iso(base + timedelta(milliseconds=i)) for i in range(1, count + 1)]
+    base = datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(milliseconds=count)
+    return [_iso(base + timedelta(milliseconds=i)) for i in range(1, count + 1)]
 
 
 def parse_iso(text: str) -> datetime:

@@ -2,6 +2,8 @@
 and ``POST /memory/threads`` (8 clients, threads/s), plus a burst of first turns on new
 threads through the gateway (p50 vs one sequential turn). The same scenarios as
 ``bench/workload.py``, alone, repeated ``--runs`` times on one pair of servers; medians.
+Also the studio's CPU (user+system, all its threads) per batch and per thread created:
+steadier than rates on a machine shared with other work.
 
 Run: .venv/bin/python bench/bulk_writes.py [--runs N]
 """
@@ -42,10 +44,14 @@ def main() -> None:
             gateway.wait_ready()
             asyncio.run(save_messages(studio.url, 1_000, 500))  # warm-up
             create_threads(studio.url, 200, 8)
-            msgs, threads, first, ratio = [], [], [], []
+            msgs, threads, first, ratio, batch_cpu, thread_cpu = [], [], [], [], [], []
             for _ in range(args.runs):
+                before = studio.cpu_s()
                 msgs.append(asyncio.run(save_messages(studio.url, 10_000, 500)))
+                batch_cpu.append((studio.cpu_s() - before) / 20 * 1000)
+                before = studio.cpu_s()
                 threads.append(create_threads(studio.url, 2_000, 8))
+                thread_cpu.append((studio.cpu_s() - before) / 2_000 * 1000)
                 one = statistics.median(sequential(gateway.url, None, 20))
                 p50 = statistics.median(burst(gateway.url, 32))
                 first.append(p50)
@@ -54,10 +60,12 @@ def main() -> None:
             studio.stop()
             gateway.stop()
     for label, values in (("save-messages, 10k in batches of 500, msgs/s", msgs),
+                          ("  studio CPU per batch of 500, ms", batch_cpu),
                           ("POST /memory/threads, 8 clients, threads/s", threads),
+                          ("  studio CPU per thread created, ms", thread_cpu),
                           ("first turn of 32 new threads at once, p50 ms", first),
                           ("  the same, vs one sequential turn, x", ratio)):
-        print(f"{label:<48} median {statistics.median(values):9.1f}   runs {', '.join(f'{v:.1f}' for v in values)}")
+        print(f"{label:<48} median {statistics.median(values):9.2f}   runs {', '.join(f'{v:.2f}' for v in values)}")
 
 
 if __name__ == "__main__":

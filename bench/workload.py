@@ -143,14 +143,14 @@ def reads(base: str, path: str, count: int) -> list[float]:
 
 
 async def seed_threads(db_path: Path, resource: str, count: int) -> None:
-    from app.storage.conversations import ConversationStore
+    from app.storage import message_writes
+    from app.storage.conversations import Thread
     from app.storage.libsql import LibSQLStore
 
     db = LibSQLStore(f"file:{db_path}")
     await db.open()
-    store = ConversationStore(db)
-    for i in range(count):
-        await store.ensure_thread(f"{resource}-{i:05d}", resource, agent_id=AGENT)
+    threads = [Thread(f"{resource}-{i:05d}", resource, agent_id=AGENT) for i in range(count)]
+    await db.run_write(lambda conn: message_writes.ensure_threads(conn, threads))  # one transaction
     await db.close()
 
 

@@ -119,6 +119,18 @@ def snapshot(db: Path) -> tuple:
     return (sqlite_rows(db, "SELECT * FROM threads ORDER BY id"), sqlite_rows(db, "SELECT * FROM messages ORDER BY seq"))
 
 
+def test_creating_a_thread_over_another_users_id_writes_nothing(two_users):
+    alice, bob, db = two_users
+    first = alice.post("/api/memory/threads?agentId=chat-agent", json={"threadId": "a1", "title": "hers"}).json()
+    before = snapshot(db)
+    taken = bob.post("/api/memory/threads?agentId=chat-agent", json={"threadId": "a1", "title": "his"})
+    assert taken.status_code == 400 and "already exists" in taken.text
+    assert snapshot(db) == before
+    again = alice.post("/api/memory/threads?agentId=chat-agent", json={"threadId": "a1", "title": "renamed"}).json()
+    assert (again["title"], again["createdAt"], again["resourceId"]) == ("renamed", first["createdAt"], "user:alice")
+    assert again["updatedAt"] >= first["updatedAt"]
+
+
 def test_no_write_reaches_another_users_thread_or_message(two_users):
     alice, bob, db = two_users
     assert alice.post("/api/memory/threads?agentId=chat-agent", json={"threadId": "a1"}).status_code == 200

@@ -130,19 +130,20 @@ class ConversationStore:
         existing thread of another resource is left alone and ``ThreadExists`` raised: one
         statement, so no other write comes between the check and the write."""
         now = now_iso()
+        owner = unless_owned_by_other_than
         params = (thread.id, thread.resource_id, thread.title, writes.json_or_null(thread.metadata),
-                  thread.created_at or now, now, thread.agent_id, unless_owned_by_other_than, unless_owned_by_other_than)
+                  thread.created_at or now, now, thread.agent_id, owner, owner)
 
         def work(conn: sqlite3.Connection) -> Any:
-            row = conn.execute(
+            rows = conn.execute(
                 "INSERT INTO threads (id, resource_id, title, metadata, created_at, updated_at, agent_id)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET resource_id = excluded.resource_id,"
                 " title = excluded.title, metadata = excluded.metadata, updated_at = excluded.updated_at,"
                 " agent_id = coalesce(excluded.agent_id, threads.agent_id)"
                 " WHERE ? IS NULL OR threads.resource_id = ? RETURNING *", params).fetchall()
-            if not row:
+            if not rows:
                 raise ThreadExists(thread.id)
-            return row[0]
+            return rows[0]
 
         return _thread(await self.db.run_write(work))
 

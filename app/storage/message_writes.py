@@ -24,8 +24,11 @@ _ID_BATCH = 900
 _MESSAGE_COLUMNS = "(id, thread_id, resource_id, role, type, content, created_at)"
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"))  # built once: json.dumps with options builds one a call
+
+
 def content_json(content: dict[str, Any]) -> str:
-    return json.dumps(content, separators=(",", ":"))
+    return _COMPACT.encode(content)
 
 
 def json_or_null(value: dict[str, Any] | None) -> str | None:
