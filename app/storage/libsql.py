@@ -1,4 +1,4 @@
-"""The default store: the SQLite file format (what LibSQL speaks) through ``aiosqlite``.
+"""The default store: the SQLite file format (what LibSQL speaks) through ``sqlite3``.
 
 Several processes (gateway and studio) write the same file, so every connection runs in
 WAL mode with a ``busy_timeout``, and every write is a short ``BEGIN IMMEDIATE``
