@@ -21,7 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.workload import Server, burst, create_threads, save_messages, sequential  # noqa: E402
+from bench.servers import Server  # noqa: E402
+from bench.workload import burst, create_threads, save_messages, sequential  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
 
