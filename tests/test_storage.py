@@ -168,6 +168,28 @@ async def test_thread_message_count_stays_exact(settings: Settings):
     await storage.close()
 
 
+
+async def test_thread_pages_with_tied_timestamps_read_the_index_in_order(settings: Settings, data_dir: Path):
+    """Threads created in one transaction share created_at; a page must still come straight
+    from an index (no sort of every tied row) and in (created_at, id) order."""
+    from app.storage import message_writes
+    from app.storage.conversations import Thread
+
+    storage = storage_for("gateway", settings)
+    await storage.open()
+    threads = [Thread(f"t{i:03d}", "r1") for i in range(300)]
+    await storage.default.run_write(lambda conn: message_writes.ensure_threads(conn, threads))
+    store = ConversationStore(storage.default)
+    for order_by in ("createdAt", "updatedAt"):
+        page, total = await store.list_threads(resource_id="r1", order_by=order_by, page=1, per_page=100)
+        assert total == 300 and [t.id for t in page] == [f"t{i:03d}" for i in range(199, 99, -1)]
+    await storage.close()
+    with sqlite3.connect(data_dir / "dev-server.db") as conn:
+        for column in ("created_at", "updated_at"):
+            plan = conn.execute(f"EXPLAIN QUERY PLAN SELECT * FROM threads WHERE resource_id = ?"
+                                f" ORDER BY {column} DESC, id DESC LIMIT 100", ("r1",)).fetchall()
+            assert not any("TEMP B-TREE" in row[-1] for row in plan), plan
+
 # -- reader pool, search index, transactions ----------------------------------------------
 
 
