@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
 import tempfile
@@ -21,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.servers import Server  # noqa: E402
+from bench.servers import Server, server_env  # noqa: E402
 from bench.workload import burst, create_threads, save_messages, sequential  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
@@ -33,10 +32,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
         data.mkdir()
-        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
         studio_port, gateway_port = free_port(), free_port()
-        env.update(DEV_SERVER_DATA_DIR=str(data), DEV_SERVER_LOG_LEVEL="warning",
-                   DEV_SERVER_LOCAL_MODEL_ONLY="true", DEV_SERVER_STUDIO_PORT=str(studio_port))
+        env = server_env(data, studio_port)
         studio = Server("studio", [sys.executable, "-m", "app", "studio", "--port", str(studio_port)], studio_port, env)
         gateway = Server("gateway", [sys.executable, "-m", "app", "gateway", "--port", str(gateway_port)],
                          gateway_port, env)

@@ -25,7 +25,6 @@ Run: ``.venv/bin/python bench/litellm_chunks.py [repeats]`` (default 15).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import statistics

@@ -15,6 +15,15 @@ TICKS = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
+def server_env(data: Path, studio_port: int, **extra: str) -> dict[str, str]:
+    """The environment our servers run in: this one without provider keys (the local model
+    answers), quiet logs, ``data`` as the data directory, the studio on ``studio_port``."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(DEV_SERVER_DATA_DIR=str(data), DEV_SERVER_LOG_LEVEL="warning", DEV_SERVER_LOCAL_MODEL_ONLY="true",
+               DEV_SERVER_STUDIO_PORT=str(studio_port), **extra)
+    return env
+
+
 class Server:
     def __init__(self, name: str, command: list[str], port: int, env: dict[str, str],
                  log_dir: Path | None = None) -> None:

@@ -15,7 +15,6 @@ Run: ``.venv/bin/python bench/workers.py [--clients 32] [--workers 2] [--rounds 
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import statistics
 import sys
@@ -27,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.report import machine  # noqa: E402
-from bench.servers import Server  # noqa: E402
+from bench.servers import Server, server_env  # noqa: E402
 from bench.workload import concurrent  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
@@ -43,10 +42,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
         data.mkdir()
-        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
         studio_port = free_port()
-        env.update(DEV_SERVER_DATA_DIR=str(data), DEV_SERVER_LOG_LEVEL="warning",
-                   DEV_SERVER_LOCAL_MODEL_ONLY="true", DEV_SERVER_STUDIO_PORT=str(studio_port))
+        env = server_env(data, studio_port)
         studio = Server("studio", [sys.executable, "-m", "app", "studio", "--port", str(studio_port)], studio_port, env)
         studio.wait_ready()
         gateways: dict[int, Server] = {}

@@ -54,7 +54,7 @@ from bench import canned  # noqa: E402
 from bench import report as targets  # noqa: E402
 from bench.chat_turn import seed  # noqa: E402
 from bench.report import Report  # noqa: E402
-from bench.servers import Server, cpu  # noqa: E402
+from bench.servers import Server, cpu, server_env  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
 AGENT = "chat-agent"
@@ -250,11 +250,8 @@ def main() -> None:
         for thread, count in (("bench-1k", 1_000), ("bench-10k", 10_000)):
             asyncio.run(seed(db_path, thread, count))
         asyncio.run(seed_threads(db_path, "bench-list", 10_000))
-        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
         studio_port, gateway_port = free_port(), free_port()
-        env.update(DEV_SERVER_DATA_DIR=str(data), DEV_SERVER_LOG_LEVEL="warning",
-                   DEV_SERVER_LOCAL_MODEL_ONLY="true", DEV_SERVER_STUDIO_PORT=str(studio_port),
-                   DEV_SERVER_WORKERS=str(workers))
+        env = server_env(data, studio_port, DEV_SERVER_WORKERS=str(workers))
         launcher = [str(REPO / "bench" / "traced.py")] if args.trace_memory else ["-m", "app"]
 
         def ours_env(name: str) -> dict[str, str]:

@@ -3,7 +3,6 @@ gateway's threads (issue 8.9), ownership on every write (9.2), typed bodies (8.1
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import httpx

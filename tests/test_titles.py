@@ -8,7 +8,6 @@ and a model that fails is logged and forgotten.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator

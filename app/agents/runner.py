@@ -140,7 +140,6 @@ class TurnRunner:
         reply it completes instead of starting a new one.
         """
         model = await self.llm.resolve(agent.definition.model)
-        system = [{"role": "system", "content": agent.definition.instructions}]
         memory = agent.memory if thread_id is not None else None
         thread_id = thread_id if memory else None
         run_id = run_id or new_id()

@@ -16,7 +16,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry import trace
 from opentelemetry.instrumentation.logging.handler import LoggingHandler
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.resources import Resource
