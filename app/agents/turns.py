@@ -167,12 +167,11 @@ class TurnStarter:
                 self._locks.release(thread_id)
 
         try:
-            if not await self._try_lease(thread_id, holder):
-                # Someone else's reply is running: a foreign thread id is refused now
-                # rather than after queueing behind it. Uncontended, prepare's check
-                # (inside the lease, where it is authoritative) is the only one.
-                await memory.open_thread(thread_id, resource_id)
-                await self._take_lease(thread_id, holder, deadline)
+            # Before waiting behind another reply, a foreign thread id is refused (rather
+            # than after queueing); uncontended, prepare's check (inside the lease, where
+            # it is authoritative) is the only one.
+            await self._take_lease(thread_id, holder, deadline,
+                                   before_waiting=lambda: memory.open_thread(thread_id, resource_id))
             renewal = asyncio.create_task(self._renew(thread_id, holder))
             for message, stamp in zip(incoming, spaced_iso(len(incoming))):
                 message.created_at = stamp  # stored after the previous reply, so stamped now
@@ -198,14 +197,10 @@ class TurnStarter:
             raise
         return LiveTurn(turn, first, events, release)
 
-    async def _try_lease(self, thread_id: str, holder: str) -> bool:
-        try:
-            return await self.leases.try_acquire(thread_id, holder, self.lease_s)
-        except StorageBusy:
-            return False
-
-    async def _take_lease(self, thread_id: str, holder: str, deadline: float) -> None:
+    async def _take_lease(self, thread_id: str, holder: str, deadline: float,
+                          before_waiting: Callable[[], Awaitable[object]]) -> None:
         pause = _FIRST_POLL_S
+        waited = False
         while True:
             try:
                 if await self.leases.try_acquire(thread_id, holder, self.lease_s):
@@ -213,6 +208,9 @@ class TurnStarter:
             except StorageBusy:
                 if time.monotonic() >= deadline:
                     raise
+            if not waited:
+                await before_waiting()
+                waited = True
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise _busy(thread_id)
