@@ -95,8 +95,8 @@ class LibSQLStore:
             writer.row_factory = sqlite3.Row
             await self._set_pragmas(target, lambda sql: self._on_writer(_fetch_sync, writer, sql))
             migrations = load_migrations("libsql")
-            self.applied_migrations = await self._retry_locked(
-                lambda: self._on_writer(apply_libsql, writer, migrations, now_iso()))
+            self.applied_migrations = await self._retry_locked(lambda: self._on_writer(
+                _transaction, writer, partial(apply_libsql, migrations=migrations, now=now_iso())))
             for _ in range(self.reader_count):
                 reader = await self._connect(target)
                 self._readers.append(reader)
@@ -146,7 +146,7 @@ class LibSQLStore:
         if self._writer is not None:
             await self._on_writer(self._writer.close)
         if self._writer_thread is not None:
-            self._writer_thread.shutdown(wait=False)
+            self._writer_thread.shutdown(wait=True)  # idle by now: its last job closed the connection
         self._readers, self._writer, self._writer_thread = [], None, None
         self._idle.clear()
 

@@ -68,28 +68,23 @@ def split_sqlite_statements(sql: str) -> list[str]:
 
 
 def apply_libsql(conn: sqlite3.Connection, migrations: list[Migration], now: str) -> list[int]:
-    """Apply pending migrations on an autocommit connection; returns the versions applied."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        conn.execute(MIGRATIONS_TABLE)
-        applied = {row[0] for row in conn.execute("SELECT version FROM _migrations")}
-        done = []
-        for migration in migrations:
-            if migration.version in applied:
-                continue
-            for statement in split_sqlite_statements(migration.sql):
-                conn.execute(statement)
-            conn.execute(
-                "INSERT INTO _migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                (migration.version, migration.name, now),
-            )
-            done.append(migration.version)
-        conn.execute("COMMIT")
-        return done
-    except BaseException:
-        if conn.in_transaction:  # a BEGIN that failed (locked) left nothing to roll back
-            conn.execute("ROLLBACK")
-        raise
+    """Apply pending migrations; returns the versions applied. Runs inside the caller's
+    transaction (``LibSQLStore`` runs it as one ``BEGIN IMMEDIATE`` unit of work), so two
+    processes opening a fresh file apply each migration once, and a failing one leaves none."""
+    conn.execute(MIGRATIONS_TABLE)
+    applied = {row[0] for row in conn.execute("SELECT version FROM _migrations")}
+    done = []
+    for migration in migrations:
+        if migration.version in applied:
+            continue
+        for statement in split_sqlite_statements(migration.sql):
+            conn.execute(statement)
+        conn.execute(
+            "INSERT INTO _migrations (version, name, applied_at) VALUES (?, ?, ?)",
+            (migration.version, migration.name, now),
+        )
+        done.append(migration.version)
+    return done
 
 
 def apply_duckdb(con, migrations: list[Migration], now: str) -> list[int]:
