@@ -373,14 +373,7 @@ class ConversationStore:
     async def set_working_memory(self, text: str, *, thread_id: str | None = None,
                                  resource_id: str | None = None) -> None:
         now = now_iso()
-        if thread_id is not None:
-            sql, params = "UPDATE threads SET working_memory = ?, updated_at = ? WHERE id = ?", (text, now, thread_id)
-        else:
-            sql = ("INSERT INTO resources (id, working_memory, created_at, updated_at) VALUES (?, ?, ?, ?)"
-                   " ON CONFLICT (id) DO UPDATE SET working_memory = excluded.working_memory,"
-                   " updated_at = excluded.updated_at")
-            params = (resource_id, text, now, now)
-        await self.db.run_write(lambda conn: conn.execute(sql, params))
+        await self.db.run_write(lambda conn: _put_working_memory(conn, text, now, thread_id, resource_id))
 
     async def change_working_memory(self, change: Callable[[str | None], str], *, thread_id: str | None = None,
                                     resource_id: str | None = None) -> str:
@@ -391,17 +384,10 @@ class ConversationStore:
         now = now_iso()
 
         def work(conn: sqlite3.Connection) -> str:
-            if thread_id is not None:
-                row = conn.execute("SELECT working_memory FROM threads WHERE id = ?", (thread_id,)).fetchone()
-                text = change(row[0] if row else None)
-                conn.execute("UPDATE threads SET working_memory = ?, updated_at = ? WHERE id = ?",
-                             (text, now, thread_id))
-            else:
-                row = conn.execute("SELECT working_memory FROM resources WHERE id = ?", (resource_id,)).fetchone()
-                text = change(row[0] if row else None)
-                conn.execute("INSERT INTO resources (id, working_memory, created_at, updated_at) VALUES (?, ?, ?, ?)"
-                             " ON CONFLICT (id) DO UPDATE SET working_memory = excluded.working_memory,"
-                             " updated_at = excluded.updated_at", (resource_id, text, now, now))
+            table, key = ("threads", thread_id) if thread_id is not None else ("resources", resource_id)
+            row = conn.execute(f"SELECT working_memory FROM {table} WHERE id = ?", (key,)).fetchone()
+            text = change(row[0] if row else None)
+            _put_working_memory(conn, text, now, thread_id, resource_id)
             return text
 
         return await self.db.run_write(work)
@@ -441,3 +427,14 @@ class ConversationStore:
             return conn.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(ids))})", ids).rowcount
 
         return await self.db.run_write(work)
+
+
+def _put_working_memory(conn: sqlite3.Connection, text: str, now: str, thread_id: str | None,
+                        resource_id: str | None) -> None:
+    """Store the document on the thread, or on the resource (created if new)."""
+    if thread_id is not None:
+        conn.execute("UPDATE threads SET working_memory = ?, updated_at = ? WHERE id = ?", (text, now, thread_id))
+    else:
+        conn.execute("INSERT INTO resources (id, working_memory, created_at, updated_at) VALUES (?, ?, ?, ?)"
+                     " ON CONFLICT (id) DO UPDATE SET working_memory = excluded.working_memory,"
+                     " updated_at = excluded.updated_at", (resource_id, text, now, now))
