@@ -152,6 +152,14 @@ def to_parts(content: Any) -> list[dict[str, Any]]:
     raise ValueError("content must be a string, a list of parts or a format-2 object")
 
 
+def message_parts(sent: Any, *, ui: bool) -> list[dict[str, Any]]:
+    """The stored parts of a message sent with AI SDK ``parts`` (``ui``) or with Mastra's
+    ``content`` (``to_parts``); ``ValueError``/``TypeError``/``KeyError`` when unreadable."""
+    if ui:
+        return _checked([ui_part_to_stored(p) for p in _part_list(sent)])
+    return _checked(to_parts(sent))
+
+
 def input_messages(messages: str | list[Any], thread_id: str, resource_id: str) -> list[Message]:
     """Every input message as a stored message, in order, on distinct milliseconds."""
     items = [{"role": "user", "content": messages}] if isinstance(messages, str) else messages
@@ -165,8 +173,7 @@ def input_messages(messages: str | list[Any], thread_id: str, resource_id: str) 
             raise BadRequest("Invalid request body", [{"field": f"{field}.role", "message": f"must be one of {ROLES}"}])
         key = "parts" if "parts" in item else "content"
         try:
-            parts = checked_parts([ui_part_to_stored(p) for p in _part_list(item["parts"])] if key == "parts"
-                             else to_parts(item.get("content")))
+            parts = message_parts(item.get(key), ui=key == "parts")
         except (ValueError, TypeError, KeyError) as exc:
             raise BadRequest("Invalid request body", [{"field": f"{field}.{key}", "message": str(exc)}]) from None
         message_id = item.get("id") if isinstance(item.get("id"), str) and item.get("id") else str(uuid.uuid4())
@@ -214,7 +221,7 @@ def _part_list(parts: Any) -> list[dict[str, Any]]:
     return parts
 
 
-def checked_parts(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _checked(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Parts whose text the model and storage can read: a text part's ``text`` is a string."""
     for part in parts:
         if part.get("type") == "text" and not isinstance(part.get("text"), str):

@@ -16,13 +16,13 @@ from fastapi import APIRouter, Body
 
 from app.api.deps import ConversationsDep, ForcedResource, MastraQuery
 from app.api.studio.access import OptionalAgent, QueryAgent, Scope, ScopeDep, effective_resource, scope_for
-from app.api.studio.agent_input import checked_parts, fold_tool_results, to_parts
+from app.api.studio.agent_input import fold_tool_results, message_parts
 from app.api.studio.memory_bodies import (CloneBody, CreateThreadBody, DeleteMessagesBody, PatchThreadBody,
                                           SaveMessagesBody, SavedMessage, StoredContent, TransferBody,
                                           WorkingMemoryBody)
 from app.api.studio.query import Query, order_by
 from app.clock import parse_iso, spaced_iso, to_iso
-from app.memory.convert import flat_text, ui_part_to_stored
+from app.memory.convert import flat_text
 from app.memory.working_document import WorkingMemoryInvalid
 from app.errors import BadRequest, NotFound, invalid
 from app.storage.conversations import (ConversationStore, Message, MessageNotVisible, Thread, ThreadExists,
@@ -237,19 +237,18 @@ async def save_messages(agent: QueryAgent, body: SaveMessagesBody, forced: Force
 
 def _saved_message(item: SavedMessage, index: int, thread: Thread, stamp: str) -> Message:
     """A message of a save-messages body as stored, straight from the validated item (its
-    parts are plain dicts already): the same conversion as ``agent_input.input_messages``."""
+    parts are plain dicts already), converted as every input message is (``message_parts``)."""
     key = "parts" if item.parts is not None else "content"
     content = item.content
     try:
         if item.parts is not None:
-            parts = [ui_part_to_stored(p) for p in _sent(item.parts)]
+            parts = message_parts(_sent(item.parts), ui=True)
         elif isinstance(content, StoredContent):
-            parts = _sent(content.parts)
+            parts = message_parts({"format": 2, "parts": _sent(content.parts)}, ui=False)
         elif isinstance(content, list):
-            parts = to_parts([p if isinstance(p, str) else _sent([p])[0] for p in content])
+            parts = message_parts([p if isinstance(p, str) else _sent([p])[0] for p in content], ui=False)
         else:
-            parts = to_parts(content or "")
-        checked_parts(parts)
+            parts = message_parts(content or "", ui=False)
     except (ValueError, TypeError, KeyError) as exc:
         raise BadRequest("Invalid request body", [{"field": f"messages.{index}.{key}", "message": str(exc)}]) from None
     stored = {"format": 2, "parts": parts, "content": flat_text(parts)}
