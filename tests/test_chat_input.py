@@ -6,6 +6,7 @@ Each case checks the 4xx JSON shape and that nothing was written.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import httpx
@@ -121,6 +122,33 @@ def test_auth_forces_the_resource_and_hides_foreign_threads(authed, data_dir: Pa
     assert chat(authed, "tok-bob", "conv-b", "hello").status_code == 200
     assert sqlite_rows(db, "SELECT resource_id FROM threads WHERE id = 'conv-b'") == [("user:bob",)]
 
+
+
+def test_a_foreign_thread_id_is_refused_without_queueing_behind_the_owners_reply(authed, data_dir: Path):
+    """Bob naming a thread while Alice's reply is streaming on it gets his 404 at once, not
+    after her reply: the owner check runs before waiting on the thread's lock or lease."""
+    assert chat(authed, "tok-alice", "conv-q", "hello").status_code == 200
+    body = {**GOOD, "conversationId": "conv-q", "messages": [user_message("q-slow", "tell me a story [[slower]]")]}
+    alice_done = threading.Event()
+    with httpx.stream("POST", f"{authed.url}/api/chat", json=body, headers={"authorization": "Bearer tok-alice"},
+                      timeout=60) as alice:
+        assert alice.status_code == 200
+        chunks = alice.iter_bytes()
+        next(chunks)  # her turn holds the thread now
+
+        def drain() -> None:
+            for _ in chunks:
+                pass
+            alice_done.set()
+
+        reader = threading.Thread(target=drain)
+        reader.start()
+        foreign = chat(authed, "tok-bob", "conv-q", "me too")
+        bob_first = not alice_done.is_set()
+        reader.join(60)
+    assert foreign.status_code == 404 and foreign.json() == {"error": "Thread not found"}
+    assert bob_first, "Bob's refusal waited for Alice's reply to finish"
+    assert sqlite_rows(data_dir / "dev-server.db", "SELECT count(*) FROM messages WHERE thread_id = 'conv-q'") == [(4,)]
 
 def provider_failure(kind: str):
     import litellm

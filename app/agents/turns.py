@@ -99,10 +99,13 @@ class _ThreadLocks:
         self._locks: dict[str, asyncio.Lock] = {}
         self._users: Counter[str] = Counter()
 
-    async def acquire(self, key: str, timeout_s: float) -> bool:
+    async def acquire(self, key: str, timeout_s: float, before_waiting: Callable[[], Awaitable[object]]) -> bool:
+        """Take the lock; ``before_waiting`` runs first if someone holds it (it may raise)."""
         lock = self._locks.setdefault(key, asyncio.Lock())
         self._users[key] += 1
         try:
+            if lock.locked():
+                await before_waiting()
             async with asyncio.timeout(timeout_s):
                 await lock.acquire()
             return True
@@ -148,8 +151,19 @@ class TurnStarter:
                                              client_context=context, run_id=run_id, client_tools=client_tools)
             return await self._begin(turn, _nothing)
 
+        # Before waiting behind another reply (in this process or another), a foreign
+        # thread id is refused, rather than after queueing; uncontended, prepare's check
+        # (inside the lease, where it is authoritative) is the only one.
+        checked = False
+
+        async def check_owner_once() -> None:
+            nonlocal checked
+            if not checked:
+                checked = True
+                await memory.open_thread(thread_id, resource_id)
+
         deadline = time.monotonic() + self.wait_s
-        if not await self._locks.acquire(thread_id, self.wait_s):
+        if not await self._locks.acquire(thread_id, self.wait_s, check_owner_once):
             raise _busy(thread_id)
         # The pid is read here, not at import: the gateway's workers are forked after it.
         holder = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex}"
@@ -167,11 +181,7 @@ class TurnStarter:
                 self._locks.release(thread_id)
 
         try:
-            # Before waiting behind another reply, a foreign thread id is refused (rather
-            # than after queueing); uncontended, prepare's check (inside the lease, where
-            # it is authoritative) is the only one.
-            await self._take_lease(thread_id, holder, deadline,
-                                   before_waiting=lambda: memory.open_thread(thread_id, resource_id))
+            await self._take_lease(thread_id, holder, deadline, before_waiting=check_owner_once)
             renewal = asyncio.create_task(self._renew(thread_id, holder))
             for message, stamp in zip(incoming, spaced_iso(len(incoming))):
                 message.created_at = stamp  # stored after the previous reply, so stamped now
