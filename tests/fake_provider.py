@@ -16,8 +16,9 @@ so the same server serves direct ``LiteLLMClient`` calls and turns through a rea
     no_usage         a normal stream without the usage chunk
     status=NNN       an OpenAI-shaped error body with HTTP status NNN (401, 429, 500, ...)
 
-Every request is counted (``FakeProvider.requests``) and the last request body kept, so
-tests can assert how many attempts were made and what content reached the provider.
+Every request is counted (``FakeProvider.requests``) and its body kept (``bodies``, and
+``last_body``), so tests can assert how many attempts were made and what content reached
+the provider.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class FakeProvider:
     def __init__(self) -> None:
         self.requests = 0
         self.last_body: dict[str, Any] | None = None
+        self.bodies: list[dict[str, Any]] = []
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self._completions)
         self._server: LiveApp | None = None
@@ -85,6 +87,7 @@ class FakeProvider:
         self.requests += 1
         body = await request.json()
         self.last_body = body
+        self.bodies.append(body)
         model = body.get("model", "fake")
         match = _MARKER.search(_last_user_text(body))
         mode, arg = (match.group(1), float(match.group(2) or 0)) if match else ("ok", 0.0)
