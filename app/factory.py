@@ -37,7 +37,7 @@ from app.api.cors import CorsPolicy, LocalCORS
 from app.api.deps import Readiness, Services
 from app.background import BackgroundWork
 from app.api.studio import agents as agent_routes
-from app.api.studio import memory, observability, shell
+from app.api.studio import memory, observability, observational, shell
 from app.api.studio import tools as tool_routes
 from app.api.studio import metrics as metric_routes
 from app.api.limits import BodySizeLimit
@@ -163,7 +163,7 @@ def create_app(
 
     background = BackgroundWork()
     registry = AgentRegistry(agents, conversations, settings.working_memory_agents,
-                             background)  # calls each memory factory once
+                             background, settings.observational_memory)  # calls each memory factory once
     runner = TurnRunner(llm, agents=registry)
     signals = ThreadHub()
     readiness = Readiness()
@@ -188,8 +188,8 @@ def create_app(
     if role == "gateway":
         app.include_router(chat.router)
     else:
-        for router in (shell.router, agent_routes.router, tool_routes.router, memory.router, observability.router,
-                       observability.legacy, metric_routes.router, otlp.router):
+        for router in (shell.router, agent_routes.router, tool_routes.router, observational.router, memory.router,
+                       observability.router, observability.legacy, metric_routes.router, otlp.router):
             app.include_router(router)
         app.include_router(studio_ui_router(settings.resolved_studio_ui_dir, agent_signals=True))
     return app

@@ -10,13 +10,14 @@ import re
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from dotenv import dotenv_values
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app import paths
+from app.om.config import observational_memory_options
 
 ENV_PREFIX = "DEV_SERVER_"
 # Variables model providers are configured with (read by litellm and its SDKs): keys, base
@@ -135,6 +136,64 @@ class Settings(BaseSettings):
                 raise ValueError(f"{item!r} is not <agent id> or <agent id>:thread|resource")
         return ",".join(items)
 
+    # Observational Memory of the agents that have it (chat-agent): app.om.config's options.
+    om_enabled: bool = Field(True, description="Observational Memory on chat-agent (false: its last-messages window only)")
+    om_message_tokens: int | None = Field(
+        None, ge=1, description="Unobserved message tokens that trigger an observation (default 30000)")
+    om_observation_tokens: int | None = Field(
+        None, ge=1, description="Observation tokens that trigger a reflection (default 40000)")
+    om_buffer_tokens: str | None = Field(
+        None, description="Async buffering interval: a token count, a fraction of the message tokens, or false"
+        " (default 0.2)")
+    om_scope: Literal["thread", "resource"] | None = Field(None, description="OM record per thread (default) or resource")
+    om_model: str | None = Field(
+        None, description="Observer and reflector model (default google/gemini-2.5-flash when its key is set, else"
+        " the agent's model)")
+
+    @field_validator("om_buffer_tokens")
+    @classmethod
+    def _buffer_tokens(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip().lower()
+        if value != "false":
+            try:
+                float(value)
+            except ValueError:
+                raise ValueError(f"{value!r} is not a token count, a fraction or false") from None
+        return value
+
+    @model_validator(mode="after")
+    def _om_options_are_valid(self) -> "Settings":
+        if self.observational_memory is not False:
+            try:
+                observational_memory_options(self.observational_memory)
+            except ValueError as exc:
+                raise ValueError(f"DEV_SERVER_OM_*: {exc}") from None
+        return self
+
+    @property
+    def observational_memory(self) -> dict[str, Any] | Literal[False]:
+        """The ``DEV_SERVER_OM_*`` settings as Mastra's options object, or False (off)."""
+        if not self.om_enabled:
+            return False
+        options: dict[str, Any] = {}
+        observation: dict[str, Any] = {}
+        if self.om_scope:
+            options["scope"] = self.om_scope
+        if self.om_model:
+            options["model"] = self.om_model
+        if self.om_message_tokens:
+            observation["messageTokens"] = self.om_message_tokens
+        if self.om_buffer_tokens:
+            number = None if self.om_buffer_tokens == "false" else float(self.om_buffer_tokens)
+            observation["bufferTokens"] = False if number is None else int(number) if number >= 1 else number
+        if observation:
+            options["observation"] = observation
+        if self.om_observation_tokens:
+            options["reflection"] = {"observationTokens": self.om_observation_tokens}
+        return options
+
     @property
     def working_memory_agents(self) -> dict[str, str]:
         """Agent id -> working memory scope, from ``working_memory``."""
@@ -204,6 +263,8 @@ def collect_provider_env(environ: Mapping[str, str], env_file: Path | None) -> d
 
 def _one_line(exc: ValidationError) -> str:
     error = exc.errors()[0]
-    field = str(error["loc"][0]) if error["loc"] else "?"
+    if not error["loc"]:  # a check across settings (the DEV_SERVER_OM_* options): its message names them
+        return f"invalid setting: {error['msg'].removeprefix('Value error, ')}"
+    field = str(error["loc"][0])
     value = error.get("input")
     return f"invalid setting {ENV_PREFIX}{field.upper()}={value!r}: {error['msg']}"

@@ -60,7 +60,8 @@ class ReplyParts:
 
     @property
     def empty(self) -> bool:
-        return all(p["type"] == "step-start" for p in self.parts)
+        """Nothing the model made: only step starts and data parts (memory's markers)."""
+        return all(p["type"] == "step-start" or p["type"].startswith("data-") for p in self.parts)
 
     def step(self) -> None:
         self.parts.append({"type": "step-start"})
@@ -139,6 +140,10 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
         hooks.step_started(index)
         for processor in processors:
             await processor.process_step(step)
+        emitted = step.take_emitted()
+        for part, durable in emitted:
+            if durable:
+                reply.add_data(DataPart(part.name, part.data, part.id))
         tools = dict(step.tools)
         messages = step.messages()
         hooks.model_called(index, messages)
@@ -154,6 +159,8 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
                     started = True
                     reply.step()
                     yield StepStart(index)
+                    for part, _ in emitted:
+                        yield part
                 if isinstance(event, TextDelta):
                     event = TextDelta(repair_text(event.text))
                     reply.add_text(event.text)

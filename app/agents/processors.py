@@ -10,6 +10,12 @@ theirs. The model then gets ``StepContext.messages()`` and the tools in
 what it loaded on step 0 (``history``) or per-turn scratch in ``state``; only ``system``
 and ``tools`` start over each step.
 
+A processor may also ``emit`` data parts (``data-om-status``, observation markers): the
+loop streams them once the step's model answered, and keeps the ``durable`` ones in the
+reply's stored parts, ahead of the step. ``llm`` and ``model`` are what answers the turn
+(a processor that asks a model itself, Observational Memory's observer, starts from them);
+``open_span`` opens a span under the processor's own, so such a call shows in the trace.
+
 *Output processors* see the finished reply (``ReplyContext``) before it is saved: they
 may add metadata to it or queue background work (a title), but must not block the reply
 for long. A memory provides its processors (``Memory.input_processors``); an agent
@@ -18,12 +24,22 @@ without memory gets none, and the model sees the client's messages.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from app.agents.events import DataPart
 from app.agents.tools import Tool
 from app.llm import LLMClient, ResolvedModel
 from app.storage.conversations import Message, Thread
+
+
+SpanOpener = Callable[..., AbstractContextManager[Any]]
+
+
+def no_span(name: str, span_type: str, **kwargs: Any) -> AbstractContextManager[Any]:
+    return nullcontext(None)
 
 
 @dataclass
@@ -41,6 +57,17 @@ class StepContext:
     progress: list[dict[str, Any]] = field(default_factory=list)  # this turn's tool rounds so far
     tools: dict[str, Tool] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)  # processors' per-turn scratch, by name
+    llm: LLMClient | None = None
+    model: ResolvedModel | None = None
+    open_span: SpanOpener = no_span  # (name, span_type, input=, attributes=) -> span context manager
+    emitted: list[tuple[DataPart, bool]] = field(default_factory=list)  # (part, durable), this step's
+
+    def emit(self, part: DataPart, *, durable: bool = False) -> None:
+        self.emitted.append((part, durable))
+
+    def take_emitted(self) -> list[tuple[DataPart, bool]]:
+        emitted, self.emitted = self.emitted, []
+        return emitted
 
     def begin_step(self, index: int) -> None:
         self.index = index

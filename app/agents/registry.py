@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from app.agents import chat_agent, docs_agent, orchestrator_agent
 from app.agents.definition import AgentDefinition
 from app.background import BackgroundWork
 from app.memory.memory import Memory
 from app.memory.working_document import WorkingMemoryOptions
+from app.om.config import observational_memory_options
 from app.storage.conversations import ConversationStore
 
 log = logging.getLogger(__name__)
@@ -38,9 +40,12 @@ class AgentRegistry:
 
     def __init__(self, definitions: Iterable[AgentDefinition], conversations: ConversationStore,
                  working_memory: Mapping[str, str] | None = None,
-                 background: BackgroundWork | None = None) -> None:
+                 background: BackgroundWork | None = None,
+                 observational_memory: Mapping[str, Any] | Literal[False] | None = None) -> None:
         """``working_memory``: agent id -> scope, agents whose memory gets working memory on;
-        ``background``: the process's background work, given to each memory."""
+        ``background``: the process's background work, given to each memory;
+        ``observational_memory``: the ``DEV_SERVER_OM_*`` settings (Mastra's options object, or
+        False), applied to the agents whose definition turns Observational Memory on."""
         self._agents: dict[str, RegisteredAgent] = {}
         for definition in definitions:
             if definition.id in self._agents:
@@ -50,6 +55,8 @@ class AgentRegistry:
                 memory.attach(conversations, definition.id, definition.resource, background)
                 if definition.id in (working_memory or {}):
                     memory.enable_working_memory(WorkingMemoryOptions(scope=working_memory[definition.id]))
+                if memory.options.om is not None and observational_memory is not None:
+                    memory.enable_observational_memory(observational_memory_options(observational_memory))
             self._agents[definition.id] = RegisteredAgent(definition, memory)
         for agent_id in sorted(set(working_memory or ()) - {a.id for a in self._agents.values() if a.memory}):
             log.warning("working memory asked for %r, which is not an agent with memory: ignored", agent_id)

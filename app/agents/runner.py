@@ -152,7 +152,8 @@ class TurnRunner:
         context = trace.set_span_in_context(root)
         try:
             step = StepContext(agent.id, run_id, agent.definition.instructions, thread=None, resource_id=None,
-                               agent_tools=(*client_tools, *agent.definition.tools))  # a server tool wins a name
+                               agent_tools=(*client_tools, *agent.definition.tools),  # a server tool wins a name
+                               llm=self.llm, model=model)
             if memory is None:
                 step.history = repair_value(client_context)
                 turn = Turn(agent, model, step, thread=None, resource_id=None, run_id=run_id)
@@ -191,6 +192,7 @@ class TurnRunner:
                                  attributes={"model": model.model_id, "provider": model.provider,
                                              "streaming": True, "parameters": {}, "local": model.is_local})
         hooks = _RunSpans(self.tracer, turn, generation)
+        turn.step.open_span = hooks.open_span
         definition = turn.agent.definition
         processors = [_TracedProcessor(p, hooks) for p in turn.input_processors]
         stream = run_steps(self.llm, model, turn.step, processors, definition.max_steps, turn.reply, hooks,
@@ -346,6 +348,12 @@ class _RunSpans(LoopHooks):
         self.tracer, self.turn, self.generation = tracer, turn, generation
         self.steps: list[Span] = []
         self._tool: Span | None = None
+        self.processor_context: Context | None = None  # while an input processor runs: its span
+
+    def open_span(self, name: str, span_type: str, **kwargs: Any) -> Any:
+        """A span under the running processor's (else the step's): a processor's own model call."""
+        parent = self.processor_context or self.step_context()
+        return spans.child(self.tracer, name, span_type, self.turn.ids, parent, **kwargs)
 
     def step_started(self, index: int) -> None:
         if self.steps:
@@ -390,5 +398,10 @@ class _TracedProcessor:
     async def process_step(self, step: StepContext) -> None:
         turn = self.hooks.turn
         with spans.child(self.hooks.tracer, f"input processor: {self.name}", "processor_run", turn.ids,
-                         self.hooks.step_context(), attributes={"processorName": self.name, "stepIndex": step.index}):
-            await self.processor.process_step(step)
+                         self.hooks.step_context(),
+                         attributes={"processorName": self.name, "stepIndex": step.index}) as span:
+            self.hooks.processor_context = trace.set_span_in_context(span)
+            try:
+                await self.processor.process_step(step)
+            finally:
+                self.hooks.processor_context = None

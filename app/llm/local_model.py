@@ -63,6 +63,11 @@ request of ``app.memory.titles``), the answer is the title alone, without the pr
 first six words of the last user message, test triggers and quotes, colons and trailing
 punctuation removed (``What is the weather in Rome?`` -> ``What is the weather in Rome``).
 
+Observational Memory: an observer or reflector request (``app.om.prompts``, recognised by
+the first sentence of its system prompt) is answered by ``app.llm.local_observer``, without
+the prefix: dated observations in the format ``app.om.parsing`` reads. The triggers below do
+not apply to it (the observed transcript is full of old user messages); it has its own.
+
 Test triggers, in the last user message:
 
 * ``[[slow]]`` -- each piece is delayed by 50 ms, so a client can disconnect mid-stream.
@@ -88,6 +93,7 @@ from app.llm.errors import ModelProviderError, connection_message
 from app.llm.models import LOCAL_PROVIDER
 from app.llm.tokens import count_tokens
 from app.llm.types import Finish, ModelEvent, TextDelta, ToolCall, ToolCallDelta, Usage
+from app.llm.local_observer import om_reply
 from app.llm.local_working_memory import (WORKING_MEMORY_TOOL, InjectedMemory, asks_about_me, injected_memory,
                                           known_about_user, remembered, remembered_fact)
 
@@ -215,16 +221,17 @@ def message_text(content: Any) -> str:
 
 def compose_reply(messages: Sequence[dict[str, Any]]) -> LocalReply:
     texts = [message_text(m.get("content")) for m in messages]
-    text = _title_answer(messages) or (
+    memory = om_reply(messages)
+    text = memory.text if memory is not None else _title_answer(messages) or (
         PREFIX + (_tool_results_answer(messages) or (_answer(messages) + _acknowledgement(messages))))
-    last_user = _last_user_text(messages)
+    last_user = "" if memory is not None else _last_user_text(messages)
     return LocalReply(
         text=text,
         pieces=tuple(_PIECE.findall(text)),
         input_tokens=sum(count_tokens(t) for t in texts),
         output_tokens=count_tokens(text),
         slow=SLOW_TRIGGER in last_user or SLOWER_TRIGGER in last_user,
-        fail=FAIL_TRIGGER in last_user,
+        fail=memory.fail if memory is not None else FAIL_TRIGGER in last_user,
         delay_s=SLOWER_DELAY_S if SLOWER_TRIGGER in last_user else SLOW_DELAY_S if SLOW_TRIGGER in last_user else 0.0,
     )
 

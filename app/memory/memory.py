@@ -25,7 +25,11 @@ from app.memory.titles import DEFAULT_TITLE_PREFIX, TitleGenerator
 from app.memory.tool_results import complete_tool_calls
 from app.memory.working_document import WorkingMemoryOptions
 from app.memory.working_memory import WorkingMemory
+from app.om.config import ObservationalMemoryOptions, describe_om, observational_memory_options
+from app.om.engine import ObservationalMemory
+from app.om.processor import ObservationalMemoryStep, TokenEstimates
 from app.storage.conversations import ConversationStore, Message, Thread, TurnWrites
+from app.storage.om_records import OMRecordStore
 
 if TYPE_CHECKING:
     from app.agents.processors import InputProcessor, OutputProcessor
@@ -46,10 +50,18 @@ class MemoryOptions:
     semantic_recall: bool = False
     working_memory: WorkingMemoryOptions | Literal[False] = False
     generate_title: bool = False
+    # True, False, Mastra's options object (a dict) or ObservationalMemoryOptions; checked here
+    observational_memory: Any = False
 
     def __post_init__(self) -> None:
         if self.working_memory is not False and not isinstance(self.working_memory, WorkingMemoryOptions):
             raise TypeError("working_memory is False or a WorkingMemoryOptions")
+        object.__setattr__(self, "_om", observational_memory_options(self.observational_memory))
+
+    @property
+    def om(self) -> ObservationalMemoryOptions | None:
+        """Observational Memory's resolved options when it is on, else None."""
+        return self._om  # type: ignore[attr-defined]
 
     @property
     def working(self) -> WorkingMemoryOptions | None:
@@ -68,7 +80,7 @@ class MemoryOptions:
         return {"lastMessages": self.last_messages, "semanticRecall": self.semantic_recall,
                 "generateTitle": self.generate_title,
                 "workingMemory": self.working.describe() if self.working else {"enabled": False},
-                "observationalMemory": {"enabled": False}}
+                "observationalMemory": describe_om(self.om)}
 
 
 class Memory:
@@ -78,6 +90,7 @@ class Memory:
         self.agent_id: str | None = None
         self.agent_resource: str | None = None
         self.background: BackgroundWork | None = None
+        self._om_engine: ObservationalMemory | None = None
 
     def attach(self, store: ConversationStore, agent_id: str | None = None,
                agent_resource: str | None = None, background: BackgroundWork | None = None) -> None:
@@ -162,15 +175,31 @@ class Memory:
 
     def input_processors(self) -> list[InputProcessor]:
         """What builds each step's context from this memory, in order (``app.agents.processors``)."""
-        processors: list[InputProcessor] = [HistoryWindow(self)]
+        om = self.observational_memory()
+        processors: list[InputProcessor] = [ObservationalMemoryStep(self, om) if om else HistoryWindow(self)]
         if self.options.working is not None:
             processors.append(WorkingMemory(self, self.options.working))
         return processors
 
     def output_processors(self) -> list[OutputProcessor]:
+        processors: list[OutputProcessor] = []
+        if self.options.om is not None:
+            processors.append(TokenEstimates())
         if self.options.generate_title and self.background is not None:
-            return [TitleGenerator(self, self.background)]
-        return []
+            processors.append(TitleGenerator(self, self.background))
+        return processors
+
+    def observational_memory(self) -> ObservationalMemory | None:
+        """The OM engine of this memory (built on first use), None when OM is off."""
+        if self.options.om is None:
+            return None
+        if self._om_engine is None or self._om_engine.options is not self.options.om:
+            self._om_engine = ObservationalMemory(self.options.om, OMRecordStore(self.store.db))
+        return self._om_engine
+
+    def enable_observational_memory(self, options: ObservationalMemoryOptions | None) -> None:
+        """Turn OM on with ``options`` (the ``DEV_SERVER_OM_*`` settings), or off with None."""
+        self.options = replace(self.options, observational_memory=options or False)
 
     def enable_working_memory(self, options: WorkingMemoryOptions | None = None) -> None:
         """Turn working memory on (``DEV_SERVER_WORKING_MEMORY``), unless already configured."""

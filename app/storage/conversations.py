@@ -273,6 +273,16 @@ class ConversationStore:
             (thread_id, limit))
         return [_message(r) for r in reversed(rows)]
 
+    async def messages_since(self, thread_id: str, since: str | None) -> list[Message]:
+        """The thread's messages created at or after ``since`` (all when None), oldest first:
+        Observational Memory's unobserved candidates (ties at the cursor are kept for its
+        observed-id check)."""
+        if since is None:
+            return await self.recent_messages(thread_id, None)
+        rows = await self.db.fetch_all(
+            f"{_MESSAGE_SELECT} WHERE thread_id = ? AND created_at >= ? ORDER BY created_at, seq", (thread_id, since))
+        return [_message(r) for r in rows]
+
     async def count_messages(self, thread_id: str) -> int:
         row = await self.db.fetch_one("SELECT message_count FROM threads WHERE id = ?", (thread_id,))
         return row[0] if row else 0

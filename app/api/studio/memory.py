@@ -38,27 +38,6 @@ async def _visible_thread(store: ConversationStore, scope: Scope, thread_id: str
     return scope.visible(await store.get_thread(thread_id))
 
 
-# -- status and config --------------------------------------------------------------------
-
-
-@router.get("/status")
-async def status(query: MastraQuery, agent: OptionalAgent) -> dict[str, Any]:
-    if not query.str("agentId"):
-        raise invalid("query", "agentId", "agentId is required")
-    if agent is None:
-        return {"result": True}
-    if agent.memory is None:
-        return {"result": False}
-    return {"result": True, "memoryType": "local", "observationalMemory": {"enabled": False}}
-
-
-@router.get("/config")
-async def config(agent: OptionalAgent) -> dict[str, Any]:
-    if agent is None or agent.memory is None:
-        return {"config": None}
-    return {"config": agent.memory.options.describe(), "memoryType": "local"}
-
-
 # -- threads ------------------------------------------------------------------------------
 
 
@@ -349,13 +328,3 @@ async def search(query: MastraQuery, scope: ScopeDep, store: ConversationsDep) -
                 "threadId": m.thread_id, "threadTitle": title} for m, title in hits]
     return {"results": results, "count": len(results), "query": text,
             "searchScope": "thread" if thread_id else "resource", "searchType": "text"}
-
-
-@router.get("/observational-memory")
-async def observational_memory(agent: QueryAgent) -> dict[str, Any]:
-    raise BadRequest("Observational Memory is not enabled for this agent")
-
-
-@router.post("/observational-memory/buffer-status")
-async def buffer_status() -> dict[str, Any]:
-    raise BadRequest("Observational Memory is not enabled for this agent")

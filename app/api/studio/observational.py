@@ -1,0 +1,119 @@
+"""Observational Memory's read routes (STUDIO-REST.md 5.1, 5.2, 5.13) and the OM fields of
+``/memory/status`` and ``/memory/config``.
+
+A record is found by the agent's OM scope: in thread scope by the thread (``threadId``),
+checked against the request's ``Scope`` like every thread route (a foreign thread is a 404);
+in resource scope by the resource (the thread's own, else the one the request may see).
+Both processes read the same database, so what the gateway observed is here at once.
+An agent without OM gets Mastra's 400 ``Observational Memory is not enabled for this agent``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from app.agents.registry import RegisteredAgent
+from app.api.deps import ConversationsDep, MastraQuery, RunnerDep
+from app.api.studio.access import OptionalAgent, QueryAgent, Scope, ScopeDep
+from app.api.studio.query import Query, iso_time
+from app.clock import to_iso
+from app.errors import BadRequest, invalid
+from app.om.config import describe_om
+from app.om.engine import om_model
+from app.storage.conversations import ConversationStore
+from app.storage.om_records import OMRecord, OMRecordStore, lookup_key
+
+router = APIRouter(prefix="/api/memory")
+NOT_ENABLED = "Observational Memory is not enabled for this agent"
+
+
+def _records(agent: RegisteredAgent) -> OMRecordStore:
+    engine = agent.memory.observational_memory() if agent.memory is not None else None
+    if engine is None:
+        raise BadRequest(NOT_ENABLED)
+    return engine.records
+
+
+async def _key(agent: RegisteredAgent, query: Query, scope: Scope, store: ConversationStore) -> str | None:
+    """The record's lookup key for this request, None when it names nothing to look up."""
+    om = agent.memory.options.om  # type: ignore[union-attr]
+    thread_id = query.str("threadId")
+    thread = scope.visible(await store.get_thread(thread_id)) if thread_id else None
+    if om.scope == "thread":
+        return lookup_key(thread.id, thread.resource_id) if thread else None
+    resource = thread.resource_id if thread else (scope.alias[1] if scope.alias else scope.resource)
+    return lookup_key(None, resource) if resource else None
+
+
+@router.get("/observational-memory")
+async def observational_memory(agent: QueryAgent, query: MastraQuery, scope: ScopeDep,
+                               store: ConversationsDep) -> dict[str, Any]:
+    records = _records(agent)
+    key = await _key(agent, query, scope, store)
+    if key is None:
+        return {"record": None, "history": []}
+    created_from, created_to = iso_time(query.str("from"), "from"), iso_time(query.str("to"), "to")
+    history = await records.history(key, limit=query.int("limit", 5, minimum=1, maximum=100),
+                                    offset=query.int("offset", 0),
+                                    created_from=to_iso(created_from) if created_from else None,
+                                    created_to=to_iso(created_to) if created_to else None)
+    record = await records.active(key)
+    return {"record": record.to_api() if record else None, "history": [r.to_api() for r in history]}
+
+
+@router.post("/observational-memory/buffer-status")
+async def buffer_status(agent: QueryAgent, query: MastraQuery, scope: ScopeDep,
+                        store: ConversationsDep) -> dict[str, Any]:
+    """Observations are taken synchronously here (no background buffering yet), so there
+    is never anything to wait for: the record as it stands."""
+    records = _records(agent)
+    key = await _key(agent, query, scope, store)
+    record = await records.active(key) if key else None
+    return {"record": record.to_api() if record else None}
+
+
+def om_status(record: OMRecord | None) -> dict[str, Any]:
+    if record is None:
+        return {"enabled": True, "hasRecord": False}
+    return {"enabled": True, "hasRecord": True, "originType": record.origin_type,
+            "lastObservedAt": record.last_observed_at, "tokenCount": record.total_tokens_observed,
+            "observationTokenCount": record.observation_token_count,
+            "isObserving": record.is_observing is not None, "isReflecting": record.is_reflecting is not None}
+
+
+@router.get("/status")
+async def status(query: MastraQuery, agent: OptionalAgent, scope: ScopeDep, store: ConversationsDep) -> dict[str, Any]:
+    if not query.str("agentId"):
+        raise invalid("query", "agentId", "agentId is required")
+    if agent is None:
+        return {"result": True}
+    if agent.memory is None:
+        return {"result": False}
+    engine = agent.memory.observational_memory()
+    if engine is None:
+        return {"result": True, "memoryType": "local", "observationalMemory": {"enabled": False}}
+    key = await _key(agent, query, scope, store)
+    record = await engine.records.active(key) if key else None
+    return {"result": True, "memoryType": "local", "observationalMemory": om_status(record)}
+
+
+@router.get("/config")
+async def config(agent: OptionalAgent, runner: RunnerDep) -> dict[str, Any]:
+    if agent is None or agent.memory is None:
+        return {"config": None}
+    described = agent.memory.options.describe()
+    om = agent.memory.options.om
+    if om is not None:
+        llm = runner.llm
+        agent_model = await llm.resolve(agent.definition.model)
+        observer = await om_model(llm, om.observer_model, agent_model)
+        reflector = await om_model(llm, om.reflector_model, agent_model)
+        described["observationalMemory"] = {
+            **describe_om(om), "observationModel": observer.mastra_id, "reflectionModel": reflector.mastra_id,
+            "observationModelRouting": {"answeredBy": "local" if observer.is_local else observer.litellm_model,
+                                        "local": observer.is_local, "reason": observer.reason},
+            "reflectionModelRouting": {"answeredBy": "local" if reflector.is_local else reflector.litellm_model,
+                                       "local": reflector.is_local, "reason": reflector.reason}}
+    return {"config": described, "memoryType": "local"}

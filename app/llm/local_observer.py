@@ -1,0 +1,330 @@
+"""The built-in local model as Observational Memory's observer and reflector, offline.
+
+Without a provider key the observer and reflector calls of ``app.om`` reach the local
+model like any other request. ``app.llm.local_model.compose_reply`` hands them here; they
+are recognised by the first sentence of their system prompt (``OBSERVER_IDENTITY``,
+``REFLECTOR_IDENTITY`` in ``app.om.prompts``), and the answer is the text itself, in the
+format ``app.om.parsing`` reads, so a whole observe-then-reflect cycle runs in tests.
+
+Observer: it reads the transcript under ``## New Message History to Observe`` (the format
+of ``app.om.transcript``: date lines, ``User (2:30 PM): ...`` lines whose time carries
+forward when omitted) and writes, under a ``Date: Dec 4, 2025`` line per date, one line per
+statement:
+
+* ``* 🔴 (14:30) User stated: "<text, cut to ~200 chars>"``; a question (ending in ``?``) is
+  ``* 🟡 (14:30) User asked: "..."``;
+* ``* 🟢 (14:31) Assistant replied: "<its first sentence>"``;
+* ``* 🟡 (14:31) Called <tool>`` for each tool call.
+
+Then, unless the prompt leaves them out, ``<current-task>`` (``Respond to: "<last user
+text>"``), ``<suggested-response>`` (``Continue the conversation about "..."``) and, when
+the prompt asks for it, ``<thread-title>`` (the first words of the first user message).
+Transcripts of several threads (``<thread id="...">`` lines) get one ``<thread>`` block each.
+
+Reflector: it takes the observations under ``## OBSERVATIONS TO REFLECT ON`` and the
+compression level from its heading, and keeps every date line, 🔴 and ✅ line; it drops 🟢
+lines, and from level 2 also 🟡 and unmarked lines. From level 3 only the newest half (level
+4: quarter) of each date's 🔴 lines stay, after one ``* 🔴 (HH:MM) Earlier: N observations
+condensed`` line. With any 🟢 or 🟡 line in its input the answer is shorter than the input.
+
+Test triggers, in the last user message of the observed transcript:
+
+* ``[[observer-fail]]`` -- the call fails as the local model's ``[[fail]]`` does
+  (``om_reply(...).fail``), so a failed observation can be tested;
+* ``[[observer-degenerate]]`` -- the answer repeats one 200-character line ~5,000 characters
+  long, which ``detect_degenerate_repetition`` rejects.
+
+Deterministic, like the local model: the same messages always give the same answer.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.om.prompts import (COMPRESSION_HEADINGS, CURRENT_TASK_SECTION, HISTORY_HEADING, OBSERVER_IDENTITY,
+                            REFLECT_HEADING, REFLECTION_REQUEST, REFLECTOR_IDENTITY, SKIP_HINTS_NOTE,
+                            SUGGESTED_RESPONSE_SECTION, THREAD_TITLE_SECTION)
+
+OBSERVER_FAIL_TRIGGER = "[[observer-fail]]"
+OBSERVER_DEGENERATE_TRIGGER = "[[observer-degenerate]]"
+_QUOTE_CHARS = 200
+_TOPIC_CHARS = 60
+_TITLE_WORDS = 6
+_DEGENERATE_CHARS = 5000
+
+_DATE_LINE = re.compile(r"^([A-Z][a-z]{2}) (\d{1,2}) (\d{4}):$")
+_SPEAKER_LINE = re.compile(r"^(User|Assistant|System|Tool)(?: \((\d{1,2}):(\d{2}) ([AP]M)\))?: ?(.*)$")
+_TOOL_CALL_LINE = re.compile(r"^Tool Call ([^:]+):")
+_IGNORED_LINE = re.compile(r"^(?:Reasoning|Tool (?:Result|Error|Denied) [^:]+):")
+_THREAD_OPEN = re.compile(r'^<thread id="([^"]*)">$')
+_TRIGGER = re.compile(r"\[\[[\w-]+\]\]")
+_FIRST_SENTENCE = re.compile(r"^(.+?[.!?])(?:\s|$)", re.S)
+_TIME = re.compile(r"\((\d{1,2}:\d{2})\)")
+_CONDENSED = re.compile(r"Earlier: (\d+) observations? condensed")
+
+
+@dataclass(frozen=True)
+class OmReply:
+    """The local model's answer to an observer or reflector request."""
+
+    text: str
+    fail: bool = False
+
+
+@dataclass
+class _Statement:
+    role: str  # "user", "assistant" or "tool"
+    date: str
+    time: str
+    text: str
+
+
+@dataclass
+class _Thread:
+    id: str | None
+    statements: list[_Statement] = field(default_factory=list)
+
+
+def om_reply(messages: Sequence[dict[str, Any]]) -> OmReply | None:
+    """The answer when ``messages`` are an observer or reflector request, else None."""
+    if is_reflector_request(messages):
+        return OmReply(reflector_answer(messages))
+    if is_observer_request(messages):
+        return OmReply(observer_answer(messages), fail=OBSERVER_FAIL_TRIGGER in _last_user_statement(messages))
+    return None
+
+
+def is_observer_request(messages: Sequence[dict[str, Any]]) -> bool:
+    return _system_text(messages).startswith(OBSERVER_IDENTITY)
+
+
+def is_reflector_request(messages: Sequence[dict[str, Any]]) -> bool:
+    return _system_text(messages).startswith(REFLECTOR_IDENTITY)
+
+
+def observer_answer(messages: Sequence[dict[str, Any]]) -> str:
+    threads = _read_transcript(_user_text_under(messages, HISTORY_HEADING))
+    if OBSERVER_DEGENERATE_TRIGGER in _last_user_statement(messages):
+        line = ("* 🔴 (00:00) User stated the same thing again and again and again " * 4)[:_QUOTE_CHARS]
+        return "<observations>\n" + f"{line}\n" * (_DEGENERATE_CHARS // (len(line) + 1) + 1) + "</observations>"
+    system = _system_text(messages)
+    skip_hints = any(SKIP_HINTS_NOTE in _text(m.get("content")) for m in messages if m.get("role") == "user")
+    sections = {"current-task": CURRENT_TASK_SECTION in system and not skip_hints,
+                "suggested-response": SUGGESTED_RESPONSE_SECTION in system and not skip_hints,
+                "thread-title": THREAD_TITLE_SECTION in system}
+    if any(thread.id is not None for thread in threads):
+        lines = [line for thread in threads
+                 for line in [f'<thread id="{thread.id}">', *_observation_lines(thread.statements),
+                              *_hint_sections(thread.statements, sections), "</thread>"]]
+        return "\n".join(["<observations>", *lines, "</observations>"])
+    statements = [statement for thread in threads for statement in thread.statements]
+    return "\n".join(["<observations>", *_observation_lines(statements), "</observations>",
+                      *_hint_sections(statements, sections)])
+
+
+def reflector_answer(messages: Sequence[dict[str, Any]]) -> str:
+    prompt = _user_text_under(messages, REFLECT_HEADING)
+    end = prompt.rfind(f"\n\n---\n\n{REFLECTION_REQUEST}")
+    observations = prompt[:end] if end >= 0 else prompt
+    level = _compression_level(prompt[end:] if end >= 0 else "")
+    return "<observations>\n" + "\n".join(_reflected(observations.split("\n"), level)) + "\n</observations>"
+
+
+def _reflected(lines: list[str], level: int) -> list[str]:
+    kept: list[str] = []
+    date: str | None = None
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("Date:"):
+            if stripped != date:
+                kept.append(stripped)
+                date = stripped
+        elif _is_thread_tag(stripped):
+            kept.append(stripped)
+            date = None
+        elif "🔴" in line or "✅" in line:
+            kept.append(line)
+        elif level < 2 and stripped and not stripped.startswith("--- ") and "🟢" not in line:
+            kept.append(line)
+    if level >= 3:
+        kept = _condensed(kept, 2 if level == 3 else 4)
+    kept = _without_empty_headers(kept)
+    if not any(_is_observation(line) for line in kept):
+        # Everything was low priority: keep the newest observation rather than wipe the memory.
+        dated = [line.strip() for line in lines if line.strip().startswith("Date:")]
+        newest = next((line for line in reversed(lines) if _is_observation(line)), None)
+        kept = dated[-1:] + [newest] if newest else []
+    return kept
+
+
+def _condensed(lines: list[str], keep_one_in: int) -> list[str]:
+    """``lines`` with, in each date section, only the newest 1/``keep_one_in`` of the 🔴 lines,
+    after one line counting the others."""
+    result: list[str] = []
+    section: list[str] = []
+    for line in [*lines, "Date: end"]:
+        if not (line.startswith("Date:") or _is_thread_tag(line)):
+            section.append(line)
+            continue
+        reds = [i for i, item in enumerate(section) if "🔴" in item and "✅" not in item]
+        dropped = set(reds[: len(reds) - math.ceil(len(reds) / keep_one_in)])
+        if dropped:
+            count = sum(int(m.group(1)) if (m := _CONDENSED.search(section[i])) else 1 for i in dropped)
+            first = _TIME.search(section[min(dropped)])
+            result.append(f"* 🔴 ({first.group(1) if first else '00:00'}) Earlier: {count} observations condensed")
+        result.extend(item for i, item in enumerate(section) if i not in dropped)
+        result.append(line)
+        section = []
+    return result[:-1]
+
+
+def _without_empty_headers(lines: list[str]) -> list[str]:
+    """``lines`` without date lines and thread blocks that hold no observation."""
+    result: list[str] = []
+    for line in reversed(lines):
+        following = result[-1] if result else "</thread>"
+        if line.startswith("Date:") and not _is_observation(following):
+            continue
+        if line.startswith("<thread ") and following == "</thread>":
+            result.pop()
+            continue
+        result.append(line)
+    return result[::-1]
+
+
+def _is_thread_tag(line: str) -> bool:
+    return line.startswith("<thread ") or line == "</thread>"
+
+
+def _is_observation(line: str) -> bool:
+    stripped = line.strip()
+    return bool(stripped) and not stripped.startswith("Date:") and not _is_thread_tag(stripped)
+
+
+def _compression_level(guidance: str) -> int:
+    by_heading = {heading: level for level, heading in COMPRESSION_HEADINGS.items()}
+    levels = [by_heading[line.strip()] for line in guidance.split("\n") if line.strip() in by_heading]
+    return levels[-1] if levels else 0
+
+
+def _read_transcript(transcript: str) -> list[_Thread]:
+    threads = [_Thread(None)]
+    date, time = "", "00:00"
+    current: _Statement | None = None
+    for line in transcript.split("\n"):
+        stripped = line.strip()
+        if match := _THREAD_OPEN.match(stripped):
+            threads.append(_Thread(match.group(1)))
+            current = None
+        elif stripped == "</thread>":
+            threads.append(_Thread(None))
+            current = None
+        elif match := _DATE_LINE.match(stripped):
+            date, current = f"{match.group(1)} {int(match.group(2))}, {match.group(3)}", None
+        elif match := _TOOL_CALL_LINE.match(line):
+            current = _Statement("tool", date, time, match.group(1).strip())
+            threads[-1].statements.append(current)
+            current = None
+        elif _IGNORED_LINE.match(line):
+            current = None
+        elif match := _SPEAKER_LINE.match(line):
+            if match.group(2):
+                hour = int(match.group(2)) % 12 + (12 if match.group(4) == "PM" else 0)
+                time = f"{hour:02d}:{match.group(3)}"
+            role = match.group(1).lower()
+            current = _Statement(role, date, time, match.group(5)) if role in ("user", "assistant") else None
+            if current is not None:
+                threads[-1].statements.append(current)
+        elif current is not None:
+            current.text += "\n" + line
+    return [thread for thread in threads if thread.statements]
+
+
+def _observation_lines(statements: list[_Statement]) -> list[str]:
+    lines: list[str] = []
+    date: str | None = None
+    for statement in statements:
+        line = _observation(statement)
+        if line is None:
+            continue
+        if statement.date and statement.date != date:
+            lines.append(f"Date: {statement.date}")
+            date = statement.date
+        lines.append(line)
+    return lines
+
+
+def _observation(statement: _Statement) -> str | None:
+    text = _flat(_TRIGGER.sub(" ", statement.text))
+    if statement.role == "tool":
+        return f"* 🟡 ({statement.time}) Called {statement.text}"
+    if not text:
+        return None
+    if statement.role == "user":
+        if text.endswith("?"):
+            return f"* 🟡 ({statement.time}) User asked: {_quote(text, _QUOTE_CHARS)}"
+        return f"* 🔴 ({statement.time}) User stated: {_quote(text, _QUOTE_CHARS)}"
+    sentence = _FIRST_SENTENCE.match(text)
+    first = sentence.group(1) if sentence else text
+    return f"* 🟢 ({statement.time}) Assistant replied: {_quote(first, _QUOTE_CHARS)}"
+
+
+def _hint_sections(statements: list[_Statement], sections: dict[str, bool]) -> list[str]:
+    users = [_flat(_TRIGGER.sub(" ", s.text)) for s in statements if s.role == "user"]
+    users = [text for text in users if text]
+    if not users:
+        return []
+    hints = []
+    if sections["current-task"]:
+        hints.append(f"<current-task>Respond to: {_quote(users[-1], _QUOTE_CHARS)}</current-task>")
+    if sections["suggested-response"]:
+        hints.append(f"<suggested-response>Continue the conversation about {_quote(users[-1], _TOPIC_CHARS)}"
+                     "</suggested-response>")
+    if sections["thread-title"]:
+        words = [w.strip("\"'`:") for w in users[0].replace(":", " ").split()][:_TITLE_WORDS]
+        hints.append(f"<thread-title>{' '.join(w for w in words if w).rstrip('.,!?;')}</thread-title>")
+    return hints
+
+
+def _last_user_statement(messages: Sequence[dict[str, Any]]) -> str:
+    users = [s.text for t in _read_transcript(_user_text_under(messages, HISTORY_HEADING))
+             for s in t.statements if s.role == "user"]
+    return users[-1] if users else ""
+
+
+def _system_text(messages: Sequence[dict[str, Any]]) -> str:
+    return next((_text(m.get("content")).lstrip() for m in messages if m.get("role") == "system"), "")
+
+
+def _user_text_under(messages: Sequence[dict[str, Any]], heading: str) -> str:
+    """The text after ``heading`` in the last user message that starts with it."""
+    for message in reversed(messages):
+        if message.get("role") != "user":
+            continue
+        text = _text(message.get("content"))
+        if text.startswith(heading):
+            return text[len(heading):].lstrip("\n")
+    return ""
+
+
+def _text(content: Any) -> str:
+    """The first text of a message: attachments, and the placeholders that may replace them, are not transcript."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return next((p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"), "")
+    return ""
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _quote(text: str, limit: int) -> str:
+    if len(text) > limit:
+        text = text[: limit - 1].rstrip() + "…"
+    return f'"{text}"'

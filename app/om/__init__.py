@@ -1,0 +1,1 @@
+"""Observational Memory: observer and reflector compress a thread's history into observations."""

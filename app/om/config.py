@@ -1,0 +1,292 @@
+"""Observational Memory's configuration: Mastra's options, their defaults and their checks.
+
+``observational_memory`` on ``MemoryOptions`` takes ``True`` (every default), ``False``
+(off), a dict in Mastra's camelCase shape (``{"scope": ..., "observation": {"messageTokens":
+...}, ...}``) or an ``ObservationalMemoryOptions``. Defaults and rules follow
+OBSERVATIONAL-MEMORY.md 2.1: 30,000 message tokens before observing, 40,000 observation
+tokens before reflecting, ``bufferTokens`` 0.2 of the threshold (a fraction in (0, 1) or an
+absolute count below the threshold; ``False`` turns async buffering off),
+``bufferActivation`` 0.8 (a ratio in (0, 1], or an absolute retention >= 1000),
+``blockAfter`` 1.2 (a multiplier in [1, 100), or absolute >= 100, never below the
+threshold). A bad value fails here, at construction, with a ``ValueError`` that names the
+field (``observationalMemory.observation.messageTokens ...``).
+
+Models: ``model`` serves both observer and reflector and excludes ``observation.model`` /
+``reflection.model``. Without any, the engine picks Mastra's default,
+``google/gemini-2.5-flash``, when its key is configured, else the agent's own model (which
+is the built-in local model when no provider key is set at all); ``"default"`` names that
+choice explicitly. Resolution happens per call (``app.om.models``), not here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+DEFAULT_MODEL = "google/gemini-2.5-flash"
+MESSAGE_TOKENS = 30_000
+OBSERVATION_TOKENS = 40_000
+MAX_TOKENS_PER_BATCH = 10_000
+PREVIOUS_OBSERVER_TOKENS = 2_000
+BUFFER_TOKENS = 0.2
+BUFFER_ACTIVATION = 0.8
+BLOCK_AFTER = 1.2
+REFLECTION_BUFFER_ACTIVATION = 0.5
+Scope = Literal["thread", "resource"]
+
+_TOP_KEYS = {"enabled", "model", "scope", "observation", "reflection", "shareTokenBudget", "bufferTokens",
+             "bufferActivation", "blockAfter"}
+_OBSERVATION_KEYS = {"model", "instruction", "messageTokens", "maxTokensPerBatch", "modelSettings",
+                     "previousObserverTokens", "bufferTokens", "bufferActivation", "blockAfter"}
+_REFLECTION_KEYS = {"model", "instruction", "observationTokens", "modelSettings", "bufferActivation", "blockAfter"}
+
+
+def _fail(name: str, problem: str) -> ValueError:
+    return ValueError(f"observationalMemory.{name} {problem}")
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise _fail(name, f"must be a positive integer, not {value!r}")
+    return value
+
+
+def _model(name: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(name, f"must be a model id like 'openai/gpt-4o-mini' or 'default', not {value!r}")
+    value = value.strip()
+    return DEFAULT_MODEL if value == "default" else value
+
+
+def _settings(name: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _fail(name, "must be an object such as {\"temperature\": 0.3}")
+    return dict(value)
+
+
+def _text(name: str, value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise _fail(name, "must be a string")
+    return value or None
+
+
+def _unknown(name: str, given: Mapping[str, Any], allowed: set[str]) -> None:
+    extra = sorted(set(given) - allowed)
+    if extra:
+        raise _fail(f"{name}{extra[0]}" if name else extra[0], f"is not an option (options: {', '.join(sorted(allowed))})")
+
+
+def _ratio_or_absolute(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise _fail(name, f"must be a positive number, not {value!r}")
+    if 1 < value < 1000:
+        raise _fail(name, f"must be a ratio in (0, 1] or an absolute token count >= 1000, not {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class ObservationConfig:
+    model: str | None = None
+    instruction: str | None = None
+    message_tokens: int = MESSAGE_TOKENS
+    max_tokens_per_batch: int = MAX_TOKENS_PER_BATCH
+    model_settings: dict[str, Any] = field(default_factory=lambda: {"temperature": 0.3})
+    previous_observer_tokens: int | Literal[False] = PREVIOUS_OBSERVER_TOKENS
+    buffer_tokens: int | Literal[False] = False  # resolved: absolute tokens, or False (no async buffering)
+    buffer_activation: float = BUFFER_ACTIVATION
+    block_after: float | None = None  # resolved: absolute tokens, or None
+
+
+@dataclass(frozen=True)
+class ReflectionConfig:
+    model: str | None = None
+    instruction: str | None = None
+    observation_tokens: int = OBSERVATION_TOKENS
+    model_settings: dict[str, Any] = field(default_factory=lambda: {"temperature": 0})
+    buffer_activation: float = REFLECTION_BUFFER_ACTIVATION
+    block_after: float | None = None
+
+
+@dataclass(frozen=True)
+class ObservationalMemoryOptions:
+    enabled: bool = True
+    model: str | None = None
+    scope: Scope = "thread"
+    observation: ObservationConfig = field(default_factory=lambda: resolve_observation({}, "thread", False))
+    reflection: ReflectionConfig = field(default_factory=lambda: resolve_reflection({}, True))
+    share_token_budget: bool = False
+
+    @property
+    def async_buffering(self) -> bool:
+        return self.observation.buffer_tokens is not False
+
+    @property
+    def observer_model(self) -> str | None:
+        return self.model or self.observation.model
+
+    @property
+    def reflector_model(self) -> str | None:
+        return self.model or self.reflection.model
+
+    def message_threshold(self, observation_tokens: int = 0) -> int:
+        """The unobserved-token threshold; with a shared budget it grows as observations shrink."""
+        threshold = self.observation.message_tokens
+        if self.share_token_budget:
+            total = threshold + self.reflection.observation_tokens
+            return max(total - observation_tokens, threshold)
+        return threshold
+
+    def reflection_threshold_for_status(self) -> int:
+        if self.share_token_budget:
+            return max(self.reflection.observation_tokens, 1000)
+        return self.reflection.observation_tokens
+
+    def retention_floor(self) -> int:
+        """Tokens of observed messages kept in the window after an observation: none
+        without async buffering, else what ``bufferActivation`` leaves."""
+        if not self.async_buffering:
+            return 0
+        threshold = self.observation.message_tokens
+        activation = self.observation.buffer_activation
+        ratio = activation if activation <= 1 else 1 - activation / threshold
+        return round(threshold * (1 - ratio))
+
+    def snapshot(self) -> dict[str, Any]:
+        """What a new record stores as its ``config`` (Mastra's ``{observation, reflection, scope}``)."""
+        return {"scope": self.scope,
+                "observation": {"messageTokens": self.observation.message_tokens,
+                                "bufferTokens": self.observation.buffer_tokens,
+                                "bufferActivation": self.observation.buffer_activation,
+                                "blockAfter": self.observation.block_after,
+                                "maxTokensPerBatch": self.observation.max_tokens_per_batch},
+                "reflection": {"observationTokens": self.reflection.observation_tokens,
+                               "bufferActivation": self.reflection.buffer_activation,
+                               "blockAfter": self.reflection.block_after},
+                "shareTokenBudget": self.share_token_budget}
+
+
+def resolve_observation(given: Mapping[str, Any], scope: str, share_budget: bool,
+                        top: Mapping[str, Any] | None = None) -> ObservationConfig:
+    """``observation`` with the buffering values (top-level ones as fallback) resolved to tokens."""
+    top = top or {}
+    _unknown("observation.", given, _OBSERVATION_KEYS)
+    tokens = _positive_int("observation.messageTokens", given.get("messageTokens", MESSAGE_TOKENS))
+    batch = _positive_int("observation.maxTokensPerBatch", given.get("maxTokensPerBatch", MAX_TOKENS_PER_BATCH))
+    previous = given.get("previousObserverTokens", PREVIOUS_OBSERVER_TOKENS)
+    if previous is not False:
+        previous = _positive_int("observation.previousObserverTokens", previous)
+
+    def pick(key: str) -> Any:
+        return given[key] if key in given else top.get(key)
+
+    explicit_buffer = pick("bufferTokens")
+    if explicit_buffer is None:
+        buffer: Any = False if scope == "resource" or share_budget else BUFFER_TOKENS
+    else:
+        buffer = explicit_buffer
+        if buffer is not False and scope == "resource":
+            raise _fail("observation.bufferTokens", "is not supported in resource scope (async buffering is off there)")
+        if buffer is not False and share_budget:
+            raise _fail("shareTokenBudget", "requires observation.bufferTokens: false")
+    resolved_buffer: int | Literal[False] = False
+    activation = BUFFER_ACTIVATION
+    block: float | None = None
+    if buffer is not False:
+        if isinstance(buffer, bool) or not isinstance(buffer, (int, float)) or buffer <= 0:
+            raise _fail("observation.bufferTokens", f"must be false, a fraction in (0, 1) or a token count, not {buffer!r}")
+        resolved_buffer = round(tokens * buffer) if buffer < 1 else int(buffer)
+        if resolved_buffer >= tokens:
+            raise _fail("observation.bufferTokens", f"({resolved_buffer}) must be below messageTokens ({tokens})")
+        if pick("bufferActivation") is not None:
+            activation = _ratio_or_absolute("observation.bufferActivation", pick("bufferActivation"))
+            if activation >= 1000 and activation >= tokens:
+                raise _fail("observation.bufferActivation", f"({activation:g}) must be below messageTokens ({tokens})")
+        raw_block = pick("blockAfter") if pick("blockAfter") is not None else BLOCK_AFTER
+        block = _block_after("observation.blockAfter", raw_block, tokens)
+    return ObservationConfig(model=_model("observation.model", given.get("model")),
+                             instruction=_text("observation.instruction", given.get("instruction")),
+                             message_tokens=tokens, max_tokens_per_batch=batch,
+                             model_settings={"temperature": 0.3, **_settings("observation.modelSettings",
+                                                                              given.get("modelSettings"))},
+                             previous_observer_tokens=previous, buffer_tokens=resolved_buffer,
+                             buffer_activation=activation, block_after=block)
+
+
+def resolve_reflection(given: Mapping[str, Any], buffering: bool) -> ReflectionConfig:
+    _unknown("reflection.", given, _REFLECTION_KEYS)
+    tokens = _positive_int("reflection.observationTokens", given.get("observationTokens", OBSERVATION_TOKENS))
+    activation = REFLECTION_BUFFER_ACTIVATION
+    block: float | None = None
+    if given.get("bufferActivation") is not None:
+        activation = _ratio_or_absolute("reflection.bufferActivation", given["bufferActivation"])
+    if buffering:
+        block = _block_after("reflection.blockAfter", given.get("blockAfter", BLOCK_AFTER), tokens)
+    return ReflectionConfig(model=_model("reflection.model", given.get("model")),
+                            instruction=_text("reflection.instruction", given.get("instruction")),
+                            observation_tokens=tokens,
+                            model_settings={"temperature": 0, **_settings("reflection.modelSettings",
+                                                                           given.get("modelSettings"))},
+                            buffer_activation=activation, block_after=block)
+
+
+def _block_after(name: str, value: Any, threshold: int) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 1:
+        raise _fail(name, f"must be a multiplier >= 1 or an absolute token count >= 100, not {value!r}")
+    absolute = value * threshold if value < 100 else float(value)
+    if absolute < threshold:
+        raise _fail(name, f"({value:g}) must not be below the threshold ({threshold})")
+    return absolute
+
+
+def observational_memory_options(value: Any) -> ObservationalMemoryOptions | None:
+    """``MemoryOptions.observational_memory`` as options, or None when OM is off."""
+    if value is None or value is False:
+        return None
+    if isinstance(value, ObservationalMemoryOptions):
+        return value if value.enabled else None
+    if value is True:
+        return ObservationalMemoryOptions()
+    if not isinstance(value, Mapping):
+        raise ValueError(f"observationalMemory must be true, false or an options object, not {value!r}")
+    _unknown("", value, _TOP_KEYS)
+    enabled = value.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise _fail("enabled", "must be true or false")
+    if not enabled:
+        return None
+    scope = value.get("scope", "thread")
+    if scope not in ("thread", "resource"):
+        raise _fail("scope", f"must be 'thread' or 'resource', not {scope!r}")
+    share = value.get("shareTokenBudget", False)
+    if not isinstance(share, bool):
+        raise _fail("shareTokenBudget", "must be true or false")
+    observation_given = value.get("observation") or {}
+    reflection_given = value.get("reflection") or {}
+    for name, given in (("observation", observation_given), ("reflection", reflection_given)):
+        if not isinstance(given, Mapping):
+            raise _fail(name, "must be an object")
+    model = _model("model", value.get("model"))
+    if model is not None and (observation_given.get("model") is not None or reflection_given.get("model") is not None):
+        raise _fail("model", "cannot be combined with observation.model or reflection.model: set one or the other")
+    observation = resolve_observation(observation_given, scope, share, top=value)
+    reflection = resolve_reflection(reflection_given, observation.buffer_tokens is not False)
+    return ObservationalMemoryOptions(enabled=True, model=model, scope=scope, observation=observation,
+                                      reflection=reflection, share_token_budget=share)
+
+
+def describe_om(options: ObservationalMemoryOptions | None) -> dict[str, Any]:
+    """OM's part of ``GET /memory/config`` (STUDIO-REST.md 5.13); the routes add the models
+    that actually answer (``observationModel`` / ``reflectionModel``)."""
+    if options is None:
+        return {"enabled": False}
+    return {"enabled": True, "scope": options.scope, "shareTokenBudget": options.share_token_budget,
+            "messageTokens": options.observation.message_tokens,
+            "observationTokens": options.reflection.observation_tokens,
+            "bufferTokens": options.observation.buffer_tokens,
+            "observationModel": options.observer_model or DEFAULT_MODEL,
+            "reflectionModel": options.reflector_model or DEFAULT_MODEL}

@@ -1,0 +1,226 @@
+"""The observation and reflection cycles of Observational Memory (synchronous path).
+
+``ObservationalMemory`` runs one cycle at a time per record and writes only through the
+record store (``app.storage.om_records``):
+
+* ``observe``: the observer model reads the unobserved messages (``app.om.transcript``)
+  with the existing observations and the thread's prior hints, and its answer
+  (``app.om.parsing``) is appended to the log after a message boundary; the cursor,
+  the observed ids, the token counts and the thread's hints (current task, suggested
+  response) move with it (OBSERVATIONAL-MEMORY.md 2.3, "Sync observation").
+* ``maybe_reflect``: once the log reaches ``reflection.observationTokens`` the reflector
+  rewrites it, starting at the compression level for its model and escalating (a new
+  cycle each time) until the result fits under the threshold or the highest level is
+  reached; the result is the next generation row (2.6, 4.4).
+
+Nothing is lost on failure: a provider error, a timeout, an empty or (after one retry)
+degenerate answer ends the cycle with a ``data-om-observation-failed`` part and leaves the
+record as it was; the turn goes on. The record's ``is_observing`` / ``is_reflecting`` flag
+is claimed in the database first, so two processes never run the same cycle on one record
+(a flag older than ``STALE_FLAG_S`` is a dead process's and is taken over).
+
+Each model call is an ``agent_run`` span (Mastra's observer and reflector are agents named
+``observational-memory-observer`` / ``-reflector``) under the turn's processor span.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.agents.processors import SpanOpener, no_span
+from app.llm import LLMClient, ModelRequest, ResolvedModel
+from app.llm.complete import Completion, complete
+from app.observability import spans
+from app.om.config import DEFAULT_MODEL, ObservationalMemoryOptions
+from app.om.parsing import parse_observer_output, parse_reflector_output
+from app.om.parts import OBSERVATION, REFLECTION, Cycle, marker_config
+from app.om.prompts import (observer_messages, observer_system_prompt, reflection_max_level, reflection_start_level,
+                            reflector_messages, reflector_system_prompt)
+from app.om.tokens import estimate_tokens
+from app.om.transcript import format_transcript
+from app.storage.conversations import Message
+from app.storage.om_records import OMRecord, OMRecordStore, thread_om
+
+log = logging.getLogger(__name__)
+
+STALE_FLAG_S = 300.0
+OBSERVER_AGENT = "observational-memory-observer"
+REFLECTOR_AGENT = "observational-memory-reflector"
+Emit = Callable[..., None]
+
+
+class CycleFailed(Exception):
+    """The observer or reflector gave nothing usable (empty or degenerate)."""
+
+
+def boundary(iso: str) -> str:
+    return f"\n\n--- message boundary ({iso}) ---\n\n"
+
+
+@dataclass
+class CycleContext:
+    """What a cycle needs from the turn: who answers, where its parts and spans go."""
+
+    llm: LLMClient
+    agent_model: ResolvedModel
+    thread_id: str
+    thread_metadata: dict[str, Any] | None
+    emit: Emit
+    open_span: SpanOpener = no_span
+
+
+async def om_model(llm: LLMClient, configured: str | None, agent_model: ResolvedModel) -> ResolvedModel:
+    """Who observes or reflects: the configured model; by default Mastra's own when its key
+    is set, else the agent's model (the local model when no provider key is set at all)."""
+    if configured is not None and configured != DEFAULT_MODEL:
+        return await llm.resolve(configured)
+    default = await llm.resolve(DEFAULT_MODEL)
+    return default if not default.is_local else agent_model
+
+
+def describe_error(exc: BaseException) -> str:
+    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    status = getattr(exc, "status", None)
+    return (f"{message} (HTTP {status})" if isinstance(status, int) and status >= 400 else message)[:2000]
+
+
+class ObservationalMemory:
+    def __init__(self, options: ObservationalMemoryOptions, records: OMRecordStore) -> None:
+        self.options = options
+        self.records = records
+
+    async def _ask(self, ctx: CycleContext, agent: str, model: ResolvedModel, messages: list[dict[str, Any]],
+                   settings: dict[str, Any]) -> Completion:
+        request = ModelRequest(model=model, messages=messages, temperature=settings.get("temperature"),
+                               max_tokens=settings.get("maxOutputTokens"))
+        with ctx.open_span(f"agent run: '{agent}'", "agent_run", input={"messages": len(messages)},
+                           attributes={"model": model.model_id, "provider": model.provider,
+                                       "local": model.is_local}) as span:
+            completion = await complete(ctx.llm, request)
+            if span is not None:
+                spans.set_output(span, {"text": completion.text,
+                                        "usage": {"inputTokens": completion.usage.input_tokens,
+                                                  "outputTokens": completion.usage.output_tokens}})
+            return completion
+
+    # -- observation -------------------------------------------------------------------
+
+    async def observe(self, ctx: CycleContext, record: OMRecord, messages: Sequence[Message],
+                      message_tokens: int) -> OMRecord | None:
+        """Observe ``messages``; the updated record, or None when nothing was observed."""
+        if not messages or not await self.records.claim_flag(record.id, "is_observing", stale_after_s=STALE_FLAG_S):
+            return None
+        cycle = Cycle(OBSERVATION, record, ctx.thread_id,
+                      marker_config(self.options, record.observation_token_count), message_tokens)
+        ctx.emit(cycle.start(), durable=True)
+        try:
+            output = await self._run_observer(ctx, record, messages)
+            new = output.observations.strip()
+            last_observed_at = max(m.created_at for m in messages)
+            existing = record.active_observations.strip()
+            merged = f"{existing}{boundary(last_observed_at)}{new}" if existing else new
+            new_tokens = estimate_tokens(new)
+            updated = await self.records.update_active_observations(
+                record.id, observations=merged, token_count=estimate_tokens(merged),
+                last_observed_at=last_observed_at, observed_ids=[m.id for m in messages],
+                tokens_observed=new_tokens)
+            newest = max(messages, key=lambda m: (m.created_at, m.seq or 0))
+            await self.records.patch_thread_om(ctx.thread_id, {
+                "currentTask": output.current_task, "suggestedResponse": output.suggested_response,
+                "lastObservedAt": last_observed_at,
+                "lastObservedMessageCursor": {"createdAt": newest.created_at, "id": newest.id}})
+        except Exception as exc:
+            log.warning("observation of thread %s failed: %s", ctx.thread_id, describe_error(exc))
+            ctx.emit(cycle.failed(describe_error(exc)), durable=True)
+            return None
+        finally:
+            await self.records.release_flag(record.id, "is_observing")
+        ctx.emit(cycle.end(record=updated, observation_tokens=new_tokens, observations=new,
+                           current_task=output.current_task, suggested_response=output.suggested_response),
+                 durable=True)
+        return updated
+
+    async def _run_observer(self, ctx: CycleContext, record: OMRecord, messages: Sequence[Message]) -> Any:
+        config = self.options.observation
+        model = await om_model(ctx.llm, self.options.observer_model, ctx.agent_model)
+        transcript, attachments = format_transcript(list(messages))
+        hints = thread_om(ctx.thread_metadata)
+        prompt = [{"role": "system", "content": observer_system_prompt(instruction=config.instruction)},
+                  *observer_messages(transcript, previous_observations=record.active_observations or None,
+                                     prior_current_task=hints.get("currentTask"),
+                                     prior_suggested_response=hints.get("suggestedResponse"),
+                                     attachments=attachments)]
+        for attempt in range(2):  # a degenerate answer is asked again once
+            completion = await self._ask(ctx, OBSERVER_AGENT, model, prompt, config.model_settings)
+            output = parse_observer_output(completion.text)
+            if not output.degenerate:
+                if not output.observations.strip():
+                    raise CycleFailed("The observer returned no observations")
+                return output
+            log.info("observer output for thread %s was degenerate (attempt %d)", ctx.thread_id, attempt + 1)
+        raise CycleFailed("Observer produced degenerate output after retry")
+
+    # -- reflection --------------------------------------------------------------------
+
+    async def maybe_reflect(self, ctx: CycleContext, record: OMRecord) -> OMRecord:
+        """Reflect when the log reached the threshold; the active record afterwards."""
+        threshold = self.options.reflection.observation_tokens
+        if record.observation_token_count < threshold or not record.active_observations.strip():
+            return record
+        if not await self.records.claim_flag(record.id, "is_reflecting", stale_after_s=STALE_FLAG_S):
+            return record
+        try:
+            return await self._reflect(ctx, record, threshold)
+        finally:
+            await self.records.release_flag(record.id, "is_reflecting")
+
+    async def _reflect(self, ctx: CycleContext, record: OMRecord, target: int) -> OMRecord:
+        config = self.options.reflection
+        model = await om_model(ctx.llm, self.options.reflector_model, ctx.agent_model)
+        level = reflection_start_level(model.model_id)
+        top = reflection_max_level(level)
+        marker = marker_config(self.options, record.observation_token_count)
+        system = reflector_system_prompt(instruction=config.instruction, resource_scope=self.options.scope == "resource")
+        before = record.observation_token_count
+        cycle = Cycle(REFLECTION, record, ctx.thread_id, marker, before)
+        ctx.emit(cycle.start(), durable=True)
+        result, tokens, suggested = "", 0, None
+        while True:
+            try:
+                completion = await self._ask(ctx, REFLECTOR_AGENT, model,
+                                             [{"role": "system", "content": system},
+                                              *reflector_messages(record.active_observations, level=level)],
+                                             config.model_settings)
+            except Exception as exc:
+                log.warning("reflection of thread %s failed: %s", ctx.thread_id, describe_error(exc))
+                ctx.emit(cycle.failed(describe_error(exc)), durable=True)
+                return record
+            output = parse_reflector_output(completion.text)
+            candidate = "" if output.degenerate else output.observations.strip()
+            if candidate:
+                result, tokens, suggested = candidate, estimate_tokens(candidate), output.suggested_response
+                if tokens < target or level >= top:
+                    break
+                problem = f"Did not compress below threshold ({before} → {tokens}, target: {target})"
+            else:
+                problem = "The reflector returned no usable observations"
+                if level >= top:
+                    break
+            ctx.emit(cycle.failed(f"{problem}, retrying at level {level + 1}"), durable=True)
+            level += 1
+            cycle = Cycle(REFLECTION, record, ctx.thread_id, marker, before)
+            ctx.emit(cycle.start(), durable=True)
+        if not result:  # memory is never wiped by a failed reflection
+            ctx.emit(cycle.failed("The reflector returned no usable observations"), durable=True)
+            return record
+        new = await self.records.create_reflection_generation(record, observations=result, token_count=tokens)
+        if suggested:
+            await self.records.patch_thread_om(ctx.thread_id, {"suggestedResponse": suggested})
+        ctx.emit(cycle.end(record=new, observation_tokens=tokens, observations=result), durable=True)
+        log.info("thread %s reflected: %d -> %d observation tokens (generation %d)", ctx.thread_id, before,
+                 tokens, new.generation_count)
+        return new
+

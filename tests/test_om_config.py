@@ -1,0 +1,106 @@
+"""Observational Memory's options: Mastra's defaults, resolution and checks (OBSERVATIONAL-MEMORY.md 2.1),
+and the ``DEV_SERVER_OM_*`` settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.memory.memory import Memory, MemoryOptions
+from app.om.config import DEFAULT_MODEL, ObservationalMemoryOptions, describe_om, observational_memory_options
+from app.settings import Settings, SettingsError
+
+
+def test_true_gives_mastras_defaults() -> None:
+    om = observational_memory_options(True)
+    assert isinstance(om, ObservationalMemoryOptions)
+    assert (om.scope, om.observation.message_tokens, om.reflection.observation_tokens) == ("thread", 30000, 40000)
+    assert om.observation.buffer_tokens == 6000 and om.observation.buffer_activation == 0.8
+    assert om.observation.block_after == 36000 and om.reflection.block_after == 48000
+    assert om.observation.max_tokens_per_batch == 10000 and om.observation.previous_observer_tokens == 2000
+    assert om.observation.model_settings == {"temperature": 0.3} and om.reflection.model_settings == {"temperature": 0}
+    assert om.retention_floor() == 6000 and om.message_threshold() == 30000
+    assert observational_memory_options(False) is None and observational_memory_options({"enabled": False}) is None
+
+
+def test_buffering_values_resolve_to_tokens() -> None:
+    om = observational_memory_options({"observation": {"messageTokens": 1000, "bufferTokens": 0.5,
+                                                       "bufferActivation": 0.5, "blockAfter": 2}})
+    assert (om.observation.buffer_tokens, om.observation.block_after) == (500, 2000)
+    assert om.retention_floor() == 500
+    off = observational_memory_options({"observation": {"bufferTokens": False}})
+    assert off.observation.buffer_tokens is False and off.retention_floor() == 0 and off.observation.block_after is None
+    assert observational_memory_options({"observation": {"bufferTokens": 7000}}).observation.buffer_tokens == 7000
+    # resource scope: buffering is off by default
+    assert observational_memory_options({"scope": "resource"}).async_buffering is False
+
+
+def test_model_default_and_exclusivity() -> None:
+    assert observational_memory_options({"model": "default"}).observer_model == DEFAULT_MODEL
+    om = observational_memory_options({"observation": {"model": "openai/gpt-4o-mini"}})
+    assert (om.observer_model, om.reflector_model) == ("openai/gpt-4o-mini", None)
+    with pytest.raises(ValueError, match=r"observationalMemory\.model cannot be combined"):
+        observational_memory_options({"model": "openai/gpt-4o", "reflection": {"model": "openai/gpt-4o-mini"}})
+
+
+@pytest.mark.parametrize(("value", "field"), [
+    ({"scope": "everywhere"}, "observationalMemory.scope"),
+    ({"observation": {"messageTokens": 0}}, "observationalMemory.observation.messageTokens"),
+    ({"observation": {"messageTokens": "many"}}, "observationalMemory.observation.messageTokens"),
+    ({"reflection": {"observationTokens": -5}}, "observationalMemory.reflection.observationTokens"),
+    ({"observation": {"bufferTokens": 40000}}, "observationalMemory.observation.bufferTokens"),
+    ({"observation": {"bufferTokens": "half"}}, "observationalMemory.observation.bufferTokens"),
+    ({"observation": {"bufferActivation": 50}}, "observationalMemory.observation.bufferActivation"),
+    ({"observation": {"blockAfter": 0.5}}, "observationalMemory.observation.blockAfter"),
+    ({"observation": {"blockAfter": 200}}, "observationalMemory.observation.blockAfter"),
+    ({"scope": "resource", "observation": {"bufferTokens": 0.2}}, "observationalMemory.observation.bufferTokens"),
+    ({"shareTokenBudget": True, "observation": {"bufferTokens": 0.2}}, "observationalMemory.shareTokenBudget"),
+    ({"observation": {"messageTokenz": 5}}, "observationalMemory.observation.messageTokenz"),
+    ({"model": ""}, "observationalMemory.model"),
+    ({"enabled": "yes"}, "observationalMemory.enabled"),
+])
+def test_invalid_values_fail_at_construction_naming_the_field(value: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValueError, match=field.replace(".", r"\.")):
+        MemoryOptions(observational_memory=value)
+
+
+def test_shared_budget_moves_the_threshold_with_the_observations() -> None:
+    om = observational_memory_options({"shareTokenBudget": True, "observation": {"bufferTokens": False}})
+    assert om.message_threshold(0) == 70000 and om.message_threshold(30000) == 40000
+    assert om.message_threshold(60000) == 30000
+
+
+def test_memory_describes_and_turns_om_on_and_off() -> None:
+    memory = Memory(MemoryOptions(observational_memory={"observation": {"messageTokens": 300}}))
+    described = memory.options.describe()["observationalMemory"]
+    assert described["enabled"] is True and described["messageTokens"] == 300
+    assert Memory().options.describe()["observationalMemory"] == {"enabled": False}
+    memory.enable_observational_memory(None)
+    assert memory.options.om is None and describe_om(None) == {"enabled": False}
+
+
+def test_settings_make_the_options_and_name_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEV_SERVER_OM_MESSAGE_TOKENS", "300")
+    monkeypatch.setenv("DEV_SERVER_OM_OBSERVATION_TOKENS", "400")
+    monkeypatch.setenv("DEV_SERVER_OM_BUFFER_TOKENS", "false")
+    monkeypatch.setenv("DEV_SERVER_OM_MODEL", "default")
+    settings = Settings.load()
+    assert settings.observational_memory == {"model": "default", "observation": {"messageTokens": 300,
+                                                                                  "bufferTokens": False},
+                                             "reflection": {"observationTokens": 400}}
+    om = observational_memory_options(settings.observational_memory)
+    assert (om.observation.message_tokens, om.reflection.observation_tokens, om.async_buffering) == (300, 400, False)
+    monkeypatch.setenv("DEV_SERVER_OM_BUFFER_TOKENS", "0.5")
+    assert Settings.load().observational_memory["observation"]["bufferTokens"] == 0.5
+    monkeypatch.setenv("DEV_SERVER_OM_BUFFER_TOKENS", "100")
+    assert Settings.load().observational_memory["observation"]["bufferTokens"] == 100
+    monkeypatch.setenv("DEV_SERVER_OM_BUFFER_TOKENS", "300")
+    with pytest.raises(SettingsError, match=r"^invalid setting: DEV_SERVER_OM_\*: .*bufferTokens \(300\) must be below"):
+        Settings.load()
+    monkeypatch.setenv("DEV_SERVER_OM_BUFFER_TOKENS", "lots")
+    with pytest.raises(SettingsError, match="om_buffer_tokens|OM_BUFFER_TOKENS"):
+        Settings.load()
+    monkeypatch.delenv("DEV_SERVER_OM_BUFFER_TOKENS")
+    monkeypatch.setenv("DEV_SERVER_OM_ENABLED", "false")
+    assert Settings.load().observational_memory is False
