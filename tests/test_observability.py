@@ -87,7 +87,8 @@ def test_runs_through_both_processes_become_traces_with_mastras_tree(pair):
     step = next(s for s in spans if s["parentSpanId"] == generation["spanId"])
     assert step["spanType"] == "model_step" and step["attributes"]["finishReason"] == "stop"
     history = next(s for s in spans if s["parentSpanId"] == step["spanId"])
-    assert (history["spanType"], history["name"]) == ("processor_run", "input processor: history")
+    # chat-agent's window is Observational Memory's processor (app.om.processor)
+    assert (history["spanType"], history["name"]) == ("processor_run", "input processor: observational-memory")
     assert all(s["threadId"] == "obs-gateway" for s in spans)
     assert {s["serviceName"] for s in spans} == {"dev-server-gateway"}
     studio_spans = httpx.get(f"{studio.url}/api/observability/traces/{by_thread['obs-studio']['traceId']}").json()

@@ -125,7 +125,7 @@ BAD_REQUESTS = [
     ("GET", "/api/memory/status", 400, "agentId"),
     ("GET", "/api/memory/search?agentId=chat-agent&resourceId=r1", 400, "searchQuery"),
     ("GET", "/api/memory/search?agentId=chat-agent&searchQuery=x&resourceId=r1&limit=0", 400, "limit"),
-    ("GET", "/api/memory/observational-memory?agentId=chat-agent", 400, None),
+    ("GET", "/api/memory/observational-memory?agentId=docs-agent", 400, None),  # docs-agent has no OM
     ("POST", "/api/memory/threads?agentId=nope", 404, None),
     ("POST", "/api/agents/nope/stream", 404, None),
     ("GET", "/api/observability/traces?perPage=500", 400, "perPage"),

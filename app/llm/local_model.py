@@ -11,7 +11,8 @@ which makes memory demonstrable: what reaches it is exactly what memory fed the 
 
 1. If the last user message asks for their name ("what is my name", "who am I", "do you
    remember my name") it answers with the name from the latest earlier "my name is X" /
-   "call me X", or says it has not been told one.
+   "call me X" (in its messages, else in the system messages memory injected: observations
+   keep what was said), or says it has not been told one.
 2. If it asks what they said earlier ("what did I say earlier?", "what have I told you so
    far", "remind me what I said", "my previous messages", ...; a question mark or a word
    like earlier/before/previously/so far is required) it quotes the earlier user messages
@@ -266,7 +267,9 @@ def _answer(messages: Sequence[dict[str, Any]]) -> str:
     if memory is not None:
         return known_about_user(memory) + suffix
     if _NAME_QUESTION.search(last):
-        name = _stated_name(earlier_user)
+        # the earlier messages, else what memory injected (Observational Memory's observations)
+        name = _stated_name(earlier_user) or _stated_name(
+            [message_text(m.get("content")) for m in messages if m.get("role") == "system"])
         if name is None:
             return "You haven't told me your name in the messages I can see." + suffix
         return f"Your name is {name}." + suffix

@@ -168,8 +168,13 @@ async function storedTurn(client, threadId) {
 }
 
 /** One plain-text agent run in Mastra's chunk format (STUDIO-REST.md 4.3). */
-function checkRunChunks(chunks, ctx, { agentId, storedAssistant }) {
-  assert.ok(chunks.length > 0, 'no chunks');
+function checkRunChunks(allChunks, ctx, { agentId, storedAssistant }) {
+  assert.ok(allChunks.length > 0, 'no chunks');
+  // data-* chunks are custom chunks (Mastra's writer.custom, e.g. Observational Memory's
+  // data-om-status), passed through as written: {type, data, transient?}, no run envelope
+  const custom = allChunks.filter((c) => c.type.startsWith('data-'));
+  custom.forEach((c, i) => type(c.data, 'object', `custom chunk[${i}](${c.type}).data`));
+  const chunks = allChunks.filter((c) => !c.type.startsWith('data-'));
   const types = chunks.map((c) => c.type);
   const seq = types.filter((t, i, a) => t !== 'text-delta' || a[i - 1] !== 'text-delta').join(',');
   chunks.forEach((c, i) => {
@@ -383,16 +388,17 @@ const checks = {
   },
 
   async memoryLastMessages(client, ctx) {
-    // lastMessages 10: the 7th turn sees exactly the 10 latest earlier messages
+    // lastMessages 10: the 7th turn sees exactly the 10 latest earlier messages (docs-agent:
+    // chat-agent has Observational Memory, which feeds every unobserved message instead)
     const ids = newIds('lastmsg');
-    const agent = client.getAgent(MEM);
+    const agent = client.getAgent('docs-agent');
     let last;
     for (let i = 1; i <= 7; i++) last = await agent.generate(`turn number ${i}`, { memory: { thread: ids.thread, resource: ids.resource } });
     // Mastra (core 1.68 MessageHistory.processInput) loads listMessages({perPage: lastMessages, DESC})
     // before the new user message is stored: 10 history messages + the new one reach the model.
     const seen = Number(/I can see (\d+) earlier message/.exec(last.text)?.[1]);
     assert.equal(seen, 10, `7th turn of a lastMessages=10 agent: the model saw ${seen} earlier messages, Mastra feeds 10 (+ the new one): ${JSON.stringify(last.text)}`);
-    const page = await client.getMemoryThread({ threadId: ids.thread, agentId: MEM }).listMessages({});
+    const page = await client.getMemoryThread({ threadId: ids.thread, agentId: 'docs-agent' }).listMessages({});
     assert.equal(page.total, 14, 'all 14 messages stored');
     return { text: last.text };
   },
@@ -549,7 +555,11 @@ const checks = {
     if ('memoryType' in s) assert.ok(['local', 'gateway'].includes(s.memoryType), `memoryType=${s.memoryType}`);
     const withIds = await client.getMemoryStatus(MEM, undefined, { resourceId: `res-${randomUUID()}`, threadId: `t-${randomUUID()}` });
     assert.equal(withIds.result, true, 'status with resourceId/threadId');
-    if (isObj(withIds.observationalMemory)) assert.equal(withIds.observationalMemory.enabled, false, 'OM not enabled');
+    assert.ok(isObj(withIds.observationalMemory), 'chat-agent reports its Observational Memory');
+    assert.equal(withIds.observationalMemory.enabled, true, 'OM enabled on chat-agent');
+    assert.equal(withIds.observationalMemory.hasRecord, false, 'no OM record for an unknown thread');
+    const docs = await client.getMemoryStatus('docs-agent');
+    if (isObj(docs.observationalMemory)) assert.equal(docs.observationalMemory.enabled, false, 'docs-agent: OM off');
     const orch = await client.getMemoryStatus('orchestrator-agent');
     assert.equal(orch.result, false, 'orchestrator-agent has no memory');
     return { chat: s, orchestrator: orch };
@@ -564,7 +574,12 @@ const checks = {
     assert.ok(isObj(c.workingMemory), 'config.workingMemory object');
     assert.equal(c.workingMemory.enabled, false, 'workingMemory.enabled');
     assert.ok(isObj(c.observationalMemory), 'config.observationalMemory object');
-    assert.equal(c.observationalMemory.enabled, false, 'observationalMemory.enabled');
+    assert.equal(c.observationalMemory.enabled, true, 'observationalMemory.enabled (chat-agent has OM)');
+    for (const k of ['scope', 'messageTokens', 'observationTokens', 'observationModel', 'reflectionModel']) {
+      assert.ok(k in c.observationalMemory, `observationalMemory.${k}`);
+    }
+    const docs = (await client.getMemoryConfig({ agentId: 'docs-agent' })).config;
+    assert.equal(docs.observationalMemory.enabled, false, 'docs-agent: observationalMemory.enabled');
     if ('semanticRecall' in c) assert.ok(c.semanticRecall === false || isObj(c.semanticRecall) || c.semanticRecall === true, 'semanticRecall bool|object');
     if (c.semanticRecall !== false) ctx.warn(`semanticRecall=${JSON.stringify(c.semanticRecall)} (expected false: not enabled)`);
     if (!('generateTitle' in c)) ctx.warn('config lacks generateTitle (Studio memory panel reads it)');
@@ -686,7 +701,8 @@ const checks = {
   },
 
   async getObservationalMemory400(client, ctx) {
-    const err = await expectHttpError(client.getObservationalMemory({ agentId: MEM, resourceId: MEM, threadId: randomUUID() }), 400, 'getObservationalMemory');
+    // docs-agent keeps the minimal memory (chat-agent's OM is read in tests/test_om_gateway.py)
+    const err = await expectHttpError(client.getObservationalMemory({ agentId: 'docs-agent', resourceId: 'docs-agent', threadId: randomUUID() }), 400, 'getObservationalMemory');
     assert.match(String(err.body.error), /not enabled/i, `400 body ${JSON.stringify(err.body)}`);
     return { body: err.body };
   },

@@ -105,3 +105,11 @@ class DeleteMessagesBody(_Body):
 class WorkingMemoryBody(_Body):
     workingMemory: str
     resourceId: str | None = None
+
+
+class BufferStatusBody(_Body):
+    """``POST /memory/observational-memory/buffer-status`` (client-js ``awaitBufferStatus``)."""
+
+    agentId: str = Field(min_length=1)
+    resourceId: str | None = Field(default=None, min_length=1)
+    threadId: str | None = ThreadId

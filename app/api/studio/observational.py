@@ -2,7 +2,8 @@
 ``/memory/status`` and ``/memory/config``.
 
 A record is found by the agent's OM scope: in thread scope by the thread (``threadId``),
-checked against the request's ``Scope`` like every thread route (a foreign thread is a 404);
+checked against the request's ``Scope`` like every thread route (a foreign thread, like a
+missing one, has ``record: null``);
 in resource scope by the resource (the thread's own, else the one the request may see).
 Both processes read the same database, so what the gateway observed is here at once.
 An agent without OM gets Mastra's 400 ``Observational Memory is not enabled for this agent``.
@@ -15,11 +16,12 @@ from typing import Any
 from fastapi import APIRouter
 
 from app.agents.registry import RegisteredAgent
-from app.api.deps import ConversationsDep, MastraQuery, RunnerDep
-from app.api.studio.access import OptionalAgent, QueryAgent, Scope, ScopeDep
-from app.api.studio.query import Query, iso_time
+from app.api.deps import AgentsDep, ConversationsDep, ForcedResource, MastraQuery, RunnerDep
+from app.api.studio.access import OptionalAgent, QueryAgent, Scope, ScopeDep, scope_for
+from app.api.studio.memory_bodies import BufferStatusBody
+from app.api.studio.query import iso_time
 from app.clock import to_iso
-from app.errors import BadRequest, invalid
+from app.errors import BadRequest, NotFound, invalid
 from app.om.config import describe_om
 from app.om.engine import om_model
 from app.storage.conversations import ConversationStore
@@ -36,11 +38,14 @@ def _records(agent: RegisteredAgent) -> OMRecordStore:
     return engine.records
 
 
-async def _key(agent: RegisteredAgent, query: Query, scope: Scope, store: ConversationStore) -> str | None:
-    """The record's lookup key for this request, None when it names nothing to look up."""
+async def _key(agent: RegisteredAgent, thread_id: str | None, scope: Scope, store: ConversationStore) -> str | None:
+    """The record's lookup key for this request, None when it names nothing to look up. A
+    thread that does not exist yet (the Studio's new chat) or is another resource's has no
+    record: the answer is ``record: null``, as for any thread not observed yet."""
     om = agent.memory.options.om  # type: ignore[union-attr]
-    thread_id = query.str("threadId")
-    thread = scope.visible(await store.get_thread(thread_id)) if thread_id else None
+    thread = await store.get_thread(thread_id) if thread_id else None
+    if thread is not None and not scope.admits(thread):
+        thread = None
     if om.scope == "thread":
         return lookup_key(thread.id, thread.resource_id) if thread else None
     resource = thread.resource_id if thread else (scope.alias[1] if scope.alias else scope.resource)
@@ -51,7 +56,7 @@ async def _key(agent: RegisteredAgent, query: Query, scope: Scope, store: Conver
 async def observational_memory(agent: QueryAgent, query: MastraQuery, scope: ScopeDep,
                                store: ConversationsDep) -> dict[str, Any]:
     records = _records(agent)
-    key = await _key(agent, query, scope, store)
+    key = await _key(agent, query.str("threadId"), scope, store)
     if key is None:
         return {"record": None, "history": []}
     created_from, created_to = iso_time(query.str("from"), "from"), iso_time(query.str("to"), "to")
@@ -64,12 +69,15 @@ async def observational_memory(agent: QueryAgent, query: MastraQuery, scope: Sco
 
 
 @router.post("/observational-memory/buffer-status")
-async def buffer_status(agent: QueryAgent, query: MastraQuery, scope: ScopeDep,
+async def buffer_status(body: BufferStatusBody, agents: AgentsDep, forced: ForcedResource,
                         store: ConversationsDep) -> dict[str, Any]:
     """Observations are taken synchronously here (no background buffering yet), so there
     is never anything to wait for: the record as it stands."""
+    agent = agents.get(body.agentId)
+    if agent is None:
+        raise NotFound(f"Agent with id {body.agentId} not found")
     records = _records(agent)
-    key = await _key(agent, query, scope, store)
+    key = await _key(agent, body.threadId, scope_for(forced, agent, body.resourceId), store)
     record = await records.active(key) if key else None
     return {"record": record.to_api() if record else None}
 
@@ -94,7 +102,7 @@ async def status(query: MastraQuery, agent: OptionalAgent, scope: ScopeDep, stor
     engine = agent.memory.observational_memory()
     if engine is None:
         return {"result": True, "memoryType": "local", "observationalMemory": {"enabled": False}}
-    key = await _key(agent, query, scope, store)
+    key = await _key(agent, query.str("threadId"), scope, store)
     record = await engine.records.active(key) if key else None
     return {"result": True, "memoryType": "local", "observationalMemory": om_status(record)}
 

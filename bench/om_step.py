@@ -1,0 +1,124 @@
+"""Observational Memory's bookkeeping per step, excluding the model call (issue 11's target:
+well under 10 ms), against a plain memory step measured in the same run.
+
+What is timed is what the step loop does before a model call: ``begin_step``, the input
+processors and ``messages()`` (``bench/working_memory.py`` times the same way). The model is
+never asked: no window here reaches its threshold. Cases, each on a real SQLite file:
+
+* plain: chat-agent's memory without OM, the last-10 history window (the baseline);
+* OM, 30k-token window: ~29,500 unobserved tokens in ~300 messages (just under the 30,000
+  threshold, so every step counts them all); "cold" messages carry no token estimate yet
+  (user messages), "warm" ones carry the estimate a saved reply has;
+* OM, 1,000 observed messages: the cursor is past 1,000 messages, ~40 observation lines
+  are injected, 10 messages are unobserved.
+
+Step 0 reads storage; steps 1-4 reuse what step 0 loaded. Run: .venv/bin/python bench/om_step.py [turns]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from app.agents.processors import StepContext  # noqa: E402
+from app.clock import to_iso  # noqa: E402
+from app.memory.memory import Memory, MemoryOptions  # noqa: E402
+from app.om.tokens import count_message, count_messages  # noqa: E402
+from app.storage.conversations import ConversationStore, Message  # noqa: E402
+from app.storage.libsql import LibSQLStore  # noqa: E402
+from app.storage.om_records import OMRecordStore  # noqa: E402
+
+STEPS = 5
+SENTENCE = ("I would like to plan a trip to Lisbon in the spring with my partner, and we care about food, "
+            "walking tours and a quiet hotel near the river. ")
+
+
+def messages_for(thread_id: str, count: int, words: int, start: datetime) -> list[Message]:
+    text = (SENTENCE * (words // 24 + 1))[: words * 6]
+    return [Message(f"{thread_id}-m{i}", thread_id, "r1", "user" if i % 2 == 0 else "assistant",
+                    {"format": 2, "parts": [{"type": "text", "text": f"({i}) {text}"}], "content": text},
+                    to_iso(start + timedelta(seconds=i))) for i in range(count)]
+
+
+async def seed(store: ConversationStore, records: OMRecordStore) -> None:
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    for thread_id in ("plain", "cold", "warm", "observed"):
+        await store.ensure_thread(thread_id, "r1", agent_id="chat-agent")
+    window = messages_for("cold", 300, 70, start)
+    tokens = count_messages(copy.deepcopy(window))
+    while tokens >= 29_800:
+        window.pop(0)
+        tokens = count_messages(copy.deepcopy(window))
+    await store.append_messages("cold", window)
+    warm = [Message(m.id.replace("cold", "warm"), "warm", m.resource_id, m.role, copy.deepcopy(m.content),
+                    m.created_at) for m in window]
+    for message in warm:
+        count_message(message)  # the estimate a saved reply carries
+    await store.append_messages("warm", warm)
+    await store.append_messages("plain", messages_for("plain", 300, 70, start))
+    old = messages_for("observed", 1010, 70, start)
+    await store.append_messages("observed", old)
+    record = await records.initialize(scope="thread", thread_id="observed", resource_id="r1", config={},
+                                      timezone="UTC")
+    lines = "\n".join(f"* 🔴 (10:{i % 60:02d}) User stated they want detail number {i} for the trip" for i in range(40))
+    await records.update_active_observations(record.id, observations=f"Date: Jan 1, 2026\n{lines}", token_count=900,
+                                             last_observed_at=old[999].created_at,
+                                             observed_ids=[m.id for m in old[:1000]], tokens_observed=900)
+    print(f"30k window: {len(window)} messages, {tokens} tokens; observed thread: 1000 observed + 10 new")
+
+
+async def timed_turn(memory: Memory, thread, samples: dict[str, list[float]]) -> None:
+    step = StepContext("chat-agent", "run", "You are a helpful assistant.", thread=thread, resource_id="r1")
+    processors = memory.input_processors()
+    for index in range(STEPS):
+        started = time.perf_counter()
+        step.begin_step(index)
+        for processor in processors:
+            await processor.process_step(step)
+        step.messages()
+        step.take_emitted()
+        samples["first" if index == 0 else "later"].append(time.perf_counter() - started)
+
+
+def p50(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2] * 1000
+
+
+async def main(turns: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        db = LibSQLStore(f"file:{Path(tmp) / 'bench.db'}")
+        await db.open()
+        store, records = ConversationStore(db), OMRecordStore(db)
+        await seed(store, records)
+        plain = Memory(MemoryOptions(last_messages=10))
+        om = Memory(MemoryOptions(last_messages=10, observational_memory=True))
+        for memory in (plain, om):
+            memory.attach(store, "chat-agent", "ai-chat")
+        cases = {"plain (last 10)": (plain, "plain"), "OM 30k window, cold": (om, "cold"),
+                 "OM 30k window, warm": (om, "warm"), "OM 1,000 observed": (om, "observed")}
+        threads = {name: await store.get_thread(thread_id) for name, (_, thread_id) in cases.items()}
+        runs = {name: {"first": [], "later": []} for name in cases}
+        for _ in range(3):  # warm-up
+            for name, (memory, _) in cases.items():
+                await timed_turn(memory, threads[name], {"first": [], "later": []})
+        for _ in range(turns):  # interleaved, so drift hits every case alike
+            for name, (memory, _) in cases.items():
+                await timed_turn(memory, threads[name], runs[name])
+        await db.close()
+    base = runs["plain (last 10)"]
+    print(f"turns={turns} x {STEPS} steps; p50 ms per step, ratio to the plain memory step of the same run")
+    for name, samples in runs.items():
+        print(f"{name:22s} step 0 {p50(samples['first']):7.2f} ms ({p50(samples['first']) / p50(base['first']):5.1f}x)"
+              f"   steps 1-4 {p50(samples['later']):6.3f} ms ({p50(samples['later']) / p50(base['later']):5.1f}x)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 30))

@@ -1,0 +1,135 @@
+"""Observational Memory's records on real SQLite files, and which messages are unobserved
+(OBSERVATIONAL-MEMORY.md 1.1, 1.4)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from app.storage.conversations import ConversationStore, Message, Thread
+from app.storage.libsql import LibSQLStore
+from app.storage.om_records import OMRecordStore, lookup_key, thread_om
+from app.om.window import drop_observed, has_incomplete_tool_calls, unobserved
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def db(tmp_path: Path):
+    store = LibSQLStore(f"file:{tmp_path / 'om.db'}")
+    await store.open()
+    yield store
+    await store.close()
+
+
+async def test_generations_history_and_the_active_record(db: LibSQLStore) -> None:
+    records = OMRecordStore(db)
+    first = await records.initialize(scope="thread", thread_id="t1", resource_id="r1", config={"scope": "thread"},
+                                     timezone="UTC")
+    again = await records.initialize(scope="thread", thread_id="t1", resource_id="r1", config={}, timezone="UTC")
+    assert again.id == first.id and (first.generation_count, first.origin_type) == (0, "initial")
+    assert first.lookup_key == "thread:t1" and first.config == {"scope": "thread"}
+    observed = await records.update_active_observations(first.id, observations="* 🔴 (10:00) a", token_count=7,
+                                                        last_observed_at="2026-01-01T10:00:00.000Z",
+                                                        observed_ids=["m1", "m2"], tokens_observed=7)
+    observed = await records.update_active_observations(first.id, observations="* 🔴 (10:00) a\n* b", token_count=9,
+                                                        last_observed_at="2026-01-01T11:00:00.000Z",
+                                                        observed_ids=["m2", "m3"], tokens_observed=2)
+    assert observed.observed_message_ids == ["m1", "m2", "m3"] and observed.total_tokens_observed == 9
+    reflected = await records.create_reflection_generation(observed, observations="* a and b", token_count=4)
+    assert (reflected.generation_count, reflected.origin_type, reflected.observation_token_count) == (1, "reflection", 4)
+    assert reflected.last_observed_at == "2026-01-01T11:00:00.000Z" and reflected.observed_message_ids is None
+    assert reflected.total_tokens_observed == 9 and reflected.config == {"scope": "thread"}
+    assert (await records.active("thread:t1")).id == reflected.id
+    assert [r.generation_count for r in await records.history("thread:t1")] == [1, 0]
+    assert [r.generation_count for r in await records.history("thread:t1", limit=1, offset=1)] == [0]
+    api = reflected.to_api()
+    assert api["generationCount"] == 1 and api["isObserving"] is False and api["threadId"] == "t1"
+    resource = await records.initialize(scope="resource", thread_id="t1", resource_id="r1", config={}, timezone=None)
+    assert resource.lookup_key == lookup_key(None, "r1") == "resource:r1" and resource.thread_id is None
+    assert await records.clear("thread:t1") == 2 and await records.active("thread:t1") is None
+
+
+async def test_a_flag_is_held_by_one_claimant_across_connections_and_a_stale_one_is_taken_over(
+        db: LibSQLStore, tmp_path: Path) -> None:
+    other = LibSQLStore(f"file:{tmp_path / 'om.db'}")  # a second process's connections to the same file
+    await other.open()
+    try:
+        mine, theirs = OMRecordStore(db), OMRecordStore(other)
+        record = await mine.initialize(scope="thread", thread_id="t", resource_id="r", config={}, timezone=None)
+        claims = await asyncio.gather(mine.claim_flag(record.id, "is_observing", stale_after_s=60),
+                                      theirs.claim_flag(record.id, "is_observing", stale_after_s=60))
+        assert sorted(claims) == [False, True]
+        assert (await theirs.active("thread:t")).to_api()["isObserving"] is True
+        await asyncio.sleep(0.01)
+        assert await theirs.claim_flag(record.id, "is_observing", stale_after_s=0.001)  # the holder died
+        await mine.release_flag(record.id, "is_observing")
+        assert await mine.claim_flag(record.id, "is_reflecting", stale_after_s=60)
+        assert await theirs.claim_flag(record.id, "is_observing", stale_after_s=60)
+        with pytest.raises(ValueError):
+            await mine.claim_flag(record.id, "is_observing; DROP TABLE threads", stale_after_s=1)  # type: ignore
+    finally:
+        await other.close()
+
+
+async def test_thread_om_metadata_is_merged_not_replaced(db: LibSQLStore) -> None:
+    conversations = ConversationStore(db)
+    await conversations.save_thread(Thread("t", "r", metadata={"topic": "trips", "mastra": {"other": 1}}))
+    records = OMRecordStore(db)
+    assert await records.patch_thread_om("t", {"currentTask": "plan", "suggestedResponse": "ask"}) == {
+        "currentTask": "plan", "suggestedResponse": "ask"}
+    merged = await records.patch_thread_om("t", {"suggestedResponse": None, "lastObservedAt": "x"})
+    assert merged == {"currentTask": "plan", "lastObservedAt": "x"}
+    metadata = (await conversations.get_thread("t")).metadata
+    assert metadata["topic"] == "trips" and metadata["mastra"]["other"] == 1 and thread_om(metadata) == merged
+    assert await records.patch_thread_om("missing", {"currentTask": "x"}) is None
+
+
+def message(mid: str, at: str, parts: list[dict], role: str = "user") -> Message:
+    return Message(mid, "t", "r", role, {"format": 2, "parts": parts, "content": ""}, at)
+
+
+def text(value: str) -> dict:
+    return {"type": "text", "text": value}
+
+
+def test_unobserved_follows_the_cursor_the_ids_and_the_markers() -> None:
+    from app.storage.om_records import OMRecord
+
+    record = OMRecord("id", "thread:t", "thread", "r", "t", "initial", {}, "", "",
+                      last_observed_at="2026-01-01T10:00:00.000Z", observed_message_ids=["tie-observed"])
+    messages = [
+        message("old", "2026-01-01T09:00:00.000Z", [text("before the cursor")]),
+        message("tie-observed", "2026-01-01T10:00:00.000Z", [text("observed at the cursor")]),
+        message("system", "2026-01-01T10:30:00.000Z", [text("rules")], role="system"),
+        message("marked", "2026-01-01T09:30:00.000Z", [
+            {"type": "data-om-observation-start", "data": {}}, {"type": "data-om-observation-end", "data": {}},
+            {"type": "step-start"}, text("after the marker")], role="assistant"),
+        message("in-progress", "2026-01-01T09:40:00.000Z", [
+            text("early"), {"type": "data-om-observation-start", "data": {}}], role="assistant"),
+        message("failed", "2026-01-01T09:50:00.000Z", [
+            {"type": "data-om-observation-start", "data": {}}, {"type": "data-om-observation-failed", "data": {}},
+            text("old and failed")], role="assistant"),
+        message("new", "2026-01-01T11:00:00.000Z", [text("after the cursor")]),
+    ]
+    found = unobserved(messages, record)
+    assert [m.id for m in found] == ["marked", "in-progress", "new"]
+    assert found[0].content["parts"] == [{"type": "step-start"}, text("after the marker")]
+    assert messages[3].content["parts"][0]["type"] == "data-om-observation-start"  # the stored copy is untouched
+    assert [m.id for m in unobserved(messages, None)] == [m.id for m in messages if m.role != "system"]
+
+
+def test_observed_messages_leave_the_window_down_to_the_floor_and_the_input_stays() -> None:
+    messages = [message(f"m{i}", f"2026-01-01T10:0{i}:00.000Z", [text("x")]) for i in range(5)]
+    count = {m.id: 10 for m in messages}
+    ids = {m.id for m in messages}
+    kept = drop_observed(messages, ids, floor=0, preserve={"m4"}, count=lambda m: count[m.id], total=50)
+    assert [m.id for m in kept] == ["m4"]
+    kept = drop_observed(messages, ids, floor=25, preserve={"m4"}, count=lambda m: count[m.id], total=50)
+    assert [m.id for m in kept] == ["m2", "m3", "m4"]
+    waiting = message("a", "2026-01-01T10:09:00.000Z", [
+        {"type": "tool-invocation", "toolInvocation": {"state": "call", "toolCallId": "c", "toolName": "x"}}],
+        role="assistant")
+    assert has_incomplete_tool_calls([*messages, waiting]) and not has_incomplete_tool_calls(messages)
