@@ -13,9 +13,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-from tests.support import running, run_node, sqlite_rows, user_message
+from tests.support import free_port, running, run_node, sqlite_rows, user_message
+from tests.test_observability import wait_for_traces
 
 OM_ENV = {"DEV_SERVER_TELEMETRY": "false", "DEV_SERVER_OM_MESSAGE_TOKENS": "300",
           "DEV_SERVER_OM_OBSERVATION_TOKENS": "400", "DEV_SERVER_OM_BUFFER_TOKENS": "false"}
@@ -144,3 +146,20 @@ def test_the_record_survives_a_restart_and_the_studio_reads_it_with_client_js(ga
     assert record["threadId"] == "durable" and "Ada Lovelace" in record["activeObservations"]
     assert record["isObserving"] is False and record["config"]["observation"]["messageTokens"] == 300
     assert read["om"]["history"][0]["id"] == record["id"] and read["buffer"]["record"]["id"] == record["id"]
+
+
+def test_the_observer_call_is_a_span_of_the_turns_trace(start_server: Any) -> None:
+    studio_port = free_port()
+    studio = start_server("studio", port=studio_port, env={k: v for k, v in OM_ENV.items() if k != "DEV_SERVER_TELEMETRY"})
+    gateway = start_server("gateway", env={**OM_ENV, "DEV_SERVER_TELEMETRY": "true",
+                                           "DEV_SERVER_STUDIO_PORT": str(studio_port)})
+    results = [turn(gateway, "traced", f"t{i}", f"Turn {i}. {FACT}") for i in range(1, 6)]
+    observed_at = next(i for i, r in enumerate(results) if om_chunks(r, "observation-end"))
+    traces = wait_for_traces(studio, lambda ts: sum(t["threadId"] == "traced" for t in ts) >= observed_at + 1)
+    spans = [s for t in traces if t["threadId"] == "traced"
+             for s in httpx.get(f"{studio.url}/api/observability/traces/{t['traceId']}").json()["spans"]]
+    observer = [s for s in spans if s["name"] == "agent run: 'observational-memory-observer'"]
+    assert observer and observer[0]["spanType"] == "agent_run"
+    parent = next(s for s in spans if s["spanId"] == observer[0]["parentSpanId"])
+    assert parent["name"] == "input processor: observational-memory"
+    assert "Ada Lovelace" in observer[0]["output"]["text"] and observer[0]["attributes"]["local"] is True

@@ -28,6 +28,7 @@ from app.memory.working_memory import WorkingMemory
 from app.om.config import ObservationalMemoryOptions, describe_om, observational_memory_options
 from app.om.engine import ObservationalMemory
 from app.om.processor import ObservationalMemoryStep, TokenEstimates
+from app.om.tokens import count_message
 from app.storage.conversations import ConversationStore, Message, Thread, TurnWrites
 from app.storage.om_records import OMRecordStore
 
@@ -141,6 +142,9 @@ class Memory:
         if await complete_tool_calls(self.store, thread, incoming):
             return []
         resource_id = thread.resource_id
+        if self.options.om is not None:  # stored with their token estimates: no turn counts them again
+            for message in incoming:
+                count_message(message)
 
         def plan(stored: Thread, known: dict[str, tuple[str, str]]) -> TurnWrites:
             if stored.resource_id != resource_id:  # created elsewhere since open_thread

@@ -19,7 +19,7 @@ reply before it is saved, so later turns count that reply from the cache (5.2).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ class TurnView:
     messages: list[Message]
     pending_tokens: int
     hints: dict[str, Any]
+    system: list[dict[str, Any]] = field(default_factory=list)  # the observation messages, built once
 
 
 class ObservationalMemoryStep:
@@ -67,10 +68,10 @@ class ObservationalMemoryStep:
             view = await self._first_step(step)
             step.state[self.name] = view
             step.history = repair_value(self._history(view))
-        for text in build_context_system_messages(view.record.active_observations, now=datetime.now().astimezone(),
-                                                  current_task=view.hints.get("currentTask"),
-                                                  suggested_response=view.hints.get("suggestedResponse")):
-            step.system.append({"role": "system", "content": text})
+            view.system = [{"role": "system", "content": text} for text in build_context_system_messages(
+                view.record.active_observations, now=datetime.now().astimezone(),
+                current_task=view.hints.get("currentTask"), suggested_response=view.hints.get("suggestedResponse"))]
+        step.system.extend(view.system)
         step.emit(status_part(self.engine.options, view.record, pending_tokens=view.pending_tokens,
                               step=step.index))
 

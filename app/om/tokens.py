@@ -143,6 +143,9 @@ def count_messages(messages: Iterable[Any], *, provider: str | None = None, cach
     return TOKENS_PER_CONVERSATION + sum(counts) if counts else 0
 
 
+_ROLE_TOKENS = {role: estimate_tokens(role) for role in ("user", "assistant", "system", "tool")}
+
+
 def count_message(message: Any, *, provider: str | None = None, cache: bool = True) -> int:
     """Tokens of one stored message (a ``Message``, anything with ``role`` and ``content``,
     or such a dict). ``provider`` (``"openai"``, ``"google/gemini-3-pro"``, ...) prices images."""
@@ -152,7 +155,7 @@ def count_message(message: Any, *, provider: str | None = None, cache: bool = Tr
         role, content = getattr(message, "role", None), getattr(message, "content", None)
         metadata = getattr(message, "metadata", None)
         message_owner = {"metadata": metadata} if isinstance(metadata, dict) else None
-    payload: float = count_string(role)
+    payload: float = _ROLE_TOKENS[role] if role in _ROLE_TOKENS else count_string(role)
     overhead = TOKENS_PER_MESSAGE
     extra_messages = 0
     if isinstance(content, str):
