@@ -104,3 +104,28 @@ def test_settings_make_the_options_and_name_the_variable(monkeypatch: pytest.Mon
     monkeypatch.delenv("DEV_SERVER_OM_BUFFER_TOKENS")
     monkeypatch.setenv("DEV_SERVER_OM_ENABLED", "false")
     assert Settings.load().observational_memory is False
+
+
+def test_previous_observations_are_cut_to_the_budget_only_behind_the_flag() -> None:
+    from app.om.observer_context import truncate_previous_observations
+    from app.om.tokens import estimate_tokens
+
+    assert observational_memory_options(True).observation.truncate_previous_observations is False
+    assert observational_memory_options({"observation": {"truncatePreviousObservations": True}}) \
+        .observation.truncate_previous_observations is True
+    with pytest.raises(ValueError, match="truncatePreviousObservations"):
+        observational_memory_options({"observation": {"truncatePreviousObservations": "yes"}})
+    days = []
+    for day in range(1, 11):
+        days.append(f"Date: Jan {day}, 2026")
+        days += [f"* 🔴 (09:00) User stated fact number {day} about their garden",
+                 f"* 🟡 (09:05) Assistant listed {day} watering schedules with many details each",
+                 f"* 🟢 (09:10) Small talk about the weather on day {day}"]
+    log = "\n".join(days)
+    cut = truncate_previous_observations(log, 200)
+    assert estimate_tokens(cut) <= 300 < estimate_tokens(log)  # the budget, plus headers and markers
+    assert "Small talk about the weather on day 10" in cut  # the raw tail stays whole
+    assert "fact number 4 " in cut and "weather on day 4\n" not in cut  # an old user fact, not old small talk
+    assert "observations truncated here]" in cut
+    assert all(line.startswith(("Date:", "*", "[")) for line in cut.split("\n"))
+    assert truncate_previous_observations(log, 100_000) == log

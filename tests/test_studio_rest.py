@@ -237,7 +237,10 @@ def test_split_brain_gateway_writes_are_readable_on_the_studio_at_once(settings:
         messages = httpx.get(f"{studio.url}/api/memory/threads/shared-1/messages",
                              params={"agentId": "chat-agent"}).json()["messages"]
         assert [m["role"] for m in messages] == ["user", "assistant"]
-        assert messages[0]["content"]["parts"] == [{"type": "text", "text": "hello from the frontend"}]
+        # (chat-agent's Observational Memory stores each part with its token estimate, as Mastra does)
+        [part] = messages[0]["content"]["parts"]
+        assert (part["type"], part["text"]) == ("text", "hello from the frontend")
+        assert part["providerMetadata"]["mastra"]["tokenEstimate"]["tokens"] == 5
 
 
 @pytest.fixture

@@ -38,7 +38,8 @@ Scope = Literal["thread", "resource"]
 _TOP_KEYS = {"enabled", "model", "scope", "observation", "reflection", "shareTokenBudget", "bufferTokens",
              "bufferActivation", "blockAfter"}
 _OBSERVATION_KEYS = {"model", "instruction", "messageTokens", "maxTokensPerBatch", "modelSettings",
-                     "previousObserverTokens", "bufferTokens", "bufferActivation", "blockAfter"}
+                     "previousObserverTokens", "truncatePreviousObservations", "bufferTokens", "bufferActivation",
+                     "blockAfter"}
 _REFLECTION_KEYS = {"model", "instruction", "observationTokens", "modelSettings", "bufferActivation", "blockAfter"}
 
 
@@ -97,6 +98,7 @@ class ObservationConfig:
     max_tokens_per_batch: int = MAX_TOKENS_PER_BATCH
     model_settings: dict[str, Any] = field(default_factory=lambda: {"temperature": 0.3})
     previous_observer_tokens: int | Literal[False] = PREVIOUS_OBSERVER_TOKENS
+    truncate_previous_observations: bool = False  # ours: Mastra's current release shows the whole log
     buffer_tokens: int | Literal[False] = False  # resolved: absolute tokens, or False (no async buffering)
     buffer_activation: float = BUFFER_ACTIVATION
     block_after: float | None = None  # resolved: absolute tokens, or None
@@ -180,6 +182,9 @@ def resolve_observation(given: Mapping[str, Any], scope: str, share_budget: bool
     previous = given.get("previousObserverTokens", PREVIOUS_OBSERVER_TOKENS)
     if previous is not False:
         previous = _positive_int("observation.previousObserverTokens", previous)
+    truncate = given.get("truncatePreviousObservations", False)
+    if not isinstance(truncate, bool):
+        raise _fail("observation.truncatePreviousObservations", "must be true or false")
 
     def pick(key: str) -> Any:
         return given[key] if key in given else top.get(key)
@@ -213,7 +218,8 @@ def resolve_observation(given: Mapping[str, Any], scope: str, share_budget: bool
                              message_tokens=tokens, max_tokens_per_batch=batch,
                              model_settings={"temperature": 0.3, **_settings("observation.modelSettings",
                                                                               given.get("modelSettings"))},
-                             previous_observer_tokens=previous, buffer_tokens=resolved_buffer,
+                             previous_observer_tokens=previous, truncate_previous_observations=truncate,
+                             buffer_tokens=resolved_buffer,
                              buffer_activation=activation, block_after=block)
 
 

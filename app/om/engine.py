@@ -35,6 +35,7 @@ from app.llm import LLMClient, ModelRequest, ResolvedModel
 from app.llm.complete import Completion, complete
 from app.observability import spans
 from app.om.config import DEFAULT_MODEL, ObservationalMemoryOptions
+from app.om.observer_context import truncate_previous_observations
 from app.om.parsing import parse_observer_output, parse_reflector_output
 from app.om.parts import OBSERVATION, REFLECTION, Cycle, marker_config
 from app.om.prompts import (observer_messages, observer_system_prompt, reflection_max_level, reflection_start_level,
@@ -148,8 +149,11 @@ class ObservationalMemory:
         model = await om_model(ctx.llm, self.options.observer_model, ctx.agent_model)
         transcript, attachments = format_transcript(list(messages))
         hints = thread_om(ctx.thread_metadata)
+        previous = record.active_observations
+        if config.truncate_previous_observations and config.previous_observer_tokens:
+            previous = truncate_previous_observations(previous, config.previous_observer_tokens)
         prompt = [{"role": "system", "content": observer_system_prompt(instruction=config.instruction)},
-                  *observer_messages(transcript, previous_observations=record.active_observations or None,
+                  *observer_messages(transcript, previous_observations=previous or None,
                                      prior_current_task=hints.get("currentTask"),
                                      prior_suggested_response=hints.get("suggestedResponse"),
                                      attachments=attachments)]

@@ -7,18 +7,10 @@
 //   getMemoryConfig, getMemoryStatus, getObservationalMemory and awaitBufferStatus, as the client returns them.
 // Exit code 0 whenever the JSON was printed, 2 for bad stdin.
 
-import { readFileSync } from 'node:fs';
 import { MastraClient } from '@mastra/client-js';
+import { readInput } from './stdin_input.mjs';
 
-for (const level of ['log', 'info', 'warn', 'debug']) console[level] = (...args) => console.error(...args);
-
-let input;
-try {
-  input = JSON.parse(readFileSync(0, 'utf8'));
-} catch (e) {
-  process.stderr.write(`bad stdin: ${e.message}\n`);
-  process.exit(2);
-}
+const input = readInput();
 const client = new MastraClient({ baseUrl: input.baseUrl, retries: 0 });
 const where = { agentId: input.agentId, resourceId: input.resourceId, threadId: input.threadId };
 try {

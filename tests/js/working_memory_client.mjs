@@ -11,19 +11,12 @@
 //   one result per op, in order: the client's answer, or the status and body of the
 //   MastraClientError it threw. Exit 0 whenever the JSON was printed, 2 bad stdin, 1 harness bug.
 
-import { readFileSync } from 'node:fs';
 import { MastraClient, MastraClientError } from '@mastra/client-js';
+import { readInput } from './stdin_input.mjs';
 
-for (const level of ['log', 'info', 'warn', 'debug']) console[level] = (...args) => console.error(...args);
-
-let request;
-try {
-  request = JSON.parse(readFileSync(0, 'utf8'));
-  if (typeof request.baseUrl !== 'string' || !Array.isArray(request.ops)) throw new Error('baseUrl and ops are required');
-} catch (err) {
-  console.error(`bad stdin: ${err.message}`);
-  process.exit(2);
-}
+const request = readInput((input) => {
+  if (typeof input.baseUrl !== 'string' || !Array.isArray(input.ops)) throw new Error('baseUrl and ops are required');
+});
 
 const headers = request.token ? { authorization: `Bearer ${request.token}` } : {};
 const client = new MastraClient({ baseUrl: request.baseUrl, retries: 0, headers });
