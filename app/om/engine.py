@@ -107,12 +107,23 @@ class ObservationalMemory:
                                                   "outputTokens": completion.usage.output_tokens}})
             return completion
 
+    async def _moved_on(self, record: OMRecord) -> bool:
+        """Another cycle (another process) observed or reflected since ``record`` was read:
+        what this one would do is done (OBSERVATIONAL-MEMORY.md 2.3, "skip if another cycle
+        advanced lastObservedAt")."""
+        current = await self.records.active(record.lookup_key)
+        return current is None or current.id != record.id or current.last_observed_at != record.last_observed_at \
+            or current.observation_token_count != record.observation_token_count
+
     # -- observation -------------------------------------------------------------------
 
     async def observe(self, ctx: CycleContext, record: OMRecord, messages: Sequence[Message],
                       message_tokens: int) -> OMRecord | None:
         """Observe ``messages``; the updated record, or None when nothing was observed."""
         if not messages or not await self.records.claim_flag(record.id, "is_observing", stale_after_s=STALE_FLAG_S):
+            return None
+        if await self._moved_on(record):
+            await self.records.release_flag(record.id, "is_observing")
             return None
         cycle = Cycle(OBSERVATION, record, ctx.thread_id,
                       marker_config(self.options, record.observation_token_count), message_tokens)
@@ -177,6 +188,8 @@ class ObservationalMemory:
         if not await self.records.claim_flag(record.id, "is_reflecting", stale_after_s=STALE_FLAG_S):
             return record
         try:
+            if await self._moved_on(record):
+                return await self.records.active(record.lookup_key) or record
             return await self._reflect(ctx, record, threshold)
         finally:
             await self.records.release_flag(record.id, "is_reflecting")

@@ -1,0 +1,84 @@
+"""The observation and reflection cycles on a real SQLite file, with the local model as
+observer and reflector (``app.om.engine``): one cycle per record across processes, the
+reflector's escalation, failures that leave the record as it was."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.llm import LiteLLMClient
+from app.om.config import observational_memory_options
+from app.om.engine import CycleContext, ObservationalMemory
+from app.om.tokens import count_messages
+from app.storage.conversations import ConversationStore, Message, Thread
+from app.storage.libsql import LibSQLStore
+from app.storage.om_records import OMRecordStore
+
+pytestmark = pytest.mark.anyio
+FACT = "My name is Ada and I keep bees on the roof of my flat in Leeds."
+
+
+@pytest.fixture
+async def db(tmp_path: Path):
+    store = LibSQLStore(f"file:{tmp_path / 'om.db'}")
+    await store.open()
+    yield store
+    await store.close()
+
+
+async def setup(db: LibSQLStore, texts: list[str], **options: Any):
+    conversations = ConversationStore(db)
+    await conversations.save_thread(Thread("t", "r"))
+    messages = [Message(f"m{i}", "t", "r", "user" if i % 2 == 0 else "assistant",
+                        {"format": 2, "parts": [{"type": "text", "text": text}], "content": text},
+                        f"2026-01-01T10:{i:02d}:00.000Z") for i, text in enumerate(texts)]
+    await conversations.append_messages("t", messages)
+    engine = ObservationalMemory(observational_memory_options(options or True), OMRecordStore(db))
+    record = await engine.records.initialize(scope="thread", thread_id="t", resource_id="r", config={}, timezone="UTC")
+    llm = LiteLLMClient(force_local=True)
+    parts: list[tuple[Any, bool]] = []
+    ctx = CycleContext(llm, await llm.resolve("openai/gpt-4o-mini"), "t", None,
+                       lambda part, durable=False: parts.append((part, durable)))
+    return engine, record, messages, ctx, parts
+
+
+async def test_a_second_process_with_a_stale_record_does_not_observe_again(db: LibSQLStore) -> None:
+    engine, record, messages, ctx, parts = await setup(db, [FACT, "Noted.", FACT, "Noted again."])
+    observed = await engine.observe(ctx, record, messages, count_messages(messages))
+    assert observed is not None and "Ada" in observed.active_observations
+    assert [p.name for p, _ in parts] == ["om-observation-start", "om-observation-end"] and all(d for _, d in parts)
+    other = ObservationalMemory(engine.options, OMRecordStore(db))  # another process, still holding `record`
+    assert await other.observe(ctx, record, messages, 100) is None
+    assert (await engine.records.active("thread:t")).active_observations == observed.active_observations
+    assert (await engine.records.active("thread:t")).is_observing is None  # the flag was released
+
+
+async def test_a_failing_observer_reports_and_changes_nothing(db: LibSQLStore) -> None:
+    engine, record, messages, ctx, parts = await setup(db, [FACT, "Noted.", f"{FACT} [[observer-fail]]"])
+    assert await engine.observe(ctx, record, messages, 500) is None
+    [(start, _), (failed, durable)] = parts
+    assert failed.name == "om-observation-failed" and durable and failed.data["cycleId"] == start.data["cycleId"]
+    active = await engine.records.active("thread:t")
+    assert (active.active_observations, active.last_observed_at, active.is_observing) == ("", None, None)
+
+
+async def test_reflection_escalates_until_the_log_fits_and_writes_the_next_generation(db: LibSQLStore) -> None:
+    texts = [f"{FACT} Day {i} of the diary, with some ordinary small talk about the weather." for i in range(12)]
+    engine, record, messages, ctx, parts = await setup(db, texts, reflection={"observationTokens": 120})
+    observed = await engine.observe(ctx, record, messages, 1000)
+    assert observed is not None and observed.observation_token_count >= 120
+    parts.clear()
+    reflected = await engine.maybe_reflect(ctx, observed)
+    assert (reflected.generation_count, reflected.origin_type) == (1, "reflection")
+    assert reflected.observation_token_count < observed.observation_token_count
+    names = [p.name for p, _ in parts]
+    assert names[0] == "om-observation-start" and names[-1] == "om-observation-end"
+    assert all(p.data["operationType"] == "reflection" for p, _ in parts)
+    retries = [p.data["error"] for p, _ in parts if p.name == "om-observation-failed"]
+    assert all("retrying at level" in error for error in retries)
+    assert len(names) == 2 + 2 * len(retries)  # each retry is a failed cycle and a new start
+    history = await engine.records.history("thread:t")
+    assert [r.generation_count for r in history] == [1, 0] and history[1].active_observations == observed.active_observations
