@@ -148,6 +148,17 @@ def test_the_record_survives_a_restart_and_the_studio_reads_it_with_client_js(ga
     assert read["om"]["history"][0]["id"] == record["id"] and read["buffer"]["record"]["id"] == record["id"]
 
 
+def test_the_real_studio_shows_the_observation_marker_of_a_gateway_thread(gateway: Any, data: Path) -> None:
+    from tests.test_studio_ui import run_studio
+
+    for i in range(1, 6):
+        turn(gateway, "shown", f"s{i}", f"Turn {i}. {FACT}")
+    with running("studio", data, OM_ENV) as studio:
+        # the Studio renders the durable data-om-observation-end marker as "Observed N→M tokens"
+        result = run_studio(studio, threadId="shown", expectThreadText="Observed", sendText="What is my name?")
+    assert "Your name is Ada Lovelace" in result["replyText"]
+
+
 def test_the_observer_call_is_a_span_of_the_turns_trace(start_server: Any) -> None:
     studio_port = free_port()
     studio = start_server("studio", port=studio_port, env={k: v for k, v in OM_ENV.items() if k != "DEV_SERVER_TELEMETRY"})
