@@ -104,6 +104,15 @@ def test_the_model_gets_the_observations_instead_of_the_observed_messages(gatewa
     assert status["observations"]["tokens"] > 0 and status["messages"]["tokens"] < 300
 
 
+def test_one_message_over_the_threshold_is_observed_on_its_own_turn(gateway: Any) -> None:
+    long_message = " ".join([FACT] * 20)  # ~500 tokens, a first message alone over 300
+    first = turn(gateway, "single", "big-1", long_message)
+    [end] = [c["data"] for c in om_chunks(first, "observation-end")]
+    assert end["tokensObserved"] >= 300 and "Ada Lovelace" in end["observations"]
+    # the turn's own input stays in the window: the model still answered it
+    assert "Ada Lovelace" in reply_text(first)
+
+
 def test_a_failed_observation_is_reported_loses_nothing_and_the_turn_answers(gateway: Any, data: Path) -> None:
     for i in range(1, 4):
         turn(gateway, "faulty", f"f{i}", f"Turn {i}. {FACT}")
