@@ -189,7 +189,8 @@ _TITLE_WORDS = 6
 
 def _title_answer(messages: Sequence[dict[str, Any]]) -> str | None:
     """The title for a title request (see the module docstring), else None."""
-    if not any(m.get("role") == "system" and _TITLE_REQUEST.search(message_text(m.get("content")))
+    # the request says so in its opening words; memory's long system messages are not read through
+    if not any(m.get("role") == "system" and _TITLE_REQUEST.search(message_text(m.get("content"))[:200])
                for m in messages):
         return None
     text = _TRIGGER.sub(" ", _last_user_text(messages))

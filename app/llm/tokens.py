@@ -27,5 +27,14 @@ def _encoding() -> Any:
 
 
 def count_tokens(text: str) -> int:
-    """Tokens in ``text`` (special-token lookalikes are counted as plain text)."""
-    return len(_encoding().encode(text, disallowed_special=())) if text else 0
+    """Tokens in ``text`` (special-token lookalikes are counted as plain text). Long texts
+    are remembered: memory's system messages (a 40k-token observation log) come back
+    unchanged turn after turn, and encoding one costs ~8 ms."""
+    if not text:
+        return 0
+    return _count_long(text) if len(text) > 2048 else len(_encoding().encode(text, disallowed_special=()))
+
+
+@lru_cache(maxsize=64)
+def _count_long(text: str) -> int:
+    return len(_encoding().encode(text, disallowed_special=()))
