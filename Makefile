@@ -47,7 +47,7 @@ test: install-test js-deps studio-ui browser
 
 # The workload of issue 16 against a bare server; results in bench/results/<date>-<commit>.md.
 # `make bench QUICK=1` is a short run. `make bench-all` then runs every other benchmark too.
-BENCH_ARGS := $(if $(QUICK),--quick)
+BENCH_ARGS := $(if $(QUICK),--quick) $(if $(OM),--om)
 bench: install
 	$(PY) bench/workload.py $(BENCH_ARGS)
 

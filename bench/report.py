@@ -115,7 +115,7 @@ def machine() -> list[str]:
             f"Python {platform.python_version()}, Node {node or 'missing'}", f"commit: {commit()}"]
 
 
-def result_path(quick: bool, trace_memory: bool = False) -> Path:
-    mode = ("-quick" if quick else "") + ("-trace-memory" if trace_memory else "")
+def result_path(quick: bool, trace_memory: bool = False, om: bool = False) -> Path:
+    mode = ("-quick" if quick else "") + ("-trace-memory" if trace_memory else "") + ("-om" if om else "")
     name = f"{time.strftime('%Y-%m-%d', time.gmtime())}-{commit()}{mode}.md"
     return REPO / "bench" / "results" / name

@@ -221,6 +221,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, help="duration of each concurrency level (default 5; quick 1.5)")
     parser.add_argument("--out", type=Path, help="result file (default bench/results/<date>-<commit>.md)")
     parser.add_argument("--trace-memory", action="store_true", help="our servers under tracemalloc: growth sites")
+    parser.add_argument("--om", action="store_true",
+                        help="chat-agent with its Observational Memory, as make dev runs it (default: off, so the "
+                             "figures are the step loop's, as issue 16's targets were set before OM)")
     parser.add_argument("--workers", type=int, help="gateway workers (default DEV_SERVER_WORKERS, else one per "
                                                     "core as make dev; 1 with --trace-memory)")
     args = parser.parse_args()
@@ -231,12 +234,13 @@ def main() -> None:
     turns = args.turns or (50 if args.quick else 100)
     seconds = args.seconds or (1.5 if args.quick else 5.0)
     scale = 5 if args.quick else 1  # the bulk writes and reads of a quick run are this much smaller
-    out = args.out or targets.result_path(args.quick, args.trace_memory)
+    out = args.out or targets.result_path(args.quick, args.trace_memory, args.om)
     report = Report(args.quick, f"settings: gateway of {workers} worker{'s' if workers > 1 else ''} (the bare "
                                 f"server and the studio: one process each), "
                                 f"{turns} turns per sequential scenario, {seconds:g} s per concurrency "
                                 f"level, two runs, save-messages {10_000 // scale:,} messages, "
-                                f"{2_000 // scale:,} threads created, {200 // scale} reads per page"
+                                f"{2_000 // scale:,} threads created, {200 // scale} reads per page, "
+                                f"chat-agent's Observational Memory {'on' if args.om else 'off'}"
                                 + (", servers under tracemalloc (figures are off)" if args.trace_memory else ""))
     for line in targets.machine():
         print(line)
@@ -251,7 +255,8 @@ def main() -> None:
             asyncio.run(seed(db_path, thread, count))
         asyncio.run(seed_threads(db_path, "bench-list", 10_000))
         studio_port, gateway_port = free_port(), free_port()
-        env = server_env(data, studio_port, DEV_SERVER_WORKERS=str(workers))
+        env = server_env(data, studio_port, DEV_SERVER_WORKERS=str(workers),
+                         DEV_SERVER_OM_ENABLED="true" if args.om else "false")
         launcher = [str(REPO / "bench" / "traced.py")] if args.trace_memory else ["-m", "app"]
 
         def ours_env(name: str) -> dict[str, str]:
