@@ -76,3 +76,14 @@ def start_server(server_env: dict[str, str]) -> Iterator:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+async def libsql(tmp_path: Path):
+    """An opened store on a fresh SQLite file (migrated), closed afterwards."""
+    from app.storage.libsql import LibSQLStore
+
+    store = LibSQLStore(f"file:{tmp_path / 'store.db'}")
+    await store.open()
+    yield store
+    await store.close()

@@ -4,7 +4,6 @@ reflector's escalation, failures that leave the record as it was."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,11 +21,8 @@ FACT = "My name is Ada and I keep bees on the roof of my flat in Leeds."
 
 
 @pytest.fixture
-async def db(tmp_path: Path):
-    store = LibSQLStore(f"file:{tmp_path / 'om.db'}")
-    await store.open()
-    yield store
-    await store.close()
+async def db(libsql: LibSQLStore) -> LibSQLStore:
+    return libsql
 
 
 async def setup(db: LibSQLStore, texts: list[str], **options: Any):

@@ -17,11 +17,8 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def db(tmp_path: Path):
-    store = LibSQLStore(f"file:{tmp_path / 'om.db'}")
-    await store.open()
-    yield store
-    await store.close()
+async def db(libsql: LibSQLStore) -> LibSQLStore:
+    return libsql
 
 
 async def test_generations_history_and_the_active_record(db: LibSQLStore) -> None:
@@ -53,8 +50,8 @@ async def test_generations_history_and_the_active_record(db: LibSQLStore) -> Non
 
 
 async def test_a_flag_is_held_by_one_claimant_across_connections_and_a_stale_one_is_taken_over(
-        db: LibSQLStore, tmp_path: Path) -> None:
-    other = LibSQLStore(f"file:{tmp_path / 'om.db'}")  # a second process's connections to the same file
+        db: LibSQLStore) -> None:
+    other = LibSQLStore(db.url)  # a second process's connections to the same file
     await other.open()
     try:
         mine, theirs = OMRecordStore(db), OMRecordStore(other)
