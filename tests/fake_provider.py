@@ -70,6 +70,15 @@ class FakeProvider:
         self.app.post("/v1/chat/completions")(self._completions)
         self._server: LiveApp | None = None
 
+    def turn_bodies(self) -> list[dict[str, Any]]:
+        """The bodies of chat turns: without the title requests that a reply's background
+        title job may send to the same provider (``app.memory.titles``), at any moment."""
+        from app.memory.titles import TITLE_INSTRUCTIONS
+
+        opening = TITLE_INSTRUCTIONS.splitlines()[0]
+        return [body for body in self.bodies
+                if opening not in str((body.get("messages") or [{}])[0].get("content", ""))]
+
     @property
     def base_url(self) -> str:
         assert self._server is not None

@@ -128,6 +128,7 @@ def test_a_vision_model_gets_the_image_itself(start_server: Any, fake: FakeProvi
                                            "OPENAI_BASE_URL": fake.base_url})
     wait_models_ready(gateway)
     assert post_chat(gateway.url, "t-vision").status_code == 200
-    content = fake.last_body["messages"][-1]["content"]
+    [turn] = fake.turn_bodies()  # (not last_body: the reply's title job may have asked since)
+    content = turn["messages"][-1]["content"]
     assert {"type": "image_url", "image_url": {"url": PNG}} in content  # gpt-4o-mini: vision and PDF input
     assert any(p.get("type") == "file" and p["file"].get("file_data") == PDF for p in content)
