@@ -36,6 +36,7 @@ from app.llm.complete import Completion, complete
 from app.observability import spans
 from app.om.config import DEFAULT_MODEL, ObservationalMemoryOptions
 from app.om.observer_context import truncate_previous_observations
+from app.om.context import message_boundary
 from app.om.parsing import parse_observer_output, parse_reflector_output
 from app.om.parts import OBSERVATION, REFLECTION, Cycle, marker_config
 from app.om.prompts import (observer_messages, observer_system_prompt, reflection_max_level, reflection_start_level,
@@ -55,10 +56,6 @@ Emit = Callable[..., None]
 
 class CycleFailed(Exception):
     """The observer or reflector gave nothing usable (empty or degenerate)."""
-
-
-def boundary(iso: str) -> str:
-    return f"\n\n--- message boundary ({iso}) ---\n\n"
 
 
 @dataclass
@@ -133,7 +130,7 @@ class ObservationalMemory:
             new = output.observations.strip()
             last_observed_at = max(m.created_at for m in messages)
             existing = record.active_observations.strip()
-            merged = f"{existing}{boundary(last_observed_at)}{new}" if existing else new
+            merged = f"{existing}{message_boundary(last_observed_at)}{new}" if existing else new
             new_tokens = estimate_tokens(new)
             updated = await self.records.update_active_observations(
                 record.id, observations=merged, token_count=estimate_tokens(merged),
