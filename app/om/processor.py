@@ -32,7 +32,7 @@ from app.om.parts import status_part
 from app.om.tokens import count_message, count_messages
 from app.om.window import drop_observed, has_incomplete_tool_calls, unobserved
 from app.storage.conversations import Message
-from app.storage.om_records import OMRecord, thread_om
+from app.storage.om_records import OMRecord, lookup_key, thread_om
 from app.streaming.sse import repair_value
 
 if TYPE_CHECKING:
@@ -97,8 +97,11 @@ class ObservationalMemoryStep:
         assert thread is not None
         options = self.engine.options
         records = self.engine.records
-        record = await records.initialize(scope=options.scope, thread_id=thread.id, resource_id=thread.resource_id,
-                                          config=options.snapshot(), timezone=local_timezone())
+        # a read on every turn; the write that creates generation 0 only on a thread's first
+        key = lookup_key(thread.id if options.scope == "thread" else None, thread.resource_id)
+        record = await records.active(key) or await records.initialize(
+            scope=options.scope, thread_id=thread.id, resource_id=thread.resource_id, config=options.snapshot(),
+            timezone=local_timezone())
         ctx = CycleContext(step.llm, step.model, thread.id, thread.metadata, step.emit, step.open_span)
         can_ask = step.llm is not None and step.model is not None
         if can_ask:
