@@ -3,8 +3,7 @@
 The observer and the reflector (``app.om``) want the model's full text, not its pieces.
 ``complete`` reads the same stream a turn reads, so a provider call keeps the client's
 timeouts, retries and error kinds (``ModelProviderError``), and the local model answers
-offline alike. A client may implement ``complete`` itself (a provider's non-streaming
-endpoint); otherwise the stream is collected here.
+offline alike.
 """
 
 from __future__ import annotations
@@ -12,6 +11,7 @@ from __future__ import annotations
 from contextlib import aclosing
 from dataclasses import dataclass
 
+from app.llm.client import LLMClient
 from app.llm.types import Finish, ModelRequest, TextDelta, Usage
 
 
@@ -22,13 +22,10 @@ class Completion:
     finish_reason: str
 
 
-async def complete(llm: object, request: ModelRequest) -> Completion:
-    own = getattr(llm, "complete", None)
-    if own is not None:
-        return await own(request)
+async def complete(llm: LLMClient, request: ModelRequest) -> Completion:
     pieces: list[str] = []
     finish = Finish("other", Usage(0, 0))
-    async with aclosing(llm.stream(request)) as events:  # type: ignore[attr-defined]
+    async with aclosing(llm.stream(request)) as events:
         async for event in events:
             if isinstance(event, TextDelta):
                 pieces.append(event.text)
