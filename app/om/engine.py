@@ -44,7 +44,7 @@ from app.om.prompts import (observer_messages, observer_system_prompt, reflectio
 from app.om.tokens import estimate_tokens
 from app.om.transcript import format_transcript
 from app.storage.conversations import Message
-from app.storage.om_records import OMRecord, OMRecordStore, thread_om
+from app.storage.om_records import OMRecord, OMRecordStore
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class CycleContext:
     llm: LLMClient
     agent_model: ResolvedModel
     thread_id: str
-    thread_metadata: dict[str, Any] | None
+    hints: dict[str, Any] | None  # the thread's OM metadata (1.2), kept current by the cycles' writes
     emit: Emit
     open_span: SpanOpener = no_span
 
@@ -112,6 +112,10 @@ class ObservationalMemory:
         return current is None or current.id != record.id or current.last_observed_at != record.last_observed_at \
             or current.observation_token_count != record.observation_token_count
 
+    async def _patch_hints(self, ctx: CycleContext, values: dict[str, Any]) -> None:
+        """Write the thread's OM metadata; the merged result is what the turn injects next."""
+        ctx.hints = await self.records.patch_thread_om(ctx.thread_id, values) or ctx.hints
+
     # -- observation -------------------------------------------------------------------
 
     async def observe(self, ctx: CycleContext, record: OMRecord, messages: Sequence[Message],
@@ -137,7 +141,7 @@ class ObservationalMemory:
                 last_observed_at=last_observed_at, observed_ids=[m.id for m in messages],
                 tokens_observed=new_tokens)
             newest = max(messages, key=lambda m: (m.created_at, m.seq or 0))
-            await self.records.patch_thread_om(ctx.thread_id, {
+            await self._patch_hints(ctx, {
                 "currentTask": output.current_task, "suggestedResponse": output.suggested_response,
                 "lastObservedAt": last_observed_at,
                 "lastObservedMessageCursor": {"createdAt": newest.created_at, "id": newest.id}})
@@ -156,7 +160,7 @@ class ObservationalMemory:
         config = self.options.observation
         model = await om_model(ctx.llm, self.options.observer_model, ctx.agent_model)
         transcript, attachments = format_transcript(list(messages))
-        hints = thread_om(ctx.thread_metadata)
+        hints = ctx.hints or {}
         previous = record.active_observations
         if config.truncate_previous_observations and config.previous_observer_tokens:
             previous = truncate_previous_observations(previous, config.previous_observer_tokens)
@@ -232,7 +236,7 @@ class ObservationalMemory:
             return record
         new = await self.records.create_reflection_generation(record, observations=result, token_count=tokens)
         if suggested:
-            await self.records.patch_thread_om(ctx.thread_id, {"suggestedResponse": suggested})
+            await self._patch_hints(ctx, {"suggestedResponse": suggested})
         ctx.emit(cycle.end(record=new, observation_tokens=tokens, observations=result), durable=True)
         log.info("thread %s reflected: %d -> %d observation tokens (generation %d)", ctx.thread_id, before,
                  tokens, new.generation_count)

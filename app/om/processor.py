@@ -102,14 +102,13 @@ class ObservationalMemoryStep:
         record = await records.active(key) or await records.initialize(
             scope=options.scope, thread_id=thread.id, resource_id=thread.resource_id, config=options.snapshot(),
             timezone=local_timezone())
-        ctx = CycleContext(step.llm, step.model, thread.id, thread.metadata, step.emit, step.open_span)
+        ctx = CycleContext(step.llm, step.model, thread.id, thread_om(thread.metadata), step.emit, step.open_span)
         can_ask = step.llm is not None and step.model is not None
         if can_ask:
             record = await self.engine.maybe_reflect(ctx, record)
         stored = await self.memory.store.messages_since(thread.id, record.last_observed_at)
         messages = unobserved(stored, record)
         pending = count_messages(messages)
-        hints = thread_om(thread.metadata)
         threshold = options.message_threshold(record.observation_token_count)
         if can_ask and pending >= threshold and not has_incomplete_tool_calls(messages):
             observed = await self.engine.observe(ctx, record, messages, pending)
@@ -119,12 +118,10 @@ class ObservationalMemoryStep:
                                          preserve=preserve, count=count_message, total=pending)
                 record = await self.engine.maybe_reflect(ctx, observed)
                 pending = count_messages(messages)
-                fresh = await self.memory.store.get_thread(thread.id)
-                hints = thread_om(fresh.metadata if fresh else None)
         if record.pending_message_tokens != pending:
             await records.set_pending_message_tokens(record.id, pending)
             record.pending_message_tokens = pending
-        return TurnView(record, messages, pending, hints)
+        return TurnView(record, messages, pending, ctx.hints or {})
 
 
 class TokenEstimates:
