@@ -149,6 +149,9 @@ class Settings(BaseSettings):
     om_model: str | None = Field(
         None, description="Observer and reflector model (default google/gemini-2.5-flash when its key is set, else"
         " the agent's model)")
+    om_options: dict[str, Any] | None = Field(
+        None, description="Any of Mastra's observationalMemory options as a JSON object, merged over the"
+        " DEV_SERVER_OM_* values above, e.g. {\"activateAfterIdle\": \"5m\", \"temporalMarkers\": true}")
 
     @field_validator("om_buffer_tokens")
     @classmethod
@@ -192,6 +195,11 @@ class Settings(BaseSettings):
             options["observation"] = observation
         if self.om_observation_tokens:
             options["reflection"] = {"observationTokens": self.om_observation_tokens}
+        for key, value in (self.om_options or {}).items():  # one level deep: observation / reflection merge
+            if isinstance(value, dict) and isinstance(options.get(key), dict):
+                options[key] = {**options[key], **value}
+            else:
+                options[key] = value
         return options
 
     @property

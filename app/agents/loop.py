@@ -223,6 +223,10 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
             if calls and not waiting:
                 async for event in _max_steps_note(index + 1, max_steps, reply):
                     yield event
+            for part, durable in step.take_emitted():  # background work that reported meanwhile
+                if durable:
+                    reply.add_data(DataPart(part.name, part.data, part.id))
+                yield part
             yield Finish(reason, Usage(input_tokens, output_tokens))
             return
         step.progress.append(assistant_tool_calls(step_text, [(c.id, c.name, c.arguments) for c in calls]))

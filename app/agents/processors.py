@@ -12,7 +12,9 @@ and ``tools`` start over each step.
 
 A processor may also ``emit`` data parts (``data-om-status``, observation markers): the
 loop streams them once the step's model answered, and keeps the ``durable`` ones in the
-reply's stored parts, ahead of the step. ``llm`` and ``model`` are what answers the turn
+reply's stored parts, ahead of the step. Background work a processor started (buffered
+observation) may emit too while the turn is ``live``: what arrives after the last step is
+streamed before the turn's finish and kept in the reply. ``llm`` and ``model`` are what answers the turn
 (a processor that asks a model itself, Observational Memory's observer, starts from them);
 ``open_span`` opens a span under the processor's own, so such a call shows in the trace.
 
@@ -61,6 +63,7 @@ class StepContext:
     model: ResolvedModel | None = None
     open_span: SpanOpener = no_span  # (name, span_type, input=, attributes=) -> span context manager
     emitted: list[tuple[DataPart, bool]] = field(default_factory=list)  # (part, durable), this step's
+    live: bool = True  # the turn still streams: background work started by it may still emit into it
 
     def emit(self, part: DataPart, *, durable: bool = False) -> None:
         self.emitted.append((part, durable))

@@ -37,7 +37,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span
 
-from app.agents.events import LoopEvent, StepFinish
+from app.agents.events import DataPart, LoopEvent, StepFinish
 from app.agents.loop import LoopHooks, ReplyParts, run_steps
 from app.agents.processors import InputProcessor, OutputProcessor, ReplyContext, StepContext
 from app.agents.tools import Tool, ToolOutcome
@@ -287,6 +287,12 @@ class TurnRunner:
                      error_kind=turn.error and turn.error.kind)
 
     async def _save_reply(self, turn: Turn) -> None:
+        # What background work reported since the loop's last look goes into the reply;
+        # anything later is kept by the work itself (app.om.buffering.PartSink).
+        turn.step.live = False
+        for part, durable in turn.step.take_emitted():
+            if durable:
+                turn.reply.add_data(DataPart(part.name, part.data, part.id))
         if turn.thread is None or turn.agent.memory is None:
             return
         if turn.reply.empty and (turn.interrupted or turn.error):

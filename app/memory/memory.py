@@ -27,7 +27,8 @@ from app.memory.working_document import WorkingMemoryOptions
 from app.memory.working_memory import WorkingMemory
 from app.om.config import ObservationalMemoryOptions, describe_om, observational_memory_options
 from app.om.engine import ObservationalMemory
-from app.om.processor import ObservationalMemoryStep, TokenEstimates
+from app.om.buffering import Buffering
+from app.om.processor import BufferOnIdle, ObservationalMemoryStep, TokenEstimates
 from app.om.tokens import count_message
 from app.storage.conversations import ConversationStore, Message, Thread, TurnWrites
 from app.storage.om_records import OMRecordStore
@@ -92,6 +93,7 @@ class Memory:
         self.agent_resource: str | None = None
         self.background: BackgroundWork | None = None
         self._om_engine: ObservationalMemory | None = None
+        self._om_buffering: Buffering | None = None  # the engine's background observer and reflector
 
     def attach(self, store: ConversationStore, agent_id: str | None = None,
                agent_resource: str | None = None, background: BackgroundWork | None = None) -> None:
@@ -99,6 +101,7 @@ class Memory:
         own resource, e.g. ``ai-chat``, holds its gateway conversations); ``background`` is
         the process's background work, where processors queue what the reply must not wait for."""
         self._store = store
+        self._om_engine = None  # rebuilt on first use, with this background work
         self.agent_id = agent_id
         self.agent_resource = agent_resource
         self.background = background
@@ -180,7 +183,8 @@ class Memory:
     def input_processors(self) -> list[InputProcessor]:
         """What builds each step's context from this memory, in order (``app.agents.processors``)."""
         om = self.observational_memory()
-        processors: list[InputProcessor] = [ObservationalMemoryStep(self, om) if om else HistoryWindow(self)]
+        processors: list[InputProcessor] = [
+            ObservationalMemoryStep(self, om, self._om_buffering) if om else HistoryWindow(self)]
         if self.options.working is not None:
             processors.append(WorkingMemory(self, self.options.working))
         return processors
@@ -189,6 +193,9 @@ class Memory:
         processors: list[OutputProcessor] = []
         if self.options.om is not None:
             processors.append(TokenEstimates())
+            om = self.observational_memory()
+            if self.options.om.buffer_on_idle and om is not None:
+                processors.append(BufferOnIdle(self, om, self._om_buffering))
         if self.options.generate_title and self.background is not None:
             processors.append(TitleGenerator(self, self.background))
         return processors
@@ -199,6 +206,7 @@ class Memory:
             return None
         if self._om_engine is None or self._om_engine.options is not self.options.om:
             self._om_engine = ObservationalMemory(self.options.om, OMRecordStore(self.store.db))
+            self._om_buffering = Buffering(self._om_engine, self.background)
         return self._om_engine
 
     def enable_observational_memory(self, options: ObservationalMemoryOptions | None) -> None:

@@ -20,6 +20,7 @@ choice explicitly. Resolution happens per call (``app.om.models``), not here.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -34,13 +35,16 @@ BUFFER_ACTIVATION = 0.8
 BLOCK_AFTER = 1.2
 REFLECTION_BUFFER_ACTIVATION = 0.5
 Scope = Literal["thread", "resource"]
+IdleSetting = int | Literal["auto"] | None  # resolved activateAfterIdle: milliseconds, "auto", or off
 
 _TOP_KEYS = {"enabled", "model", "scope", "observation", "reflection", "shareTokenBudget", "bufferTokens",
-             "bufferActivation", "blockAfter"}
+             "bufferActivation", "blockAfter", "activateAfterIdle", "activateOnProviderChange", "bufferOnIdle",
+             "temporalMarkers"}
 _OBSERVATION_KEYS = {"model", "instruction", "messageTokens", "maxTokensPerBatch", "modelSettings",
                      "previousObserverTokens", "truncatePreviousObservations", "bufferTokens", "bufferActivation",
                      "blockAfter"}
-_REFLECTION_KEYS = {"model", "instruction", "observationTokens", "modelSettings", "bufferActivation", "blockAfter"}
+_REFLECTION_KEYS = {"model", "instruction", "observationTokens", "modelSettings", "bufferActivation", "blockAfter",
+                    "activateAfterIdle", "activateOnProviderChange"}
 
 
 def _fail(name: str, problem: str) -> ValueError:
@@ -82,6 +86,40 @@ def _unknown(name: str, given: Mapping[str, Any], allowed: set[str]) -> None:
         raise _fail(f"{name}{extra[0]}" if name else extra[0], f"is not an option (options: {', '.join(sorted(allowed))})")
 
 
+def _flag(name: str, value: Any) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise _fail(name, "must be true or false")
+    return value
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$")
+_UNIT_MS = {**dict.fromkeys(("ms", "msec", "millisecond", "milliseconds"), 1),
+            **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1000),
+            **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60_000),
+            **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3_600_000),
+            **dict.fromkeys(("d", "day", "days"), 86_400_000)}
+
+
+def parse_idle(name: str, value: Any) -> IdleSetting:
+    """``activateAfterIdle``: milliseconds, a duration (``"5m"``, ``"1hr"``, ``"90s"``),
+    ``"auto"`` (the provider's prompt-cache TTL, ``app.om.idle``) or false/None (off)."""
+    if value is None or value is False:
+        return None
+    if value == "auto":
+        return "auto"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value <= 0:
+            raise _fail(name, f"must be a positive number of milliseconds, not {value!r}")
+        return int(value)
+    if isinstance(value, str):
+        match = _DURATION.match(value.lower())
+        if match and match.group(2) in _UNIT_MS and float(match.group(1)) > 0:
+            return int(float(match.group(1)) * _UNIT_MS[match.group(2)])
+    raise _fail(name, f"must be milliseconds, a duration like '5m' or '1hr', 'auto' or false, not {value!r}")
+
+
 def _ratio_or_absolute(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise _fail(name, f"must be a positive number, not {value!r}")
@@ -112,6 +150,15 @@ class ReflectionConfig:
     model_settings: dict[str, Any] = field(default_factory=lambda: {"temperature": 0})
     buffer_activation: float = REFLECTION_BUFFER_ACTIVATION
     block_after: float | None = None
+    activate_after_idle: IdleSetting = None  # reflections opt in separately
+    activate_on_provider_change: bool = False
+
+    @property
+    def activation_point(self) -> int:
+        """Observation tokens at which a buffered reflection starts (``bufferActivation`` of the threshold)."""
+        activation = self.buffer_activation
+        ratio = activation if activation <= 1 else activation / self.observation_tokens
+        return round(self.observation_tokens * min(1.0, ratio))
 
 
 @dataclass(frozen=True)
@@ -122,6 +169,10 @@ class ObservationalMemoryOptions:
     observation: ObservationConfig = field(default_factory=lambda: resolve_observation({}, "thread", False))
     reflection: ReflectionConfig = field(default_factory=lambda: resolve_reflection({}, True))
     share_token_budget: bool = False
+    activate_after_idle: IdleSetting = None  # observations only; ms, or "auto" (by the actor's provider)
+    activate_on_provider_change: bool = False
+    buffer_on_idle: bool = False
+    temporal_markers: bool = False
 
     @property
     def async_buffering(self) -> bool:
@@ -169,7 +220,9 @@ class ObservationalMemoryOptions:
                 "reflection": {"observationTokens": self.reflection.observation_tokens,
                                "bufferActivation": self.reflection.buffer_activation,
                                "blockAfter": self.reflection.block_after},
-                "shareTokenBudget": self.share_token_budget}
+                "shareTokenBudget": self.share_token_budget,
+                "activateAfterIdle": self.activate_after_idle,
+                "activateOnProviderChange": self.activate_on_provider_change}
 
 
 def resolve_observation(given: Mapping[str, Any], scope: str, share_budget: bool,
@@ -232,7 +285,11 @@ def resolve_reflection(given: Mapping[str, Any], buffering: bool) -> ReflectionC
         activation = _ratio_or_absolute("reflection.bufferActivation", given["bufferActivation"])
     if buffering:
         block = _block_after("reflection.blockAfter", given.get("blockAfter", BLOCK_AFTER), tokens)
-    return ReflectionConfig(model=_model("reflection.model", given.get("model")),
+    return ReflectionConfig(activate_after_idle=parse_idle("reflection.activateAfterIdle",
+                                                           given.get("activateAfterIdle")),
+                            activate_on_provider_change=_flag("reflection.activateOnProviderChange",
+                                                              given.get("activateOnProviderChange")),
+                            model=_model("reflection.model", given.get("model")),
                             instruction=_text("reflection.instruction", given.get("instruction")),
                             observation_tokens=tokens,
                             model_settings={"temperature": 0, **_settings("reflection.modelSettings",
@@ -281,8 +338,16 @@ def observational_memory_options(value: Any) -> ObservationalMemoryOptions | Non
         raise _fail("model", "cannot be combined with observation.model or reflection.model: set one or the other")
     observation = resolve_observation(observation_given, scope, share, top=value)
     reflection = resolve_reflection(reflection_given, observation.buffer_tokens is not False)
+    buffer_on_idle = _flag("bufferOnIdle", value.get("bufferOnIdle"))
+    if buffer_on_idle and observation.buffer_tokens is False:
+        raise _fail("bufferOnIdle", "needs async buffering (observation.bufferTokens must not be false)")
     return ObservationalMemoryOptions(enabled=True, model=model, scope=scope, observation=observation,
-                                      reflection=reflection, share_token_budget=share)
+                                      reflection=reflection, share_token_budget=share,
+                                      activate_after_idle=parse_idle("activateAfterIdle", value.get("activateAfterIdle")),
+                                      activate_on_provider_change=_flag("activateOnProviderChange",
+                                                                        value.get("activateOnProviderChange")),
+                                      buffer_on_idle=buffer_on_idle,
+                                      temporal_markers=_flag("temporalMarkers", value.get("temporalMarkers")))
 
 
 def describe_om(options: ObservationalMemoryOptions | None) -> dict[str, Any]:

@@ -25,12 +25,15 @@ Each model call is an ``agent_run`` span (Mastra's observer and reflector are ag
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.agents.events import DataPart
 from app.agents.processors import SpanOpener, no_span
+from app.clock import now_iso
 from app.llm import LLMClient, ModelRequest, ResolvedModel
 from app.llm.complete import Completion, complete
 from app.observability import spans
@@ -89,6 +92,7 @@ class ObservationalMemory:
     def __init__(self, options: ObservationalMemoryOptions, records: OMRecordStore) -> None:
         self.options = options
         self.records = records
+        self._suppressed: dict[str, int] = {}  # lookup key -> log size whose reflection failed
 
     async def _ask(self, ctx: CycleContext, agent: str, model: ResolvedModel, messages: list[dict[str, Any]],
                    settings: dict[str, Any]) -> Completion:
@@ -156,19 +160,25 @@ class ObservationalMemory:
                  durable=True)
         return updated
 
-    async def _run_observer(self, ctx: CycleContext, record: OMRecord, messages: Sequence[Message]) -> Any:
+    async def _run_observer(self, ctx: CycleContext, record: OMRecord, messages: Sequence[Message], *,
+                            previous: str | None = None, buffered: bool = False) -> Any:
+        """The observer's answer on ``messages``. ``previous`` overrides the log shown as
+        what is already observed; a ``buffered`` (background) call extracts no hints."""
         config = self.options.observation
         model = await om_model(ctx.llm, self.options.observer_model, ctx.agent_model)
         transcript, attachments = format_transcript(list(messages))
         hints = ctx.hints or {}
-        previous = record.active_observations
-        if config.truncate_previous_observations and config.previous_observer_tokens:
-            previous = truncate_previous_observations(previous, config.previous_observer_tokens)
-        prompt = [{"role": "system", "content": observer_system_prompt(instruction=config.instruction)},
+        if previous is None:
+            previous = record.active_observations
+            if config.truncate_previous_observations and config.previous_observer_tokens:
+                previous = truncate_previous_observations(previous, config.previous_observer_tokens)
+        system = observer_system_prompt(instruction=config.instruction, current_task=not buffered,
+                                        suggested_response=not buffered)
+        prompt = [{"role": "system", "content": system},
                   *observer_messages(transcript, previous_observations=previous or None,
                                      prior_current_task=hints.get("currentTask"),
                                      prior_suggested_response=hints.get("suggestedResponse"),
-                                     attachments=attachments)]
+                                     skip_continuation_hints=buffered, attachments=attachments)]
         for attempt in range(2):  # a degenerate answer is asked again once
             completion = await self._ask(ctx, OBSERVER_AGENT, model, prompt, config.model_settings)
             output = parse_observer_output(completion.text)
@@ -181,19 +191,95 @@ class ObservationalMemory:
 
     # -- reflection --------------------------------------------------------------------
 
-    async def maybe_reflect(self, ctx: CycleContext, record: OMRecord) -> OMRecord:
-        """Reflect when the log reached the threshold; the active record afterwards."""
-        threshold = self.options.reflection.observation_tokens
-        if record.observation_token_count < threshold or not record.active_observations.strip():
+    async def maybe_reflect(self, ctx: CycleContext, record: OMRecord, *, trigger: str | None = None,
+                            buffer: Callable[[OMRecord], bool] | None = None) -> OMRecord:
+        """Reflect when the log reached its threshold (or ``trigger``: ``ttl`` /
+        ``provider_change`` for a reflection that opted in); the active record afterwards.
+
+        With async buffering (``buffer`` starts a background reflection, ``app.om.buffering``)
+        this follows 2.6: from the activation point a buffered reflection is prepared; at
+        the threshold it is swapped in; without one the turn reflects synchronously only
+        past ``reflection.blockAfter``, and otherwise starts one and goes on."""
+        config = self.options.reflection
+        threshold = config.observation_tokens
+        tokens = record.observation_token_count
+        if not record.active_observations.strip():
             return record
+        buffering = buffer is not None and self.options.async_buffering
+        point = config.activation_point
+        if buffering and tokens < threshold and tokens >= point and not record.buffered_reflection:
+            buffer(record)
+        if tokens < threshold and trigger is None:
+            return record
+        if buffering:
+            activated = await self._activate_buffered_reflection(ctx, record, trigger or "threshold")
+            if activated is not None:
+                return activated
+            if not (config.block_after and tokens >= config.block_after):
+                if tokens >= point and not record.buffered_reflection:
+                    buffer(record)
+                return record
+        elif tokens < threshold:
+            return record
+        if trigger is None and self._suppressed.get(record.lookup_key) == tokens:
+            return record  # the last attempt at this size failed: wait for the log to change
         if not await self.records.claim_flag(record.id, "is_reflecting", stale_after_s=STALE_FLAG_S):
             return record
         try:
             if await self._moved_on(record):
                 return await self.records.active(record.lookup_key) or record
-            return await self._reflect(ctx, record, threshold)
+            result = await self._reflect(ctx, record, threshold)
         finally:
             await self.records.release_flag(record.id, "is_reflecting")
+        if result is record:
+            self._suppressed[record.lookup_key] = tokens
+        elif result.observation_token_count >= threshold:
+            self._suppressed[record.lookup_key] = result.observation_token_count
+        else:
+            self._suppressed.pop(record.lookup_key, None)
+        return result
+
+    async def _activate_buffered_reflection(self, ctx: CycleContext, record: OMRecord,
+                                            trigger: str) -> OMRecord | None:
+        """Swap a buffered reflection in (2.6, activation); the new generation, or None
+        when there is none (or it was suppressed, or another process swapped it first)."""
+        if trigger == "threshold" and not record.buffered_reflection and record.is_buffering_reflection:
+            record = await self._wait_for_reflection_buffer(record)
+        if not record.buffered_reflection:
+            return None
+        if trigger != "threshold":
+            lines = record.active_observations.split("\n")
+            tail = estimate_tokens("\n".join(lines[record.reflected_observation_line_count or 0:]).strip())
+            combined = tail + (record.buffered_reflection_tokens or 0)
+            floor = round(0.75 * self.options.reflection.observation_tokens
+                          * (1 - min(1.0, self.options.reflection.buffer_activation)))
+            if tail < (record.buffered_reflection_tokens or 0) or combined < floor:
+                return None
+        swapped = await self.records.activate_buffered_reflection(record.id)
+        if swapped is None:
+            return None
+        _, new = swapped
+        ctx.emit(DataPart("om-activation", {
+            "cycleId": f"reflect-act-{new.id}", "operationType": REFLECTION, "activatedAt": now_iso(),
+            "chunksActivated": 1, "tokensActivated": record.observation_token_count,
+            "observationTokens": new.observation_token_count, "messagesActivated": 0, "recordId": new.id,
+            "threadId": ctx.thread_id, "generationCount": new.generation_count,
+            "config": marker_config(self.options, new.observation_token_count),
+            "observations": new.active_observations, "triggeredBy": trigger}, transient=True), durable=True)
+        log.info("thread %s: buffered reflection activated, %d -> %d observation tokens (generation %d)",
+                 ctx.thread_id, record.observation_token_count, new.observation_token_count, new.generation_count)
+        return new
+
+    async def _wait_for_reflection_buffer(self, record: OMRecord, timeout_s: float = 5.0) -> OMRecord:
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+            current = await self.records.active(record.lookup_key)
+            if current is None or current.id != record.id:
+                return record
+            if not current.is_buffering_reflection or current.buffered_reflection:
+                return current
+        return record
 
     async def _reflect(self, ctx: CycleContext, record: OMRecord, target: int) -> OMRecord:
         config = self.options.reflection

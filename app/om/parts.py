@@ -31,7 +31,7 @@ def marker_config(options: ObservationalMemoryOptions, observation_tokens: int =
 
 
 def status_part(options: ObservationalMemoryOptions, record: OMRecord, *, pending_tokens: int,
-                step: int) -> DataPart:
+                step: int, projected_removal: int = 0) -> DataPart:
     buffered_chunks = record.buffered_observation_chunks or []
     chunk_message_tokens = sum(int(c.get("messageTokens") or 0) for c in buffered_chunks)
     chunk_observation_tokens = sum(int(c.get("tokenCount") or 0) for c in buffered_chunks)
@@ -50,7 +50,7 @@ def status_part(options: ObservationalMemoryOptions, record: OMRecord, *, pendin
             "buffered": {
                 "observations": {"chunks": len(buffered_chunks),
                                  "messageTokens": min(chunk_message_tokens, pending_tokens),
-                                 "projectedMessageRemoval": 0, "observationTokens": chunk_observation_tokens,
+                                 "projectedMessageRemoval": projected_removal, "observationTokens": chunk_observation_tokens,
                                  "status": observations_status},
                 "reflection": {"inputObservationTokens": record.buffered_reflection_input_tokens or 0,
                                "observationTokens": record.buffered_reflection_tokens or 0,

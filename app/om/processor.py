@@ -19,17 +19,24 @@ reply before it is saved, so later turns count that reply from the cache (5.2).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from app.agents.events import DataPart
 from app.agents.processors import ReplyContext, StepContext
 from app.memory.convert import to_model_messages
 from app.om.context import build_context_system_messages, continuation_model_message
 from app.om.engine import CycleContext, ObservationalMemory
 from app.om.parts import status_part
 from app.om.tokens import count_message, count_messages
+from app.clock import now_iso
+from app.om.activation import Trigger, activate, interval_crossed, projected_removal
+from app.om.buffering import Buffering, PartSink, buffer_candidates, flag_live, safe_prefix
+from app.om.idle import last_activity_ms, last_assistant, last_step_model, provider_changed, resolve_idle_ms
+from app.om.temporal import gap_marker, is_gap_marker, now_ms
 from app.om.window import drop_observed, has_incomplete_tool_calls, unobserved
 from app.storage.conversations import Message
 from app.storage.om_records import OMRecord, lookup_key, thread_om
@@ -37,6 +44,8 @@ from app.streaming.sse import repair_value
 
 if TYPE_CHECKING:
     from app.memory.memory import Memory
+
+log = logging.getLogger(__name__)
 
 
 @lru_cache(maxsize=32)
@@ -61,15 +70,17 @@ class TurnView:
     messages: list[Message]
     pending_tokens: int
     hints: dict[str, Any]
+    projected_removal: int = 0  # message tokens an activation now would remove
     system: list[dict[str, Any]] = field(default_factory=list)  # the observation messages, built once
 
 
 class ObservationalMemoryStep:
     name = "observational-memory"
 
-    def __init__(self, memory: Memory, engine: ObservationalMemory) -> None:
+    def __init__(self, memory: Memory, engine: ObservationalMemory, buffering: Buffering) -> None:
         self.memory = memory
         self.engine = engine
+        self.buffering = buffering
 
     async def process_step(self, step: StepContext) -> None:
         if step.thread is None:
@@ -84,7 +95,7 @@ class ObservationalMemoryStep:
                 view.hints.get("currentTask"), view.hints.get("suggestedResponse"))]
         step.system.extend(view.system)
         step.emit(status_part(self.engine.options, view.record, pending_tokens=view.pending_tokens,
-                              step=step.index))
+                              step=step.index, projected_removal=view.projected_removal))
 
     def _history(self, view: TurnView) -> list[dict[str, Any]]:
         history = to_model_messages(view.messages)
@@ -93,6 +104,8 @@ class ObservationalMemoryStep:
         return history
 
     async def _first_step(self, step: StepContext) -> TurnView:
+        """OBSERVATIONAL-MEMORY.md 2.3 at step 0: activation, reflection, buffering, and the
+        threshold's observation, in that order."""
         thread = step.thread
         assert thread is not None
         options = self.engine.options
@@ -103,25 +116,176 @@ class ObservationalMemoryStep:
             scope=options.scope, thread_id=thread.id, resource_id=thread.resource_id, config=options.snapshot(),
             timezone=local_timezone())
         ctx = CycleContext(step.llm, step.model, thread.id, thread_om(thread.metadata), step.emit, step.open_span)
+        sink = PartSink(records, thread.id, step)
         can_ask = step.llm is not None and step.model is not None
-        if can_ask:
-            record = await self.engine.maybe_reflect(ctx, record)
         stored = await self.memory.store.messages_since(thread.id, record.last_observed_at)
         messages = unobserved(stored, record)
+        if options.temporal_markers and step.input_count > 0:
+            messages = await self._temporal_gap(step, messages)
         pending = count_messages(messages)
-        threshold = options.message_threshold(record.observation_token_count)
-        if can_ask and pending >= threshold and not has_incomplete_tool_calls(messages):
-            observed = await self.engine.observe(ctx, record, messages, pending)
-            if observed is not None:
-                preserve = {m.id for m in messages[-max(1, step.input_count):]}
-                messages = drop_observed(messages, {m.id for m in messages}, floor=options.retention_floor(),
-                                         preserve=preserve, count=count_message, total=pending)
-                record = await self.engine.maybe_reflect(ctx, observed)
+        buffering = can_ask and options.async_buffering
+        if can_ask:
+            if buffering and record.buffered_observation_chunks:
+                trigger = await self._activation_trigger(step, record, messages, pending)
+                if trigger is not None:
+                    record, messages = await self._activate(ctx, record, trigger, messages)
+                    pending = count_messages(messages)
+            reflect_trigger = await self._reflection_trigger(step, record, messages)
+            record = await self.engine.maybe_reflect(
+                ctx, record, trigger=reflect_trigger,
+                buffer=(lambda r: self.buffering.start_reflection(ctx, r, sink)) if buffering else None)
+            threshold = options.message_threshold(record.observation_token_count)
+            if buffering and pending < threshold:
+                await self._maybe_buffer(ctx, record, messages, pending, threshold, sink)
+            if pending >= threshold and not has_incomplete_tool_calls(messages):
+                record, messages = await self._threshold(step, ctx, record, messages, pending)
                 pending = count_messages(messages)
         if record.pending_message_tokens != pending:
             await records.set_pending_message_tokens(record.id, pending)
             record.pending_message_tokens = pending
-        return TurnView(record, messages, pending, ctx.hints or {})
+        projected = projected_removal(options, record) if record.buffered_observation_chunks else 0
+        return TurnView(record, messages, pending, ctx.hints or {}, projected)
+
+    # -- buffering and activation (2.4, 2.5) -------------------------------------------
+
+    async def _maybe_buffer(self, ctx: CycleContext, record: OMRecord, messages: list[Message], pending: int,
+                            threshold: int, sink: PartSink) -> None:
+        records = self.engine.records
+        buffer_tokens = self.engine.options.observation.buffer_tokens
+        assert buffer_tokens is not False
+        boundary = record.last_buffered_at_tokens
+        unbuffered = count_messages(buffer_candidates(messages, record))
+        if boundary > 0 and unbuffered < 0.5 * boundary:  # a stale boundary (after activation or a restart)
+            boundary = 0
+        if flag_live(record.is_buffering_observation) or not interval_crossed(pending, boundary, threshold,
+                                                                             buffer_tokens):
+            return
+        await records.set_buffer_boundary(record.id, pending)
+        record.last_buffered_at_tokens = pending
+        if await self.buffering.start_observation(ctx, record, safe_prefix(buffer_candidates(messages, record)), sink):
+            record.is_buffering_observation = now_iso()  # this turn's status shows it running
+
+    async def _activation_trigger(self, step: StepContext, record: OMRecord, messages: list[Message],
+                                  pending: int) -> Trigger | None:
+        options = self.engine.options
+        if options.activate_on_provider_change or options.activate_after_idle is not None:
+            last = last_assistant(messages) or await self._last_reply(step)
+            if last is not None and step.model is not None:
+                if options.activate_on_provider_change:
+                    previous = last_step_model(last)
+                    if provider_changed(step.model, previous):
+                        return Trigger("provider_change", {"previousModel": previous.label if previous else None,
+                                                           "currentModel": step.model.mastra_id})
+                idle_ms = resolve_idle_ms(options.activate_after_idle, step.model)
+                if idle_ms is not None:
+                    at = last_activity_ms(last)
+                    idle = now_ms() - at
+                    if idle >= idle_ms:
+                        return Trigger("ttl", {"lastActivityAt": at, "ttlExpiredMs": idle,
+                                               "activateAfterIdle": idle_ms})
+        if pending >= options.message_threshold(record.observation_token_count):
+            return Trigger("threshold")
+        return None
+
+    async def _reflection_trigger(self, step: StepContext, record: OMRecord, messages: list[Message]) -> str | None:
+        """``ttl`` / ``provider_change`` when the reflection opted in and it applies, else None."""
+        config = self.engine.options.reflection
+        if not record.buffered_reflection or step.model is None or (
+                config.activate_after_idle is None and not config.activate_on_provider_change):
+            return None
+        last = last_assistant(messages) or await self._last_reply(step)
+        if last is None:
+            return None
+        if config.activate_on_provider_change and provider_changed(step.model, last_step_model(last)):
+            return "provider_change"
+        idle_ms = resolve_idle_ms(config.activate_after_idle, step.model)
+        if idle_ms is not None and now_ms() - last_activity_ms(last) >= idle_ms:
+            return "ttl"
+        return None
+
+    async def _last_reply(self, step: StepContext) -> Message | None:
+        assert step.thread is not None
+        found, _ = await self.memory.store.page_messages(step.thread.id, per_page=1, direction="DESC",
+                                                         roles=["assistant"])
+        return found[0] if found else None
+
+    async def _activate(self, ctx: CycleContext, record: OMRecord, trigger: Trigger,
+                        messages: list[Message]) -> tuple[OMRecord, list[Message]]:
+        done, parts = await activate(self.engine.options, self.engine.records, record, trigger, ctx.thread_id)
+        if done is None:
+            return await self.engine.records.active(record.lookup_key) or record, messages
+        for part in parts:
+            ctx.emit(part, durable=True)
+        # chunks carry no hints: the ones from before the activated messages are stale now
+        await self.engine._patch_hints(ctx, {"currentTask": None, "suggestedResponse": None,
+                                             "lastObservedAt": done.record.last_observed_at})
+        await self.engine.records.set_buffer_boundary(done.record.id, 0)
+        done.record.last_buffered_at_tokens = 0
+        log.info("thread %s: %d buffered chunks activated (%s)", ctx.thread_id, len(done.chunks), trigger.kind)
+        return done.record, [m for m in messages if m.id not in done.message_ids]
+
+    async def _threshold(self, step: StepContext, ctx: CycleContext, record: OMRecord, messages: list[Message],
+                         pending: int) -> tuple[OMRecord, list[Message]]:
+        """The window reached the threshold: activate what is buffered (after waiting for a
+        running buffer), else observe now; then the observed messages leave the window down
+        to the retention floor, never the turn's own input."""
+        options = self.engine.options
+        preserve = {m.id for m in messages[-max(1, step.input_count):]}
+        observed_ids: set[str] = set()
+        if options.async_buffering:
+            record = await self.buffering.wait(record.lookup_key) or record
+            messages = unobserved(messages, record)
+            pending = count_messages(messages)
+            if pending < options.message_threshold(record.observation_token_count):
+                return record, messages
+            if record.buffered_observation_chunks:
+                done, parts = await activate(options, self.engine.records, record, Trigger("threshold"),
+                                             ctx.thread_id)
+                if done is not None:
+                    for part in parts:
+                        ctx.emit(part, durable=True)
+                    await self.engine._patch_hints(ctx, {"currentTask": None, "suggestedResponse": None,
+                                                         "lastObservedAt": done.record.last_observed_at})
+                    record, observed_ids = done.record, done.message_ids
+        if not observed_ids:
+            if has_incomplete_tool_calls(messages):
+                return record, messages
+            observed = await self.engine.observe(ctx, record, messages, pending)
+            if observed is None:
+                return record, messages
+            record, observed_ids = observed, {m.id for m in messages}
+        messages = drop_observed(messages, observed_ids, floor=options.retention_floor(), preserve=preserve,
+                                 count=count_message, total=pending)
+        record = await self.engine.maybe_reflect(
+            ctx, record, buffer=(lambda r: self.buffering.start_reflection(ctx, r, PartSink(
+                self.engine.records, ctx.thread_id, step))) if options.async_buffering else None)
+        if options.async_buffering:
+            await self.engine.records.set_buffer_boundary(record.id, 0)
+            record.last_buffered_at_tokens = 0
+        return record, messages
+
+    # -- temporal markers (issue 12, item 7) -------------------------------------------
+
+    async def _temporal_gap(self, step: StepContext, messages: list[Message]) -> list[Message]:
+        """Before a user message that follows a silence of ``TEMPORAL_GAP_MS`` or more, store
+        a reminder of the gap (a user message 1 ms older, so it sorts first): the model and
+        the observer read it like any message; the stream shows it as ``data-om-temporal-gap``."""
+        assert step.thread is not None
+        newest = messages[-1] if messages and messages[-1].role == "user" else None
+        if newest is None:
+            return messages
+        previous = messages[-2] if len(messages) > 1 else None
+        if previous is None:
+            before, _ = await self.memory.store.page_messages(step.thread.id, per_page=2, direction="DESC")
+            previous = next((m for m in reversed(before) if m.id != newest.id), None) if len(before) > 1 else None
+        if previous is None or is_gap_marker(previous):
+            return messages
+        gap = gap_marker(newest, previous)
+        if gap is None:
+            return messages
+        await self.memory.store.append_messages(step.thread.id, [gap])
+        step.emit(DataPart("om-temporal-gap", gap.content["metadata"]["mastra"]["temporalGap"], transient=True))
+        return [*messages[:-1], gap, newest]
 
 
 class TokenEstimates:
@@ -129,3 +293,30 @@ class TokenEstimates:
 
     async def process_reply(self, done: ReplyContext) -> None:
         count_message(done.reply)  # fills the per-part cache in place; the reply is saved with it
+
+
+class BufferOnIdle:
+    """``bufferOnIdle``: once a turn ends, buffer what is unobserved (the reply included),
+    whatever its size, so an idle thread's next activation has a chunk ready (2.3, turn end)."""
+
+    name = "om-buffer-on-idle"
+
+    def __init__(self, memory: Memory, engine: ObservationalMemory, buffering: Buffering) -> None:
+        self.memory = memory
+        self.engine = engine
+        self.buffering = buffering
+
+    async def process_reply(self, done: ReplyContext) -> None:
+        if done.failed or done.interrupted or done.llm is None or done.model is None:
+            return
+        options = self.engine.options
+        key = lookup_key(done.thread.id if options.scope == "thread" else None, done.thread.resource_id)
+        record = await self.engine.records.active(key)
+        if record is None or flag_live(record.is_buffering_observation):
+            return
+        stored = await self.memory.store.messages_since(done.thread.id, record.last_observed_at)
+        candidates = safe_prefix(buffer_candidates(unobserved([*stored, done.reply], record), record))
+        ctx = CycleContext(done.llm, done.model, done.thread.id, thread_om(done.thread.metadata), lambda *a, **k: None)
+        sink = PartSink(self.engine.records, done.thread.id)
+        ctx.emit = sink.emit
+        await self.buffering.start_observation(ctx, record, candidates, sink, skip_minimum=True)

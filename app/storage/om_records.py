@@ -27,6 +27,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from app.clock import now_iso, parse_iso, to_iso
+from app.om.tokenx import estimate_tokens as estimate
 from app.storage.libsql import LibSQLStore
 
 Flag = Literal["is_observing", "is_reflecting", "is_buffering_observation", "is_buffering_reflection"]
@@ -172,20 +173,133 @@ class OMRecordStore:
                                            token_count: int) -> OMRecord:
         """The next generation (``originType: reflection``) holding the reflector's log; the
         cursor and the totals carry over, observed ids and buffering state start empty."""
-        now = now_iso()
+        return _record(await self.db.run_write(
+            lambda conn: _insert_generation(conn, previous.id, observations, token_count)))
 
-        def work(conn: sqlite3.Connection) -> sqlite3.Row:
+    # -- async buffering (2.4-2.6) -----------------------------------------------------
+
+    async def add_buffered_chunk(self, record_id: str, chunk: dict[str, Any]) -> OMRecord | None:
+        """Append a background observer's chunk (deduplicated by ``cycleId``); the buffer
+        cursor moves past its messages and the interval boundary becomes its size (2.4,
+        steps 8-9). None when the record is gone (reflected or cleared meanwhile)."""
+        def work(conn: sqlite3.Connection) -> sqlite3.Row | None:
+            row = conn.execute("SELECT buffered_observation_chunks FROM mastra_observational_memory WHERE id = ?",
+                               (record_id,)).fetchone()
+            if row is None:
+                return None
+            chunks = json.loads(row[0]) if row[0] else []
+            if any(c.get("cycleId") == chunk["cycleId"] for c in chunks):
+                return conn.execute(f"{_SELECT} WHERE id = ?", (record_id,)).fetchone()
             return conn.execute(
-                "INSERT INTO mastra_observational_memory (id, lookup_key, scope, resource_id, thread_id,"
-                " active_observations, origin_type, config, generation_count, last_observed_at,"
-                " pending_message_tokens, total_tokens_observed, observation_token_count, observed_timezone,"
-                " metadata, created_at, updated_at)"
-                " SELECT ?, lookup_key, scope, resource_id, thread_id, ?, 'reflection', config, generation_count + 1,"
-                " last_observed_at, 0, total_tokens_observed, ?, observed_timezone, metadata, ?, ?"
-                " FROM mastra_observational_memory WHERE id = ? RETURNING *",
-                (str(uuid.uuid4()), observations, token_count, now, now, previous.id)).fetchone()
+                "UPDATE mastra_observational_memory SET buffered_observation_chunks = ?, last_buffered_at_time = ?,"
+                " last_buffered_at_tokens = ?, updated_at = ? WHERE id = ? RETURNING *",
+                (json.dumps([*chunks, chunk]), chunk["lastObservedAt"], chunk["messageTokens"], now_iso(),
+                 record_id)).fetchone()
 
-        return _record(await self.db.run_write(work))
+        row = await self.db.run_write(work)
+        return _record(row) if row else None
+
+    async def set_buffer_boundary(self, record_id: str, tokens: int) -> None:
+        """``lastBufferedAtTokens``: the pending count at the last buffering trigger (0 resets it)."""
+        await self.db.run_write(lambda conn: conn.execute(
+            "UPDATE mastra_observational_memory SET last_buffered_at_tokens = ? WHERE id = ?", (tokens, record_id)))
+
+    async def activate_chunks(self, record_id: str, chunk_ids: Sequence[str]) -> OMRecord | None:
+        """Swap the oldest buffered chunks, which must still be exactly ``chunk_ids``, into
+        the active log (2.5, ``swapBufferedToActive``). One transaction, and the chunks are
+        checked inside it: two processes never activate the same chunk twice, the second
+        gets None."""
+        def work(conn: sqlite3.Connection) -> sqlite3.Row | None:
+            row = conn.execute(f"{_SELECT} WHERE id = ?", (record_id,)).fetchone()
+            if row is None:
+                return None
+            chunks = json.loads(row["buffered_observation_chunks"] or "[]")
+            chosen, rest = chunks[:len(chunk_ids)], chunks[len(chunk_ids):]
+            if not chunk_ids or [c.get("id") for c in chosen] != list(chunk_ids):
+                return None
+            last = chosen[-1]["lastObservedAt"]
+            joined = "\n\n".join(c["observations"] for c in chosen)
+            active = row["active_observations"] or ""
+            merged = f"{active}\n\n--- message boundary ({last}) ---\n\n{joined}" if active else joined
+            return conn.execute(
+                "UPDATE mastra_observational_memory SET active_observations = ?,"
+                " observation_token_count = observation_token_count + ?,"
+                " pending_message_tokens = max(0, pending_message_tokens - ?), buffered_observation_chunks = ?,"
+                " last_observed_at = ?, total_tokens_observed = total_tokens_observed + ?, updated_at = ?"
+                " WHERE id = ? RETURNING *",
+                (merged, sum(int(c.get("tokenCount") or 0) for c in chosen),
+                 sum(int(c.get("messageTokens") or 0) for c in chosen), json.dumps(rest) if rest else None,
+                 last, sum(int(c.get("tokenCount") or 0) for c in chosen), now_iso(), record_id)).fetchone()
+
+        row = await self.db.run_write(work)
+        return _record(row) if row else None
+
+    async def store_buffered_reflection(self, record_id: str, *, reflection: str, tokens: int, input_tokens: int,
+                                        line_count: int) -> OMRecord | None:
+        """Keep a background reflection of the log's first ``line_count`` lines for later
+        activation (appended to one already waiting, 2.6)."""
+        def work(conn: sqlite3.Connection) -> sqlite3.Row | None:
+            return conn.execute(
+                "UPDATE mastra_observational_memory SET"
+                " buffered_reflection = CASE WHEN buffered_reflection IS NULL OR buffered_reflection = ''"
+                "   THEN ? ELSE buffered_reflection || char(10) || char(10) || ? END,"
+                " buffered_reflection_tokens = coalesce(buffered_reflection_tokens, 0) + ?,"
+                " buffered_reflection_input_tokens = coalesce(buffered_reflection_input_tokens, 0) + ?,"
+                " reflected_observation_line_count = ?, updated_at = ? WHERE id = ? RETURNING *",
+                (reflection, reflection, tokens, input_tokens, line_count, now_iso(), record_id)).fetchone()
+
+        row = await self.db.run_write(work)
+        return _record(row) if row else None
+
+    async def activate_buffered_reflection(self, record_id: str) -> tuple[OMRecord, OMRecord] | None:
+        """The buffered reflection replaces the lines it reflected: a new generation holds
+        ``reflection + the log's remaining lines``, the old row's buffered fields are
+        cleared. One transaction that checks the row is still the active one and still has
+        a buffered reflection (a second process gets None). Returns (old, new)."""
+        def work(conn: sqlite3.Connection) -> tuple[sqlite3.Row, sqlite3.Row] | None:
+            row = conn.execute(f"{_SELECT} WHERE id = ?", (record_id,)).fetchone()
+            if row is None or not row["buffered_reflection"]:
+                return None
+            newest = conn.execute("SELECT max(generation_count) FROM mastra_observational_memory WHERE lookup_key = ?",
+                                  (row["lookup_key"],)).fetchone()[0]
+            if newest != row["generation_count"]:
+                return None
+            lines = (row["active_observations"] or "").split("\n")
+            tail = "\n".join(lines[row["reflected_observation_line_count"] or 0:]).strip()
+            text = f"{row['buffered_reflection']}\n\n{tail}" if tail else row["buffered_reflection"]
+            new = _insert_generation(conn, record_id, text, estimate(text))
+            old = conn.execute(
+                "UPDATE mastra_observational_memory SET buffered_reflection = NULL, buffered_reflection_tokens = NULL,"
+                " buffered_reflection_input_tokens = NULL, reflected_observation_line_count = NULL,"
+                " updated_at = ? WHERE id = ? RETURNING *", (now_iso(), record_id)).fetchone()
+            return old, new
+
+        rows = await self.db.run_write(work)
+        return (_record(rows[0]), _record(rows[1])) if rows else None
+
+    async def seal_messages(self, message_ids: Sequence[str], sealed_at_ms: int) -> None:
+        """Mark messages handed to a background observer as sealed (1.4, mechanism 4):
+        ``content.metadata.mastra.sealed`` and their last part's ``metadata.mastra.sealedAt``."""
+        await self.db.run_write(lambda conn: conn.executemany(
+            "UPDATE messages SET content = json_set(content, '$.metadata.mastra.sealed', json('true'),"
+            " '$.parts[#-1].metadata.mastra.sealedAt', ?) WHERE id = ? AND json_array_length(content, '$.parts') > 0",
+            [(sealed_at_ms, mid) for mid in message_ids]))
+
+    async def add_parts_to_last_reply(self, thread_id: str, parts: Sequence[dict[str, Any]]) -> bool:
+        """Keep marker parts that arrived after their turn's reply was saved: appended to the
+        thread's newest assistant message (2.4, "persist the marker into storage"), one
+        statement per part. False when the thread has no assistant message."""
+        def work(conn: sqlite3.Connection) -> bool:
+            row = conn.execute("SELECT seq FROM messages WHERE thread_id = ? AND role = 'assistant'"
+                               " ORDER BY created_at DESC, seq DESC LIMIT 1", (thread_id,)).fetchone()
+            if row is None:
+                return False
+            for part in parts:
+                conn.execute("UPDATE messages SET content = json_insert(content, '$.parts[#]', json(?)) WHERE seq = ?",
+                             (json.dumps(part), row[0]))
+            return True
+
+        return await self.db.run_write(work)
 
     async def set_pending_message_tokens(self, record_id: str, tokens: int) -> None:
         await self.db.run_write(lambda conn: conn.execute(
@@ -232,6 +346,24 @@ class OMRecordStore:
             return om
 
         return await self.db.run_write(work)
+
+
+def _insert_generation(conn: sqlite3.Connection, previous_id: str, observations: str,
+                       token_count: int) -> sqlite3.Row:
+    """Insert the generation after ``previous_id``; buffered chunks not yet activated carry
+    over (their messages are still unobserved), everything else of the buffering state
+    starts empty."""
+    now = now_iso()
+    return conn.execute(
+        "INSERT INTO mastra_observational_memory (id, lookup_key, scope, resource_id, thread_id,"
+        " active_observations, origin_type, config, generation_count, last_observed_at,"
+        " pending_message_tokens, total_tokens_observed, observation_token_count, observed_timezone,"
+        " buffered_observation_chunks, last_buffered_at_time, metadata, created_at, updated_at)"
+        " SELECT ?, lookup_key, scope, resource_id, thread_id, ?, 'reflection', config, generation_count + 1,"
+        " last_observed_at, 0, total_tokens_observed, ?, observed_timezone, buffered_observation_chunks,"
+        " last_buffered_at_time, metadata, ?, ?"
+        " FROM mastra_observational_memory WHERE id = ? RETURNING *",
+        (str(uuid.uuid4()), observations, token_count, now, now, previous_id)).fetchone()
 
 
 def thread_om(metadata: dict[str, Any] | None) -> dict[str, Any]:

@@ -1,0 +1,308 @@
+"""Async buffering: the observer and the reflector working ahead, in the background.
+
+Long before the window reaches its threshold, each time it grows by another interval
+(``bufferTokens``, half of it near the threshold: ``activation.interval_crossed``) the step
+hands the newest unobserved messages to a background observer. Its answer is stored as a
+*chunk* on the record (not yet part of the log); activation (``app.om.activation``) swaps
+chunks in later without any model call, so the turn that reaches the threshold does not
+wait for the observer (OBSERVATIONAL-MEMORY.md 2.4). Likewise, once the log passes
+``reflection.bufferActivation`` of its threshold, a background reflector condenses its
+oldest lines into a buffered reflection that replaces them at the threshold (2.6).
+
+The jobs run on the process's background work (``app.background``, owned by the lifespan):
+they survive a client hanging up, one per thread and kind is queued at a time, the queue is
+bounded, and they never raise into a turn. Across processes the record's
+``is_buffering_*`` flag (claimed in the database, expiring after ``STALE_FLAG_S``) keeps a
+second runner away. Their ``data-om-buffering-*`` parts go to a ``PartSink``: into the turn
+that started them while it still streams, else onto the thread's newest reply in storage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from app.agents.events import DataPart
+from app.clock import now_iso, parse_iso, to_iso
+from app.om.engine import STALE_FLAG_S, CycleContext, describe_error, om_model, REFLECTOR_AGENT
+from app.om.parsing import parse_reflector_output
+from app.om.parts import OBSERVATION, REFLECTION, marker_config
+from app.om.prompts import reflector_messages, reflector_system_prompt, reflection_start_level
+from app.om.tokens import count_messages, estimate_tokens
+from app.om.window import has_incomplete_tool_calls
+from app.storage.conversations import Message
+from app.storage.om_records import OMRecord
+
+if TYPE_CHECKING:
+    from app.agents.processors import StepContext
+    from app.background import BackgroundWork
+    from app.om.engine import ObservationalMemory
+    from app.storage.om_records import OMRecordStore
+
+log = logging.getLogger(__name__)
+
+BUFFERED_HEADING = "\n\n--- BUFFERED (pending activation) ---\n\n"
+WAIT_POLL_S = 0.05
+
+
+def cycle_id(prefix: str) -> str:
+    return f"{prefix}-{int(time.time() * 1000)}-{random.randbytes(5).hex()[:9]}"
+
+
+def chunk_message_ids(record: OMRecord) -> set[str]:
+    return {mid for chunk in record.buffered_observation_chunks or () for mid in chunk.get("messageIds") or ()}
+
+
+def buffer_candidates(messages: Sequence[Message], record: OMRecord) -> list[Message]:
+    """Unobserved messages no chunk holds yet, newer than the buffer cursor."""
+    taken = chunk_message_ids(record)
+    cursor = record.last_buffered_at_time
+    return [m for m in messages if m.id not in taken and (cursor is None or m.created_at > cursor)]
+
+
+def safe_prefix(messages: Sequence[Message]) -> list[Message]:
+    """What may be buffered now without splitting a tool call (``selectSafeBufferPrefix``):
+    everything, unless the newest message still waits on a tool call; then the messages
+    before it, or nothing when the cut is not clean (timestamps shared with or within a
+    millisecond of the held-back message, or a tool call id on both sides)."""
+    ordered = sorted(messages, key=lambda m: (m.created_at, m.seq or 0))
+    if not ordered or not has_incomplete_tool_calls(ordered):
+        return ordered
+    held, prefix = ordered[-1], ordered[:-1]
+    if not prefix:
+        return []
+    held_at = parse_iso(held.created_at)
+    if any(m.created_at == held.created_at for m in prefix) \
+            or parse_iso(prefix[-1].created_at) + timedelta(milliseconds=1) >= held_at:
+        return []
+    if _call_ids(prefix) & _call_ids([held]):
+        return []
+    return prefix
+
+
+def _call_ids(messages: Sequence[Message]) -> set[str]:
+    return {str((p.get("toolInvocation") or {}).get("toolCallId")) for m in messages
+            for p in m.content.get("parts") or () if p.get("type") == "tool-invocation"}
+
+
+class PartSink:
+    """Where a background job's parts go: into the turn that started it while that turn
+    still streams (``StepContext.live``: the loop streams them and keeps them in the
+    reply), else onto the thread's newest reply in storage (``flush``)."""
+
+    def __init__(self, records: OMRecordStore, thread_id: str, step: StepContext | None = None) -> None:
+        self.records = records
+        self.thread_id = thread_id
+        self.step = step
+        self.late: list[dict[str, Any]] = []
+
+    def emit(self, part: DataPart, durable: bool = True) -> None:
+        if self.step is not None and self.step.live:
+            self.step.emit(part, durable=durable)
+        elif durable:
+            self.late.append({"type": f"data-{part.name}", "data": part.data})
+
+    async def flush(self) -> None:
+        late, self.late = self.late, []
+        if late:
+            try:
+                await self.records.add_parts_to_last_reply(self.thread_id, late)
+            except Exception as exc:  # markers are informational: never worth a failed job
+                log.warning("could not keep %d OM parts on thread %s: %s", len(late), self.thread_id, exc)
+
+
+@dataclass
+class BufferCycle:
+    """One background run's start, end and failure parts."""
+
+    operation: str
+    record: OMRecord
+    thread_id: str
+    config: dict[str, Any]
+    tokens: int
+    id: str = ""
+    started: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.id = self.id or cycle_id("buffer-obs" if self.operation == OBSERVATION else "reflect-buf")
+
+    def _ms(self) -> int:
+        return round((time.monotonic() - self.started) * 1000)
+
+    def start(self) -> DataPart:
+        return DataPart("om-buffering-start", {
+            "cycleId": self.id, "operationType": self.operation, "startedAt": now_iso(),
+            "tokensToBuffer": self.tokens, "recordId": self.record.id, "threadId": self.thread_id,
+            "threadIds": [self.thread_id], "config": self.config}, transient=True)
+
+    def end(self, *, buffered_tokens: int, observations: str) -> DataPart:
+        return DataPart("om-buffering-end", {
+            "cycleId": self.id, "operationType": self.operation, "completedAt": now_iso(), "durationMs": self._ms(),
+            "tokensBuffered": self.tokens, "bufferedTokens": buffered_tokens, "recordId": self.record.id,
+            "threadId": self.thread_id, "observations": observations}, transient=True)
+
+    def failed(self, error: str) -> DataPart:
+        return DataPart("om-buffering-failed", {
+            "cycleId": self.id, "operationType": self.operation, "failedAt": now_iso(), "durationMs": self._ms(),
+            "tokensAttempted": self.tokens, "error": error[:2000], "recordId": self.record.id,
+            "threadId": self.thread_id}, transient=True)
+
+
+def flag_live(value: str | None) -> bool:
+    """An in-progress flag that is set and younger than the staleness limit."""
+    if not value:
+        return False
+    return time.time() - parse_iso(value).timestamp() < STALE_FLAG_S
+
+
+class Buffering:
+    """Schedules and runs the background observer and reflector of one OM engine."""
+
+    def __init__(self, engine: ObservationalMemory, background: BackgroundWork | None) -> None:
+        self.engine = engine
+        self.background = background
+
+    @property
+    def records(self) -> OMRecordStore:
+        return self.engine.records
+
+    def _submit(self, key: str, job: Callable[[], Awaitable[None]]) -> bool:
+        return self.background is not None and self.background.submit(key, job)
+
+    # -- observation -------------------------------------------------------------------
+
+    async def start_observation(self, ctx: CycleContext, record: OMRecord, candidates: Sequence[Message],
+                                sink: PartSink, *, skip_minimum: bool = False) -> bool:
+        """Hand ``candidates`` (a safe prefix) to a background observer; False when nothing
+        was started (too few tokens, one already running, no background work)."""
+        buffer_tokens = self.engine.options.observation.buffer_tokens
+        if not candidates or buffer_tokens is False or flag_live(record.is_buffering_observation):
+            return False
+        tokens = count_messages(candidates)
+        if not skip_minimum and tokens < buffer_tokens / 2:
+            return False
+        config = marker_config(self.engine.options, record.observation_token_count)
+        cycle = BufferCycle(OBSERVATION, record, ctx.thread_id, config, tokens)
+        job_ctx = replace(ctx, emit=sink.emit)
+        started = self._submit(f"om-buffer:{record.lookup_key}",
+                               lambda: self._observe(job_ctx, record, list(candidates), cycle, sink))
+        if started:
+            sink.emit(cycle.start())
+        return started
+
+    async def _observe(self, ctx: CycleContext, record: OMRecord, candidates: list[Message], cycle: BufferCycle,
+                       sink: PartSink) -> None:
+        records = self.records
+        try:
+            if not await records.claim_flag(record.id, "is_buffering_observation", stale_after_s=STALE_FLAG_S):
+                sink.emit(cycle.failed("Another process is buffering this thread"))
+                return
+            try:
+                current = await records.active(record.lookup_key)
+                if current is None:
+                    sink.emit(cycle.failed("The record is gone"))
+                    return
+                fresh = buffer_candidates(candidates, current)  # another process may have buffered some
+                fresh = [m for m in fresh if current.last_observed_at is None or m.created_at > current.last_observed_at]
+                if not fresh:
+                    sink.emit(cycle.failed("Nothing left to buffer"))
+                    return
+                await records.seal_messages([m.id for m in fresh], int(time.time() * 1000))
+                existing = current.active_observations.strip()
+                chunks = [c.get("observations", "") for c in current.buffered_observation_chunks or ()]
+                if chunks:  # what earlier chunks saw counts as observed for this one
+                    existing = existing + BUFFERED_HEADING + "\n\n".join(chunks)
+                output = await self.engine._run_observer(ctx, current, fresh, previous=existing, buffered=True)
+                observations = output.observations.strip()
+                newest = max(parse_iso(m.created_at) for m in fresh)
+                chunk = {"id": f"ombuf-{uuid.uuid4()}", "cycleId": cycle.id, "observations": observations,
+                         "tokenCount": estimate_tokens(observations), "messageIds": [m.id for m in fresh],
+                         "messageTokens": count_messages(fresh),
+                         "lastObservedAt": to_iso(newest + timedelta(milliseconds=1)), "createdAt": now_iso()}
+                stored = await records.add_buffered_chunk(current.id, chunk)
+                total = sum(int(c.get("tokenCount") or 0) for c in (stored or current).buffered_observation_chunks or ())
+                sink.emit(cycle.end(buffered_tokens=total, observations=observations))
+            finally:
+                await records.release_flag(record.id, "is_buffering_observation")
+        except Exception as exc:  # buffering never raises: the threshold path observes instead
+            log.warning("buffered observation of thread %s failed: %s", ctx.thread_id, describe_error(exc))
+            sink.emit(cycle.failed(describe_error(exc)))
+        finally:
+            await sink.flush()
+
+    # -- reflection --------------------------------------------------------------------
+
+    def start_reflection(self, ctx: CycleContext, record: OMRecord, sink: PartSink) -> bool:
+        """Reflect the log's oldest lines in the background (2.6, buffered reflection)."""
+        if flag_live(record.is_buffering_reflection) or record.buffered_reflection:
+            return False
+        lines = record.active_observations.split("\n")
+        if not record.observation_token_count or not lines:
+            return False
+        average = record.observation_token_count / len(lines)
+        activation_point = self.engine.options.reflection.activation_point
+        count = min(int(activation_point // average) if average else len(lines), len(lines))
+        if count <= 0:
+            return False
+        estimate = round(average * count)
+        config = marker_config(self.engine.options, record.observation_token_count)
+        cycle = BufferCycle(REFLECTION, record, ctx.thread_id, config, estimate)
+        job_ctx = replace(ctx, emit=sink.emit)
+        started = self._submit(f"om-reflect:{record.lookup_key}",
+                               lambda: self._reflect(job_ctx, record, lines[:count], estimate, cycle, sink))
+        if started:
+            sink.emit(cycle.start())
+            record.is_buffering_reflection = now_iso()  # the turn's status shows it running
+        return started
+
+    async def _reflect(self, ctx: CycleContext, record: OMRecord, lines: list[str], estimate: int,
+                       cycle: BufferCycle, sink: PartSink) -> None:
+        records = self.records
+        options = self.engine.options
+        try:
+            if not await records.claim_flag(record.id, "is_buffering_reflection", stale_after_s=STALE_FLAG_S):
+                sink.emit(cycle.failed("Another process is reflecting this thread"))
+                return
+            try:
+                model = await om_model(ctx.llm, options.reflector_model, ctx.agent_model)
+                system = reflector_system_prompt(instruction=options.reflection.instruction,
+                                                 resource_scope=options.scope == "resource")
+                prompt = [{"role": "system", "content": system},
+                          *reflector_messages("\n".join(lines), level=reflection_start_level(model.model_id),
+                                              skip_continuation_hints=True)]
+                completion = await self.engine._ask(ctx, REFLECTOR_AGENT, model, prompt,
+                                                    options.reflection.model_settings)
+                output = parse_reflector_output(completion.text)
+                reflection = "" if output.degenerate else output.observations.strip()
+                if not reflection:
+                    sink.emit(cycle.failed("The reflector returned no usable observations"))
+                    return
+                tokens = estimate_tokens(reflection)
+                await records.store_buffered_reflection(record.id, reflection=reflection, tokens=tokens,
+                                                        input_tokens=estimate, line_count=len(lines))
+                sink.emit(cycle.end(buffered_tokens=tokens, observations=reflection))
+            finally:
+                await records.release_flag(record.id, "is_buffering_reflection")
+        except Exception as exc:
+            log.warning("buffered reflection of thread %s failed: %s", ctx.thread_id, describe_error(exc))
+            sink.emit(cycle.failed(describe_error(exc)))
+        finally:
+            await sink.flush()
+
+    # -- waiting -----------------------------------------------------------------------
+
+    async def wait(self, key: str, flag: str = "is_buffering_observation", timeout_s: float = 30.0) -> OMRecord | None:
+        """The active record once no live buffering flag is set on it (or the time is up)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            record = await self.records.active(key)
+            if record is None or not flag_live(getattr(record, flag)) or time.monotonic() >= deadline:
+                return record
+            await asyncio.sleep(WAIT_POLL_S)
