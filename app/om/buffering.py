@@ -12,8 +12,10 @@ oldest lines into a buffered reflection that replaces them at the threshold (2.6
 The jobs run on the process's background work (``app.background``, owned by the lifespan):
 they survive a client hanging up, one per thread and kind is queued at a time, the queue is
 bounded, and they never raise into a turn. Across processes the record's
-``is_buffering_*`` flag (claimed in the database, expiring after ``STALE_FLAG_S``) keeps a
-second runner away. Their ``data-om-buffering-*`` parts go to a ``PartSink``: into the turn
+``is_buffering_*`` flag keeps a second runner away: the turn claims it in the database when
+it starts the job (so the studio's ``buffer-status`` sees the work at once), the job renews
+it every ``HEARTBEAT_S`` and clears it when done; a flag not renewed for ``BUFFER_STALE_S``
+was left by a killed process and is taken over. Their ``data-om-buffering-*`` parts go to a ``PartSink``: into the turn
 that started them while it still streams, else onto the thread's newest reply in storage.
 """
 
@@ -24,21 +26,22 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from app.agents.events import DataPart
 from app.clock import now_iso, parse_iso, to_iso
-from app.om.engine import STALE_FLAG_S, CycleContext, describe_error, om_model, REFLECTOR_AGENT
+from app.om.engine import REFLECTOR_AGENT, CycleContext, describe_error, om_model
 from app.om.parsing import parse_reflector_output
 from app.om.parts import OBSERVATION, REFLECTION, marker_config
 from app.om.prompts import reflector_messages, reflector_system_prompt, reflection_start_level
 from app.om.tokens import count_messages, estimate_tokens
 from app.om.window import has_incomplete_tool_calls
 from app.storage.conversations import Message
-from app.storage.om_records import OMRecord
+from app.storage.om_records import Flag, OMRecord
 
 if TYPE_CHECKING:
     from app.agents.processors import StepContext
@@ -50,6 +53,8 @@ log = logging.getLogger(__name__)
 
 BUFFERED_HEADING = "\n\n--- BUFFERED (pending activation) ---\n\n"
 WAIT_POLL_S = 0.05
+HEARTBEAT_S = 5.0
+BUFFER_STALE_S = 30.0
 
 
 def cycle_id(prefix: str) -> str:
@@ -155,11 +160,27 @@ class BufferCycle:
             "threadId": self.thread_id}, transient=True)
 
 
-def flag_live(value: str | None) -> bool:
-    """An in-progress flag that is set and younger than the staleness limit."""
+def flag_live(value: str | None, stale_after_s: float = BUFFER_STALE_S) -> bool:
+    """An in-progress flag that is set and was renewed within ``stale_after_s``."""
     if not value:
         return False
-    return time.time() - parse_iso(value).timestamp() < STALE_FLAG_S
+    return time.time() - parse_iso(value).timestamp() < stale_after_s
+
+
+@asynccontextmanager
+async def holding(records: OMRecordStore, record_id: str, flag: Flag) -> AsyncIterator[None]:
+    """Renew a claimed flag while the body runs; release it afterwards, whatever happens."""
+    async def renew() -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            await records.renew_flag(record_id, flag)
+
+    beat = asyncio.create_task(renew())
+    try:
+        yield
+    finally:
+        beat.cancel()
+        await records.release_flag(record_id, flag)
 
 
 class Buffering:
@@ -191,20 +212,28 @@ class Buffering:
         config = marker_config(self.engine.options, record.observation_token_count)
         cycle = BufferCycle(OBSERVATION, record, ctx.thread_id, config, tokens)
         job_ctx = replace(ctx, emit=sink.emit)
-        started = self._submit(f"om-buffer:{record.lookup_key}",
-                               lambda: self._observe(job_ctx, record, list(candidates), cycle, sink))
+        started = await self._start(f"om-buffer:{record.lookup_key}", record, "is_buffering_observation",
+                                    lambda: self._observe(job_ctx, record, list(candidates), cycle, sink))
         if started:
             sink.emit(cycle.start())
         return started
+
+    async def _start(self, key: str, record: OMRecord, flag: Flag, job: Callable[[], Awaitable[None]]) -> bool:
+        """Claim ``flag`` in the database, then queue ``job``, which releases it."""
+        if self.background is None or not self.background.accepting:
+            return False
+        if not await self.records.claim_flag(record.id, flag, stale_after_s=BUFFER_STALE_S):
+            return False
+        if not self._submit(key, job):
+            await self.records.release_flag(record.id, flag)
+            return False
+        return True
 
     async def _observe(self, ctx: CycleContext, record: OMRecord, candidates: list[Message], cycle: BufferCycle,
                        sink: PartSink) -> None:
         records = self.records
         try:
-            if not await records.claim_flag(record.id, "is_buffering_observation", stale_after_s=STALE_FLAG_S):
-                sink.emit(cycle.failed("Another process is buffering this thread"))
-                return
-            try:
+            async with holding(records, record.id, "is_buffering_observation"):
                 current = await records.active(record.lookup_key)
                 if current is None:
                     sink.emit(cycle.failed("The record is gone"))
@@ -226,11 +255,9 @@ class Buffering:
                          "tokenCount": estimate_tokens(observations), "messageIds": [m.id for m in fresh],
                          "messageTokens": count_messages(fresh),
                          "lastObservedAt": to_iso(newest + timedelta(milliseconds=1)), "createdAt": now_iso()}
-                stored = await records.add_buffered_chunk(current.id, chunk)
+                stored = await records.add_buffered_chunk(current.lookup_key, chunk)
                 total = sum(int(c.get("tokenCount") or 0) for c in (stored or current).buffered_observation_chunks or ())
                 sink.emit(cycle.end(buffered_tokens=total, observations=observations))
-            finally:
-                await records.release_flag(record.id, "is_buffering_observation")
         except Exception as exc:  # buffering never raises: the threshold path observes instead
             log.warning("buffered observation of thread %s failed: %s", ctx.thread_id, describe_error(exc))
             sink.emit(cycle.failed(describe_error(exc)))
@@ -239,7 +266,7 @@ class Buffering:
 
     # -- reflection --------------------------------------------------------------------
 
-    def start_reflection(self, ctx: CycleContext, record: OMRecord, sink: PartSink) -> bool:
+    async def start_reflection(self, ctx: CycleContext, record: OMRecord, sink: PartSink) -> bool:
         """Reflect the log's oldest lines in the background (2.6, buffered reflection)."""
         if flag_live(record.is_buffering_reflection) or record.buffered_reflection:
             return False
@@ -255,8 +282,8 @@ class Buffering:
         config = marker_config(self.engine.options, record.observation_token_count)
         cycle = BufferCycle(REFLECTION, record, ctx.thread_id, config, estimate)
         job_ctx = replace(ctx, emit=sink.emit)
-        started = self._submit(f"om-reflect:{record.lookup_key}",
-                               lambda: self._reflect(job_ctx, record, lines[:count], estimate, cycle, sink))
+        started = await self._start(f"om-reflect:{record.lookup_key}", record, "is_buffering_reflection",
+                                    lambda: self._reflect(job_ctx, record, lines[:count], estimate, cycle, sink))
         if started:
             sink.emit(cycle.start())
             record.is_buffering_reflection = now_iso()  # the turn's status shows it running
@@ -267,10 +294,7 @@ class Buffering:
         records = self.records
         options = self.engine.options
         try:
-            if not await records.claim_flag(record.id, "is_buffering_reflection", stale_after_s=STALE_FLAG_S):
-                sink.emit(cycle.failed("Another process is reflecting this thread"))
-                return
-            try:
+            async with holding(records, record.id, "is_buffering_reflection"):
                 model = await om_model(ctx.llm, options.reflector_model, ctx.agent_model)
                 system = reflector_system_prompt(instruction=options.reflection.instruction,
                                                  resource_scope=options.scope == "resource")
@@ -288,21 +312,25 @@ class Buffering:
                 await records.store_buffered_reflection(record.id, reflection=reflection, tokens=tokens,
                                                         input_tokens=estimate, line_count=len(lines))
                 sink.emit(cycle.end(buffered_tokens=tokens, observations=reflection))
-            finally:
-                await records.release_flag(record.id, "is_buffering_reflection")
         except Exception as exc:
             log.warning("buffered reflection of thread %s failed: %s", ctx.thread_id, describe_error(exc))
             sink.emit(cycle.failed(describe_error(exc)))
         finally:
             await sink.flush()
 
-    # -- waiting -----------------------------------------------------------------------
+    async def wait(self, key: str, timeout_s: float = 30.0) -> OMRecord | None:
+        """The active record once no background observer runs on it (or the time is up)."""
+        return await settled(self.records, key, flags=("is_buffering_observation",), timeout_s=timeout_s)
 
-    async def wait(self, key: str, flag: str = "is_buffering_observation", timeout_s: float = 30.0) -> OMRecord | None:
-        """The active record once no live buffering flag is set on it (or the time is up)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            record = await self.records.active(key)
-            if record is None or not flag_live(getattr(record, flag)) or time.monotonic() >= deadline:
-                return record
-            await asyncio.sleep(WAIT_POLL_S)
+
+async def settled(records: OMRecordStore, key: str, *,
+                  flags: Sequence[Flag] = ("is_buffering_observation", "is_buffering_reflection"),
+                  timeout_s: float = 30.0) -> OMRecord | None:
+    """The key's active record once none of ``flags`` is live on it, or when ``timeout_s``
+    has passed. The flags live in the database, so this waits for work of any process."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        record = await records.active(key)
+        if record is None or time.monotonic() >= deadline or not any(flag_live(getattr(record, f)) for f in flags):
+            return record
+        await asyncio.sleep(WAIT_POLL_S)

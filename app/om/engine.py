@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -192,7 +192,7 @@ class ObservationalMemory:
     # -- reflection --------------------------------------------------------------------
 
     async def maybe_reflect(self, ctx: CycleContext, record: OMRecord, *, trigger: str | None = None,
-                            buffer: Callable[[OMRecord], bool] | None = None) -> OMRecord:
+                            buffer: Callable[[OMRecord], Awaitable[bool]] | None = None) -> OMRecord:
         """Reflect when the log reached its threshold (or ``trigger``: ``ttl`` /
         ``provider_change`` for a reflection that opted in); the active record afterwards.
 
@@ -208,7 +208,7 @@ class ObservationalMemory:
         buffering = buffer is not None and self.options.async_buffering
         point = config.activation_point
         if buffering and tokens < threshold and tokens >= point and not record.buffered_reflection:
-            buffer(record)
+            await buffer(record)
         if tokens < threshold and trigger is None:
             return record
         if buffering:
@@ -217,7 +217,7 @@ class ObservationalMemory:
                 return activated
             if not (config.block_after and tokens >= config.block_after):
                 if tokens >= point and not record.buffered_reflection:
-                    buffer(record)
+                    await buffer(record)
                 return record
         elif tokens < threshold:
             return record

@@ -154,8 +154,7 @@ class ObservationalMemoryStep:
         buffer_tokens = self.engine.options.observation.buffer_tokens
         assert buffer_tokens is not False
         boundary = record.last_buffered_at_tokens
-        unbuffered = count_messages(buffer_candidates(messages, record))
-        if boundary > 0 and unbuffered < 0.5 * boundary:  # a stale boundary (after activation or a restart)
+        if boundary > 0 and pending < 0.5 * boundary:  # a stale boundary (the window shrank meanwhile)
             boundary = 0
         if flag_live(record.is_buffering_observation) or not interval_crossed(pending, boundary, threshold,
                                                                              buffer_tokens):

@@ -178,16 +178,18 @@ class OMRecordStore:
 
     # -- async buffering (2.4-2.6) -----------------------------------------------------
 
-    async def add_buffered_chunk(self, record_id: str, chunk: dict[str, Any]) -> OMRecord | None:
-        """Append a background observer's chunk (deduplicated by ``cycleId``); the buffer
-        cursor moves past its messages and the interval boundary becomes its size (2.4,
-        steps 8-9). None when the record is gone (reflected or cleared meanwhile)."""
+    async def add_buffered_chunk(self, key: str, chunk: dict[str, Any]) -> OMRecord | None:
+        """Append a background observer's chunk to the key's active record (whichever
+        generation is active by then; deduplicated by ``cycleId``); the buffer cursor moves
+        past its messages and the interval boundary becomes its size (2.4, steps 8-9).
+        None when there is no record (cleared meanwhile)."""
         def work(conn: sqlite3.Connection) -> sqlite3.Row | None:
-            row = conn.execute("SELECT buffered_observation_chunks FROM mastra_observational_memory WHERE id = ?",
-                               (record_id,)).fetchone()
-            if row is None:
-                return None
-            chunks = json.loads(row[0]) if row[0] else []
+            row = conn.execute("SELECT id, buffered_observation_chunks, last_observed_at FROM mastra_observational_memory"
+                               " WHERE lookup_key = ? ORDER BY generation_count DESC LIMIT 1", (key,)).fetchone()
+            if row is None or (row[2] is not None and chunk["lastObservedAt"] <= row[2]):
+                return None  # gone, or its messages were observed meanwhile (a sync observation)
+            record_id = row[0]
+            chunks = json.loads(row[1]) if row[1] else []
             if any(c.get("cycleId") == chunk["cycleId"] for c in chunks):
                 return conn.execute(f"{_SELECT} WHERE id = ?", (record_id,)).fetchone()
             return conn.execute(
@@ -211,7 +213,7 @@ class OMRecordStore:
         gets None."""
         def work(conn: sqlite3.Connection) -> sqlite3.Row | None:
             row = conn.execute(f"{_SELECT} WHERE id = ?", (record_id,)).fetchone()
-            if row is None:
+            if row is None or not _is_newest(conn, row):  # a reflection made a newer generation meanwhile
                 return None
             chunks = json.loads(row["buffered_observation_chunks"] or "[]")
             chosen, rest = chunks[:len(chunk_ids)], chunks[len(chunk_ids):]
@@ -260,9 +262,7 @@ class OMRecordStore:
             row = conn.execute(f"{_SELECT} WHERE id = ?", (record_id,)).fetchone()
             if row is None or not row["buffered_reflection"]:
                 return None
-            newest = conn.execute("SELECT max(generation_count) FROM mastra_observational_memory WHERE lookup_key = ?",
-                                  (row["lookup_key"],)).fetchone()[0]
-            if newest != row["generation_count"]:
+            if not _is_newest(conn, row):
                 return None
             lines = (row["active_observations"] or "").split("\n")
             tail = "\n".join(lines[row["reflected_observation_line_count"] or 0:]).strip()
@@ -316,6 +316,14 @@ class OMRecordStore:
             f"UPDATE mastra_observational_memory SET {flag} = ? WHERE id = ? AND ({flag} IS NULL OR {flag} < ?)",
             (now, record_id, stale)).rowcount > 0)
 
+    async def renew_flag(self, record_id: str, flag: Flag) -> None:
+        """Move a held flag's time to now (a heartbeat: the holder is alive)."""
+        if flag not in _FLAGS:
+            raise ValueError(flag)
+        await self.db.run_write(lambda conn: conn.execute(
+            f"UPDATE mastra_observational_memory SET {flag} = ? WHERE id = ? AND {flag} IS NOT NULL",
+            (now_iso(), record_id)))
+
     async def release_flag(self, record_id: str, flag: Flag) -> None:
         if flag not in _FLAGS:
             raise ValueError(flag)
@@ -346,6 +354,12 @@ class OMRecordStore:
             return om
 
         return await self.db.run_write(work)
+
+
+def _is_newest(conn: sqlite3.Connection, row: sqlite3.Row) -> bool:
+    newest = conn.execute("SELECT max(generation_count) FROM mastra_observational_memory WHERE lookup_key = ?",
+                          (row["lookup_key"],)).fetchone()[0]
+    return newest == row["generation_count"]
 
 
 def _insert_generation(conn: sqlite3.Connection, previous_id: str, observations: str,

@@ -22,6 +22,7 @@ from app.api.studio.memory_bodies import BufferStatusBody
 from app.api.studio.query import iso_time
 from app.clock import to_iso
 from app.errors import BadRequest, NotFound, invalid
+from app.om.buffering import settled
 from app.om.config import describe_om
 from app.om.engine import om_model
 from app.storage.conversations import ConversationStore
@@ -29,6 +30,7 @@ from app.storage.om_records import OMRecord, OMRecordStore, lookup_key
 
 router = APIRouter(prefix="/api/memory")
 NOT_ENABLED = "Observational Memory is not enabled for this agent"
+BUFFER_STATUS_WAIT_S = 30.0  # Mastra's waitForBuffering default
 
 
 def _records(agent: RegisteredAgent) -> OMRecordStore:
@@ -71,14 +73,14 @@ async def observational_memory(agent: QueryAgent, query: MastraQuery, scope: Sco
 @router.post("/observational-memory/buffer-status")
 async def buffer_status(body: BufferStatusBody, agents: AgentsDep, forced: ForcedResource,
                         store: ConversationsDep) -> dict[str, Any]:
-    """Observations are taken synchronously here (no background buffering yet), so there
-    is never anything to wait for: the record as it stands."""
+    """Waits (up to ``BUFFER_STATUS_WAIT_S``) until no background observer or reflector is
+    at work on the record, in any process, then returns it."""
     agent = agents.get(body.agentId)
     if agent is None:
         raise NotFound(f"Agent with id {body.agentId} not found")
     records = _records(agent)
     key = await _key(agent, body.threadId, scope_for(forced, agent, body.resourceId), store)
-    record = await records.active(key) if key else None
+    record = await settled(records, key, timeout_s=BUFFER_STATUS_WAIT_S) if key else None
     return {"record": record.to_api() if record else None}
 
 
