@@ -59,10 +59,37 @@ def test_model_default_and_exclusivity() -> None:
     ({"observation": {"messageTokenz": 5}}, "observationalMemory.observation.messageTokenz"),
     ({"model": ""}, "observationalMemory.model"),
     ({"enabled": "yes"}, "observationalMemory.enabled"),
+    ({"shareTokenBudget": True}, "observationalMemory.shareTokenBudget"),
+    ({"activateAfterIdle": "soon"}, "observationalMemory.activateAfterIdle"),
+    ({"activateAfterIdle": -1}, "observationalMemory.activateAfterIdle"),
+    ({"activateAfterIdle": "5 fortnights"}, "observationalMemory.activateAfterIdle"),
+    ({"activateOnProviderChange": "yes"}, "observationalMemory.activateOnProviderChange"),
+    ({"reflection": {"activateAfterIdle": "later"}}, "observationalMemory.reflection.activateAfterIdle"),
+    ({"reflection": {"activateOnProviderChange": 1}}, "observationalMemory.reflection.activateOnProviderChange"),
+    ({"reflection": {"bufferActivation": 7}}, "observationalMemory.reflection.bufferActivation"),
+    ({"reflection": {"blockAfter": 0.9}}, "observationalMemory.reflection.blockAfter"),
+    ({"bufferOnIdle": True, "observation": {"bufferTokens": False}}, "observationalMemory.bufferOnIdle"),
+    ({"temporalMarkers": "on"}, "observationalMemory.temporalMarkers"),
+    ({"observation": {"bufferActivation": 40000}}, "observationalMemory.observation.bufferActivation"),
 ])
 def test_invalid_values_fail_at_construction_naming_the_field(value: dict[str, Any], field: str) -> None:
     with pytest.raises(ValueError, match=field.replace(".", r"\.")):
         MemoryOptions(observational_memory=value)
+
+
+def test_idle_and_provider_options_resolve() -> None:
+    om = observational_memory_options({"activateAfterIdle": "5m", "activateOnProviderChange": True,
+                                       "bufferOnIdle": True, "temporalMarkers": True,
+                                       "reflection": {"activateAfterIdle": "1hr"}})
+    assert (om.activate_after_idle, om.activate_on_provider_change, om.buffer_on_idle, om.temporal_markers) == (
+        300_000, True, True, True)
+    assert om.reflection.activate_after_idle == 3_600_000 and om.reflection.activate_on_provider_change is False
+    for value, expected in [(90_000, 90_000), ("90s", 90_000), ("1.5h", 5_400_000), ("250ms", 250),
+                            ("2 days", 172_800_000), ("auto", "auto"), (False, None), (None, None)]:
+        assert observational_memory_options({"activateAfterIdle": value}).activate_after_idle == expected
+    # reflections do not inherit the top-level setting: they opt in
+    assert observational_memory_options({"activateAfterIdle": "5m"}).reflection.activate_after_idle is None
+    assert observational_memory_options(True).reflection.activation_point == 20000
 
 
 def test_shared_budget_moves_the_threshold_with_the_observations() -> None:
@@ -129,3 +156,16 @@ def test_previous_observations_are_cut_to_the_budget_only_behind_the_flag() -> N
     assert "observations truncated here]" in cut
     assert all(line.startswith(("Date:", "*", "[")) for line in cut.split("\n"))
     assert truncate_previous_observations(log, 100_000) == log
+
+
+def test_om_options_setting_merges_any_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEV_SERVER_OM_MESSAGE_TOKENS", "600")
+    monkeypatch.setenv("DEV_SERVER_OM_OPTIONS", '{"activateAfterIdle": "5m", "temporalMarkers": true,'
+                                                ' "observation": {"bufferTokens": 200}}')
+    options = Settings.load().observational_memory
+    assert options["observation"] == {"messageTokens": 600, "bufferTokens": 200}
+    om = observational_memory_options(options)
+    assert (om.activate_after_idle, om.temporal_markers, om.observation.buffer_tokens) == (300_000, True, 200)
+    monkeypatch.setenv("DEV_SERVER_OM_OPTIONS", '{"activateAfterIdle": "whenever"}')
+    with pytest.raises(SettingsError, match=r"DEV_SERVER_OM_\*: .*activateAfterIdle"):
+        Settings.load()

@@ -243,14 +243,15 @@ def resolve_observation(given: Mapping[str, Any], scope: str, share_budget: bool
         return given[key] if key in given else top.get(key)
 
     explicit_buffer = pick("bufferTokens")
+    if share_budget and explicit_buffer is not False:
+        raise _fail("shareTokenBudget", "requires observation.bufferTokens: false (async buffering cannot share "
+                                        "the budget)")
     if explicit_buffer is None:
-        buffer: Any = False if scope == "resource" or share_budget else BUFFER_TOKENS
+        buffer: Any = False if scope == "resource" else BUFFER_TOKENS
     else:
         buffer = explicit_buffer
         if buffer is not False and scope == "resource":
             raise _fail("observation.bufferTokens", "is not supported in resource scope (async buffering is off there)")
-        if buffer is not False and share_budget:
-            raise _fail("shareTokenBudget", "requires observation.bufferTokens: false")
     resolved_buffer: int | Literal[False] = False
     activation = BUFFER_ACTIVATION
     block: float | None = None
