@@ -194,9 +194,12 @@ class ObservationalMemoryOptions:
             return max(total - observation_tokens, threshold)
         return threshold
 
-    def reflection_threshold_for_status(self) -> int:
+    def reflection_threshold_for_status(self, observation_tokens: int = 0) -> int:
+        """The observations window's threshold in ``data-om-status``: with a shared budget,
+        what the messages leave of it (at least 1000); reflection itself keeps its own."""
         if self.share_token_budget:
-            return max(self.reflection.observation_tokens, 1000)
+            total = self.observation.message_tokens + self.reflection.observation_tokens
+            return max(total - self.message_threshold(observation_tokens), 1000)
         return self.reflection.observation_tokens
 
     def retention_floor(self) -> int:

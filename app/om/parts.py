@@ -45,7 +45,7 @@ def status_part(options: ObservationalMemoryOptions, record: OMRecord, *, pendin
                 "messages": {"tokens": pending_tokens,
                              "threshold": options.message_threshold(record.observation_token_count)},
                 "observations": {"tokens": record.observation_token_count,
-                                 "threshold": options.reflection_threshold_for_status()},
+                                 "threshold": options.reflection_threshold_for_status(record.observation_token_count)},
             },
             "buffered": {
                 "observations": {"chunks": len(buffered_chunks),
