@@ -147,3 +147,33 @@ def test_buffering_runs_at_the_intervals_and_activation_swaps_chunks_in(gateway:
 
 def results_created_at(db: Path, message_id: str) -> str:
     return sqlite_rows(db, "SELECT created_at FROM messages WHERE id = ?", (message_id,))[0][0]
+
+
+def test_chunks_survive_a_restart_and_a_dead_processs_flag_is_taken_over(gateway: Any, studio: Any,
+                                                                         data: Path) -> None:
+    db = data / "dev-server.db"
+    for i in range(1, 5):
+        result = turn(gateway.url, "restart", f"r{i}", f"Turn {i}. {FACT}")
+        record = await_buffer(studio.url, "restart")
+        if record["bufferedObservationChunks"]:
+            break
+    assert record["bufferedObservationChunks"] and not parts(result, "activation")
+    chunk_ids = [c["id"] for c in record["bufferedObservationChunks"]]
+    gateway.stop()
+    # a gateway killed mid-buffering leaves its flag behind, never renewed
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE mastra_observational_memory SET is_buffering_observation = '2026-01-01T00:00:00.000Z'"
+                     " WHERE lookup_key = 'thread:restart'")
+    gateway.start()
+    gateway.wait_healthy()
+    assert await_buffer(studio.url, "restart")["isBufferingObservation"] is True  # as stored: a flag is a flag
+    # one long message takes the window over the threshold: the stored chunks activate at once
+    result = turn(gateway.url, "restart", "r-long", " ".join([FACT] * 12))
+    activations = parts(result, "activation")
+    assert activations and activations[0]["triggeredBy"] == "threshold"
+    after = await_buffer(studio.url, "restart")  # the dead flag does not make buffer-status wait
+    assert not {c["id"] for c in after["bufferedObservationChunks"] or []} & set(chunk_ids[:len(activations)])
+    # and the next interval buffers again: the stale flag was taken over
+    assert any(parts(turn(gateway.url, "restart", f"r-next{i}", f"More. {FACT}"), "buffering-start")
+               for i in range(4))
+    assert await_buffer(studio.url, "restart")["isBufferingObservation"] is False

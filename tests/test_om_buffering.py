@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from app.agents.events import DataPart
 from app.background import BackgroundWork
 from app.llm import LiteLLMClient
 from app.llm.types import ResolvedModel
-from app.om.activation import Trigger, activate, activation_ratio, chunks_to_activate, interval_crossed
+from app.om.activation import Trigger, activate, activation_ratio, chunks_to_activate, interval_crossed, plan
 from app.om.buffering import Buffering, PartSink, flag_live, safe_prefix, settled
 from app.om.config import observational_memory_options
 from app.om.engine import CycleContext, ObservationalMemory
@@ -23,7 +24,7 @@ from app.om.idle import StepModel, auto_ttl_ms, last_activity_ms, last_step_mode
 from app.om.temporal import gap_marker
 from app.storage.conversations import ConversationStore, Message, Thread
 from app.storage.libsql import LibSQLStore
-from app.storage.om_records import OMRecordStore
+from app.storage.om_records import OMRecord, OMRecordStore
 
 FACT = "My name is Ada and I keep bees on the roof of my flat in Leeds."
 
@@ -69,6 +70,18 @@ def test_chunk_choice_follows_the_projection_rules() -> None:
     # (e): nothing reaches anything: one chunk
     assert chunks_to_activate([chunk(1, 0)], 0, 1000, 1.0, force=False) == 1
     assert chunks_to_activate([], 1000, 1000, 0.8, force=False) == 0
+
+
+def test_block_after_forces_the_larger_activation() -> None:
+    # a large window (floor 40000 > 20 x min remaining) is where force decides: over leaves only 1500
+    options = observational_memory_options({"observation": {"messageTokens": 200_000}})  # blockAfter 240000
+    record = OMRecord("r", "thread:t", "thread", "r", "t", "initial", {}, "", "",
+                      buffered_observation_chunks=[chunk(1, 100_000), chunk(2, 148_500)])
+    record.pending_message_tokens = 250_000  # past blockAfter: maximum activation
+    assert plan(options, record) == 2
+    assert chunks_to_activate(record.buffered_observation_chunks, 250_000, 200_000, 0.8, force=False) == 1
+    record.pending_message_tokens = 230_000  # below blockAfter: the smaller choice keeps more context
+    assert plan(options, record) == 1
 
 
 def test_the_safe_prefix_never_splits_a_tool_call() -> None:
@@ -137,14 +150,19 @@ async def _record_with_chunks(db: LibSQLStore, chunks: list[dict[str, Any]]):
 
 
 @pytest.mark.anyio
-async def test_two_processes_never_activate_the_same_chunk(libsql: LibSQLStore) -> None:
+async def test_two_processes_never_activate_the_same_chunk(libsql: LibSQLStore, tmp_path: Path) -> None:
     options = observational_memory_options({"observation": {"messageTokens": 1000, "bufferTokens": 300}})
     store, record = await _record_with_chunks(libsql, [chunk(1, 300), chunk(2, 300), chunk(3, 300)])
     record.pending_message_tokens = 1000
-    other = OMRecordStore(libsql)  # the studio (or a second worker) with the same stale record
-    (first, first_parts), (second, second_parts) = await asyncio.gather(
-        activate(options, store, record, Trigger("threshold"), "t"),
-        activate(options, other, record, Trigger("threshold"), "t"))
+    second_process = LibSQLStore(f"file:{tmp_path / 'store.db'}")  # its own connections to the same file
+    await second_process.open()
+    other = OMRecordStore(second_process)  # the studio (or a second worker) with the same stale record
+    try:
+        (first, first_parts), (second, second_parts) = await asyncio.gather(
+            activate(options, store, record, Trigger("threshold"), "t"),
+            activate(options, other, record, Trigger("threshold"), "t"))
+    finally:
+        await second_process.close()
     assert [first is None, second is None].count(True) == 1
     done, parts = (first, first_parts) if first else (second, second_parts)
     assert [p.data["cycleId"] for p in parts] == ["buffer-obs-1", "buffer-obs-2"]
