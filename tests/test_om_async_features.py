@@ -148,3 +148,32 @@ def test_a_shared_budget_gives_messages_what_observations_do_not_use(tmp_path: P
     assert after["messages"]["threshold"] == max(700 - after["observations"]["tokens"], 300)
     assert after["observations"]["threshold"] == max(700 - after["messages"]["threshold"], 1000)
     assert health["background"]["done"] >= 1 and health["background"]["failed"] == 0  # the title job ran there
+
+
+def test_resource_scope_observes_a_users_threads_together(tmp_path: Path) -> None:
+    db = tmp_path / "dev-server.db"
+    options = {"scope": "resource", "obscureThreadIds": True, "observation": {"messageTokens": 400}}
+    with gateway(tmp_path, options) as server:
+        first = [turn(server.url, "trip", f"t{i}", f"Turn {i}. {FACT}") for i in range(1, 3)]
+        # another thread of the same user: the first thread's unobserved messages count here too
+        other = turn(server.url, "chores", "c1", "Also, remind me to water the plants on Friday.")
+        assert pending(other) > pending(first[-1])
+        later = [turn(server.url, "chores", f"c{i}", f"Note {i}: the plants are ferns.") for i in range(2, 6)]
+        observed = next(r for r in later if parts(r, "observation-end"))
+        ends = parts(observed, "observation-end")
+        assert {e["threadId"] for e in ends} == {"trip", "chores"}  # one cycle per thread, in one turn
+        with sqlite3.connect(db) as conn:
+            key, thread_id, log = conn.execute(
+                "SELECT lookup_key, thread_id, active_observations FROM mastra_observational_memory"
+                " ORDER BY generation_count DESC LIMIT 1").fetchone()
+            metadata = dict(conn.execute("SELECT id, metadata FROM threads").fetchall())
+        assert key == "resource:ai-chat" and thread_id is None
+        from app.om.resource import section_id
+        assert f'<thread id="{section_id("trip", True)}">' in log and f'<thread id="{section_id("chores", True)}">' in log
+        assert '<thread id="trip">' not in log and "Ada Lovelace" in log
+        import json as _json
+        assert _json.loads(metadata["trip"])["mastra"]["om"]["lastObservedAt"]  # each thread keeps its own cursor
+        # back in the first thread: what was observed there left its window
+        back = turn(server.url, "trip", "t-back", "Where am I going?")
+        assert pending(back) < pending(first[-1]) + 100
+        assert status(back)["windows"]["active"]["observations"]["tokens"] > 0

@@ -278,3 +278,24 @@ async def test_a_failing_background_observer_reports_and_never_raises(libsql: Li
     assert background.stats()["failed"] == 0  # the job itself did not raise
     active = await engine.records.active("thread:t")
     assert active.buffered_observation_chunks is None and active.is_buffering_observation is None
+
+
+def test_resource_sections_merge_by_thread_and_date() -> None:
+    from app.om.resource import batches, merge_section, section_id, xxh32
+
+    assert [xxh32(b""), xxh32(b"abc"), xxh32(b"Nobody inspects the spammish repetition")] == [
+        0x02CC5D05, 0x32D153FF, 0xE2293B2F]
+    assert section_id("trip", True) == format(xxh32(b"trip"), "08x") and section_id("trip", False) == "trip"
+    log = merge_section("", "a", "Date: Jan 1, 2026\n* 🔴 one", "2026-01-01T10:00:00.000Z")
+    assert log == '<thread id="a">\nDate: Jan 1, 2026\n* 🔴 one\n</thread>'
+    log = merge_section(log, "a", "Date: Jan 1, 2026\n* 🔴 two", "2026-01-01T11:00:00.000Z")
+    assert log == '<thread id="a">\nDate: Jan 1, 2026\n* 🔴 one\n* 🔴 two\n</thread>'  # same thread, same date
+    log = merge_section(log, "b", "Date: Jan 1, 2026\n* 🔴 three", "2026-01-01T12:00:00.000Z")
+    assert log.endswith('--- message boundary (2026-01-01T12:00:00.000Z) ---\n\n<thread id="b">\n'
+                        'Date: Jan 1, 2026\n* 🔴 three\n</thread>')
+    log = merge_section(log, "a", "Date: Jan 2, 2026\n* 🔴 four", "2026-01-02T10:00:00.000Z")
+    assert log.count('<thread id="a">') == 2  # a new day: a new section
+    by_thread = {"x": [message("x1", "user", "2026-01-01T10:00:00.000Z")],
+                 "y": [message("y1", "user", "2026-01-01T09:00:00.000Z")],
+                 "z": [message("z1", "user", "2026-01-01T11:00:00.000Z", text=FACT * 40)]}
+    assert batches(by_thread, 100) == [["y", "x"], ["z"]]

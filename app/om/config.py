@@ -39,7 +39,7 @@ IdleSetting = int | Literal["auto"] | None  # resolved activateAfterIdle: millis
 
 _TOP_KEYS = {"enabled", "model", "scope", "observation", "reflection", "shareTokenBudget", "bufferTokens",
              "bufferActivation", "blockAfter", "activateAfterIdle", "activateOnProviderChange", "bufferOnIdle",
-             "temporalMarkers"}
+             "temporalMarkers", "obscureThreadIds"}
 _OBSERVATION_KEYS = {"model", "instruction", "messageTokens", "maxTokensPerBatch", "modelSettings",
                      "previousObserverTokens", "truncatePreviousObservations", "bufferTokens", "bufferActivation",
                      "blockAfter"}
@@ -173,6 +173,7 @@ class ObservationalMemoryOptions:
     activate_on_provider_change: bool = False
     buffer_on_idle: bool = False
     temporal_markers: bool = False
+    obscure_thread_ids: bool = False  # resource scope: hash thread ids in what the observer reads
 
     @property
     def async_buffering(self) -> bool:
@@ -351,7 +352,8 @@ def observational_memory_options(value: Any) -> ObservationalMemoryOptions | Non
                                       activate_on_provider_change=_flag("activateOnProviderChange",
                                                                         value.get("activateOnProviderChange")),
                                       buffer_on_idle=buffer_on_idle,
-                                      temporal_markers=_flag("temporalMarkers", value.get("temporalMarkers")))
+                                      temporal_markers=_flag("temporalMarkers", value.get("temporalMarkers")),
+                                      obscure_thread_ids=_flag("obscureThreadIds", value.get("obscureThreadIds")))
 
 
 def describe_om(options: ObservationalMemoryOptions | None) -> dict[str, Any]:

@@ -146,7 +146,7 @@ def split_observation_chunks(text: str) -> list[str]:
     return [chunk for chunk in (part.strip() for part in [first, *(c for _, c in rest)]) if chunk]
 
 
-def _other_conversations_message(other_conversations: list[tuple[str, str]]) -> str:
+def other_conversations_message(other_conversations: list[tuple[str, str]]) -> str:
     blocks = "\n\n".join(f'<other-conversation id="{thread_id}">\n{transcript}\n</other-conversation>'
                          for thread_id, transcript in other_conversations)
     return (f"{OTHER_CONVERSATIONS_PREFACE}\n{START_OTHER_CONVERSATIONS_BLOCK}\n{blocks}\n"
@@ -175,7 +175,7 @@ def build_context_system_messages(
         guidance = f"{guidance}\n\n{retrieval_instructions}"
     messages = [guidance]
     if other_conversations:
-        messages.append(_other_conversations_message(other_conversations))
+        messages.append(other_conversations_message(other_conversations))
     dated = add_relative_time_to_observations(optimize_observations_for_context(observations), now)
     chunks = split_observation_chunks(dated)
     if chunks:

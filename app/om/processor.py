@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from app.agents.events import DataPart
 from app.agents.processors import ReplyContext, StepContext
 from app.memory.convert import to_model_messages
-from app.om.context import build_context_system_messages, continuation_model_message
+from app.om.context import build_context_system_messages, continuation_model_message, other_conversations_message
 from app.om.engine import CycleContext, ObservationalMemory
 from app.om.parts import status_part
 from app.om.tokens import count_message, count_messages
@@ -36,6 +36,7 @@ from app.clock import now_iso
 from app.om.activation import Trigger, activate, interval_crossed, projected_removal
 from app.om.buffering import Buffering, PartSink, buffer_candidates, flag_live, safe_prefix
 from app.om.idle import last_activity_ms, last_assistant, last_step_model, provider_changed, resolve_idle_ms
+from app.om.resource import observe_resource, other_conversations, other_threads, other_tokens
 from app.om.temporal import gap_marker, is_gap_marker, now_ms
 from app.om.window import drop_observed, has_incomplete_tool_calls, unobserved
 from app.storage.conversations import Message
@@ -50,12 +51,17 @@ log = logging.getLogger(__name__)
 
 @lru_cache(maxsize=32)
 def observation_messages(observations: str, today: date, current_task: str | None,
-                         suggested_response: str | None) -> tuple[str, ...]:
+                         suggested_response: str | None,
+                         others: tuple[tuple[str, str], ...] = ()) -> tuple[str, ...]:
     """The observation system messages, built once per log and day: a 40k-token log takes
     ~10 ms to optimise and date, and it only changes when an observation or a reflection
-    writes it (or the day turns, for its relative dates)."""
+    writes it (or the day turns, for its relative dates). ``others``: the resource's other
+    threads (resource scope), shown even before anything was observed."""
+    if not observations.strip():
+        return (other_conversations_message(list(others)),) if others else ()
     return tuple(build_context_system_messages(observations, now=datetime.combine(today, time(12)),
-                                               current_task=current_task, suggested_response=suggested_response))
+                                               current_task=current_task, suggested_response=suggested_response,
+                                               other_conversations=list(others) or None))
 
 
 def local_timezone() -> str:
@@ -71,6 +77,7 @@ class TurnView:
     pending_tokens: int
     hints: dict[str, Any]
     projected_removal: int = 0  # message tokens an activation now would remove
+    others: tuple[tuple[str, str], ...] = ()  # resource scope: the other threads' unobserved messages
     system: list[dict[str, Any]] = field(default_factory=list)  # the observation messages, built once
 
 
@@ -92,7 +99,7 @@ class ObservationalMemoryStep:
             step.history = repair_value(self._history(view))
             view.system = [{"role": "system", "content": text} for text in observation_messages(
                 view.record.active_observations, datetime.now().astimezone().date(),
-                view.hints.get("currentTask"), view.hints.get("suggestedResponse"))]
+                view.hints.get("currentTask"), view.hints.get("suggestedResponse"), view.others)]
         step.system.extend(view.system)
         step.emit(status_part(self.engine.options, view.record, pending_tokens=view.pending_tokens,
                               step=step.index, projected_removal=view.projected_removal))
@@ -118,6 +125,8 @@ class ObservationalMemoryStep:
         ctx = CycleContext(step.llm, step.model, thread.id, thread_om(thread.metadata), step.emit, step.open_span)
         sink = PartSink(records, thread.id, step)
         can_ask = step.llm is not None and step.model is not None
+        if options.scope == "resource":
+            return await self._resource_step(step, ctx, record)
         stored = await self.memory.store.messages_since(thread.id, record.last_observed_at)
         messages = unobserved(stored, record)
         if options.temporal_markers and step.input_count > 0:
@@ -145,6 +154,38 @@ class ObservationalMemoryStep:
             record.pending_message_tokens = pending
         projected = projected_removal(options, record) if record.buffered_observation_chunks else 0
         return TurnView(record, messages, pending, ctx.hints or {}, projected)
+
+    async def _resource_step(self, step: StepContext, ctx: CycleContext, record: OMRecord) -> TurnView:
+        """Step 0 in resource scope (``app.om.resource``): this thread's unobserved messages
+        from its own cursor, the other threads' as context; at the threshold all of them
+        are observed together."""
+        thread = step.thread
+        assert thread is not None
+        options = self.engine.options
+        store = self.memory.store
+        cursor = thread_om(thread.metadata).get("lastObservedAt")
+        messages = unobserved(await store.messages_since(thread.id, cursor), record, cursor=cursor)
+        if options.temporal_markers and step.input_count > 0:
+            messages = await self._temporal_gap(step, messages)
+        others = await other_threads(store, record, thread.resource_id, thread.id)
+        context = other_conversations(others, options.obscure_thread_ids)
+        pending = count_messages(messages) + other_tokens(context)
+        if step.llm is not None and step.model is not None:
+            record = await self.engine.maybe_reflect(ctx, record)
+            threshold = options.message_threshold(record.observation_token_count)
+            if pending >= threshold and not has_incomplete_tool_calls(messages):
+                observed = await observe_resource(self.engine, ctx, record, {thread.id: messages, **others})
+                if observed is not None:
+                    preserve = {m.id for m in messages[-max(1, step.input_count):]}
+                    messages = drop_observed(messages, {m.id for m in messages}, floor=0, preserve=preserve,
+                                             count=count_message, total=count_messages(messages))
+                    record = await self.engine.maybe_reflect(ctx, observed)
+                    context = []
+                    pending = count_messages(messages)
+        if record.pending_message_tokens != pending:
+            await self.engine.records.set_pending_message_tokens(record.id, pending)
+            record.pending_message_tokens = pending
+        return TurnView(record, messages, pending, ctx.hints or {}, others=tuple(context))
 
     # -- buffering and activation (2.4, 2.5) -------------------------------------------
 

@@ -48,9 +48,15 @@ def _has_content(parts: Sequence[dict[str, Any]]) -> bool:
     return any(not str(p.get("type", "")).startswith("data-") and p.get("type") != "step-start" for p in parts)
 
 
-def unobserved(messages: Sequence[Message], record: OMRecord | None) -> list[Message]:
+_RECORD = object()
+
+
+def unobserved(messages: Sequence[Message], record: OMRecord | None, *, cursor: Any = _RECORD) -> list[Message]:
+    """``cursor``: the time cursor to apply instead of the record's (a thread's own in
+    resource scope, where the record's is the newest of all threads)."""
     observed_ids = set(record.observed_message_ids or ()) if record else set()
-    cursor = record.last_observed_at if record else None
+    if cursor is _RECORD:
+        cursor = record.last_observed_at if record else None
     found: list[Message] = []
     for message in messages:
         if message.role == "system" or message.id in observed_ids:
