@@ -177,3 +177,20 @@ def test_chunks_survive_a_restart_and_a_dead_processs_flag_is_taken_over(gateway
     assert any(parts(turn(gateway.url, "restart", f"r-next{i}", f"More. {FACT}"), "buffering-start")
                for i in range(4))
     assert await_buffer(studio.url, "restart")["isBufferingObservation"] is False
+
+
+def test_the_real_studio_shows_buffered_observations_and_chats_on_the_same_thread(gateway: Any, studio: Any,
+                                                                                  data: Path) -> None:
+    from tests.test_studio_ui import run_studio
+
+    for i in range(1, 5):
+        turn(gateway.url, "shown-async", f"sa{i}", f"Turn {i}. {FACT}")
+        record = await_buffer(studio.url, "shown-async")
+    assert record["bufferedObservationChunks"]
+    # the Studio renders the stored buffering markers as a "Buffered observations" badge, and its
+    # own turn on the thread runs OM in the studio process, on the same record
+    result = run_studio(studio, threadId="shown-async", expectThreadText="Buffered observations",
+                        sendText="What is my name?")
+    assert "Your name is Ada Lovelace" in result["replyText"]
+    after = await_buffer(studio.url, "shown-async")  # the studio's turn wrote the same record's window
+    assert after["id"] == record["id"] and after["pendingMessageTokens"] > record["pendingMessageTokens"]
