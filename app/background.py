@@ -11,7 +11,8 @@ a log line when the queue is full (``max_queued``) or the group is not running, 
 when a job with the same key (one per thread and kind, e.g. ``title:<thread>``) is already
 queued or running. ``factory`` is called only when a worker picks the job up, so nothing
 runs on the caller's task. A job that raises is logged and counted, never retried.
-``stats()`` is what ``/health`` shows.
+``stats()`` is what ``/health`` shows, in total and by kind (the key's first part:
+``title``, ``om-buffer``, ``om-reflect``).
 
 The queue and its keys are this process's: each of the gateway's workers has its own, so
 two workers may run a job of the same key at once. A job must therefore be safe to run
@@ -46,6 +47,7 @@ class BackgroundWork:
         self._keys: set[str] = set()  # queued or running
         self._running = 0
         self._counts: Counter[str] = Counter()
+        self._by_kind: dict[str, Counter[str]] = {}  # "om-buffer" of "om-buffer:thread:t" -> counts
         self._group_task: asyncio.Task | None = None
         self._accepting = False
 
@@ -64,21 +66,21 @@ class BackgroundWork:
     def submit(self, key: str, factory: JobFactory) -> bool:
         """Queue ``factory()`` under ``key``; True if queued. Never blocks, never raises."""
         if not self._accepting or self._queue is None:
-            self._counts["dropped"] += 1
+            self._count(key, "dropped")
             log.warning("background job %s dropped: background work is not running", key)
             return False
         if key in self._keys:
-            self._counts["deduplicated"] += 1
+            self._count(key, "deduplicated")
             log.debug("background job %s skipped: one is already queued or running", key)
             return False
         try:
             self._queue.put_nowait((key, factory))
         except asyncio.QueueFull:
-            self._counts["dropped"] += 1
+            self._count(key, "dropped")
             log.warning("background job %s dropped: the queue is full (%d jobs)", key, self.max_queued)
             return False
         self._keys.add(key)
-        self._counts["submitted"] += 1
+        self._count(key, "submitted")
         return True
 
     async def drain(self, timeout_s: float | None = None) -> None:
@@ -106,7 +108,12 @@ class BackgroundWork:
         queued = len(self._keys) - self._running
         return {"queued": queued, "running": self._running, "done": self._counts["done"],
                 "failed": self._counts["failed"], "dropped": self._counts["dropped"],
-                "deduplicated": self._counts["deduplicated"], "maxQueued": self.max_queued}
+                "deduplicated": self._counts["deduplicated"], "maxQueued": self.max_queued,
+                "byKind": {kind: dict(counts) for kind, counts in sorted(self._by_kind.items())}}
+
+    def _count(self, key: str, outcome: str) -> None:
+        self._counts[outcome] += 1
+        self._by_kind.setdefault(key.split(":", 1)[0], Counter())[outcome] += 1
 
     async def _group(self) -> None:
         async with asyncio.TaskGroup() as group:
@@ -123,11 +130,11 @@ class BackgroundWork:
             self._running += 1
             try:
                 await factory()
-                self._counts["done"] += 1
+                self._count(key, "done")
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a job's fault is its own: logged, counted, forgotten
-                self._counts["failed"] += 1
+                self._count(key, "failed")
                 log.warning("background job %s failed: %s: %s", key, type(exc).__name__, exc)
             finally:
                 self._running -= 1

@@ -33,7 +33,8 @@ async def test_drain_runs_every_queued_job_before_it_returns() -> None:
     await work.drain()
     assert sorted(done) == sorted(f"job:{i}" for i in range(10))
     assert work.stats() == {"queued": 0, "running": 0, "done": 10, "failed": 0, "dropped": 0,
-                                 "deduplicated": 0, "maxQueued": work.max_queued}
+                            "deduplicated": 0, "maxQueued": work.max_queued,
+                            "byKind": {"job": {"submitted": 10, "done": 10}}}
     assert not work.submit("late", recorder(done, "late"))  # drained: nothing new is accepted
 
 
@@ -126,7 +127,7 @@ def test_health_shows_the_background_counts_and_the_lifespan_drains_them(setting
     with LiveApp(app) as live:
         report = httpx.get(f"{live.url}/health").json()["background"]
         assert report == {"queued": 0, "running": 0, "done": 0, "failed": 0, "dropped": 0, "deduplicated": 0,
-                          "maxQueued": work.max_queued}
+                          "maxQueued": work.max_queued, "byKind": {}}
 
         async def slow() -> None:
             await asyncio.sleep(0.3)

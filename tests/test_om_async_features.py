@@ -6,6 +6,7 @@ budget, and the background work's counts in ``/health``."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from app.agents import chat_agent
 from app.agents.registry import DEFINITIONS
 from app.factory import create_app
 from app.om import temporal
+from app.om.resource import section_id
 from app.settings import Settings
 from tests.support import LiveApp
 from tests.test_om_async_gateway import FACT, parts, pending, record_row, status, turn
@@ -92,15 +94,19 @@ def test_a_new_model_activates_the_chunks_its_cache_never_saw(tmp_path: Path) ->
 def test_reflection_is_buffered_then_swapped_in_at_its_threshold(tmp_path: Path) -> None:
     db = tmp_path / "dev-server.db"
     options = {"observation": {"messageTokens": 600, "bufferTokens": 200}, "reflection": {"observationTokens": 500}}
-    reflection_parts = []
+    reflection_parts, windows = [], []
     with gateway(tmp_path, options) as server:
         for i in range(1, 16):
             result = turn(server.url, "reflect", f"r{i}", f"Turn {i}. {FACT}")
+            windows.append(status(result)["windows"]["buffered"]["reflection"])
             reflection_parts += [(kind, p) for kind in ("buffering-start", "buffering-end", "activation")
                                  for p in parts(result, kind) if p["operationType"] == "reflection"]
             buffered(db, "reflect")
             if any(kind == "activation" for kind, _ in reflection_parts):
                 break
+    # data-om-status shows the buffered reflection waiting, with its compression (input -> output tokens)
+    waiting = [w for w in windows if w["status"] == "complete"]
+    assert waiting and all(0 < w["observationTokens"] < w["inputObservationTokens"] for w in waiting)
     starts = [p for kind, p in reflection_parts if kind == "buffering-start"]
     assert starts and starts[0]["cycleId"].startswith("reflect-buf-")
     [activation] = [p for kind, p in reflection_parts if kind == "activation"]
@@ -148,6 +154,7 @@ def test_a_shared_budget_gives_messages_what_observations_do_not_use(tmp_path: P
     assert after["messages"]["threshold"] == max(700 - after["observations"]["tokens"], 300)
     assert after["observations"]["threshold"] == max(700 - after["messages"]["threshold"], 1000)
     assert health["background"]["done"] >= 1 and health["background"]["failed"] == 0  # the title job ran there
+    assert health["background"]["byKind"]["title"]["done"] == 1
 
 
 def test_resource_scope_observes_a_users_threads_together(tmp_path: Path) -> None:
@@ -168,12 +175,22 @@ def test_resource_scope_observes_a_users_threads_together(tmp_path: Path) -> Non
                 " ORDER BY generation_count DESC LIMIT 1").fetchone()
             metadata = dict(conn.execute("SELECT id, metadata FROM threads").fetchall())
         assert key == "resource:ai-chat" and thread_id is None
-        from app.om.resource import section_id
         assert f'<thread id="{section_id("trip", True)}">' in log and f'<thread id="{section_id("chores", True)}">' in log
         assert '<thread id="trip">' not in log and "Ada Lovelace" in log
-        import json as _json
-        assert _json.loads(metadata["trip"])["mastra"]["om"]["lastObservedAt"]  # each thread keeps its own cursor
+        assert json.loads(metadata["trip"])["mastra"]["om"]["lastObservedAt"]  # each thread keeps its own cursor
         # back in the first thread: what was observed there left its window
         back = turn(server.url, "trip", "t-back", "Where am I going?")
         assert pending(back) < pending(first[-1]) + 100
         assert status(back)["windows"]["active"]["observations"]["tokens"] > 0
+
+
+def test_buffer_on_idle_buffers_what_a_finished_turn_left_whatever_its_size(tmp_path: Path) -> None:
+    db = tmp_path / "dev-server.db"
+    options = {"bufferOnIdle": True, "observation": {"messageTokens": 6000, "bufferTokens": 3000}}
+    with gateway(tmp_path, options) as server:
+        result = turn(server.url, "quiet", "q1", FACT)
+        assert pending(result) < 1500 and not parts(result, "buffering-start")  # far below any interval
+        [chunk] = json.loads(buffered(db, "quiet")["buffered_observation_chunks"])
+        health = httpx.get(f"{server.url}/health").json()["background"]
+    assert "q1" in chunk["messageIds"] and len(chunk["messageIds"]) == 2  # the question and the reply
+    assert health["byKind"]["om-buffer"]["done"] == 1
