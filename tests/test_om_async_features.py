@@ -194,3 +194,22 @@ def test_buffer_on_idle_buffers_what_a_finished_turn_left_whatever_its_size(tmp_
         health = httpx.get(f"{server.url}/health").json()["background"]
     assert "q1" in chunk["messageIds"] and len(chunk["messageIds"]) == 2  # the question and the reply
     assert health["byKind"]["om-buffer"]["done"] == 1
+
+
+def test_buffering_outlives_a_client_that_hung_up(tmp_path: Path) -> None:
+    from tests.support import run_node, user_message
+
+    db = tmp_path / "dev-server.db"
+    options = {"observation": {"messageTokens": 6000, "bufferTokens": 100}}
+    with gateway(tmp_path, options) as server:
+        payload = {"api": f"{server.url}/api/chat", "chatId": "gone", "headers": {}, "trigger": "submit-message",
+                   "messages": [user_message("g1", f"{' '.join([FACT] * 6)} Tell me something long [[slow]]")],
+                   "body": {"conversationId": "gone"}, "abortAfterChunks": 4}
+        result = run_node("chat_client.mjs", payload)
+        assert result["aborted"]
+        deadline = time.monotonic() + 30
+        while not record_row(db, "gone")["buffered_observation_chunks"]:
+            assert time.monotonic() < deadline, "the buffered observation never arrived"
+            time.sleep(0.05)
+    [chunk] = json.loads(record_row(db, "gone")["buffered_observation_chunks"])
+    assert chunk["messageIds"] == ["g1"] and "Ada" in chunk["observations"]
