@@ -171,7 +171,8 @@ def test_chunks_survive_a_restart_and_a_dead_processs_flag_is_taken_over(gateway
     result = turn(gateway.url, "restart", "r-long", " ".join([FACT] * 12))
     activations = parts(result, "activation")
     assert activations and activations[0]["triggeredBy"] == "threshold"
-    after = await_buffer(studio.url, "restart")  # the dead flag does not make buffer-status wait
+    after = await_buffer(studio.url, "restart")
+    assert after["isBufferingObservation"] is False  # the turn found the dead flag and cleared it
     assert not {c["id"] for c in after["bufferedObservationChunks"] or []} & set(chunk_ids[:len(activations)])
     # and the next interval buffers again: the stale flag was taken over
     assert any(parts(turn(gateway.url, "restart", f"r-next{i}", f"More. {FACT}"), "buffering-start")

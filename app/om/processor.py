@@ -124,6 +124,11 @@ class ObservationalMemoryStep:
             timezone=local_timezone())
         ctx = CycleContext(step.llm, step.model, thread.id, thread_om(thread.metadata), step.emit, step.open_span)
         sink = PartSink(records, thread.id, step)
+        for flag in ("is_buffering_observation", "is_buffering_reflection"):
+            if getattr(record, flag) and not flag_live(getattr(record, flag)):  # left by a killed process
+                await records.release_flag(record.id, flag)
+                setattr(record, flag, None)
+                log.info("thread %s: cleared a stale %s flag", thread.id, flag)
         can_ask = step.llm is not None and step.model is not None
         if options.scope == "resource":
             return await self._resource_step(step, ctx, record)
