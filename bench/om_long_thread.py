@@ -4,9 +4,10 @@ and the model's context as small, at turn 2,000 as at turn 10?
 chat-agent's memory as the gateway builds it (``Settings`` defaults: messageTokens 30,000,
 observationTokens 40,000, async buffering every 0.2 x 30,000 = 6,000 tokens), its turns
 driven in-process (``TurnRunner.prepare`` + ``run``, as ``app.agents.turns`` does, without
-HTTP) on a real SQLite file. The built-in local model answers as actor, observer and
-reflector (``LiteLLMClient(force_local=True)``: no network). User messages rotate through
-20 sentences, each with the turn number, under a new message id.
+HTTP) on a real SQLite file, after the server process's warm-up (``app.factory.warm_up``
+with ``freeze_heap``). The built-in local model answers as actor, observer and reflector
+(``LiteLLMClient(force_local=True)``: no network). User messages rotate through 20
+sentences, each with the turn number, under a new message id.
 
 Per turn:
 
@@ -16,13 +17,14 @@ Per turn:
   ``stream`` too). Only the time inside the wrapped generator's steps counts as model time,
   not what the consumer does between its events. Buffered observation/reflection jobs run
   on ``BackgroundWork`` workers (other tasks): not model time of the turn, but they share
-  the event loop, so a turn that overlaps one pays for it in its own time;
+  the event loop, so a turn that overlaps one pays for it in its own time. Garbage
+  collector pauses inside the turn are shown apart (they are part of its time);
 * the context of the actor's step-0 call: ``app.om.tokens.estimate_tokens`` over each
   model message's text content, summed (the instructions and observations included).
 
 At the end: the thread's raw size (``count_messages`` over every stored message, and the
-same text estimate as the context), OM's active record (generation = reflections),
-``data-om-activation`` parts, and ``BackgroundWork.stats()``.
+same text estimate as the context) and its stored bytes by part type, OM's active record
+(generation = reflections), ``data-om-activation`` parts, and the background jobs.
 Results are printed and written to bench/results/<date>-<commit>-om-long-thread[-<turns>].md.
 Run: .venv/bin/python bench/om_long_thread.py [turns]   (default 2000)
 """
@@ -30,6 +32,7 @@ Run: .venv/bin/python bench/om_long_thread.py [turns]   (default 2000)
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import sys
@@ -46,9 +49,10 @@ sys.path.insert(0, str(REPO))
 from app.agents.events import DataPart  # noqa: E402
 from app.agents.registry import DEFINITIONS, AgentRegistry  # noqa: E402
 from app.agents.runner import TurnRunner  # noqa: E402
+from app.api.deps import Readiness  # noqa: E402
 from app.background import BackgroundWork  # noqa: E402
 from app.clock import now_iso  # noqa: E402
-from app.factory import storage_for  # noqa: E402
+from app.factory import storage_for, warm_up  # noqa: E402
 from app.llm import LiteLLMClient  # noqa: E402
 from app.memory.convert import ui_to_stored  # noqa: E402
 from app.om.tokens import count_messages, estimate_tokens  # noqa: E402
@@ -80,6 +84,7 @@ TOPICS = [
 ]
 CHECKPOINTS = (100, 500, 1000, 1500)
 WINDOW = 10
+OM_ROWS = "SELECT * FROM mastra_observational_memory WHERE lookup_key = ? ORDER BY generation_count"
 
 
 class TimedLLM:
@@ -89,23 +94,20 @@ class TimedLLM:
     def __init__(self, real: LiteLLMClient) -> None:
         self._real = real
         self.turn_task: asyncio.Task | None = None
-        self.model_s = 0.0
-        self.calls: Counter[str] = Counter()  # on the turn: actor / om (observer, reflector)
-        self.step0: list[dict[str, Any]] | None = None
+        self.model_s, self.om_calls, self.step0 = 0.0, 0, None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
 
     def start_turn(self) -> None:
-        self.turn_task, self.model_s, self.calls, self.step0 = asyncio.current_task(), 0.0, Counter(), None
+        self.turn_task, self.model_s, self.om_calls, self.step0 = asyncio.current_task(), 0.0, 0, None
 
     async def stream(self, request: Any):
         on_turn = asyncio.current_task() is self.turn_task
-        if on_turn:
-            actor = bool(request.tools)
-            self.calls["actor" if actor else "om"] += 1
-            if actor and self.step0 is None:
-                self.step0 = list(request.messages)
+        if on_turn and not request.tools:
+            self.om_calls += 1  # observer / reflector: the actor's calls offer chat-agent's tools
+        elif on_turn and self.step0 is None:
+            self.step0 = list(request.messages)
         inner = self._real.stream(request)
         try:
             while True:
@@ -115,14 +117,12 @@ class TimedLLM:
                 except StopAsyncIteration:
                     return
                 finally:
-                    if on_turn:
-                        self.model_s += time.perf_counter() - started
+                    self.model_s += (time.perf_counter() - started) if on_turn else 0.0
                 yield event
         finally:
             started = time.perf_counter()
             await inner.aclose()
-            if on_turn:
-                self.model_s += time.perf_counter() - started
+            self.model_s += (time.perf_counter() - started) if on_turn else 0.0
 
 
 class CountedWork(BackgroundWork):
@@ -134,27 +134,31 @@ class CountedWork(BackgroundWork):
 
     def submit(self, key: str, factory: Any) -> bool:
         queued = super().submit(key, factory)
-        self.kinds[f"{key.split(':', 1)[0]}{'' if queued else ' (not queued)'}"] += 1
+        self.kinds[key.split(":", 1)[0] + ("" if queued else " (not queued)")] += 1
         return queued
 
 
-class Warnings(logging.Handler):
+class Watch(logging.Handler):
+    """Warnings and errors logged, and the garbage collector's pauses (seconds, running sum)."""
+
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.seen: Counter[str] = Counter()
+        self.gc_s, self._gc_started = 0.0, 0.0
 
     def emit(self, record: logging.LogRecord) -> None:
         self.seen[f"{record.levelname} {record.name}: {record.getMessage()[:160]}"] += 1
 
+    def gc_event(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            self.gc_s += time.perf_counter() - self._gc_started
+
 
 def text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(p.get("text", "") for p in content or () if isinstance(p, dict))
-
-
-def context_tokens(messages: list[dict[str, Any]]) -> int:
-    return sum(estimate_tokens(text_of(m.get("content"))) for m in messages)
+    return content if isinstance(content, str) else "".join(
+        p.get("text", "") for p in content or () if isinstance(p, dict))
 
 
 def pct(values: list[float], q: float) -> float:
@@ -162,23 +166,19 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def run(turns: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    warnings = Warnings()
-    logging.getLogger().addHandler(warnings)
+async def run(turns: int, watch: Watch) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(data_dir=Path(tmp), telemetry=False)
         storage = storage_for("gateway", settings)
         await storage.open()
         llm = TimedLLM(LiteLLMClient(force_local=True))
-        await llm.warm_up()  # litellm's import and the tokenizer, as the app's start-up pays them
+        await warm_up(llm, Readiness(), freeze_heap=True)  # as the server process starts
         background = CountedWork()
         await background.start()
         registry = AgentRegistry(DEFINITIONS, ConversationStore(storage.default), settings.working_memory_agents,
                                  background, settings.observational_memory)
-        runner = TurnRunner(llm, agents=registry)
-        agent = registry.get("chat-agent")
+        runner, agent = TurnRunner(llm, agents=registry), registry.get("chat-agent")
         assert agent is not None and agent.memory is not None and agent.memory.options.om is not None
-        om = agent.memory.options.om
         resource, thread_id = agent.definition.resource, f"om-long-{uuid.uuid4().hex[:8]}"
         rows: list[dict[str, Any]] = []
         started_run = time.perf_counter()
@@ -186,110 +186,115 @@ async def run(turns: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             text = f"(turn {index}) {TOPICS[(index - 1) % len(TOPICS)]}"
             incoming = [ui_to_stored({"id": f"u-{uuid.uuid4()}", "role": "user",
                                       "parts": [{"type": "text", "text": text}]}, thread_id, resource, now_iso())]
+            row: dict[str, Any] = {"turn": index, "parts": Counter(), "failed": []}
             llm.start_turn()
-            parts: Counter[str] = Counter()
-            pending = None
-            started = time.perf_counter()
+            gc_before, started = watch.gc_s, time.perf_counter()
             turn = await runner.prepare(agent, thread_id=thread_id, resource_id=resource, incoming=incoming,
                                         client_context=[])
             async for event in runner.run(turn):
                 if isinstance(event, DataPart):
-                    parts[event.name] += 1
-                    if event.name == "om-status" and pending is None:
-                        pending = event.data["windows"]["active"]["messages"]["tokens"]
+                    kind = event.data.get("operationType") if event.name == "om-activation" else None
+                    row["parts"][f"{event.name} ({kind})" if kind else event.name] += 1
+                    if event.name == "om-status" and "pending" not in row:
+                        row["pending"] = event.data["windows"]["active"]["messages"]["tokens"]
+                        row["generation"] = event.data["generationCount"]
+                    elif event.name == "om-observation-failed":
+                        row["failed"].append(event.data.get("error", ""))
             total = time.perf_counter() - started
             assert llm.step0 is not None, f"turn {index}: no actor call"
-            rows.append({"turn": index, "total": total, "model": llm.model_s, "own": total - llm.model_s,
-                         "context": context_tokens(llm.step0), "messages": len(llm.step0),
-                         "pending": pending, "om_calls": llm.calls["om"], "parts": parts})
+            row.update(total=total, model=llm.model_s, own=total - llm.model_s, gc=watch.gc_s - gc_before,
+                       om_calls=llm.om_calls, messages=len(llm.step0),
+                       context=sum(estimate_tokens(text_of(m.get("content"))) for m in llm.step0))
+            rows.append(row)
             if index % 250 == 0:
                 print(f"  turn {index}: {time.perf_counter() - started_run:.1f} s so far", flush=True)
-        run_s = time.perf_counter() - started_run
-        before_drain = background.stats()
+        final: dict[str, Any] = {"run_s": time.perf_counter() - started_run, "before_drain": background.stats()}
         await background.drain(60.0)
         stored = await agent.memory.store.messages_since(thread_id, None)
-        row = await storage.default.fetch_one(
-            "SELECT * FROM mastra_observational_memory WHERE lookup_key = ? ORDER BY generation_count DESC LIMIT 1",
-            (f"thread:{thread_id}",))
-        generations = await storage.default.fetch_one(
-            "SELECT count(*) FROM mastra_observational_memory WHERE lookup_key = ?", (f"thread:{thread_id}",))
+        generations = [dict(r) for r in await storage.default.fetch_all(OM_ROWS, (f"thread:{thread_id}",))]
         await storage.close()
-    logging.getLogger().removeHandler(warnings)
-    record = dict(row) if row is not None else {}
-    final = {
-        "run_s": run_s, "background_before": before_drain, "kinds": background.kinds, "background": background.stats(), "warnings": warnings.seen,
-        "options": (om.observation.message_tokens, om.reflection.observation_tokens, om.observation.buffer_tokens),
-        "stored": len(stored), "raw_count": count_messages(stored, cache=False),
-        "raw_text": sum(estimate_tokens(text_of(m.content.get("content"))) for m in stored),
-        "stored_activations": sum(1 for m in stored for p in m.content.get("parts", [])
-                                  if p.get("type") == "data-om-activation"),
-        "record": record, "rows_in_table": generations[0] if generations else 0,
-        "chunks": len(json.loads(record.get("buffered_observation_chunks") or "[]")),
-    }
+    om = agent.memory.options.om
+    bytes_by_part: Counter[str] = Counter()
+    for message in stored:
+        for part in message.content.get("parts", []):
+            bytes_by_part[part.get("type", "?")] += len(json.dumps(part))
+    final.update(
+        background=background.stats(), kinds=background.kinds, record=generations[-1], generations=len(generations),
+        unchanged=sum(1 for a, b in zip(generations, generations[1:])
+                      if a["active_observations"] == b["active_observations"]),
+        options=(om.observation.message_tokens, om.reflection.observation_tokens, om.observation.buffer_tokens),
+        stored=len(stored), raw_count=count_messages(stored, cache=False), bytes=bytes_by_part,
+        raw_text=sum(estimate_tokens(text_of(m.content.get("content"))) for m in stored),
+        stored_activations=sum(1 for m in stored for p in m.content.get("parts", [])
+                               if p.get("type") == "data-om-activation"),
+        chunks=len(json.loads(generations[-1].get("buffered_observation_chunks") or "[]")))
     return rows, final
 
 
-def report(turns: int, rows: list[dict[str, Any]], final: dict[str, Any]) -> str:
-    def ms(values: list[float]) -> str:
-        return f"{pct(values, 0.5) * 1000:.2f}"
+def report(turns: int, rows: list[dict[str, Any]], final: dict[str, Any], watch: Watch) -> str:
+    def ms(values: list[float], q: float = 0.5) -> str:
+        return f"{pct(values, q) * 1000:.2f}"
 
     def window_row(label: str, chunk: list[dict[str, Any]]) -> str:
         own = [r["own"] for r in chunk]
-        return (f"| {label} | {ms(own)} | {pct(own, 0.9) * 1000:.2f} | {ms([r['model'] for r in chunk])} | "
-                f"{ms([r['total'] for r in chunk])} | {int(pct([r['context'] for r in chunk], 0.5)):,} | "
-                f"{int(pct([r['pending'] or 0 for r in chunk], 0.5)):,} |")
+        return (f"| {label} | {ms(own)} | {ms(own, 0.9)} | {ms([r['gc'] for r in chunk])} | "
+                f"{ms([r['model'] for r in chunk])} | {ms([r['total'] for r in chunk])} | "
+                f"{int(pct([r['context'] for r in chunk], 0.5)):,} | {int(pct([r['pending'] for r in chunk], 0.5)):,} |")
 
     first, last = rows[:WINDOW], rows[-WINDOW:]
     ratio = pct([r["own"] for r in last], 0.5) / pct([r["own"] for r in first], 0.5)
-    windows = [(f"turns 1-{len(first)}", first)]
-    windows += [(f"turns {c - WINDOW + 1}-{c}", rows[c - WINDOW:c]) for c in CHECKPOINTS if WINDOW < c < turns]
-    windows.append((f"turns {turns - len(last) + 1}-{turns}", last))
-    own_all = [r["own"] for r in rows]
+    windows = [(f"1-{WINDOW}", first), *((f"{c - WINDOW + 1}-{c}", rows[c - WINDOW:c])
+                                         for c in CHECKPOINTS if WINDOW < c < turns), (f"{turns - WINDOW + 1}-{turns}", last)]
+    own_all, contexts = [r["own"] for r in rows], [r["context"] for r in rows]
     slowest = sorted(rows, key=lambda r: r["own"], reverse=True)[:5]
-    contexts = [r["context"] for r in rows]
     peak = max(rows, key=lambda r: r["context"])
-    parts = sum((r["parts"] for r in rows), Counter())
+    parts, failed = sum((r["parts"] for r in rows), Counter()), Counter(e[:90] for r in rows for e in r["failed"])
+    block = max(1, turns // 8)
+    per_block = [rows[min(i + block, turns) - 1]["generation"] - rows[i]["generation"] for i in range(0, turns, block)]
     record, (message_tokens, observation_tokens, buffer_tokens) = final["record"], final["options"]
-    context_end = rows[-1]["context"]
+    context_end, total_bytes = rows[-1]["context"], sum(final["bytes"].values())
     lines = [
         f"# bench/om_long_thread.py {turns}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
         *(f"- {line}" for line in machine()),
         f"- chat-agent, one thread, {turns} turns; OM messageTokens {message_tokens:,}, observationTokens "
         f"{observation_tokens:,}, bufferTokens {buffer_tokens:,}; local model as actor, observer and reflector",
         f"- run: {final['run_s']:.1f} s for {turns} turns ({final['run_s'] / turns * 1000:.1f} ms/turn wall, "
-        "background work included)", "",
-        "## Time per turn, excluding model time (ms; median over each 10-turn window)", "",
-        "| turns | excl. model p50 | excl. model p90 | model p50 | total p50 | step-0 context tokens | "
-        "unobserved tokens |", "|---|---:|---:|---:|---:|---:|---:|",
+        f"background work included); GC pauses inside turns: {sum(r['gc'] for r in rows):.1f} s in all", "",
+        "## Time per turn, excluding model time (ms; median over each 10-turn window unless p90)", "",
+        "| turns | excl. model p50 | excl. model p90 | of it GC | model | total | step-0 context tokens | "
+        "unobserved tokens |", "|---|---:|---:|---:|---:|---:|---:|---:|",
         *(window_row(label, chunk) for label, chunk in windows), "",
-        f"- last/first (median excl. model, last {len(last)} vs first {len(first)} turns): **{ratio:.2f}x**",
-        f"- all turns, excl. model: p50 {ms(own_all)}, p90 {pct(own_all, 0.9) * 1000:.2f}, "
-        f"p99 {pct(own_all, 0.99) * 1000:.2f}, max {max(own_all) * 1000:.2f}",
-        "- slowest turns (excl. model ms; observer/reflector calls the turn made; OM parts it streamed): "
-        + "; ".join(f"{r['turn']}: {r['own'] * 1000:.1f} ({r['om_calls']} OM calls; "
-                    f"{', '.join(f'{k} x{v}' for k, v in sorted(r['parts'].items()) if k != 'om-status') or '-'})"
-                    for r in slowest),
-        f"- turns that called the observer/reflector themselves (synchronously): "
-        f"{sum(1 for r in rows if r['om_calls'])}", "",
+        f"- last/first (median excl. model, last {WINDOW} vs first {WINDOW} turns): **{ratio:.2f}x**",
+        f"- all turns, excl. model: p50 {ms(own_all)}, p90 {ms(own_all, 0.9)}, p99 {ms(own_all, 0.99)}, "
+        f"max {max(own_all) * 1000:.2f}",
+        "- slowest turns (excl. model ms, GC ms, observer/reflector calls on the turn, OM parts): " + "; ".join(
+            f"{r['turn']}: {r['own'] * 1000:.0f}, GC {r['gc'] * 1000:.0f}, {r['om_calls']} calls, "
+            + (", ".join(f"{k} x{v}" for k, v in sorted(r["parts"].items()) if k != "om-status") or "-")
+            for r in slowest),
+        f"- turns that ran the observer/reflector themselves: {sum(1 for r in rows if r['om_calls'])}", "",
         "## Context sent to the model (step 0, estimate_tokens over each message's text, summed)", "",
         f"- max: {max(contexts):,} tokens (turn {peak['turn']}, {peak['messages']} messages); at the last turn: "
         f"{context_end:,} tokens ({rows[-1]['messages']} messages)",
         f"- whole thread ({final['stored']:,} stored messages): {final['raw_text']:,} tokens by the same estimate; "
         f"{final['raw_count']:,} by count_messages",
-        f"- compression at the end (raw / last context, same estimate): **{final['raw_text'] / context_end:.1f}x**", "",
+        f"- compression at the end (raw / last context, same estimate): **{final['raw_text'] / context_end:.1f}x**",
+        f"- stored message content: {total_bytes / 1e6:.1f} MB, by part type: " + ", ".join(
+            f"{k} {v / 1e6:.1f} MB" for k, v in final["bytes"].most_common()), "",
         "## Observational Memory at the end (active row of mastra_observational_memory)", "",
-        f"- observation_token_count {record.get('observation_token_count', 0):,}; generation_count "
-        f"{record.get('generation_count', 0)} (reflections; {final['rows_in_table']} rows); total_tokens_observed "
-        f"{record.get('total_tokens_observed', 0):,}; pending_message_tokens {record.get('pending_message_tokens', 0):,}",
+        f"- observation_token_count {record['observation_token_count']:,}; generation_count "
+        f"{record['generation_count']} (reflections; {final['generations']} rows, {final['unchanged']} of them with "
+        f"the same observations as the generation before); total_tokens_observed {record['total_tokens_observed']:,}; "
+        f"pending_message_tokens {record['pending_message_tokens']:,}",
+        f"- generations created per {block} turns: {per_block}",
         f"- buffered observation chunks pending: {final['chunks']}; buffered reflection pending: "
         f"{'yes' if record.get('buffered_reflection') else 'no'}",
-        f"- activations (data-om-activation): {parts['om-activation']} streamed, {final['stored_activations']} "
-        "in stored messages",
+        f"- activations (data-om-activation): {sum(v for k, v in parts.items() if k.startswith('om-activation'))} "
+        f"streamed, {final['stored_activations']} in stored messages",
         "- OM parts streamed: " + ", ".join(f"{k} x{v}" for k, v in sorted(parts.items())),
-        f"- background jobs submitted: {dict(final['kinds'])}; stats before drain: {final['background_before']}; "
+        "- om-observation-failed errors: " + ("; ".join(f"{e} (x{n})" for e, n in failed.most_common(4)) or "none"),
+        f"- background jobs submitted: {dict(final['kinds'])}; stats before drain: {final['before_drain']}; "
         f"after: {final['background']}",
-        "- warnings/errors logged: " + ("; ".join(f"{text} (x{n})" for text, n in final["warnings"].most_common(8))
-                                        or "none"),
+        "- warnings/errors logged: " + ("; ".join(f"{t} (x{n})" for t, n in watch.seen.most_common(8)) or "none"),
     ]
     return "\n".join(lines) + "\n"
 
@@ -298,11 +303,16 @@ def main() -> None:
     turns = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     if turns < WINDOW:
         raise SystemExit(f"at least {WINDOW} turns")
-    rows, final = asyncio.run(run(turns))
-    text = report(turns, rows, final)
+    at_start, watch = commit(), Watch()
+    logging.getLogger().addHandler(watch)
+    gc.callbacks.append(watch.gc_event)
+    rows, final = asyncio.run(run(turns, watch))
+    text = report(turns, rows, final, watch)
+    if commit() != at_start:
+        text += f"\nNote: the checkout changed during the run (commit {at_start} at start).\n"
     print(text)
-    out = REPO / "bench" / "results" / (f"{time.strftime('%Y-%m-%d', time.gmtime())}-{commit()}-om-long-thread"
-                                         f"{'' if turns == 2000 else f'-{turns}'}.md")
+    out = REPO / "bench" / "results" / (f"{time.strftime('%Y-%m-%d', time.gmtime())}-{at_start}-om-long-thread"
+                                        f"{'' if turns == 2000 else f'-{turns}'}.md")
     out.write_text(text)
     print(f"written to {out.relative_to(REPO)}")
 

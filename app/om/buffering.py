@@ -248,7 +248,7 @@ class Buffering:
                 chunks = [c.get("observations", "") for c in current.buffered_observation_chunks or ()]
                 if chunks:  # what earlier chunks saw counts as observed for this one
                     existing = existing + BUFFERED_HEADING + "\n\n".join(chunks)
-                output = await self.engine._run_observer(ctx, current, fresh, previous=existing, buffered=True)
+                output = await self.engine.run_observer(ctx, current, fresh, previous=existing, buffered=True)
                 observations = output.observations.strip()
                 newest = max(parse_iso(m.created_at) for m in fresh)
                 chunk = {"id": f"ombuf-{uuid.uuid4()}", "cycleId": cycle.id, "observations": observations,
@@ -301,7 +301,7 @@ class Buffering:
                 prompt = [{"role": "system", "content": system},
                           *reflector_messages("\n".join(lines), level=reflection_start_level(model.model_id),
                                               skip_continuation_hints=True)]
-                completion = await self.engine._ask(ctx, REFLECTOR_AGENT, model, prompt,
+                completion = await self.engine.ask(ctx, REFLECTOR_AGENT, model, prompt,
                                                     options.reflection.model_settings)
                 output = parse_reflector_output(completion.text)
                 reflection = "" if output.degenerate else output.observations.strip()

@@ -94,7 +94,7 @@ class ObservationalMemory:
         self.records = records
         self._suppressed: dict[str, int] = {}  # lookup key -> log size whose reflection failed
 
-    async def _ask(self, ctx: CycleContext, agent: str, model: ResolvedModel, messages: list[dict[str, Any]],
+    async def ask(self, ctx: CycleContext, agent: str, model: ResolvedModel, messages: list[dict[str, Any]],
                    settings: dict[str, Any]) -> Completion:
         request = ModelRequest(model=model, messages=messages, temperature=settings.get("temperature"),
                                max_tokens=settings.get("maxOutputTokens"))
@@ -116,7 +116,7 @@ class ObservationalMemory:
         return current is None or current.id != record.id or current.last_observed_at != record.last_observed_at \
             or current.observation_token_count != record.observation_token_count
 
-    async def _patch_hints(self, ctx: CycleContext, values: dict[str, Any]) -> None:
+    async def patch_hints(self, ctx: CycleContext, values: dict[str, Any]) -> None:
         """Write the thread's OM metadata; the merged result is what the turn injects next."""
         ctx.hints = await self.records.patch_thread_om(ctx.thread_id, values) or ctx.hints
 
@@ -134,7 +134,7 @@ class ObservationalMemory:
                       marker_config(self.options, record.observation_token_count), message_tokens)
         ctx.emit(cycle.start(), durable=True)
         try:
-            output = await self._run_observer(ctx, record, messages)
+            output = await self.run_observer(ctx, record, messages)
             new = output.observations.strip()
             last_observed_at = max(m.created_at for m in messages)
             existing = record.active_observations.strip()
@@ -145,7 +145,7 @@ class ObservationalMemory:
                 last_observed_at=last_observed_at, observed_ids=[m.id for m in messages],
                 tokens_observed=new_tokens)
             newest = max(messages, key=lambda m: (m.created_at, m.seq or 0))
-            await self._patch_hints(ctx, {
+            await self.patch_hints(ctx, {
                 "currentTask": output.current_task, "suggestedResponse": output.suggested_response,
                 "lastObservedAt": last_observed_at,
                 "lastObservedMessageCursor": {"createdAt": newest.created_at, "id": newest.id}})
@@ -160,7 +160,7 @@ class ObservationalMemory:
                  durable=True)
         return updated
 
-    async def _run_observer(self, ctx: CycleContext, record: OMRecord, messages: Sequence[Message], *,
+    async def run_observer(self, ctx: CycleContext, record: OMRecord, messages: Sequence[Message], *,
                             previous: str | None = None, buffered: bool = False) -> Any:
         """The observer's answer on ``messages``. ``previous`` overrides the log shown as
         what is already observed; a ``buffered`` (background) call extracts no hints."""
@@ -180,7 +180,7 @@ class ObservationalMemory:
                                      prior_suggested_response=hints.get("suggestedResponse"),
                                      skip_continuation_hints=buffered, attachments=attachments)]
         for attempt in range(2):  # a degenerate answer is asked again once
-            completion = await self._ask(ctx, OBSERVER_AGENT, model, prompt, config.model_settings)
+            completion = await self.ask(ctx, OBSERVER_AGENT, model, prompt, config.model_settings)
             output = parse_observer_output(completion.text)
             if not output.degenerate:
                 if not output.observations.strip():
@@ -294,7 +294,7 @@ class ObservationalMemory:
         result, tokens, suggested = "", 0, None
         while True:
             try:
-                completion = await self._ask(ctx, REFLECTOR_AGENT, model,
+                completion = await self.ask(ctx, REFLECTOR_AGENT, model,
                                              [{"role": "system", "content": system},
                                               *reflector_messages(record.active_observations, level=level)],
                                              config.model_settings)
@@ -322,7 +322,7 @@ class ObservationalMemory:
             return record
         new = await self.records.create_reflection_generation(record, observations=result, token_count=tokens)
         if suggested:
-            await self._patch_hints(ctx, {"suggestedResponse": suggested})
+            await self.patch_hints(ctx, {"suggestedResponse": suggested})
         ctx.emit(cycle.end(record=new, observation_tokens=tokens, observations=result), durable=True)
         log.info("thread %s reflected: %d -> %d observation tokens (generation %d)", ctx.thread_id, before,
                  tokens, new.generation_count)

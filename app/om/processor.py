@@ -33,7 +33,7 @@ from app.om.engine import CycleContext, ObservationalMemory
 from app.om.parts import status_part
 from app.om.tokens import count_message, count_messages
 from app.clock import now_iso
-from app.om.activation import Trigger, activate, interval_crossed, projected_removal
+from app.om.activation import Activation, Trigger, activate, interval_crossed, projected_removal
 from app.om.buffering import Buffering, PartSink, buffer_candidates, flag_live, safe_prefix
 from app.om.idle import last_activity_ms, last_assistant, last_step_model, provider_changed, resolve_idle_ms
 from app.om.resource import observe_resource, other_conversations, other_threads, other_tokens
@@ -256,18 +256,25 @@ class ObservationalMemoryStep:
 
     async def _activate(self, ctx: CycleContext, record: OMRecord, trigger: Trigger,
                         messages: list[Message]) -> tuple[OMRecord, list[Message]]:
-        done, parts = await activate(self.engine.options, self.engine.records, record, trigger, ctx.thread_id)
+        done = await self._swap_in(ctx, record, trigger)
         if done is None:
             return await self.engine.records.active(record.lookup_key) or record, messages
+        return done.record, [m for m in messages if m.id not in done.message_ids]
+
+    async def _swap_in(self, ctx: CycleContext, record: OMRecord, trigger: Trigger) -> Activation | None:
+        """Activate buffered chunks, report each, and reset the buffering interval."""
+        done, parts = await activate(self.engine.options, self.engine.records, record, trigger, ctx.thread_id)
+        if done is None:
+            return None
         for part in parts:
             ctx.emit(part, durable=True)
         # chunks carry no hints: the ones from before the activated messages are stale now
-        await self.engine._patch_hints(ctx, {"currentTask": None, "suggestedResponse": None,
-                                             "lastObservedAt": done.record.last_observed_at})
+        await self.engine.patch_hints(ctx, {"currentTask": None, "suggestedResponse": None,
+                                            "lastObservedAt": done.record.last_observed_at})
         await self.engine.records.set_buffer_boundary(done.record.id, 0)
         done.record.last_buffered_at_tokens = 0
         log.info("thread %s: %d buffered chunks activated (%s)", ctx.thread_id, len(done.chunks), trigger.kind)
-        return done.record, [m for m in messages if m.id not in done.message_ids]
+        return done
 
     async def _threshold(self, step: StepContext, ctx: CycleContext, record: OMRecord, messages: list[Message],
                          pending: int) -> tuple[OMRecord, list[Message]]:
@@ -284,13 +291,8 @@ class ObservationalMemoryStep:
             if pending < options.message_threshold(record.observation_token_count):
                 return record, messages
             if record.buffered_observation_chunks:
-                done, parts = await activate(options, self.engine.records, record, Trigger("threshold"),
-                                             ctx.thread_id)
+                done = await self._swap_in(ctx, record, Trigger("threshold"))
                 if done is not None:
-                    for part in parts:
-                        ctx.emit(part, durable=True)
-                    await self.engine._patch_hints(ctx, {"currentTask": None, "suggestedResponse": None,
-                                                         "lastObservedAt": done.record.last_observed_at})
                     record, observed_ids = done.record, done.message_ids
         if not observed_ids:
             if has_incomplete_tool_calls(messages):

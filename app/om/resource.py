@@ -181,7 +181,7 @@ async def observe_resource(engine: ObservationalMemory, ctx: CycleContext, recor
                       "lastObservedAt": last.created_at,
                       "lastObservedMessageCursor": {"createdAt": last.created_at, "id": last.id}}
             if thread_id == ctx.thread_id:
-                await engine._patch_hints(ctx, values)
+                await engine.patch_hints(ctx, values)
             else:
                 await records.patch_thread_om(thread_id, values)
         return updated
@@ -211,7 +211,7 @@ async def _observe_batch(engine: ObservationalMemory, ctx: CycleContext, record:
         model = await om_model(ctx.llm, options.observer_model, ctx.agent_model)
         outputs: dict[str, Any] = {}
         for _ in range(2):  # a degenerate answer is asked again once
-            completion = await engine._ask(ctx, OBSERVER_AGENT, model, prompt, options.observation.model_settings)
+            completion = await engine.ask(ctx, OBSERVER_AGENT, model, prompt, options.observation.model_settings)
             if parse_observer_output(completion.text).degenerate:
                 continue
             sections = thread_sections(completion.text)
