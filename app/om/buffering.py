@@ -37,7 +37,7 @@ from app.clock import now_iso, parse_iso, to_iso
 from app.om.engine import REFLECTOR_AGENT, CycleContext, describe_error, om_model
 from app.om.parsing import parse_reflector_output
 from app.om.parts import OBSERVATION, REFLECTION, marker_config
-from app.om.prompts import reflector_messages, reflector_system_prompt, reflection_start_level
+from app.om.prompts import reflection_max_level, reflection_start_level, reflector_messages, reflector_system_prompt
 from app.om.tokens import count_messages, estimate_tokens
 from app.om.window import has_incomplete_tool_calls
 from app.storage.conversations import Message
@@ -147,11 +147,15 @@ class BufferCycle:
             "tokensToBuffer": self.tokens, "recordId": self.record.id, "threadId": self.thread_id,
             "threadIds": [self.thread_id], "config": self.config}, transient=True)
 
-    def end(self, *, buffered_tokens: int, observations: str) -> DataPart:
-        return DataPart("om-buffering-end", {
-            "cycleId": self.id, "operationType": self.operation, "completedAt": now_iso(), "durationMs": self._ms(),
-            "tokensBuffered": self.tokens, "bufferedTokens": buffered_tokens, "recordId": self.record.id,
-            "threadId": self.thread_id, "observations": observations}, transient=True)
+    def end(self, *, buffered_tokens: int, observations: str | None) -> DataPart:
+        """``observations``: the chunk's; a buffered reflection's text is left out (it can be
+        most of the log, and the part is stored on a reply every later turn reads)."""
+        data = {"cycleId": self.id, "operationType": self.operation, "completedAt": now_iso(),
+                "durationMs": self._ms(), "tokensBuffered": self.tokens, "bufferedTokens": buffered_tokens,
+                "recordId": self.record.id, "threadId": self.thread_id}
+        if observations is not None:
+            data["observations"] = observations
+        return DataPart("om-buffering-end", data, transient=True)
 
     def failed(self, error: str) -> DataPart:
         return DataPart("om-buffering-failed", {
@@ -189,6 +193,7 @@ class Buffering:
     def __init__(self, engine: ObservationalMemory, background: BackgroundWork | None) -> None:
         self.engine = engine
         self.background = background
+        self._suppressed: dict[str, int] = {}  # lookup key -> log size the reflector could not condense
 
     @property
     def records(self) -> OMRecordStore:
@@ -270,6 +275,8 @@ class Buffering:
         """Reflect the log's oldest lines in the background (2.6, buffered reflection)."""
         if flag_live(record.is_buffering_reflection) or record.buffered_reflection:
             return False
+        if self._suppressed.get(record.lookup_key) == record.observation_token_count:
+            return False  # this very log could not be condensed: wait until it changes
         lines = record.active_observations.split("\n")
         if not record.observation_token_count or not lines:
             return False
@@ -298,20 +305,31 @@ class Buffering:
                 model = await om_model(ctx.llm, options.reflector_model, ctx.agent_model)
                 system = reflector_system_prompt(instruction=options.reflection.instruction,
                                                  resource_scope=options.scope == "resource")
-                prompt = [{"role": "system", "content": system},
-                          *reflector_messages("\n".join(lines), level=reflection_start_level(model.model_id),
-                                              skip_continuation_hints=True)]
-                completion = await self.engine.ask(ctx, REFLECTOR_AGENT, model, prompt,
-                                                    options.reflection.model_settings)
-                output = parse_reflector_output(completion.text)
-                reflection = "" if output.degenerate else output.observations.strip()
-                if not reflection:
-                    sink.emit(cycle.failed("The reflector returned no usable observations"))
-                    return
-                tokens = estimate_tokens(reflection)
+                level = reflection_start_level(model.model_id)
+                target = round(0.75 * estimate)
+                while True:  # like the synchronous reflector: escalate until the slice shrinks enough
+                    prompt = [{"role": "system", "content": system},
+                              *reflector_messages("\n".join(lines), level=level, skip_continuation_hints=True)]
+                    completion = await self.engine.ask(ctx, REFLECTOR_AGENT, model, prompt,
+                                                        options.reflection.model_settings)
+                    output = parse_reflector_output(completion.text)
+                    reflection = "" if output.degenerate else output.observations.strip()
+                    tokens = estimate_tokens(reflection) if reflection else 0
+                    if reflection and tokens <= target:
+                        break
+                    if level >= reflection_max_level(reflection_start_level(model.model_id)):
+                        # Swapping in a reflection that does not shrink the log would only start
+                        # the next one at once: this log is left alone until it changes.
+                        self._suppressed[record.lookup_key] = record.observation_token_count
+                        sink.emit(cycle.failed(f"Did not compress below target ({estimate} → {tokens}, "
+                                               f"target: {target})" if reflection else
+                                               "The reflector returned no usable observations"))
+                        return
+                    level += 1
+                self._suppressed.pop(record.lookup_key, None)
                 await records.store_buffered_reflection(record.id, reflection=reflection, tokens=tokens,
                                                         input_tokens=estimate, line_count=len(lines))
-                sink.emit(cycle.end(buffered_tokens=tokens, observations=reflection))
+                sink.emit(cycle.end(buffered_tokens=tokens, observations=None))
         except Exception as exc:
             log.warning("buffered reflection of thread %s failed: %s", ctx.thread_id, describe_error(exc))
             sink.emit(cycle.failed(describe_error(exc)))

@@ -265,7 +265,7 @@ class ObservationalMemory:
             "observationTokens": new.observation_token_count, "messagesActivated": 0, "recordId": new.id,
             "threadId": ctx.thread_id, "generationCount": new.generation_count,
             "config": marker_config(self.options, new.observation_token_count),
-            "observations": new.active_observations, "triggeredBy": trigger}, transient=True), durable=True)
+            "triggeredBy": trigger}, transient=True), durable=True)  # not the new log: it is stored on the reply
         log.info("thread %s: buffered reflection activated, %d -> %d observation tokens (generation %d)",
                  ctx.thread_id, record.observation_token_count, new.observation_token_count, new.generation_count)
         return new
