@@ -125,19 +125,6 @@ class TimedLLM:
             self.model_s += (time.perf_counter() - started) if on_turn else 0.0
 
 
-class CountedWork(BackgroundWork):
-    """The app's background work, counting what is submitted by kind (the key's prefix)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.kinds: Counter[str] = Counter()
-
-    def submit(self, key: str, factory: Any) -> bool:
-        queued = super().submit(key, factory)
-        self.kinds[key.split(":", 1)[0] + ("" if queued else " (not queued)")] += 1
-        return queued
-
-
 class Watch(logging.Handler):
     """Warnings and errors logged, and the garbage collector's pauses (seconds, running sum)."""
 
@@ -173,7 +160,7 @@ async def run(turns: int, watch: Watch) -> tuple[list[dict[str, Any]], dict[str,
         await storage.open()
         llm = TimedLLM(LiteLLMClient(force_local=True))
         await warm_up(llm, Readiness(), freeze_heap=True)  # as the server process starts
-        background = CountedWork()
+        background = BackgroundWork()
         await background.start()
         registry = AgentRegistry(DEFINITIONS, ConversationStore(storage.default), settings.working_memory_agents,
                                  background, settings.observational_memory)
@@ -219,7 +206,7 @@ async def run(turns: int, watch: Watch) -> tuple[list[dict[str, Any]], dict[str,
         for part in message.content.get("parts", []):
             bytes_by_part[part.get("type", "?")] += len(json.dumps(part))
     final.update(
-        background=background.stats(), kinds=background.kinds, record=generations[-1], generations=len(generations),
+        background=background.stats(), record=generations[-1], generations=len(generations),
         unchanged=sum(1 for a, b in zip(generations, generations[1:])
                       if a["active_observations"] == b["active_observations"]),
         options=(om.observation.message_tokens, om.reflection.observation_tokens, om.observation.buffer_tokens),
@@ -237,14 +224,17 @@ def report(turns: int, rows: list[dict[str, Any]], final: dict[str, Any], watch:
 
     def window_row(label: str, chunk: list[dict[str, Any]]) -> str:
         own = [r["own"] for r in chunk]
+        per_k = [r["own"] / max(1, r["pending"]) * 1000 for r in chunk]
         return (f"| {label} | {ms(own)} | {ms(own, 0.9)} | {ms([r['gc'] for r in chunk])} | "
                 f"{ms([r['model'] for r in chunk])} | {ms([r['total'] for r in chunk])} | "
-                f"{int(pct([r['context'] for r in chunk], 0.5)):,} | {int(pct([r['pending'] for r in chunk], 0.5)):,} |")
+                f"{int(pct([r['context'] for r in chunk], 0.5)):,} | "
+                f"{int(pct([r['pending'] for r in chunk], 0.5)):,} | {ms(per_k)} |")
 
     first, last = rows[:WINDOW], rows[-WINDOW:]
     ratio = pct([r["own"] for r in last], 0.5) / pct([r["own"] for r in first], 0.5)
-    windows = [(f"1-{WINDOW}", first), *((f"{c - WINDOW + 1}-{c}", rows[c - WINDOW:c])
-                                         for c in CHECKPOINTS if WINDOW < c < turns), (f"{turns - WINDOW + 1}-{turns}", last)]
+    windows = [(f"1-{WINDOW}", first),
+               *((f"{c - WINDOW + 1}-{c}", rows[c - WINDOW:c]) for c in CHECKPOINTS if WINDOW < c < turns),
+               (f"{turns - WINDOW + 1}-{turns}", last)]
     own_all, contexts = [r["own"] for r in rows], [r["context"] for r in rows]
     slowest = sorted(rows, key=lambda r: r["own"], reverse=True)[:5]
     peak = max(rows, key=lambda r: r["context"])
@@ -262,7 +252,7 @@ def report(turns: int, rows: list[dict[str, Any]], final: dict[str, Any], watch:
         f"background work included); GC pauses inside turns: {sum(r['gc'] for r in rows):.1f} s in all", "",
         "## Time per turn, excluding model time (ms; median over each 10-turn window unless p90)", "",
         "| turns | excl. model p50 | excl. model p90 | of it GC | model | total | step-0 context tokens | "
-        "unobserved tokens |", "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "unobserved tokens | excl. model per 1k unobserved |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         *(window_row(label, chunk) for label, chunk in windows), "",
         f"- last/first (median excl. model, last {WINDOW} vs first {WINDOW} turns): **{ratio:.2f}x**",
         f"- all turns, excl. model: p50 {ms(own_all)}, p90 {ms(own_all, 0.9)}, p99 {ms(own_all, 0.99)}, "
@@ -292,7 +282,7 @@ def report(turns: int, rows: list[dict[str, Any]], final: dict[str, Any], watch:
         f"streamed, {final['stored_activations']} in stored messages",
         "- OM parts streamed: " + ", ".join(f"{k} x{v}" for k, v in sorted(parts.items())),
         "- om-observation-failed errors: " + ("; ".join(f"{e} (x{n})" for e, n in failed.most_common(4)) or "none"),
-        f"- background jobs submitted: {dict(final['kinds'])}; stats before drain: {final['before_drain']}; "
+        f"- background work (BackgroundWork.stats()) before drain: {final['before_drain']}; "
         f"after: {final['background']}",
         "- warnings/errors logged: " + ("; ".join(f"{t} (x{n})" for t, n in watch.seen.most_common(8)) or "none"),
     ]

@@ -77,6 +77,17 @@ class StepContext:
         self.system = [{"role": "system", "content": self.instructions}]
         self.tools = {tool.name: tool for tool in self.agent_tools}
 
+    def release(self) -> None:
+        """The turn is over: drop what it loaded (the history, the processors' state). The
+        runner's span hooks and this context refer to each other, so without this a turn's
+        whole window would wait for the cyclic garbage collector (full collections of 100+ ms
+        on a long thread, measured) instead of being freed at once."""
+        self.live = False
+        self.system, self.history, self.progress, self.emitted = [], [], [], []
+        self.state.clear()
+        self.tools = {}
+        self.open_span = no_span
+
     def add_tool(self, tool: Tool) -> None:
         self.tools[tool.name] = tool
 

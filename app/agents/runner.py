@@ -234,6 +234,7 @@ class TurnRunner:
                         log.exception("saving the reply failed", extra=turn.ids)
                     save_error = exc
                 self._finish_run(turn)
+                turn.step.release()
         if save_error is not None:  # reached only when the stream itself ended cleanly
             raise TurnFailed("The reply could not be saved") from save_error
 

@@ -108,7 +108,7 @@ def other_tokens(conversations: Sequence[tuple[str, str]]) -> int:
 def _cut(message: Message) -> Message:
     parts = [{**p, "text": p["text"][:OTHER_PART_CHARS]} if isinstance(p.get("text"), str) else p
              for p in message.content.get("parts") or ()]
-    return replace(message, content={**message.content, "parts": parts})
+    return replace(message, content={**message.content, "parts": parts}, stored_digest=None)
 
 
 def batches(by_thread: Mapping[str, Sequence[Message]], max_tokens: int) -> list[list[str]]:

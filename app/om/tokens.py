@@ -146,9 +146,31 @@ def count_messages(messages: Iterable[Any], *, provider: str | None = None, cach
 _ROLE_TOKENS = {role: estimate_tokens(role) for role in ("user", "assistant", "system", "tool")}
 
 
+_MEMO: dict[tuple[str, int, str | None], int] = {}
+MEMO_SIZE = 100_000
+
+
 def count_message(message: Any, *, provider: str | None = None, cache: bool = True) -> int:
     """Tokens of one stored message (a ``Message``, anything with ``role`` and ``content``,
-    or such a dict). ``provider`` (``"openai"``, ``"google/gemini-3-pro"``, ...) prices images."""
+    or such a dict). ``provider`` (``"openai"``, ``"google/gemini-3-pro"``, ...) prices images.
+
+    A message read from the database is counted once per process: OM counts the whole
+    unobserved window on every turn, and the per-part cache still costs a hash and a walk of
+    each part, so the result is kept under the message's id and the digest of its stored
+    JSON (``Message.stored_digest``; any change to the stored content changes it)."""
+    digest = getattr(message, "stored_digest", None)
+    if digest is None or not cache:
+        return _count_message(message, provider, cache)
+    key = (message.id, digest, provider)
+    tokens = _MEMO.get(key)
+    if tokens is None:
+        tokens = _MEMO[key] = _count_message(message, provider, cache)
+        if len(_MEMO) > MEMO_SIZE:
+            del _MEMO[next(iter(_MEMO))]  # the oldest entry
+    return tokens
+
+
+def _count_message(message: Any, provider: str | None, cache: bool) -> int:
     if isinstance(message, dict):
         role, content, message_owner = message.get("role"), message.get("content"), message
     else:

@@ -68,7 +68,7 @@ def unobserved(messages: Sequence[Message], record: OMRecord | None, *, cursor: 
         elif last_end is not None:
             rest = [p for p in parts[last_end + 1:] if p.get("type") not in MARKERS]
             if _has_content(rest):
-                found.append(replace(message, content={**message.content, "parts": rest}))
+                found.append(replace(message, content={**message.content, "parts": rest}, stored_digest=None))
         elif cursor is None or message.created_at > cursor:
             found.append(message)
     return found
