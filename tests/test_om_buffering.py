@@ -6,7 +6,6 @@ chunk, stale flags taken over, a buffered reflection swapped in once)."""
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
@@ -219,22 +218,27 @@ async def test_a_buffered_reflection_replaces_its_lines_once(libsql: LibSQLStore
     assert [c["id"] for c in new.buffered_observation_chunks] == ["ombuf-1"]
 
 
-@pytest.mark.anyio
-async def test_background_observer_stores_a_chunk_and_reports_late_parts_on_the_reply(libsql: LibSQLStore) -> None:
-    conversations = ConversationStore(libsql)
+async def with_background(db: LibSQLStore, messages: list[Message], buffer_tokens: int):
+    """A thread holding ``messages``, its OM engine and record, and running background work."""
+    conversations = ConversationStore(db)
     await conversations.save_thread(Thread("t", "r"))
-    messages = [message(f"m{i}", "user" if i % 2 == 0 else "assistant", f"2026-01-01T10:{i:02d}:00.000Z")
-                for i in range(4)]
     await conversations.append_messages("t", messages)
-    engine = ObservationalMemory(observational_memory_options({"observation": {"messageTokens": 1000,
-                                                                               "bufferTokens": 100}}),
-                                 OMRecordStore(libsql))
+    engine = ObservationalMemory(observational_memory_options(
+        {"observation": {"messageTokens": 1000, "bufferTokens": buffer_tokens}}), OMRecordStore(db))
     record = await engine.records.initialize(scope="thread", thread_id="t", resource_id="r", config={}, timezone="UTC")
     background = BackgroundWork()
     await background.start()
     llm = LiteLLMClient(force_local=True)
+    return conversations, engine, record, background, llm, await llm.resolve("openai/gpt-4o-mini")
+
+
+@pytest.mark.anyio
+async def test_background_observer_stores_a_chunk_and_reports_late_parts_on_the_reply(libsql: LibSQLStore) -> None:
+    messages = [message(f"m{i}", "user" if i % 2 == 0 else "assistant", f"2026-01-01T10:{i:02d}:00.000Z")
+                for i in range(4)]
+    conversations, engine, record, background, llm, model = await with_background(libsql, messages, 100)
     sink = PartSink(engine.records, "t")  # no live turn: parts go onto the newest reply
-    ctx = CycleContext(llm, await llm.resolve("openai/gpt-4o-mini"), "t", None, sink.emit)
+    ctx = CycleContext(llm, model, "t", None, sink.emit)
     buffering = Buffering(engine, background)
     assert await buffering.start_observation(ctx, record, messages, sink)
     assert flag_live((await engine.records.active("thread:t")).is_buffering_observation)  # claimed by the turn
@@ -248,29 +252,19 @@ async def test_background_observer_stores_a_chunk_and_reports_late_parts_on_the_
     assert active.last_buffered_at_tokens == stored["messageTokens"] and active.active_observations == ""
     reply = await conversations.get_message("m3")
     types = [p["type"] for p in reply.content["parts"]]
-    assert types[-2:] == ["data-om-buffering-start", "data-om-buffering-end"] or types[-1] == "data-om-buffering-end"
+    assert types == ["text", "data-om-buffering-start", "data-om-buffering-end"]
     assert reply.content["metadata"]["mastra"]["sealed"] is True
-    assert json.loads(json.dumps(reply.content))  # still valid JSON after the in-place writes
 
 
 @pytest.mark.anyio
 async def test_a_failing_background_observer_reports_and_never_raises(libsql: LibSQLStore) -> None:
-    conversations = ConversationStore(libsql)
-    await conversations.save_thread(Thread("t", "r"))
     messages = [message("m0", "user", "2026-01-01T10:00:00.000Z", text=f"{FACT} [[observer-fail]]"),
                 message("m1", "assistant", "2026-01-01T10:01:00.000Z")]
-    await conversations.append_messages("t", messages)
-    engine = ObservationalMemory(observational_memory_options({"observation": {"messageTokens": 1000,
-                                                                               "bufferTokens": 10}}),
-                                 OMRecordStore(libsql))
-    record = await engine.records.initialize(scope="thread", thread_id="t", resource_id="r", config={}, timezone="UTC")
-    background = BackgroundWork()
-    await background.start()
+    _, engine, record, background, llm, model = await with_background(libsql, messages, 10)
     parts: list[DataPart] = []
     sink = PartSink(engine.records, "t")
     sink.emit = lambda part, durable=True: parts.append(part)  # type: ignore[method-assign]
-    llm = LiteLLMClient(force_local=True)
-    ctx = CycleContext(llm, await llm.resolve("openai/gpt-4o-mini"), "t", None, sink.emit)
+    ctx = CycleContext(llm, model, "t", None, sink.emit)
     assert await Buffering(engine, background).start_observation(ctx, record, messages, sink)
     await background.drain()
     assert [p.name for p in parts] == ["om-buffering-start", "om-buffering-failed"]
