@@ -325,3 +325,19 @@ async def test_readers_are_handed_out_first_come_first_served(settings: Settings
     await waiting
     assert order == ["waiting get_thread", "searcher asking again at once"]
     await db.close()
+
+
+async def test_stored_messages_are_read_fast_and_repaired(libsql) -> None:
+    from app.storage.conversations import Thread
+
+    store = ConversationStore(libsql)
+    await store.save_thread(Thread("t", "r"))
+    rows = [("clean", '{"format":2,"parts":[{"type":"text","text":"caf\\u00e9 \\ud83d\\ude00"}]}'),
+            ("lone", '{"format":2,"parts":[{"type":"text","text":"a\\ud800b"}]}')]  # orjson refuses it
+    await libsql.run_write(lambda conn: conn.executemany(
+        "INSERT INTO messages (id, thread_id, resource_id, role, content, created_at)"
+        " VALUES (?, 't', 'r', 'user', ?, '2026-01-01T00:00:00.000Z')", rows))
+    clean, lone = await store.messages_since("t", None)
+    assert clean.content["parts"][0]["text"] == "café 😀"
+    assert lone.content["parts"][0]["text"] == "a\ufffdb"  # read repaired: safe for a model or a stream
+    assert clean.stored_digest is not None and clean.stored_digest != lone.stored_digest

@@ -41,7 +41,6 @@ from app.om.temporal import gap_marker, is_gap_marker, now_ms
 from app.om.window import drop_observed, has_incomplete_tool_calls, unobserved
 from app.storage.conversations import Message
 from app.storage.om_records import OMRecord, lookup_key, thread_om
-from app.streaming.sse import repair_value
 
 if TYPE_CHECKING:
     from app.memory.memory import Memory
@@ -96,7 +95,7 @@ class ObservationalMemoryStep:
         if view is None:
             view = await self._first_step(step)
             step.state[self.name] = view
-            step.history = repair_value(self._history(view))
+            step.history = self._history(view)  # stored messages are read repaired (conversations._loads)
             view.system = [{"role": "system", "content": text} for text in observation_messages(
                 view.record.active_observations, datetime.now().astimezone().date(),
                 view.hints.get("currentTask"), view.hints.get("suggestedResponse"), view.others)]

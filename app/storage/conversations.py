@@ -27,6 +27,7 @@ from app.clock import now_iso
 from app.storage.errors import StorageError
 from app.storage import message_writes as writes
 from app.storage.libsql import LibSQLStore
+from app.streaming.sse import repair_value
 
 OrderField = Literal["createdAt", "updatedAt"]
 Direction = Literal["ASC", "DESC"]
@@ -84,11 +85,13 @@ def _message(row: Any) -> Message:
 
 def _loads(raw: str) -> Any:
     """orjson (three times json's speed: a turn decodes its whole unobserved window), or
-    json for what orjson refuses (NaN and Infinity, which json.dumps writes)."""
+    json for what orjson refuses (lone surrogates, repaired here). Either way what is read
+    holds no lone surrogate, so a history built from it needs no repair before it goes to a
+    model or a stream."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return json.loads(raw)
+        return repair_value(json.loads(raw))
 
 
 class ThreadExists(StorageError):
