@@ -24,7 +24,8 @@ from app.om import temporal
 from app.om.resource import section_id
 from app.settings import Settings
 from tests.support import LiveApp
-from tests.test_om_async_gateway import FACT, parts, pending, record_row, status, turn
+from tests.test_om_async_gateway import parts, pending, record_row, status
+from tests.test_om_gateway import FACT, turn
 
 BUFFERED = {"observation": {"messageTokens": 600, "bufferTokens": 200}, "reflection": {"observationTokens": 5000}}
 
@@ -47,10 +48,10 @@ def buffered(db: Path, thread: str, timeout: float = 30.0) -> dict[str, Any]:
         time.sleep(0.05)
 
 
-def chat_until_chunks(url: str, db: Path, thread: str) -> list[dict[str, Any]]:
+def chat_until_chunks(server: LiveApp, db: Path, thread: str) -> list[dict[str, Any]]:
     results = []
     for i in range(1, 8):
-        results.append(turn(url, thread, f"{thread}-{i}", f"Turn {i}. {FACT}"))
+        results.append(turn(server, thread, f"{thread}-{i}", f"Turn {i}. {FACT}"))
         if buffered(db, thread)["buffered_observation_chunks"] and pending(results[-1]) >= 300:
             return results
     raise AssertionError("no chunk was buffered")
@@ -60,12 +61,12 @@ def test_an_idle_thread_activates_its_chunks_when_the_cache_would_be_cold(tmp_pa
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "dev-server.db"
     with gateway(tmp_path, {**BUFFERED, "activateAfterIdle": "5m"}) as server:
-        results = chat_until_chunks(server.url, db, "idle")
+        results = chat_until_chunks(server, db, "idle")
         assert not any(parts(r, "activation") for r in results)  # below the threshold: nothing yet
         chunks = buffered(db, "idle")["buffered_observation_chunks"]
         later = time.time() + 6 * 60
         monkeypatch.setattr(temporal, "clock", lambda: later)
-        result = turn(server.url, "idle", "idle-back", "I am back. What was I planning?")
+        result = turn(server, "idle", "idle-back", "I am back. What was I planning?")
     activations = parts(result, "activation")
     assert activations and all(a["triggeredBy"] == "ttl" for a in activations)
     assert all(a["ttlExpiredMs"] >= 300_000 and a["config"]["activateAfterIdle"] == 300_000 and a["lastActivityAt"]
@@ -78,13 +79,13 @@ def test_a_new_model_activates_the_chunks_its_cache_never_saw(tmp_path: Path) ->
     db = tmp_path / "dev-server.db"
     options = {**BUFFERED, "activateOnProviderChange": True}
     with gateway(tmp_path, options) as server:
-        chat_until_chunks(server.url, db, "switch")
-        same = turn(server.url, "switch", "switch-same", "Still here.")
+        chat_until_chunks(server, db, "switch")
+        same = turn(server, "switch", "switch-same", "Still here.")
         assert not any(a["triggeredBy"] == "provider_change" for a in parts(same, "activation"))
         buffered(db, "switch")
     other = dataclasses.replace(chat_agent.definition, model="anthropic/claude-sonnet-4-5")
     with gateway(tmp_path, options, agents=(other,)) as server:  # a restart with the agent on another provider
-        result = turn(server.url, "switch", "switch-new", "Hello from the new model.")
+        result = turn(server, "switch", "switch-new", "Hello from the new model.")
     activations = parts(result, "activation")
     assert activations and activations[0]["triggeredBy"] == "provider_change"
     assert (activations[0]["previousModel"], activations[0]["currentModel"]) == (
@@ -97,7 +98,7 @@ def test_reflection_is_buffered_then_swapped_in_at_its_threshold(tmp_path: Path)
     reflection_parts, windows = [], []
     with gateway(tmp_path, options) as server:
         for i in range(1, 16):
-            result = turn(server.url, "reflect", f"r{i}", f"Turn {i}. {FACT}")
+            result = turn(server, "reflect", f"r{i}", f"Turn {i}. {FACT}")
             windows.append(status(result)["windows"]["buffered"]["reflection"])
             reflection_parts += [(kind, p) for kind in ("buffering-start", "buffering-end", "activation")
                                  for p in parts(result, kind) if p["operationType"] == "reflection"]
@@ -123,10 +124,10 @@ def test_a_long_silence_is_marked_before_the_next_message(tmp_path: Path) -> Non
     db = tmp_path / "dev-server.db"
     with gateway(tmp_path, {"temporalMarkers": True, "observation": {"messageTokens": 250, "bufferTokens": False}}) \
             as server:
-        turn(server.url, "gap", "g1", FACT)
+        turn(server, "gap", "g1", FACT)
         with sqlite3.connect(db) as conn:  # three days pass
             conn.execute("UPDATE messages SET created_at = strftime('%Y-%m-%dT%H:%M:%fZ', created_at, '-3 days')")
-        result = turn(server.url, "gap", "g2", "Hello again, do you remember me?")
+        result = turn(server, "gap", "g2", "Hello again, do you remember me?")
         [gap] = parts(result, "temporal-gap")
         assert gap["gapMs"] >= 3 * 86_400_000 and "3 days passed" in gap["text"]
         with sqlite3.connect(db) as conn:
@@ -135,7 +136,7 @@ def test_a_long_silence_is_marked_before_the_next_message(tmp_path: Path) -> Non
         assert [r[1] for r in rows] == ["user", "assistant", "user", "user", "assistant"]
         assert rows[2][0].startswith("temporal-gap-") and "<system-reminder>" in rows[2][2] and rows[3][0] == "g2"
         # the observer reads it with the rest
-        observed = turn(server.url, "gap", "g3", f"Once more: {FACT}")
+        observed = turn(server, "gap", "g3", f"Once more: {FACT}")
         ends = [p for p in parts(observed, "observation-end") if p["operationType"] == "observation"]
         assert ends and "3 days passed" in ends[0]["observations"]
 
@@ -144,7 +145,7 @@ def test_a_shared_budget_gives_messages_what_observations_do_not_use(tmp_path: P
     options = {"shareTokenBudget": True, "observation": {"messageTokens": 300, "bufferTokens": False},
                "reflection": {"observationTokens": 400}}
     with gateway(tmp_path, options) as server:
-        results = [turn(server.url, "shared", f"s{i}", f"Turn {i}. {FACT}") for i in range(1, 9)]
+        results = [turn(server, "shared", f"s{i}", f"Turn {i}. {FACT}") for i in range(1, 9)]
         health = httpx.get(f"{server.url}/health").json()
     windows = [status(r)["windows"]["active"] for r in results]
     assert windows[0]["messages"]["threshold"] == 700  # 300 + 400, nothing observed yet
@@ -161,11 +162,11 @@ def test_resource_scope_observes_a_users_threads_together(tmp_path: Path) -> Non
     db = tmp_path / "dev-server.db"
     options = {"scope": "resource", "obscureThreadIds": True, "observation": {"messageTokens": 400}}
     with gateway(tmp_path, options) as server:
-        first = [turn(server.url, "trip", f"t{i}", f"Turn {i}. {FACT}") for i in range(1, 3)]
+        first = [turn(server, "trip", f"t{i}", f"Turn {i}. {FACT}") for i in range(1, 3)]
         # another thread of the same user: the first thread's unobserved messages count here too
-        other = turn(server.url, "chores", "c1", "Also, remind me to water the plants on Friday.")
+        other = turn(server, "chores", "c1", "Also, remind me to water the plants on Friday.")
         assert pending(other) > pending(first[-1])
-        later = [turn(server.url, "chores", f"c{i}", f"Note {i}: the plants are ferns.") for i in range(2, 6)]
+        later = [turn(server, "chores", f"c{i}", f"Note {i}: the plants are ferns.") for i in range(2, 6)]
         observed = next(r for r in later if parts(r, "observation-end"))
         ends = parts(observed, "observation-end")
         assert {e["threadId"] for e in ends} == {"trip", "chores"}  # one cycle per thread, in one turn
@@ -179,7 +180,7 @@ def test_resource_scope_observes_a_users_threads_together(tmp_path: Path) -> Non
         assert '<thread id="trip">' not in log and "Ada Lovelace" in log
         assert json.loads(metadata["trip"])["mastra"]["om"]["lastObservedAt"]  # each thread keeps its own cursor
         # back in the first thread: what was observed there left its window
-        back = turn(server.url, "trip", "t-back", "Where am I going?")
+        back = turn(server, "trip", "t-back", "Where am I going?")
         assert pending(back) < pending(first[-1]) + 100
         assert status(back)["windows"]["active"]["observations"]["tokens"] > 0
 
@@ -188,7 +189,7 @@ def test_buffer_on_idle_buffers_what_a_finished_turn_left_whatever_its_size(tmp_
     db = tmp_path / "dev-server.db"
     options = {"bufferOnIdle": True, "observation": {"messageTokens": 6000, "bufferTokens": 3000}}
     with gateway(tmp_path, options) as server:
-        result = turn(server.url, "quiet", "q1", FACT)
+        result = turn(server, "quiet", "q1", FACT)
         assert pending(result) < 1500 and not parts(result, "buffering-start")  # far below any interval
         [chunk] = json.loads(buffered(db, "quiet")["buffered_observation_chunks"])
         health = httpx.get(f"{server.url}/health").json()["background"]

@@ -17,11 +17,11 @@ import pytest
 
 from app.om.tokens import count_messages
 from app.storage.conversations import Message
-from tests.support import running, run_node, sqlite_rows, user_message
+from tests.support import running, run_node, sqlite_rows
+from tests.test_om_gateway import FACT, turn
 
 ASYNC_ENV = {"DEV_SERVER_TELEMETRY": "false", "DEV_SERVER_OM_MESSAGE_TOKENS": "600",
              "DEV_SERVER_OM_OBSERVATION_TOKENS": "5000", "DEV_SERVER_OM_BUFFER_TOKENS": "200"}
-FACT = "My name is Ada Lovelace and I am planning a hiking trip to the Alps with my two kids next summer."
 BUFFER_START = {"cycleId", "operationType", "startedAt", "tokensToBuffer", "recordId", "threadId", "threadIds",
                 "config"}
 BUFFER_END = {"cycleId", "operationType", "completedAt", "durationMs", "tokensBuffered", "bufferedTokens",
@@ -29,14 +29,6 @@ BUFFER_END = {"cycleId", "operationType", "completedAt", "durationMs", "tokensBu
 ACTIVATION = {"cycleId", "operationType", "activatedAt", "chunksActivated", "tokensActivated",
               "observationTokens", "messagesActivated", "recordId", "threadId", "generationCount", "config",
               "triggeredBy"}
-
-
-def turn(url: str, thread: str, message_id: str, text: str) -> dict[str, Any]:
-    payload = {"api": f"{url}/api/chat", "messages": [user_message(message_id, text)],
-               "body": {"conversationId": thread}, "headers": {}, "trigger": "submit-message", "chatId": thread}
-    result = run_node("chat_client.mjs", payload)
-    assert result["ok"], result["error"]
-    return result
 
 
 def parts(result: dict[str, Any], kind: str) -> list[dict[str, Any]]:
@@ -95,7 +87,7 @@ def test_buffering_runs_at_the_intervals_and_activation_swaps_chunks_in(gateway:
     results, before = [], []
     for i in range(1, 10):
         before.append(await_buffer(studio.url, "async") if i > 1 else None)  # waits for the background observer
-        results.append(turn(gateway.url, "async", f"a{i}", f"Turn {i}. {FACT}"))
+        results.append(turn(gateway, "async", f"a{i}", f"Turn {i}. {FACT}"))
     # buffering starts on the first turn whose window crosses bufferTokens (200), long before 600
     first = next(i for i, r in enumerate(results) if parts(r, "buffering-start"))
     assert first == next(i for i, r in enumerate(results) if pending(r) >= 200)
@@ -153,7 +145,7 @@ def test_chunks_survive_a_restart_and_a_dead_processs_flag_is_taken_over(gateway
                                                                          data: Path) -> None:
     db = data / "dev-server.db"
     for i in range(1, 5):
-        result = turn(gateway.url, "restart", f"r{i}", f"Turn {i}. {FACT}")
+        result = turn(gateway, "restart", f"r{i}", f"Turn {i}. {FACT}")
         record = await_buffer(studio.url, "restart")
         if record["bufferedObservationChunks"]:
             break
@@ -168,14 +160,14 @@ def test_chunks_survive_a_restart_and_a_dead_processs_flag_is_taken_over(gateway
     gateway.wait_healthy()
     assert await_buffer(studio.url, "restart")["isBufferingObservation"] is True  # as stored: a flag is a flag
     # one long message takes the window over the threshold: the stored chunks activate at once
-    result = turn(gateway.url, "restart", "r-long", " ".join([FACT] * 12))
+    result = turn(gateway, "restart", "r-long", " ".join([FACT] * 12))
     activations = parts(result, "activation")
     assert activations and activations[0]["triggeredBy"] == "threshold"
     after = await_buffer(studio.url, "restart")
     assert after["isBufferingObservation"] is False  # the turn found the dead flag and cleared it
     assert not {c["id"] for c in after["bufferedObservationChunks"] or []} & set(chunk_ids[:len(activations)])
     # and the next interval buffers again: the stale flag was taken over
-    assert any(parts(turn(gateway.url, "restart", f"r-next{i}", f"More. {FACT}"), "buffering-start")
+    assert any(parts(turn(gateway, "restart", f"r-next{i}", f"More. {FACT}"), "buffering-start")
                for i in range(4))
     assert await_buffer(studio.url, "restart")["isBufferingObservation"] is False
 
@@ -185,7 +177,7 @@ def test_the_real_studio_shows_buffered_observations_and_chats_on_the_same_threa
     from tests.test_studio_ui import run_studio
 
     for i in range(1, 5):
-        turn(gateway.url, "shown-async", f"sa{i}", f"Turn {i}. {FACT}")
+        turn(gateway, "shown-async", f"sa{i}", f"Turn {i}. {FACT}")
         record = await_buffer(studio.url, "shown-async")
     assert record["bufferedObservationChunks"]
     # the Studio renders the stored buffering markers as a "Buffered observations" badge, and its

@@ -16,7 +16,8 @@ from app.background import BackgroundWork
 from app.llm import LiteLLMClient
 from app.llm.types import ResolvedModel
 from app.om.activation import Trigger, activate, activation_ratio, chunks_to_activate, interval_crossed, plan
-from app.om.buffering import Buffering, PartSink, flag_live, safe_prefix, settled
+from app.om.buffering import Buffering, PartSink, safe_prefix
+from app.om.flags import flag_live, settled
 from app.om.config import observational_memory_options
 from app.om.engine import CycleContext, ObservationalMemory
 from app.om.idle import StepModel, auto_ttl_ms, last_activity_ms, last_step_model, provider_changed

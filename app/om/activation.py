@@ -20,20 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.agents.events import DataPart
-from app.clock import now_iso
-from app.om.config import ObservationalMemoryOptions
-from app.om.parts import OBSERVATION, marker_config
+from app.om.config import ObservationalMemoryOptions, activation_ratio
+from app.om.parts import OBSERVATION, activation_part, marker_config
 from app.storage.om_records import OMRecord, OMRecordStore
 
 Chunk = dict[str, Any]
-
-
-def activation_ratio(buffer_activation: float, threshold: int) -> float:
-    """``bufferActivation`` as the share of the window to activate: a ratio clamped to
-    [0, 1], or an absolute retention ``v`` as ``1 - v / threshold``."""
-    if buffer_activation > 1:
-        return min(1.0, max(0.0, 1 - buffer_activation / threshold))
-    return min(1.0, max(0.0, buffer_activation))
 
 
 def chunks_to_activate(chunks: Sequence[Chunk], current: int, threshold: int, ratio: float, force: bool) -> int:
@@ -117,24 +108,17 @@ async def activate(options: ObservationalMemoryOptions, records: OMRecordStore, 
     if updated is None:
         return None, []
     config = marker_config(options, record.observation_token_count)
-    if trigger.kind == "ttl" and "activateAfterIdle" in trigger.details:
-        config["activateAfterIdle"] = trigger.details["activateAfterIdle"]
-    parts = []
-    for chunk in chunks:
-        data = {"cycleId": chunk.get("cycleId"), "operationType": OBSERVATION, "activatedAt": now_iso(),
-                "chunksActivated": 1, "tokensActivated": int(chunk.get("messageTokens") or 0),
-                "observationTokens": int(chunk.get("tokenCount") or 0),
-                "messagesActivated": len(chunk.get("messageIds") or ()), "recordId": updated.id,
-                "threadId": thread_id, "generationCount": updated.generation_count, "config": config,
-                "observations": chunk.get("observations"), "triggeredBy": trigger.kind,
-                **{k: v for k, v in trigger.details.items() if k != "activateAfterIdle"}}
-        parts.append(DataPart("om-activation", data, transient=True))
+    details = dict(trigger.details)
+    if "activateAfterIdle" in details:  # the TTL in force goes into the marker's config
+        config["activateAfterIdle"] = details.pop("activateAfterIdle")
+    parts = [activation_part(cycle_id=chunk.get("cycleId"), operation=OBSERVATION, record=updated, thread_id=thread_id,
+                             config=config, tokens_activated=int(chunk.get("messageTokens") or 0),
+                             observation_tokens=int(chunk.get("tokenCount") or 0),
+                             messages_activated=len(chunk.get("messageIds") or ()), triggered_by=trigger.kind,
+                             observations=chunk.get("observations"), details=details)
+             for chunk in chunks]
     ids = {mid for c in chunks for mid in c.get("messageIds") or ()}
     return Activation(updated, chunks, ids), parts
-
-
-def ms_since(moment_ms: int, now_ms: int) -> int:
-    return max(0, now_ms - moment_ms)
 
 
 def interval_crossed(pending: int, last_boundary: int, threshold: int, buffer_tokens: int) -> bool:

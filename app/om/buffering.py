@@ -12,32 +12,30 @@ oldest lines into a buffered reflection that replaces them at the threshold (2.6
 The jobs run on the process's background work (``app.background``, owned by the lifespan):
 they survive a client hanging up, one per thread and kind is queued at a time, the queue is
 bounded, and they never raise into a turn. Across processes the record's
-``is_buffering_*`` flag keeps a second runner away: the turn claims it in the database when
-it starts the job (so the studio's ``buffer-status`` sees the work at once), the job renews
-it every ``HEARTBEAT_S`` and clears it when done; a flag not renewed for ``BUFFER_STALE_S``
-was left by a killed process and is taken over. Their ``data-om-buffering-*`` parts go to a ``PartSink``: into the turn
-that started them while it still streams, else onto the thread's newest reply in storage.
+``is_buffering_*`` flag keeps a second runner away (``app.om.flags``): the turn claims it
+in the database when it starts the job (so the studio's ``buffer-status`` sees the work at
+once), the job renews it while it runs and clears it when done. Their
+``data-om-buffering-*`` parts (``app.om.parts.BufferCycle``) go to a ``PartSink``: into the
+turn that started them while it still streams, else onto the thread's newest reply in
+storage.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from app.agents.events import DataPart
 from app.clock import now_iso, parse_iso, to_iso
-from app.om.engine import REFLECTOR_AGENT, CycleContext, describe_error, om_model
-from app.om.parsing import parse_reflector_output
-from app.om.parts import OBSERVATION, REFLECTION, marker_config
-from app.om.prompts import reflection_max_level, reflection_start_level, reflector_messages, reflector_system_prompt
+from app.om.engine import CycleContext, describe_error, om_model
+from app.om.flags import BUFFER_STALE_S, flag_live, holding, settled
+from app.om.parts import OBSERVATION, REFLECTION, BufferCycle, marker_config
+from app.om.prompts import reflection_max_level, reflection_start_level
 from app.om.tokens import count_messages, estimate_tokens
 from app.om.window import has_incomplete_tool_calls
 from app.storage.conversations import Message
@@ -52,13 +50,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BUFFERED_HEADING = "\n\n--- BUFFERED (pending activation) ---\n\n"
-WAIT_POLL_S = 0.05
-HEARTBEAT_S = 5.0
-BUFFER_STALE_S = 30.0
-
-
-def cycle_id(prefix: str) -> str:
-    return f"{prefix}-{int(time.time() * 1000)}-{random.randbytes(5).hex()[:9]}"
 
 
 def chunk_message_ids(record: OMRecord) -> set[str]:
@@ -66,9 +57,10 @@ def chunk_message_ids(record: OMRecord) -> set[str]:
 
 
 def buffer_candidates(messages: Sequence[Message], record: OMRecord) -> list[Message]:
-    """Unobserved messages no chunk holds yet, newer than the buffer cursor."""
+    """Messages no chunk holds yet, newer than both the buffer cursor and the observation
+    cursor (``createdAt > max(lastBufferedAtTime, lastObservedAt)``, 2.4 step 4)."""
     taken = chunk_message_ids(record)
-    cursor = record.last_buffered_at_time
+    cursor = max(filter(None, (record.last_buffered_at_time, record.last_observed_at)), default=None)
     return [m for m in messages if m.id not in taken and (cursor is None or m.created_at > cursor)]
 
 
@@ -123,70 +115,6 @@ class PartSink:
                 log.warning("could not keep %d OM parts on thread %s: %s", len(late), self.thread_id, exc)
 
 
-@dataclass
-class BufferCycle:
-    """One background run's start, end and failure parts."""
-
-    operation: str
-    record: OMRecord
-    thread_id: str
-    config: dict[str, Any]
-    tokens: int
-    id: str = ""
-    started: float = field(default_factory=time.monotonic)
-
-    def __post_init__(self) -> None:
-        self.id = self.id or cycle_id("buffer-obs" if self.operation == OBSERVATION else "reflect-buf")
-
-    def _ms(self) -> int:
-        return round((time.monotonic() - self.started) * 1000)
-
-    def start(self) -> DataPart:
-        return DataPart("om-buffering-start", {
-            "cycleId": self.id, "operationType": self.operation, "startedAt": now_iso(),
-            "tokensToBuffer": self.tokens, "recordId": self.record.id, "threadId": self.thread_id,
-            "threadIds": [self.thread_id], "config": self.config}, transient=True)
-
-    def end(self, *, buffered_tokens: int, observations: str | None) -> DataPart:
-        """``observations``: the chunk's; a buffered reflection's text is left out (it can be
-        most of the log, and the part is stored on a reply every later turn reads)."""
-        data = {"cycleId": self.id, "operationType": self.operation, "completedAt": now_iso(),
-                "durationMs": self._ms(), "tokensBuffered": self.tokens, "bufferedTokens": buffered_tokens,
-                "recordId": self.record.id, "threadId": self.thread_id}
-        if observations is not None:
-            data["observations"] = observations
-        return DataPart("om-buffering-end", data, transient=True)
-
-    def failed(self, error: str) -> DataPart:
-        return DataPart("om-buffering-failed", {
-            "cycleId": self.id, "operationType": self.operation, "failedAt": now_iso(), "durationMs": self._ms(),
-            "tokensAttempted": self.tokens, "error": error[:2000], "recordId": self.record.id,
-            "threadId": self.thread_id}, transient=True)
-
-
-def flag_live(value: str | None, stale_after_s: float = BUFFER_STALE_S) -> bool:
-    """An in-progress flag that is set and was renewed within ``stale_after_s``."""
-    if not value:
-        return False
-    return time.time() - parse_iso(value).timestamp() < stale_after_s
-
-
-@asynccontextmanager
-async def holding(records: OMRecordStore, record_id: str, flag: Flag) -> AsyncIterator[None]:
-    """Renew a claimed flag while the body runs; release it afterwards, whatever happens."""
-    async def renew() -> None:
-        while True:
-            await asyncio.sleep(HEARTBEAT_S)
-            await records.renew_flag(record_id, flag)
-
-    beat = asyncio.create_task(renew())
-    try:
-        yield
-    finally:
-        beat.cancel()
-        await records.release_flag(record_id, flag)
-
-
 class Buffering:
     """Schedules and runs the background observer and reflector of one OM engine."""
 
@@ -198,9 +126,6 @@ class Buffering:
     @property
     def records(self) -> OMRecordStore:
         return self.engine.records
-
-    def _submit(self, key: str, job: Callable[[], Awaitable[None]]) -> bool:
-        return self.background is not None and self.background.submit(key, job)
 
     # -- observation -------------------------------------------------------------------
 
@@ -229,7 +154,7 @@ class Buffering:
             return False
         if not await self.records.claim_flag(record.id, flag, stale_after_s=BUFFER_STALE_S):
             return False
-        if not self._submit(key, job):
+        if not self.background.submit(key, job):
             await self.records.release_flag(record.id, flag)
             return False
         return True
@@ -243,8 +168,7 @@ class Buffering:
                 if current is None:
                     sink.emit(cycle.failed("The record is gone"))
                     return
-                fresh = buffer_candidates(candidates, current)  # another process may have buffered some
-                fresh = [m for m in fresh if current.last_observed_at is None or m.created_at > current.last_observed_at]
+                fresh = buffer_candidates(candidates, current)  # another process may have buffered or observed some
                 if not fresh:
                     sink.emit(cycle.failed("Nothing left to buffer"))
                     return
@@ -299,25 +223,18 @@ class Buffering:
     async def _reflect(self, ctx: CycleContext, record: OMRecord, lines: list[str], estimate: int,
                        cycle: BufferCycle, sink: PartSink) -> None:
         records = self.records
-        options = self.engine.options
         try:
             async with holding(records, record.id, "is_buffering_reflection"):
-                model = await om_model(ctx.llm, options.reflector_model, ctx.agent_model)
-                system = reflector_system_prompt(instruction=options.reflection.instruction,
-                                                 resource_scope=options.scope == "resource")
+                model = await om_model(ctx.llm, self.engine.options.reflector_model, ctx.agent_model)
                 level = reflection_start_level(model.model_id)
+                top = reflection_max_level(level)
                 target = round(0.75 * estimate)
                 while True:  # like the synchronous reflector: escalate until the slice shrinks enough
-                    prompt = [{"role": "system", "content": system},
-                              *reflector_messages("\n".join(lines), level=level, skip_continuation_hints=True)]
-                    completion = await self.engine.ask(ctx, REFLECTOR_AGENT, model, prompt,
-                                                        options.reflection.model_settings)
-                    output = parse_reflector_output(completion.text)
-                    reflection = "" if output.degenerate else output.observations.strip()
-                    tokens = estimate_tokens(reflection) if reflection else 0
+                    reflection, tokens, _ = await self.engine.reflect_once(ctx, model, "\n".join(lines), level,
+                                                                           buffered=True)
                     if reflection and tokens <= target:
                         break
-                    if level >= reflection_max_level(reflection_start_level(model.model_id)):
+                    if level >= top:
                         # Swapping in a reflection that does not shrink the log would only start
                         # the next one at once: this log is left alone until it changes.
                         self._suppressed[record.lookup_key] = record.observation_token_count
@@ -339,16 +256,3 @@ class Buffering:
     async def wait(self, key: str, timeout_s: float = 30.0) -> OMRecord | None:
         """The active record once no background observer runs on it (or the time is up)."""
         return await settled(self.records, key, flags=("is_buffering_observation",), timeout_s=timeout_s)
-
-
-async def settled(records: OMRecordStore, key: str, *,
-                  flags: Sequence[Flag] = ("is_buffering_observation", "is_buffering_reflection"),
-                  timeout_s: float = 30.0) -> OMRecord | None:
-    """The key's active record once none of ``flags`` is live on it, or when ``timeout_s``
-    has passed. The flags live in the database, so this waits for work of any process."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        record = await records.active(key)
-        if record is None or time.monotonic() >= deadline or not any(flag_live(getattr(record, f)) for f in flags):
-            return record
-        await asyncio.sleep(WAIT_POLL_S)

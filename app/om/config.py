@@ -120,6 +120,14 @@ def parse_idle(name: str, value: Any) -> IdleSetting:
     raise _fail(name, f"must be milliseconds, a duration like '5m' or '1hr', 'auto' or false, not {value!r}")
 
 
+def activation_ratio(buffer_activation: float, threshold: int) -> float:
+    """``bufferActivation`` as the share of the window to activate: a ratio clamped to
+    [0, 1], or an absolute retention ``v`` as ``1 - v / threshold``."""
+    if buffer_activation > 1:
+        return min(1.0, max(0.0, 1 - buffer_activation / threshold))
+    return min(1.0, max(0.0, buffer_activation))
+
+
 def _ratio_or_absolute(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise _fail(name, f"must be a positive number, not {value!r}")
@@ -209,9 +217,7 @@ class ObservationalMemoryOptions:
         if not self.async_buffering:
             return 0
         threshold = self.observation.message_tokens
-        activation = self.observation.buffer_activation
-        ratio = activation if activation <= 1 else 1 - activation / threshold
-        return round(threshold * (1 - ratio))
+        return round(threshold * (1 - activation_ratio(self.observation.buffer_activation, threshold)))
 
     def snapshot(self) -> dict[str, Any]:
         """What a new record stores as its ``config`` (Mastra's ``{observation, reflection, scope}``)."""
@@ -239,9 +245,7 @@ def resolve_observation(given: Mapping[str, Any], scope: str, share_budget: bool
     previous = given.get("previousObserverTokens", PREVIOUS_OBSERVER_TOKENS)
     if previous is not False:
         previous = _positive_int("observation.previousObserverTokens", previous)
-    truncate = given.get("truncatePreviousObservations", False)
-    if not isinstance(truncate, bool):
-        raise _fail("observation.truncatePreviousObservations", "must be true or false")
+    truncate = _flag("observation.truncatePreviousObservations", given.get("truncatePreviousObservations"))
 
     def pick(key: str) -> Any:
         return given[key] if key in given else top.get(key)

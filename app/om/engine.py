@@ -17,7 +17,7 @@ Nothing is lost on failure: a provider error, a timeout, an empty or (after one 
 degenerate answer ends the cycle with a ``data-om-observation-failed`` part and leaves the
 record as it was; the turn goes on. The record's ``is_observing`` / ``is_reflecting`` flag
 is claimed in the database first, so two processes never run the same cycle on one record
-(a flag older than ``STALE_FLAG_S`` is a dead process's and is taken over).
+(a flag older than ``app.om.flags.STALE_FLAG_S`` is a dead process's and is taken over).
 
 Each model call is an ``agent_run`` span (Mastra's observer and reflector are agents named
 ``observational-memory-observer`` / ``-reflector``) under the turn's processor span.
@@ -25,33 +25,31 @@ Each model call is an ``agent_run`` span (Mastra's observer and reflector are ag
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.agents.events import DataPart
 from app.agents.processors import SpanOpener, no_span
-from app.clock import now_iso
 from app.llm import LLMClient, ModelRequest, ResolvedModel
 from app.llm.complete import Completion, complete
 from app.observability import spans
 from app.om.config import DEFAULT_MODEL, ObservationalMemoryOptions
-from app.om.observer_context import truncate_previous_observations
 from app.om.context import message_boundary
+from app.om.flags import STALE_FLAG_S, settled
+from app.om.observer_context import truncate_previous_observations
 from app.om.parsing import parse_observer_output, parse_reflector_output
-from app.om.parts import OBSERVATION, REFLECTION, Cycle, marker_config
+from app.om.parts import OBSERVATION, REFLECTION, Cycle, activation_part, marker_config
 from app.om.prompts import (observer_messages, observer_system_prompt, reflection_max_level, reflection_start_level,
                             reflector_messages, reflector_system_prompt)
 from app.om.tokens import estimate_tokens
 from app.om.transcript import format_transcript
 from app.storage.conversations import Message
-from app.storage.om_records import OMRecord, OMRecordStore
+from app.storage.om_records import OMRecord, OMRecordStore, lookup_key
 
 log = logging.getLogger(__name__)
 
-STALE_FLAG_S = 300.0
+REFLECTION_BUFFER_WAIT_S = 5.0  # how long a turn at the threshold waits for a running buffered reflection
 OBSERVER_AGENT = "observational-memory-observer"
 REFLECTOR_AGENT = "observational-memory-reflector"
 Emit = Callable[..., None]
@@ -93,6 +91,10 @@ class ObservationalMemory:
         self.options = options
         self.records = records
         self._suppressed: dict[str, int] = {}  # lookup key -> log size whose reflection failed
+
+    def key(self, thread_id: str, resource_id: str) -> str:
+        """The lookup key of a thread's record: its own in thread scope, its resource's otherwise."""
+        return lookup_key(thread_id if self.options.scope == "thread" else None, resource_id)
 
     async def ask(self, ctx: CycleContext, agent: str, model: ResolvedModel, messages: list[dict[str, Any]],
                    settings: dict[str, Any]) -> Completion:
@@ -244,7 +246,9 @@ class ObservationalMemory:
         """Swap a buffered reflection in (2.6, activation); the new generation, or None
         when there is none (or it was suppressed, or another process swapped it first)."""
         if trigger == "threshold" and not record.buffered_reflection and record.is_buffering_reflection:
-            record = await self._wait_for_reflection_buffer(record)
+            current = await settled(self.records, record.lookup_key, flags=("is_buffering_reflection",),
+                                    timeout_s=REFLECTION_BUFFER_WAIT_S)
+            record = current if current is not None and current.id == record.id else record
         if not record.buffered_reflection:
             return None
         if trigger != "threshold":
@@ -259,53 +263,51 @@ class ObservationalMemory:
         if swapped is None:
             return None
         _, new = swapped
-        ctx.emit(DataPart("om-activation", {
-            "cycleId": f"reflect-act-{new.id}", "operationType": REFLECTION, "activatedAt": now_iso(),
-            "chunksActivated": 1, "tokensActivated": record.observation_token_count,
-            "observationTokens": new.observation_token_count, "messagesActivated": 0, "recordId": new.id,
-            "threadId": ctx.thread_id, "generationCount": new.generation_count,
-            "config": marker_config(self.options, new.observation_token_count),
-            "triggeredBy": trigger}, transient=True), durable=True)  # not the new log: it is stored on the reply
+        # without the new log: the part is stored on the reply, and the log can be most of 40k tokens
+        ctx.emit(activation_part(cycle_id=f"reflect-act-{new.id}", operation=REFLECTION, record=new,
+                                 thread_id=ctx.thread_id,
+                                 config=marker_config(self.options, new.observation_token_count),
+                                 tokens_activated=record.observation_token_count,
+                                 observation_tokens=new.observation_token_count, messages_activated=0,
+                                 triggered_by=trigger), durable=True)
         log.info("thread %s: buffered reflection activated, %d -> %d observation tokens (generation %d)",
                  ctx.thread_id, record.observation_token_count, new.observation_token_count, new.generation_count)
         return new
 
-    async def _wait_for_reflection_buffer(self, record: OMRecord, timeout_s: float = 5.0) -> OMRecord:
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.05)
-            current = await self.records.active(record.lookup_key)
-            if current is None or current.id != record.id:
-                return record
-            if not current.is_buffering_reflection or current.buffered_reflection:
-                return current
-        return record
+    async def reflect_once(self, ctx: CycleContext, model: ResolvedModel, observations: str, level: int, *,
+                           buffered: bool = False) -> tuple[str, int, str | None]:
+        """One reflector call at compression ``level`` (a ``buffered`` one extracts no
+        hints): the condensed log ("" when unusable: empty or degenerate), its tokens, and
+        the suggested response."""
+        config = self.options.reflection
+        system = reflector_system_prompt(instruction=config.instruction, resource_scope=self.options.scope == "resource")
+        completion = await self.ask(ctx, REFLECTOR_AGENT, model,
+                                    [{"role": "system", "content": system},
+                                     *reflector_messages(observations, level=level, skip_continuation_hints=buffered)],
+                                    config.model_settings)
+        output = parse_reflector_output(completion.text)
+        text = "" if output.degenerate else output.observations.strip()
+        return text, estimate_tokens(text) if text else 0, output.suggested_response
 
     async def _reflect(self, ctx: CycleContext, record: OMRecord, target: int) -> OMRecord:
-        config = self.options.reflection
         model = await om_model(ctx.llm, self.options.reflector_model, ctx.agent_model)
         level = reflection_start_level(model.model_id)
         top = reflection_max_level(level)
         marker = marker_config(self.options, record.observation_token_count)
-        system = reflector_system_prompt(instruction=config.instruction, resource_scope=self.options.scope == "resource")
         before = record.observation_token_count
         cycle = Cycle(REFLECTION, record, ctx.thread_id, marker, before)
         ctx.emit(cycle.start(), durable=True)
         result, tokens, suggested = "", 0, None
         while True:
             try:
-                completion = await self.ask(ctx, REFLECTOR_AGENT, model,
-                                             [{"role": "system", "content": system},
-                                              *reflector_messages(record.active_observations, level=level)],
-                                             config.model_settings)
+                candidate, candidate_tokens, candidate_suggested = await self.reflect_once(
+                    ctx, model, record.active_observations, level)
             except Exception as exc:
                 log.warning("reflection of thread %s failed: %s", ctx.thread_id, describe_error(exc))
                 ctx.emit(cycle.failed(describe_error(exc)), durable=True)
                 return record
-            output = parse_reflector_output(completion.text)
-            candidate = "" if output.degenerate else output.observations.strip()
             if candidate:
-                result, tokens, suggested = candidate, estimate_tokens(candidate), output.suggested_response
+                result, tokens, suggested = candidate, candidate_tokens, candidate_suggested
                 if tokens < target or level >= top:
                     break
                 problem = f"Did not compress below threshold ({before} → {tokens}, target: {target})"

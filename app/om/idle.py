@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from app.clock import parse_iso
 from app.llm import ResolvedModel
+from app.om.activation import Trigger
 from app.om.config import IdleSetting
 from app.storage.conversations import Message
 
@@ -102,3 +103,21 @@ def last_activity_ms(message: Message) -> int:
         if not str(part.get("type", "")).startswith("data-") and isinstance(part.get("createdAt"), (int, float)):
             return int(part["createdAt"])
     return int(parse_iso(message.created_at).timestamp() * 1000)
+
+
+def cold_cache(model: ResolvedModel, last: Message, idle: IdleSetting, on_provider_change: bool,
+               now_ms: int) -> Trigger | None:
+    """Why the provider's cache of the thread is cold, if it is: ``provider_change`` (with
+    the previous and current model) when watched and the model of ``last`` (the thread's
+    last reply) differs, else ``ttl`` when the thread was idle at least ``idle``."""
+    if on_provider_change:
+        previous = last_step_model(last)
+        if provider_changed(model, previous):
+            return Trigger("provider_change", {"previousModel": previous.label if previous else None,
+                                               "currentModel": model.mastra_id})
+    idle_ms = resolve_idle_ms(idle, model)
+    if idle_ms is not None:
+        at = last_activity_ms(last)
+        if now_ms - at >= idle_ms:
+            return Trigger("ttl", {"lastActivityAt": at, "ttlExpiredMs": now_ms - at, "activateAfterIdle": idle_ms})
+    return None

@@ -10,6 +10,7 @@ times are ISO strings, durations milliseconds.
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -103,3 +104,65 @@ class Cycle:
             "cycleId": self.id, "operationType": self.operation, "failedAt": now_iso(),
             "durationMs": self._duration_ms(), "tokensAttempted": self.tokens, "error": error[:2000],
             "recordId": self.record.id, "threadId": self.thread_id}, transient=True)
+
+
+def _cycle_id(prefix: str) -> str:
+    return f"{prefix}-{int(time.time() * 1000)}-{random.randbytes(5).hex()[:9]}"
+
+
+@dataclass
+class BufferCycle:
+    """One background run (``app.om.buffering``): its ``data-om-buffering-*`` parts."""
+
+    operation: str
+    record: OMRecord
+    thread_id: str
+    config: dict[str, Any]
+    tokens: int  # message tokens to buffer, or the observation tokens of the slice to reflect
+    id: str = ""
+    started: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.id = self.id or _cycle_id("buffer-obs" if self.operation == OBSERVATION else "reflect-buf")
+
+    def _duration_ms(self) -> int:
+        return round((time.monotonic() - self.started) * 1000)
+
+    def start(self) -> DataPart:
+        return DataPart("om-buffering-start", {
+            "cycleId": self.id, "operationType": self.operation, "startedAt": now_iso(),
+            "tokensToBuffer": self.tokens, "recordId": self.record.id, "threadId": self.thread_id,
+            "threadIds": [self.thread_id], "config": self.config}, transient=True)
+
+    def end(self, *, buffered_tokens: int, observations: str | None) -> DataPart:
+        """``observations``: the chunk's; a buffered reflection's text is left out (it can be
+        most of the log, and the part is stored on a reply every later turn reads)."""
+        data = {"cycleId": self.id, "operationType": self.operation, "completedAt": now_iso(),
+                "durationMs": self._duration_ms(), "tokensBuffered": self.tokens, "bufferedTokens": buffered_tokens,
+                "recordId": self.record.id, "threadId": self.thread_id}
+        if observations is not None:
+            data["observations"] = observations
+        return DataPart("om-buffering-end", data, transient=True)
+
+    def failed(self, error: str) -> DataPart:
+        return DataPart("om-buffering-failed", {
+            "cycleId": self.id, "operationType": self.operation, "failedAt": now_iso(),
+            "durationMs": self._duration_ms(), "tokensAttempted": self.tokens, "error": error[:2000],
+            "recordId": self.record.id, "threadId": self.thread_id}, transient=True)
+
+
+def activation_part(*, cycle_id: str | None, operation: str, record: OMRecord, thread_id: str,
+                    config: dict[str, Any], tokens_activated: int, observation_tokens: int,
+                    messages_activated: int, triggered_by: str, observations: str | None = None,
+                    details: dict[str, Any] | None = None) -> DataPart:
+    """``data-om-activation``: one buffered chunk (or a buffered reflection) swapped in;
+    ``record`` is the record after the swap, ``details`` the trigger's own fields."""
+    data: dict[str, Any] = {
+        "cycleId": cycle_id, "operationType": operation, "activatedAt": now_iso(), "chunksActivated": 1,
+        "tokensActivated": tokens_activated, "observationTokens": observation_tokens,
+        "messagesActivated": messages_activated, "recordId": record.id, "threadId": thread_id,
+        "generationCount": record.generation_count, "config": config, "triggeredBy": triggered_by,
+        **(details or {})}
+    if observations is not None:
+        data["observations"] = observations
+    return DataPart("om-activation", data, transient=True)

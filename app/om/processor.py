@@ -1,25 +1,32 @@
 """Observational Memory as processors of the step loop (DESIGN.md decision 10).
 
-With OM on, ``ObservationalMemoryStep`` takes the history window's place: on a turn's
-first step it reads the active record (created on first use), reflects if the log is over
-its threshold, loads the thread's unobserved messages from storage (``app.om.window``) and
-counts them (``app.om.tokens``). When they reach ``observation.messageTokens`` (and no tool
-call is waiting on its result) the observer runs before the model is called, and the
-observed messages leave the window except the turn's own input and the retention floor;
-a reflection may follow (``app.om.engine``). Every step then gets, after the agent's
-instructions, the observation system messages (``app.om.context``), a continuation
-reminder as the first conversation message when there are observations, the remaining
-messages, and a transient ``data-om-status`` part; the pending-token count is written to
-the record once per turn. Later steps reuse what step 0 loaded: the turn holds the
-thread's lease, so nothing else writes it meanwhile (the loop appends its tool rounds).
+With OM on, ``ObservationalMemoryStep`` takes the history window's place. On a turn's first
+step it reads the active record (created on first use) and the thread's unobserved
+messages (``app.om.window``), counts them (``app.om.tokens``), then follows the decision
+order of OBSERVATIONAL-MEMORY.md 2.3: buffered chunks are activated when the window reached
+its threshold or the provider's cache went cold (``app.om.activation``, ``app.om.idle``);
+the log is reflected, or a buffered reflection swapped in or started (``app.om.engine``);
+a background observer is started when the window crossed another buffering interval
+(``app.om.buffering``); at the threshold what is buffered is activated, else the observer
+runs before the model is called, and the observed messages leave the window down to the
+retention floor, never the turn's own input. In resource scope the other threads' unobserved
+messages join the window and the observation (``app.om.resource``).
 
-``TokenEstimates`` is the output processor: it writes each part's token estimate into the
-reply before it is saved, so later turns count that reply from the cache (5.2).
+Every step then gets, after the agent's instructions, the observation system messages
+(``app.om.context``), a continuation reminder as the first conversation message when there
+are observations, the remaining messages, and a transient ``data-om-status`` part; the
+pending-token count is written to the record once per turn. Later steps reuse what step 0
+loaded: the turn holds the thread's lease, so nothing else writes it meanwhile.
+
+Output processors: ``TokenEstimates`` writes each part's token estimate into the reply
+before it is saved, so later turns count it from the cache (5.2); ``BufferOnIdle`` buffers
+what a finished turn left (``bufferOnIdle``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from functools import lru_cache
@@ -27,25 +34,28 @@ from typing import TYPE_CHECKING, Any
 
 from app.agents.events import DataPart
 from app.agents.processors import ReplyContext, StepContext
+from app.clock import now_iso
 from app.memory.convert import to_model_messages
+from app.om.activation import Activation, Trigger, activate, interval_crossed, projected_removal
+from app.om.buffering import Buffering, PartSink, buffer_candidates, safe_prefix
+from app.om.config import IdleSetting
 from app.om.context import build_context_system_messages, continuation_model_message, other_conversations_message
 from app.om.engine import CycleContext, ObservationalMemory
+from app.om.flags import clear_stale, flag_live
+from app.om.idle import cold_cache, last_assistant
 from app.om.parts import status_part
-from app.om.tokens import count_message, count_messages
-from app.clock import now_iso
-from app.om.activation import Activation, Trigger, activate, interval_crossed, projected_removal
-from app.om.buffering import Buffering, PartSink, buffer_candidates, flag_live, safe_prefix
-from app.om.idle import last_activity_ms, last_assistant, last_step_model, provider_changed, resolve_idle_ms
 from app.om.resource import observe_resource, other_conversations, other_threads, other_tokens
 from app.om.temporal import gap_marker, is_gap_marker, now_ms
+from app.om.tokens import count_message, count_messages
 from app.om.window import drop_observed, has_incomplete_tool_calls, unobserved
 from app.storage.conversations import Message
-from app.storage.om_records import OMRecord, lookup_key, thread_om
+from app.storage.om_records import OMRecord, thread_om
 
 if TYPE_CHECKING:
     from app.memory.memory import Memory
 
 log = logging.getLogger(__name__)
+ReflectAhead = Callable[[OMRecord], Awaitable[bool]]  # starts a buffered reflection (app.om.buffering)
 
 
 @lru_cache(maxsize=32)
@@ -117,18 +127,12 @@ class ObservationalMemoryStep:
         options = self.engine.options
         records = self.engine.records
         # a read on every turn; the write that creates generation 0 only on a thread's first
-        key = lookup_key(thread.id if options.scope == "thread" else None, thread.resource_id)
-        record = await records.active(key) or await records.initialize(
+        record = await records.active(self.engine.key(thread.id, thread.resource_id)) or await records.initialize(
             scope=options.scope, thread_id=thread.id, resource_id=thread.resource_id, config=options.snapshot(),
             timezone=local_timezone())
         ctx = CycleContext(step.llm, step.model, thread.id, thread_om(thread.metadata), step.emit, step.open_span)
-        sink = PartSink(records, thread.id, step)
-        for flag in ("is_buffering_observation", "is_buffering_reflection"):
-            if getattr(record, flag) and not flag_live(getattr(record, flag)):  # left by a killed process
-                await records.release_flag(record.id, flag)
-                setattr(record, flag, None)
-                log.info("thread %s: cleared a stale %s flag", thread.id, flag)
-        can_ask = step.llm is not None and step.model is not None
+        for flag in await clear_stale(records, record):
+            log.info("thread %s: cleared a stale %s flag left by a process that died", thread.id, flag)
         if options.scope == "resource":
             return await self._resource_step(step, ctx, record)
         stored = await self.memory.store.messages_since(thread.id, record.last_observed_at)
@@ -136,28 +140,36 @@ class ObservationalMemoryStep:
         if options.temporal_markers and step.input_count > 0:
             messages = await self._temporal_gap(step, messages)
         pending = count_messages(messages)
-        buffering = can_ask and options.async_buffering
-        if can_ask:
+        if step.llm is not None and step.model is not None:
+            sink = PartSink(records, thread.id, step)
+            buffering = options.async_buffering
+            reflect_ahead = (lambda r: self.buffering.start_reflection(ctx, r, sink)) if buffering else None
             if buffering and record.buffered_observation_chunks:
                 trigger = await self._activation_trigger(step, record, messages, pending)
                 if trigger is not None:
                     record, messages = await self._activate(ctx, record, trigger, messages)
                     pending = count_messages(messages)
-            reflect_trigger = await self._reflection_trigger(step, record, messages)
-            record = await self.engine.maybe_reflect(
-                ctx, record, trigger=reflect_trigger,
-                buffer=(lambda r: self.buffering.start_reflection(ctx, r, sink)) if buffering else None)
+            reflect_trigger = None
+            if record.buffered_reflection:
+                cold = await self._cold_cache(step, messages, options.reflection.activate_after_idle,
+                                              options.reflection.activate_on_provider_change)
+                reflect_trigger = cold.kind if cold else None
+            record = await self.engine.maybe_reflect(ctx, record, trigger=reflect_trigger, buffer=reflect_ahead)
             threshold = options.message_threshold(record.observation_token_count)
             if buffering and pending < threshold:
                 await self._maybe_buffer(ctx, record, messages, pending, threshold, sink)
             if pending >= threshold and not has_incomplete_tool_calls(messages):
-                record, messages = await self._threshold(step, ctx, record, messages, pending)
+                record, messages = await self._threshold(step, ctx, record, messages, pending, reflect_ahead)
                 pending = count_messages(messages)
-        if record.pending_message_tokens != pending:
-            await records.set_pending_message_tokens(record.id, pending)
-            record.pending_message_tokens = pending
+        await self._store_pending(record, pending)
         projected = projected_removal(options, record) if record.buffered_observation_chunks else 0
         return TurnView(record, messages, pending, ctx.hints or {}, projected)
+
+    async def _store_pending(self, record: OMRecord, pending: int) -> None:
+        """``pendingMessageTokens``: the window written once per turn (the UI's and activation's input)."""
+        if record.pending_message_tokens != pending:
+            await self.engine.records.set_pending_message_tokens(record.id, pending)
+            record.pending_message_tokens = pending
 
     async def _resource_step(self, step: StepContext, ctx: CycleContext, record: OMRecord) -> TurnView:
         """Step 0 in resource scope (``app.om.resource``): this thread's unobserved messages
@@ -186,9 +198,7 @@ class ObservationalMemoryStep:
                     record = await self.engine.maybe_reflect(ctx, observed)
                     context = []
                     pending = count_messages(messages)
-        if record.pending_message_tokens != pending:
-            await self.engine.records.set_pending_message_tokens(record.id, pending)
-            record.pending_message_tokens = pending
+        await self._store_pending(record, pending)
         return TurnView(record, messages, pending, ctx.hints or {}, others=tuple(context))
 
     # -- buffering and activation (2.4, 2.5) -------------------------------------------
@@ -211,41 +221,25 @@ class ObservationalMemoryStep:
 
     async def _activation_trigger(self, step: StepContext, record: OMRecord, messages: list[Message],
                                   pending: int) -> Trigger | None:
+        """Why buffered chunks activate at step 0 (2.5): a cold cache, else the threshold."""
         options = self.engine.options
-        if options.activate_on_provider_change or options.activate_after_idle is not None:
-            last = last_assistant(messages) or await self._last_reply(step)
-            if last is not None and step.model is not None:
-                if options.activate_on_provider_change:
-                    previous = last_step_model(last)
-                    if provider_changed(step.model, previous):
-                        return Trigger("provider_change", {"previousModel": previous.label if previous else None,
-                                                           "currentModel": step.model.mastra_id})
-                idle_ms = resolve_idle_ms(options.activate_after_idle, step.model)
-                if idle_ms is not None:
-                    at = last_activity_ms(last)
-                    idle = now_ms() - at
-                    if idle >= idle_ms:
-                        return Trigger("ttl", {"lastActivityAt": at, "ttlExpiredMs": idle,
-                                               "activateAfterIdle": idle_ms})
+        cold = await self._cold_cache(step, messages, options.activate_after_idle, options.activate_on_provider_change)
+        if cold is not None:
+            return cold
         if pending >= options.message_threshold(record.observation_token_count):
             return Trigger("threshold")
         return None
 
-    async def _reflection_trigger(self, step: StepContext, record: OMRecord, messages: list[Message]) -> str | None:
-        """``ttl`` / ``provider_change`` when the reflection opted in and it applies, else None."""
-        config = self.engine.options.reflection
-        if not record.buffered_reflection or step.model is None or (
-                config.activate_after_idle is None and not config.activate_on_provider_change):
+    async def _cold_cache(self, step: StepContext, messages: list[Message], idle: IdleSetting,
+                          on_provider_change: bool) -> Trigger | None:
+        """``app.om.idle.cold_cache`` against the thread's last reply: from the window, else
+        read from storage once per turn (observations and reflections may both ask)."""
+        if step.model is None or (idle is None and not on_provider_change):
             return None
-        last = last_assistant(messages) or await self._last_reply(step)
-        if last is None:
-            return None
-        if config.activate_on_provider_change and provider_changed(step.model, last_step_model(last)):
-            return "provider_change"
-        idle_ms = resolve_idle_ms(config.activate_after_idle, step.model)
-        if idle_ms is not None and now_ms() - last_activity_ms(last) >= idle_ms:
-            return "ttl"
-        return None
+        if "om-last-reply" not in step.state:
+            step.state["om-last-reply"] = last_assistant(messages) or await self._last_reply(step)
+        last = step.state["om-last-reply"]
+        return cold_cache(step.model, last, idle, on_provider_change, now_ms()) if last is not None else None
 
     async def _last_reply(self, step: StepContext) -> Message | None:
         assert step.thread is not None
@@ -276,7 +270,7 @@ class ObservationalMemoryStep:
         return done
 
     async def _threshold(self, step: StepContext, ctx: CycleContext, record: OMRecord, messages: list[Message],
-                         pending: int) -> tuple[OMRecord, list[Message]]:
+                         pending: int, reflect_ahead: ReflectAhead | None) -> tuple[OMRecord, list[Message]]:
         """The window reached the threshold: activate what is buffered (after waiting for a
         running buffer), else observe now; then the observed messages leave the window down
         to the retention floor, never the turn's own input."""
@@ -302,10 +296,8 @@ class ObservationalMemoryStep:
             record, observed_ids = observed, {m.id for m in messages}
         messages = drop_observed(messages, observed_ids, floor=options.retention_floor(), preserve=preserve,
                                  count=count_message, total=pending)
-        record = await self.engine.maybe_reflect(
-            ctx, record, buffer=(lambda r: self.buffering.start_reflection(ctx, r, PartSink(
-                self.engine.records, ctx.thread_id, step))) if options.async_buffering else None)
-        if options.async_buffering:
+        record = await self.engine.maybe_reflect(ctx, record, buffer=reflect_ahead)
+        if record.last_buffered_at_tokens:  # the buffering interval starts over (a swap has reset it already)
             await self.engine.records.set_buffer_boundary(record.id, 0)
             record.last_buffered_at_tokens = 0
         return record, messages
@@ -321,9 +313,9 @@ class ObservationalMemoryStep:
         if newest is None:
             return messages
         previous = messages[-2] if len(messages) > 1 else None
-        if previous is None:
-            before, _ = await self.memory.store.page_messages(step.thread.id, per_page=2, direction="DESC")
-            previous = next((m for m in reversed(before) if m.id != newest.id), None) if len(before) > 1 else None
+        if previous is None:  # everything before the input was observed: the stored message before it
+            newest_two, _ = await self.memory.store.page_messages(step.thread.id, per_page=2, direction="DESC")
+            previous = newest_two[0] if len(newest_two) == 2 else None
         if previous is None or is_gap_marker(previous):
             return messages
         gap = gap_marker(newest, previous)
@@ -355,14 +347,11 @@ class BufferOnIdle:
     async def process_reply(self, done: ReplyContext) -> None:
         if done.failed or done.interrupted or done.llm is None or done.model is None:
             return
-        options = self.engine.options
-        key = lookup_key(done.thread.id if options.scope == "thread" else None, done.thread.resource_id)
-        record = await self.engine.records.active(key)
+        record = await self.engine.records.active(self.engine.key(done.thread.id, done.thread.resource_id))
         if record is None or flag_live(record.is_buffering_observation):
             return
         stored = await self.memory.store.messages_since(done.thread.id, record.last_observed_at)
         candidates = safe_prefix(buffer_candidates(unobserved([*stored, done.reply], record), record))
-        ctx = CycleContext(done.llm, done.model, done.thread.id, thread_om(done.thread.metadata), lambda *a, **k: None)
         sink = PartSink(self.engine.records, done.thread.id)
-        ctx.emit = sink.emit
+        ctx = CycleContext(done.llm, done.model, done.thread.id, thread_om(done.thread.metadata), sink.emit)
         await self.buffering.start_observation(ctx, record, candidates, sink, skip_minimum=True)

@@ -28,6 +28,7 @@ from typing import Any
 
 from app.om.context import message_boundary
 from app.om.engine import OBSERVER_AGENT, CycleContext, ObservationalMemory, describe_error, om_model
+from app.om.flags import STALE_FLAG_S
 from app.om.parsing import parse_observer_output
 from app.om.parts import OBSERVATION, Cycle, marker_config
 from app.om.prompts import observer_messages, observer_system_prompt
@@ -35,11 +36,12 @@ from app.om.tokens import count_messages, estimate_tokens
 from app.om.transcript import format_transcript
 from app.om.window import unobserved
 from app.storage.conversations import ConversationStore, Message
-from app.storage.om_records import OMRecord, thread_om
+from app.storage.om_records import OMRecord
 
 log = logging.getLogger(__name__)
 
 OTHER_PART_CHARS = 500
+THREAD_CURSOR_PATH = "$.mastra.om.lastObservedAt"  # each thread's own cursor, in its metadata (1.2)
 _THREAD_BLOCK = re.compile(r'^[ \t]*<thread id="([^"]*)">[ \t]*\n([\s\S]*?)^[ \t]*</thread>[ \t]*$', re.M)
 _DATE_LINE = re.compile(r"^Date: .+$", re.M)
 
@@ -82,17 +84,13 @@ def section_id(thread_id: str, obscure: bool) -> str:
 
 async def other_threads(store: ConversationStore, record: OMRecord, resource_id: str,
                         current: str) -> dict[str, list[Message]]:
-    """The unobserved messages of the resource's other threads, by thread (oldest first)."""
-    threads, _ = await store.list_threads(resource_id=resource_id, per_page=None)
+    """The unobserved messages of the resource's other threads (each from its own cursor),
+    by thread, the thread with the oldest first; one read for the whole resource."""
     found: dict[str, list[Message]] = {}
-    for thread in threads:
-        if thread.id == current:
-            continue
-        cursor = thread_om(thread.metadata).get("lastObservedAt")
-        messages = unobserved(await store.messages_since(thread.id, cursor), record, cursor=cursor)
-        if messages:
-            found[thread.id] = messages
-    return found
+    for message in await store.resource_messages_after(resource_id, current, THREAD_CURSOR_PATH):
+        found.setdefault(message.thread_id, []).append(message)
+    return {thread_id: kept for thread_id, messages in found.items()
+            if (kept := unobserved(messages, record, cursor=None))}
 
 
 def other_conversations(by_thread: Mapping[str, Sequence[Message]], obscure: bool) -> list[tuple[str, str]]:
@@ -154,7 +152,7 @@ async def observe_resource(engine: ObservationalMemory, ctx: CycleContext, recor
     updated record, or None when nothing was observed."""
     records = engine.records
     by_thread = {t: list(ms) for t, ms in by_thread.items() if ms}
-    if not by_thread or not await records.claim_flag(record.id, "is_observing", stale_after_s=300):
+    if not by_thread or not await records.claim_flag(record.id, "is_observing", stale_after_s=STALE_FLAG_S):
         return None
     try:
         obscure = engine.options.obscure_thread_ids

@@ -301,6 +301,18 @@ class ConversationStore:
             f"{_MESSAGE_SELECT} WHERE thread_id = ? AND created_at >= ? ORDER BY created_at, seq", (thread_id, since))
         return [_message(r) for r in rows]
 
+    async def resource_messages_after(self, resource_id: str, exclude_thread_id: str,
+                                      cursor_path: str) -> list[Message]:
+        """One read for a whole resource: the messages of its threads but one that are newer
+        than each thread's own cursor, an ISO time at ``cursor_path`` in the thread's
+        metadata (all of a thread without one), oldest first."""
+        rows = await self.db.fetch_all(
+            "SELECT m.seq, m.id, m.thread_id, m.resource_id, m.role, m.type, m.content, m.created_at"
+            " FROM messages m JOIN threads t ON t.id = m.thread_id"
+            " WHERE t.resource_id = ? AND t.id != ? AND m.created_at > coalesce(json_extract(t.metadata, ?), '')"
+            " ORDER BY m.created_at, m.seq", (resource_id, exclude_thread_id, cursor_path))
+        return [_message(r) for r in rows]
+
     async def count_messages(self, thread_id: str) -> int:
         row = await self.db.fetch_one("SELECT message_count FROM threads WHERE id = ?", (thread_id,))
         return row[0] if row else 0

@@ -27,6 +27,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from app.clock import now_iso, parse_iso, to_iso
+from app.om.context import message_boundary
 from app.om.tokenx import estimate_tokens as estimate
 from app.storage.libsql import LibSQLStore
 
@@ -222,16 +223,16 @@ class OMRecordStore:
             last = chosen[-1]["lastObservedAt"]
             joined = "\n\n".join(c["observations"] for c in chosen)
             active = row["active_observations"] or ""
-            merged = f"{active}\n\n--- message boundary ({last}) ---\n\n{joined}" if active else joined
+            merged = f"{active}{message_boundary(last)}{joined}" if active else joined
+            observation_tokens = sum(int(c.get("tokenCount") or 0) for c in chosen)
             return conn.execute(
                 "UPDATE mastra_observational_memory SET active_observations = ?,"
                 " observation_token_count = observation_token_count + ?,"
                 " pending_message_tokens = max(0, pending_message_tokens - ?), buffered_observation_chunks = ?,"
                 " last_observed_at = ?, total_tokens_observed = total_tokens_observed + ?, updated_at = ?"
                 " WHERE id = ? RETURNING *",
-                (merged, sum(int(c.get("tokenCount") or 0) for c in chosen),
-                 sum(int(c.get("messageTokens") or 0) for c in chosen), json.dumps(rest) if rest else None,
-                 last, sum(int(c.get("tokenCount") or 0) for c in chosen), now_iso(), record_id)).fetchone()
+                (merged, observation_tokens, sum(int(c.get("messageTokens") or 0) for c in chosen),
+                 json.dumps(rest) if rest else None, last, observation_tokens, now_iso(), record_id)).fetchone()
 
         row = await self.db.run_write(work)
         return _record(row) if row else None

@@ -22,7 +22,7 @@ from app.api.studio.memory_bodies import BufferStatusBody
 from app.api.studio.query import iso_time
 from app.clock import to_iso
 from app.errors import BadRequest, NotFound, invalid
-from app.om.buffering import settled
+from app.om.flags import settled
 from app.om.config import describe_om
 from app.om.engine import om_model
 from app.storage.conversations import ConversationStore
