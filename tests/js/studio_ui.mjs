@@ -70,7 +70,9 @@ const out = { ok: false, steps: [], failedRequests: [], consoleErrors: [], pageE
 // Studio made up for a brand-new chat. It is requested before the id shows in the page URL, so
 // candidates are held back and judged at the end: allowed only if <id> is not the given
 // threadId, appeared in the page URL as /agents/<agentId>/threads/<id>, and the 404 was sent
-// before the first chat message was (afterwards the thread exists and a 404 is a bug).
+// before the first chat message's response came back (the server creates the thread while it
+// handles that message: a GET racing it may still miss the thread; once the response is
+// back the thread exists, and a 404 is a bug).
 const newThreadIds = new Set();
 const threadRoute = new RegExp(`/agents/${encodeURIComponent(input.agentId)}/threads/([^/?#]+)`);
 function noteUrl(url) {
@@ -82,13 +84,13 @@ function newThread404Id(method, url, status) {
   const m = /^\/api\/memory\/threads\/([^/]+)$/.exec(new URL(url).pathname);
   return m && decodeURIComponent(m[1]) !== input.threadId ? decodeURIComponent(m[1]) : null;
 }
-let firstSendAt = Infinity;
+let threadExistsAt = Infinity;
 const held404 = [];  // {entry, id, at}
 const heldConsole = [];  // console errors about a held 404's URL
 function judgeHeld() {
   const allowedUrls = new Set();
   for (const { entry, id, at } of held404) {
-    if (newThreadIds.has(id) && at < firstSendAt) allowedUrls.add(entry.url);
+    if (newThreadIds.has(id) && at < threadExistsAt) allowedUrls.add(entry.url);
     else out.failedRequests.push(entry);
   }
   for (const item of heldConsole) {
@@ -221,9 +223,9 @@ try {
       return res.request().method() === 'POST' && u.pathname.startsWith(`/api/agents/${input.agentId}/`)
         && /\/(stream|generate|send-message|network|stream-legacy|generate-legacy)$/.test(u.pathname);
     });
-    firstSendAt = Math.min(firstSendAt, Date.now());
     await composer.press('Enter');
     chatResponse = await chatPost;
+    threadExistsAt = Math.min(threadExistsAt, Date.now());
     return { repliesBefore: before, chatRoute: new URL(chatResponse.url()).pathname, status: chatResponse.status() };
   });
 
