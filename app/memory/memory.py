@@ -30,6 +30,7 @@ from app.om.engine import ObservationalMemory
 from app.om.buffering import Buffering
 from app.om.processor import BufferOnIdle, ObservationalMemoryStep, TokenEstimates
 from app.om.tokens import count_message
+from app.recall.hits import SemanticHit, SemanticSearchUnavailable
 from app.storage.conversations import ConversationStore, Message, Thread, TurnWrites
 from app.storage.om_records import OMRecordStore
 
@@ -261,6 +262,14 @@ class Memory:
         if options.schema is None:  # Markdown: the update replaces the document, nothing to read first
             return await self.update_working_memory(options.apply(None, update), thread, resource_id)
         return await self.store.change_working_memory(lambda current: options.apply(current, update), **place)
+
+    async def semantic_search(self, query: str, *, resource_id: str, thread_id: str | None = None,
+                              top_k: int = 4) -> list[SemanticHit]:
+        """The stored messages nearest to ``query`` by meaning, best first: of the thread, or
+        of every thread of ``resource_id`` when ``thread_id`` is None (the caller has checked
+        that the resource is the caller's). ``SemanticSearchUnavailable`` when this memory has
+        no embedder or the embedder failed."""
+        raise SemanticSearchUnavailable("semantic search is not configured for this memory")
 
     async def first_user_message(self, thread_id: str) -> Message | None:
         messages, _ = await self.store.page_messages(thread_id, per_page=1, direction="ASC", roles=["user"])
