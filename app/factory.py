@@ -46,6 +46,8 @@ from app.api.studio.ui import studio_ui_router
 from app.auth import Authenticator, AuthMiddleware, BearerTokens
 from app.errors import document_errors, install_error_handlers
 from app.llm import LiteLLMClient, LLMClient
+from app.llm.embeddings import Embedder, local_embedder
+from app.recall.service import SemanticIndex
 from app.observability.telemetry import Telemetry
 from app.settings import Settings
 from app.storage.composite import OBSERVABILITY, CompositeStore
@@ -101,6 +103,13 @@ async def warm_up(llm: LLMClient, readiness: Readiness, *, freeze_heap: bool = F
         log.info("models ready in %.1f s", readiness.seconds)
 
 
+async def _embedder(llm: LLMClient, mastra_id: str) -> Embedder:
+    """The embedder of semantic recall: by the model seam when it has one (litellm), else
+    the built-in local model (a scripted test client)."""
+    choose = getattr(llm, "embedder", None)
+    return await choose(mastra_id) if choose is not None else local_embedder()
+
+
 def storage_for(role: str, settings: Settings) -> CompositeStore:
     """The stores of one process, from the settings (storage itself never reads settings)."""
     return CompositeStore.for_role(role, default_db_url=settings.default_db_url,
@@ -150,12 +159,16 @@ def create_app(
         if role == "studio" and settings.trace_retention_days:
             chores.append(asyncio.create_task(_retention(storage, settings.trace_retention_days)))
         await background.start()
+        if semantic_index is not None:
+            await semantic_index.start()  # resolves the embedder and backfills in the background
         try:
             yield
         finally:
             for task in chores:
                 task.cancel()
             await background.drain()  # before the stores close: its jobs write to them
+            if semantic_index is not None:
+                await semantic_index.stop()
             await signals.close()
             if telemetry is not None:  # flush before the stores close: the studio writes its own spans
                 await anyio.to_thread.run_sync(telemetry.shutdown)
@@ -163,14 +176,21 @@ def create_app(
 
     background = BackgroundWork()
     registry = AgentRegistry(agents, conversations, settings.working_memory_agents,
-                             background, settings.observational_memory)  # calls each memory factory once
+                             background, settings.observational_memory,
+                             settings.semantic_recall_agents)  # calls each memory factory once
+    semantic_index = None
+    if registry.memories_using_vectors():
+        semantic_index = SemanticIndex(storage.default, partial(_embedder, llm, settings.embedder))
+        for memory_of_agent in registry.memories_using_vectors():
+            memory_of_agent.semantic_index = semantic_index
     runner = TurnRunner(llm, agents=registry)
     signals = ThreadHub()
     readiness = Readiness()
     # What every handler gets, through app.api.deps.
     services = Services(role=role, settings=settings, storage=storage, conversations=conversations,
                         agents=registry, runner=runner, signals=signals, auth_enabled=authenticator is not None,
-                        readiness=readiness, background=background, worker=worker or WorkerSlot())
+                        readiness=readiness, background=background, worker=worker or WorkerSlot(),
+                        semantic_index=semantic_index)
 
     app = FastAPI(title=f"dev-server {role}", version=__version__, lifespan=lifespan,
                   docs_url="/docs", redoc_url=None, openapi_url="/openapi.json")

@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app import paths
 from app.om.config import observational_memory_options
+from app.recall.options import semantic_recall_options
 
 ENV_PREFIX = "DEV_SERVER_"
 # Variables model providers are configured with (read by litellm and its SDKs): keys, base
@@ -135,6 +136,43 @@ class Settings(BaseSettings):
             if not agent or scope not in ("", "thread", "resource"):
                 raise ValueError(f"{item!r} is not <agent id> or <agent id>:thread|resource")
         return ",".join(items)
+
+    semantic_recall: str | None = Field(
+        None, description="Agents whose memory has semantic recall (off by default): comma-separated agent ids,"
+        " each optionally with :thread or :resource (the default), e.g. chat-agent,docs-agent:thread")
+    semantic_recall_options: dict[str, Any] | None = Field(
+        None, description="Mastra's semanticRecall options as a JSON object, for every agent of"
+        " DEV_SERVER_SEMANTIC_RECALL, e.g. {\"topK\": 6, \"messageRange\": {\"before\": 1, \"after\": 2}}")
+    embedder: str = Field(
+        "openai/text-embedding-3-small", description="Embedding model (Mastra id) of semantic recall; without its"
+        " provider's key the built-in local embedder (all-MiniLM-L6-v2 on the CPU) embeds instead")
+
+    @field_validator("semantic_recall")
+    @classmethod
+    def _semantic_recall_items(cls, value: str | None) -> str | None:
+        return cls._working_memory_items(value)
+
+    @model_validator(mode="after")
+    def _semantic_recall_options_are_valid(self) -> "Settings":
+        if self.semantic_recall_options is not None:
+            try:
+                semantic_recall_options(self.semantic_recall_options)
+            except ValueError as exc:
+                raise ValueError(f"DEV_SERVER_SEMANTIC_RECALL_OPTIONS: {exc}") from None
+        return self
+
+    @property
+    def semantic_recall_agents(self) -> dict[str, dict[str, Any]]:
+        """Agent id -> its ``semanticRecall`` options object, from ``semantic_recall``."""
+        found = {}
+        for item in (self.semantic_recall or "").split(","):
+            if item:
+                agent, _, scope = item.partition(":")
+                options = dict(self.semantic_recall_options or {})
+                if scope:
+                    options["scope"] = scope
+                found[agent] = options
+        return found
 
     # Observational Memory of the agents that have it (chat-agent): app.om.config's options.
     om_enabled: bool = Field(True, description="Observational Memory on chat-agent (false: its last-messages window only)")

@@ -56,6 +56,7 @@ class StepContext:
     index: int = 0
     system: list[dict[str, Any]] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)  # model messages of the thread
+    window: list[Message] = field(default_factory=list)  # the stored messages ``history`` was built from
     progress: list[dict[str, Any]] = field(default_factory=list)  # this turn's tool rounds so far
     tools: dict[str, Tool] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)  # processors' per-turn scratch, by name
@@ -83,7 +84,7 @@ class StepContext:
         whole window would wait for the cyclic garbage collector (full collections of 100+ ms
         on a long thread, measured) instead of being freed at once."""
         self.live = False
-        self.system, self.history, self.progress, self.emitted = [], [], [], []
+        self.system, self.history, self.progress, self.emitted, self.window = [], [], [], [], []
         self.state.clear()
         self.tools = {}
         self.open_span = no_span

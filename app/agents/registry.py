@@ -41,11 +41,13 @@ class AgentRegistry:
     def __init__(self, definitions: Iterable[AgentDefinition], conversations: ConversationStore,
                  working_memory: Mapping[str, str] | None = None,
                  background: BackgroundWork | None = None,
-                 observational_memory: Mapping[str, Any] | Literal[False] | None = None) -> None:
+                 observational_memory: Mapping[str, Any] | Literal[False] | None = None,
+                 semantic_recall: Mapping[str, Any] | None = None) -> None:
         """``working_memory``: agent id -> scope, agents whose memory gets working memory on;
         ``background``: the process's background work, given to each memory;
         ``observational_memory``: the ``DEV_SERVER_OM_*`` settings (Mastra's options object, or
-        False), applied to the agents whose definition turns Observational Memory on."""
+        False), applied to the agents whose definition turns Observational Memory on;
+        ``semantic_recall``: agent id -> ``semanticRecall`` options (``DEV_SERVER_SEMANTIC_RECALL``)."""
         self._agents: dict[str, RegisteredAgent] = {}
         for definition in definitions:
             if definition.id in self._agents:
@@ -57,9 +59,17 @@ class AgentRegistry:
                     memory.enable_working_memory(WorkingMemoryOptions(scope=working_memory[definition.id]))
                 if memory.options.om is not None and observational_memory is not None:
                     memory.enable_observational_memory(observational_memory_options(observational_memory))
+                if definition.id in (semantic_recall or {}):
+                    memory.enable_semantic_recall(semantic_recall[definition.id] or True)
             self._agents[definition.id] = RegisteredAgent(definition, memory)
-        for agent_id in sorted(set(working_memory or ()) - {a.id for a in self._agents.values() if a.memory}):
+        with_memory = {a.id for a in self._agents.values() if a.memory}
+        for agent_id in sorted(set(working_memory or ()) - with_memory):
             log.warning("working memory asked for %r, which is not an agent with memory: ignored", agent_id)
+        for agent_id in sorted(set(semantic_recall or ()) - with_memory):
+            log.warning("semantic recall asked for %r, which is not an agent with memory: ignored", agent_id)
+
+    def memories_using_vectors(self) -> list[Memory]:
+        return [a.memory for a in self._agents.values() if a.memory is not None and a.memory.uses_vectors]
 
     def get(self, agent_id: str) -> RegisteredAgent | None:
         return self._agents.get(agent_id)

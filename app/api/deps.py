@@ -71,6 +71,7 @@ class Services:
     readiness: Readiness = field(default_factory=Readiness)  # the model warm-up, for /health
     background: BackgroundWork = field(default_factory=BackgroundWork)  # started and drained by the lifespan
     worker: WorkerSlot = field(default_factory=WorkerSlot)  # which of the gateway's processes this is
+    semantic_index: Any = None  # app.recall.service.SemanticIndex when an agent searches by meaning
     turns: TurnStarter = field(init=False)  # the one way a turn starts (app.agents.turns)
 
     def __post_init__(self) -> None:

@@ -5,7 +5,9 @@ up in the background (litellm's import takes 3-10 s; a chat sent meanwhile waits
 ``"ok"`` once a chat is answered at once (also after a failed warm-up: then the first chat
 tries again), ``"unavailable"`` when the conversation store is not open. ``make dev``'s
 banner and ``python -m app health`` (the Docker HEALTHCHECK) wait for ``"ok"``. ``background``
-counts the process's background jobs (``app.background``: queued, running, failed, dropped).
+counts the process's background jobs (``app.background``: queued, running, failed, dropped);
+``semanticRecall`` names the embedder in use and the index's vectors, backlog (a backfill's
+progress) and failures.
 Everything here is the answering process's own: with ``DEV_SERVER_WORKERS`` above one, the
 gateway's ``worker`` says which one answered (``pid``, ``index`` of ``count``); the studio's
 says it is always one process.
@@ -38,7 +40,19 @@ async def health(services: ServicesDep) -> dict[str, Any]:
         "telemetry": services.telemetry.stats() if services.telemetry else None,
         "background": services.background.stats(),
         "worker": services.worker.report(services.role),
+        "semanticRecall": await _recall(services),
     }
+
+
+async def _recall(services: Any) -> dict[str, Any]:
+    """The embedder in use, the index's size and backlog, the failures counted (provider down)."""
+    index = services.semantic_index
+    if index is None:
+        return {"enabled": False, "embedder": None}
+    try:
+        return {"enabled": True, **await index.health()}
+    except Exception as exc:  # the store is closing or busy: /health still answers
+        return {"enabled": True, "error": f"{type(exc).__name__}: {exc}"}
 
 
 def _models(llm: Any) -> dict[str, Any]:

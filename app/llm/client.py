@@ -41,6 +41,7 @@ from contextlib import aclosing
 from typing import Any, Protocol, TypeVar
 
 from app.llm.content import fit_to_model
+from app.llm.embeddings import DEFAULT_EMBEDDER, Embedder, ProviderEmbedder, local_embedder
 from app.llm.errors import ModelProviderError, translate
 from app.llm.models import ModelResolver
 from app.llm.offline import ensure_litellm, litellm_ready
@@ -125,6 +126,23 @@ class LiteLLMClient:
         """Where ``mastra_id`` goes. ValueError for a malformed id or an unknown provider;
         ``ModelProviderError`` (503 ``not_configured``) when it cannot be called."""
         return (await self.resolver()).resolve(mastra_id)
+
+    async def embedder(self, mastra_id: str) -> Embedder:
+        """Who embeds for ``mastra_id`` (``app.llm.embeddings``): its provider through litellm
+        when configured, else the built-in local embedder (with the fallback off, a 503)."""
+        resolver = await self.resolver()
+        try:
+            resolved = resolver.resolve(mastra_id)
+        except ValueError as exc:
+            raise ModelProviderError(400, "bad_request", str(exc)) from exc
+        if resolved.is_local:
+            return local_embedder()
+        return ProviderEmbedder(resolved, await ensure_litellm(), resolver.call_kwargs(resolved),
+                                timeout_s=self._timeout_s, retries=self._retries)
+
+    async def embed(self, texts: list[str], mastra_id: str = DEFAULT_EMBEDDER) -> Any:
+        """One unit vector per text (a float32 matrix), by ``mastra_id``'s embedder."""
+        return await (await self.embedder(mastra_id)).embed(texts)
 
     def status(self) -> dict[str, Any]:
         """``/health``'s ``models``: whether the warm-up has run (litellm imported, the

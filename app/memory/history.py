@@ -28,4 +28,5 @@ class HistoryWindow:
             return
         window = await self.memory.window(step.thread.id, step.input_count)
         step.history = repair_value(to_model_messages(window))
+        step.window = window
         step.state[self.name] = {"messages": len(window)}

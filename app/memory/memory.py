@@ -17,6 +17,7 @@ the reply being replaced, is deleted. All of that is one transaction (``record_t
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 from app.errors import invalid
@@ -31,12 +32,15 @@ from app.om.buffering import Buffering
 from app.om.processor import BufferOnIdle, ObservationalMemoryStep, TokenEstimates
 from app.om.tokens import count_message
 from app.recall.hits import SemanticHit, SemanticSearchUnavailable
+from app.recall.options import SemanticRecallOptions, semantic_recall_options
+from app.recall.processor import SemanticRecallStep
 from app.storage.conversations import ConversationStore, Message, Thread, TurnWrites
 from app.storage.om_records import OMRecordStore
 
 if TYPE_CHECKING:
     from app.agents.processors import InputProcessor, OutputProcessor
     from app.background import BackgroundWork
+    from app.recall.service import SemanticIndex
 
 
 class WorkingMemoryOff(Exception):
@@ -50,7 +54,8 @@ class ThreadNotOwned(Exception):
 @dataclass(frozen=True)
 class MemoryOptions:
     last_messages: int | Literal[False] = 10
-    semantic_recall: bool = False
+    # True, False, Mastra's options object (a dict) or SemanticRecallOptions; checked here
+    semantic_recall: Any = False
     working_memory: WorkingMemoryOptions | Literal[False] = False
     generate_title: bool = False
     # True, False, Mastra's options object (a dict) or ObservationalMemoryOptions; checked here
@@ -60,11 +65,17 @@ class MemoryOptions:
         if self.working_memory is not False and not isinstance(self.working_memory, WorkingMemoryOptions):
             raise TypeError("working_memory is False or a WorkingMemoryOptions")
         object.__setattr__(self, "_om", observational_memory_options(self.observational_memory))
+        object.__setattr__(self, "_recall", semantic_recall_options(self.semantic_recall))
 
     @property
     def om(self) -> ObservationalMemoryOptions | None:
         """Observational Memory's resolved options when it is on, else None."""
         return self._om  # type: ignore[attr-defined]
+
+    @property
+    def recall(self) -> SemanticRecallOptions | None:
+        """Semantic recall's resolved options when it is on, else None."""
+        return self._recall  # type: ignore[attr-defined]
 
     @property
     def working(self) -> WorkingMemoryOptions | None:
@@ -80,7 +91,8 @@ class MemoryOptions:
 
     def describe(self) -> dict[str, Any]:
         """The config as Mastra's ``GET /memory/config`` reports it."""
-        return {"lastMessages": self.last_messages, "semanticRecall": self.semantic_recall,
+        return {"lastMessages": self.last_messages,
+                "semanticRecall": self.recall.describe() if self.recall else False,
                 "generateTitle": self.generate_title,
                 "workingMemory": self.working.describe() if self.working else {"enabled": False},
                 "observationalMemory": describe_om(self.om)}
@@ -95,6 +107,7 @@ class Memory:
         self.background: BackgroundWork | None = None
         self._om_engine: ObservationalMemory | None = None
         self._om_buffering: Buffering | None = None  # the engine's background observer and reflector
+        self.semantic_index: SemanticIndex | None = None  # the process's vector search, when this memory uses it
 
     def attach(self, store: ConversationStore, agent_id: str | None = None,
                agent_resource: str | None = None, background: BackgroundWork | None = None) -> None:
@@ -174,6 +187,7 @@ class Memory:
             return TurnWrites(replace, [m for m in accepted if m.role == "user" and m.id not in here])
 
         _, stored_ids = await self.store.record_turn(thread, incoming, plan)
+        self.saved()
         return stored_ids
 
     async def window(self, thread_id: str, input_count: int = 1) -> list[Message]:
@@ -186,6 +200,8 @@ class Memory:
         om = self.observational_memory()
         processors: list[InputProcessor] = [
             ObservationalMemoryStep(self, om, self._om_buffering) if om else HistoryWindow(self)]
+        if self.options.recall is not None:
+            processors.append(SemanticRecallStep(self, self.options.recall))
         if self.options.working is not None:
             processors.append(WorkingMemory(self, self.options.working))
         return processors
@@ -213,6 +229,21 @@ class Memory:
     def enable_observational_memory(self, options: ObservationalMemoryOptions | None) -> None:
         """Turn OM on with ``options`` (the ``DEV_SERVER_OM_*`` settings), or off with None."""
         self.options = replace(self.options, observational_memory=options or False)
+
+    def enable_semantic_recall(self, options: Any = True) -> None:
+        """Turn semantic recall on (``DEV_SERVER_SEMANTIC_RECALL``): True or Mastra's options."""
+        self.options = replace(self.options, semantic_recall=options)
+
+    @property
+    def uses_vectors(self) -> bool:
+        """Whether this memory searches by meaning (semantic recall, or OM retrieval with vectors)."""
+        retrieval = getattr(self.options.om, "retrieval", None)
+        return self.options.recall is not None or bool(getattr(retrieval, "vector", False))
+
+    def saved(self) -> None:
+        """Messages were written: the indexer (if any) embeds them soon, not at its next poll."""
+        if self.semantic_index is not None:
+            self.semantic_index.saved()
 
     def enable_working_memory(self, options: WorkingMemoryOptions | None = None) -> None:
         """Turn working memory on (``DEV_SERVER_WORKING_MEMORY``), unless already configured."""
@@ -264,12 +295,16 @@ class Memory:
         return await self.store.change_working_memory(lambda current: options.apply(current, update), **place)
 
     async def semantic_search(self, query: str, *, resource_id: str, thread_id: str | None = None,
-                              top_k: int = 4) -> list[SemanticHit]:
+                              top_k: int = 4, exclude_ids: Iterable[str] = (),
+                              threshold: float | None = None) -> list[SemanticHit]:
         """The stored messages nearest to ``query`` by meaning, best first: of the thread, or
         of every thread of ``resource_id`` when ``thread_id`` is None (the caller has checked
-        that the resource is the caller's). ``SemanticSearchUnavailable`` when this memory has
-        no embedder or the embedder failed."""
-        raise SemanticSearchUnavailable("semantic search is not configured for this memory")
+        that the resource is the caller's), without ``exclude_ids``. ``SemanticSearchUnavailable``
+        when this memory has no vector search or the embedder failed."""
+        if self.semantic_index is None:
+            raise SemanticSearchUnavailable("semantic search is not configured for this memory")
+        return await self.semantic_index.search(query, resource_id=resource_id, thread_id=thread_id, top_k=top_k,
+                                                exclude_ids=exclude_ids, threshold=threshold)
 
     async def first_user_message(self, thread_id: str) -> Message | None:
         messages, _ = await self.store.page_messages(thread_id, per_page=1, direction="ASC", roles=["user"])
@@ -284,6 +319,7 @@ class Memory:
     async def save_reply(self, thread: Thread, reply: Message) -> None:
         reply.resource_id = thread.resource_id
         await self.store.append_messages(thread.id, [reply])
+        self.saved()
 
     async def upsert_reply(self, thread: Thread, reply: Message) -> None:
         """Store the reply, or overwrite the copy of it already stored under the same id:
@@ -292,3 +328,4 @@ class Memory:
         reply.resource_id = thread.resource_id
         if not await self.store.append_messages(thread.id, [reply]):
             await self.store.replace_message(reply)
+        self.saved()

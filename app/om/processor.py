@@ -106,6 +106,7 @@ class ObservationalMemoryStep:
             view = await self._first_step(step)
             step.state[self.name] = view
             step.history = self._history(view)  # stored messages are read repaired (conversations._loads)
+            step.window = view.messages
             view.system = [{"role": "system", "content": text} for text in observation_messages(
                 view.record.active_observations, datetime.now().astimezone().date(),
                 view.hints.get("currentTask"), view.hints.get("suggestedResponse"), view.others)]

@@ -11,6 +11,7 @@ from app.storage.conversations import Message
 class SemanticHit:
     message: Message
     score: float  # cosine similarity, -1..1 (1 = same direction)
+    thread_title: str = ""
 
 
 class SemanticSearchUnavailable(Exception):

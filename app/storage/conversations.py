@@ -83,6 +83,9 @@ def _message(row: Any) -> Message:
                    row["type"], row["seq"], hash(raw))
 
 
+message_from_row = _message  # for the other readers of the messages table (the vector index)
+
+
 def _loads(raw: str) -> Any:
     """orjson (three times json's speed: a turn decodes its whole unobserved window), or
     json for what orjson refuses (lone surrogates, repaired here). Either way what is read

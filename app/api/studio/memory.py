@@ -17,6 +17,7 @@ from fastapi import APIRouter, Body
 from app.api.deps import ConversationsDep, ForcedResource, MastraQuery
 from app.api.studio.access import OptionalAgent, QueryAgent, Scope, ScopeDep, effective_resource, scope_for
 from app.api.studio.agent_input import fold_tool_results, message_parts
+from app.api.studio.memory_search import semantic_results
 from app.api.studio.memory_bodies import (CloneBody, CreateThreadBody, DeleteMessagesBody, PatchThreadBody,
                                           SaveMessagesBody, SavedMessage, StoredContent, TransferBody,
                                           WorkingMemoryBody)
@@ -24,6 +25,7 @@ from app.api.studio.query import Query, order_by
 from app.clock import parse_iso, spaced_iso, to_iso
 from app.memory.convert import flat_text
 from app.memory.working_document import WorkingMemoryInvalid
+from app.recall.hits import SemanticSearchUnavailable
 from app.errors import BadRequest, NotFound, invalid
 from app.storage.conversations import (ConversationStore, Message, MessageNotVisible, Thread, ThreadExists,
                                        ThreadNotVisible)
@@ -312,7 +314,9 @@ async def update_working_memory(thread_id: str, agent: QueryAgent, body: Working
 
 
 @router.get("/search")
-async def search(query: MastraQuery, scope: ScopeDep, store: ConversationsDep) -> dict[str, Any]:
+async def search(query: MastraQuery, scope: ScopeDep, store: ConversationsDep, agent: OptionalAgent) -> dict[str, Any]:
+    """Mastra's memory search: by meaning (the vector index) when the agent has semantic
+    recall and its embedder answers, else by keyword (the FTS index); ``searchType`` says which."""
     agent_id, text = query.str("agentId"), query.str("searchQuery")
     if not agent_id:
         raise invalid("query", "agentId", "agentId is required")
@@ -322,9 +326,16 @@ async def search(query: MastraQuery, scope: ScopeDep, store: ConversationsDep) -
         raise invalid("query", "resourceId", "resourceId is required")
     thread_id = query.str("threadId")
     limit = query.int("limit", 20, minimum=1, maximum=100)
+    searched = {"query": text, "searchScope": "thread" if thread_id else "resource"}
+    memory = agent.memory if agent is not None else None
+    if memory is not None and memory.options.recall is not None:
+        try:
+            results = await semantic_results(memory, text, scope, thread_id, limit)
+            return {"results": results, "count": len(results), **searched, "searchType": "semantic"}
+        except SemanticSearchUnavailable:
+            pass  # the embedder is down or starting: the keyword index answers
     hits = await store.search_messages(text, resource_id=scope.resource, agent_alias=scope.alias,
                                        thread_id=thread_id, limit=limit)
     results = [{"id": m.id, "role": m.role, "content": m.content.get("content", ""), "createdAt": m.created_at,
                 "threadId": m.thread_id, "threadTitle": title} for m, title in hits]
-    return {"results": results, "count": len(results), "query": text,
-            "searchScope": "thread" if thread_id else "resource", "searchType": "text"}
+    return {"results": results, "count": len(results), **searched, "searchType": "text"}

@@ -114,6 +114,9 @@ async def config(agent: OptionalAgent, runner: RunnerDep) -> dict[str, Any]:
     if agent is None or agent.memory is None:
         return {"config": None}
     described = agent.memory.options.describe()
+    index = agent.memory.semantic_index
+    if index is not None:  # the embedder in use (null while it is still being resolved)
+        described["embedder"] = index.describe()
     om = agent.memory.options.om
     if om is not None:
         llm = runner.llm

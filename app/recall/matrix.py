@@ -1,0 +1,146 @@
+"""A process's in-memory copy of a resource's vectors, kept current incrementally.
+
+Scoring is one matrix-vector product over every vector of the resource (an exact scan:
+recall@k is 1.0 by construction). Reading 100k vectors out of SQLite takes far longer
+than scoring them, so each process keeps the matrix of the resources it searched and, per
+query, reads only what changed since: vectors with a newer id are appended, and tombstones
+newer than the last one seen mark deleted vectors dead (they are compacted away once a
+quarter of the rows are dead). Both reads are index range scans of a few rows. Copies are
+evicted least-recently-used past ``max_bytes``.
+
+A thread-scoped query uses its resource's matrix with a mask of the thread's rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app.recall.index import VectorIndex, VectorRow
+
+DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+
+
+@dataclass
+class _Copy:
+    dimensions: int
+    vector_id: int = 0  # newest vector id read
+    tombstone_id: int = 0  # newest tombstone read
+    size: int = 0
+    matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    seqs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    threads: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    alive: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    thread_codes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def nbytes(self) -> int:
+        return self.matrix.nbytes + self.ids.nbytes * 2 + self.threads.nbytes + self.alive.nbytes
+
+    def append(self, rows: list[VectorRow]) -> None:
+        usable = [r for r in rows if r.vector is not None and len(r.vector) == self.dimensions * 4]
+        if not usable:
+            return
+        need = self.size + len(usable)
+        if need > len(self.ids):
+            capacity = max(need, 2 * len(self.ids), 1024)
+            self.matrix = _grow(self.matrix, (capacity, self.dimensions), self.size)
+            self.ids, self.seqs = _grow(self.ids, (capacity,), self.size), _grow(self.seqs, (capacity,), self.size)
+            self.threads, self.alive = _grow(self.threads, (capacity,), self.size), _grow(self.alive, (capacity,), self.size)
+        end = self.size + len(usable)
+        self.matrix[self.size:end] = np.frombuffer(b"".join(r.vector for r in usable), dtype="<f4").reshape(
+            len(usable), self.dimensions)
+        self.ids[self.size:end] = [r.id for r in usable]
+        self.seqs[self.size:end] = [r.seq for r in usable]
+        self.threads[self.size:end] = [self.thread_codes.setdefault(r.thread_id, len(self.thread_codes))
+                                       for r in usable]
+        self.alive[self.size:end] = True
+        self.size = end
+
+    def bury(self, vector_ids: list[int]) -> None:
+        if vector_ids and self.size:
+            self.alive[:self.size] &= ~np.isin(self.ids[:self.size], np.asarray(vector_ids, dtype=np.int64))
+            dead = self.size - int(self.alive[:self.size].sum())
+            if dead * 4 > self.size:
+                keep = np.flatnonzero(self.alive[:self.size])
+                self.matrix = self.matrix[keep].copy()
+                self.ids, self.seqs, self.threads = self.ids[keep], self.seqs[keep], self.threads[keep]
+                self.alive = np.ones(len(keep), dtype=bool)
+                self.size = len(keep)
+
+    def top(self, query: np.ndarray, k: int, thread_id: str | None,
+            exclude: set[int]) -> list[tuple[int, float]]:
+        """Best ``k`` messages (seq, score), a message scored by its best piece."""
+        if not self.size:
+            return []
+        live = self.alive[:self.size].copy()
+        if thread_id is not None:
+            code = self.thread_codes.get(thread_id)
+            if code is None:
+                return []
+            live &= self.threads[:self.size] == code
+        scores = self.matrix[:self.size] @ query
+        scores[~live] = -np.inf
+        if exclude:
+            scores[np.isin(self.seqs[:self.size], np.fromiter(exclude, dtype=np.int64))] = -np.inf
+        wanted = min(self.size, k * 4 + 8)  # pieces of one message may crowd the top
+        best = np.argpartition(-scores, wanted - 1)[:wanted] if wanted < self.size else np.arange(self.size)
+        best = best[np.argsort(-scores[best], kind="stable")]
+        found: dict[int, float] = {}
+        for row in best:
+            if scores[row] == -np.inf or len(found) == k:
+                break
+            found.setdefault(int(self.seqs[row]), float(scores[row]))
+        return list(found.items())
+
+
+def _grow(array: np.ndarray, shape: tuple[int, ...], used: int) -> np.ndarray:
+    grown = np.zeros(shape, dtype=array.dtype)
+    if used:
+        grown[:used] = array[:used]
+    return grown
+
+
+class VectorCache:
+    def __init__(self, index: VectorIndex, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.index = index
+        self.max_bytes = max_bytes
+        self._copies: OrderedDict[tuple[str, str], _Copy] = OrderedDict()
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    async def search(self, model: str, dimensions: int, resource_id: str, query: np.ndarray, k: int, *,
+                     thread_id: str | None = None, exclude: set[int] | None = None) -> list[tuple[int, float]]:
+        key = (model, resource_id)
+        async with self._locks.setdefault(key, asyncio.Lock()):
+            copy = await self._current(key, dimensions)
+            return copy.top(np.asarray(query, dtype=np.float32), k, thread_id, exclude or set())
+
+    async def _current(self, key: tuple[str, str], dimensions: int) -> _Copy:
+        model, resource_id = key
+        newest_vector, newest_tombstone, oldest_tombstone = await self.index.positions()
+        copy = self._copies.get(key)
+        if copy is not None and (copy.dimensions != dimensions or copy.tombstone_id < oldest_tombstone - 1):
+            copy = None  # tombstones it has not seen were pruned meanwhile: start over
+        if copy is None:
+            copy = _Copy(dimensions, tombstone_id=newest_tombstone)
+            self._copies[key] = copy
+        if newest_tombstone > copy.tombstone_id:
+            tombstones = await self.index.tombstones_after(copy.tombstone_id)
+            copy.bury([vector_id for _, vector_id in tombstones])
+            copy.tombstone_id = max([newest_tombstone, *(t for t, _ in tombstones)])
+        if newest_vector > copy.vector_id:
+            rows = await self.index.rows_after(model, resource_id, copy.vector_id)
+            copy.append(rows)
+            copy.vector_id = max([newest_vector, *(r.id for r in rows)])
+        self._copies.move_to_end(key)
+        self._evict()
+        return copy
+
+    def _evict(self) -> None:
+        while len(self._copies) > 1 and sum(c.nbytes for c in self._copies.values()) > self.max_bytes:
+            key, _ = self._copies.popitem(last=False)
+            self._locks.pop(key, None)
