@@ -180,7 +180,8 @@ def create_app(
                              settings.semantic_recall_agents)  # calls each memory factory once
     semantic_index = None
     if registry.memories_using_vectors():
-        semantic_index = SemanticIndex(storage.default, partial(_embedder, llm, settings.embedder))
+        semantic_index = SemanticIndex(storage.default, partial(_embedder, llm, settings.embedder),
+                                       requested=settings.embedder)
         for memory_of_agent in registry.memories_using_vectors():
             memory_of_agent.semantic_index = semantic_index
     runner = TurnRunner(llm, agents=registry)

@@ -16,6 +16,10 @@ so the same server serves direct ``LiteLLMClient`` calls and turns through a rea
     no_usage         a normal stream without the usage chunk
     status=NNN       an OpenAI-shaped error body with HTTP status NNN (401, 429, 500, ...)
 
+``POST /v1/embeddings`` answers like OpenAI's embeddings API with a deterministic 8-number
+vector per input (its words hashed into buckets, so equal texts get equal vectors); while
+``embeddings_down`` is set it answers 503, a provider outage.
+
 Every request is counted (``FakeProvider.requests``) and its body kept (``bodies``, and
 ``last_body``), so tests can assert how many attempts were made and what content reached
 the provider.
@@ -68,6 +72,9 @@ class FakeProvider:
         self.bodies: list[dict[str, Any]] = []
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self._completions)
+        self.app.post("/v1/embeddings")(self._embeddings)
+        self.embeddings_down = False
+        self.embedding_inputs: list[str] = []
         self._server: LiveApp | None = None
 
     def turn_bodies(self) -> list[dict[str, Any]]:
@@ -91,6 +98,22 @@ class FakeProvider:
     def __exit__(self, *exc: object) -> None:
         assert self._server is not None
         self._server.__exit__(*exc)
+
+    async def _embeddings(self, request: Request) -> Response:
+        body = await request.json()
+        if self.embeddings_down:
+            return JSONResponse({"error": {"message": "embeddings are down", "type": "fake_error", "code": "503"}},
+                                status_code=503)
+        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        self.embedding_inputs += inputs
+        data = []
+        for index, text in enumerate(inputs):
+            vector = [0.0] * 8
+            for word in re.findall(r"[a-z]+", text.lower()):
+                vector[sum(map(ord, word)) % 8] += 1.0
+            data.append({"object": "embedding", "index": index, "embedding": vector})
+        return JSONResponse({"object": "list", "data": data, "model": body.get("model", "fake"),
+                             "usage": {"prompt_tokens": len(inputs), "total_tokens": len(inputs)}})
 
     async def _completions(self, request: Request) -> Response:
         self.requests += 1

@@ -65,7 +65,7 @@ class ProviderEmbedder:
         self.id = resolved.mastra_id
         self.answered_by = resolved.litellm_model
         self._litellm = litellm
-        self._kwargs = {**credentials, "timeout": timeout_s, **(extra_kwargs or {})}
+        self._kwargs = {**credentials, "timeout": timeout_s, "max_retries": 0, **(extra_kwargs or {})}
         self._retries = retries
         self._dimensions: int | None = None
 
@@ -76,7 +76,8 @@ class ProviderEmbedder:
 
     @property
     def key(self) -> str:
-        return f"{self.answered_by}:{self._dimensions or '?'}"
+        """The model alone: known before the first call, and a configured model has one size."""
+        return self.answered_by
 
     async def embed(self, texts: list[str]) -> np.ndarray:
         parts = [await self._call(texts[start:start + PROVIDER_BATCH])

@@ -39,8 +39,9 @@ class SemanticIndex:
     embedder in the background (that may import litellm), so start-up does not wait."""
 
     def __init__(self, db: LibSQLStore, embedder: Embedder | Callable[[], Awaitable[Embedder]], *,
-                 poll_s: float = POLL_S) -> None:
+                 poll_s: float = POLL_S, requested: str | None = None) -> None:
         self.db = db
+        self.requested = requested  # the configured Mastra id (the local embedder may stand in for it)
         self._factory = embedder if callable(embedder) and not hasattr(embedder, "embed") else None
         self.embedder: Embedder | None = None if self._factory is not None else embedder  # type: ignore[assignment]
         self.poll_s = poll_s
@@ -121,7 +122,10 @@ class SemanticIndex:
         return [SemanticHit(messages[seq][0], score, messages[seq][1]) for seq, score in found if seq in messages]
 
     def describe(self) -> dict[str, Any] | None:
-        return describe(self.embedder)
+        described = describe(self.embedder)
+        if described is not None and self.requested:
+            described["model"] = self.requested
+        return described
 
     async def health(self) -> dict[str, Any]:
         index = await self.indexer.stats() if self.indexer is not None else {"running": False}

@@ -1,0 +1,229 @@
+"""Semantic recall (issue 13) through a live gateway: real uvicorn, real SQLite files, the
+real local embedder (all-MiniLM-L6-v2 on onnxruntime) and the local model, whose answers
+show what memory fed it; the last turn of a recall goes through the real ``ai`` package."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.factory import create_app
+from app.settings import Settings
+from tests.support import LiveApp, user_message
+from tests.test_om_gateway import reply_text, turn
+
+FACT = "My name is Ada Lovelace and I live in London."
+
+
+@contextmanager
+def gateway(data: Path, role: str = "gateway", **settings: Any) -> Iterator[LiveApp]:
+    options = {"telemetry": False, "om_enabled": False, "semantic_recall": "chat-agent", **settings}
+    with LiveApp(create_app(role, Settings(data_dir=data, **options))) as server:
+        yield server
+
+
+def chat(server: LiveApp, thread: str, message_id: str, text: str, token: str | None = None) -> str:
+    """One turn over plain HTTP (the seeding turns); returns the reply's text."""
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    body = {"id": thread, "conversationId": thread, "messages": [user_message(message_id, text)],
+            "trigger": "submit-message"}
+    response = httpx.post(f"{server.url}/api/chat", json=body, headers=headers, timeout=60)
+    assert response.status_code == 200, response.text
+    events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
+    return "".join(e.get("delta", "") for e in events if e.get("type") == "text-delta")
+
+
+def recall_health(server: LiveApp) -> dict[str, Any]:
+    return httpx.get(f"{server.url}/health", timeout=10).json()["semanticRecall"]
+
+
+def indexed(server: LiveApp, at_least: int = 1, timeout: float = 60.0) -> dict[str, Any]:
+    """``/health``'s recall report once the queue is empty and ``at_least`` vectors exist."""
+    deadline = time.monotonic() + timeout
+    while True:
+        health = recall_health(server)
+        index = health.get("index", {})
+        if health.get("ready") and index.get("backlog") == 0 and index.get("vectors", 0) >= at_least:
+            return health
+        assert time.monotonic() < deadline, f"the index did not catch up: {health}"
+        time.sleep(0.1)
+
+
+def filler(i: int) -> str:
+    return f"Gardening note {i}: tomatoes want full sun, deep watering and a stake by midsummer."
+
+
+def test_a_fact_200_messages_back_is_recalled_and_the_reply_shows_it(tmp_path: Path) -> None:
+    with gateway(tmp_path) as server:
+        chat(server, "long", "m0", FACT)
+        for i in range(1, 100):
+            chat(server, "long", f"m{i}", filler(i))
+        health = indexed(server, 200)
+        assert health["embedder"]["answeredBy"] == "local/all-MiniLM-L6-v2-int8"
+        assert health["embedder"]["local"] is True and health["embedder"]["dimensions"] == 384
+        result = turn(server, "long", "ask", "What is my name?")  # the real `ai` client
+        assert "Your name is Ada Lovelace" in reply_text(result)
+    with gateway(tmp_path, semantic_recall=None) as server:  # the same question without recall
+        result = turn(server, "long", "ask-again", "What is my name?")
+        assert "Ada" not in reply_text(result)
+
+
+def test_resource_scope_recalls_another_thread_and_thread_scope_does_not(tmp_path: Path) -> None:
+    with gateway(tmp_path) as server:  # resource scope, Mastra's default
+        chat(server, "first", "f1", "My name is Grace Hopper.")
+        for i in range(3):
+            chat(server, "first", f"f-fill-{i}", filler(i))
+        indexed(server, 8)
+        assert "Your name is Grace Hopper" in chat(server, "second", "s1", "What is my name?")
+    with gateway(tmp_path, semantic_recall="chat-agent:thread") as server:
+        indexed(server, 10)
+        assert "Grace" not in chat(server, "third", "t1", "What is my name?")
+        assert "Your name is Grace Hopper" in chat(server, "first", "f-ask", "What is my name?")
+
+
+def test_the_other_threads_excerpts_are_in_mastras_form(tmp_path: Path) -> None:
+    from app.recall.format import other_threads_message
+    from app.storage.conversations import Message
+
+    messages = [Message("a", "t-old", "r", "user", {"content": "My name is Grace Hopper."}, "2026-03-04T15:07:00.000Z"),
+                Message("b", "t-old", "r", "assistant", {"parts": [{"type": "text", "text": "Noted."}]},
+                        "2026-03-05T09:30:00.000Z")]
+    assert other_threads_message(messages, "t-now") == (
+        "The following messages were remembered from a different conversation:\n"
+        "<remembered_from_other_conversation>\n"
+        "\nthe following messages are from 2026, Mar, 4\n"
+        "Message from previous conversation at 3:07 PM: User: My name is Grace Hopper.\n"
+        "\nthe following messages are from 2026, Mar, 5\n"
+        "Message from previous conversation at 9:30 AM: Assistant: Noted.\n"
+        "<end_remembered_from_other_conversation>")
+
+
+def test_recall_never_crosses_the_principals_resource_under_auth(tmp_path: Path) -> None:
+    with gateway(tmp_path, auth_tokens="ta=alice,tb=bob") as server:
+        chat(server, "alice-1", "a1", "My name is Ada Lovelace.", token="ta")
+        chat(server, "bob-1", "b1", "Gardening is my hobby.", token="tb")
+        indexed(server, 4)
+        assert "Your name is Ada Lovelace" in chat(server, "alice-2", "a2", "What is my name?", token="ta")
+        bob = chat(server, "bob-2", "b2", "What is my name?", token="tb")
+        assert "Ada" not in bob and "Lovelace" not in bob
+
+
+def test_enabling_recall_on_an_existing_database_backfills_it(tmp_path: Path) -> None:
+    with gateway(tmp_path, semantic_recall=None) as server:
+        assert recall_health(server) == {"enabled": False, "embedder": None}
+        for i in range(6):
+            chat(server, "old", f"o{i}", filler(i) if i else FACT)
+    with gateway(tmp_path) as server:
+        health = indexed(server, 12)
+        assert health["index"]["backfill"]["queued"] >= 0 and health["index"]["vectors"] == 12
+        assert "Your name is Ada Lovelace" in chat(server, "new", "n1", "What is my name?")
+
+
+def vector_rows(db: Path, message_id: str) -> list[tuple]:
+    return sqlite3.connect(db).execute(
+        "SELECT v.text_hash, v.vector IS NOT NULL FROM message_vectors v JOIN messages m ON m.seq = v.message_seq"
+        " WHERE m.id = ?", (message_id,)).fetchall()
+
+
+def search(server: LiveApp, text: str, resource: str = "ai-chat", limit: int = 1) -> dict[str, Any]:
+    """The Studio's search: with ``limit`` 1, the single nearest message."""
+    response = httpx.get(f"{server.url}/api/memory/search", params={
+        "agentId": "chat-agent", "searchQuery": text, "resourceId": resource, "limit": limit}, timeout=30)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_studio_search_by_meaning_and_edits_and_deletes_keep_the_index_consistent(tmp_path: Path) -> None:
+    db = tmp_path / "dev-server.db"
+    with gateway(tmp_path) as gw:
+        chat(gw, "notes", "n1", FACT)
+        chat(gw, "notes", "n2", filler(1))
+        indexed(gw, 4)
+    with gateway(tmp_path, role="studio") as studio:
+        found = search(studio, "what is the user called?")
+        assert found["searchType"] == "semantic" and "Ada Lovelace" in found["results"][0]["content"]
+        assert {"id", "role", "content", "createdAt", "threadId", "threadTitle"} <= set(found["results"][0])
+        before = vector_rows(db, "n1")
+        edited = {"messages": [{"id": "n1", "threadId": "notes", "resourceId": "ai-chat", "role": "user",
+                                "content": {"format": 2, "parts": [{"type": "text", "text": "I adore kayaking."}],
+                                            "content": "I adore kayaking."}, "createdAt": "2026-01-01T00:00:00.000Z"}],
+                  "agentId": "chat-agent"}
+        assert httpx.post(f"{studio.url}/api/memory/save-messages?agentId=chat-agent", json=edited,
+                          timeout=30).status_code == 200
+        indexed(studio, 4)
+        assert vector_rows(db, "n1") != before
+        assert search(studio, "paddling a boat on a river")["results"][0]["id"] == "n1"
+        deleted = httpx.post(f"{studio.url}/api/memory/messages/delete?agentId=chat-agent",
+                             json={"messageIds": ["n1"]}, timeout=30)
+        assert deleted.status_code == 200
+        assert vector_rows(db, "n1") == []
+        assert "n1" not in [r["id"] for r in search(studio, "paddling a boat on a river")["results"]]
+        config = httpx.get(f"{studio.url}/api/memory/config", params={"agentId": "chat-agent"}).json()["config"]
+        assert config["semanticRecall"] == {"topK": 4, "messageRange": {"before": 1, "after": 1}, "scope": "resource"}
+        assert config["embedder"]["model"] == "openai/text-embedding-3-small"
+        assert config["embedder"]["answeredBy"] == "local/all-MiniLM-L6-v2-int8"
+
+
+def test_a_missing_vector_table_is_rebuilt_from_the_messages(tmp_path: Path) -> None:
+    db = tmp_path / "dev-server.db"
+    with gateway(tmp_path) as server:
+        chat(server, "t", "m1", FACT)
+        indexed(server, 2)
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE message_vectors")
+    with gateway(tmp_path) as server:
+        health = indexed(server, 2)
+        assert health["index"]["backfill"]["rebuilt"] is True
+        assert "Your name is Ada Lovelace" in chat(server, "t2", "m2", "What is my name?")
+    with sqlite3.connect(db) as conn:  # the delete trigger works again on the rebuilt table
+        conn.execute("DELETE FROM messages WHERE id = 'm1'")
+        assert conn.execute("SELECT count(*) FROM message_vectors v JOIN messages m ON m.seq = v.message_seq"
+                            " WHERE m.id = 'm1'").fetchone()[0] == 0
+
+
+def test_settings_name_the_bad_recall_option() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="semanticRecall.topK"):
+        Settings(semantic_recall="chat-agent", semantic_recall_options={"topK": 0})
+    with pytest.raises(ValidationError, match="semanticRecall.messageRange.around"):
+        Settings(semantic_recall_options={"messageRange": {"around": 2}})
+    with pytest.raises(ValidationError, match="thread|resource"):
+        Settings(semantic_recall="chat-agent:everywhere")
+    assert Settings(semantic_recall="chat-agent:thread", semantic_recall_options={"topK": 6}).semantic_recall_agents \
+        == {"chat-agent": {"topK": 6, "scope": "thread"}}
+
+
+def test_a_provider_embedder_that_goes_down_costs_recall_not_turns_and_loses_nothing(start_server: Any) -> None:
+    from tests.fake_provider import FakeProvider
+
+    with FakeProvider() as fake:
+        server = start_server("gateway", env={
+            "OPENAI_API_KEY": "sk-fake", "OPENAI_API_BASE": fake.base_url, "DEV_SERVER_MODEL_RETRIES": "0",
+            "DEV_SERVER_SEMANTIC_RECALL": "chat-agent", "DEV_SERVER_OM_ENABLED": "false",
+            "DEV_SERVER_TELEMETRY": "false"})
+        chat(server, "t", "m1", "Kayaking on the river at dawn.")
+        health = indexed(server, 2)
+        assert health["embedder"] == {"model": "openai/text-embedding-3-small", "local": False,
+                                      "answeredBy": "openai/text-embedding-3-small", "dimensions": 8,
+                                      "key": "openai/text-embedding-3-small"}
+        assert "Kayaking on the river at dawn." in fake.embedding_inputs
+        fake.embeddings_down = True
+        assert chat(server, "t", "m2", "Paddling a canoe is fun.")  # answered, without recall
+        down = recall_health(server)
+        assert down["queries"]["failures"] >= 1 and "provider returned an error" in down["queries"]["lastError"]
+        deadline = time.monotonic() + 30
+        while recall_health(server)["index"]["failures"] == 0:
+            assert time.monotonic() < deadline, "the indexer never tried during the outage"
+            time.sleep(0.1)
+        assert recall_health(server)["index"]["backlog"] >= 1  # kept for a retry
+        fake.embeddings_down = False
+        assert indexed(server, 4, timeout=90)["index"]["vectors"] == 4
