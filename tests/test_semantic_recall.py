@@ -227,3 +227,53 @@ def test_a_provider_embedder_that_goes_down_costs_recall_not_turns_and_loses_not
         assert recall_health(server)["index"]["backlog"] >= 1  # kept for a retry
         fake.embeddings_down = False
         assert indexed(server, 4, timeout=90)["index"]["vectors"] == 4
+
+
+async def _recalled(tmp_path: Path, options: dict[str, Any], query: str) -> list[str]:
+    """The ids the recall processor puts before the window, on a 30-message thread whose
+    message 10 is the only one about a name (real SQLite file, real local embedder)."""
+    from app.agents.processors import StepContext
+    from app.llm.embeddings import local_embedder
+    from app.memory.memory import Memory, MemoryOptions
+    from app.recall.service import SemanticIndex
+    from app.storage.conversations import ConversationStore, Message, Thread
+    from app.storage.libsql import LibSQLStore
+
+    db = LibSQLStore(f"file:{tmp_path / 'recall.db'}")
+    await db.open()
+    try:
+        store = ConversationStore(db)
+        memory = Memory(MemoryOptions(last_messages=4, semantic_recall=options))
+        memory.attach(store, "chat-agent", "ai-chat")
+        memory.semantic_index = index = SemanticIndex(db, local_embedder())
+        thread = Thread("range", "ai-chat")
+        await store.ensure_thread(thread.id, thread.resource_id)
+        texts = [FACT if i == 10 else filler(i) for i in range(30)] + [query]
+        await store.append_messages(thread.id, [
+            Message(f"r{i:02d}", thread.id, "ai-chat", "user" if i % 2 == 0 else "assistant",
+                    {"format": 2, "parts": [{"type": "text", "text": t}], "content": t},
+                    f"2026-01-01T00:{i:02d}:00.000Z") for i, t in enumerate(texts)])
+        assert await index.ready()
+        await index.indexer.settled()
+        step = StepContext("chat-agent", "run", "", thread, "ai-chat")
+        step.begin_step(0)
+        for processor in memory.input_processors():
+            await processor.process_step(step)
+        recalled = step.state["semantic-recall"].messages
+        assert [m["content"] for m in step.history[:len(recalled)]] == [m.content["content"] for m in recalled]
+        await index.stop()
+        return [m.id for m in recalled]
+    finally:
+        await db.close()
+
+
+@pytest.mark.anyio
+async def test_message_range_brings_the_neighbours_of_each_hit_and_skips_the_window(tmp_path: Path) -> None:
+    one = await _recalled(tmp_path / "a", {"topK": 1, "messageRange": 1}, "What is my name?")
+    assert one == ["r09", "r10", "r11"]
+    wide = await _recalled(tmp_path / "b", {"topK": 1, "messageRange": {"before": 0, "after": 3}}, "What is my name?")
+    assert wide == ["r10", "r11", "r12", "r13"]
+    near_end = await _recalled(tmp_path / "c", {"topK": 2, "messageRange": 0, "scope": "thread"},
+                               "Gardening note 28: tomatoes want full sun, deep watering and a stake by midsummer.")
+    assert not {"r27", "r28", "r29", "r30"} & set(near_end)  # the window's messages are never recalled twice
+    assert len(near_end) == 2
