@@ -277,3 +277,30 @@ async def test_message_range_brings_the_neighbours_of_each_hit_and_skips_the_win
                                "Gardening note 28: tomatoes want full sun, deep watering and a stake by midsummer.")
     assert not {"r27", "r28", "r29", "r30"} & set(near_end)  # the window's messages are never recalled twice
     assert len(near_end) == 2
+
+
+def test_client_js_searches_by_meaning_and_a_clone_is_indexed_without_embedding_again(tmp_path: Path) -> None:
+    from tests.support import run_node
+
+    with gateway(tmp_path) as gw:
+        chat(gw, "source", "s1", "I adore kayaking on mountain lakes.")
+        chat(gw, "source", "s2", filler(1))
+        indexed(gw, 4)
+    with gateway(tmp_path, role="studio") as studio:
+        embedded_before = recall_health(studio)["index"]["embedded"]
+        ops = [{"op": "search", "agentId": "chat-agent", "resourceId": "ai-chat", "limit": 1,
+                "searchQuery": "paddling a boat"},
+               {"op": "clone", "agentId": "chat-agent", "threadId": "source", "newThreadId": "copy"}]
+        found, cloned = run_node("memory_search_client.mjs", {"baseUrl": studio.url, "ops": ops})["results"]
+        value = found["value"]
+        assert (value["searchType"], value["searchScope"]) == ("semantic", "resource")  # client-js sends no limit
+        best = max(value["results"], key=lambda r: r["score"])
+        assert best["content"] == "I adore kayaking on mountain lakes."
+        assert best["context"]["after"][0]["role"] == "assistant"
+        assert len(cloned["value"]["clonedMessages"]) == 4
+        health = indexed(studio, 8)
+        assert health["index"]["embedded"] == embedded_before + 4 and health["index"]["reused"] >= 4
+        in_copy = run_node("memory_search_client.mjs", {"baseUrl": studio.url, "ops": [
+            {"op": "search", "agentId": "chat-agent", "resourceId": "ai-chat", "threadId": "copy", "limit": 1,
+             "searchQuery": "paddling a boat"}]})["results"][0]["value"]
+        assert in_copy["searchScope"] == "thread" and {r["threadId"] for r in in_copy["results"]} == {"copy"}
