@@ -16,6 +16,12 @@ Models: ``model`` serves both observer and reflector and excludes ``observation.
 ``google/gemini-2.5-flash``, when its key is configured, else the agent's own model (which
 is the built-in local model when no provider key is set at all); ``"default"`` names that
 choice explicitly. Resolution happens per call (``app.om.models``), not here.
+
+Retrieval (§7): ``retrieval`` takes ``True`` (Mastra's defaults: no vector search, scope
+``resource``), ``False``, or ``{"vector": bool, "scope": "thread" | "resource",
+"instructions": str}``. With it on, each observation cycle is kept as an
+``<observation-group>`` with the range of the messages it came from, and the actor gets
+the ``recall`` tool (``app.om.recall_tool``) and instructions for it (``app.om.retrieval``).
 """
 
 from __future__ import annotations
@@ -39,10 +45,11 @@ IdleSetting = int | Literal["auto"] | None  # resolved activateAfterIdle: millis
 
 _TOP_KEYS = {"enabled", "model", "scope", "observation", "reflection", "shareTokenBudget", "bufferTokens",
              "bufferActivation", "blockAfter", "activateAfterIdle", "activateOnProviderChange", "bufferOnIdle",
-             "temporalMarkers", "obscureThreadIds"}
+             "temporalMarkers", "obscureThreadIds", "retrieval"}
 _OBSERVATION_KEYS = {"model", "instruction", "messageTokens", "maxTokensPerBatch", "modelSettings",
                      "previousObserverTokens", "truncatePreviousObservations", "bufferTokens", "bufferActivation",
                      "blockAfter"}
+_RETRIEVAL_KEYS = {"vector", "scope", "instructions"}
 _REFLECTION_KEYS = {"model", "instruction", "observationTokens", "modelSettings", "bufferActivation", "blockAfter",
                     "activateAfterIdle", "activateOnProviderChange"}
 
@@ -170,6 +177,34 @@ class ReflectionConfig:
 
 
 @dataclass(frozen=True)
+class RetrievalConfig:
+    """``retrieval``: observation groups, the ``recall`` tool and its instructions (§7)."""
+
+    vector: bool = False  # search by meaning (Memory.semantic_search); keyword search otherwise
+    scope: Scope = "resource"  # what recall may read: the current thread, or all of the resource's
+    instructions: str | None = None  # appended under "### Additional recall guidance"
+
+
+def parse_retrieval(value: Any) -> RetrievalConfig | None:
+    """``retrieval`` as options, or None when it is off."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return RetrievalConfig()
+    if isinstance(value, RetrievalConfig):
+        return value
+    if not isinstance(value, Mapping):
+        raise _fail("retrieval", f"must be true, false or an object {{vector, scope, instructions}}, not {value!r}")
+    _unknown("retrieval.", value, _RETRIEVAL_KEYS)
+    scope = value.get("scope", "resource")
+    if scope not in ("thread", "resource"):
+        raise _fail("retrieval.scope", f"must be 'thread' or 'resource', not {scope!r}")
+    instructions = _text("retrieval.instructions", value.get("instructions"))
+    return RetrievalConfig(vector=_flag("retrieval.vector", value.get("vector")), scope=scope,
+                           instructions=instructions.strip() if instructions and instructions.strip() else None)
+
+
+@dataclass(frozen=True)
 class ObservationalMemoryOptions:
     enabled: bool = True
     model: str | None = None
@@ -182,6 +217,7 @@ class ObservationalMemoryOptions:
     buffer_on_idle: bool = False
     temporal_markers: bool = False
     obscure_thread_ids: bool = False  # resource scope: hash thread ids in what the observer reads
+    retrieval: RetrievalConfig | None = None  # observation groups and the recall tool (§7); None: off
 
     @property
     def async_buffering(self) -> bool:
@@ -357,7 +393,8 @@ def observational_memory_options(value: Any) -> ObservationalMemoryOptions | Non
                                                                         value.get("activateOnProviderChange")),
                                       buffer_on_idle=buffer_on_idle,
                                       temporal_markers=_flag("temporalMarkers", value.get("temporalMarkers")),
-                                      obscure_thread_ids=_flag("obscureThreadIds", value.get("obscureThreadIds")))
+                                      obscure_thread_ids=_flag("obscureThreadIds", value.get("obscureThreadIds")),
+                                      retrieval=parse_retrieval(value.get("retrieval")))
 
 
 def describe_om(options: ObservationalMemoryOptions | None) -> dict[str, Any]:
@@ -370,4 +407,11 @@ def describe_om(options: ObservationalMemoryOptions | None) -> dict[str, Any]:
             "observationTokens": options.reflection.observation_tokens,
             "bufferTokens": options.observation.buffer_tokens,
             "observationModel": options.observer_model or DEFAULT_MODEL,
-            "reflectionModel": options.reflector_model or DEFAULT_MODEL}
+            "reflectionModel": options.reflector_model or DEFAULT_MODEL,
+            "retrieval": describe_retrieval(options.retrieval)}
+
+
+def describe_retrieval(retrieval: RetrievalConfig | None) -> dict[str, Any] | bool:
+    if retrieval is None:
+        return False
+    return {"vector": retrieval.vector, "scope": retrieval.scope, "instructions": retrieval.instructions}
