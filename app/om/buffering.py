@@ -34,6 +34,7 @@ from app.agents.events import DataPart
 from app.clock import now_iso, parse_iso, to_iso
 from app.om.engine import CycleContext, describe_error, om_model
 from app.om.flags import BUFFER_STALE_S, flag_live, holding, settled
+from app.om.groups import aligned_cut, message_range, wrap_group
 from app.om.parts import OBSERVATION, REFLECTION, BufferCycle, marker_config
 from app.om.prompts import reflection_max_level, reflection_start_level
 from app.om.tokens import count_messages, estimate_tokens
@@ -179,6 +180,8 @@ class Buffering:
                     existing = existing + BUFFERED_HEADING + "\n\n".join(chunks)
                 output = await self.engine.run_observer(ctx, current, fresh, previous=existing, buffered=True)
                 observations = output.observations.strip()
+                if self.engine.options.retrieval is not None:
+                    observations = wrap_group(observations, message_range(fresh))
                 newest = max(parse_iso(m.created_at) for m in fresh)
                 chunk = {"id": f"ombuf-{uuid.uuid4()}", "cycleId": cycle.id, "observations": observations,
                          "tokenCount": estimate_tokens(observations), "messageIds": [m.id for m in fresh],
@@ -207,6 +210,8 @@ class Buffering:
         average = record.observation_token_count / len(lines)
         activation_point = self.engine.options.reflection.activation_point
         count = min(int(activation_point // average) if average else len(lines), len(lines))
+        if self.engine.options.retrieval is not None:  # never cut an observation group in two
+            count = aligned_cut(lines, count)
         if count <= 0:
             return False
         estimate = round(average * count)

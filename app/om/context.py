@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from app.clock import parse_iso, to_iso
+from app.om.groups import has_groups, render_groups_for_context
 from app.om.relative_time import add_relative_time_to_observations
 
 __all__ = [
@@ -167,7 +168,9 @@ def build_context_system_messages(
     instructions when there are any, else nothing.
 
     ``other_conversations`` holds (thread id, transcript already formatted for the observer)
-    for the resource's other threads; ``now`` dates the observations relative to today."""
+    for the resource's other threads; ``now`` dates the observations relative to today.
+    With ``retrieval_instructions`` (retrieval on) a log holding observation groups is not
+    optimised: each group is shown with its id and message range (``app.om.groups``)."""
     if not observations.strip():
         return [retrieval_instructions] if retrieval_instructions else []
     guidance = f"{OBSERVATION_CONTEXT_PROMPT}\n\n{OBSERVATION_CONTEXT_INSTRUCTIONS}"
@@ -176,7 +179,11 @@ def build_context_system_messages(
     messages = [guidance]
     if other_conversations:
         messages.append(other_conversations_message(other_conversations))
-    dated = add_relative_time_to_observations(optimize_observations_for_context(observations), now)
+    if retrieval_instructions and has_groups(observations):  # §3: the groups and their ranges, unoptimised
+        shown = render_groups_for_context(observations)
+    else:
+        shown = optimize_observations_for_context(observations)
+    dated = add_relative_time_to_observations(shown, now)
     chunks = split_observation_chunks(dated)
     if chunks:
         messages += ["<observations>", *chunks]

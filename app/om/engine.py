@@ -37,6 +37,7 @@ from app.observability import spans
 from app.om.config import DEFAULT_MODEL, ObservationalMemoryOptions
 from app.om.context import message_boundary
 from app.om.flags import STALE_FLAG_S, settled
+from app.om.groups import message_range, rewrap_reflection, wrap_group
 from app.om.observer_context import truncate_previous_observations
 from app.om.parsing import parse_observer_output, parse_reflector_output
 from app.om.parts import OBSERVATION, REFLECTION, Cycle, activation_part, marker_config
@@ -138,6 +139,8 @@ class ObservationalMemory:
         try:
             output = await self.run_observer(ctx, record, messages)
             new = output.observations.strip()
+            if self.options.retrieval is not None:  # which messages this cycle observed (4.5)
+                new = wrap_group(new, message_range(messages))
             last_observed_at = max(m.created_at for m in messages)
             existing = record.active_observations.strip()
             merged = f"{existing}{message_boundary(last_observed_at)}{new}" if existing else new
@@ -287,6 +290,8 @@ class ObservationalMemory:
                                     config.model_settings)
         output = parse_reflector_output(completion.text)
         text = "" if output.degenerate else output.observations.strip()
+        if text and self.options.retrieval is not None:  # the reflector read it without the tags (4.4)
+            text = rewrap_reflection(text, observations)
         return text, estimate_tokens(text) if text else 0, output.suggested_response
 
     async def _reflect(self, ctx: CycleContext, record: OMRecord, target: int) -> OMRecord:

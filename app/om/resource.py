@@ -29,6 +29,7 @@ from typing import Any
 from app.om.context import message_boundary
 from app.om.engine import OBSERVER_AGENT, CycleContext, ObservationalMemory, describe_error, om_model
 from app.om.flags import STALE_FLAG_S
+from app.om.groups import message_range, wrap_group
 from app.om.parsing import parse_observer_output
 from app.om.parts import OBSERVATION, Cycle, marker_config
 from app.om.prompts import observer_messages, observer_system_prompt
@@ -165,8 +166,12 @@ async def observe_resource(engine: ObservationalMemory, ctx: CycleContext, recor
         current = await records.active(record.lookup_key) or record
         text = current.active_observations
         newest_at = max(m.created_at for t in observed for m in by_thread[t])
+        retrieval = engine.options.retrieval is not None
         for thread_id, output in observed.items():
-            text = merge_section(text, section_id(thread_id, obscure), output.observations, newest_at)
+            observations = output.observations
+            if retrieval:  # which messages of this thread the cycle observed (4.5)
+                observations = wrap_group(observations, message_range(by_thread[thread_id]))
+            text = merge_section(text, section_id(thread_id, obscure), observations, newest_at)
         ids = [m.id for t in observed for m in by_thread[t]]
         new_tokens = sum(estimate_tokens(o.observations) for o in observed.values())
         updated = await records.update_active_observations(
