@@ -18,6 +18,10 @@ are observations, the remaining messages, and a transient ``data-om-status`` par
 pending-token count is written to the record once per turn. Later steps reuse what step 0
 loaded: the turn holds the thread's lease, so nothing else writes it meanwhile.
 
+With ``retrieval`` on, the observation messages also carry the recall instructions
+(``app.om.retrieval``; in retrieval scope ``resource`` even before anything was observed),
+and every step offers the ``recall`` tool (``app.om.recall_tool``), built once per turn.
+
 Output processors: ``TokenEstimates`` writes each part's token estimate into the reply
 before it is saved, so later turns count it from the cache (5.2); ``BufferOnIdle`` buffers
 what a finished turn left (``bufferOnIdle``).
@@ -34,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.agents.events import DataPart
 from app.agents.processors import ReplyContext, StepContext
+from app.agents.tools import Tool
 from app.clock import now_iso
 from app.memory.convert import to_model_messages
 from app.om.activation import Activation, Trigger, activate, interval_crossed, projected_removal
@@ -44,7 +49,9 @@ from app.om.engine import CycleContext, ObservationalMemory
 from app.om.flags import clear_stale, flag_live
 from app.om.idle import cold_cache, last_assistant
 from app.om.parts import status_part
+from app.om.recall_tool import Recall
 from app.om.resource import observe_resource, other_conversations, other_threads, other_tokens
+from app.om.retrieval import retrieval_instructions
 from app.om.temporal import gap_marker, is_gap_marker, now_ms
 from app.om.tokens import count_message, count_messages
 from app.om.window import drop_observed, has_incomplete_tool_calls, unobserved
@@ -61,16 +68,20 @@ ReflectAhead = Callable[[OMRecord], Awaitable[bool]]  # starts a buffered reflec
 @lru_cache(maxsize=32)
 def observation_messages(observations: str, today: date, current_task: str | None,
                          suggested_response: str | None,
-                         others: tuple[tuple[str, str], ...] = ()) -> tuple[str, ...]:
+                         others: tuple[tuple[str, str], ...] = (), retrieval: str | None = None,
+                         retrieval_always: bool = False) -> tuple[str, ...]:
     """The observation system messages, built once per log and day: a 40k-token log takes
     ~10 ms to optimise and date, and it only changes when an observation or a reflection
     writes it (or the day turns, for its relative dates). ``others``: the resource's other
-    threads (resource scope), shown even before anything was observed."""
+    threads (resource scope), shown even before anything was observed. ``retrieval``: the
+    recall instructions, shown before anything was observed only if ``retrieval_always``."""
     if not observations.strip():
-        return (other_conversations_message(list(others)),) if others else ()
+        empty = [retrieval] if retrieval and retrieval_always else []
+        return tuple(empty + ([other_conversations_message(list(others))] if others else []))
     return tuple(build_context_system_messages(observations, now=datetime.combine(today, time(12)),
                                                current_task=current_task, suggested_response=suggested_response,
-                                               other_conversations=list(others) or None))
+                                               other_conversations=list(others) or None,
+                                               retrieval_instructions=retrieval))
 
 
 def local_timezone() -> str:
@@ -88,6 +99,7 @@ class TurnView:
     projected_removal: int = 0  # message tokens an activation now would remove
     others: tuple[tuple[str, str], ...] = ()  # resource scope: the other threads' unobserved messages
     system: list[dict[str, Any]] = field(default_factory=list)  # the observation messages, built once
+    recall: Tool | None = None  # retrieval: the turn's recall tool
 
 
 class ObservationalMemoryStep:
@@ -107,10 +119,18 @@ class ObservationalMemoryStep:
             step.state[self.name] = view
             step.history = self._history(view)  # stored messages are read repaired (conversations._loads)
             step.window = view.messages
+            retrieval = self.engine.options.retrieval
             view.system = [{"role": "system", "content": text} for text in observation_messages(
                 view.record.active_observations, datetime.now().astimezone().date(),
-                view.hints.get("currentTask"), view.hints.get("suggestedResponse"), view.others)]
+                view.hints.get("currentTask"), view.hints.get("suggestedResponse"), view.others,
+                retrieval_instructions(retrieval) if retrieval else None,
+                retrieval is not None and retrieval.scope == "resource")]
+            if retrieval is not None:
+                turn_input = {m.id for m in view.messages[-max(1, step.input_count):] if m.role == "user"}
+                view.recall = Recall(self.memory, self.engine, retrieval).tool(step.thread, turn_input)
         step.system.extend(view.system)
+        if view.recall is not None:
+            step.add_tool(view.recall)
         step.emit(status_part(self.engine.options, view.record, pending_tokens=view.pending_tokens,
                               step=step.index, projected_removal=view.projected_removal))
 
