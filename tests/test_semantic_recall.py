@@ -304,3 +304,30 @@ def test_client_js_searches_by_meaning_and_a_clone_is_indexed_without_embedding_
             {"op": "search", "agentId": "chat-agent", "resourceId": "ai-chat", "threadId": "copy", "limit": 1,
              "searchQuery": "paddling a boat"}]})["results"][0]["value"]
         assert in_copy["searchScope"] == "thread" and {r["threadId"] for r in in_copy["results"]} == {"copy"}
+
+
+def test_a_new_embedder_re_embeds_everything_and_corrupt_vectors_are_replaced(tmp_path: Path,
+                                                                              start_server: Any) -> None:
+    from tests.fake_provider import FakeProvider
+
+    db = tmp_path / "data" / "dev-server.db"
+    env = {"DEV_SERVER_SEMANTIC_RECALL": "chat-agent", "DEV_SERVER_OM_ENABLED": "false",
+           "DEV_SERVER_TELEMETRY": "false", "DEV_SERVER_DATA_DIR": str(tmp_path / "data")}
+    local = start_server("gateway", env=env)
+    chat(local, "t", "m1", FACT)
+    indexed(local, 2)
+    local.stop()
+    with sqlite3.connect(db) as conn:
+        assert {r[0] for r in conn.execute("SELECT model FROM message_vectors")} == {"local/all-MiniLM-L6-v2-int8:384"}
+    with FakeProvider() as fake:
+        provider = start_server("gateway", env={**env, "OPENAI_API_KEY": "sk-fake", "OPENAI_API_BASE": fake.base_url})
+        health = indexed(provider, 2)
+        assert health["index"]["backfill"]["queued"] == 2 and health["embedder"]["answeredBy"] == "openai/text-embedding-3-small"
+        provider.stop()
+    with sqlite3.connect(db) as conn:  # no vector of the old model is left to meet a query of the new one
+        assert {r[0] for r in conn.execute("SELECT model FROM message_vectors")} == {"openai/text-embedding-3-small"}
+        conn.execute("UPDATE message_vectors SET model = 'local/all-MiniLM-L6-v2-int8:384', vector = x'00ff'")
+    local = start_server("gateway", env=env)
+    health = indexed(local, 2)
+    assert health["index"]["backfill"]["corrupt"] == 2 and health["index"]["vectors"] == 2
+    assert "Your name is Ada Lovelace" in chat(local, "t2", "m2", "What is my name?")

@@ -70,11 +70,12 @@ class VectorIndex:
 
     # -- upkeep --------------------------------------------------------------------------
 
-    async def repair(self, model: str) -> dict[str, int]:
+    async def repair(self, model: str, dimensions: int | None = None) -> dict[str, int]:
         """Make the index whole for ``model``: recreate its tables and triggers if they are
-        missing (then everything is embedded again), and queue every user or assistant
-        message that has no vector of this model (a new embedder, a message stored while
-        the table was gone). One scan of the messages; run at start."""
+        missing (then everything is embedded again), drop vectors that are not
+        ``dimensions`` floats long (corrupt), and queue every user or assistant message
+        that has no vector of this model (a new embedder, a message stored while the table
+        was gone, a dropped vector). One scan of the messages; run at start."""
         schema = split_sqlite_statements((migrations_dir("libsql") / _SCHEMA_FILE).read_text(encoding="utf-8"))
 
         def work(conn: sqlite3.Connection) -> dict[str, int]:
@@ -85,6 +86,11 @@ class VectorIndex:
             if rebuilt:
                 for statement in schema:
                     conn.execute(statement)
+            corrupt = 0
+            if dimensions:
+                corrupt = conn.execute(
+                    "DELETE FROM message_vectors WHERE model = ? AND vector IS NOT NULL AND length(vector) != ?",
+                    (model, dimensions * 4)).rowcount
             queued = conn.execute(
                 "INSERT INTO embedding_queue (message_seq) SELECT m.seq FROM messages m"
                 " WHERE m.role IN ('user', 'assistant') AND NOT EXISTS (SELECT 1 FROM message_vectors v"
@@ -92,7 +98,7 @@ class VectorIndex:
                 " ON CONFLICT (message_seq) DO NOTHING", (model,)).rowcount
             conn.execute("DELETE FROM message_vector_tombstones WHERE id <= (SELECT max(id) FROM"
                          " message_vector_tombstones) - ?", (_TOMBSTONES_KEPT,))
-            return {"rebuilt": int(rebuilt), "queued": max(0, queued)}
+            return {"rebuilt": int(rebuilt), "queued": max(0, queued), "corrupt": max(0, corrupt)}
 
         return await self.db.run_write(work)
 

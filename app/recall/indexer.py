@@ -55,10 +55,13 @@ class Indexer:
     async def start(self) -> None:
         if self._task is not None:
             return
-        repaired = await self.index.repair(self.embedder.key)
-        self.backfill = {"queued": repaired["queued"], "rebuilt": bool(repaired["rebuilt"])}
+        repaired = await self.index.repair(self.embedder.key, self.embedder.dimensions)
+        self.backfill = {"queued": repaired["queued"], "rebuilt": bool(repaired["rebuilt"]),
+                         "corrupt": repaired["corrupt"]}
         if repaired["rebuilt"]:
             log.warning("the vector index was missing: rebuilt, every message is embedded again")
+        if repaired["corrupt"]:
+            log.warning("%d corrupt vectors dropped: their messages are embedded again", repaired["corrupt"])
         if repaired["queued"]:
             log.info("semantic recall: %d messages to embed with %s", repaired["queued"], self.embedder.answered_by)
         self._task = asyncio.create_task(self._run(), name="recall-indexer")
