@@ -331,3 +331,25 @@ def test_a_new_embedder_re_embeds_everything_and_corrupt_vectors_are_replaced(tm
     health = indexed(local, 2)
     assert health["index"]["backfill"]["corrupt"] == 2 and health["index"]["vectors"] == 2
     assert "Your name is Ada Lovelace" in chat(local, "t2", "m2", "What is my name?")
+
+
+def test_a_regenerated_reply_replaces_the_old_ones_vectors(tmp_path: Path) -> None:
+    db = tmp_path / "dev-server.db"
+
+    def replies() -> list[str]:
+        return [r[0] for r in sqlite3.connect(db).execute(
+            "SELECT id FROM messages WHERE thread_id = 'regen' AND role = 'assistant'")]
+
+    with gateway(tmp_path) as server:
+        chat(server, "regen", "u1", FACT)
+        indexed(server, 2)
+        [first] = replies()
+        assert vector_rows(db, first)
+        body = {"id": "regen", "conversationId": "regen", "messages": [user_message("u1", FACT)],
+                "trigger": "regenerate-message"}
+        assert httpx.post(f"{server.url}/api/chat", json=body, timeout=60).status_code == 200
+        indexed(server, 2)
+        [second] = replies()
+        assert second != first and vector_rows(db, first) == [] and vector_rows(db, second)
+        count = sqlite3.connect(db).execute("SELECT count(*) FROM message_vectors").fetchone()[0]
+        assert count == 2
