@@ -288,10 +288,9 @@ def test_client_js_searches_by_meaning_and_a_clone_is_indexed_without_embedding_
         indexed(gw, 4)
     with gateway(tmp_path, role="studio") as studio:
         embedded_before = recall_health(studio)["index"]["embedded"]
-        ops = [{"op": "search", "agentId": "chat-agent", "resourceId": "ai-chat", "limit": 1,
-                "searchQuery": "paddling a boat"},
+        ops = [{"op": "search", "agentId": "chat-agent", "resourceId": "ai-chat", "searchQuery": "paddling a boat"},
                {"op": "clone", "agentId": "chat-agent", "threadId": "source", "newThreadId": "copy"}]
-        found, cloned = run_node("memory_search_client.mjs", {"baseUrl": studio.url, "ops": ops})["results"]
+        found, cloned = run_node("working_memory_client.mjs", {"baseUrl": studio.url, "ops": ops})["results"]
         value = found["value"]
         assert (value["searchType"], value["searchScope"]) == ("semantic", "resource")  # client-js sends no limit
         best = max(value["results"], key=lambda r: r["score"])
@@ -300,8 +299,8 @@ def test_client_js_searches_by_meaning_and_a_clone_is_indexed_without_embedding_
         assert len(cloned["value"]["clonedMessages"]) == 4
         health = indexed(studio, 8)
         assert health["index"]["embedded"] == embedded_before + 4 and health["index"]["reused"] >= 4
-        in_copy = run_node("memory_search_client.mjs", {"baseUrl": studio.url, "ops": [
-            {"op": "search", "agentId": "chat-agent", "resourceId": "ai-chat", "threadId": "copy", "limit": 1,
+        in_copy = run_node("working_memory_client.mjs", {"baseUrl": studio.url, "ops": [
+            {"op": "search", "agentId": "chat-agent", "resourceId": "ai-chat", "threadId": "copy",
              "searchQuery": "paddling a boat"}]})["results"][0]["value"]
         assert in_copy["searchScope"] == "thread" and {r["threadId"] for r in in_copy["results"]} == {"copy"}
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env node
-// Drive the studio's working-memory routes with the real, unchanged `@mastra/client-js`.
+// Drive the studio's working-memory (and memory search and clone) routes with the real,
+// unchanged `@mastra/client-js`.
 //
 // stdin : ONE JSON object
 //   { "baseUrl": "http://127.0.0.1:PORT",
 //     "token": "ta",                              (optional; sent as a Bearer token)
 //     "ops": [ { "op": "get", "agentId", "threadId", "resourceId"? },
 //              { "op": "update", "agentId", "threadId", "workingMemory", "resourceId"? },
-//              { "op": "createThread", "agentId", "threadId", "resourceId" } ] }
+//              { "op": "createThread", "agentId", "threadId", "resourceId" },
+//              { "op": "search", "agentId", "resourceId", "searchQuery", "threadId"? },
+//              { "op": "clone", "agentId", "threadId", "newThreadId" } ] }
 // stdout: ONE JSON line { "ok": true, "results": [ { "value" } | { "status", "body" } ] }
 //   one result per op, in order: the client's answer, or the status and body of the
 //   MastraClientError it threw. Exit 0 whenever the JSON was printed, 2 bad stdin, 1 harness bug.
@@ -31,6 +34,11 @@ async function run(op) {
     case 'createThread':
       return client.createMemoryThread({ agentId: op.agentId, threadId: op.threadId, resourceId: op.resourceId,
                                          title: op.title ?? 'working memory test' });
+    case 'search':
+      return client.searchMemory({ agentId: op.agentId, resourceId: op.resourceId, searchQuery: op.searchQuery,
+                                   threadId: op.threadId });
+    case 'clone':
+      return client.getMemoryThread({ threadId: op.threadId, agentId: op.agentId }).clone({ newThreadId: op.newThreadId });
     default:
       throw new Error(`unknown op ${op.op}`);
   }
