@@ -352,3 +352,16 @@ def test_a_regenerated_reply_replaces_the_old_ones_vectors(tmp_path: Path) -> No
         assert second != first and vector_rows(db, first) == [] and vector_rows(db, second)
         count = sqlite3.connect(db).execute("SELECT count(*) FROM message_vectors").fetchone()[0]
         assert count == 2
+
+
+def test_om_retrieval_with_vectors_uses_the_same_index_through_the_gateway(tmp_path: Path) -> None:
+    with gateway(tmp_path, semantic_recall=None, om_enabled=True,
+                 om_options={"retrieval": {"vector": True}}) as server:
+        chat(server, "om", "k1", "I adore kayaking on mountain lakes.")
+        chat(server, "om", "k2", filler(2))
+        health = indexed(server, 4)
+        assert health["enabled"] is True and health["embedder"]["local"] is True
+        reply = chat(server, "om", "k3", 'call recall with {"mode": "search", "query": "paddling a boat"}')
+        assert '"searchMode": "vector"' in reply, reply
+        first = reply.index("### Result 1")
+        assert reply.index("source: message k1", first) < reply.index("### Result 2")
