@@ -211,9 +211,13 @@ class VectorIndex:
         return (row[0], row[1], row[2]) if row else (0, 0, 0)
 
     async def rows_after(self, model: str, resource_id: str, after_id: int) -> list[VectorRow]:
-        """The resource's vectors of ``model`` newer than ``after_id``."""
+        """The resource's vectors of ``model`` newer than ``after_id``: a range of the rowid.
+        ``NOT INDEXED``: left to itself, SQLite reads every vector of the model through
+        ``message_vectors_by_text`` and sorts them by id, so a cached copy catching up on
+        64 new rows paid ~12 ms at 100k vectors, and a first load sorted every blob
+        (``bench/recall.py``)."""
         rows = await self.db.fetch_all(
-            "SELECT v.id, v.message_seq, v.thread_id, v.vector FROM message_vectors v"
+            "SELECT v.id, v.message_seq, v.thread_id, v.vector FROM message_vectors AS v NOT INDEXED"
             " JOIN threads t ON t.id = v.thread_id"
             " WHERE v.id > ? AND v.model = ? AND t.resource_id = ? AND v.vector IS NOT NULL ORDER BY v.id",
             (after_id, model, resource_id))
