@@ -36,3 +36,30 @@ def test_the_quick_workload_writes_every_figure_and_a_verdict_per_target(tmp_pat
     assert len(verdicts) == len(TARGETS)
     for target, line in zip(TARGETS, verdicts):
         assert target in line, (target, line)
+
+
+RECALL_ROWS = ["local embedder: texts/s", "index build end to end: messages/s", "index build, storage side: messages/s",
+               "baseline: thread's newest 10 messages", "search_vector, thread scope, top 4",
+               "search_vector, resource scope, top 10", "search, thread scope, top 4 (query text embedded)",
+               "cold: first query, loads the copy", "first query after 64 new vectors"]
+
+
+def test_the_quick_recall_bench_reports_rates_latencies_against_the_baseline_and_recall_at_k(tmp_path: Path):
+    """``bench/recall.py``: every figure, each latency with its ratio to the raw-read baseline,
+    and recall@k of the index (an exact scan) against the brute-force scan: 1.0."""
+    out = tmp_path / "recall.md"
+    done = subprocess.run([sys.executable, "bench/recall.py", "--quick", "--messages", "2000", "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    text = out.read_text()
+    assert "- CPU: " in text and "- commit: " in text and "load average" in text and "2,000 messages" in text
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    for figure in RECALL_ROWS:
+        assert any(row.startswith(f"| {figure}") for row in rows), figure
+    latencies = [row.split("|") for row in rows if row.startswith(("| baseline", "| search", "| cold", "| first"))]
+    assert all(cells[4].strip().endswith("x") for cells in latencies)
+    recall = [row.split("|") for row in rows if row.startswith(("| thread |", "| resource |"))]
+    assert [(cells[1].strip(), cells[2].strip()) for cells in recall] == [
+        ("thread", "4"), ("thread", "10"), ("resource", "4"), ("resource", "10")]
+    assert all(float(cells[3]) == 1.0 for cells in recall)
+    assert "bytes" in text and "Indexer.run_once: messages written of the sample | 128 |" in text
