@@ -365,3 +365,24 @@ def test_om_retrieval_with_vectors_uses_the_same_index_through_the_gateway(tmp_p
         assert '"searchMode": "vector"' in reply, reply
         first = reply.index("### Result 1")
         assert reply.index("source: message k1", first) < reply.index("### Result 2")
+
+
+def test_top_k_gives_k_messages_even_when_long_messages_crowd_the_best_pieces() -> None:
+    import numpy as np
+
+    from app.recall.index import VectorRow
+    from app.recall.matrix import _Copy
+
+    rng = np.random.default_rng(7)
+    query = np.ones(8, dtype=np.float32) / np.sqrt(8)
+    rows, row_id = [], 0
+    for seq in range(60):  # messages 0-2 have 16 pieces each, all close to the query
+        for _ in range(16 if seq < 3 else 1):
+            vector = query + rng.normal(0, 0.01 if seq < 3 else 1.0, 8).astype(np.float32)
+            row_id += 1
+            rows.append(VectorRow(row_id, seq, "t", (vector / np.linalg.norm(vector)).astype("<f4").tobytes()))
+    copy = _Copy(8)
+    copy.append(rows)
+    found = copy.top(query, 4, None, set())
+    assert [seq for seq, _ in found][:3] == sorted([0, 1, 2], key=lambda s: -dict(found)[s]) and len(found) == 4
+    assert len({seq for seq, _ in copy.top(query, 10, "t", {0})}) == 10 and 0 not in dict(copy.top(query, 10, "t", {0}))

@@ -22,6 +22,7 @@ import numpy as np
 from app.recall.index import VectorIndex, VectorRow
 
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+THREADED_ROWS = 20_000  # a scan of a larger copy runs in a worker thread, not on the event loop
 
 
 @dataclass
@@ -47,7 +48,7 @@ class _Copy:
             return
         need = self.size + len(usable)
         if need > len(self.ids):
-            capacity = max(need, 2 * len(self.ids), 1024)
+            capacity = max(need, len(self.ids) + len(self.ids) // 4, 1024)  # a quarter of headroom
             self.matrix = _grow(self.matrix, (capacity, self.dimensions), self.size)
             self.ids, self.seqs = _grow(self.ids, (capacity,), self.size), _grow(self.seqs, (capacity,), self.size)
             self.threads, self.alive = _grow(self.threads, (capacity,), self.size), _grow(self.alive, (capacity,), self.size)
@@ -74,7 +75,9 @@ class _Copy:
 
     def top(self, query: np.ndarray, k: int, thread_id: str | None,
             exclude: set[int]) -> list[tuple[int, float]]:
-        """Best ``k`` messages (seq, score), a message scored by its best piece."""
+        """Best ``k`` messages (seq, score), a message scored by its best piece. Plain numpy,
+        no awaits: the caller runs it in a worker thread for a large copy (the product reads
+        the whole matrix; numpy releases the GIL meanwhile)."""
         if not self.size:
             return []
         live = self.alive[:self.size].copy()
@@ -87,7 +90,15 @@ class _Copy:
         scores[~live] = -np.inf
         if exclude:
             scores[np.isin(self.seqs[:self.size], np.fromiter(exclude, dtype=np.int64))] = -np.inf
-        wanted = min(self.size, k * 4 + 8)  # pieces of one message may crowd the top
+        wanted = k * 4 + 8  # pieces of one long message may crowd the top: widened until k messages
+        while True:
+            found = self._best_messages(scores, k, wanted)
+            if len(found) == k or wanted >= self.size:
+                return found
+            wanted *= 4
+
+    def _best_messages(self, scores: np.ndarray, k: int, wanted: int) -> list[tuple[int, float]]:
+        wanted = min(wanted, self.size)
         best = np.argpartition(-scores, wanted - 1)[:wanted] if wanted < self.size else np.arange(self.size)
         best = best[np.argsort(-scores[best], kind="stable")]
         found: dict[int, float] = {}
@@ -117,7 +128,10 @@ class VectorCache:
         key = (model, resource_id)
         async with self._locks.setdefault(key, asyncio.Lock()):
             copy = await self._current(key, dimensions)
-            return copy.top(np.asarray(query, dtype=np.float32), k, thread_id, exclude or set())
+            query = np.asarray(query, dtype=np.float32)
+            if copy.size < THREADED_ROWS:
+                return copy.top(query, k, thread_id, exclude or set())
+            return await asyncio.to_thread(copy.top, query, k, thread_id, exclude or set())
 
     async def _current(self, key: tuple[str, str], dimensions: int) -> _Copy:
         model, resource_id = key
