@@ -47,7 +47,6 @@ from app.auth import Authenticator, AuthMiddleware, BearerTokens
 from app.errors import document_errors, install_error_handlers
 from app.llm import LiteLLMClient, LLMClient
 from app.llm.embeddings import Embedder, local_embedder
-from app.recall.service import SemanticIndex
 from app.observability.telemetry import Telemetry
 from app.settings import Settings
 from app.storage.composite import OBSERVABILITY, CompositeStore
@@ -180,6 +179,8 @@ def create_app(
                              settings.semantic_recall_agents)  # calls each memory factory once
     semantic_index = None
     if registry.memories_using_vectors():
+        from app.recall.service import SemanticIndex  # numpy: only in a process that searches by meaning
+
         semantic_index = SemanticIndex(storage.default, partial(_embedder, llm, settings.embedder),
                                        requested=settings.embedder)
         for memory_of_agent in registry.memories_using_vectors():

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol
 
 from app.llm.errors import ModelProviderError, translate
 from app.llm.local_embedder import LocalEmbedder
 from app.llm.types import ResolvedModel
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,9 @@ class Embedder(Protocol):
     async def embed(self, texts: list[str]) -> np.ndarray: ...
 
 
-def normalized(matrix: np.ndarray) -> np.ndarray:
+def normalized(matrix: Any) -> np.ndarray:
+    import numpy as np
+
     matrix = np.asarray(matrix, dtype=np.float32)
     return matrix / np.clip(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12, None)
 
@@ -80,6 +83,8 @@ class ProviderEmbedder:
         return self.answered_by
 
     async def embed(self, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
         parts = [await self._call(texts[start:start + PROVIDER_BATCH])
                  for start in range(0, len(texts), PROVIDER_BATCH)]
         if not parts:
@@ -89,6 +94,8 @@ class ProviderEmbedder:
         return matrix
 
     async def _call(self, batch: list[str]) -> np.ndarray:
+        import numpy as np
+
         for attempt in range(self._retries + 1):
             try:
                 response = await self._litellm.aembedding(model=self.answered_by, input=batch, **self._kwargs)

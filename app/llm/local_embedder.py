@@ -11,7 +11,8 @@ The pipeline is sentence-transformers' for this model: tokens truncated at 256, 
 pooling over the attention mask, L2 normalisation, so a dot product is the cosine
 similarity. The session loads on first use (about a second) and runs in a worker thread:
 an embedding never blocks the event loop. Texts are embedded in batches of similar length
-(sorted first), so little of a batch is padding.
+(sorted first), so little of a batch is padding. numpy and onnxruntime are imported on
+first use: a process without semantic recall never loads them.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ import asyncio
 import gzip
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 MODEL_ID = "local/all-MiniLM-L6-v2"
 DIMENSIONS = 384
@@ -78,10 +80,14 @@ class LocalEmbedder:
     async def embed(self, texts: list[str]) -> np.ndarray:
         """One unit vector (float32) per text, in order: shape ``(len(texts), 384)``."""
         if not texts:
+            import numpy as np
+
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
         return await asyncio.to_thread(self.embed_sync, texts)
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
         self.load()
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
@@ -91,6 +97,8 @@ class LocalEmbedder:
         return out
 
     def _batch(self, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
