@@ -21,7 +21,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from app.paths import migrations_dir
 from app.storage.conversations import Message, _loads, message_from_row
@@ -52,8 +52,7 @@ class Embedded:
     vectors: list[bytes] | None
 
 
-@dataclass(frozen=True)
-class VectorRow:
+class VectorRow(NamedTuple):
     id: int
     seq: int
     thread_id: str
@@ -210,7 +209,7 @@ class VectorIndex:
             " (SELECT coalesce(min(id), 0) FROM message_vector_tombstones)")
         return (row[0], row[1], row[2]) if row else (0, 0, 0)
 
-    async def rows_after(self, model: str, resource_id: str, after_id: int) -> list[VectorRow]:
+    async def rows_after(self, model: str, resource_id: str, after_id: int) -> Sequence[Sequence[Any]]:
         """The resource's vectors of ``model`` newer than ``after_id``: a range of the rowid.
         ``NOT INDEXED``: left to itself, SQLite reads every vector of the model through
         ``message_vectors_by_text`` and sorts them by id, so a cached copy catching up on
@@ -221,7 +220,7 @@ class VectorIndex:
             " JOIN threads t ON t.id = v.thread_id"
             " WHERE v.id > ? AND v.model = ? AND t.resource_id = ? AND v.vector IS NOT NULL ORDER BY v.id",
             (after_id, model, resource_id))
-        return [VectorRow(r[0], r[1], r[2], r[3]) for r in rows]
+        return rows  # (id, seq, thread id, vector) rows as read: a first load is 100k of them
 
     async def tombstones_after(self, after_id: int) -> list[tuple[int, int]]:
         """(tombstone id, deleted vector id) newer than ``after_id``."""

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from app.recall.index import VectorIndex, VectorRow
+from app.recall.index import VectorIndex
 
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 THREADED_ROWS = 20_000  # a scan of a larger copy runs in a worker thread, not on the event loop
@@ -42,23 +44,31 @@ class _Copy:
     def nbytes(self) -> int:
         return self.matrix.nbytes + self.ids.nbytes * 2 + self.threads.nbytes + self.alive.nbytes
 
-    def append(self, rows: list[VectorRow]) -> None:
-        usable = [r for r in rows if r.vector is not None and len(r.vector) == self.dimensions * 4]
-        if not usable:
+    def append(self, rows: Sequence[Sequence[Any]]) -> None:
+        """Add ``(vector id, message seq, thread id, vector)`` rows; a vector that is not
+        ``dimensions`` float32s long is left out (a corrupt row: ``repair`` replaces it)."""
+        if not rows:
             return
-        need = self.size + len(usable)
+        ids, seqs, threads, vectors = zip(*rows)
+        width = self.dimensions * 4
+        if any(v is None or len(v) != width for v in vectors):
+            keep = [i for i, v in enumerate(vectors) if v is not None and len(v) == width]
+            ids, seqs, threads, vectors = ([column[i] for i in keep] for column in (ids, seqs, threads, vectors))
+            if not keep:
+                return
+        count = len(ids)
+        need = self.size + count
         if need > len(self.ids):
             capacity = max(need, len(self.ids) + len(self.ids) // 4, 1024)  # a quarter of headroom
             self.matrix = _grow(self.matrix, (capacity, self.dimensions), self.size)
             self.ids, self.seqs = _grow(self.ids, (capacity,), self.size), _grow(self.seqs, (capacity,), self.size)
             self.threads, self.alive = _grow(self.threads, (capacity,), self.size), _grow(self.alive, (capacity,), self.size)
-        end = self.size + len(usable)
-        self.matrix[self.size:end] = np.frombuffer(b"".join(r.vector for r in usable), dtype="<f4").reshape(
-            len(usable), self.dimensions)
-        self.ids[self.size:end] = [r.id for r in usable]
-        self.seqs[self.size:end] = [r.seq for r in usable]
-        self.threads[self.size:end] = [self.thread_codes.setdefault(r.thread_id, len(self.thread_codes))
-                                       for r in usable]
+        end = self.size + count
+        self.matrix[self.size:end] = np.frombuffer(b"".join(vectors), dtype="<f4").reshape(count, self.dimensions)
+        self.ids[self.size:end] = ids
+        self.seqs[self.size:end] = seqs
+        codes = self.thread_codes
+        self.threads[self.size:end] = [codes.setdefault(t, len(codes)) for t in threads]
         self.alive[self.size:end] = True
         self.size = end
 
@@ -148,8 +158,11 @@ class VectorCache:
             copy.tombstone_id = max([newest_tombstone, *(t for t, _ in tombstones)])
         if newest_vector > copy.vector_id:
             rows = await self.index.rows_after(model, resource_id, copy.vector_id)
-            copy.append(rows)
-            copy.vector_id = max([newest_vector, *(r.id for r in rows)])
+            if len(rows) < THREADED_ROWS:
+                copy.append(rows)
+            else:  # a first load: building the arrays takes a while, off the event loop
+                await asyncio.to_thread(copy.append, rows)
+            copy.vector_id = max(newest_vector, rows[-1][0] if rows else 0)
         self._copies.move_to_end(key)
         self._evict()
         return copy
