@@ -176,7 +176,8 @@ class LiteLLMClient:
         kwargs = self._call_kwargs(request, resolved, (await self.resolver()).call_kwargs(resolved))
         loop = asyncio.get_running_loop()
         total_deadline = loop.time() + self._total_s
-        for attempt in range(self._retries + 1):
+        retries = self._retries if request.retries is None else request.retries
+        for attempt in range(retries + 1):
             streamed = False
             attempt_events = (stream_local(kwargs["messages"], kwargs.get("tools") or ()) if resolved.is_local
                               else self._attempt(litellm, kwargs, total_deadline))
@@ -187,10 +188,10 @@ class LiteLLMClient:
                         yield event
                 return
             except ModelProviderError as exc:
-                if streamed or attempt == self._retries or exc.kind not in RETRYABLE_KINDS \
+                if streamed or attempt == retries or exc.kind not in RETRYABLE_KINDS \
                         or loop.time() >= total_deadline:
                     raise
-                log.info("model call failed (%s), retry %d of %d", exc.kind, attempt + 1, self._retries)
+                log.info("model call failed (%s), retry %d of %d", exc.kind, attempt + 1, retries)
                 await asyncio.sleep(min(RETRY_BACKOFF_S * 2 ** attempt, max(0.0, total_deadline - loop.time())))
 
     async def _attempt(self, litellm: Any, kwargs: dict[str, Any], total_deadline: float) -> AsyncIterator[ModelEvent]:
@@ -212,7 +213,7 @@ class LiteLLMClient:
                 try:
                     chunk_usage = getattr(chunk, "usage", None)
                     if chunk_usage is not None:
-                        usage = Usage(chunk_usage.prompt_tokens or 0, chunk_usage.completion_tokens or 0)
+                        usage = _usage(chunk_usage)
                     pieces: list[TextDelta | ReasoningDelta | ToolCallDelta] = []
                     for choice in chunk.choices or ():
                         finish_reason = choice.finish_reason or finish_reason
@@ -303,10 +304,22 @@ class LiteLLMClient:
             kwargs["max_tokens"] = request.max_tokens
         if request.tools:
             kwargs["tools"] = list(request.tools)
+        for key, value in (request.options or {}).items():  # never the call's own shape
+            if key not in ("model", "messages", "stream", "stream_options", "tools"):
+                kwargs[key] = value
         # Passed explicitly so the settings' variables (.env included, and Mastra's
         # GOOGLE_GENERATIVE_AI_API_KEY name) are used; litellm redacts keys from its logs.
         kwargs.update(credentials)
         return {**kwargs, **self._extra_kwargs}
+
+
+def _usage(usage: Any) -> Usage:
+    """litellm's usage, with the reasoning and cached-input details when the provider sent them."""
+    output_details = getattr(usage, "completion_tokens_details", None)
+    input_details = getattr(usage, "prompt_tokens_details", None)
+    return Usage(usage.prompt_tokens or 0, usage.completion_tokens or 0,
+                 reasoning_tokens=getattr(output_details, "reasoning_tokens", None) or 0,
+                 cached_input_tokens=getattr(input_details, "cached_tokens", None) or 0)
 
 
 def _add_call_delta(calls: dict[int, dict[str, str]], delta: Any) -> ToolCallDelta:

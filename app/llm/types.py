@@ -30,6 +30,8 @@ class ModelRequest:
     temperature: float | None = None
     max_tokens: int | None = None
     tools: tuple[dict[str, Any], ...] = ()  # OpenAI function tools: {type: "function", function: {...}}
+    options: dict[str, Any] | None = None  # more litellm parameters (top_p, stop, provider options ...)
+    retries: int | None = None  # retries of this call (retryable errors only); None: the client's
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ class ToolCall:
 class Usage:
     input_tokens: int
     output_tokens: int
+    reasoning_tokens: int = 0  # of output_tokens, when the provider reports them
+    cached_input_tokens: int = 0  # of input_tokens, read from the provider's prompt cache
 
 
 @dataclass(frozen=True)

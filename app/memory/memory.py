@@ -28,7 +28,12 @@ from app.memory.working_document import WorkingMemoryOptions
 from app.memory.working_memory import WorkingMemory
 from app.om.config import ObservationalMemoryOptions, describe_om, observational_memory_options
 from app.om.engine import ObservationalMemory
+from app.om import manual
+from app.om.manual import ManualResult
+from app.agents.processors import no_span
+from app.llm import LiteLLMClient, ResolvedModel
 from app.om.buffering import Buffering
+from app.om.cycles import HookedBuffering, HookedEngine
 from app.om.processor import BufferOnIdle, ObservationalMemoryStep, TokenEstimates
 from app.om.tokens import count_message
 from app.recall.hits import SemanticHit, SemanticSearchUnavailable
@@ -222,13 +227,39 @@ class Memory:
         if self.options.om is None:
             return None
         if self._om_engine is None or self._om_engine.options is not self.options.om:
-            self._om_engine = ObservationalMemory(self.options.om, OMRecordStore(self.store.db))
-            self._om_buffering = Buffering(self._om_engine, self.background)
+            self._om_engine = HookedEngine(self.options.om, OMRecordStore(self.store.db))
+            self._om_buffering = HookedBuffering(self._om_engine, self.background)
         return self._om_engine
 
     def enable_observational_memory(self, options: ObservationalMemoryOptions | None) -> None:
-        """Turn OM on with ``options`` (the ``DEV_SERVER_OM_*`` settings), or off with None."""
+        """Turn OM on with ``options`` (the ``DEV_SERVER_OM_*`` settings), or off with None.
+        Hooks cannot come from settings: the definition's own are kept."""
+        if options is not None and not options.hooks and self.options.om is not None:
+            options = replace(options, hooks=self.options.om.hooks)
         self.options = replace(self.options, observational_memory=options or False)
+
+    async def _om_call(self, llm: Any, model: Any) -> tuple[ObservationalMemory, Any, Any]:
+        engine = self.observational_memory()
+        if engine is None:
+            raise ValueError("Observational Memory is not enabled for this memory")
+        llm = llm or getattr(self, "llm", None) or LiteLLMClient()
+        agent_model = model if isinstance(model, ResolvedModel) else await llm.resolve(model or "local/om")
+        return engine, llm, agent_model
+
+    async def observe(self, thread_id: str, resource_id: str, *, llm: Any = None, model: Any = None,
+                      messages: Any = None, open_span: Any = no_span) -> ManualResult:
+        """Observe the thread's unobserved messages now (``app.om.manual``); ``llm`` / ``model``:
+        who answers when the OM model is the default (the agent's client and model)."""
+        engine, llm, agent_model = await self._om_call(llm, model)
+        return await manual.observe(engine, self.store, llm, agent_model, thread_id=thread_id,
+                                    resource_id=resource_id, messages=messages, open_span=open_span)
+
+    async def reflect(self, thread_id: str, resource_id: str, *, llm: Any = None, model: Any = None,
+                      open_span: Any = no_span) -> ManualResult:
+        """Reflect the thread's whole observation log now (``app.om.manual``)."""
+        engine, llm, agent_model = await self._om_call(llm, model)
+        return await manual.reflect(engine, self.store, llm, agent_model, thread_id=thread_id,
+                                    resource_id=resource_id, open_span=open_span)
 
     def enable_semantic_recall(self, options: Any = True) -> None:
         """Turn semantic recall on (``DEV_SERVER_SEMANTIC_RECALL``): True or Mastra's options."""

@@ -15,7 +15,13 @@ Models: ``model`` serves both observer and reflector and excludes ``observation.
 ``reflection.model``. Without any, the engine picks Mastra's default,
 ``google/gemini-2.5-flash``, when its key is configured, else the agent's own model (which
 is the built-in local model when no provider key is set at all); ``"default"`` names that
-choice explicitly. Resolution happens per call (``app.om.models``), not here.
+choice explicitly. Besides an id, each of them takes ``ModelByInputTokens`` (or
+``{"upTo": {tokens: model}}``) or a list ``[{"model": ..., "maxRetries": n}, ...]`` tried in
+order (``app.om.models``); resolution happens per call. ``modelSettings`` (``temperature``,
+``maxOutputTokens``, ``topP``, ``topK``, ``presencePenalty``, ``frequencyPenalty``,
+``stopSequences``, ``seed``, ``maxRetries``) and ``providerOptions`` (``{provider: {litellm
+parameter: value}}``, the entry of the provider that answers is passed to litellm) are per
+observation / reflection. ``hooks`` are the cycles' lifecycle callbacks (``app.om.hooks``).
 
 Retrieval (§7): ``retrieval`` takes ``True`` (Mastra's defaults: no vector search, scope
 ``resource``), ``False``, or ``{"vector": bool, "scope": "thread" | "resource",
@@ -31,7 +37,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-DEFAULT_MODEL = "google/gemini-2.5-flash"
+from app.om.hooks import NO_HOOKS, Hooks, parse_hooks
+from app.om.models import DEFAULT_MODEL, ModelChoice, parse_model_choice
+
 MESSAGE_TOKENS = 30_000
 OBSERVATION_TOKENS = 40_000
 MAX_TOKENS_PER_BATCH = 10_000
@@ -45,13 +53,15 @@ IdleSetting = int | Literal["auto"] | None  # resolved activateAfterIdle: millis
 
 _TOP_KEYS = {"enabled", "model", "scope", "observation", "reflection", "shareTokenBudget", "bufferTokens",
              "bufferActivation", "blockAfter", "activateAfterIdle", "activateOnProviderChange", "bufferOnIdle",
-             "temporalMarkers", "obscureThreadIds", "retrieval"}
+             "temporalMarkers", "obscureThreadIds", "retrieval", "hooks"}
 _OBSERVATION_KEYS = {"model", "instruction", "messageTokens", "maxTokensPerBatch", "modelSettings",
                      "previousObserverTokens", "truncatePreviousObservations", "bufferTokens", "bufferActivation",
-                     "blockAfter"}
+                     "blockAfter", "providerOptions"}
 _RETRIEVAL_KEYS = {"vector", "scope", "instructions"}
 _REFLECTION_KEYS = {"model", "instruction", "observationTokens", "modelSettings", "bufferActivation", "blockAfter",
-                    "activateAfterIdle", "activateOnProviderChange"}
+                    "activateAfterIdle", "activateOnProviderChange", "providerOptions"}
+MODEL_SETTINGS = {"temperature", "maxOutputTokens", "topP", "topK", "presencePenalty", "frequencyPenalty",
+                  "stopSequences", "seed", "maxRetries"}
 
 
 def _fail(name: str, problem: str) -> ValueError:
@@ -65,9 +75,12 @@ def _positive_int(name: str, value: Any) -> int:
 
 
 def _model(name: str, value: Any) -> str | None:
+    """The model's id (for a ``ModelByInputTokens`` or a list: the first one it names)."""
     if value is None:
         return None
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str):
+        return parse_model_choice(name, value, _fail).label
+    if not value.strip():
         raise _fail(name, f"must be a model id like 'openai/gpt-4o-mini' or 'default', not {value!r}")
     value = value.strip()
     return DEFAULT_MODEL if value == "default" else value
@@ -78,7 +91,23 @@ def _settings(name: str, value: Any) -> dict[str, Any]:
         return {}
     if not isinstance(value, Mapping):
         raise _fail(name, "must be an object such as {\"temperature\": 0.3}")
+    extra = sorted(set(value) - MODEL_SETTINGS)
+    if extra:
+        raise _fail(f"{name}.{extra[0]}", f"is not a model setting (settings: {', '.join(sorted(MODEL_SETTINGS))})")
+    for key in ("maxOutputTokens", "maxRetries", "topK", "seed"):
+        if key in value and value[key] is not None and (isinstance(value[key], bool) or not isinstance(value[key], int)
+                                                        or value[key] < (1 if key == "maxOutputTokens" else 0)):
+            raise _fail(f"{name}.{key}", f"must be a whole number, not {value[key]!r}")
     return dict(value)
+
+
+def _provider_options(name: str, value: Any) -> dict[str, dict[str, Any]]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(v, Mapping) for v in value.values()):
+        raise _fail(name, "must be an object {provider: {option: value}}, e.g. {\"openai\": {\"reasoning_effort\": "
+                          "\"low\"}}")
+    return {str(k): dict(v) for k, v in value.items()}
 
 
 def _text(name: str, value: Any) -> str | None:
@@ -155,6 +184,8 @@ class ObservationConfig:
     buffer_tokens: int | Literal[False] = False  # resolved: absolute tokens, or False (no async buffering)
     buffer_activation: float = BUFFER_ACTIVATION
     block_after: float | None = None  # resolved: absolute tokens, or None
+    model_choice: ModelChoice | None = None  # ``model`` as given (app.om.models); None: not set here
+    provider_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -167,6 +198,8 @@ class ReflectionConfig:
     block_after: float | None = None
     activate_after_idle: IdleSetting = None  # reflections opt in separately
     activate_on_provider_change: bool = False
+    model_choice: ModelChoice | None = None
+    provider_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def activation_point(self) -> int:
@@ -218,6 +251,8 @@ class ObservationalMemoryOptions:
     temporal_markers: bool = False
     obscure_thread_ids: bool = False  # resource scope: hash thread ids in what the observer reads
     retrieval: RetrievalConfig | None = None  # observation groups and the recall tool (§7); None: off
+    model_choice: ModelChoice | None = None  # the top-level ``model`` (app.om.models)
+    hooks: Hooks = NO_HOOKS  # lifecycle callbacks (app.om.hooks); never from the environment
 
     @property
     def async_buffering(self) -> bool:
@@ -230,6 +265,14 @@ class ObservationalMemoryOptions:
     @property
     def reflector_model(self) -> str | None:
         return self.model or self.reflection.model
+
+    @property
+    def observer_choice(self) -> ModelChoice:
+        return self.model_choice or self.observation.model_choice or parse_model_choice("model", None)
+
+    @property
+    def reflector_choice(self) -> ModelChoice:
+        return self.model_choice or self.reflection.model_choice or parse_model_choice("model", None)
 
     def message_threshold(self, observation_tokens: int = 0) -> int:
         """The unobserved-token threshold; with a shared budget it grows as observations shrink."""
@@ -312,6 +355,9 @@ def resolve_observation(given: Mapping[str, Any], scope: str, share_budget: bool
         raw_block = pick("blockAfter") if pick("blockAfter") is not None else BLOCK_AFTER
         block = _block_after("observation.blockAfter", raw_block, tokens)
     return ObservationConfig(model=_model("observation.model", given.get("model")),
+                             model_choice=_choice("observation.model", given.get("model")),
+                             provider_options=_provider_options("observation.providerOptions",
+                                                                given.get("providerOptions")),
                              instruction=_text("observation.instruction", given.get("instruction")),
                              message_tokens=tokens, max_tokens_per_batch=batch,
                              model_settings={"temperature": 0.3, **_settings("observation.modelSettings",
@@ -335,11 +381,18 @@ def resolve_reflection(given: Mapping[str, Any], buffering: bool) -> ReflectionC
                             activate_on_provider_change=_flag("reflection.activateOnProviderChange",
                                                               given.get("activateOnProviderChange")),
                             model=_model("reflection.model", given.get("model")),
+                            model_choice=_choice("reflection.model", given.get("model")),
+                            provider_options=_provider_options("reflection.providerOptions",
+                                                               given.get("providerOptions")),
                             instruction=_text("reflection.instruction", given.get("instruction")),
                             observation_tokens=tokens,
                             model_settings={"temperature": 0, **_settings("reflection.modelSettings",
                                                                            given.get("modelSettings"))},
                             buffer_activation=activation, block_after=block)
+
+
+def _choice(name: str, value: Any) -> ModelChoice | None:
+    return None if value is None else parse_model_choice(name, value, _fail)
 
 
 def _block_after(name: str, value: Any, threshold: int) -> float:
@@ -394,7 +447,9 @@ def observational_memory_options(value: Any) -> ObservationalMemoryOptions | Non
                                       buffer_on_idle=buffer_on_idle,
                                       temporal_markers=_flag("temporalMarkers", value.get("temporalMarkers")),
                                       obscure_thread_ids=_flag("obscureThreadIds", value.get("obscureThreadIds")),
-                                      retrieval=parse_retrieval(value.get("retrieval")))
+                                      retrieval=parse_retrieval(value.get("retrieval")),
+                                      model_choice=_choice("model", value.get("model")),
+                                      hooks=parse_hooks(value.get("hooks"), _fail))
 
 
 def describe_om(options: ObservationalMemoryOptions | None) -> dict[str, Any]:
@@ -408,6 +463,8 @@ def describe_om(options: ObservationalMemoryOptions | None) -> dict[str, Any]:
             "bufferTokens": options.observation.buffer_tokens,
             "observationModel": options.observer_model or DEFAULT_MODEL,
             "reflectionModel": options.reflector_model or DEFAULT_MODEL,
+            "observationModelChoice": options.observer_choice.describe(),
+            "reflectionModelChoice": options.reflector_choice.describe(),
             "retrieval": describe_retrieval(options.retrieval)}
 
 

@@ -1,0 +1,164 @@
+"""Observation and reflection on demand: ``Memory.observe`` / ``reflect``, the Studio's
+``POST /api/memory/observational-memory/observe|reflect``, and ``ObservationalMemory``, usable
+on its own with a store and a model, outside any agent (Mastra's standalone ``observe()``).
+
+* ``observe``: the thread's unobserved messages (or the ``messages`` given, which need not be
+  stored) are observed now, whatever the threshold; then the log is reflected if it reached
+  ``reflection.observationTokens``. Nothing unobserved: no cycle, the record as it is.
+* ``reflect``: the whole log is reflected now, whatever its size (a new generation), like
+  Mastra's ``reflect()``; an empty log is left alone.
+
+The cycles are the engine's (``app.om.cycles``), with ``trigger: "manual"`` in hooks and
+spans, the same flags (a cycle already running on the record makes this a no-op) and the
+same failure rule (a failed cycle leaves the record as it was; its error is in the end hook
+and in the returned ``parts``). Thread scope only: resource scope is refused (``ValueError``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.agents.events import DataPart
+from app.agents.processors import SpanOpener, no_span
+from app.clock import now_iso
+from app.llm import LLMClient, LiteLLMClient, ResolvedModel
+from app.om.config import ObservationalMemoryOptions, observational_memory_options
+from app.om.cycles import HookedEngine
+from app.om.engine import ObservationalMemory as Engine, CycleContext
+from app.om.flags import STALE_FLAG_S
+from app.om.hooks import current_trigger
+from app.om.tokens import count_messages
+from app.om.window import unobserved
+from app.storage.conversations import ConversationStore, Message
+from app.storage.om_records import OMRecord, OMRecordStore, thread_om
+
+
+@dataclass
+class ManualResult:
+    record: OMRecord | None
+    observed: bool = False
+    reflected: bool = False
+    parts: list[dict[str, Any]] = field(default_factory=list)  # the cycles' data-om-* parts
+
+    def to_api(self) -> dict[str, Any]:
+        return {"record": self.record.to_api() if self.record else None, "observed": self.observed,
+                "reflected": self.reflected, "parts": self.parts}
+
+
+def _context(llm: LLMClient, agent_model: ResolvedModel, thread_id: str, hints: dict[str, Any] | None,
+             parts: list[dict[str, Any]], open_span: SpanOpener) -> CycleContext:
+    def emit(part: DataPart, *args: Any, **kwargs: Any) -> None:
+        parts.append({"type": f"data-{part.name}", "data": part.data})
+    return CycleContext(llm, agent_model, thread_id, hints, emit, open_span)
+
+
+async def _record(engine: Engine, thread_id: str, resource_id: str) -> OMRecord:
+    if engine.options.scope != "thread":
+        raise ValueError("manual observe/reflect supports thread scope only (this agent's OM is resource-scoped)")
+    return await engine.records.active(engine.key(thread_id, resource_id)) or await engine.records.initialize(
+        scope="thread", thread_id=thread_id, resource_id=resource_id, config=engine.options.snapshot(), timezone=None)
+
+
+async def observe(engine: Engine, store: ConversationStore, llm: LLMClient, agent_model: ResolvedModel, *,
+                  thread_id: str, resource_id: str, messages: Sequence[Message] | None = None,
+                  open_span: SpanOpener = no_span) -> ManualResult:
+    token = current_trigger.set("manual")
+    try:
+        record = await _record(engine, thread_id, resource_id)
+        thread = await store.get_thread(thread_id)
+        parts: list[dict[str, Any]] = []
+        ctx = _context(llm, agent_model, thread_id, thread_om(thread.metadata) if thread else None, parts, open_span)
+        if messages is None:
+            messages = await store.messages_since(thread_id, record.last_observed_at)
+        pending = unobserved(list(messages), record)
+        result = ManualResult(record, parts=parts)
+        if pending:
+            observed = await engine.observe(ctx, record, pending, count_messages(pending))
+            if observed is not None:
+                result.record, result.observed = observed, True
+        if result.record is not None and result.record.active_observations.strip():
+            reflected = await engine.maybe_reflect(ctx, result.record)
+            result.reflected = reflected.id != result.record.id
+            result.record = reflected
+        return result
+    finally:
+        current_trigger.reset(token)
+
+
+async def reflect(engine: Engine, store: ConversationStore, llm: LLMClient, agent_model: ResolvedModel, *,
+                  thread_id: str, resource_id: str, open_span: SpanOpener = no_span) -> ManualResult:
+    token = current_trigger.set("manual")
+    try:
+        record = await _record(engine, thread_id, resource_id)
+        thread = await store.get_thread(thread_id)
+        parts: list[dict[str, Any]] = []
+        ctx = _context(llm, agent_model, thread_id, thread_om(thread.metadata) if thread else None, parts, open_span)
+        result = ManualResult(record, parts=parts)
+        if not record.active_observations.strip():
+            return result
+        if not await engine.records.claim_flag(record.id, "is_reflecting", stale_after_s=STALE_FLAG_S):
+            return result
+        try:
+            new = await engine._reflect(ctx, record, engine.options.reflection.observation_tokens)
+        finally:
+            await engine.records.release_flag(record.id, "is_reflecting")
+        result.record, result.reflected = new, new.id != record.id
+        return result
+    finally:
+        current_trigger.reset(token)
+
+
+def as_message(item: Message | dict[str, Any], thread_id: str, resource_id: str) -> Message:
+    """A message given to the standalone API: a ``Message``, or ``{role, content, id?, createdAt?}``
+    with ``content`` a string or Mastra's ``{parts: [...]}``."""
+    if isinstance(item, Message):
+        return item
+    content = item.get("content", "")
+    if isinstance(content, str):
+        content = {"format": 2, "parts": [{"type": "text", "text": content}]}
+    return Message(str(item.get("id") or uuid.uuid4()), thread_id, resource_id, str(item.get("role", "user")),
+                   content, str(item.get("createdAt") or now_iso()))
+
+
+class ObservationalMemory:
+    """Observational Memory on its own: a conversation store, a model, Mastra's options.
+
+    ``ObservationalMemory(store, model="openai/gpt-4o-mini", options={"hooks": {...}})``;
+    ``store`` is an open ``ConversationStore`` (its database also holds the OM records);
+    ``llm`` defaults to a ``LiteLLMClient`` with no provider keys (the local model answers)."""
+
+    def __init__(self, store: ConversationStore, model: Any = "default", *, options: Any = None,
+                 llm: LLMClient | None = None) -> None:
+        given = dict(options or {}) if not isinstance(options, ObservationalMemoryOptions) else None
+        if given is not None:
+            given.setdefault("model", model)
+            parsed = observational_memory_options(given)
+        else:
+            parsed = options
+        if parsed is None:
+            raise ValueError("observationalMemory.enabled must not be false for a standalone ObservationalMemory")
+        self.store = store
+        self.options = parsed
+        self.llm = llm or LiteLLMClient()
+        self.engine = HookedEngine(parsed, OMRecordStore(store.db))
+
+    async def _agent_model(self) -> ResolvedModel:
+        # "the agent's model" for the default choice: there is no agent, so Mastra's default id
+        # (which answers locally when its key is not set)
+        return await self.llm.resolve(self.options.observer_choice.label)
+
+    async def observe(self, thread_id: str, resource_id: str, *,
+                      messages: Sequence[Message | dict[str, Any]] | None = None) -> ManualResult:
+        given = None if messages is None else [as_message(m, thread_id, resource_id) for m in messages]
+        return await observe(self.engine, self.store, self.llm, await self._agent_model(), thread_id=thread_id,
+                             resource_id=resource_id, messages=given)
+
+    async def reflect(self, thread_id: str, resource_id: str) -> ManualResult:
+        return await reflect(self.engine, self.store, self.llm, await self._agent_model(), thread_id=thread_id,
+                             resource_id=resource_id)
+
+    async def get_record(self, thread_id: str, resource_id: str) -> OMRecord | None:
+        return await self.engine.records.active(self.engine.key(thread_id, resource_id))
