@@ -113,3 +113,11 @@ class BufferStatusBody(_Body):
     agentId: str = Field(min_length=1)
     resourceId: str | None = Field(default=None, min_length=1)
     threadId: str | None = ThreadId
+
+
+class ManualCycleBody(_Body):
+    """``POST /memory/observational-memory/observe`` and ``.../reflect`` (ours, ``app.om.manual``)."""
+
+    agentId: str = Field(min_length=1)
+    threadId: str = Field(min_length=1)
+    resourceId: str | None = Field(default=None, min_length=1)

@@ -18,13 +18,15 @@ from fastapi import APIRouter
 from app.agents.registry import RegisteredAgent
 from app.api.deps import AgentsDep, ConversationsDep, ForcedResource, MastraQuery, RunnerDep
 from app.api.studio.access import OptionalAgent, QueryAgent, Scope, ScopeDep, scope_for
-from app.api.studio.memory_bodies import BufferStatusBody
+from app.api.studio.memory_bodies import BufferStatusBody, ManualCycleBody
 from app.api.studio.query import iso_time
 from app.clock import to_iso
 from app.errors import BadRequest, NotFound, invalid
 from app.om.flags import settled
 from app.om.config import describe_om
 from app.om.engine import om_model
+from app.observability import spans
+from opentelemetry import trace
 from app.storage.conversations import ConversationStore
 from app.storage.om_records import OMRecord, OMRecordStore, lookup_key
 
@@ -82,6 +84,51 @@ async def buffer_status(body: BufferStatusBody, agents: AgentsDep, forced: Force
     key = await _key(agent, body.threadId, scope_for(forced, agent, body.resourceId), store)
     record = await settled(records, key, timeout_s=BUFFER_STATUS_WAIT_S) if key else None
     return {"record": record.to_api() if record else None}
+
+
+async def _manual(kind: str, body: ManualCycleBody, agents: Any, forced: str | None, store: ConversationStore,
+                  runner: Any) -> dict[str, Any]:
+    """Observe or reflect a thread now (``app.om.manual``; hooks and spans say ``trigger: manual``).
+    ``{record, observed, reflected, parts}``; 404 for a thread the request may not see."""
+    agent = agents.get(body.agentId)
+    if agent is None:
+        raise NotFound(f"Agent with id {body.agentId} not found")
+    _records(agent)
+    if agent.memory.options.om.scope != "thread":  # type: ignore[union-attr]
+        raise BadRequest("Manual observe/reflect supports thread-scoped Observational Memory only")
+    thread = await store.get_thread(body.threadId)
+    if thread is None or not scope_for(forced, agent, body.resourceId).admits(thread):
+        raise NotFound(f"Thread with id {body.threadId} not found")
+    ids = spans.identity(agent_id=agent.id, agent_name=agent.definition.name, run_id=f"om-{kind}-{thread.id}",
+                         thread_id=thread.id, resource_id=thread.resource_id)
+    root = spans.start(runner.tracer, f"memory: {kind}", "memory_operation", ids,
+                       attributes={"trigger": "manual", "operation": kind})
+
+    def open_span(name: str, span_type: str, **kwargs: Any) -> Any:
+        return spans.child(runner.tracer, name, span_type, ids, trace.set_span_in_context(root), **kwargs)
+
+    memory = agent.memory
+    try:
+        model = await runner.llm.resolve(agent.definition.model)
+        call = memory.observe if kind == "observe" else memory.reflect  # type: ignore[union-attr]
+        result = await call(thread.id, thread.resource_id, llm=runner.llm, model=model, open_span=open_span)
+    except BaseException as exc:
+        spans.finish(root, error=exc)
+        raise
+    spans.finish(root, output={"observed": result.observed, "reflected": result.reflected})
+    return result.to_api()
+
+
+@router.post("/observational-memory/observe")
+async def observe(body: ManualCycleBody, agents: AgentsDep, forced: ForcedResource, store: ConversationsDep,
+                  runner: RunnerDep) -> dict[str, Any]:
+    return await _manual("observe", body, agents, forced, store, runner)
+
+
+@router.post("/observational-memory/reflect")
+async def reflect(body: ManualCycleBody, agents: AgentsDep, forced: ForcedResource, store: ConversationsDep,
+                  runner: RunnerDep) -> dict[str, Any]:
+    return await _manual("reflect", body, agents, forced, store, runner)
 
 
 def om_status(record: OMRecord | None) -> dict[str, Any]:
