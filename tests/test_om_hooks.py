@@ -1,0 +1,120 @@
+"""Issue 14 items 4 and 6 through live apps (real uvicorn in this process, the real ``ai``
+client, the local model observing): hooks on turn-sync and async-buffer cycles, a raising
+hook, a failed background cycle reported to the end hook, and the Studio's manual
+``observe`` / ``reflect`` routes with ``trigger: "manual"``."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from app.agents import chat_agent
+from app.factory import create_app
+from app.memory.memory import Memory, MemoryOptions
+from app.settings import Settings
+from tests.support import LiveApp
+from tests.test_om_gateway import FACT, turn
+
+Events = list[tuple[str, dict[str, Any]]]
+
+
+def hooks_into(events: Events, **override: Callable[..., Any]) -> dict[str, Any]:
+    names = ("onObservationStart", "onObservationEnd", "onReflectionStart", "onReflectionEnd", "onBufferingStart",
+             "onBufferingEnd")
+    hooks: dict[str, Any] = {}
+    for name in names:
+        async def hook(event: dict[str, Any], name: str = name) -> None:
+            events.append((name, event))
+        hooks[name] = hook
+    return {**hooks, **override}
+
+
+@contextmanager
+def live(role: str, data: Path, options: dict[str, Any], hooks: dict[str, Any]) -> Iterator[LiveApp]:
+    agent = dataclasses.replace(chat_agent.definition, memory=lambda: Memory(MemoryOptions(
+        last_messages=10, observational_memory={"hooks": hooks})))
+    settings = Settings(data_dir=data, telemetry=False, om_options=options)
+    with LiveApp(create_app(role, settings, agents=(agent,))) as server:
+        yield server
+
+
+def wait_for(events: Events, predicate: Callable[[str, dict[str, Any]], bool], timeout: float = 30.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [e for n, e in events if predicate(n, e)]
+        if found:
+            return found[0]
+        assert time.monotonic() < deadline, f"no such hook call in {[(n, e.get('trigger')) for n, e in events]}"
+        time.sleep(0.05)
+
+
+def test_turn_sync_cycles_call_the_hooks_and_a_raising_hook_does_not_stop_them(tmp_path: Path) -> None:
+    events: Events = []
+
+    def broken(event: dict[str, Any]) -> None:
+        raise RuntimeError("a bug in the user's hook")
+
+    options = {"observation": {"messageTokens": 300, "bufferTokens": False}}
+    with live("gateway", tmp_path, options, hooks_into(events, onObservationStart=broken)) as server:
+        for i in range(1, 6):
+            result = turn(server, "sync", f"sync-{i}", f"Turn {i}. {FACT}")
+            if any(c["type"] == "data-om-observation-end" for c in result["chunks"]):
+                break
+        else:
+            raise AssertionError("no observation")
+    end = wait_for(events, lambda n, e: n == "onObservationEnd")
+    assert end["trigger"] == "turn-sync" and end["threadId"] == "sync" and end["resourceId"]
+    assert end["error"] is None and end["usage"]["inputTokens"] > 0 and end["usage"]["outputTokens"] > 0
+    assert end["model"] and end["calls"] and end["providerMetadata"]
+    assert not any(n == "onBufferingEnd" for n, _ in events)
+
+
+def test_async_buffer_cycles_call_the_hooks_and_report_a_failure_without_raising(tmp_path: Path) -> None:
+    events: Events = []
+    options = {"observation": {"messageTokens": 600, "bufferTokens": 200}, "reflection": {"observationTokens": 50000}}
+    with live("gateway", tmp_path, options, hooks_into(events)) as server:
+        for i in range(1, 8):
+            turn(server, "buf", f"buf-{i}", f"Turn {i}. {FACT}")
+            if any(n == "onBufferingEnd" for n, _ in events):
+                break
+        ok = wait_for(events, lambda n, e: n == "onBufferingEnd")
+        assert ok["trigger"] == "async-buffer" and ok["operation"] == "observation" and ok["error"] is None
+        assert ok["usage"]["outputTokens"] > 0
+        assert any(n == "onObservationEnd" and e["trigger"] == "async-buffer" for n, e in events)
+        assert any(n == "onBufferingStart" for n, _ in events)
+        events.clear()
+        for i in range(1, 4):
+            result = turn(server, "buf", f"fail-{i}", f"Failing turn {i} [[observer-fail]]. {FACT} {FACT}")
+            assert result["ok"]  # the turn answers; the background failure never raises into it
+            failed = [e for n, e in events if n == "onBufferingEnd" and e["error"]]
+            if failed:
+                break
+        failed_event = wait_for(events, lambda n, e: n == "onBufferingEnd" and bool(e["error"]))
+    assert failed_event["trigger"] == "async-buffer" and "could not reach the model provider" in failed_event["error"].lower()
+
+
+def test_studio_routes_observe_and_reflect_a_thread_manually(tmp_path: Path) -> None:
+    events: Events = []
+    options = {"observation": {"messageTokens": 20000, "bufferTokens": False}}
+    with live("gateway", tmp_path, options, hooks_into(events)) as server:
+        for i in range(1, 3):
+            turn(server, "manual", f"manual-{i}", f"Turn {i}. {FACT}")
+    assert not events  # far below the threshold: the turns observed nothing
+    with live("studio", tmp_path, options, hooks_into(events)) as studio:
+        body = {"agentId": chat_agent.definition.id, "threadId": "manual"}
+        observed = httpx.post(f"{studio.url}/api/memory/observational-memory/observe", json=body, timeout=30).json()
+        assert observed["observed"] and "Ada Lovelace" in observed["record"]["activeObservations"]
+        reflected = httpx.post(f"{studio.url}/api/memory/observational-memory/reflect", json=body, timeout=30).json()
+        assert reflected["reflected"] and reflected["record"]["generationCount"] == 1
+        missing = httpx.post(f"{studio.url}/api/memory/observational-memory/observe",
+                             json={**body, "threadId": "nope"}, timeout=30)
+        assert missing.status_code == 404
+    names = [n for n, _ in events]
+    assert names == ["onObservationStart", "onObservationEnd", "onReflectionStart", "onReflectionEnd"]
+    assert all(e["trigger"] == "manual" for _, e in events)
