@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from app.om.hooks import NO_HOOKS, Hooks, parse_hooks
-from app.om.models import DEFAULT_MODEL, ModelChoice, parse_model_choice
+from app.om.models import (DEFAULT_MODEL, ModelChoice, parse_model_choice, parse_model_settings,
+                           parse_provider_options)
 
 MESSAGE_TOKENS = 30_000
 OBSERVATION_TOKENS = 40_000
@@ -60,8 +61,6 @@ _OBSERVATION_KEYS = {"model", "instruction", "messageTokens", "maxTokensPerBatch
 _RETRIEVAL_KEYS = {"vector", "scope", "instructions"}
 _REFLECTION_KEYS = {"model", "instruction", "observationTokens", "modelSettings", "bufferActivation", "blockAfter",
                     "activateAfterIdle", "activateOnProviderChange", "providerOptions"}
-MODEL_SETTINGS = {"temperature", "maxOutputTokens", "topP", "topK", "presencePenalty", "frequencyPenalty",
-                  "stopSequences", "seed", "maxRetries"}
 
 
 def _fail(name: str, problem: str) -> ValueError:
@@ -87,27 +86,11 @@ def _model(name: str, value: Any) -> str | None:
 
 
 def _settings(name: str, value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise _fail(name, "must be an object such as {\"temperature\": 0.3}")
-    extra = sorted(set(value) - MODEL_SETTINGS)
-    if extra:
-        raise _fail(f"{name}.{extra[0]}", f"is not a model setting (settings: {', '.join(sorted(MODEL_SETTINGS))})")
-    for key in ("maxOutputTokens", "maxRetries", "topK", "seed"):
-        if key in value and value[key] is not None and (isinstance(value[key], bool) or not isinstance(value[key], int)
-                                                        or value[key] < (1 if key == "maxOutputTokens" else 0)):
-            raise _fail(f"{name}.{key}", f"must be a whole number, not {value[key]!r}")
-    return dict(value)
+    return parse_model_settings(name, value, _fail)
 
 
 def _provider_options(name: str, value: Any) -> dict[str, dict[str, Any]]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping) or not all(isinstance(v, Mapping) for v in value.values()):
-        raise _fail(name, "must be an object {provider: {option: value}}, e.g. {\"openai\": {\"reasoning_effort\": "
-                          "\"low\"}}")
-    return {str(k): dict(v) for k, v in value.items()}
+    return parse_provider_options(name, value, _fail)
 
 
 def _text(name: str, value: Any) -> str | None:

@@ -152,6 +152,34 @@ def parse_model_choice(name: str, value: Any, fail: Fail = _plain_fail) -> Model
     return ModelChoice((ModelWithRetries(_single(name, value, fail)),))
 
 
+MODEL_SETTINGS = {"temperature", "maxOutputTokens", "topP", "topK", "presencePenalty", "frequencyPenalty",
+                  "stopSequences", "seed", "maxRetries"}
+
+
+def parse_model_settings(name: str, value: Any, _fail: Fail = _plain_fail) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _fail(name, "must be an object such as {\"temperature\": 0.3}")
+    extra = sorted(set(value) - MODEL_SETTINGS)
+    if extra:
+        raise _fail(f"{name}.{extra[0]}", f"is not a model setting (settings: {', '.join(sorted(MODEL_SETTINGS))})")
+    for key in ("maxOutputTokens", "maxRetries", "topK", "seed"):
+        if key in value and value[key] is not None and (isinstance(value[key], bool) or not isinstance(value[key], int)
+                                                        or value[key] < (1 if key == "maxOutputTokens" else 0)):
+            raise _fail(f"{name}.{key}", f"must be a whole number, not {value[key]!r}")
+    return dict(value)
+
+
+def parse_provider_options(name: str, value: Any, _fail: Fail = _plain_fail) -> dict[str, dict[str, Any]]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(v, Mapping) for v in value.values()):
+        raise _fail(name, "must be an object {provider: {option: value}}, e.g. {\"openai\": {\"reasoning_effort\": "
+                          "\"low\"}}")
+    return {str(k): dict(v) for k, v in value.items()}
+
+
 def uses_default_output_limit(choice: ModelChoice, candidate: ModelWithRetries, answered_by_default: bool) -> bool:
     """Whether Mastra's ``maxOutputTokens: 100000`` applies to this call (2.1): with the
     default choice when Mastra's default model itself answers (not the agent's model standing
