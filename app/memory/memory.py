@@ -222,7 +222,7 @@ class Memory:
         if self.options.om is None:
             return None
         if self._om_engine is None or self._om_engine.options is not self.options.om:
-            self._om_engine = ObservationalMemory(self.options.om, OMRecordStore(self.store.db))
+            self._om_engine = ObservationalMemory(self.options.om, OMRecordStore(self.store.db), self)
             self._om_buffering = Buffering(self._om_engine, self.background)
         return self._om_engine
 

@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from app.om.extract import Extractor, parse_extractors
+
 DEFAULT_MODEL = "google/gemini-2.5-flash"
 MESSAGE_TOKENS = 30_000
 OBSERVATION_TOKENS = 40_000
@@ -48,10 +50,10 @@ _TOP_KEYS = {"enabled", "model", "scope", "observation", "reflection", "shareTok
              "temporalMarkers", "obscureThreadIds", "retrieval"}
 _OBSERVATION_KEYS = {"model", "instruction", "messageTokens", "maxTokensPerBatch", "modelSettings",
                      "previousObserverTokens", "truncatePreviousObservations", "bufferTokens", "bufferActivation",
-                     "blockAfter"}
+                     "blockAfter", "extract", "threadTitle", "manageWorkingMemory"}
 _RETRIEVAL_KEYS = {"vector", "scope", "instructions"}
 _REFLECTION_KEYS = {"model", "instruction", "observationTokens", "modelSettings", "bufferActivation", "blockAfter",
-                    "activateAfterIdle", "activateOnProviderChange"}
+                    "activateAfterIdle", "activateOnProviderChange", "extract"}
 
 
 def _fail(name: str, problem: str) -> ValueError:
@@ -155,6 +157,9 @@ class ObservationConfig:
     buffer_tokens: int | Literal[False] = False  # resolved: absolute tokens, or False (no async buffering)
     buffer_activation: float = BUFFER_ACTIVATION
     block_after: float | None = None  # resolved: absolute tokens, or None
+    extract: tuple[Extractor, ...] = ()  # the user's extractors (app.om.extract)
+    thread_title: bool = False  # the observer proposes the thread's title
+    manage_working_memory: bool = False  # the observer keeps working memory (the agent's tool is then off)
 
 
 @dataclass(frozen=True)
@@ -167,6 +172,7 @@ class ReflectionConfig:
     block_after: float | None = None
     activate_after_idle: IdleSetting = None  # reflections opt in separately
     activate_on_provider_change: bool = False
+    extract: tuple[Extractor, ...] = ()
 
     @property
     def activation_point(self) -> int:
@@ -318,7 +324,11 @@ def resolve_observation(given: Mapping[str, Any], scope: str, share_budget: bool
                                                                               given.get("modelSettings"))},
                              previous_observer_tokens=previous, truncate_previous_observations=truncate,
                              buffer_tokens=resolved_buffer,
-                             buffer_activation=activation, block_after=block)
+                             buffer_activation=activation, block_after=block,
+                             extract=parse_extractors("observation.extract", given.get("extract")),
+                             thread_title=_flag("observation.threadTitle", given.get("threadTitle")),
+                             manage_working_memory=_flag("observation.manageWorkingMemory",
+                                                         given.get("manageWorkingMemory")))
 
 
 def resolve_reflection(given: Mapping[str, Any], buffering: bool) -> ReflectionConfig:
@@ -339,7 +349,8 @@ def resolve_reflection(given: Mapping[str, Any], buffering: bool) -> ReflectionC
                             observation_tokens=tokens,
                             model_settings={"temperature": 0, **_settings("reflection.modelSettings",
                                                                            given.get("modelSettings"))},
-                            buffer_activation=activation, block_after=block)
+                            buffer_activation=activation, block_after=block,
+                            extract=parse_extractors("reflection.extract", given.get("extract")))
 
 
 def _block_after(name: str, value: Any, threshold: int) -> float:
@@ -383,6 +394,12 @@ def observational_memory_options(value: Any) -> ObservationalMemoryOptions | Non
         raise _fail("model", "cannot be combined with observation.model or reflection.model: set one or the other")
     observation = resolve_observation(observation_given, scope, share, top=value)
     reflection = resolve_reflection(reflection_given, observation.buffer_tokens is not False)
+    if scope == "resource":  # the multi-thread observer answers per thread: not wired for extraction yet
+        for name, on in (("observation.extract", observation.extract), ("reflection.extract", reflection.extract),
+                         ("observation.threadTitle", observation.thread_title),
+                         ("observation.manageWorkingMemory", observation.manage_working_memory)):
+            if on:
+                raise _fail(name, "is not supported in resource scope yet")
     buffer_on_idle = _flag("bufferOnIdle", value.get("bufferOnIdle"))
     if buffer_on_idle and observation.buffer_tokens is False:
         raise _fail("bufferOnIdle", "needs async buffering (observation.bufferTokens must not be false)")
@@ -408,7 +425,11 @@ def describe_om(options: ObservationalMemoryOptions | None) -> dict[str, Any]:
             "bufferTokens": options.observation.buffer_tokens,
             "observationModel": options.observer_model or DEFAULT_MODEL,
             "reflectionModel": options.reflector_model or DEFAULT_MODEL,
-            "retrieval": describe_retrieval(options.retrieval)}
+            "retrieval": describe_retrieval(options.retrieval),
+            "threadTitle": options.observation.thread_title,
+            "manageWorkingMemory": options.observation.manage_working_memory,
+            "extract": {"observation": [e.name for e in options.observation.extract],
+                        "reflection": [e.name for e in options.reflection.extract]}}
 
 
 def describe_retrieval(retrieval: RetrievalConfig | None) -> dict[str, Any] | bool:
