@@ -187,6 +187,9 @@ class Settings(BaseSettings):
     om_model: str | None = Field(
         None, description="Observer and reflector model (default google/gemini-2.5-flash when its key is set, else"
         " the agent's model)")
+    om_thread_title: bool = Field(
+        False, description="The observer proposes each thread's title (observation.threadTitle), shown in the"
+        " Studio's thread list")
     om_options: dict[str, Any] | None = Field(
         None, description="Any of Mastra's observationalMemory options as a JSON object, merged over the"
         " DEV_SERVER_OM_* values above, e.g. {\"activateAfterIdle\": \"5m\", \"temporalMarkers\": true}")
@@ -229,6 +232,8 @@ class Settings(BaseSettings):
         if self.om_buffer_tokens:
             number = None if self.om_buffer_tokens == "false" else float(self.om_buffer_tokens)
             observation["bufferTokens"] = False if number is None else int(number) if number >= 1 else number
+        if self.om_thread_title:
+            observation["threadTitle"] = True
         if observation:
             options["observation"] = observation
         if self.om_observation_tokens:

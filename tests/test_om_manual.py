@@ -168,6 +168,6 @@ def test_model_forms_parse_to_one_choice() -> None:
     assert choice.candidates[0].max_retries == 2 and choice.candidates[1].max_retries is None
     assert parse_model_choice("model", None).default
     with pytest.raises(ValueError, match="increasing order"):
-        ModelByInputTokens({10: "a/b", 10: "c/d", 5: "e/f"})
+        ModelByInputTokens({10: "c/d", 5: "e/f"})
     options = observational_memory_options({"model": ModelByInputTokens({100: "a/b"})})
     assert options.observer_choice == options.reflector_choice and options.observer_model == "a/b"

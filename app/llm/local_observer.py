@@ -27,6 +27,14 @@ lines, and from level 2 also 🟡 and unmarked lines. From level 3 only the newe
 4: quarter) of each date's 🔴 lines stay, after one ``* 🔴 (HH:MM) Earlier: N observations
 condensed`` line. With any 🟢 or 🟡 line in its input the answer is shorter than the input.
 
+Extractors (``app.om.extract``): for every other ``<slug>`` section its system prompt
+describes, the observer writes ``<slug>run N: "<last user text>"</slug>``, N being one more
+than the N of the prior value it was shown (so a test sees that the previous extraction
+reached the next run); for ``<working-memory>`` the prior document plus one ``- <text>`` line
+per user statement. A structured follow-up (``EXTRACTOR_IDENTITY``) is answered with a JSON
+object built from its schema: strings are the last user statement of the source, numbers
+the count of user statements, booleans true, arrays the statements, objects recursively.
+
 Test triggers, in the last user message of the observed transcript:
 
 * ``[[observer-fail]]`` -- the call fails as the local model's ``[[fail]]`` does
@@ -39,12 +47,14 @@ Deterministic, like the local model: the same messages always give the same answ
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.om.extract import EXTRACTOR_IDENTITY, SCHEMA_CLOSE, SCHEMA_OPEN, SOURCE_HEADING
 from app.om.prompts import (COMPRESSION_HEADINGS, CURRENT_TASK_SECTION, HISTORY_HEADING, OBSERVER_IDENTITY,
                             REFLECT_HEADING, REFLECTION_REQUEST, REFLECTOR_IDENTITY, SKIP_HINTS_NOTE,
                             SUGGESTED_RESPONSE_SECTION, THREAD_TITLE_SECTION)
@@ -91,6 +101,8 @@ class _Thread:
 
 def om_reply(messages: Sequence[dict[str, Any]]) -> OmReply | None:
     """The answer when ``messages`` are an observer or reflector request, else None."""
+    if _system_text(messages).startswith(EXTRACTOR_IDENTITY):
+        return OmReply(structured_answer(messages))
     if is_reflector_request(messages):
         return OmReply(reflector_answer(messages))
     if is_observer_request(messages):
@@ -123,7 +135,60 @@ def observer_answer(messages: Sequence[dict[str, Any]]) -> str:
         return "\n".join(["<observations>", *lines, "</observations>"])
     statements = [statement for thread in threads for statement in thread.statements]
     return "\n".join(["<observations>", *_observation_lines(statements), "</observations>",
-                      *_hint_sections(statements, sections)])
+                      *_hint_sections(statements, sections), *_extractor_sections(messages, statements)])
+
+
+_SECTION_OPEN = re.compile(r"^<([a-z0-9]+(?:-[a-z0-9]+)*)>$", re.M)
+_BUILT_IN_SECTIONS = {"current-task", "suggested-response", "thread-title", "observations", "thread"}
+_RUN = re.compile(r"^run (\d+):")
+
+
+def _extractor_sections(messages: Sequence[dict[str, Any]], statements: list[_Statement]) -> list[str]:
+    system = _system_text(messages)
+    task = next((_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    users = [_flat(_TRIGGER.sub(" ", s.text)) for s in statements if s.role == "user"]
+    users = [text for text in users if text]
+    if not users:
+        return []
+    sections = []
+    for slug in dict.fromkeys(_SECTION_OPEN.findall(system)):
+        if slug in _BUILT_IN_SECTIONS or f"</{slug}>" not in system:
+            continue
+        prior = re.search(rf"<{slug}>([\s\S]*?)</{slug}>", task)
+        if slug == "working-memory":
+            lines = [prior.group(1).strip()] if prior else []
+            value = "\n".join([*lines, *(f"- {text}" for text in users)])
+        else:
+            runs = _RUN.match(prior.group(1).strip()) if prior else None
+            value = f"run {int(runs.group(1)) + 1 if runs else 1}: {_quote(users[-1], _TOPIC_CHARS)}"
+        sections.append(f"<{slug}>{value}</{slug}>")
+    return sections
+
+
+def structured_answer(messages: Sequence[dict[str, Any]]) -> str:
+    """A JSON object fitting the schema of a structured extractor call."""
+    system = _system_text(messages)
+    start, end = system.find(SCHEMA_OPEN), system.find(SCHEMA_CLOSE)
+    schema = json.loads(system[start + len(SCHEMA_OPEN):end]) if 0 <= start < end else {}
+    source = _user_text_under(messages, SOURCE_HEADING)
+    users = [_flat(m.group(1)) for m in re.finditer(r"^User(?: \([^)]*\))?: (.*)$", source, re.M)]
+    users = [_TRIGGER.sub(" ", text).strip() for text in users if text.strip()] or ["nothing yet"]
+    return json.dumps(_instance(schema, users))
+
+
+def _instance(schema: dict[str, Any], users: list[str]) -> Any:
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object":
+        return {key: _instance(sub, users) for key, sub in (schema.get("properties") or {}).items()}
+    if kind == "array":
+        return [_instance(schema.get("items") or {"type": "string"}, [text]) for text in users]
+    if kind == "integer" or kind == "number":
+        return len(users)
+    if kind == "boolean":
+        return True
+    return users[-1]
 
 
 def reflector_answer(messages: Sequence[dict[str, Any]]) -> str:

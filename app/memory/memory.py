@@ -94,12 +94,27 @@ class MemoryOptions:
         history = 0 if self.last_messages is False else max(0, int(self.last_messages))
         return history + max(1, input_count)
 
+    def working_memory_roles(self) -> tuple[bool, bool]:
+        """(agentManaged, useStateSignals) of working memory: as configured, else decided by
+        OM's ``manageWorkingMemory`` (on: the observer keeps it, the agent's tool is off)."""
+        working, om = self.working, self.om
+        by_om = om is not None and om.observation.manage_working_memory and working is not None
+        agent = working.agent_managed if working is not None and working.agent_managed is not None else not by_om
+        signals = working.use_state_signals if working is not None and working.use_state_signals is not None \
+            else by_om
+        return agent, signals
+
     def describe(self) -> dict[str, Any]:
         """The config as Mastra's ``GET /memory/config`` reports it."""
+        working = self.working.describe() if self.working else {"enabled": False}
+        if self.working is not None and (self.om is not None and self.om.observation.manage_working_memory
+                                         or self.working.agent_managed is not None
+                                         or self.working.use_state_signals is not None):
+            working["agentManaged"], working["useStateSignals"] = self.working_memory_roles()
         return {"lastMessages": self.last_messages,
                 "semanticRecall": self.recall.describe() if self.recall else False,
                 "generateTitle": self.generate_title,
-                "workingMemory": self.working.describe() if self.working else {"enabled": False},
+                "workingMemory": working,
                 "observationalMemory": describe_om(self.om)}
 
 
@@ -208,7 +223,7 @@ class Memory:
         if self.options.recall is not None:
             processors.append(SemanticRecallStep(self, self.options.recall))
         if self.options.working is not None:
-            processors.append(WorkingMemory(self, self.options.working))
+            processors.append(WorkingMemory(self, self.options.working, self.working_memory_roles()[0]))
         return processors
 
     def output_processors(self) -> list[OutputProcessor]:
@@ -227,7 +242,7 @@ class Memory:
         if self.options.om is None:
             return None
         if self._om_engine is None or self._om_engine.options is not self.options.om:
-            self._om_engine = HookedEngine(self.options.om, OMRecordStore(self.store.db))
+            self._om_engine = HookedEngine(self.options.om, OMRecordStore(self.store.db), self)
             self._om_buffering = HookedBuffering(self._om_engine, self.background)
         return self._om_engine
 
@@ -280,6 +295,9 @@ class Memory:
         """Turn working memory on (``DEV_SERVER_WORKING_MEMORY``), unless already configured."""
         if self.options.working is None:
             self.options = replace(self.options, working_memory=options or WorkingMemoryOptions())
+
+    def working_memory_roles(self) -> tuple[bool, bool]:
+        return self.options.working_memory_roles()
 
     def working_memory_place(self, thread: Thread | None, resource_id: str | None) -> dict[str, str] | None:
         """Where the document lives: ``{"thread_id": ...}`` or ``{"resource_id": ...}`` (the

@@ -49,6 +49,9 @@ class WorkingMemoryOptions:
     scope: Literal["resource", "thread"] = "resource"
     template: str | None = None  # Markdown; the default template when neither is given
     schema: dict[str, Any] | None = None  # JSON schema of a JSON document
+    # None: decided by Observational Memory's manageWorkingMemory (Memory.working_memory_roles):
+    agent_managed: bool | None = None  # the agent gets the updateWorkingMemory tool
+    use_state_signals: bool | None = None  # Mastra's flag; reported in the config, no behaviour of ours yet
 
     def __post_init__(self) -> None:
         if self.scope not in ("resource", "thread"):
@@ -151,8 +154,16 @@ def dump(document: dict[str, Any]) -> str:
     return json.dumps(document, ensure_ascii=False, indent=2)
 
 
-def instruction(options: WorkingMemoryOptions, document: str | None) -> str:
-    """The system message of one step: how to keep the memory, its template, its data."""
+OBSERVED_INSTRUCTION = ("Your working memory about the user is kept up to date for you, from the conversation. "
+                        "Use what it holds to answer well; do not mention it to the user.")
+
+
+def instruction(options: WorkingMemoryOptions, document: str | None, agent_managed: bool = True) -> str:
+    """The system message of one step: how to keep the memory, its template, its data
+    (without the tool's instructions when the agent does not manage it)."""
+    if not agent_managed:
+        return "\n".join([INSTRUCTION_HEADER, OBSERVED_INSTRUCTION, "", "WORKING MEMORY DATA:", DATA_OPEN,
+                          document if document else EMPTY_DATA, DATA_CLOSE])
     json_format = options.format == "json"
     how = ("Send only what changes, as a JSON object: objects are merged into the stored one, a null value "
            "removes a key, an array replaces the stored array whole." if json_format else

@@ -74,9 +74,10 @@ class _TurnDocument:
 class WorkingMemory:
     name = "working-memory"
 
-    def __init__(self, memory: Memory, options: WorkingMemoryOptions) -> None:
+    def __init__(self, memory: Memory, options: WorkingMemoryOptions, agent_managed: bool = True) -> None:
         self.memory = memory
         self.options = options
+        self.agent_managed = agent_managed  # False: OM keeps it (manageWorkingMemory), no tool
         self.input_model = update_model(options)
 
     async def process_step(self, step: StepContext) -> None:
@@ -88,9 +89,10 @@ class WorkingMemory:
                                                                                              step.resource_id))
             copy.tool = self._tool(step.thread, step.resource_id, copy)
         if copy.message is None:
-            copy.message = {"role": "system", "content": instruction(self.options, copy.document)}
+            copy.message = {"role": "system", "content": instruction(self.options, copy.document, self.agent_managed)}
         step.system.append(copy.message)
-        step.add_tool(copy.tool)
+        if self.agent_managed:
+            step.add_tool(copy.tool)
 
     def _tool(self, thread: Thread, resource_id: str | None, copy: _TurnDocument) -> Tool:
         async def update(args: BaseModel, _: ToolContext) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from app.agents.events import DataPart
 from app.clock import now_iso, parse_iso, to_iso
 from app.om.engine import CycleContext, describe_error, om_model
+from app.om.extract_run import end_fields, observed_source
 from app.om.flags import BUFFER_STALE_S, flag_live, holding, settled
 from app.om.groups import aligned_cut, message_range, wrap_group
 from app.om.parts import OBSERVATION, REFLECTION, BufferCycle, marker_config
@@ -180,6 +181,9 @@ class Buffering:
                     existing = existing + BUFFERED_HEADING + "\n\n".join(chunks)
                 output = await self.engine.run_observer(ctx, current, fresh, previous=existing, buffered=True)
                 observations = output.observations.strip()
+                # a chunk's extracted values and title are kept at once, not at its activation (2.4 step 8)
+                extraction = await self.engine.extract(ctx, current, OBSERVATION, output.extracted,
+                                                       observed_source(observations, fresh), buffered=True)
                 if self.engine.options.retrieval is not None:
                     observations = wrap_group(observations, message_range(fresh))
                 newest = max(parse_iso(m.created_at) for m in fresh)
@@ -189,7 +193,10 @@ class Buffering:
                          "lastObservedAt": to_iso(newest + timedelta(milliseconds=1)), "createdAt": now_iso()}
                 stored = await records.add_buffered_chunk(current.lookup_key, chunk)
                 total = sum(int(c.get("tokenCount") or 0) for c in (stored or current).buffered_observation_chunks or ())
-                sink.emit(cycle.end(buffered_tokens=total, observations=observations))
+                if extraction.patch:
+                    await self.engine.patch_hints(ctx, extraction.patch)
+                await self.engine.extraction.commit(ctx, extraction, cycle.id)
+                sink.emit(cycle.end(buffered_tokens=total, observations=observations, extra=end_fields(extraction)))
         except Exception as exc:  # buffering never raises: the threshold path observes instead
             log.warning("buffered observation of thread %s failed: %s", ctx.thread_id, describe_error(exc))
             sink.emit(cycle.failed(describe_error(exc)))

@@ -40,6 +40,7 @@ from typing import Any, Literal
 from app.om.hooks import NO_HOOKS, Hooks, parse_hooks
 from app.om.models import (DEFAULT_MODEL, ModelChoice, parse_model_choice, parse_model_settings,
                            parse_provider_options)
+from app.om.extract import Extractor, parse_extractors
 
 MESSAGE_TOKENS = 30_000
 OBSERVATION_TOKENS = 40_000
@@ -57,10 +58,10 @@ _TOP_KEYS = {"enabled", "model", "scope", "observation", "reflection", "shareTok
              "temporalMarkers", "obscureThreadIds", "retrieval", "hooks"}
 _OBSERVATION_KEYS = {"model", "instruction", "messageTokens", "maxTokensPerBatch", "modelSettings",
                      "previousObserverTokens", "truncatePreviousObservations", "bufferTokens", "bufferActivation",
-                     "blockAfter", "providerOptions"}
+                     "blockAfter", "providerOptions", "extract", "threadTitle", "manageWorkingMemory"}
 _RETRIEVAL_KEYS = {"vector", "scope", "instructions"}
 _REFLECTION_KEYS = {"model", "instruction", "observationTokens", "modelSettings", "bufferActivation", "blockAfter",
-                    "activateAfterIdle", "activateOnProviderChange", "providerOptions"}
+                    "activateAfterIdle", "activateOnProviderChange", "providerOptions", "extract"}
 
 
 def _fail(name: str, problem: str) -> ValueError:
@@ -169,6 +170,9 @@ class ObservationConfig:
     block_after: float | None = None  # resolved: absolute tokens, or None
     model_choice: ModelChoice | None = None  # ``model`` as given (app.om.models); None: not set here
     provider_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    extract: tuple[Extractor, ...] = ()  # the user's extractors (app.om.extract)
+    thread_title: bool = False  # the observer proposes the thread's title
+    manage_working_memory: bool = False  # the observer keeps working memory (the agent's tool is then off)
 
 
 @dataclass(frozen=True)
@@ -183,6 +187,7 @@ class ReflectionConfig:
     activate_on_provider_change: bool = False
     model_choice: ModelChoice | None = None
     provider_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    extract: tuple[Extractor, ...] = ()
 
     @property
     def activation_point(self) -> int:
@@ -347,7 +352,11 @@ def resolve_observation(given: Mapping[str, Any], scope: str, share_budget: bool
                                                                               given.get("modelSettings"))},
                              previous_observer_tokens=previous, truncate_previous_observations=truncate,
                              buffer_tokens=resolved_buffer,
-                             buffer_activation=activation, block_after=block)
+                             buffer_activation=activation, block_after=block,
+                             extract=parse_extractors("observation.extract", given.get("extract")),
+                             thread_title=_flag("observation.threadTitle", given.get("threadTitle")),
+                             manage_working_memory=_flag("observation.manageWorkingMemory",
+                                                         given.get("manageWorkingMemory")))
 
 
 def resolve_reflection(given: Mapping[str, Any], buffering: bool) -> ReflectionConfig:
@@ -371,7 +380,8 @@ def resolve_reflection(given: Mapping[str, Any], buffering: bool) -> ReflectionC
                             observation_tokens=tokens,
                             model_settings={"temperature": 0, **_settings("reflection.modelSettings",
                                                                            given.get("modelSettings"))},
-                            buffer_activation=activation, block_after=block)
+                            buffer_activation=activation, block_after=block,
+                            extract=parse_extractors("reflection.extract", given.get("extract")))
 
 
 def _choice(name: str, value: Any) -> ModelChoice | None:
@@ -419,6 +429,12 @@ def observational_memory_options(value: Any) -> ObservationalMemoryOptions | Non
         raise _fail("model", "cannot be combined with observation.model or reflection.model: set one or the other")
     observation = resolve_observation(observation_given, scope, share, top=value)
     reflection = resolve_reflection(reflection_given, observation.buffer_tokens is not False)
+    if scope == "resource":  # the multi-thread observer answers per thread: not wired for extraction yet
+        for name, on in (("observation.extract", observation.extract), ("reflection.extract", reflection.extract),
+                         ("observation.threadTitle", observation.thread_title),
+                         ("observation.manageWorkingMemory", observation.manage_working_memory)):
+            if on:
+                raise _fail(name, "is not supported in resource scope yet")
     buffer_on_idle = _flag("bufferOnIdle", value.get("bufferOnIdle"))
     if buffer_on_idle and observation.buffer_tokens is False:
         raise _fail("bufferOnIdle", "needs async buffering (observation.bufferTokens must not be false)")
@@ -448,7 +464,11 @@ def describe_om(options: ObservationalMemoryOptions | None) -> dict[str, Any]:
             "reflectionModel": options.reflector_model or DEFAULT_MODEL,
             "observationModelChoice": options.observer_choice.describe(),
             "reflectionModelChoice": options.reflector_choice.describe(),
-            "retrieval": describe_retrieval(options.retrieval)}
+            "retrieval": describe_retrieval(options.retrieval),
+            "threadTitle": options.observation.thread_title,
+            "manageWorkingMemory": options.observation.manage_working_memory,
+            "extract": {"observation": [e.name for e in options.observation.extract],
+                        "reflection": [e.name for e in options.reflection.extract]}}
 
 
 def describe_retrieval(retrieval: RetrievalConfig | None) -> dict[str, Any] | bool:

@@ -22,6 +22,7 @@ as if nothing had been cut.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -162,6 +163,7 @@ def build_context_system_messages(
     suggested_response: str | None = None,
     other_conversations: list[tuple[str, str]] | None = None,
     retrieval_instructions: str | None = None,
+    extracted: Sequence[tuple[str, str]] = (),
 ) -> list[str]:
     """The system messages carrying the observations, in the order of spec §3; each element
     is sent as its own system message. Blank observations give only the retrieval
@@ -191,6 +193,7 @@ def build_context_system_messages(
         messages.append(f"<current-task>\n{current_task}\n</current-task>")
     if suggested_response and suggested_response.strip():
         messages.append(f"<suggested-response>\n{suggested_response}\n</suggested-response>")
+    messages += [f"<{slug}>\n{value}\n</{slug}>" for slug, value in extracted if value]  # §3 item 5
     return messages
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.agents.processors import SpanOpener, no_span
 from app.llm import LLMClient, ModelRequest, ResolvedModel
@@ -36,6 +36,7 @@ from app.llm.complete import Completion, complete
 from app.observability import spans
 from app.om.config import DEFAULT_MODEL, ObservationalMemoryOptions
 from app.om.context import message_boundary
+from app.om.extract_run import Extraction, ExtractionResult, end_fields, observed_source
 from app.om.flags import STALE_FLAG_S, settled
 from app.om.groups import message_range, rewrap_reflection, wrap_group
 from app.om.observer_context import truncate_previous_observations
@@ -47,6 +48,9 @@ from app.om.tokens import estimate_tokens
 from app.om.transcript import format_transcript
 from app.storage.conversations import Message
 from app.storage.om_records import OMRecord, OMRecordStore, lookup_key
+
+if TYPE_CHECKING:
+    from app.memory.memory import Memory
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +92,11 @@ def describe_error(exc: BaseException) -> str:
 
 
 class ObservationalMemory:
-    def __init__(self, options: ObservationalMemoryOptions, records: OMRecordStore) -> None:
+    def __init__(self, options: ObservationalMemoryOptions, records: OMRecordStore,
+                 memory: Memory | None = None) -> None:
         self.options = options
         self.records = records
+        self.extraction = Extraction(options, memory)  # extractors, title and working memory (app.om.extract_run)
         self._suppressed: dict[str, int] = {}  # lookup key -> log size whose reflection failed
 
     def key(self, thread_id: str, resource_id: str) -> str:
@@ -123,6 +129,14 @@ class ObservationalMemory:
         """Write the thread's OM metadata; the merged result is what the turn injects next."""
         ctx.hints = await self.records.patch_thread_om(ctx.thread_id, values) or ctx.hints
 
+    async def extract(self, ctx: CycleContext, record: OMRecord, operation: str, inline: dict[str, Any],
+                      source: str, *, buffered: bool = False) -> ExtractionResult:
+        """The cycle's extracted values (``app.om.extract_run``); never raises for an extractor."""
+        configured = self.options.observer_model if operation == OBSERVATION else self.options.reflector_model
+        model = await om_model(ctx.llm, configured, ctx.agent_model)
+        return await self.extraction.run(ctx, operation, inline, ask=self.ask, model=model, source=source,
+                                         resource_id=record.resource_id, buffered=buffered)
+
     # -- observation -------------------------------------------------------------------
 
     async def observe(self, ctx: CycleContext, record: OMRecord, messages: Sequence[Message],
@@ -139,6 +153,8 @@ class ObservationalMemory:
         try:
             output = await self.run_observer(ctx, record, messages)
             new = output.observations.strip()
+            extraction = await self.extract(ctx, record, OBSERVATION, output.extracted,
+                                            observed_source(new, messages))
             if self.options.retrieval is not None:  # which messages this cycle observed (4.5)
                 new = wrap_group(new, message_range(messages))
             last_observed_at = max(m.created_at for m in messages)
@@ -153,7 +169,8 @@ class ObservationalMemory:
             await self.patch_hints(ctx, {
                 "currentTask": output.current_task, "suggestedResponse": output.suggested_response,
                 "lastObservedAt": last_observed_at,
-                "lastObservedMessageCursor": {"createdAt": newest.created_at, "id": newest.id}})
+                "lastObservedMessageCursor": {"createdAt": newest.created_at, "id": newest.id}, **extraction.patch})
+            await self.extraction.commit(ctx, extraction, cycle.id)
         except Exception as exc:
             log.warning("observation of thread %s failed: %s", ctx.thread_id, describe_error(exc))
             ctx.emit(cycle.failed(describe_error(exc)), durable=True)
@@ -161,8 +178,8 @@ class ObservationalMemory:
         finally:
             await self.records.release_flag(record.id, "is_observing")
         ctx.emit(cycle.end(record=updated, observation_tokens=new_tokens, observations=new,
-                           current_task=output.current_task, suggested_response=output.suggested_response),
-                 durable=True)
+                           current_task=output.current_task, suggested_response=output.suggested_response,
+                           extra=end_fields(extraction)), durable=True)
         return updated
 
     async def run_observer(self, ctx: CycleContext, record: OMRecord, messages: Sequence[Message], *,
@@ -178,15 +195,18 @@ class ObservationalMemory:
             if config.truncate_previous_observations and config.previous_observer_tokens:
                 previous = truncate_previous_observations(previous, config.previous_observer_tokens)
         system = observer_system_prompt(instruction=config.instruction, current_task=not buffered,
-                                        suggested_response=not buffered)
+                                        suggested_response=not buffered, thread_title=config.thread_title,
+                                        extractors=self.extraction.prompt_extractors(OBSERVATION))
         prompt = [{"role": "system", "content": system},
                   *observer_messages(transcript, previous_observations=previous or None,
                                      prior_current_task=hints.get("currentTask"),
                                      prior_suggested_response=hints.get("suggestedResponse"),
-                                     skip_continuation_hints=buffered, attachments=attachments)]
+                                     prior_thread_title=hints.get("threadTitle") if config.thread_title else None,
+                                     skip_continuation_hints=buffered, attachments=attachments,
+                                     prior_extracted=await self.extraction.priors(ctx, OBSERVATION))]
         for attempt in range(2):  # a degenerate answer is asked again once
             completion = await self.ask(ctx, OBSERVER_AGENT, model, prompt, config.model_settings)
-            output = parse_observer_output(completion.text)
+            output = parse_observer_output(completion.text, self.extraction.slugs(OBSERVATION))
             if not output.degenerate:
                 if not output.observations.strip():
                     raise CycleFailed("The observer returned no observations")
@@ -278,21 +298,25 @@ class ObservationalMemory:
         return new
 
     async def reflect_once(self, ctx: CycleContext, model: ResolvedModel, observations: str, level: int, *,
-                           buffered: bool = False) -> tuple[str, int, str | None]:
+                           buffered: bool = False) -> tuple[str, int, dict[str, Any]]:
         """One reflector call at compression ``level`` (a ``buffered`` one extracts no
         hints): the condensed log ("" when unusable: empty or degenerate), its tokens, and
-        the suggested response."""
+        the inline extracted values by slug (the suggested response among them)."""
         config = self.options.reflection
-        system = reflector_system_prompt(instruction=config.instruction, resource_scope=self.options.scope == "resource")
+        extractors = self.extraction.prompt_extractors(REFLECTION)
+        system = reflector_system_prompt(instruction=config.instruction, resource_scope=self.options.scope == "resource",
+                                         extractors=extractors)
+        priors = await self.extraction.priors(ctx, REFLECTION)
         completion = await self.ask(ctx, REFLECTOR_AGENT, model,
                                     [{"role": "system", "content": system},
-                                     *reflector_messages(observations, level=level, skip_continuation_hints=buffered)],
+                                     *reflector_messages(observations, level=level, skip_continuation_hints=buffered,
+                                                         prior_extracted=priors, extractors=extractors)],
                                     config.model_settings)
-        output = parse_reflector_output(completion.text)
+        output = parse_reflector_output(completion.text, self.extraction.slugs(REFLECTION))
         text = "" if output.degenerate else output.observations.strip()
         if text and self.options.retrieval is not None:  # the reflector read it without the tags (4.4)
             text = rewrap_reflection(text, observations)
-        return text, estimate_tokens(text) if text else 0, output.suggested_response
+        return text, estimate_tokens(text) if text else 0, output.extracted
 
     async def _reflect(self, ctx: CycleContext, record: OMRecord, target: int) -> OMRecord:
         model = await om_model(ctx.llm, self.options.reflector_model, ctx.agent_model)
@@ -302,17 +326,17 @@ class ObservationalMemory:
         before = record.observation_token_count
         cycle = Cycle(REFLECTION, record, ctx.thread_id, marker, before)
         ctx.emit(cycle.start(), durable=True)
-        result, tokens, suggested = "", 0, None
+        result, tokens, inline = "", 0, {}
         while True:
             try:
-                candidate, candidate_tokens, candidate_suggested = await self.reflect_once(
+                candidate, candidate_tokens, candidate_inline = await self.reflect_once(
                     ctx, model, record.active_observations, level)
             except Exception as exc:
                 log.warning("reflection of thread %s failed: %s", ctx.thread_id, describe_error(exc))
                 ctx.emit(cycle.failed(describe_error(exc)), durable=True)
                 return record
             if candidate:
-                result, tokens, suggested = candidate, candidate_tokens, candidate_suggested
+                result, tokens, inline = candidate, candidate_tokens, candidate_inline
                 if tokens < target or level >= top:
                     break
                 problem = f"Did not compress below threshold ({before} → {tokens}, target: {target})"
@@ -327,10 +351,13 @@ class ObservationalMemory:
         if not result:  # memory is never wiped by a failed reflection
             ctx.emit(cycle.failed("The reflector returned no usable observations"), durable=True)
             return record
+        extraction = await self.extract(ctx, record, REFLECTION, inline, result)
         new = await self.records.create_reflection_generation(record, observations=result, token_count=tokens)
-        if suggested:
-            await self.patch_hints(ctx, {"suggestedResponse": suggested})
-        ctx.emit(cycle.end(record=new, observation_tokens=tokens, observations=result), durable=True)
+        if extraction.patch:
+            await self.patch_hints(ctx, extraction.patch)
+        await self.extraction.commit(ctx, extraction, cycle.id)
+        ctx.emit(cycle.end(record=new, observation_tokens=tokens, observations=result,
+                           extra=end_fields(extraction)), durable=True)
         log.info("thread %s reflected: %d -> %d observation tokens (generation %d)", ctx.thread_id, before,
                  tokens, new.generation_count)
         return new

@@ -20,9 +20,12 @@ text until it runs out of tokens:
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.om.extract import take_inline_values
 
 MAX_OBSERVATION_LINE_CHARS = 10_000
 HINT_TAGS = ("current-task", "suggested-response", "thread-title")
@@ -35,7 +38,6 @@ _DUPLICATE_LINE_MIN_COUNT = 20
 
 _OBSERVATIONS_BLOCK = re.compile(r"^[ \t]*<observations>([\s\S]*?)^[ \t]*</observations>", re.M | re.I)
 _LIST_LINE = re.compile(r"^\s*[-*]\s|^\s*\d+\.\s")
-_EXTRACTED_VALUES = re.compile(r"<extracted-values>([\s\S]*?)</extracted-values>", re.I)
 _ANCHOR_ID = re.compile(r"\[O\d+(?:-N\d+)*\][ \t]?")
 
 
@@ -47,6 +49,7 @@ class ObserverOutput:
     thread_title: str | None
     degenerate: bool
     raw: str
+    extracted: dict[str, Any] = field(default_factory=dict)  # inline extractor values by slug (hints included)
 
 
 @dataclass(frozen=True)
@@ -54,26 +57,34 @@ class ReflectorOutput:
     observations: str
     suggested_response: str | None
     degenerate: bool
+    extracted: dict[str, Any] = field(default_factory=dict)
 
 
-def parse_observer_output(raw: str) -> ObserverOutput:
+def parse_observer_output(raw: str, slugs: Sequence[str] = ()) -> ObserverOutput:
+    """``slugs``: the inline extractors asked for besides the hint sections."""
     if detect_degenerate_repetition(raw):
         return ObserverOutput("", None, None, None, True, raw)
-    hints, rest = _take_hints(raw)
+    values, rest = take_inline_values(raw, [*HINT_TAGS, *(s for s in slugs if s not in HINT_TAGS)])
     blocks = _observation_blocks(rest)
     observations = blocks if blocks is not None else _list_lines(rest)
-    return ObserverOutput(sanitize_observation_lines(observations), hints.get("current-task"),
-                          hints.get("suggested-response"), hints.get("thread-title"), False, raw)
+    return ObserverOutput(sanitize_observation_lines(observations), _text(values.get("current-task")),
+                          _text(values.get("suggested-response")), _text(values.get("thread-title")), False, raw,
+                          values)
 
 
-def parse_reflector_output(raw: str) -> ReflectorOutput:
+def parse_reflector_output(raw: str, slugs: Sequence[str] = ()) -> ReflectorOutput:
     if detect_degenerate_repetition(raw):
         return ReflectorOutput("", None, True)
-    hints, rest = _take_hints(raw)
+    values, rest = take_inline_values(raw, [*HINT_TAGS, *(s for s in slugs if s not in HINT_TAGS)])
     blocks = _observation_blocks(rest)
     observations = blocks if blocks is not None else (_list_lines(rest) or rest.strip())
     observations = _ANCHOR_ID.sub("", observations)
-    return ReflectorOutput(sanitize_observation_lines(observations), hints.get("suggested-response"), False)
+    return ReflectorOutput(sanitize_observation_lines(observations), _text(values.get("suggested-response")), False,
+                           values)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def sanitize_observation_lines(observations: str) -> str:
@@ -112,30 +123,6 @@ def detect_degenerate_repetition(text: str) -> bool:
         if duplicates / len(substantial) > 0.5:
             return True
     return False
-
-
-def _take_hints(text: str) -> tuple[dict[str, str], str]:
-    """The hint values (``<extracted-values>`` first, then the last tag of each) and ``text``
-    without those sections."""
-    values: dict[str, str] = {}
-    for match in _EXTRACTED_VALUES.finditer(text):
-        try:
-            extracted = json.loads(match.group(1).strip())
-        except ValueError:
-            continue
-        if isinstance(extracted, dict):
-            for tag in HINT_TAGS:
-                value = extracted.get(tag)
-                if tag not in values and isinstance(value, str) and value.strip():
-                    values[tag] = value.strip()
-    text = _EXTRACTED_VALUES.sub("", text)
-    for tag in HINT_TAGS:
-        section = re.compile(rf"<{tag}>([\s\S]*?)</{tag}>", re.I)
-        found = [m.group(1).strip() for m in section.finditer(text)]
-        if tag not in values and found and found[-1]:
-            values[tag] = found[-1]
-        text = section.sub("", text)
-    return values, text
 
 
 def _observation_blocks(text: str) -> str | None:

@@ -86,7 +86,9 @@ class Cycle:
             "threadIds": [self.thread_id], "config": self.config}, transient=True)
 
     def end(self, *, record: OMRecord, observation_tokens: int, observations: str | None,
-            current_task: str | None = None, suggested_response: str | None = None) -> DataPart:
+            current_task: str | None = None, suggested_response: str | None = None,
+            extra: dict[str, Any] | None = None) -> DataPart:
+        """``extra``: the extraction's ``extractedValues`` / ``extractionFailures``."""
         data: dict[str, Any] = {
             "cycleId": self.id, "operationType": self.operation, "completedAt": now_iso(),
             "durationMs": self._duration_ms(), "tokensObserved": self.tokens,
@@ -97,6 +99,7 @@ class Cycle:
             data["currentTask"] = current_task
         if suggested_response:
             data["suggestedResponse"] = suggested_response
+        data.update(extra or {})
         return DataPart("om-observation-end", data, transient=True)
 
     def failed(self, error: str) -> DataPart:
@@ -134,7 +137,7 @@ class BufferCycle:
             "tokensToBuffer": self.tokens, "recordId": self.record.id, "threadId": self.thread_id,
             "threadIds": [self.thread_id], "config": self.config}, transient=True)
 
-    def end(self, *, buffered_tokens: int, observations: str | None) -> DataPart:
+    def end(self, *, buffered_tokens: int, observations: str | None, extra: dict[str, Any] | None = None) -> DataPart:
         """``observations``: the chunk's; a buffered reflection's text is left out (it can be
         most of the log, and the part is stored on a reply every later turn reads)."""
         data = {"cycleId": self.id, "operationType": self.operation, "completedAt": now_iso(),
@@ -142,6 +145,7 @@ class BufferCycle:
                 "recordId": self.record.id, "threadId": self.thread_id}
         if observations is not None:
             data["observations"] = observations
+        data.update(extra or {})
         return DataPart("om-buffering-end", data, transient=True)
 
     def failed(self, error: str) -> DataPart:

@@ -46,6 +46,7 @@ from app.om.buffering import Buffering, PartSink, buffer_candidates, safe_prefix
 from app.om.config import IdleSetting
 from app.om.context import build_context_system_messages, continuation_model_message, other_conversations_message
 from app.om.engine import CycleContext, ObservationalMemory
+from app.om.extract import read_path, shown
 from app.om.flags import clear_stale, flag_live
 from app.om.idle import cold_cache, last_assistant
 from app.om.parts import status_part
@@ -69,7 +70,8 @@ ReflectAhead = Callable[[OMRecord], Awaitable[bool]]  # starts a buffered reflec
 def observation_messages(observations: str, today: date, current_task: str | None,
                          suggested_response: str | None,
                          others: tuple[tuple[str, str], ...] = (), retrieval: str | None = None,
-                         retrieval_always: bool = False) -> tuple[str, ...]:
+                         retrieval_always: bool = False,
+                         extracted: tuple[tuple[str, str], ...] = ()) -> tuple[str, ...]:
     """The observation system messages, built once per log and day: a 40k-token log takes
     ~10 ms to optimise and date, and it only changes when an observation or a reflection
     writes it (or the day turns, for its relative dates). ``others``: the resource's other
@@ -81,7 +83,7 @@ def observation_messages(observations: str, today: date, current_task: str | Non
     return tuple(build_context_system_messages(observations, now=datetime.combine(today, time(12)),
                                                current_task=current_task, suggested_response=suggested_response,
                                                other_conversations=list(others) or None,
-                                               retrieval_instructions=retrieval))
+                                               retrieval_instructions=retrieval, extracted=extracted))
 
 
 def local_timezone() -> str:
@@ -124,7 +126,7 @@ class ObservationalMemoryStep:
                 view.record.active_observations, datetime.now().astimezone().date(),
                 view.hints.get("currentTask"), view.hints.get("suggestedResponse"), view.others,
                 retrieval_instructions(retrieval) if retrieval else None,
-                retrieval is not None and retrieval.scope == "resource")]
+                retrieval is not None and retrieval.scope == "resource", self._extracted(view.hints))]
             if retrieval is not None:
                 turn_input = {m.id for m in view.messages[-max(1, step.input_count):] if m.role == "user"}
                 view.recall = Recall(self.memory, self.engine, retrieval).tool(step.thread, turn_input)
@@ -133,6 +135,16 @@ class ObservationalMemoryStep:
             step.add_tool(view.recall)
         step.emit(status_part(self.engine.options, view.record, pending_tokens=view.pending_tokens,
                               step=step.index, projected_removal=view.projected_removal))
+
+    def _extracted(self, hints: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+        """The user extractors' last values the actor sees (§3 item 5, ``includePreviousExtraction``)."""
+        options = self.engine.options
+        found: dict[str, str] = {}
+        for extractor in (*options.observation.extract, *options.reflection.extract):
+            value = read_path(hints, extractor.metadata_key) if extractor.include_previous else None
+            if value not in (None, "", {}, []):
+                found.setdefault(extractor.slug, shown(value))
+        return tuple(found.items())
 
     def _history(self, view: TurnView) -> list[dict[str, Any]]:
         history = to_model_messages(view.messages)

@@ -23,6 +23,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from app.om.extract import Extractor
+from app.om.extract import output_sections as extractor_sections
 from app.om.transcript import Attachment, attachment_parts
 
 OBSERVER_IDENTITY = ("You are the memory consciousness of an AI assistant, and you watch its conversations "
@@ -36,6 +38,8 @@ TASK_HEADING = "## Your Task"
 HISTORY_HEADING = "## New Message History to Observe"
 REFLECT_HEADING = "## OBSERVATIONS TO REFLECT ON"
 GUIDANCE_HEADING = "## SPECIFIC GUIDANCE"
+PRIOR_EXTRACTED_HEADING = "## Prior Extracted Values"
+ADDITIONAL_SECTIONS_HEADING = "## Additional Output Sections"
 OBSERVATIONS_EVERY_TIME = "Output <observations> every time."
 SKIP_HINTS_NOTE = f"Leave out <current-task> and <suggested-response> this time. {OBSERVATIONS_EVERY_TIME}"
 REFLECTION_REQUEST = ("Rewrite these observations into a refined, condensed version. What you write replaces "
@@ -248,8 +252,10 @@ _OBSERVATION_GROUP_TAG = re.compile(r"</?observation-group\b[^>]*>[ \t]*\n?", re
 
 
 def observer_system_prompt(*, instruction: str | None = None, multi_thread: bool = False, current_task: bool = True,
-                           suggested_response: bool = True, thread_title: bool = False) -> str:
-    """The observer's instructions (§4.1); the flags switch the optional sections on or off."""
+                           suggested_response: bool = True, thread_title: bool = False,
+                           extractors: Sequence[Extractor] = ()) -> str:
+    """The observer's instructions (§4.1); the flags switch the optional sections on or off,
+    ``extractors`` adds one section per inline extractor (the user's, working memory)."""
     sections = [
         f"""{OBSERVER_IDENTITY}
 What you write down is the ONLY thing the assistant will know about its past with this user:
@@ -257,7 +263,7 @@ anything you leave out is gone. Watch the messages you are given and extract the
 that will let it carry on as if it remembered everything.""",
         EXTRACTION_INSTRUCTIONS,
         f"=== OUTPUT FORMAT ===\n\n{OUTPUT_FORMAT}\n\n"
-        + _extra_sections(current_task, suggested_response, thread_title),
+        + _extra_sections(current_task, suggested_response, thread_title, extractors),
         f"=== GUIDELINES ===\n\n{GUIDELINES}",
         _MULTI_THREAD_INPUT if multi_thread else _THREAD_ATTRIBUTION,
         _closing("Remember: these observations are the assistant's only memory. Make them count.",
@@ -269,7 +275,8 @@ that will let it carry on as if it remembered everything.""",
 def observer_messages(transcript: str, *, previous_observations: str | None, prior_current_task: str | None,
                       prior_suggested_response: str | None, prior_thread_title: str | None = None,
                       skip_continuation_hints: bool = False,
-                      attachments: Sequence[Attachment | dict[str, Any]] = ()) -> list[dict[str, Any]]:
+                      attachments: Sequence[Attachment | dict[str, Any]] = (),
+                      prior_extracted: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
     """The observer's two user messages (§4.2): the task, then the history to observe.
 
     ``attachments`` are forwarded with the history: OpenAI content parts (``image_url`` /
@@ -283,12 +290,12 @@ def observer_messages(transcript: str, *, previous_observations: str | None, pri
     if parts:
         history = [{"type": "text", "text": history_text}, *parts]
     task = _observer_task(previous_observations, prior_current_task, prior_suggested_response, prior_thread_title,
-                          skip_continuation_hints)
+                          skip_continuation_hints, prior_extracted)
     return [{"role": "user", "content": task}, {"role": "user", "content": history}]
 
 
 def _observer_task(previous: str | None, prior_task: str | None, prior_response: str | None,
-                   prior_title: str | None, skip_hints: bool) -> str:
+                   prior_title: str | None, skip_hints: bool, prior_extracted: Sequence[tuple[str, str]] = ()) -> str:
     prompt = ""
     if previous and previous.strip():
         prompt += f"{PREVIOUS_OBSERVATIONS_HEADING}\n\n{previous.strip()}\n\n---\n\n"
@@ -299,8 +306,9 @@ def _observer_task(previous: str | None, prior_task: str | None, prior_response:
               ("suggested-response", None if skip_hints else prior_response),
               ("thread-title", prior_title)]
     lines = [f"- prior {slug}: {value.strip()}" for slug, value in priors if value and value.strip()]
+    lines += [f"<{slug}>{value}</{slug}>" for slug, value in prior_extracted if value]
     if lines:
-        slugs = [slug for slug, value in priors if value and value.strip()]
+        slugs = [slug for slug, value in [*priors, *prior_extracted] if value and value.strip()]
         named = slugs[0] if len(slugs) == 1 else ", ".join(slugs[:-1]) + " and " + slugs[-1]
         prompt += f"{PRIOR_METADATA_HEADING}\n\n" + "\n".join(lines) + "\n\n"
         prompt += (f"Treat the prior {named} as hints for continuity, and update them from what the "
@@ -313,7 +321,8 @@ def _observer_task(previous: str | None, prior_task: str | None, prior_response:
     return prompt
 
 
-def reflector_system_prompt(*, instruction: str | None = None, resource_scope: bool = False) -> str:
+def reflector_system_prompt(*, instruction: str | None = None, resource_scope: bool = False,
+                            extractors: Sequence[Extractor] = ()) -> str:
     """The reflector's instructions (§4.4), quoting the observer's so both agree on the format."""
     sections = [
         f"""{REFLECTOR_IDENTITY}
@@ -370,13 +379,15 @@ and its time; related observations grouped by indentation.
 {CURRENT_TASK_SECTION}
 
 {SUGGESTED_RESPONSE_SECTION}""",
+        _user_sections(extractors),
         _closing("", True, True),
     ]
     return _with_instruction("\n\n".join(s for s in sections if s), instruction)
 
 
 def reflector_messages(observations: str, *, level: int, guidance: str | None = None,
-                       skip_continuation_hints: bool = False) -> list[dict[str, Any]]:
+                       skip_continuation_hints: bool = False, prior_extracted: Sequence[tuple[str, str]] = (),
+                       extractors: Sequence[Extractor] = ()) -> list[dict[str, Any]]:
     """The reflector's user message (§4.4) for compression ``level`` (0..4)."""
     if level not in COMPRESSION_GUIDANCE:
         raise ValueError(f"compression level must be 0..4, not {level}")
@@ -386,6 +397,11 @@ def reflector_messages(observations: str, *, level: int, guidance: str | None = 
         prompt += f"\n\n{GUIDANCE_HEADING}\n\n{guidance.strip()}"
     if COMPRESSION_GUIDANCE[level]:
         prompt += f"\n\n{COMPRESSION_GUIDANCE[level]}"
+    priors = [f"<{slug}>{value}</{slug}>" for slug, value in prior_extracted if value]
+    if priors:
+        prompt += f"\n\n{PRIOR_EXTRACTED_HEADING}\n\n" + "\n".join(priors)
+    if any(e.inline for e in extractors):
+        prompt += f"\n\n{ADDITIONAL_SECTIONS_HEADING}\n\n{extractor_sections(extractors)}"
     if skip_continuation_hints:
         prompt += f"\n\n{SKIP_HINTS_NOTE}"
     return [{"role": "user", "content": prompt}]
@@ -400,10 +416,17 @@ def reflection_max_level(start: int) -> int:
     return min(4, start + 3)
 
 
-def _extra_sections(current_task: bool, suggested_response: bool, thread_title: bool) -> str:
+def _user_sections(extractors: Sequence[Extractor]) -> str:
+    return "\n\n".join(f"<{e.slug}>\n{e.instructions}\n</{e.slug}>" for e in extractors if e.inline)
+
+
+def _extra_sections(current_task: bool, suggested_response: bool, thread_title: bool,
+                    extractors: Sequence[Extractor] = ()) -> str:
     optional = [section for enabled, section in ((current_task, CURRENT_TASK_SECTION),
                                                  (suggested_response, SUGGESTED_RESPONSE_SECTION),
                                                  (thread_title, THREAD_TITLE_SECTION)) if enabled]
+    if _user_sections(extractors):
+        optional.append(_user_sections(extractors))
     if not optional:
         return "Write nothing outside the <observations> block."
     return ("Additional optional XML sections, each after the <observations> block:\n\n"

@@ -1,0 +1,213 @@
+"""OM extractors, observer titles and OM-managed working memory (issue 14, items 1-3, 7, 8):
+option checks, parsing, and a live gateway (real uvicorn, real SQLite in a temp dir, the
+local model observing, turns through the real ``ai`` package)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import BaseModel
+
+from app.agents import chat_agent
+from app.factory import create_app
+from app.memory.memory import Memory, MemoryOptions
+from app.memory.working_document import WorkingMemoryOptions
+from app.om.config import observational_memory_options
+from app.om.extract import take_inline_values
+from app.om.parsing import parse_observer_output
+from app.om.prompts import observer_system_prompt, reflector_system_prompt
+from app.settings import Settings
+from tests.support import LiveApp
+from tests.test_om_async_gateway import parts
+from tests.test_om_gateway import FACT, turn
+
+
+class Profile(BaseModel):
+    name: str
+    statements: int
+
+
+def checked(value: Any) -> str:
+    return f"{value} [checked]"
+
+
+def broken(value: Any) -> Any:
+    raise RuntimeError("the transform refused it")
+
+
+EXTRACTORS = [
+    {"name": "Topics", "instructions": "What the user talks about.", "transform": checked},
+    {"name": "Profile", "instructions": "Who the user is.", "schema": Profile},
+    {"name": "Broken", "instructions": "Anything.", "transform": broken},
+    {"name": "Fresh", "instructions": "What the last message was about.", "includePreviousExtraction": False},
+]
+OPTIONS = {"observation": {"messageTokens": 300, "bufferTokens": False, "threadTitle": True,
+                           "manageWorkingMemory": True, "extract": EXTRACTORS},
+           "reflection": {"observationTokens": 100_000}}
+
+
+class PinnedMemory(Memory):
+    """A memory whose OM options stay the agent's own (the settings' would replace them)."""
+
+    def enable_observational_memory(self, options: Any) -> None:
+        pass
+
+
+# -- option checks ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("extract", "field"), [
+    ([{"name": "Topics", "instructions": "a"}, {"name": "topics!", "instructions": "b"}],
+     "observation.extract[1].name"),
+    ([{"name": "Current Task", "instructions": "a"}], "observation.extract[0].name"),
+    ([{"name": "observations", "instructions": "a"}], "observation.extract[0].name"),
+    ([{"name": "x", "instructions": "a", "schema": {"type": "string"}}], "observation.extract[0].schema"),
+    ([{"name": "x", "instructions": "a", "schema": {"type": "object", "properties": 3}}],
+     "observation.extract[0].schema"),
+    ([{"name": "x", "instructions": ""}], "observation.extract[0].instructions"),
+    ([{"name": "x", "instructions": "a", "transform": "no"}], "observation.extract[0].transform"),
+    ([{"name": "x", "instructions": "a", "metadataKey": "currentTask"}], "observation.extract[0].metadataKey"),
+    ([{"name": "x", "instructions": "a", "colour": 1}], "observation.extract[0].colour"),
+    ({"name": "x"}, "observation.extract"),
+])
+def test_bad_extractors_fail_at_construction_naming_the_field(extract: Any, field: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(f"observationalMemory.{field} ")):
+        observational_memory_options({"observation": {"extract": extract}})
+
+
+def test_options_resolve_and_resource_scope_refuses_them() -> None:
+    om = observational_memory_options({"observation": {"extract": EXTRACTORS, "threadTitle": True},
+                                       "reflection": {"extract": [{"name": "Summary", "instructions": "s"}]}})
+    assert [e.slug for e in om.observation.extract] == ["topics", "profile", "broken", "fresh"]
+    assert om.observation.extract[1].schema["properties"]["statements"]["type"] == "integer"
+    assert om.observation.extract[0].metadata_key == "extracted.topics" and om.observation.thread_title
+    assert om.reflection.extract[0].slug == "summary"
+    with pytest.raises(ValueError, match="observationalMemory.observation.threadTitle"):
+        observational_memory_options({"scope": "resource", "observation": {"threadTitle": True}})
+    with pytest.raises(ValueError, match="observationalMemory.observation.threadTitle must be true or false"):
+        observational_memory_options({"observation": {"threadTitle": "yes"}})
+
+
+def test_the_thread_title_setting_turns_it_on() -> None:
+    settings = Settings(om_thread_title=True, telemetry=False)
+    assert observational_memory_options(settings.observational_memory).observation.thread_title
+    assert not observational_memory_options(Settings(telemetry=False).observational_memory).observation.thread_title
+
+
+def test_manage_working_memory_takes_the_tool_from_the_agent() -> None:
+    managed = MemoryOptions(working_memory=WorkingMemoryOptions(),
+                            observational_memory={"observation": {"manageWorkingMemory": True}})
+    assert managed.working_memory_roles() == (False, True)
+    assert managed.describe()["workingMemory"]["agentManaged"] is False
+    explicit = dataclasses.replace(managed, working_memory=WorkingMemoryOptions(agent_managed=True))
+    assert explicit.working_memory_roles() == (True, True)
+    assert MemoryOptions(working_memory=WorkingMemoryOptions()).working_memory_roles() == (True, False)
+
+
+# -- prompts and parsing ------------------------------------------------------------------
+
+
+def test_inline_values_the_json_object_first_then_the_last_section() -> None:
+    raw = ("<observations>\n* 🔴 (10:00) x\n</observations>\n<topics>first</topics>\n<topics>second</topics>\n"
+           '<extracted-values>{"mood": {"level": 3}}</extracted-values>\n<mood>ignored</mood>')
+    values, rest = take_inline_values(raw, ["topics", "mood"])
+    assert values == {"topics": "second", "mood": {"level": 3}} and "<topics>" not in rest
+    output = parse_observer_output(raw, ["topics", "mood"])
+    assert output.observations == "* 🔴 (10:00) x" and output.extracted["topics"] == "second"
+
+
+def test_instructions_are_appended_and_extractor_sections_described() -> None:
+    om = observational_memory_options({"observation": {"extract": EXTRACTORS}})
+    prompt = observer_system_prompt(instruction="Track pets.", extractors=om.observation.extract[:1])
+    assert "<topics>\nWhat the user talks about.\n</topics>" in prompt
+    assert prompt.endswith("=== CUSTOM INSTRUCTIONS ===\n\nTrack pets.")
+    assert "<topics>" in reflector_system_prompt(extractors=om.observation.extract[:1])
+
+
+# -- through a live gateway ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("om-extract")
+
+
+@pytest.fixture(scope="module")
+def server(data: Path) -> Iterator[LiveApp]:
+    agent = dataclasses.replace(chat_agent.definition, memory=lambda: PinnedMemory(MemoryOptions(
+        last_messages=10, working_memory=WorkingMemoryOptions(scope="thread"), observational_memory=OPTIONS)))
+    settings = Settings(data_dir=data, telemetry=False)
+    with LiveApp(create_app("gateway", settings, agents=(agent,))) as live:
+        yield live
+
+
+def thread_om(data: Path, thread: str) -> tuple[str, dict[str, Any]]:
+    with sqlite3.connect(data / "dev-server.db") as conn:
+        title, metadata = conn.execute("SELECT title, metadata FROM threads WHERE id = ?", (thread,)).fetchone()
+    return title, json.loads(metadata)["mastra"]["om"]
+
+
+def observe_twice(server: LiveApp, thread: str) -> list[dict[str, Any]]:
+    ends = []
+    for i in range(1, 12):
+        result = turn(server, thread, f"{thread}-{i}", f"Turn {i}. {FACT}")
+        ends += [p for p in parts(result, "observation-end") if p["operationType"] == "observation"]
+        if len(ends) >= 2:
+            return ends
+    raise AssertionError("fewer than two observations")
+
+
+def test_extractors_run_with_each_observation(server: LiveApp, data: Path) -> None:
+    first, second = observe_twice(server, "ex")
+    values = first["extractedValues"]
+    # inline, transformed; the next run saw the previous value (run 2), "fresh" never does
+    assert values["topics"].startswith("run 1: ") and values["topics"].endswith(" [checked]")
+    assert second["extractedValues"]["topics"].startswith("run 2: ")
+    assert first["extractedValues"]["fresh"].startswith("run 1: ")
+    assert second["extractedValues"]["fresh"].startswith("run 1: ")
+    # the schema extractor's follow-up answered JSON that fits the Pydantic model
+    assert set(values["profile"]) == {"name", "statements"} and values["profile"]["statements"] >= 1
+    assert "Turn" in values["profile"]["name"]
+    # a raising transform is a failure, not a failed cycle
+    assert first["extractionFailures"] == {"broken": "the transform refused it"} and "broken" not in values
+    assert values["current-task"] == first["currentTask"]
+    _, om = thread_om(data, "ex")
+    assert om["extracted"]["topics"] == second["extractedValues"]["topics"]
+    assert om["extracted"]["profile"] == second["extractedValues"]["profile"]
+    assert "broken" not in om["extracted"] and "working-memory" not in om["extracted"]
+    assert om["currentTask"] and om["threadTitle"] == second["extractedValues"]["thread-title"]
+
+
+def test_the_title_is_updated_streamed_and_listed_by_the_studio(server: LiveApp, data: Path) -> None:
+    updates = []
+    for i in range(1, 12):
+        result = turn(server, "titled", f"titled-{i}", f"Alpine hiking plans {i}. {FACT}")
+        updates += parts(result, "thread-update")
+        if updates:
+            break
+    [update] = updates
+    assert update["threadId"] == "titled" and update["newTitle"].startswith("Alpine hiking plans 1")
+    assert update["cycleId"] and update["timestamp"]
+    title, _ = thread_om(data, "titled")
+    assert title == update["newTitle"]
+    with LiveApp(create_app("studio", Settings(data_dir=data, telemetry=False))) as studio:
+        listed = httpx.get(f"{studio.url}/api/memory/threads", params={"resourceId": "ai-chat",
+                                                                        "agentId": "chat-agent"}).json()
+    assert {t["id"]: t["title"] for t in listed["threads"]}["titled"] == update["newTitle"]
+
+
+def test_working_memory_is_kept_by_the_observer(server: LiveApp, data: Path) -> None:
+    observe_twice(server, "wm")
+    _, om = thread_om(data, "wm")
+    assert "working-memory" not in json.dumps(om)  # the payload is not duplicated under OM's metadata
+    with sqlite3.connect(data / "dev-server.db") as conn:
+        [document] = conn.execute("SELECT working_memory FROM threads WHERE id = 'wm'").fetchone()
+    assert "- Turn 1. My name is Ada Lovelace" in document and "- Turn 2." in document
