@@ -17,7 +17,7 @@ from dotenv import dotenv_values
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app import paths
-from app.om.config import observational_memory_options
+from app.om.config import merged_options, observational_memory_options
 from app.recall.options import semantic_recall_options
 
 ENV_PREFIX = "DEV_SERVER_"
@@ -238,12 +238,7 @@ class Settings(BaseSettings):
             options["observation"] = observation
         if self.om_observation_tokens:
             options["reflection"] = {"observationTokens": self.om_observation_tokens}
-        for key, value in (self.om_options or {}).items():  # one level deep: observation / reflection merge
-            if isinstance(value, dict) and isinstance(options.get(key), dict):
-                options[key] = {**options[key], **value}
-            else:
-                options[key] = value
-        return options
+        return merged_options(options, self.om_options or {})  # one level deep: observation / reflection merge
 
     @property
     def working_memory_agents(self) -> dict[str, str]:

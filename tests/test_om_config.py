@@ -169,3 +169,18 @@ def test_om_options_setting_merges_any_option(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("DEV_SERVER_OM_OPTIONS", '{"activateAfterIdle": "whenever"}')
     with pytest.raises(SettingsError, match=r"DEV_SERVER_OM_\*: .*activateAfterIdle"):
         Settings.load()
+
+
+def test_settings_merge_over_the_agents_own_options_and_keep_what_only_code_gives() -> None:
+    def on_end(event: dict) -> None:
+        pass
+
+    extractor = {"name": "Mood", "instructions": "The user's mood.", "transform": str.upper}
+    memory = Memory(MemoryOptions(observational_memory={
+        "hooks": {"onObservationEnd": on_end},
+        "observation": {"messageTokens": 500, "extract": [extractor]}}))
+    memory.enable_observational_memory({"observation": {"threadTitle": True}, "reflection": {"observationTokens": 900}})
+    om = memory.options.om
+    assert om.observation.thread_title and om.observation.message_tokens == 500
+    assert [e.name for e in om.observation.extract] == ["Mood"] and om.reflection.observation_tokens == 900
+    assert om.hooks.callbacks["onObservationEnd"] is on_end

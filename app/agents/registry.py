@@ -12,7 +12,6 @@ from app.agents.definition import AgentDefinition
 from app.background import BackgroundWork
 from app.memory.memory import Memory
 from app.memory.working_document import WorkingMemoryOptions
-from app.om.config import observational_memory_options
 from app.storage.conversations import ConversationStore
 
 log = logging.getLogger(__name__)
@@ -58,7 +57,7 @@ class AgentRegistry:
                 if definition.id in (working_memory or {}):
                     memory.enable_working_memory(WorkingMemoryOptions(scope=working_memory[definition.id]))
                 if memory.options.om is not None and observational_memory is not None:
-                    memory.enable_observational_memory(observational_memory_options(observational_memory))
+                    memory.enable_observational_memory(observational_memory)
                 if definition.id in (semantic_recall or {}):
                     memory.enable_semantic_recall(semantic_recall[definition.id] or True)
             self._agents[definition.id] = RegisteredAgent(definition, memory)

@@ -17,7 +17,7 @@ the reply being replaced, is deleted. All of that is one transaction (``record_t
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from app.errors import invalid
@@ -26,7 +26,7 @@ from app.memory.titles import DEFAULT_TITLE_PREFIX, TitleGenerator
 from app.memory.tool_results import complete_tool_calls
 from app.memory.working_document import WorkingMemoryOptions
 from app.memory.working_memory import WorkingMemory
-from app.om.config import ObservationalMemoryOptions, describe_om, observational_memory_options
+from app.om.config import ObservationalMemoryOptions, describe_om, merged_options, observational_memory_options
 from app.om.engine import ObservationalMemory
 from app.om import manual
 from app.om.manual import ManualResult
@@ -246,10 +246,16 @@ class Memory:
             self._om_buffering = HookedBuffering(self._om_engine, self.background)
         return self._om_engine
 
-    def enable_observational_memory(self, options: ObservationalMemoryOptions | None) -> None:
-        """Turn OM on with ``options`` (the ``DEV_SERVER_OM_*`` settings), or off with None.
-        Hooks cannot come from settings: the definition's own are kept."""
-        if options is not None and not options.hooks and self.options.om is not None:
+    def enable_observational_memory(self, options: Mapping[str, Any] | ObservationalMemoryOptions | None) -> None:
+        """Turn OM on with ``options``, or off with None. Mastra's options object (the
+        ``DEV_SERVER_OM_*`` settings) is merged over the agent's own options object, one level
+        deep (``observation`` and ``reflection`` merge key by key), so what only code can give
+        (hooks, extractors with transforms or Pydantic schemas) stays; a resolved
+        ``ObservationalMemoryOptions`` replaces them, keeping the agent's hooks."""
+        if isinstance(options, Mapping):
+            own = self.options.observational_memory
+            options = observational_memory_options(merged_options(own if isinstance(own, Mapping) else {}, options))
+        elif options is not None and not options.hooks and self.options.om is not None:
             options = replace(options, hooks=self.options.om.hooks)
         self.options = replace(self.options, observational_memory=options or False)
 

@@ -471,6 +471,16 @@ def describe_om(options: ObservationalMemoryOptions | None) -> dict[str, Any]:
                         "reflection": [e.name for e in options.reflection.extract]}}
 
 
+def merged_options(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` on top of ``base`` (Mastra's options objects), one level deep: ``observation``
+    and ``reflection`` merge key by key, anything else is replaced."""
+    merged = dict(base)
+    for key, value in over.items():
+        own = merged.get(key)
+        merged[key] = {**own, **value} if isinstance(value, Mapping) and isinstance(own, Mapping) else value
+    return merged
+
+
 def describe_retrieval(retrieval: RetrievalConfig | None) -> dict[str, Any] | bool:
     if retrieval is None:
         return False
