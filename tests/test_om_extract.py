@@ -8,6 +8,7 @@ import dataclasses
 import json
 import re
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from app.om.parsing import parse_observer_output
 from app.om.prompts import observer_system_prompt, reflector_system_prompt
 from app.settings import Settings
 from tests.support import LiveApp
-from tests.test_om_async_gateway import parts
+from tests.test_om_async_gateway import parts, record_row, stored_messages
 from tests.test_om_gateway import FACT, turn
 
 
@@ -211,3 +212,52 @@ def test_working_memory_is_kept_by_the_observer(server: LiveApp, data: Path) -> 
     with sqlite3.connect(data / "dev-server.db") as conn:
         [document] = conn.execute("SELECT working_memory FROM threads WHERE id = 'wm'").fetchone()
     assert "- Turn 1. My name is Ada Lovelace" in document and "- Turn 2." in document
+
+
+class Summary(BaseModel):
+    summary: str
+
+
+def summarised(value: Any) -> Any:
+    return {**value, "checked": True}
+
+
+def test_a_buffered_reflection_runs_the_reflection_extractors(tmp_path: Path) -> None:
+    options = {"observation": {"messageTokens": 600, "bufferTokens": 200},
+               "reflection": {"observationTokens": 500, "extract": [
+                   {"name": "Summary", "instructions": "What the log is about.", "schema": Summary,
+                    "transform": summarised},
+                   {"name": "Broken", "instructions": "Anything.", "schema": Summary, "transform": broken}]}}
+    agent = dataclasses.replace(chat_agent.definition, memory=lambda: PinnedMemory(MemoryOptions(
+        last_messages=10, observational_memory=options)))
+    db = tmp_path / "dev-server.db"
+    results = []
+    with LiveApp(create_app("gateway", Settings(data_dir=tmp_path, telemetry=False), agents=(agent,))) as server:
+        for i in range(1, 16):
+            results.append(turn(server, "reflect-ex", f"rx{i}", f"Turn {i}. {FACT}"))
+            settled(db, "reflect-ex")
+            if any(p["operationType"] == "reflection" for r in results for p in parts(r, "activation")):
+                break
+    starts = [p for r in results for p in parts(r, "buffering-start") if p["operationType"] == "reflection"]
+    assert starts, "no buffered reflection"
+    stored = stored_messages(db, "reflect-ex")
+    ends = [p["data"] for m in stored for p in m.content["parts"] if p["type"] == "data-om-buffering-end"]
+    ends += [p for r in results for p in parts(r, "buffering-end")]
+    ends = [e for e in ends if e["operationType"] == "reflection"]
+    assert ends and {e["cycleId"] for e in ends} <= {s["cycleId"] for s in starts}
+    end = ends[0]
+    # the schema extractor's follow-up call answered, the transform ran; a raising one is a failure
+    assert end["extractedValues"]["summary"]["checked"] is True and end["extractedValues"]["summary"]["summary"]
+    assert end["extractionFailures"] == {"broken": "the transform refused it"}
+    assert "suggested-response" not in end["extractedValues"]  # a buffered reflector gives no hints
+    # written as for a synchronous reflection: under the extractor's metadata key
+    _, om = thread_om(tmp_path, "reflect-ex")
+    assert om["extracted"]["summary"] == ends[-1]["extractedValues"]["summary"] and "broken" not in om["extracted"]
+
+
+def settled(db: Path, thread: str) -> None:
+    """Until no background observer or reflector holds the thread's record."""
+    deadline = time.monotonic() + 30
+    while any(record_row(db, thread)[flag] for flag in ("is_buffering_observation", "is_buffering_reflection")):
+        assert time.monotonic() < deadline, "background work did not finish"
+        time.sleep(0.05)

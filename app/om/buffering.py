@@ -242,8 +242,8 @@ class Buffering:
                 top = reflection_max_level(level)
                 target = round(0.75 * estimate)
                 while True:  # like the synchronous reflector: escalate until the slice shrinks enough
-                    reflection, tokens, _ = await self.engine.reflect_once(ctx, model, "\n".join(lines), level,
-                                                                           buffered=True)
+                    reflection, tokens, inline = await self.engine.reflect_once(ctx, model, "\n".join(lines), level,
+                                                                                buffered=True)
                     if reflection and tokens <= target:
                         break
                     if level >= top:
@@ -256,9 +256,14 @@ class Buffering:
                         return
                     level += 1
                 self._suppressed.pop(record.lookup_key, None)
+                # like a chunk's, the reflection's extracted values are kept at once, not at its activation
+                extraction = await self.engine.extract(ctx, record, REFLECTION, inline, reflection, buffered=True)
                 await records.store_buffered_reflection(record.id, reflection=reflection, tokens=tokens,
                                                         input_tokens=estimate, line_count=len(lines))
-                sink.emit(cycle.end(buffered_tokens=tokens, observations=None))
+                if extraction.patch:
+                    await self.engine.patch_hints(ctx, extraction.patch)
+                await self.engine.extraction.commit(ctx, extraction, cycle.id)
+                sink.emit(cycle.end(buffered_tokens=tokens, observations=None, extra=end_fields(extraction)))
         except Exception as exc:
             log.warning("buffered reflection of thread %s failed: %s", ctx.thread_id, describe_error(exc))
             sink.emit(cycle.failed(describe_error(exc)))

@@ -114,7 +114,7 @@ class Extraction:
         inline extractors and the hints, a follow-up call per schema extractor."""
         result = ExtractionResult()
         hint_slugs = () if buffered or operation == REFLECTION else (CURRENT_TASK, SUGGESTED_RESPONSE)
-        if operation == REFLECTION:
+        if operation == REFLECTION and not buffered:
             hint_slugs = (SUGGESTED_RESPONSE,)  # the reflector's current task is ignored (4.4)
         for slug in hint_slugs:
             if isinstance(inline.get(slug), str) and inline[slug]:
