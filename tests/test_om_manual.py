@@ -126,6 +126,49 @@ async def test_a_failing_first_model_falls_over_to_the_second(libsql: LibSQLStor
     assert result.observed
     assert fake.requests == 2  # the first model: its attempt and its one retry
     assert ends[0]["model"] == "local/backup" and ends[0]["error"] is None
+    # the hook sees both attempts: the failed one with its model and error (no usage reported)
+    failed, answered = ends[0]["calls"]
+    assert failed["model"] == "openai/gpt-4o-mini" and failed["error"] and failed["usage"] is None
+    assert failed["providerMetadata"] is None
+    assert answered["model"] == "local/backup" and answered["error"] is None
+    assert ends[0]["usage"] == answered["usage"]
+
+
+@pytest.mark.anyio
+async def test_a_failed_attempt_that_reported_usage_is_counted_in_the_cycle_usage(libsql: LibSQLStore,
+                                                                                 fake: FakeProvider) -> None:
+    llm = LiteLLMClient(environ={"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake.base_url})
+    ends: list[dict[str, Any]] = []
+    models = [{"model": "openai/gpt-4o-mini", "maxRetries": 0}, {"model": "local/backup", "maxRetries": 0}]
+    om = ObservationalMemory(await store_with(libsql), model=models, llm=llm,
+                             options={**SMALL, "hooks": {"onObservationEnd": ends.append}})
+    # the provider bills 11 input tokens, then sends no content: a failed call that reported usage
+    result = await om.observe("t1", "r1", messages=[{"role": "user", "content": f"{FACT} [[fault:empty_usage]]"}])
+    assert result.observed and fake.requests == 1
+    end = ends[0]
+    failed, answered = end["calls"]
+    assert failed["model"] == "openai/gpt-4o-mini" and "no content" in failed["error"]
+    assert failed["usage"] == {"inputTokens": 11, "outputTokens": 0, "totalTokens": 11, "reasoningTokens": 0,
+                               "cachedInputTokens": 0}
+    assert answered["model"] == "local/backup" and answered["usage"]["outputTokens"] > 0
+    assert end["usage"]["inputTokens"] == 11 + answered["usage"]["inputTokens"]
+    assert end["usage"]["totalTokens"] == 11 + answered["usage"]["totalTokens"]
+    assert end["model"] == "local/backup" and end["error"] is None
+
+
+@pytest.mark.anyio
+async def test_when_every_model_fails_each_attempt_reaches_the_end_hook(libsql: LibSQLStore,
+                                                                      fake: FakeProvider) -> None:
+    llm = LiteLLMClient(environ={"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake.base_url})
+    ends: list[dict[str, Any]] = []
+    models = [{"model": "openai/gpt-4o-mini", "maxRetries": 0}, {"model": "openai/gpt-4o", "maxRetries": 0}]
+    om = ObservationalMemory(await store_with(libsql), model=models, llm=llm,
+                             options={**SMALL, "hooks": {"onObservationEnd": ends.append}})
+    result = await om.observe("t1", "r1", messages=[{"role": "user", "content": f"{FACT} [[fault:status=500]]"}])
+    assert not result.observed and ends[0]["error"]
+    assert [(c["model"], bool(c["error"])) for c in ends[0]["calls"]] == [("openai/gpt-4o-mini", True),
+                                                                          ("openai/gpt-4o", True)]
+    assert ends[0]["model"] == "openai/gpt-4o" and ends[0]["providerMetadata"] is None
 
 
 @pytest.mark.anyio
