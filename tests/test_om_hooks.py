@@ -148,3 +148,37 @@ def test_the_cycles_span_carries_the_model_picked_by_input_tokens(tmp_path: Path
     assert observer["output"]["model"] == "local/small"
     end = next(e for n, e in events if n == "onObservationEnd")
     assert end["model"] == "local/small" and end["trigger"] == "manual"
+
+
+def test_studio_routes_observe_and_reflect_in_resource_scope(tmp_path: Path) -> None:
+    events: Events = []
+    options = {"scope": "resource", "observation": {"messageTokens": 20000, "bufferTokens": False}}
+    with live("gateway", tmp_path, options, hooks_into(events)) as server:
+        turn(server, "res-a", "res-a-1", f"Turn 1. {FACT}")
+        turn(server, "res-b", "res-b-1", "Turn 2. I also collect antique maps of Bavaria.")
+    assert not events
+    with live("studio", tmp_path, options, hooks_into(events)) as studio:
+        body = {"agentId": chat_agent.definition.id, "threadId": "res-a"}
+        observed = httpx.post(f"{studio.url}/api/memory/observational-memory/observe", json=body, timeout=30)
+        assert observed.status_code == 200, observed.text
+        record = observed.json()["record"]
+        assert observed.json()["observed"] and record["scope"] == "resource" and record["threadId"] is None
+        # the other thread of the resource was observed in the same cycle
+        assert '<thread id="res-a">' in record["activeObservations"]
+        assert '<thread id="res-b">' in record["activeObservations"]
+        reflected = httpx.post(f"{studio.url}/api/memory/observational-memory/reflect",
+                               json={**body, "threadId": "res-b"}, timeout=30).json()
+        assert reflected["reflected"] and reflected["record"]["generationCount"] == 1
+        assert reflected["record"]["scope"] == "resource"
+        shown = httpx.get(f"{studio.url}/api/memory/observational-memory",
+                          params={"agentId": chat_agent.definition.id, "threadId": "res-b"}, timeout=10).json()
+        assert shown["record"]["id"] == reflected["record"]["id"]
+        url = f"{studio.url}/api/memory/observational-memory/observe"
+        no_thread = httpx.post(url, json={"agentId": chat_agent.definition.id}, timeout=10)
+        assert no_thread.status_code == 400 and no_thread.json()["error"] == "Invalid request body"
+        assert no_thread.json()["issues"][0]["field"] == "threadId"
+        no_agent = httpx.post(url, json={"agentId": "nobody", "threadId": "res-a"}, timeout=10)
+        assert no_agent.status_code == 404 and no_agent.json() == {"error": "Agent with id nobody not found"}
+    names = [n for n, _ in events]
+    assert names == ["onObservationStart", "onObservationEnd", "onReflectionStart", "onReflectionEnd"]
+    assert all(e["trigger"] == "manual" and e["threadId"] in ("res-a", "res-b") for _, e in events)

@@ -13,7 +13,7 @@ import pytest
 
 from app.llm import LiteLLMClient
 from app.om.config import observational_memory_options
-from app.om.manual import ObservationalMemory
+from app.om.manual import ObservationalMemory, as_message
 from app.om.models import ModelByInputTokens, ModelWithRetries, parse_model_choice
 from app.storage.conversations import ConversationStore, Thread
 from app.storage.libsql import LibSQLStore
@@ -100,6 +100,38 @@ async def test_a_failed_cycle_reaches_the_end_hook_with_its_error(libsql: LibSQL
     assert not result.observed and result.record.active_observations == ""
     assert ends and ends[0]["error"] and ends[0]["trigger"] == "manual"
     assert any(p["type"] == "data-om-observation-failed" for p in result.parts)
+
+
+@pytest.mark.anyio
+async def test_resource_scope_observes_every_threads_unobserved_messages_and_reflects_the_resources_log(
+        libsql: LibSQLStore) -> None:
+    events: list[tuple[str, dict[str, Any]]] = []
+    store = await store_with(libsql, "t1", "r1")
+    await store.save_thread(Thread("t2", "r1"))
+    await store.save_thread(Thread("other", "r2"))  # another resource's thread: never gathered
+    for thread in ("t1", "t2", "other"):
+        await store.append_messages(thread, [as_message(m, thread, "r2" if thread == "other" else "r1")
+                                             for m in chat(3)])
+    om = ObservationalMemory(store, model="local/observer",
+                             options={**SMALL, "scope": "resource", "hooks": all_hooks(events)})
+    observed = await om.observe("t1", "r1")
+    assert observed.observed
+    record = observed.record
+    assert record.scope == "resource" and record.resource_id == "r1" and record.thread_id is None
+    assert '<thread id="t1">' in record.active_observations and '<thread id="t2">' in record.active_observations
+    assert "Ada Lovelace" in record.active_observations and len(record.observed_message_ids or []) == 6
+    assert [n for n, _ in events] == ["onObservationStart", "onObservationEnd"]
+    assert events[-1][1]["trigger"] == "manual" and events[-1][1]["recordId"] == record.id
+    assert events[-1][1]["error"] is None and events[-1][1]["usage"]["outputTokens"] > 0
+    # both threads' cursors moved: nothing is left to observe, from either thread
+    assert (await store.get_thread("t2")).metadata["mastra"]["om"]["lastObservedAt"]
+    again = await om.observe("t2", "r1")
+    assert not again.observed and again.record.id == record.id
+    events.clear()
+    reflected = await om.reflect("t2", "r1")
+    assert reflected.reflected and reflected.record.generation_count == 1 and reflected.record.scope == "resource"
+    assert [n for n, _ in events][0] == "onReflectionStart" and events[-1][1]["trigger"] == "manual"
+    assert (await om.get_record("t1", "r1")).id == reflected.record.id
 
 
 @pytest.mark.anyio
