@@ -14,6 +14,7 @@ so the same server serves direct ``LiteLLMClient`` calls and turns through a rea
     empty            200 text/event-stream with only ``data: [DONE]``
     plain_json       a non-streaming chat.completion JSON body although a stream was asked for
     no_usage         a normal stream without the usage chunk
+    empty_usage      a stream with no content: only a finish chunk, the usage chunk (input billed) and [DONE]
     status=NNN       an OpenAI-shaped error body with HTTP status NNN (401, 429, 500, ...)
 
 ``POST /v1/embeddings`` answers like OpenAI's embeddings API with a deterministic 8-number
@@ -138,6 +139,12 @@ class FakeProvider:
 
     async def _stream(self, model: str, mode: str, arg: float) -> AsyncIterator[bytes]:
         if mode == "empty":
+            yield _sse("[DONE]")
+            return
+        if mode == "empty_usage":
+            yield _sse(_chunk(model, {"role": "assistant", "content": ""}, "stop"))
+            yield _sse({**_chunk(model, {}), "choices": [],
+                        "usage": {"prompt_tokens": 11, "completion_tokens": 0, "total_tokens": 11}})
             yield _sse("[DONE]")
             return
         yield _sse(_chunk(model, {"role": "assistant", "content": ""}))

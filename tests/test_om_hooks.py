@@ -17,8 +17,10 @@ import httpx
 from app.agents import chat_agent
 from app.factory import create_app
 from app.memory.memory import Memory, MemoryOptions
+from app.om.models import ModelByInputTokens
 from app.settings import Settings
 from tests.support import LiveApp
+from tests.test_observability import wait_for_traces
 from tests.test_om_gateway import FACT, turn
 
 Events = list[tuple[str, dict[str, Any]]]
@@ -36,10 +38,11 @@ def hooks_into(events: Events, **override: Callable[..., Any]) -> dict[str, Any]
 
 
 @contextmanager
-def live(role: str, data: Path, options: dict[str, Any], hooks: dict[str, Any]) -> Iterator[LiveApp]:
+def live(role: str, data: Path, options: dict[str, Any], hooks: dict[str, Any], *,
+         telemetry: bool = False) -> Iterator[LiveApp]:
     agent = dataclasses.replace(chat_agent.definition, memory=lambda: Memory(MemoryOptions(
         last_messages=10, observational_memory={"hooks": hooks})))
-    settings = Settings(data_dir=data, telemetry=False, om_options=options)
+    settings = Settings(data_dir=data, telemetry=telemetry, om_options=options)
     with LiveApp(create_app(role, settings, agents=(agent,))) as server:
         yield server
 
@@ -118,3 +121,64 @@ def test_studio_routes_observe_and_reflect_a_thread_manually(tmp_path: Path) -> 
     names = [n for n, _ in events]
     assert names == ["onObservationStart", "onObservationEnd", "onReflectionStart", "onReflectionEnd"]
     assert all(e["trigger"] == "manual" for _, e in events)
+
+
+def test_the_cycles_span_carries_the_model_picked_by_input_tokens(tmp_path: Path) -> None:
+    """The observer call's span (read back from the studio's observability store) names the
+    model ``ModelByInputTokens`` chose and why: the call's input tokens and its tier."""
+    events: Events = []
+    # the settings' options replace the agent's (hooks excepted): the model goes there
+    options = {"observation": {"messageTokens": 20000, "bufferTokens": False},
+               "model": ModelByInputTokens({3000: "local/small", 200000: "local/large"})}
+    with live("gateway", tmp_path, options, hooks_into(events)) as server:
+        turn(server, "picked", "picked-1", f"Turn 1. {FACT}")
+    with live("studio", tmp_path, options, hooks_into(events), telemetry=True) as studio:
+        body = {"agentId": chat_agent.definition.id, "threadId": "picked"}
+        observed = httpx.post(f"{studio.url}/api/memory/observational-memory/observe", json=body, timeout=30).json()
+        assert observed["observed"]
+        traces = wait_for_traces(studio, lambda ts: any(t["threadId"] == "picked" for t in ts))
+        trace_id = next(t["traceId"] for t in traces if t["threadId"] == "picked")
+        spans = httpx.get(f"{studio.url}/api/observability/traces/{trace_id}", timeout=10).json()["spans"]
+    observer = next(s for s in spans if s["name"] == "agent run: 'observational-memory-observer'")
+    attributes = observer["attributes"]
+    assert attributes["mastraModel"] == "local/small" and attributes["trigger"] == "manual"
+    selection = attributes["modelSelection"]
+    assert selection["byInputTokens"] is True and 0 < selection["inputTokens"] <= 3000
+    assert (selection["candidate"], selection["candidates"]) == (0, 1)
+    assert observer["output"]["model"] == "local/small"
+    end = next(e for n, e in events if n == "onObservationEnd")
+    assert end["model"] == "local/small" and end["trigger"] == "manual"
+
+
+def test_studio_routes_observe_and_reflect_in_resource_scope(tmp_path: Path) -> None:
+    events: Events = []
+    options = {"scope": "resource", "observation": {"messageTokens": 20000, "bufferTokens": False}}
+    with live("gateway", tmp_path, options, hooks_into(events)) as server:
+        turn(server, "res-a", "res-a-1", f"Turn 1. {FACT}")
+        turn(server, "res-b", "res-b-1", "Turn 2. I also collect antique maps of Bavaria.")
+    assert not events
+    with live("studio", tmp_path, options, hooks_into(events)) as studio:
+        body = {"agentId": chat_agent.definition.id, "threadId": "res-a"}
+        observed = httpx.post(f"{studio.url}/api/memory/observational-memory/observe", json=body, timeout=30)
+        assert observed.status_code == 200, observed.text
+        record = observed.json()["record"]
+        assert observed.json()["observed"] and record["scope"] == "resource" and record["threadId"] is None
+        # the other thread of the resource was observed in the same cycle
+        assert '<thread id="res-a">' in record["activeObservations"]
+        assert '<thread id="res-b">' in record["activeObservations"]
+        reflected = httpx.post(f"{studio.url}/api/memory/observational-memory/reflect",
+                               json={**body, "threadId": "res-b"}, timeout=30).json()
+        assert reflected["reflected"] and reflected["record"]["generationCount"] == 1
+        assert reflected["record"]["scope"] == "resource"
+        shown = httpx.get(f"{studio.url}/api/memory/observational-memory",
+                          params={"agentId": chat_agent.definition.id, "threadId": "res-b"}, timeout=10).json()
+        assert shown["record"]["id"] == reflected["record"]["id"]
+        url = f"{studio.url}/api/memory/observational-memory/observe"
+        no_thread = httpx.post(url, json={"agentId": chat_agent.definition.id}, timeout=10)
+        assert no_thread.status_code == 400 and no_thread.json()["error"] == "Invalid request body"
+        assert no_thread.json()["issues"][0]["field"] == "threadId"
+        no_agent = httpx.post(url, json={"agentId": "nobody", "threadId": "res-a"}, timeout=10)
+        assert no_agent.status_code == 404 and no_agent.json() == {"error": "Agent with id nobody not found"}
+    names = [n for n, _ in events]
+    assert names == ["onObservationStart", "onObservationEnd", "onReflectionStart", "onReflectionEnd"]
+    assert all(e["trigger"] == "manual" and e["threadId"] in ("res-a", "res-b") for _, e in events)

@@ -13,7 +13,7 @@ import pytest
 
 from app.llm import LiteLLMClient
 from app.om.config import observational_memory_options
-from app.om.manual import ObservationalMemory
+from app.om.manual import ObservationalMemory, as_message
 from app.om.models import ModelByInputTokens, ModelWithRetries, parse_model_choice
 from app.storage.conversations import ConversationStore, Thread
 from app.storage.libsql import LibSQLStore
@@ -103,6 +103,38 @@ async def test_a_failed_cycle_reaches_the_end_hook_with_its_error(libsql: LibSQL
 
 
 @pytest.mark.anyio
+async def test_resource_scope_observes_every_threads_unobserved_messages_and_reflects_the_resources_log(
+        libsql: LibSQLStore) -> None:
+    events: list[tuple[str, dict[str, Any]]] = []
+    store = await store_with(libsql, "t1", "r1")
+    await store.save_thread(Thread("t2", "r1"))
+    await store.save_thread(Thread("other", "r2"))  # another resource's thread: never gathered
+    for thread in ("t1", "t2", "other"):
+        await store.append_messages(thread, [as_message(m, thread, "r2" if thread == "other" else "r1")
+                                             for m in chat(3)])
+    om = ObservationalMemory(store, model="local/observer",
+                             options={**SMALL, "scope": "resource", "hooks": all_hooks(events)})
+    observed = await om.observe("t1", "r1")
+    assert observed.observed
+    record = observed.record
+    assert record.scope == "resource" and record.resource_id == "r1" and record.thread_id is None
+    assert '<thread id="t1">' in record.active_observations and '<thread id="t2">' in record.active_observations
+    assert "Ada Lovelace" in record.active_observations and len(record.observed_message_ids or []) == 6
+    assert [n for n, _ in events] == ["onObservationStart", "onObservationEnd"]
+    assert events[-1][1]["trigger"] == "manual" and events[-1][1]["recordId"] == record.id
+    assert events[-1][1]["error"] is None and events[-1][1]["usage"]["outputTokens"] > 0
+    # both threads' cursors moved: nothing is left to observe, from either thread
+    assert (await store.get_thread("t2")).metadata["mastra"]["om"]["lastObservedAt"]
+    again = await om.observe("t2", "r1")
+    assert not again.observed and again.record.id == record.id
+    events.clear()
+    reflected = await om.reflect("t2", "r1")
+    assert reflected.reflected and reflected.record.generation_count == 1 and reflected.record.scope == "resource"
+    assert [n for n, _ in events][0] == "onReflectionStart" and events[-1][1]["trigger"] == "manual"
+    assert (await om.get_record("t1", "r1")).id == reflected.record.id
+
+
+@pytest.mark.anyio
 async def test_model_by_input_tokens_picks_the_small_and_the_large_model(libsql: LibSQLStore) -> None:
     ends: list[dict[str, Any]] = []
     choice = ModelByInputTokens({3000: "local/small", 200000: "local/large"})
@@ -126,6 +158,49 @@ async def test_a_failing_first_model_falls_over_to_the_second(libsql: LibSQLStor
     assert result.observed
     assert fake.requests == 2  # the first model: its attempt and its one retry
     assert ends[0]["model"] == "local/backup" and ends[0]["error"] is None
+    # the hook sees both attempts: the failed one with its model and error (no usage reported)
+    failed, answered = ends[0]["calls"]
+    assert failed["model"] == "openai/gpt-4o-mini" and failed["error"] and failed["usage"] is None
+    assert failed["providerMetadata"] is None
+    assert answered["model"] == "local/backup" and answered["error"] is None
+    assert ends[0]["usage"] == answered["usage"]
+
+
+@pytest.mark.anyio
+async def test_a_failed_attempt_that_reported_usage_is_counted_in_the_cycle_usage(libsql: LibSQLStore,
+                                                                                 fake: FakeProvider) -> None:
+    llm = LiteLLMClient(environ={"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake.base_url})
+    ends: list[dict[str, Any]] = []
+    models = [{"model": "openai/gpt-4o-mini", "maxRetries": 0}, {"model": "local/backup", "maxRetries": 0}]
+    om = ObservationalMemory(await store_with(libsql), model=models, llm=llm,
+                             options={**SMALL, "hooks": {"onObservationEnd": ends.append}})
+    # the provider bills 11 input tokens, then sends no content: a failed call that reported usage
+    result = await om.observe("t1", "r1", messages=[{"role": "user", "content": f"{FACT} [[fault:empty_usage]]"}])
+    assert result.observed and fake.requests == 1
+    end = ends[0]
+    failed, answered = end["calls"]
+    assert failed["model"] == "openai/gpt-4o-mini" and "no content" in failed["error"]
+    assert failed["usage"] == {"inputTokens": 11, "outputTokens": 0, "totalTokens": 11, "reasoningTokens": 0,
+                               "cachedInputTokens": 0}
+    assert answered["model"] == "local/backup" and answered["usage"]["outputTokens"] > 0
+    assert end["usage"]["inputTokens"] == 11 + answered["usage"]["inputTokens"]
+    assert end["usage"]["totalTokens"] == 11 + answered["usage"]["totalTokens"]
+    assert end["model"] == "local/backup" and end["error"] is None
+
+
+@pytest.mark.anyio
+async def test_when_every_model_fails_each_attempt_reaches_the_end_hook(libsql: LibSQLStore,
+                                                                      fake: FakeProvider) -> None:
+    llm = LiteLLMClient(environ={"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake.base_url})
+    ends: list[dict[str, Any]] = []
+    models = [{"model": "openai/gpt-4o-mini", "maxRetries": 0}, {"model": "openai/gpt-4o", "maxRetries": 0}]
+    om = ObservationalMemory(await store_with(libsql), model=models, llm=llm,
+                             options={**SMALL, "hooks": {"onObservationEnd": ends.append}})
+    result = await om.observe("t1", "r1", messages=[{"role": "user", "content": f"{FACT} [[fault:status=500]]"}])
+    assert not result.observed and ends[0]["error"]
+    assert [(c["model"], bool(c["error"])) for c in ends[0]["calls"]] == [("openai/gpt-4o-mini", True),
+                                                                          ("openai/gpt-4o", True)]
+    assert ends[0]["model"] == "openai/gpt-4o" and ends[0]["providerMetadata"] is None
 
 
 @pytest.mark.anyio

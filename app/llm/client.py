@@ -235,7 +235,8 @@ class LiteLLMClient:
             await response.aclose()
         if not streamed and finish_reason in (None, "stop"):
             raise ModelProviderError(502, "response", "The model provider sent an invalid response: the stream "
-                                                      "carried no content (an empty stream, or not a stream at all).")
+                                                      "carried no content (an empty stream, or not a stream at all).",
+                                     usage=usage if usage.input_tokens or usage.output_tokens else None)
         for index in sorted(calls):
             call = calls[index]
             yield ToolCall(_call_id(call, index), call["name"], call["arguments"])

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 _NAME = re.compile(r"^[a-z0-9_.\-]{1,40}$")
 _MAX_UNWRAP = 5
@@ -56,13 +57,15 @@ _MESSAGES = {
 
 
 class ModelProviderError(Exception):
-    """A model call failed. ``message`` is short and safe to show to a user."""
+    """A model call failed. ``message`` is short and safe to show to a user. ``usage`` is what
+    the failed call used when the provider reported it before failing (a ``Usage``), else None."""
 
-    def __init__(self, status: int, kind: str, message: str) -> None:
+    def __init__(self, status: int, kind: str, message: str, usage: Any = None) -> None:
         super().__init__(message)
         self.status = status
         self.kind = kind
         self.message = message
+        self.usage = usage
 
     def __repr__(self) -> str:
         return f"ModelProviderError(status={self.status}, kind={self.kind!r}, message={self.message!r})"

@@ -269,15 +269,17 @@ class Memory:
 
     async def observe(self, thread_id: str, resource_id: str, *, llm: Any = None, model: Any = None,
                       messages: Any = None, open_span: Any = no_span) -> ManualResult:
-        """Observe the thread's unobserved messages now (``app.om.manual``); ``llm`` / ``model``:
-        who answers when the OM model is the default (the agent's client and model)."""
+        """Observe the thread's unobserved messages now (``app.om.manual``; in resource scope
+        those of the resource's other threads too, into the resource's record); ``llm`` /
+        ``model``: who answers when the OM model is the default (the agent's client and model)."""
         engine, llm, agent_model = await self._om_call(llm, model)
         return await manual.observe(engine, self.store, llm, agent_model, thread_id=thread_id,
                                     resource_id=resource_id, messages=messages, open_span=open_span)
 
     async def reflect(self, thread_id: str, resource_id: str, *, llm: Any = None, model: Any = None,
                       open_span: Any = no_span) -> ManualResult:
-        """Reflect the thread's whole observation log now (``app.om.manual``)."""
+        """Reflect the thread's (resource scope: its resource's) whole observation log now
+        (``app.om.manual``)."""
         engine, llm, agent_model = await self._om_call(llm, model)
         return await manual.reflect(engine, self.store, llm, agent_model, thread_id=thread_id,
                                     resource_id=resource_id, open_span=open_span)

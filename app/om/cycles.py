@@ -53,6 +53,43 @@ def input_tokens(messages: Sequence[dict[str, Any]]) -> int:
     return sum(estimate_tokens(_text(m.get("content"))) for m in messages)
 
 
+def usage_dict(usage: Any) -> dict[str, int]:
+    """A ``Usage``, or an OpenAI-shaped usage object or dict, as the hooks' usage."""
+    def get(source: Any, *names: str) -> int:
+        for name in names:
+            value = source.get(name) if isinstance(source, dict) else getattr(source, name, None)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        return 0
+
+    details_in = get_any(usage, "prompt_tokens_details")
+    details_out = get_any(usage, "completion_tokens_details")
+    inputs = get(usage, "input_tokens", "inputTokens", "prompt_tokens")
+    outputs = get(usage, "output_tokens", "outputTokens", "completion_tokens")
+    return {"inputTokens": inputs, "outputTokens": outputs, "totalTokens": inputs + outputs,
+            "reasoningTokens": get(usage, "reasoning_tokens", "reasoningTokens") or get(details_out, "reasoning_tokens"),
+            "cachedInputTokens": get(usage, "cached_input_tokens", "cachedInputTokens") or get(details_in,
+                                                                                               "cached_tokens")}
+
+
+def get_any(source: Any, name: str) -> Any:
+    return source.get(name) if isinstance(source, dict) else getattr(source, name, None)
+
+
+def error_usage(exc: BaseException) -> dict[str, int] | None:
+    """What a failed call used, when its error (or one it wraps) carries a ``usage``."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(seen) < 8 and all(current is not s for s in seen):
+        seen.append(current)
+        usage = getattr(current, "usage", None)
+        if usage is not None:
+            return usage_dict(usage)
+        inner = getattr(current, "original_exception", None)
+        current = inner if isinstance(inner, BaseException) else (current.__cause__ or current.__context__)
+    return None
+
+
 def _tap(run: CycleRun, part: DataPart) -> None:
     name = part.name
     if name.endswith("-start"):
@@ -108,6 +145,7 @@ class HookedEngine(ObservationalMemory):
         size = input_tokens(messages)
         last = len(choice.candidates) - 1
         for index, candidate in enumerate(choice.candidates):
+            called = False  # _call counts its own attempt, failed or not
             try:
                 resolved = model if choice.default else await ctx.llm.resolve(candidate.pick(size))
                 default_limit = uses_default_output_limit(choice, candidate,
@@ -123,8 +161,12 @@ class HookedEngine(ObservationalMemory):
                                        else settings.get("maxRetries"))
                 selection = {"inputTokens": size, "candidate": index, "candidates": len(choice.candidates),
                              "byInputTokens": not isinstance(candidate.model, str)}
+                called = True
                 return await self._call(ctx, agent, resolved, request, selection, run)
             except Exception as exc:
+                if run is not None and not called:
+                    # failed before its model call (resolving the model): still an attempt the hooks see
+                    run.add_failed_call(candidate.pick(size), error_usage(exc), describe_error(exc))
                 if index == last:
                     raise
                 log.warning("%s: model %s failed (%s), trying the next one", agent, candidate.pick(size),
@@ -138,11 +180,14 @@ class HookedEngine(ObservationalMemory):
                            attributes={"model": model.model_id, "provider": model.provider, "local": model.is_local,
                                        "mastraModel": model.mastra_id, "trigger": trigger,
                                        "modelSelection": selection}) as span:
-            completion = await complete(ctx.llm, request)
+            try:
+                completion = await complete(ctx.llm, request)
+            except Exception as exc:
+                if run is not None:  # the failed attempt: its model, its error and what it used
+                    run.add_failed_call(model.mastra_id, error_usage(exc), describe_error(exc))
+                raise
+            used = usage_dict(completion.usage)
             usage = completion.usage
-            used = {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
-                    "totalTokens": usage.input_tokens + usage.output_tokens,
-                    "reasoningTokens": usage.reasoning_tokens, "cachedInputTokens": usage.cached_input_tokens}
             metadata = {model.provider: {"modelId": model.model_id, "finishReason": completion.finish_reason,
                                          "local": model.is_local, "cachedInputTokens": usage.cached_input_tokens,
                                          "reasoningTokens": usage.reasoning_tokens}}

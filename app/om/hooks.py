@@ -12,9 +12,12 @@ Every event has ``threadId``, ``resourceId``, ``operation`` (``"observation"`` /
 ``"reflection"``), ``trigger`` (``"manual"`` | ``"turn-sync"`` | ``"async-buffer"``) and
 ``recordId``. End events add ``usage`` (``inputTokens``, ``outputTokens``, ``totalTokens``,
 ``reasoningTokens``, ``cachedInputTokens``: the sum over every model call of the cycle,
-retries and escalations included), ``model`` (the id that answered last), ``calls`` (one
-``{model, usage, providerMetadata}`` per model call), ``providerMetadata`` (the last call's,
-keyed by provider) and ``error`` (None, or the failure's message: a failed cycle, including a
+retries and escalations included, and failed calls whose error reported usage), ``model``
+(the id that answered last; when none answered, the last one tried), ``calls`` (one
+``{model, usage, providerMetadata, error}`` per model call, in order: a call that failed,
+e.g. one a model list fell over from, has its model id, its ``error`` message, ``usage``
+None unless the error reported it, and ``providerMetadata`` None), ``providerMetadata``
+(the last answering call's, keyed by provider) and ``error`` (None, or the failure's message: a failed cycle, including a
 background one, which never raises, is reported here). A hook that raises is logged and
 ignored: the cycle goes on.
 
@@ -106,7 +109,14 @@ class CycleRun:
     def add_call(self, model: str, usage: dict[str, int], metadata: dict[str, Any]) -> None:
         for key, value in usage.items():
             self.usage[key] = self.usage.get(key, 0) + value
-        self.calls.append({"model": model, "usage": usage, "providerMetadata": metadata})
+        self.calls.append({"model": model, "usage": usage, "providerMetadata": metadata, "error": None})
+
+    def add_failed_call(self, model: str, usage: dict[str, int] | None, error: str) -> None:
+        """A model call that failed (the cycle may still succeed with the next model of a list):
+        counted in ``calls`` always, and in ``usage`` when its error reported what it used."""
+        for key, value in (usage or {}).items():
+            self.usage[key] = self.usage.get(key, 0) + value
+        self.calls.append({"model": model, "usage": usage, "providerMetadata": None, "error": error})
 
     async def ensure_started(self) -> None:
         """Call the start hooks once, when the cycle has really started."""
@@ -122,7 +132,8 @@ class CycleRun:
         if not self.started:
             return
         await self.ensure_started()
-        last = self.calls[-1] if self.calls else None
+        answered = [c for c in self.calls if c["error"] is None]
+        last = answered[-1] if answered else (self.calls[-1] if self.calls else None)
         event = {**self.base(), "usage": dict(self.usage), "model": last["model"] if last else None,
                  "calls": list(self.calls), "providerMetadata": last["providerMetadata"] if last else None,
                  "error": self.error}

@@ -11,7 +11,13 @@ on its own with a store and a model, outside any agent (Mastra's standalone ``ob
 The cycles are the engine's (``app.om.cycles``), with ``trigger: "manual"`` in hooks and
 spans, the same flags (a cycle already running on the record makes this a no-op) and the
 same failure rule (a failed cycle leaves the record as it was; its error is in the end hook
-and in the returned ``parts``). Thread scope only: resource scope is refused (``ValueError``).
+and in the returned ``parts``).
+
+In resource scope the record is the resource's: ``observe`` gathers, as a turn does
+(``app.om.resource``), the thread's unobserved messages from its own cursor (or the
+``messages`` given) and the unobserved messages of the resource's other threads, and
+observes them in one cycle (batched by ``maxTokensPerBatch``); each thread's cursor moves.
+``reflect`` reflects the resource's log.
 """
 
 from __future__ import annotations
@@ -26,10 +32,11 @@ from app.agents.processors import SpanOpener, no_span
 from app.clock import now_iso
 from app.llm import LLMClient, LiteLLMClient, ResolvedModel
 from app.om.config import ObservationalMemoryOptions, observational_memory_options
-from app.om.cycles import HookedEngine
+from app.om.cycles import HookedEngine, cycle_run
 from app.om.engine import ObservationalMemory as Engine, CycleContext
 from app.om.flags import STALE_FLAG_S
 from app.om.hooks import current_trigger
+from app.om.resource import observe_resource, other_threads
 from app.om.tokens import count_messages
 from app.om.window import unobserved
 from app.storage.conversations import ConversationStore, Message
@@ -56,10 +63,27 @@ def _context(llm: LLMClient, agent_model: ResolvedModel, thread_id: str, hints: 
 
 
 async def _record(engine: Engine, thread_id: str, resource_id: str) -> OMRecord:
-    if engine.options.scope != "thread":
-        raise ValueError("manual observe/reflect supports thread scope only (this agent's OM is resource-scoped)")
+    """The thread's record (thread scope) or its resource's (resource scope), created if none."""
     return await engine.records.active(engine.key(thread_id, resource_id)) or await engine.records.initialize(
-        scope="thread", thread_id=thread_id, resource_id=resource_id, config=engine.options.snapshot(), timezone=None)
+        scope=engine.options.scope, thread_id=thread_id, resource_id=resource_id, config=engine.options.snapshot(),
+        timezone=None)
+
+
+async def _observe_resource(engine: Engine, store: ConversationStore, ctx: CycleContext, record: OMRecord,
+                            thread_id: str, resource_id: str, given: Sequence[Message] | None,
+                            cursor: str | None) -> OMRecord | None:
+    """Resource scope, as a turn does it (``app.om.resource``): this thread's unobserved
+    messages from its own cursor (or the ``given`` ones) and those of the resource's other
+    threads, observed together; None when there was nothing to observe or nothing observed."""
+    if given is None:
+        given = await store.messages_since(thread_id, cursor)
+    mine = unobserved(list(given), record, cursor=cursor)
+    others = await other_threads(store, record, resource_id, thread_id)
+    by_thread = {t: ms for t, ms in {thread_id: mine, **others}.items() if ms}
+    if not by_thread:
+        return None
+    async with cycle_run(engine, ctx, record, "observation", "manual") as (run_ctx, _):
+        return await observe_resource(engine, run_ctx, record, by_thread)
 
 
 async def observe(engine: Engine, store: ConversationStore, llm: LLMClient, agent_model: ResolvedModel, *,
@@ -70,11 +94,19 @@ async def observe(engine: Engine, store: ConversationStore, llm: LLMClient, agen
         record = await _record(engine, thread_id, resource_id)
         thread = await store.get_thread(thread_id)
         parts: list[dict[str, Any]] = []
-        ctx = _context(llm, agent_model, thread_id, thread_om(thread.metadata) if thread else None, parts, open_span)
-        if messages is None:
-            messages = await store.messages_since(thread_id, record.last_observed_at)
-        pending = unobserved(list(messages), record)
+        hints = thread_om(thread.metadata) if thread else None
+        ctx = _context(llm, agent_model, thread_id, hints, parts, open_span)
         result = ManualResult(record, parts=parts)
+        if engine.options.scope == "resource":
+            observed = await _observe_resource(engine, store, ctx, record, thread_id, resource_id, messages,
+                                               (hints or {}).get("lastObservedAt"))
+            if observed is not None:
+                result.record, result.observed = observed, True
+            pending: list[Message] = []
+        else:
+            if messages is None:
+                messages = await store.messages_since(thread_id, record.last_observed_at)
+            pending = unobserved(list(messages), record)
         if pending:
             observed = await engine.observe(ctx, record, pending, count_messages(pending))
             if observed is not None:

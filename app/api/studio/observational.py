@@ -89,13 +89,13 @@ async def buffer_status(body: BufferStatusBody, agents: AgentsDep, forced: Force
 async def _manual(kind: str, body: ManualCycleBody, agents: Any, forced: str | None, store: ConversationStore,
                   runner: Any) -> dict[str, Any]:
     """Observe or reflect a thread now (``app.om.manual``; hooks and spans say ``trigger: manual``).
-    ``{record, observed, reflected, parts}``; 404 for a thread the request may not see."""
+    In resource scope the record is the thread's resource's, and observing also takes the
+    unobserved messages of the resource's other threads. ``{record, observed, reflected,
+    parts}``; 404 for a thread the request may not see."""
     agent = agents.get(body.agentId)
     if agent is None:
         raise NotFound(f"Agent with id {body.agentId} not found")
     _records(agent)
-    if agent.memory.options.om.scope != "thread":  # type: ignore[union-attr]
-        raise BadRequest("Manual observe/reflect supports thread-scoped Observational Memory only")
     thread = await store.get_thread(body.threadId)
     if thread is None or not scope_for(forced, agent, body.resourceId).admits(thread):
         raise NotFound(f"Thread with id {body.threadId} not found")
