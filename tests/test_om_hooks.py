@@ -78,6 +78,22 @@ def test_turn_sync_cycles_call_the_hooks_and_a_raising_hook_does_not_stop_them(t
     assert not any(n == "onBufferingEnd" for n, _ in events)
 
 
+def test_a_resource_scope_turn_calls_the_observation_hooks(tmp_path: Path) -> None:
+    events: Events = []
+    options = {"scope": "resource", "observation": {"messageTokens": 300, "bufferTokens": False}}
+    with live("gateway", tmp_path, options, hooks_into(events)) as server:
+        for i in range(1, 6):
+            result = turn(server, "res", f"res-{i}", f"Turn {i}. {FACT}")
+            if any(c["type"] == "data-om-observation-end" for c in result["chunks"]):
+                break
+        else:
+            raise AssertionError("no observation")
+    start = wait_for(events, lambda n, e: n == "onObservationStart")
+    end = wait_for(events, lambda n, e: n == "onObservationEnd")
+    assert start["trigger"] == end["trigger"] == "turn-sync" and end["threadId"] == "res"
+    assert end["error"] is None and end["usage"]["inputTokens"] > 0 and end["calls"]
+
+
 def test_async_buffer_cycles_call_the_hooks_and_report_a_failure_without_raising(tmp_path: Path) -> None:
     events: Events = []
     options = {"observation": {"messageTokens": 600, "bufferTokens": 200}, "reflection": {"observationTokens": 50000}}

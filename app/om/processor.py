@@ -45,6 +45,7 @@ from app.om.activation import Activation, Trigger, activate, interval_crossed, p
 from app.om.buffering import Buffering, PartSink, buffer_candidates, safe_prefix
 from app.om.config import IdleSetting
 from app.om.context import build_context_system_messages, continuation_model_message, other_conversations_message
+from app.om.cycles import cycle_run
 from app.om.engine import CycleContext, ObservationalMemory
 from app.om.extract import read_path, shown
 from app.om.flags import clear_stale, flag_live
@@ -223,7 +224,8 @@ class ObservationalMemoryStep:
             record = await self.engine.maybe_reflect(ctx, record)
             threshold = options.message_threshold(record.observation_token_count)
             if pending >= threshold and not has_incomplete_tool_calls(messages):
-                observed = await observe_resource(self.engine, ctx, record, {thread.id: messages, **others})
+                async with cycle_run(self.engine, ctx, record, "observation", "turn-sync") as (run_ctx, _):
+                    observed = await observe_resource(self.engine, run_ctx, record, {thread.id: messages, **others})
                 if observed is not None:
                     preserve = {m.id for m in messages[-max(1, step.input_count):]}
                     messages = drop_observed(messages, {m.id for m in messages}, floor=0, preserve=preserve,
