@@ -47,6 +47,15 @@ def live(role: str, data: Path, options: dict[str, Any], hooks: dict[str, Any], 
         yield server
 
 
+def observe_once(server: LiveApp, thread: str) -> None:
+    """Turns on ``thread`` until one observes (a small messageTokens)."""
+    for i in range(1, 6):
+        result = turn(server, thread, f"{thread}-{i}", f"Turn {i}. {FACT}")
+        if any(c["type"] == "data-om-observation-end" for c in result["chunks"]):
+            return
+    raise AssertionError("no observation")
+
+
 def wait_for(events: Events, predicate: Callable[[str, dict[str, Any]], bool], timeout: float = 30.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
@@ -65,12 +74,7 @@ def test_turn_sync_cycles_call_the_hooks_and_a_raising_hook_does_not_stop_them(t
 
     options = {"observation": {"messageTokens": 300, "bufferTokens": False}}
     with live("gateway", tmp_path, options, hooks_into(events, onObservationStart=broken)) as server:
-        for i in range(1, 6):
-            result = turn(server, "sync", f"sync-{i}", f"Turn {i}. {FACT}")
-            if any(c["type"] == "data-om-observation-end" for c in result["chunks"]):
-                break
-        else:
-            raise AssertionError("no observation")
+        observe_once(server, "sync")
     end = wait_for(events, lambda n, e: n == "onObservationEnd")
     assert end["trigger"] == "turn-sync" and end["threadId"] == "sync" and end["resourceId"]
     assert end["error"] is None and end["usage"]["inputTokens"] > 0 and end["usage"]["outputTokens"] > 0
@@ -82,12 +86,7 @@ def test_a_resource_scope_turn_calls_the_observation_hooks(tmp_path: Path) -> No
     events: Events = []
     options = {"scope": "resource", "observation": {"messageTokens": 300, "bufferTokens": False}}
     with live("gateway", tmp_path, options, hooks_into(events)) as server:
-        for i in range(1, 6):
-            result = turn(server, "res", f"res-{i}", f"Turn {i}. {FACT}")
-            if any(c["type"] == "data-om-observation-end" for c in result["chunks"]):
-                break
-        else:
-            raise AssertionError("no observation")
+        observe_once(server, "res")
     start = wait_for(events, lambda n, e: n == "onObservationStart")
     end = wait_for(events, lambda n, e: n == "onObservationEnd")
     assert start["trigger"] == end["trigger"] == "turn-sync" and end["threadId"] == "res"
