@@ -184,3 +184,9 @@ def test_settings_merge_over_the_agents_own_options_and_keep_what_only_code_give
     assert om.observation.thread_title and om.observation.message_tokens == 500
     assert [e.name for e in om.observation.extract] == ["Mood"] and om.reflection.observation_tokens == 900
     assert om.hooks.callbacks["onObservationEnd"] is on_end
+
+
+def test_settings_that_turn_om_off_turn_it_off() -> None:
+    memory = Memory(MemoryOptions(observational_memory=True))
+    memory.enable_observational_memory(Settings(om_enabled=False).observational_memory)
+    assert memory.options.om is None

@@ -246,8 +246,9 @@ class Memory:
             self._om_buffering = HookedBuffering(self._om_engine, self.background)
         return self._om_engine
 
-    def enable_observational_memory(self, options: Mapping[str, Any] | ObservationalMemoryOptions | None) -> None:
-        """Turn OM on with ``options``, or off with None. Mastra's options object (the
+    def enable_observational_memory(self, options: Mapping[str, Any] | ObservationalMemoryOptions | Literal[False]
+                                    | None) -> None:
+        """Turn OM on with ``options``, or off with None or False. Mastra's options object (the
         ``DEV_SERVER_OM_*`` settings) is merged over the agent's own options object, one level
         deep (``observation`` and ``reflection`` merge key by key), so what only code can give
         (hooks, extractors with transforms or Pydantic schemas) stays; a resolved
@@ -255,7 +256,9 @@ class Memory:
         if isinstance(options, Mapping):
             own = self.options.observational_memory
             options = observational_memory_options(merged_options(own if isinstance(own, Mapping) else {}, options))
-        elif options is not None and not options.hooks and self.options.om is not None:
+        elif not options:  # None or False (DEV_SERVER_OM_ENABLED=false): off
+            options = None
+        elif not options.hooks and self.options.om is not None:
             options = replace(options, hooks=self.options.om.hooks)
         self.options = replace(self.options, observational_memory=options or False)
 
