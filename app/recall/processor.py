@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from app.agents.processors import StepContext
 from app.memory.convert import to_model_messages
@@ -102,10 +102,3 @@ def _last_user_text(window: list[Message]) -> str:
             return message_text(message.content)
     return ""
 
-
-def recall_state(step: StepContext) -> dict[str, Any] | None:
-    """What recall added to this turn (for tests and traces)."""
-    recalled = step.state.get(SemanticRecallStep.name)
-    if recalled is None:
-        return None
-    return {"messages": [m.id for m in recalled.messages], "system": recalled.system}
