@@ -84,15 +84,16 @@ def test_bad_extractors_fail_at_construction_naming_the_field(extract: Any, fiel
         observational_memory_options({"observation": {"extract": extract}})
 
 
-def test_options_resolve_and_resource_scope_refuses_them() -> None:
+def test_options_resolve_in_either_scope() -> None:
     om = observational_memory_options({"observation": {"extract": EXTRACTORS, "threadTitle": True},
                                        "reflection": {"extract": [{"name": "Summary", "instructions": "s"}]}})
     assert [e.slug for e in om.observation.extract] == ["topics", "profile", "broken", "fresh"]
     assert om.observation.extract[1].schema["properties"]["statements"]["type"] == "integer"
     assert om.observation.extract[0].metadata_key == "extracted.topics" and om.observation.thread_title
     assert om.reflection.extract[0].slug == "summary"
-    with pytest.raises(ValueError, match="observationalMemory.observation.threadTitle"):
-        observational_memory_options({"scope": "resource", "observation": {"threadTitle": True}})
+    resource = observational_memory_options({"scope": "resource", "observation": {
+        "threadTitle": True, "manageWorkingMemory": True, "extract": EXTRACTORS}})
+    assert resource.observation.thread_title and len(resource.observation.extract) == 4
     with pytest.raises(ValueError, match="observationalMemory.observation.threadTitle must be true or false"):
         observational_memory_options({"observation": {"threadTitle": "yes"}})
 

@@ -19,7 +19,10 @@ statement:
 Then, unless the prompt leaves them out, ``<current-task>`` (``Respond to: "<last user
 text>"``), ``<suggested-response>`` (``Continue the conversation about "..."``) and, when
 the prompt asks for it, ``<thread-title>`` (the first words of the first user message).
-Transcripts of several threads (``<thread id="...">`` lines) get one ``<thread>`` block each.
+Transcripts of several threads (``<thread id="...">`` lines) get one ``<thread>`` block each,
+holding that thread's hint and extractor sections (its prior values read from its own
+``<thread id>`` block of the prior metadata); the sections the prompt calls shared are
+written once, after ``</observations>``, from every thread's statements.
 
 Reflector: it takes the observations under ``## OBSERVATIONS TO REFLECT ON`` and the
 compression level from its heading, and keeps every date line, 🔴 and ✅ line; it drops 🟢
@@ -56,8 +59,9 @@ from typing import Any
 
 from app.om.extract import EXTRACTOR_IDENTITY, SCHEMA_CLOSE, SCHEMA_OPEN, SOURCE_HEADING
 from app.om.prompts import (COMPRESSION_HEADINGS, CURRENT_TASK_SECTION, HISTORY_HEADING, OBSERVER_IDENTITY,
-                            REFLECT_HEADING, REFLECTION_REQUEST, REFLECTOR_IDENTITY, SKIP_HINTS_NOTE,
-                            SUGGESTED_RESPONSE_SECTION, THREAD_TITLE_SECTION)
+                            PRIOR_METADATA_HEADING, REFLECT_HEADING, REFLECTION_REQUEST, REFLECTOR_IDENTITY,
+                            SHARED_SECTIONS_NOTE, SKIP_HINTS_NOTE, SUGGESTED_RESPONSE_SECTION, TASK_HEADING,
+                            THREAD_TITLE_SECTION)
 
 OBSERVER_FAIL_TRIGGER = "[[observer-fail]]"
 OBSERVER_DEGENERATE_TRIGGER = "[[observer-degenerate]]"
@@ -128,33 +132,62 @@ def observer_answer(messages: Sequence[dict[str, Any]]) -> str:
     sections = {"current-task": CURRENT_TASK_SECTION in system and not skip_hints,
                 "suggested-response": SUGGESTED_RESPONSE_SECTION in system and not skip_hints,
                 "thread-title": THREAD_TITLE_SECTION in system}
+    task = next((_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    slugs = _extractor_slugs(system)
     if any(thread.id is not None for thread in threads):
+        shared = _shared_slugs(system)
+        own = [slug for slug in slugs if slug not in shared]
+        priors = _prior_section(task)
         lines = [line for thread in threads
                  for line in [f'<thread id="{thread.id}">', *_observation_lines(thread.statements),
-                              *_hint_sections(thread.statements, sections), "</thread>"]]
-        return "\n".join(["<observations>", *lines, "</observations>"])
+                              *_hint_sections(thread.statements, sections),
+                              *_extractor_sections(own, _thread_priors(priors, thread.id), thread.statements),
+                              "</thread>"]]
+        everyone = [statement for thread in threads for statement in thread.statements]
+        return "\n".join(["<observations>", *lines, "</observations>",
+                          *_extractor_sections(shared, _THREAD_PRIORS.sub("", priors), everyone)])
     statements = [statement for thread in threads for statement in thread.statements]
     return "\n".join(["<observations>", *_observation_lines(statements), "</observations>",
-                      *_hint_sections(statements, sections), *_extractor_sections(messages, statements)])
+                      *_hint_sections(statements, sections), *_extractor_sections(slugs, task, statements)])
 
 
 _SECTION_OPEN = re.compile(r"^<([a-z0-9]+(?:-[a-z0-9]+)*)>$", re.M)
 _BUILT_IN_SECTIONS = {"current-task", "suggested-response", "thread-title", "observations", "thread"}
 _RUN = re.compile(r"^run (\d+):")
+_SHARED_LINE = re.compile(re.escape(SHARED_SECTIONS_NOTE) + r"(.*)$", re.M)
+_THREAD_PRIORS = re.compile(r'^<thread id="([^"]*)">\n([\s\S]*?)^</thread>\n?', re.M)
 
 
-def _extractor_sections(messages: Sequence[dict[str, Any]], statements: list[_Statement]) -> list[str]:
-    system = _system_text(messages)
-    task = next((_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
+def _extractor_slugs(system: str) -> list[str]:
+    """The extractor sections the observer's instructions describe."""
+    return [slug for slug in dict.fromkeys(_SECTION_OPEN.findall(system))
+            if slug not in _BUILT_IN_SECTIONS and f"</{slug}>" in system]
+
+
+def _shared_slugs(system: str) -> list[str]:
+    found = _SHARED_LINE.search(system)
+    return re.findall(r"<([a-z0-9-]+)>", found.group(1)) if found else []
+
+
+def _prior_section(task: str) -> str:
+    """The task's prior values (several threads: a ``<thread id>`` block each, shared ones outside)."""
+    start = task.find(PRIOR_METADATA_HEADING)
+    return task[start:task.find(TASK_HEADING, start)] if start >= 0 else ""
+
+
+def _thread_priors(priors: str, thread_id: str | None) -> str:
+    return next((m.group(2) for m in _THREAD_PRIORS.finditer(priors) if m.group(1) == thread_id), "")
+
+
+def _extractor_sections(slugs: Sequence[str], priors: str, statements: list[_Statement]) -> list[str]:
+    """The sections of ``slugs``, each continuing its prior value found in ``priors``."""
     users = [_flat(_TRIGGER.sub(" ", s.text)) for s in statements if s.role == "user"]
     users = [text for text in users if text]
     if not users:
         return []
     sections = []
-    for slug in dict.fromkeys(_SECTION_OPEN.findall(system)):
-        if slug in _BUILT_IN_SECTIONS or f"</{slug}>" not in system:
-            continue
-        prior = re.search(rf"<{slug}>([\s\S]*?)</{slug}>", task)
+    for slug in slugs:
+        prior = re.search(rf"<{slug}>([\s\S]*?)</{slug}>", priors)
         if slug == "working-memory":
             lines = [prior.group(1).strip()] if prior else []
             value = "\n".join([*lines, *(f"- {text}" for text in users)])

@@ -429,12 +429,6 @@ def observational_memory_options(value: Any) -> ObservationalMemoryOptions | Non
         raise _fail("model", "cannot be combined with observation.model or reflection.model: set one or the other")
     observation = resolve_observation(observation_given, scope, share, top=value)
     reflection = resolve_reflection(reflection_given, observation.buffer_tokens is not False)
-    if scope == "resource":  # the multi-thread observer answers per thread: not wired for extraction yet
-        for name, on in (("observation.extract", observation.extract), ("reflection.extract", reflection.extract),
-                         ("observation.threadTitle", observation.thread_title),
-                         ("observation.manageWorkingMemory", observation.manage_working_memory)):
-            if on:
-                raise _fail(name, "is not supported in resource scope yet")
     buffer_on_idle = _flag("bufferOnIdle", value.get("bufferOnIdle"))
     if buffer_on_idle and observation.buffer_tokens is False:
         raise _fail("bufferOnIdle", "needs async buffering (observation.bufferTokens must not be false)")

@@ -26,7 +26,7 @@ Each model call is an ``agent_run`` span (Mastra's observer and reflector are ag
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -130,12 +130,13 @@ class ObservationalMemory:
         ctx.hints = await self.records.patch_thread_om(ctx.thread_id, values) or ctx.hints
 
     async def extract(self, ctx: CycleContext, record: OMRecord, operation: str, inline: dict[str, Any],
-                      source: str, *, buffered: bool = False) -> ExtractionResult:
+                      source: str, *, buffered: bool = False,
+                      slugs: Collection[str] | None = None) -> ExtractionResult:
         """The cycle's extracted values (``app.om.extract_run``); never raises for an extractor."""
         configured = self.options.observer_model if operation == OBSERVATION else self.options.reflector_model
         model = await om_model(ctx.llm, configured, ctx.agent_model)
         return await self.extraction.run(ctx, operation, inline, ask=self.ask, model=model, source=source,
-                                         resource_id=record.resource_id, buffered=buffered)
+                                         resource_id=record.resource_id, buffered=buffered, slugs=slugs)
 
     # -- observation -------------------------------------------------------------------
 

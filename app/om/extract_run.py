@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -87,12 +87,23 @@ class Extraction:
     def slugs(self, operation: str) -> list[str]:
         return [e.slug for e in self.extractors(operation)]
 
-    async def priors(self, ctx: CycleContext, operation: str) -> list[tuple[str, str]]:
-        """(slug, shown value) of the extractors whose previous value the next run sees."""
+    def shared(self, operation: str) -> frozenset[str]:
+        """The slugs a resource-scope observation answers once for all its threads rather
+        than per thread: working memory, when the user's threads share one document."""
+        working = self.memory.options.working if self.memory is not None else None
+        if (operation == OBSERVATION and self.options.scope == "resource" and self.working_memory_on()
+                and working is not None and working.scope == "resource"):
+            return frozenset({WORKING_MEMORY})
+        return frozenset()
+
+    async def priors(self, ctx: CycleContext, operation: str, *,
+                     slugs: Collection[str] | None = None) -> list[tuple[str, str]]:
+        """(slug, shown value) of the extractors whose previous value the next run sees
+        (only those of ``slugs`` when given)."""
         hints = ctx.hints or {}
         found: list[tuple[str, str]] = []
         for extractor in self.prompt_extractors(operation):
-            if not extractor.include_previous:
+            if not extractor.include_previous or (slugs is not None and extractor.slug not in slugs):
                 continue
             value = await self._previous(ctx, extractor, hints)
             if value not in (None, "", {}, []):
@@ -109,9 +120,11 @@ class Extraction:
 
     async def run(self, ctx: CycleContext, operation: str, inline: dict[str, Any], *, ask: Ask,
                   model: ResolvedModel, source: str, resource_id: str | None = None,
-                  buffered: bool = False) -> ExtractionResult:
+                  buffered: bool = False, slugs: Collection[str] | None = None) -> ExtractionResult:
         """The values of this cycle: ``inline`` (the parsed answer's, by slug) for the
-        inline extractors and the hints, a follow-up call per schema extractor."""
+        inline extractors and the hints, a follow-up call per schema extractor; only the
+        extractors of ``slugs`` when given."""
+        chosen = [e for e in self.extractors(operation) if slugs is None or e.slug in slugs]
         result = ExtractionResult()
         hint_slugs = () if buffered or operation == REFLECTION else (CURRENT_TASK, SUGGESTED_RESPONSE)
         if operation == REFLECTION and not buffered:
@@ -120,7 +133,7 @@ class Extraction:
             if isinstance(inline.get(slug), str) and inline[slug]:
                 result.values[slug] = inline[slug]
         hints = ctx.hints or {}
-        for extractor in self.extractors(operation):
+        for extractor in chosen:
             previous = read_path(hints, extractor.metadata_key) if extractor.include_previous and \
                 extractor.metadata_key else None
             context = ExtractContext(ctx.thread_id, resource_id, operation, previous)
@@ -140,7 +153,7 @@ class Extraction:
         for slug, value in result.values.items():
             if slug in BUILT_IN_KEYS:
                 result.patch[BUILT_IN_KEYS[slug]] = value
-        for extractor in self.extractors(operation):
+        for extractor in chosen:
             if not extractor.built_in and extractor.slug in result.values:
                 merged = {**hints, **result.patch}
                 result.patch.update(write_path(merged, extractor.metadata_key, result.values[extractor.slug]))

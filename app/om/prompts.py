@@ -20,7 +20,7 @@ for a model and ``reflection_max_level`` the last.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from app.om.extract import Extractor
@@ -153,7 +153,8 @@ _MULTI_THREAD_INPUT = """=== MULTI-THREAD INPUT ===
 The history you observe comes from several conversations with the same user, each one wrapped in
 <thread id="..."> tags. Keep them apart in your output: inside one <observations> block, write one
 <thread id="..."> block per conversation, using the same id, holding that conversation's dated
-observations and its own hint sections:
+observations and its own copy of every optional section listed above (task, response, title,
+extracted values), each about that conversation only:
 
 <observations>
 <thread id="thread-a">
@@ -169,6 +170,9 @@ Date: Dec 5, 2025
 <suggested-response>Explain the deployment steps</suggested-response>
 </thread>
 </observations>"""
+
+SHARED_SECTIONS_NOTE = ("These sections belong to the user, not to one conversation: write each of them once, "
+                        "after the </observations> block and outside every <thread> block:")
 
 _RESOURCE_SCOPE_REFLECTION = """=== THREAD ATTRIBUTION (RESOURCE SCOPE) ===
 
@@ -253,9 +257,13 @@ _OBSERVATION_GROUP_TAG = re.compile(r"</?observation-group\b[^>]*>[ \t]*\n?", re
 
 def observer_system_prompt(*, instruction: str | None = None, multi_thread: bool = False, current_task: bool = True,
                            suggested_response: bool = True, thread_title: bool = False,
-                           extractors: Sequence[Extractor] = ()) -> str:
+                           extractors: Sequence[Extractor] = (), shared: Collection[str] = ()) -> str:
     """The observer's instructions (§4.1); the flags switch the optional sections on or off,
-    ``extractors`` adds one section per inline extractor (the user's, working memory)."""
+    ``extractors`` adds one section per inline extractor (the user's, working memory). With
+    ``multi_thread``, the slugs of ``shared`` are answered once, not per thread."""
+    multi = _MULTI_THREAD_INPUT
+    if multi_thread and shared:
+        multi += f"\n\n{SHARED_SECTIONS_NOTE} " + ", ".join(f"<{slug}>" for slug in shared) + "."
     sections = [
         f"""{OBSERVER_IDENTITY}
 What you write down is the ONLY thing the assistant will know about its past with this user:
@@ -265,7 +273,7 @@ that will let it carry on as if it remembered everything.""",
         f"=== OUTPUT FORMAT ===\n\n{OUTPUT_FORMAT}\n\n"
         + _extra_sections(current_task, suggested_response, thread_title, extractors),
         f"=== GUIDELINES ===\n\n{GUIDELINES}",
-        _MULTI_THREAD_INPUT if multi_thread else _THREAD_ATTRIBUTION,
+        multi if multi_thread else _THREAD_ATTRIBUTION,
         _closing("Remember: these observations are the assistant's only memory. Make them count.",
                  current_task, suggested_response),
     ]
@@ -276,8 +284,13 @@ def observer_messages(transcript: str, *, previous_observations: str | None, pri
                       prior_suggested_response: str | None, prior_thread_title: str | None = None,
                       skip_continuation_hints: bool = False,
                       attachments: Sequence[Attachment | dict[str, Any]] = (),
-                      prior_extracted: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
+                      prior_extracted: Sequence[tuple[str, str]] = (),
+                      thread_priors: Mapping[str, Sequence[tuple[str, str]]] | None = None) -> list[dict[str, Any]]:
     """The observer's two user messages (§4.2): the task, then the history to observe.
+
+    ``thread_priors`` (several threads at once): each thread's prior values by section id,
+    as (slug, value), shown in a ``<thread id>`` block of their own; ``prior_extracted`` are
+    then the values shared by all threads.
 
     ``attachments`` are forwarded with the history: OpenAI content parts (``image_url`` /
     ``file``) as given, and the ``Attachment`` values of ``format_transcript`` as parts when
@@ -289,26 +302,38 @@ def observer_messages(transcript: str, *, previous_observations: str | None, pri
              for part in (attachment_parts([item]) if isinstance(item, Attachment) else [item])]
     if parts:
         history = [{"type": "text", "text": history_text}, *parts]
-    task = _observer_task(previous_observations, prior_current_task, prior_suggested_response, prior_thread_title,
-                          skip_continuation_hints, prior_extracted)
+    # Buffered calls drop the current-task and suggested-response sections, so their prior values are no hint.
+    priors = [("current-task", None if skip_continuation_hints else prior_current_task),
+              ("suggested-response", None if skip_continuation_hints else prior_suggested_response),
+              ("thread-title", prior_thread_title), *prior_extracted]
+    if thread_priors is not None:
+        priors = list(prior_extracted)
+    task = _observer_task(previous_observations, priors, thread_priors or {}, skip_continuation_hints)
     return [{"role": "user", "content": task}, {"role": "user", "content": history}]
 
 
-def _observer_task(previous: str | None, prior_task: str | None, prior_response: str | None,
-                   prior_title: str | None, skip_hints: bool, prior_extracted: Sequence[tuple[str, str]] = ()) -> str:
+_PRIOR_HINTS = ("current-task", "suggested-response", "thread-title")
+
+
+def _prior_lines(priors: Sequence[tuple[str, str | None]]) -> list[str]:
+    return [f"- prior {slug}: {value.strip()}" if slug in _PRIOR_HINTS else f"<{slug}>{value}</{slug}>"
+            for slug, value in priors if value and value.strip()]
+
+
+def _observer_task(previous: str | None, priors: Sequence[tuple[str, str | None]],
+                   thread_priors: Mapping[str, Sequence[tuple[str, str]]], skip_hints: bool) -> str:
     prompt = ""
     if previous and previous.strip():
         prompt += f"{PREVIOUS_OBSERVATIONS_HEADING}\n\n{previous.strip()}\n\n---\n\n"
         prompt += ("Do not repeat these existing observations: the ones you write now are appended "
                    "after them.\n\n")
-    # Buffered calls drop the current-task and suggested-response sections, so their prior values are no hint.
-    priors = [("current-task", None if skip_hints else prior_task),
-              ("suggested-response", None if skip_hints else prior_response),
-              ("thread-title", prior_title)]
-    lines = [f"- prior {slug}: {value.strip()}" for slug, value in priors if value and value.strip()]
-    lines += [f"<{slug}>{value}</{slug}>" for slug, value in prior_extracted if value]
+    lines = _prior_lines(priors)
+    for sid, values in thread_priors.items():
+        if block := _prior_lines(values):
+            lines += [f'<thread id="{sid}">', *block, "</thread>"]
     if lines:
-        slugs = [slug for slug, value in [*priors, *prior_extracted] if value and value.strip()]
+        every = [*priors, *(pair for values in thread_priors.values() for pair in values)]
+        slugs = list(dict.fromkeys(slug for slug, value in every if value and value.strip()))
         named = slugs[0] if len(slugs) == 1 else ", ".join(slugs[:-1]) + " and " + slugs[-1]
         prompt += f"{PRIOR_METADATA_HEADING}\n\n" + "\n".join(lines) + "\n\n"
         prompt += (f"Treat the prior {named} as hints for continuity, and update them from what the "

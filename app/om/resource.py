@@ -12,7 +12,11 @@ own hints. What changes against thread scope:
   ``<thread>`` block per thread;
 * the log keeps those blocks: a new block joins the last block of the same thread when it
   carries the same ``Date:`` line, else it is appended after a message boundary;
-* ``obscureThreadIds`` writes an xxhash32 of each thread id instead of the id.
+* ``obscureThreadIds`` writes an xxhash32 of each thread id instead of the id;
+* extractors, the thread title and OM-managed working memory answer per ``<thread>`` block
+  (each thread's prior values are shown in a block of their own), and are written to that
+  thread; working memory shared by the resource is answered once per call, outside the
+  blocks (see ``observe_resource``).
 
 Async buffering is off in resource scope (configuring it fails at construction).
 """
@@ -22,16 +26,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app.om.context import message_boundary
 from app.om.engine import OBSERVER_AGENT, CycleContext, ObservationalMemory, describe_error, om_model
+from app.om.extract import take_inline_values
+from app.om.extract_run import OBSERVATION, ExtractionResult, end_fields, observed_source
 from app.om.flags import STALE_FLAG_S
 from app.om.groups import message_range, wrap_group
-from app.om.parsing import parse_observer_output
-from app.om.parts import OBSERVATION, Cycle, marker_config
+from app.om.parsing import ObserverOutput, parse_observer_output
+from app.om.parts import Cycle, marker_config
 from app.om.prompts import observer_messages, observer_system_prompt
 from app.om.tokens import count_messages, estimate_tokens
 from app.om.transcript import format_transcript
@@ -147,99 +153,165 @@ def thread_sections(raw: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in _THREAD_BLOCK.finditer(raw)}
 
 
+@dataclass
+class _Observed:
+    """What one thread of a resource-scope observation gave."""
+
+    ctx: CycleContext  # the thread's own: its id, its hints; its parts go to the turn's stream, not stored
+    cycle: Cycle
+    output: ObserverOutput
+    extraction: ExtractionResult
+
+
 async def observe_resource(engine: ObservationalMemory, ctx: CycleContext, record: OMRecord,
                            by_thread: Mapping[str, Sequence[Message]]) -> OMRecord | None:
     """One observation of every thread's unobserved messages (batches in parallel); the
-    updated record, or None when nothing was observed."""
+    updated record, or None when nothing was observed.
+
+    Extractors, titles and working memory work per thread: each ``<thread>`` block of the
+    answer carries that thread's sections, written to that thread. Working memory shared by
+    the resource is answered once per call instead; then the batches run one after another,
+    each applying its update before the next is asked, so none overwrites another's."""
     records = engine.records
     by_thread = {t: list(ms) for t, ms in by_thread.items() if ms}
     if not by_thread or not await records.claim_flag(record.id, "is_observing", stale_after_s=STALE_FLAG_S):
         return None
     try:
         obscure = engine.options.obscure_thread_ids
-        results = await asyncio.gather(*[
-            _observe_batch(engine, ctx, record, {t: by_thread[t] for t in group}, obscure)
-            for group in batches(by_thread, engine.options.observation.max_tokens_per_batch)])
-        observed = {t: out for result in results for t, out in result.items()}
+        hints = await records.threads_om([t for t in by_thread if t != ctx.thread_id])
+        contexts = {t: ctx if t == ctx.thread_id else _thread_context(ctx, t, hints.get(t, {})) for t in by_thread}
+        groups = batches(by_thread, engine.options.observation.max_tokens_per_batch)
+        calls = [_observe_batch(engine, ctx, record, {t: by_thread[t] for t in group}, contexts, obscure)
+                 for group in groups]
+        if engine.extraction.shared(OBSERVATION) and len(calls) > 1:
+            results = [await call for call in calls]
+        else:
+            results = await asyncio.gather(*calls)
+        observed = {t: item for result in results for t, item in result.items()}
         if not observed:
             return None
         current = await records.active(record.lookup_key) or record
         text = current.active_observations
         newest_at = max(m.created_at for t in observed for m in by_thread[t])
         retrieval = engine.options.retrieval is not None
-        for thread_id, output in observed.items():
-            observations = output.observations
+        for thread_id, item in observed.items():
+            observations = item.output.observations
             if retrieval:  # which messages of this thread the cycle observed (4.5)
                 observations = wrap_group(observations, message_range(by_thread[thread_id]))
             text = merge_section(text, section_id(thread_id, obscure), observations, newest_at)
         ids = [m.id for t in observed for m in by_thread[t]]
-        new_tokens = sum(estimate_tokens(o.observations) for o in observed.values())
+        new_tokens = sum(estimate_tokens(item.output.observations) for item in observed.values())
         updated = await records.update_active_observations(
             record.id, observations=text, token_count=estimate_tokens(text), last_observed_at=newest_at,
             observed_ids=ids, tokens_observed=new_tokens)
-        for thread_id, output in observed.items():
-            messages = by_thread[thread_id]
-            last = max(messages, key=lambda m: (m.created_at, m.seq or 0))
-            values = {"currentTask": output.current_task, "suggestedResponse": output.suggested_response,
+        for thread_id, item in observed.items():
+            last = max(by_thread[thread_id], key=lambda m: (m.created_at, m.seq or 0))
+            values = {"currentTask": item.output.current_task, "suggestedResponse": item.output.suggested_response,
                       "lastObservedAt": last.created_at,
-                      "lastObservedMessageCursor": {"createdAt": last.created_at, "id": last.id}}
-            if thread_id == ctx.thread_id:
-                await engine.patch_hints(ctx, values)
-            else:
-                await records.patch_thread_om(thread_id, values)
+                      "lastObservedMessageCursor": {"createdAt": last.created_at, "id": last.id},
+                      **item.extraction.patch}
+            await engine.patch_hints(item.ctx, values)
+            await engine.extraction.commit(item.ctx, item.extraction, item.cycle.id)
+        for thread_id, item in observed.items():
+            output = item.output
+            ctx.emit(item.cycle.end(record=updated, observation_tokens=estimate_tokens(output.observations),
+                                    observations=output.observations, current_task=output.current_task,
+                                    suggested_response=output.suggested_response,
+                                    extra=end_fields(item.extraction)), durable=thread_id == ctx.thread_id)
         return updated
     finally:
         await records.release_flag(record.id, "is_observing")
 
 
+def _thread_context(ctx: CycleContext, thread_id: str, hints: dict[str, Any]) -> CycleContext:
+    """The cycle context of another thread of the resource: its parts reach the turn's
+    stream (the client sees every thread's cycle) but are stored with no message."""
+    def emit(part: Any, durable: bool = False) -> None:
+        ctx.emit(part, durable=False)
+
+    return replace(ctx, thread_id=thread_id, hints=hints, emit=emit)
+
+
 async def _observe_batch(engine: ObservationalMemory, ctx: CycleContext, record: OMRecord,
-                         group: dict[str, list[Message]], obscure: bool) -> dict[str, Any]:
-    """The observer on one batch of threads; each thread's parsed output, by thread id."""
-    options = engine.options
+                         group: dict[str, list[Message]], contexts: Mapping[str, CycleContext],
+                         obscure: bool) -> dict[str, _Observed]:
+    """The observer on one batch of threads; each thread's parsed output and extracted
+    values, by thread id. Shared working memory is applied here, before the next batch."""
+    options, extraction = engine.options, engine.extraction
+    shared = extraction.shared(OBSERVATION)
+    per_thread = [s for s in extraction.slugs(OBSERVATION) if s not in shared]
     config = marker_config(options, record.observation_token_count)
     cycles = {t: Cycle(OBSERVATION, record, t, config, count_messages(ms)) for t, ms in group.items()}
-    for cycle in cycles.values():
-        ctx.emit(cycle.start(), durable=cycle.thread_id == ctx.thread_id)
+    for thread_id, cycle in cycles.items():
+        contexts[thread_id].emit(cycle.start(), durable=True)
     ids = {section_id(t, obscure): t for t in group}
     blocks, attachments = [], []
     for thread_id, messages in group.items():
         transcript, found = format_transcript(messages)
         blocks.append(f'<thread id="{section_id(thread_id, obscure)}">\n{transcript}\n</thread>')
         attachments += found
-    prompt = [{"role": "system", "content": observer_system_prompt(instruction=options.observation.instruction,
-                                                                   multi_thread=True)},
+    thread_title = options.observation.thread_title
+    thread_priors = {}
+    for thread_id in group:
+        hints = contexts[thread_id].hints or {}
+        thread_priors[section_id(thread_id, obscure)] = [
+            ("current-task", hints.get("currentTask")), ("suggested-response", hints.get("suggestedResponse")),
+            ("thread-title", hints.get("threadTitle") if thread_title else None),
+            *await extraction.priors(contexts[thread_id], OBSERVATION, slugs=per_thread)]
+    system = observer_system_prompt(instruction=options.observation.instruction, multi_thread=True,
+                                    thread_title=thread_title, extractors=extraction.prompt_extractors(OBSERVATION),
+                                    shared=sorted(shared))
+    prompt = [{"role": "system", "content": system},
               *observer_messages("\n\n".join(blocks), previous_observations=record.active_observations or None,
-                                 prior_current_task=None, prior_suggested_response=None, attachments=attachments)]
+                                 prior_current_task=None, prior_suggested_response=None, attachments=attachments,
+                                 prior_extracted=await extraction.priors(ctx, OBSERVATION, slugs=shared),
+                                 thread_priors=thread_priors)]
     try:
         model = await om_model(ctx.llm, options.observer_model, ctx.agent_model)
-        outputs: dict[str, Any] = {}
         for _ in range(2):  # a degenerate answer is asked again once
             completion = await engine.ask(ctx, OBSERVER_AGENT, model, prompt, options.observation.model_settings)
-            if parse_observer_output(completion.text).degenerate:
-                continue
-            sections = thread_sections(completion.text)
-            if not sections and len(group) == 1:
-                sections = {section_id(next(iter(group)), obscure): completion.text}
-            for sid, body in sections.items():
-                if sid in ids:
-                    output = parse_observer_output(f"<observations>\n{body}\n</observations>")
-                    if output.observations.strip():
-                        outputs[ids[sid]] = output
-            break
+            if not parse_observer_output(completion.text).degenerate:
+                break
         else:
             raise RuntimeError("Observer produced degenerate output after retry")
+        outputs, shared_values = _per_thread(completion.text, ids, group, obscure, per_thread, shared)
     except Exception as exc:
         log.warning("observation of resource %s failed: %s", record.resource_id, describe_error(exc))
-        for cycle in cycles.values():
-            ctx.emit(cycle.failed(describe_error(exc)), durable=cycle.thread_id == ctx.thread_id)
+        for thread_id, cycle in cycles.items():
+            contexts[thread_id].emit(cycle.failed(describe_error(exc)), durable=True)
         return {}
+    results = await asyncio.gather(*[
+        engine.extract(contexts[t], record, OBSERVATION, output.extracted,
+                       observed_source(output.observations, group[t]), slugs=per_thread)
+        for t, output in outputs.items()])
+    observed = {t: _Observed(contexts[t], cycles[t], output, result)
+                for (t, output), result in zip(outputs.items(), results)}
+    if shared and observed:
+        owner = observed.get(ctx.thread_id) or next(iter(observed.values()))
+        source = observed_source("\n".join(item.output.observations for item in observed.values()),
+                                 [m for t in observed for m in group[t]])
+        found = await engine.extract(ctx, record, OBSERVATION, shared_values, source, slugs=shared)
+        await extraction.commit(ctx, found, owner.cycle.id)  # working memory only: no title among them
+        owner.extraction.values.update(found.values)
+        owner.extraction.failures.update(found.failures)
     for thread_id, cycle in cycles.items():
-        output = outputs.get(thread_id)
-        if output is None:
-            ctx.emit(cycle.failed("The observer wrote nothing for this thread"),
-                     durable=thread_id == ctx.thread_id)
-        else:
-            ctx.emit(cycle.end(record=record, observation_tokens=estimate_tokens(output.observations),
-                               observations=output.observations, current_task=output.current_task,
-                               suggested_response=output.suggested_response), durable=thread_id == ctx.thread_id)
-    return outputs
+        if thread_id not in observed:
+            contexts[thread_id].emit(cycle.failed("The observer wrote nothing for this thread"), durable=True)
+    return observed
+
+
+def _per_thread(raw: str, ids: Mapping[str, str], group: Mapping[str, Sequence[Message]], obscure: bool,
+                slugs: Sequence[str], shared: Collection[str]) -> tuple[dict[str, ObserverOutput], dict[str, Any]]:
+    """The answer read per ``<thread>`` block (thread id -> parsed block, the blocks that
+    observed something), and the shared sections written outside every block."""
+    sections = thread_sections(raw)
+    if not sections and len(group) == 1:
+        sections = {section_id(next(iter(group)), obscure): raw}
+    outputs: dict[str, ObserverOutput] = {}
+    for sid, body in sections.items():
+        if sid in ids:
+            output = parse_observer_output(f"<observations>\n{body}\n</observations>", slugs)
+            if output.observations.strip():
+                outputs[ids[sid]] = output
+    shared_values, _ = take_inline_values(_THREAD_BLOCK.sub("", raw), list(shared)) if shared else ({}, "")
+    return outputs, shared_values

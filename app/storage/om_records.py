@@ -335,6 +335,14 @@ class OMRecordStore:
         return await self.db.run_write(lambda conn: conn.execute(
             "DELETE FROM mastra_observational_memory WHERE lookup_key = ?", (key,)).rowcount)
 
+    async def threads_om(self, thread_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Each thread's ``metadata.mastra.om`` (``{}`` when it has none), in one read."""
+        if not thread_ids:
+            return {}
+        rows = await self.db.fetch_all(
+            f"SELECT id, metadata FROM threads WHERE id IN ({', '.join('?' * len(thread_ids))})", tuple(thread_ids))
+        return {row[0]: thread_om(json.loads(row[1]) if row[1] else None) for row in rows}
+
     async def patch_thread_om(self, thread_id: str, values: dict[str, Any]) -> dict[str, Any] | None:
         """Merge ``values`` into the thread's ``metadata.mastra.om`` (a None value removes
         its key); returns the merged OM metadata, None when the thread does not exist."""
