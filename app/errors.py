@@ -26,6 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.llm.errors import ModelProviderError
 from app.storage.errors import StorageBusy
+from app.storage.hrana import StorageUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,12 @@ def install_error_handlers(app: FastAPI) -> None:
     async def storage_busy(_: Request, exc: StorageBusy) -> JSONResponse:
         return JSONResponse({"error": "Storage is busy, retry shortly"}, status_code=503,
                             headers={"Retry-After": "1"})
+
+    @app.exception_handler(StorageUnavailable)
+    async def storage_unavailable(_: Request, exc: StorageUnavailable) -> JSONResponse:
+        log.warning("storage unavailable: %s", exc)
+        return JSONResponse({"error": "Storage is unavailable, retry shortly"}, status_code=503,
+                            headers={"Retry-After": "2"})
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

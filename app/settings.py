@@ -37,7 +37,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, populate_by_name=True)
 
     data_dir: Path | None = Field(None, description="Directory of the databases (default <package root>/.temp)")
-    db_url: str | None = Field(None, description="Conversation DB: file:PATH (default file:<data dir>/dev-server.db)")
+    db_url: str | None = Field(None, description="Conversation DB: file:PATH (default file:<data dir>/dev-server.db),"
+                               " or a libsql server: http(s)://host:port, libsql://host")
+    db_auth_token: str | None = Field(None, description="Bearer token for a libsql server that asks for one")
     observability_url: str | None = Field(
         None, description="Traces DB: file:PATH (default file:<data dir>/observability.duckdb)"
     )

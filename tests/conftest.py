@@ -78,12 +78,23 @@ def start_server(server_env: dict[str, str]) -> Iterator:
         server.stop()
 
 
-@pytest.fixture
-async def libsql(tmp_path: Path):
-    """An opened store on a fresh SQLite file (migrated), closed afterwards."""
+@pytest.fixture(params=["file", "sqld"])
+async def libsql(request: pytest.FixtureRequest, tmp_path: Path):
+    """An opened store (migrated), closed afterwards: on a fresh SQLite file, and again on a
+    fresh libsql server (sqld), so everything stored there is tested on both."""
     from app.storage.libsql import LibSQLStore
+    from app.storage.remote import RemoteLibSQLStore
 
-    store = LibSQLStore(f"file:{tmp_path / 'store.db'}")
-    await store.open()
-    yield store
-    await store.close()
+    if request.param == "file":
+        store = LibSQLStore(f"file:{tmp_path / 'store.db'}")
+        await store.open()
+        yield store
+        await store.close()
+        return
+    from tests.sqld import Sqld
+
+    with Sqld(tmp_path / "sqld") as server:
+        store = RemoteLibSQLStore(server.url)
+        await store.open()
+        yield store
+        await store.close()

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from app.storage.errors import StorageError
 from app.storage.libsql import LibSQLStore
+from app.storage.remote import REMOTE_PREFIXES, RemoteLibSQLStore
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +68,16 @@ class CompositeStore:
         observability_db_url: str,
         busy_timeout_ms: int = 5000,
         observability_domain: Store | None = None,
+        db_auth_token: str | None = None,
     ) -> "CompositeStore":
         """The stores one process opens: the studio owns the observability file, the
-        gateway only knows where it is (plain values: storage does not read settings)."""
-        default = LibSQLStore(default_db_url, busy_timeout_ms=busy_timeout_ms)
+        gateway only knows where it is (plain values: storage does not read settings).
+        The default domain is the embedded file, or a libsql server for an http(s)/libsql URL."""
+        default: Any
+        if default_db_url.startswith(REMOTE_PREFIXES):
+            default = RemoteLibSQLStore(default_db_url, auth_token=db_auth_token, busy_timeout_ms=busy_timeout_ms)
+        else:
+            default = LibSQLStore(default_db_url, busy_timeout_ms=busy_timeout_ms)
         if role != "studio":
             return cls(default, remote={OBSERVABILITY: observability_db_url})
         if observability_domain is None:

