@@ -40,6 +40,7 @@ class Settings(BaseSettings):
     db_url: str | None = Field(None, description="Conversation DB: file:PATH (default file:<data dir>/dev-server.db),"
                                " or a libsql server: http(s)://host:port, libsql://host")
     db_auth_token: str | None = Field(None, description="Bearer token for a libsql server that asks for one")
+    db_timeout_s: float = Field(10.0, gt=0, description="A libsql server unanswered this long: 503")
     observability_url: str | None = Field(
         None, description="Traces DB: file:PATH (default file:<data dir>/observability.duckdb)"
     )

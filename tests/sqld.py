@@ -15,7 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-from app.storage.remote import ping
+import httpx
+
+from app.storage.hrana import post, read_result, statement
+from app.storage.remote import pipeline_url, ping
 from tests.support import free_port
 
 
@@ -62,6 +65,25 @@ class Sqld:
             os.killpg(self._process.pid, signal.SIGKILL)
             self._process.wait()
         self._process = None
+
+    def rows(self, sql: str, params: tuple = ()) -> list[tuple]:
+        """A query straight on the server, for a test's assertions."""
+        body = {"requests": [{"type": "execute", "stmt": statement(sql, params)}, {"type": "close"}]}
+        with httpx.Client(timeout=10) as client:
+            return [tuple(row) for row in read_result(post(client, pipeline_url(self.url), body))]
+
+    @property
+    def server_pid(self) -> int:
+        """The sqld process itself (the wrapper's child), for a test that freezes it."""
+        assert self._process is not None
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == self._process.pid:  # field 4 of stat: the parent's pid
+                return int(stat.parent.name)
+        raise RuntimeError("sqld has no server process")
 
     def __enter__(self) -> Sqld:
         return self.start()

@@ -34,7 +34,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import anyio
 
 from app.agents.registry import RegisteredAgent
-from app.agents.runner import Turn, TurnRunner
+from app.agents.runner import Turn, TurnFailed, TurnRunner
 from app.agents.tools import Tool
 from app.clock import spaced_iso
 from app.errors import ApiError
@@ -42,6 +42,7 @@ from app.agents.events import LoopEvent
 from app.memory.convert import to_model_messages
 from app.storage.conversations import Message
 from app.storage.errors import StorageBusy
+from app.storage.hrana import StorageUnavailable
 from app.storage.leases import ThreadLeases
 
 log = logging.getLogger(__name__)
@@ -198,12 +199,15 @@ class TurnStarter:
         events = self.runner.run(turn, checkpoint_every_s=self.checkpoint_every_s if turn.thread else None)
         try:
             first = await anext(events)
-        except BaseException:
+        except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 try:
                     await events.aclose()
                 finally:
                     await release()
+            cause = exc.__cause__ if isinstance(exc, TurnFailed) else None
+            if isinstance(cause, (StorageBusy, StorageUnavailable)):  # nothing streamed yet: the store's 503
+                raise cause from exc
             raise
         return LiveTurn(turn, first, events, release)
 

@@ -69,13 +69,15 @@ class CompositeStore:
         busy_timeout_ms: int = 5000,
         observability_domain: Store | None = None,
         db_auth_token: str | None = None,
+        db_timeout_s: float = 10.0,
     ) -> "CompositeStore":
         """The stores one process opens: the studio owns the observability file, the
         gateway only knows where it is (plain values: storage does not read settings).
         The default domain is the embedded file, or a libsql server for an http(s)/libsql URL."""
         default: Any
         if default_db_url.startswith(REMOTE_PREFIXES):
-            default = RemoteLibSQLStore(default_db_url, auth_token=db_auth_token, busy_timeout_ms=busy_timeout_ms)
+            default = RemoteLibSQLStore(default_db_url, auth_token=db_auth_token, busy_timeout_ms=busy_timeout_ms,
+                                        timeout_s=db_timeout_s)
         else:
             default = LibSQLStore(default_db_url, busy_timeout_ms=busy_timeout_ms)
         if role != "studio":
