@@ -63,7 +63,8 @@ class RemoteLibSQLStore:
         self._writes: httpx.Client | None = None
         self._writer_thread: ThreadPoolExecutor | None = None
         self.applied_migrations: list[int] = []
-        self.round_trips = 0  # write requests sent (for the benchmark and the tests)
+        self.round_trips = 0  # write requests sent, and
+        self.transactions = 0  # write transactions run (for the benchmark)
 
     @property
     def path(self) -> Path | None:
@@ -143,6 +144,7 @@ class RemoteLibSQLStore:
             raise
         finally:
             self.round_trips += transaction.round_trips
+            self.transactions += 1
         return result
 
     def health(self) -> dict[str, Any]:
