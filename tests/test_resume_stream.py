@@ -80,11 +80,12 @@ def text_of(frames: list[tuple[int, str]]) -> str:
     return "".join(c["delta"] for c in chunks if c["type"] == "text-delta")
 
 
-def test_a_reload_mid_reply_resumes_on_another_replica_with_the_whole_reply_once(data_dir: Path):
+@pytest.mark.parametrize("with_partial", [False, True], ids=["page-without-reply", "page-with-partial-reply"])
+def test_a_reload_mid_reply_resumes_on_another_replica_with_the_whole_reply_once(data_dir: Path, with_partial):
     with replicas(data_dir, 2) as (first, second):
         result = run_node("resume_chat.mjs", {"api": f"{first.url}/api/chat", "resumeApi": f"{second.url}/api/chat",
                                               "chatId": "reload", "text": SLOW, "body": {"conversationId": "reload"},
-                                              "abortAfterChunks": 8})
+                                              "abortAfterChunks": 8, "withPartial": with_partial})
         reply = stored_reply(data_dir / "dev-server.db", "reload")
 
     assert result["error"] is None and result["status"] == "ready", result

@@ -11,7 +11,9 @@
 //     "resumeApi": "http://B/api/chat",      where the reload resumes (default: api)
 //     "chatId": "...", "text": "...",        the chat id and the user's message
 //     "body": {...}, "headers": {...},       extra body fields (conversationId), headers (auth)
-//     "abortAfterChunks": N                  hang up after N chunks (default 6)
+//     "abortAfterChunks": N,                 hang up after N chunks (default 6)
+//     "withPartial": false                   true: the reloaded page also has the partial reply
+//                                            (as a server that checkpoints it gives it back)
 //   }
 // stdout: ONE JSON object
 //   { "sentChunks": [...],            chunks seen before hanging up
@@ -23,7 +25,7 @@
 //     "sdkVersion": "..." }
 
 import { readFileSync } from 'node:fs';
-import { AbstractChat, DefaultChatTransport } from 'ai';
+import { AbstractChat, DefaultChatTransport, readUIMessageStream } from 'ai';
 
 const sdkVersion = JSON.parse(
   readFileSync(new URL('./node_modules/ai/package.json', import.meta.url), 'utf8'),
@@ -87,8 +89,20 @@ async function main() {
   controller.abort();
   await reader.cancel().catch(() => {});
 
-  // 2. The reloaded page: its messages as the server would give them back before the reply
-  // is done (the user's), and useChat({resume: true})'s call.
+  // 2. The reloaded page: its messages as the server gives them back before the reply is
+  // done (the user's, and with withPartial the reply so far), and useChat({resume: true})'s call.
+  const pageMessages = [userMessage];
+  if (input.withPartial) {
+    const seen = new ReadableStream({
+      start(c) {
+        for (const chunk of out.sentChunks) c.enqueue(chunk);
+        c.close();
+      },
+    });
+    let partial = null;
+    for await (const snapshot of readUIMessageStream({ stream: seen })) partial = snapshot;
+    pageMessages.push(partial);
+  }
   const recordingFetch = async (url, init) => {
     const res = await globalThis.fetch(url, init);
     out.resumeStatus = res.status;
@@ -105,7 +119,7 @@ async function main() {
   };
   const chat = new PlainChat({
     id: chatId,
-    messages: [userMessage],
+    messages: pageMessages,
     transport: new DefaultChatTransport({ api: input.resumeApi ?? input.api, headers, body, fetch: recordingFetch }),
     onError: (e) => {
       out.error = e?.message ?? String(e);
