@@ -106,8 +106,9 @@ async def _chat(body: ChatRequest, agent: RegisteredAgent, turns: TurnStarter, f
         raise NotFound("Thread not found") from None
     except ModelProviderError as exc:
         raise upstream(exc.kind, exc.message) from exc
-    if recording is not None:
-        owner = StreamOwner(_chat_key(body.id), thread_id, agent.id, resource)
+    chat_key = _chat_key(body.id)
+    if recording is not None and (chat_key or thread_id):  # else nothing could name it to resume
+        owner = StreamOwner(chat_key, thread_id, agent.id, resource)
         recorded = recording.record(_frames(live), owner)  # runs to the end whether or not the client stays
         return EventSourceResponse(coalesced(recorded.frames()), headers=UI_STREAM_HEADERS, sep="\n", ping=15)
     # The frames' own finally closes the turn; the background task covers a response that
