@@ -72,7 +72,20 @@ async def _retention(storage: CompositeStore, days: int) -> None:
         await asyncio.sleep(3600)
 
 
+async def _sweep_streams(services: Services) -> None:
+    """Delete recorded chat streams past their retention (finished, or dead), every so often.
+    Starting a stream sweeps too; this covers a gateway that stays quiet afterwards."""
+    every_s = min(10.0, max(0.2, services.settings.stream_retention_s / 2))
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            await services.stream_log.sweep()
+        except Exception as exc:  # the next sweep gets them
+            log.warning("sweeping recorded streams failed: %s", exc)
+
+
 WARM_UP_LIMIT_S = 120
+STREAM_DRAIN_S = 5.0
 
 
 async def warm_up(llm: LLMClient, readiness: Readiness, *, freeze_heap: bool = False) -> None:
@@ -158,6 +171,8 @@ def create_app(
         chores = [asyncio.create_task(warm_up(llm, readiness, freeze_heap=freeze_heap))]
         if role == "studio" and settings.trace_retention_days:
             chores.append(asyncio.create_task(_retention(storage, settings.trace_retention_days)))
+        if role == "gateway":
+            chores.append(asyncio.create_task(_sweep_streams(services)))
         await background.start()
         if semantic_index is not None:
             await semantic_index.start()  # resolves the embedder and backfills in the background
@@ -166,6 +181,8 @@ def create_app(
         finally:
             for task in chores:
                 task.cancel()
+            if services.recording is not None:  # replies still streaming after their client left
+                await services.recording.producers.drain(STREAM_DRAIN_S)
             await background.drain()  # before the stores close: its jobs write to them
             if semantic_index is not None:
                 await semantic_index.stop()

@@ -123,6 +123,14 @@ class Settings(BaseSettings):
     checkpoint_interval_s: float = Field(
         1.0, gt=0, description="A streaming reply is saved at most this often, so a crash keeps what was streamed"
     )
+    # Chat streams are recorded in the database while they run (app.streaming.recorder).
+    stream_resume: bool = Field(
+        True, description="Record chat streams so GET /api/chat/{chatId}/stream resumes them on any process; a"
+        " client that hangs up no longer stops its reply. false: a hang-up interrupts the reply, resume answers 204"
+    )
+    stream_retention_s: float = Field(
+        30.0, gt=0, description="How long a finished chat stream's chunks are kept for a late resume"
+    )
 
     working_memory: str | None = Field(
         None, description="Agents whose memory keeps a working memory: comma-separated agent ids, each optionally "

@@ -8,14 +8,19 @@ thread still busy with another reply past the wait bound (409). The turn starts 
 the response starts too, so a provider that fails at once (bad key, 429, timeout) is a
 JSON error, while the user's message is already stored. After that, any failure is an
 ``error`` chunk followed by ``[DONE]``. Every frame has an SSE ``id``.
+
+With ``stream_resume`` on (the default) the frames are recorded in the database as they
+are sent (``app.streaming.recorder``), by a task of the process rather than of the request:
+a client that hangs up no longer stops the reply, and ``GET .../{chatId}/stream`` replays
+it on any process (``app.api.resume``).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Header, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.background import BackgroundTask
 
@@ -25,16 +30,19 @@ from app.agents.events import (DataPart, EdgeEvent, ErrorEvent, ReasoningEnd, Re
 from app.agents.registry import DEFAULT_AGENT_ID, RegisteredAgent
 from app.agents.runner import Turn, new_id
 from app.agents.turns import LiveTurn, TurnStarter
-from app.api.chat_request import ChatRequest
-from app.api.deps import AgentDep, AgentsDep, ForcedResource, TurnsDep
+from app.api.chat_request import MAX_CONVERSATION_ID, ChatRequest
+from app.api.deps import AgentDep, AgentsDep, ForcedResource, RecordingDep, StreamLogDep, TurnsDep
+from app.api.resume import parse_last_event_id, resume
 from app.clock import spaced_iso
 from app.errors import NotFound, upstream
 from app.llm import Finish, ModelProviderError, ReasoningDelta, TextDelta, ToolCallDelta
 from app.memory.convert import ui_to_stored
 from app.memory.memory import ThreadNotOwned
 from app.storage.conversations import Message
+from app.storage.stream_log import StreamOwner
 from app.streaming import ui_chunks as ui
 from app.streaming.coalesce import coalesced
+from app.streaming.recorder import StreamRecording
 from app.streaming.sse import DONE, UI_STREAM_HEADERS, encode
 from app.streaming.text_events import stream_error
 
@@ -46,36 +54,49 @@ _STREAM_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"description": "Invalid request body"}, 404: {"description": "Unknown agent, or a foreign thread"},
     409: {"description": "The thread is busy with another reply"},
 }
-_RESUME_RESPONSES: dict[int | str, dict[str, Any]] = {204: {"description": "No active stream to resume"}}
+_RESUME_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The stream's frames after `Last-Event-ID` (all without it), then live ones, to `[DONE]`",
+          "content": {"text/event-stream": {}}},
+    204: {"description": "No active stream to resume"}, 400: {"description": "Invalid Last-Event-ID"},
+    404: {"description": "Unknown agent, or another resource's chat"},
+}
+LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", description="The SSE id the client saw last")]
 
 
 @router.post("/api/chat", responses=_STREAM_RESPONSES, response_class=Response)
-async def chat(body: ChatRequest, agents: AgentsDep, turns: TurnsDep, forced: ForcedResource) -> Response:
+async def chat(body: ChatRequest, agents: AgentsDep, turns: TurnsDep, forced: ForcedResource,
+               recording: RecordingDep) -> Response:
     agent_id = body.agentId or DEFAULT_AGENT_ID
     agent = agents.get(agent_id)
     if agent is None:
         raise NotFound(f"Agent with id {agent_id} not found")
-    return await _chat(body, agent, turns, forced)
+    return await _chat(body, agent, turns, forced, recording)
 
 
 @router.post("/api/agents/{agent_id}/chat", responses=_STREAM_RESPONSES, response_class=Response)
-async def agent_chat(body: ChatRequest, agent: AgentDep, turns: TurnsDep, forced: ForcedResource) -> Response:
-    return await _chat(body, agent, turns, forced)
+async def agent_chat(body: ChatRequest, agent: AgentDep, turns: TurnsDep, forced: ForcedResource,
+                     recording: RecordingDep) -> Response:
+    return await _chat(body, agent, turns, forced, recording)
 
 
 # useChat({resume: true}) asks here after a reload; 204 = no stream to resume.
-@router.get("/api/chat/{chat_id}/stream", status_code=204, responses=_RESUME_RESPONSES, response_class=Response)
-async def resume_stream(chat_id: str) -> Response:
-    return Response(status_code=204)
+@router.get("/api/chat/{chat_id}/stream", status_code=200, responses=_RESUME_RESPONSES, response_class=Response)
+async def resume_stream(chat_id: str, stream_log: StreamLogDep, forced: ForcedResource,
+                        last_event_id: LastEventId = None) -> Response:
+    return await resume(stream_log, chat_id, resource=forced, agent_id=None,
+                        last_event_id=parse_last_event_id(last_event_id))
 
 
-@router.get("/api/agents/{agent_id}/chat/{chat_id}/stream", status_code=204, responses=_RESUME_RESPONSES,
+@router.get("/api/agents/{agent_id}/chat/{chat_id}/stream", status_code=200, responses=_RESUME_RESPONSES,
             response_class=Response)
-async def resume_agent_stream(agent: AgentDep, chat_id: str) -> Response:
-    return Response(status_code=204)
+async def resume_agent_stream(agent: AgentDep, chat_id: str, stream_log: StreamLogDep, forced: ForcedResource,
+                              last_event_id: LastEventId = None) -> Response:
+    return await resume(stream_log, chat_id, resource=forced or agent.definition.resource, agent_id=agent.id,
+                        last_event_id=parse_last_event_id(last_event_id))
 
 
-async def _chat(body: ChatRequest, agent: RegisteredAgent, turns: TurnStarter, forced: str | None) -> Response:
+async def _chat(body: ChatRequest, agent: RegisteredAgent, turns: TurnStarter, forced: str | None,
+                recording: StreamRecording | None) -> Response:
     resource = forced or agent.definition.resource
     thread_id = (body.conversationId or new_id("mastra_thread_")) if agent.memory else None
     try:
@@ -85,10 +106,22 @@ async def _chat(body: ChatRequest, agent: RegisteredAgent, turns: TurnStarter, f
         raise NotFound("Thread not found") from None
     except ModelProviderError as exc:
         raise upstream(exc.kind, exc.message) from exc
+    chat_key = _chat_key(body.id)
+    if recording is not None and (chat_key or thread_id):  # else nothing could name it to resume
+        owner = StreamOwner(chat_key, thread_id, agent.id, resource)
+        recorded = recording.record(_frames(live), owner)  # runs to the end whether or not the client stays
+        return EventSourceResponse(coalesced(recorded.frames()), headers=UI_STREAM_HEADERS, sep="\n", ping=15)
     # The frames' own finally closes the turn; the background task covers a response that
     # never started streaming (closing is idempotent).
     return EventSourceResponse(coalesced(_frames(live)), headers=UI_STREAM_HEADERS, sep="\n", ping=15,
                                background=BackgroundTask(live.aclose))
+
+
+def _chat_key(chat_id: str | None) -> str | None:
+    """useChat's id, when it can name a stream (the thread id is recorded as well)."""
+    if chat_id is None or not chat_id or len(chat_id) > MAX_CONVERSATION_ID:
+        return None
+    return chat_id
 
 
 def _incoming(body: ChatRequest, thread_id: str, resource: str) -> list[Message]:

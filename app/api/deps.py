@@ -30,6 +30,8 @@ from app.settings import Settings
 from app.storage.composite import CompositeStore
 from app.storage.conversations import ConversationStore
 from app.storage.leases import ThreadLeases
+from app.storage.stream_log import StreamLog
+from app.streaming.recorder import StreamRecording
 from app.workers import WorkerSlot
 
 
@@ -73,8 +75,12 @@ class Services:
     worker: WorkerSlot = field(default_factory=WorkerSlot)  # which of the gateway's processes this is
     semantic_index: Any = None  # app.recall.service.SemanticIndex when an agent searches by meaning
     turns: TurnStarter = field(init=False)  # the one way a turn starts (app.agents.turns)
+    stream_log: StreamLog = field(init=False)  # recorded chat streams, read by resume on any process
+    recording: StreamRecording | None = field(init=False)  # None: chat streams are not recorded
 
     def __post_init__(self) -> None:
+        self.stream_log = StreamLog(self.conversations.db, retention_ms=int(self.settings.stream_retention_s * 1000))
+        self.recording = StreamRecording(self.stream_log) if self.settings.stream_resume else None
         self.turns = TurnStarter(self.runner, ThreadLeases(self.conversations.db), wait_s=self.settings.turn_wait_s,
                                  lease_s=self.settings.turn_lease_s,
                                  checkpoint_every_s=self.settings.checkpoint_interval_s)
@@ -115,6 +121,14 @@ async def get_turns(services: ServicesDep) -> TurnStarter:
     return services.turns
 
 
+async def get_stream_log(services: ServicesDep) -> StreamLog:
+    return services.stream_log
+
+
+async def get_recording(services: ServicesDep) -> StreamRecording | None:
+    return services.recording
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 StorageDep = Annotated[CompositeStore, Depends(get_storage)]
 ConversationsDep = Annotated[ConversationStore, Depends(get_conversations)]
@@ -122,6 +136,8 @@ AgentsDep = Annotated[AgentRegistry, Depends(get_agents)]
 RunnerDep = Annotated[TurnRunner, Depends(get_runner)]
 SignalsDep = Annotated[ThreadHub, Depends(get_signals)]
 TurnsDep = Annotated[TurnStarter, Depends(get_turns)]
+StreamLogDep = Annotated[StreamLog, Depends(get_stream_log)]
+RecordingDep = Annotated[StreamRecording | None, Depends(get_recording)]
 
 
 # Every dependency is ``async def``: FastAPI runs a plain ``def`` one in its thread pool,

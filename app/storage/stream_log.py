@@ -1,0 +1,130 @@
+"""The recorded chunks of chat streams, where every process can read them (migration 0009).
+
+A gateway chat stream is written here by the process producing it (``app.streaming.recorder``)
+and read back by whichever process a resuming client reaches (``app.api.resume``): the
+gateway's workers, or N replicas on one database, share nothing else. A stream is one row of
+``chat_streams`` (active, then finished) and its frames in ``stream_chunks`` keyed by their
+SSE id. Each write is one short ``BEGIN IMMEDIATE`` transaction through ``run_write``; the
+recorder batches frames so a long reply costs a write per batch, not per token.
+
+The producer renews ``heartbeat_at`` while it runs; an active stream whose heartbeat is older
+than ``dead_after_ms`` belongs to a process that died. ``sweep`` deletes finished streams
+(and dead ones) once ``retention_ms`` has passed, their chunks with them (``ON DELETE
+CASCADE``). The clock is injectable so tests can age a stream without sleeping.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from app.storage.libsql import LibSQLStore
+
+ACTIVE, FINISHED = "active", "finished"
+DEFAULT_RETENTION_MS = 30_000
+DEFAULT_DEAD_AFTER_MS = 10_000
+
+Chunk = tuple[int, str]  # (SSE id, frame data)
+
+
+@dataclass(frozen=True)
+class StreamRow:
+    stream_id: str
+    chat_id: str | None
+    thread_id: str | None
+    agent_id: str
+    resource_id: str
+    status: str
+    heartbeat_at: int
+
+
+@dataclass(frozen=True)
+class StreamOwner:
+    """Who a stream belongs to: what a resume checks before replaying anything."""
+
+    chat_id: str | None
+    thread_id: str | None
+    agent_id: str
+    resource_id: str
+
+
+def _epoch_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class StreamLog:
+    def __init__(self, db: LibSQLStore, *, retention_ms: int = DEFAULT_RETENTION_MS,
+                 dead_after_ms: int = DEFAULT_DEAD_AFTER_MS, clock_ms: Callable[[], int] = _epoch_ms) -> None:
+        self.db = db
+        self.retention_ms = retention_ms
+        self.dead_after_ms = dead_after_ms
+        self.clock_ms = clock_ms
+
+    @staticmethod
+    def new_id() -> str:
+        return f"stream_{uuid.uuid4().hex}"
+
+    async def write(self, stream_id: str, owner: StreamOwner | None, chunks: Sequence[Chunk], *,
+                    finished: bool = False) -> None:
+        """Append ``chunks`` and renew the heartbeat, in one transaction. With ``owner`` (the
+        stream's first write) the stream's row is created, and expired streams are swept on
+        the way; ``finished`` marks the stream over."""
+        now = self.clock_ms()
+
+        def work(conn: sqlite3.Connection) -> None:
+            if owner is not None:
+                self._sweep(conn, now)
+                conn.execute(
+                    "INSERT INTO chat_streams (stream_id, chat_id, thread_id, agent_id, resource_id, status,"
+                    " started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (stream_id, owner.chat_id, owner.thread_id, owner.agent_id, owner.resource_id, ACTIVE, now, now))
+            if chunks:
+                conn.executemany("INSERT OR IGNORE INTO stream_chunks (stream_id, seq, data) VALUES (?, ?, ?)",
+                                 [(stream_id, seq, data) for seq, data in chunks])
+            if finished:
+                conn.execute("UPDATE chat_streams SET status = ?, heartbeat_at = ?, finished_at = ?"
+                             " WHERE stream_id = ?", (FINISHED, now, now, stream_id))
+            elif owner is None:
+                conn.execute("UPDATE chat_streams SET heartbeat_at = ? WHERE stream_id = ?", (now, stream_id))
+
+        await self.db.run_write(work)
+
+    async def latest(self, chat_id: str) -> StreamRow | None:
+        """The newest stream recorded under ``chat_id`` (useChat's id or the thread id)."""
+        rows = await self.db.fetch_all(
+            "SELECT stream_id, chat_id, thread_id, agent_id, resource_id, status, heartbeat_at, started_at"
+            " FROM chat_streams WHERE chat_id = ?1"
+            " UNION SELECT stream_id, chat_id, thread_id, agent_id, resource_id, status, heartbeat_at, started_at"
+            " FROM chat_streams WHERE thread_id = ?1 ORDER BY started_at DESC LIMIT 1", (chat_id,))
+        return StreamRow(*tuple(rows[0])[:7]) if rows else None
+
+    async def state(self, stream_id: str) -> StreamRow | None:
+        row = await self.db.fetch_one(
+            "SELECT stream_id, chat_id, thread_id, agent_id, resource_id, status, heartbeat_at"
+            " FROM chat_streams WHERE stream_id = ?", (stream_id,))
+        return StreamRow(*row) if row else None
+
+    async def chunks_after(self, stream_id: str, after: int, limit: int = 500) -> list[Chunk]:
+        rows = await self.db.fetch_all("SELECT seq, data FROM stream_chunks WHERE stream_id = ? AND seq > ?"
+                                       " ORDER BY seq LIMIT ?", (stream_id, after, limit))
+        return [(row[0], row[1]) for row in rows]
+
+    async def last_seq(self, stream_id: str) -> int:
+        row = await self.db.fetch_one("SELECT max(seq) FROM stream_chunks WHERE stream_id = ?", (stream_id,))
+        return row[0] if row and row[0] is not None else 0
+
+    def is_dead(self, row: StreamRow) -> bool:
+        return row.status == ACTIVE and self.clock_ms() - row.heartbeat_at > self.dead_after_ms
+
+    async def sweep(self) -> int:
+        """Delete expired streams (finished, or dead, past the retention); how many."""
+        now = self.clock_ms()
+        return await self.db.run_write(lambda conn: self._sweep(conn, now))
+
+    def _sweep(self, conn: sqlite3.Connection, now: int) -> int:
+        return conn.execute(
+            "DELETE FROM chat_streams WHERE (status = ? AND finished_at < ?) OR (status = ? AND heartbeat_at < ?)",
+            (FINISHED, now - self.retention_ms, ACTIVE, now - self.dead_after_ms - self.retention_ms)).rowcount
