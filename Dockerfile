@@ -1,7 +1,10 @@
-# dev-server: one image for both processes (`gateway`, the default, or `studio`).
+# syntax=docker/dockerfile:1
+# dev-server: one image for both processes, the role picked by the command:
 #
 #   docker build -t dev-server .
-#   docker compose up          (both processes, one data volume; see docker-compose.yml)
+#   docker run -p 8787:8787 dev-server              the gateway (the default command)
+#   docker run -p 4111:4111 dev-server studio       the studio (Mastra REST + the Studio web app)
+#   docker compose up --build                       the whole topology: see docker-compose.yml
 #
 # Stage 1 fetches the real Mastra Studio build with the same script as `make studio-ui`
 # (`npm pack` of the pinned `mastra` package; no dependencies, no install scripts).
@@ -10,23 +13,34 @@ WORKDIR /build
 COPY scripts/fetch_studio_ui.sh scripts/fetch_studio_ui.sh
 RUN scripts/fetch_studio_ui.sh /build/studio-ui
 
-# Stage 2 builds the wheel (it carries the SQL migrations inside the package).
-FROM python:3.11-slim AS wheel
+# Stage 2 builds wheels: first the dependencies of pyproject.toml alone (a stand-in package,
+# so editing the code or the README does not rebuild them), then the project's own wheel,
+# which carries the SQL migrations inside the package.
+FROM python:3.11-slim AS wheels
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml ./
+RUN mkdir -p app migrations && touch app/__init__.py README.md \
+    && pip wheel --no-cache-dir --disable-pip-version-check --wheel-dir /wheels/deps . \
+    && rm /wheels/deps/dev_server-*.whl
+COPY README.md ./
 COPY app ./app
 COPY migrations ./migrations
-RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+RUN pip wheel --no-cache-dir --disable-pip-version-check --no-deps --wheel-dir /wheels/app .
 
-# The runtime: the installed wheel, the Studio build, a non-root user, data in /data.
+# The runtime: slim Python, the installed wheels (bind-mounted, so no wheel stays in a
+# layer), the Studio build, a non-root user, data in /data.
 FROM python:3.11-slim
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
+COPY deploy/healthcheck.py /usr/local/bin/dev-server-healthcheck
 RUN useradd --create-home --uid 10001 --user-group app \
-    && mkdir /data && chown app:app /data
-COPY --from=wheel /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+    && mkdir /data && chown app:app /data \
+    && chmod 0755 /usr/local/bin/dev-server-healthcheck
+RUN --mount=type=bind,from=wheels,source=/wheels/deps,target=/wheels/deps \
+    pip install --no-cache-dir --no-index /wheels/deps/*.whl
+RUN --mount=type=bind,from=wheels,source=/wheels/app,target=/wheels/app \
+    pip install --no-cache-dir --no-index --no-deps /wheels/app/*.whl
 COPY --from=studio-ui /build/studio-ui /opt/studio-ui
 # Installed as a wheel there is no package root to anchor .temp/ at: the data directory is
 # explicit (a volume), and both processes listen on every interface of the container.
@@ -37,9 +51,9 @@ USER app
 WORKDIR /home/app
 VOLUME ["/data"]
 EXPOSE 8787 4111
-# Healthy once /health says "ok" (the models have warmed up); the studio service of
-# docker-compose.yml probes its own role instead.
-HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
-    CMD ["python", "-m", "app", "health", "gateway"]
+# Healthy once /health says "ok" (the models have warmed up) on the port of whichever role
+# runs; a standard-library probe, so a check costs milliseconds, not an import of the app.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["dev-server-healthcheck"]
 ENTRYPOINT ["python", "-m", "app"]
 CMD ["gateway"]

@@ -6,7 +6,7 @@ JS_DIR := tests/js
 
 STUDIO_UI := studio-ui
 
-.PHONY: dev test install install-test js-deps studio-ui browser bench bench-all clean
+.PHONY: dev test install install-test js-deps studio-ui browser nginx bench bench-all clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,15 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium is missing: sudo apt-get install chromium"; exit 1; fi; }
 
+# Debian's nginx for the load balancer of the Docker topology, run as plain processes by
+# tests/test_docker_setup.py (with deploy/nginx.conf, as docker-compose.yml runs it).
+nginx:
+	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian's nginx"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; \
+	  else echo "nginx is missing: sudo apt-get install nginx"; exit 1; fi; }
+
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 js-deps: $(JS_DIR)/node_modules/.installed
@@ -42,7 +51,7 @@ dev: install
 	@$(MAKE) --no-print-directory studio-ui >/dev/null 2>&1 || echo "(Studio UI not fetched: offline? the API still serves; run make studio-ui later)"
 	$(PY) -m app dev
 
-test: install-test js-deps studio-ui browser
+test: install-test js-deps studio-ui browser nginx
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The workload of issue 16 against a bare server; results in bench/results/<date>-<commit>.md.

@@ -11,7 +11,8 @@ Start-up order of one process: bind the port (so "in use" fails at once), open t
 (so a bad database is one line), serve. The models warm up in the background; ``/health``
 says ``status: "starting"`` until they are, then ``"ok"``, and the dev banner waits for
 that. ``health ROLE`` exits 0 when that role's ``/health`` on this machine answers
-``status: "ok"`` (the Docker HEALTHCHECK).
+``status: "ok"`` (the image's HEALTHCHECK, ``deploy/healthcheck.py``, checks the same with
+the standard library only).
 
 Idle keep-alive connections stay open ``DEV_SERVER_KEEP_ALIVE_S`` (uvicorn's default, 5 s,
 is shorter than common client pools keep a socket, so a client reusing one just then got a

@@ -156,6 +156,25 @@ def test_the_standard_otlp_variable_points_the_gateway_elsewhere(start_server):
 
 
 
+def test_otlp_targets_follow_the_standard_variables_read_from_the_env_file_too(tmp_path):
+    """An OTEL_EXPORTER_OTLP_* value in the .env counts like one in the environment (the
+    exporters alone would read only the environment, and post to localhost:4318)."""
+    from app.auth import service_token
+    from app.observability.telemetry import otlp_target
+    from app.settings import Settings
+
+    env_file = tmp_path / ".env"
+    env_file.write_text("OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318/\n"
+                        "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT=http://logs:4318/custom/logs\n")
+    settings = Settings.load(env_file=env_file)
+    assert otlp_target(settings, "traces") == ("http://collector:4318/v1/traces", None)
+    assert otlp_target(settings, "logs") == ("http://logs:4318/custom/logs", None)
+    studio = Settings(studio_url="http://studio:4111/", auth_tokens="ta=alice")
+    assert otlp_target(studio, "logs") == ("http://studio:4111/v1/logs",
+                                           {"Authorization": f"Bearer {service_token('ta=alice')}"})
+    assert otlp_target(Settings(studio_port=4999), "traces") == ("http://127.0.0.1:4999/v1/traces", None)
+
+
 def test_with_auth_the_gateway_reaches_its_studio_url_with_the_service_token(start_server):
     """Docker compose: the studio is not on localhost; DEV_SERVER_STUDIO_URL names it, and the
     gateway's exporter still authenticates as the service principal there."""

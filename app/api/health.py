@@ -4,10 +4,10 @@ It answers as soon as the port is open. ``status`` is ``"starting"`` while the m
 up in the background (litellm's import takes 3-10 s; a chat sent meanwhile waits for it),
 ``"ok"`` once a chat is answered at once (also after a failed warm-up: then the first chat
 tries again), ``"unavailable"`` when the conversation store is not open. ``make dev``'s
-banner and ``python -m app health`` (the Docker HEALTHCHECK) wait for ``"ok"``. ``background``
-counts the process's background jobs (``app.background``: queued, running, failed, dropped);
-``semanticRecall`` names the embedder in use and the index's vectors, backlog (a backfill's
-progress) and failures.
+banner, ``python -m app health`` and the image's HEALTHCHECK (deploy/healthcheck.py) wait for
+``"ok"``. ``background`` counts the process's background jobs (``app.background``: queued,
+running, failed, dropped); ``semanticRecall`` names the embedder in use and the index's
+vectors, backlog (a backfill's progress) and failures.
 Everything here is the answering process's own: with ``DEV_SERVER_WORKERS`` above one, the
 gateway's ``worker`` says which one answered (``pid``, ``index`` of ``count``); the studio's
 says it is always one process.

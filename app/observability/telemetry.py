@@ -69,16 +69,10 @@ def _otlp_exports(settings: Settings):
     from opentelemetry.sdk._logs.export import LogRecordExportResult
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    base = (settings.studio_url or f"http://{settings.host}:{settings.studio_port}").rstrip("/")
-    traces = None if settings.otel_traces_endpoint or settings.otel_endpoint else f"{base}/v1/traces"
-    logs = None if settings.otel_logs_endpoint or settings.otel_endpoint else f"{base}/v1/logs"
-    # With auth on, the studio's receivers want a principal like every other route.
-    headers = None
-    if settings.auth_tokens and traces is not None:
-        headers = {"Authorization": f"Bearer {service_token(settings.auth_tokens)}"}
-    # endpoint=None lets the exporters read the standard OTEL_EXPORTER_OTLP_* variables.
-    span_exporter = OTLPSpanExporter(endpoint=traces, timeout=3, headers=headers)
-    log_exporter = OTLPLogExporter(endpoint=logs, timeout=3, headers=headers)
+    traces, trace_headers = otlp_target(settings, "traces")
+    logs, log_headers = otlp_target(settings, "logs")
+    span_exporter = OTLPSpanExporter(endpoint=traces, timeout=3, headers=trace_headers)
+    log_exporter = OTLPLogExporter(endpoint=logs, timeout=3, headers=log_headers)
 
     def export_spans(batch: Sequence[Any]) -> bool:
         return span_exporter.export(batch) == SpanExportResult.SUCCESS
@@ -87,6 +81,26 @@ def _otlp_exports(settings: Settings):
         return log_exporter.export(batch) == LogRecordExportResult.SUCCESS
 
     return export_spans, export_logs
+
+
+def otlp_target(settings: Settings, signal: str) -> tuple[str, dict[str, str] | None]:
+    """The URL the gateway's ``signal`` (``traces`` or ``logs``) exporter posts to, and its headers.
+
+    The standard variables win, as the OTLP exporter specification reads them: the
+    per-signal ``OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT`` as is, else ``OTEL_EXPORTER_OTLP_ENDPOINT``
+    plus ``/v1/<signal>``. They come from the settings (the environment or the .env), so a
+    value in the .env is honoured too; the exporter would only look at the environment.
+    Otherwise the studio's receiver, which with auth on wants the service token. Headers of
+    None let the exporter read ``OTEL_EXPORTER_OTLP_HEADERS`` for a collector.
+    """
+    specific = settings.otel_traces_endpoint if signal == "traces" else settings.otel_logs_endpoint
+    if specific:
+        return specific, None
+    if settings.otel_endpoint:
+        return f"{settings.otel_endpoint.rstrip('/')}/v1/{signal}", None
+    base = (settings.studio_url or f"http://{settings.host}:{settings.studio_port}").rstrip("/")
+    headers = {"Authorization": f"Bearer {service_token(settings.auth_tokens)}"} if settings.auth_tokens else None
+    return f"{base}/v1/{signal}", headers
 
 
 def _direct_exports(storage: CompositeStore):
