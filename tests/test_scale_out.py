@@ -6,6 +6,7 @@ real ``python -m app`` processes, on one real libsql server (sqld). Chat through
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import os
 import signal
 import sys
@@ -170,3 +171,43 @@ def test_a_frozen_sqld_is_a_clear_503_not_a_hang(topology: Topology) -> None:
     assert response.status_code == 503 and response.json()["error"], response.text
     assert waited < 25  # bounded by DEV_SERVER_DB_TIMEOUT_S (3 s), far from the client's 30
     assert chat(gateway, "frozen", "f2", "hello again")["ok"]
+
+
+def test_a_reload_mid_reply_resumes_on_the_other_replica(topology: Topology) -> None:
+    a, b = topology.gateways
+    result = run_node("resume_chat.mjs", {"api": f"{a.url}/api/chat", "resumeApi": f"{b.url}/api/chat",
+                                          "chatId": "reload", "text": "tell me something long [[slow]]",
+                                          "body": {"conversationId": "reload"}, "abortAfterChunks": 8})
+    assert result["error"] is None and result["status"] == "ready" and result["resumeStatus"] == 200, result
+    user, assistant = result["messages"]  # the whole reply, once
+    [text] = [p["text"] for p in assistant["parts"] if p["type"] == "text"]
+    deadline = time.monotonic() + 15
+    while True:
+        rows = topology.sqld.rows("SELECT content FROM messages WHERE thread_id = 'reload' AND role = 'assistant'")
+        stored = json.loads(rows[0][0]) if rows else {"metadata": {"interrupted": True}}
+        if "interrupted" not in stored["metadata"]:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert [p["text"] for p in stored["parts"] if p["type"] == "text"] == [text] and user["id"] == "reload-u1"
+
+
+def test_a_replica_killed_mid_reply_resumes_on_another_with_what_it_sent(topology: Topology, tmp_path: Path) -> None:
+    from tests.test_resume_stream import post_chat, resume
+
+    doomed = ServerProcess("gateway", python=sys.executable, env=clean_env(
+        DEV_SERVER_DATA_DIR=str(tmp_path), DEV_SERVER_DB_URL=topology.sqld.url, DEV_SERVER_TELEMETRY="false"))
+    doomed.start()
+    try:
+        doomed.wait_healthy(timeout=60)
+        seen = post_chat(doomed.url, "killed", "a long answer please [[slower]]", read_frames=6)
+        time.sleep(0.3)  # a recorder flush after what was read
+    finally:
+        doomed.process.kill()
+        doomed.stop()
+    response, frames = resume(topology.gateways[1].url, "killed")
+    assert response.status_code == 200
+    assert frames[:len(seen)] == seen and frames[-1][1] == "[DONE]"
+    assert "interrupted" in frames[-2][1]  # the producer is gone: said so, not a hang
+    assert topology.sqld.rows("SELECT id FROM messages WHERE thread_id = 'killed' AND role = 'user'") == \
+        [("killed-u",)]  # the user's message survived the crash
