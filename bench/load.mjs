@@ -12,10 +12,12 @@ import http from "node:http";
 import { randomUUID } from "node:crypto";
 
 const spec = JSON.parse(process.argv[2]);
-const base = new URL(spec.base);
+// `bases` (several replicas): client i talks to bases[i % bases.length]; else `base`
+const bases = (spec.bases ?? [spec.base]).map((b) => new URL(b));
 const agent = new http.Agent({ keepAlive: true, maxSockets: Math.max(1, spec.clients ?? 1), noDelay: true });
 
-function request(method, path, body) {
+function request(method, path, body, client = 0) {
+  const base = bases[client % bases.length];
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : Buffer.from(body);
     const req = http.request({
@@ -40,9 +42,10 @@ function chatBody(conversation, text) {
   });
 }
 
-async function turn(conversation) {
+async function turn(conversation, client = 0) {
   const started = performance.now();
-  const res = await request("POST", spec.chatPath ?? "/api/chat", chatBody(conversation, spec.text ?? "hello"));
+  const res = await request("POST", spec.chatPath ?? "/api/chat", chatBody(conversation, spec.text ?? "hello"),
+    client);
   if (res.status !== 200 || !res.body.trimEnd().endsWith("data: [DONE]")) {
     throw new Error(`turn failed: ${res.status} ${res.body.slice(-200)}`);
   }
@@ -64,7 +67,7 @@ async function main() {
     const count = spec.count ?? Infinity;
     await Promise.all(Array.from({ length: spec.clients }, async (_, i) => {
       for (let n = 0; n < count && performance.now() < stopAt; n++) {
-        latencies.push(await turn(spec.fresh ? randomUUID() : spec.threads[i]));
+        latencies.push(await turn(spec.fresh ? randomUUID() : spec.threads[i], i));
       }
     }));
   } else if (spec.mode === "burst") {

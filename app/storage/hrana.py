@@ -23,8 +23,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
+import orjson
 
 from app.storage.errors import StorageBusy, StorageError
+
+
+JSON_HEADERS = {"content-type": "application/json"}
 
 
 class StorageUnavailable(StorageError):
@@ -227,7 +231,7 @@ class Transaction:
 
 def post(client: httpx.Client, url: str, body: dict[str, Any]) -> dict[str, Any]:
     try:
-        response = client.post(url, json=body)
+        response = client.post(url, content=orjson.dumps(body), headers=JSON_HEADERS)
     except httpx.TimeoutException as exc:
         raise StorageUnavailable(f"the database server at {url} did not answer in time") from exc
     except httpx.TransportError as exc:
@@ -245,7 +249,7 @@ def answer_of(response: httpx.Response, url: str) -> dict[str, Any]:
         if "locked" in text or "busy" in text.lower():
             raise StorageBusy(f"the database server at {url} is busy: {text}")
         raise StorageError(f"the database server at {url} answered HTTP {response.status_code}: {text}")
-    return response.json()
+    return orjson.loads(response.content)
 
 
 def read_result(answer: Mapping[str, Any]) -> list[Row]:

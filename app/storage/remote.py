@@ -10,8 +10,11 @@ server that wants one.
   ``app.storage.hrana.Transaction``: ``BEGIN IMMEDIATE``, the work's statements and
   ``COMMIT`` go out in as few requests as the work's reads allow (one when it reads
   nothing). The server serialises write transactions itself: a second ``BEGIN IMMEDIATE``
-  waits there for the first to end. Writes of this process go one at a time, in order,
-  like the embedded store's.
+  waits there for the first to end. This process still sends one transaction at a time,
+  in order, like the embedded store: with 8 in flight (tried, bench/scale_out.py), a
+  transaction that read first held the server's write lock while its thread waited for the
+  GIL behind the others, sqld's transaction timeout took the lock from it ("Stream handle
+  not found"), and turns failed with 503 under 32 clients.
 * Migrations run as one such transaction, so N replicas starting at once apply each once.
 * The server unreachable (down, restarting, a partition longer than the timeout) is
   ``StorageUnavailable``: a 503 with a JSON error, never a hang; a failed write left nothing
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,15 +34,18 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+import orjson
 
 from app.clock import now_iso
 from app.storage.errors import StorageBusy, StorageError
-from app.storage.hrana import Row, StorageUnavailable, Transaction, answer_of, post, read_result, statement
+from app.storage.hrana import (JSON_HEADERS, Row, StorageUnavailable, Transaction, answer_of, post, read_result,
+                               statement)
 from app.storage.migrate import apply_libsql, load_migrations
 
 T = TypeVar("T")
 REMOTE_PREFIXES = ("http://", "https://", "libsql://")
 DEFAULT_TIMEOUT_S = 10.0
+WRITERS = 1  # write transactions in flight at once (see the module docstring)
 
 
 def pipeline_url(url: str) -> str:
@@ -64,7 +71,9 @@ class RemoteLibSQLStore:
         self._writer_thread: ThreadPoolExecutor | None = None
         self.applied_migrations: list[int] = []
         self.round_trips = 0  # write requests sent, and
-        self.transactions = 0  # write transactions run (for the benchmark)
+        self.transactions = 0  # write transactions run
+        self.reads = 0  # read requests sent (these three for /health and the benchmark)
+        self._counting = threading.Lock()
 
     @property
     def path(self) -> Path | None:
@@ -79,8 +88,9 @@ class RemoteLibSQLStore:
             return
         limits = httpx.Limits(max_connections=32, max_keepalive_connections=32)
         self._reads = httpx.AsyncClient(headers=self._headers, timeout=self._timeout, limits=limits)
-        self._writes = httpx.Client(headers=self._headers, timeout=self._timeout)
-        self._writer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="libsql-writer")
+        self._writes = httpx.Client(headers=self._headers, timeout=self._timeout,
+                                    limits=httpx.Limits(max_connections=WRITERS, max_keepalive_connections=WRITERS))
+        self._writer_thread = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="libsql-writer")
         try:
             migrations = load_migrations("libsql")
             self.applied_migrations = await self.run_write(partial(apply_libsql, migrations=migrations,
@@ -102,8 +112,9 @@ class RemoteLibSQLStore:
         if self._reads is None:
             raise StorageError(f"store {self.url} is not open")
         body = {"requests": [{"type": "execute", "stmt": statement(sql, params)}, {"type": "close"}]}
+        self.reads += 1
         try:
-            response = await self._reads.post(self.endpoint, json=body)
+            response = await self._reads.post(self.endpoint, content=orjson.dumps(body), headers=JSON_HEADERS)
         except httpx.TimeoutException as exc:
             raise StorageUnavailable(f"the database server at {self.url} did not answer in time") from exc
         except httpx.TransportError as exc:
@@ -143,12 +154,14 @@ class RemoteLibSQLStore:
             transaction.rollback()
             raise
         finally:
-            self.round_trips += transaction.round_trips
-            self.transactions += 1
+            with self._counting:
+                self.round_trips += transaction.round_trips
+                self.transactions += 1
         return result
 
     def health(self) -> dict[str, Any]:
-        return {"engine": self.engine, "url": self.url, "path": None, "open": self.is_open, "server": True}
+        return {"engine": self.engine, "url": self.url, "path": None, "open": self.is_open, "server": True,
+                "requests": {"reads": self.reads, "writes": self.round_trips, "transactions": self.transactions}}
 
 
 def ping(url: str, auth_token: str | None = None, timeout_s: float = 2.0) -> bool:

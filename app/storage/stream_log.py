@@ -122,9 +122,10 @@ class StreamLog:
     async def sweep(self) -> int:
         """Delete expired streams (finished, or dead, past the retention); how many."""
         now = self.clock_ms()
-        return await self.db.run_write(lambda conn: self._sweep(conn, now))
+        return await self.db.run_write(lambda conn: self._sweep(conn, now).rowcount)
 
-    def _sweep(self, conn: sqlite3.Connection, now: int) -> int:
+    def _sweep(self, conn: sqlite3.Connection, now: int) -> sqlite3.Cursor:
+        # the cursor, not its rowcount: on a libsql server reading it would cost a round trip
         return conn.execute(
             "DELETE FROM chat_streams WHERE (status = ? AND finished_at < ?) OR (status = ? AND heartbeat_at < ?)",
-            (FINISHED, now - self.retention_ms, ACTIVE, now - self.dead_after_ms - self.retention_ms)).rowcount
+            (FINISHED, now - self.retention_ms, ACTIVE, now - self.dead_after_ms - self.retention_ms))
