@@ -50,7 +50,7 @@ async def test_generations_history_and_the_active_record(db: LibSQLStore) -> Non
 
 async def test_a_flag_is_held_by_one_claimant_across_connections_and_a_stale_one_is_taken_over(
         db: LibSQLStore) -> None:
-    other = LibSQLStore(db.url)  # a second process's connections to the same file
+    other = type(db)(db.url)  # a second process's connections to the same file (or server)
     await other.open()
     try:
         mine, theirs = OMRecordStore(db), OMRecordStore(other)

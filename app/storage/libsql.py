@@ -82,7 +82,7 @@ class LibSQLStore:
             return
         if self.url.startswith(_REMOTE_PREFIXES):
             raise StorageError(
-                f"remote LibSQL URLs are not supported yet ({self.url}); use a file: URL"
+                f"{self.url} is a libsql server: app.storage.remote.RemoteLibSQLStore opens it"
             )
         try:
             target = ensure_db_dir(self.url) or self.url
