@@ -13,7 +13,8 @@ of one recorded chunk (the floor of any database-backed replay), and a ``GET /he
 B over the same kept-alive connection (the floor of any HTTP round trip to B). Ratios are
 resume / baseline.
 
-Run: ``.venv/bin/python bench/resume.py [--rounds 20]``.
+Run: ``.venv/bin/python bench/resume.py [--rounds 20] [--sqld]``; with ``--sqld`` both replicas
+use one libsql server and the raw read is one HTTP request to it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.report import machine  # noqa: E402
 from bench.servers import Server, server_env  # noqa: E402
+from tests.sqld import Sqld  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
 SEEN_FRAMES = 6
@@ -66,12 +68,24 @@ def hang_up_after(client: httpx.Client, url: str, chat_id: str, frames: int) -> 
     return last_id
 
 
-def raw_read_s(db: Path, chat_id: str, after: int) -> float:
+ONE_CHUNK = ("SELECT c.seq, c.data FROM chat_streams s JOIN stream_chunks c USING (stream_id)"
+             " WHERE s.chat_id = ? AND c.seq > ? ORDER BY c.seq LIMIT 1")
+NEWEST = "SELECT max(c.seq) FROM chat_streams s JOIN stream_chunks c USING (stream_id) WHERE s.chat_id = ?"
+
+
+def raw_read_s(db: Path | Sqld, chat_id: str, after: int) -> float:
+    """One recorded chunk read straight from the database: the file with ``sqlite3``, or the
+    server with one HTTP request (``--sqld``)."""
+    if isinstance(db, Sqld):
+        started = time.perf_counter()
+        rows = db.rows(ONE_CHUNK, (chat_id, after))
+        elapsed = time.perf_counter() - started
+        assert rows
+        return elapsed
     conn = sqlite3.connect(db)
     try:
         started = time.perf_counter()
-        row = conn.execute("SELECT c.seq, c.data FROM chat_streams s JOIN stream_chunks c USING (stream_id)"
-                           " WHERE s.chat_id = ? AND c.seq > ? ORDER BY c.seq LIMIT 1", (chat_id, after)).fetchone()
+        row = conn.execute(ONE_CHUNK, (chat_id, after)).fetchone()
         elapsed = time.perf_counter() - started
     finally:
         conn.close()
@@ -79,10 +93,11 @@ def raw_read_s(db: Path, chat_id: str, after: int) -> float:
     return elapsed
 
 
-def newest_id(db: Path, chat_id: str) -> int:
+def newest_id(db: Path | Sqld, chat_id: str) -> int:
+    if isinstance(db, Sqld):
+        return db.rows(NEWEST, (chat_id,))[0][0]
     with sqlite3.connect(db) as conn:
-        return conn.execute("SELECT max(c.seq) FROM chat_streams s JOIN stream_chunks c USING (stream_id)"
-                            " WHERE s.chat_id = ?", (chat_id,)).fetchone()[0]
+        return conn.execute(NEWEST, (chat_id,)).fetchone()[0]
 
 
 def ms(values: list[float], q: float) -> float:
@@ -92,18 +107,22 @@ def ms(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--sqld", action="store_true", help="both replicas on a libsql server (sqld), not the file")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
         data.mkdir()
         env = {**server_env(data, free_port()), "DEV_SERVER_WORKERS": "1", "DEV_SERVER_TELEMETRY": "false"}
+        server = Sqld(Path(tmp) / "sqld").start() if args.sqld else None
+        if server is not None:
+            env["DEV_SERVER_DB_URL"] = server.url
         replicas = []
         for name in ("replica-a", "replica-b"):
             port = free_port()
             replicas.append(Server(name, [sys.executable, "-m", "app", "gateway", "--port", str(port)], port, env,
                                    log_dir=Path(tmp)))
         a, b = replicas
-        db = data / "dev-server.db"
+        db: Path | Sqld = server if server is not None else data / "dev-server.db"
         try:
             for replica in replicas:
                 replica.wait_ready()
@@ -128,9 +147,13 @@ def main() -> None:
         finally:
             for replica in replicas:
                 replica.stop()
-    print(f"machine: {'; '.join(machine())}; {args.rounds} rounds")
+            if server is not None:
+                server.stop()
+    where = "a libsql server (sqld)" if args.sqld else "the embedded file"
+    print(f"machine: {'; '.join(machine())}; {args.rounds} rounds; both replicas on {where}")
     print(f"{'':44} {'p50 ms':>8} {'p90 ms':>8}")
-    rows = [("resume on replica B, first missed chunk", replay), ("baseline: raw sqlite3 read of one chunk", raw),
+    rows = [("resume on replica B, first missed chunk", replay),
+            ("baseline: raw read of one chunk" + (" (HTTP)" if args.sqld else " (sqlite3)"), raw),
             ("baseline: GET /health on B (same connection)", health),
             ("live resume (nothing missed yet), first chunk", live)]
     for label, values in rows:

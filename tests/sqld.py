@@ -35,6 +35,7 @@ class Sqld:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._process: subprocess.Popen[bytes] | None = None
+        self._client: httpx.Client | None = None  # for ``rows``, kept alive
 
     def start(self, timeout_s: float = 60.0) -> Sqld:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -53,6 +54,9 @@ class Sqld:
         return self
 
     def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
         if self._process is None:
             return
         try:
@@ -69,8 +73,9 @@ class Sqld:
     def rows(self, sql: str, params: tuple = ()) -> list[tuple]:
         """A query straight on the server, for a test's assertions."""
         body = {"requests": [{"type": "execute", "stmt": statement(sql, params)}, {"type": "close"}]}
-        with httpx.Client(timeout=10) as client:
-            return [tuple(row) for row in read_result(post(client, pipeline_url(self.url), body))]
+        if self._client is None:
+            self._client = httpx.Client(timeout=10)
+        return [tuple(row) for row in read_result(post(self._client, pipeline_url(self.url), body))]
 
     @property
     def server_pid(self) -> int:
