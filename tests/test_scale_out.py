@@ -211,3 +211,29 @@ def test_a_replica_killed_mid_reply_resumes_on_another_with_what_it_sent(topolog
     assert "interrupted" in frames[-2][1]  # the producer is gone: said so, not a hang
     assert topology.sqld.rows("SELECT id FROM messages WHERE thread_id = 'killed' AND role = 'user'") == \
         [("killed-u",)]  # the user's message survived the crash
+
+
+@pytest.mark.anyio
+async def test_a_server_that_wants_a_token_gets_the_configured_one(tmp_path: Path) -> None:
+    from app.storage.errors import StorageError
+    from app.storage.remote import RemoteLibSQLStore
+
+    with Sqld(tmp_path / "sqld", auth=True) as sqld:
+        for token in (None, "not-a-token"):
+            with pytest.raises(StorageError, match="refused the credentials"):
+                await RemoteLibSQLStore(sqld.url, auth_token=token).open()
+        settings = Settings(data_dir=tmp_path, db_url=sqld.url, db_auth_token=sqld.token(), telemetry=False)
+        with LiveApp(create_app("gateway", settings)) as gateway:
+            payload = {"api": f"{gateway.url}/api/chat", "messages": [user_message("k1", "hello")],
+                       "body": {"conversationId": "keyed"}, "headers": {}, "trigger": "submit-message",
+                       "chatId": "keyed"}
+            assert run_node("chat_client.mjs", payload)["ok"]
+        assert sqld.rows("SELECT id FROM messages WHERE thread_id = 'keyed' AND role = 'user'") == [("k1",)]
+
+
+def test_a_token_in_the_url_is_used_and_never_shown(tmp_path: Path) -> None:
+    with Sqld(tmp_path / "sqld", auth=True) as sqld:
+        settings = Settings(data_dir=tmp_path, db_url=f"{sqld.url}?authToken={sqld.token()}", telemetry=False)
+        with LiveApp(create_app("gateway", settings)) as gateway:
+            health = httpx.get(f"{gateway.url}/health").json()
+    assert health["status"] == "ok" and health["stores"]["default"]["url"] == sqld.url

@@ -3,7 +3,7 @@
 Same interface as ``LibSQLStore`` (``fetch_all``, ``fetch_one``, ``run_write``), so every
 store above it runs its SQL unchanged. ``DEV_SERVER_DB_URL=http://host:port`` (or
 ``https://``; ``libsql://host`` means ``https://host``), ``DEV_SERVER_DB_AUTH_TOKEN`` for a
-server that wants one.
+server that wants one (or ``?authToken=`` on the URL, as Turso prints it).
 
 * Reads are one HTTP request each (execute + close on a fresh stream), from the event loop.
 * A write ``run_write(work)`` runs ``work`` on a worker thread against an
@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import orjson
@@ -60,7 +61,9 @@ class RemoteLibSQLStore:
                  timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         if not url.startswith(REMOTE_PREFIXES):
             raise StorageError(f"not a libsql server URL: {url} (http://, https:// or libsql://)")
-        self.url = url
+        query = parse_qs(urlsplit(url).query)
+        auth_token = auth_token or next(iter(query.get("authToken", [])), None)  # Turso's URL form
+        self.url = url.split("?", 1)[0]  # what /health shows: never a token
         self.endpoint = pipeline_url(url)
         self.busy_timeout_ms = busy_timeout_ms
         headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else {}
