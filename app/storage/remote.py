@@ -39,8 +39,8 @@ import orjson
 
 from app.clock import now_iso
 from app.storage.errors import StorageBusy, StorageError
-from app.storage.hrana import (JSON_HEADERS, Row, StorageUnavailable, Transaction, answer_of, post, read_result,
-                               statement)
+from app.storage.hrana import (JSON_HEADERS, PipelineClient, Row, StorageUnavailable, Transaction, answer_of, post,
+                               read_result, statement)
 from app.storage.migrate import apply_libsql, load_migrations
 
 T = TypeVar("T")
@@ -68,9 +68,10 @@ class RemoteLibSQLStore:
         self.busy_timeout_ms = busy_timeout_ms
         headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else {}
         self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0))
+        self._timeout_s = timeout_s
         self._headers = headers
         self._reads: httpx.AsyncClient | None = None
-        self._writes: httpx.Client | None = None
+        self._writes: PipelineClient | None = None  # used by the writer thread only
         self._writer_thread: ThreadPoolExecutor | None = None
         self.applied_migrations: list[int] = []
         self.round_trips = 0  # write requests sent, and
@@ -91,8 +92,7 @@ class RemoteLibSQLStore:
             return
         limits = httpx.Limits(max_connections=32, max_keepalive_connections=32)
         self._reads = httpx.AsyncClient(headers=self._headers, timeout=self._timeout, limits=limits)
-        self._writes = httpx.Client(headers=self._headers, timeout=self._timeout,
-                                    limits=httpx.Limits(max_connections=WRITERS, max_keepalive_connections=WRITERS))
+        self._writes = PipelineClient(self.endpoint, headers=self._headers, timeout_s=self._timeout_s)
         self._writer_thread = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="libsql-writer")
         try:
             migrations = load_migrations("libsql")
