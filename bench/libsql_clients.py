@@ -1,6 +1,8 @@
-"""Which client talks to the libsql server (issue 15.1): ours (httpx against sqld's Hrana
-HTTP pipeline, ``app.storage.remote``) against the ``libsql`` package's remote mode (run
-from a worker thread, as the issue suggests), on one sqld started here.
+"""Which client talks to the libsql server (issue 15.1), on one sqld started here: ours
+(``app.storage.remote``: sqld's Hrana HTTP pipeline, statements batched per transaction,
+over the standard library's kept-alive ``http.client``), the same protocol and batching
+over httpx, and the ``libsql`` package's remote mode (run from worker threads, as the
+issue suggests).
 
 Three operations, each timed sequentially and with 16 at once, the baseline being the same
 operation on the embedded file (``app.storage.libsql``) in the same run:
@@ -49,6 +51,50 @@ def store_ops(store: LibSQLStore | RemoteLibSQLStore) -> dict[str, Callable[[int
 
     return {"point read": lambda i: store.fetch_one("SELECT * FROM bench_kv WHERE id = ?", (1,)),
             "write (3 statements)": write, "read then write": read_write}
+
+
+def httpx_ops(url: str, pool: ThreadPoolExecutor) -> dict[str, Callable[[int], Awaitable[object]]]:
+    """The same protocol and batching as ours, over httpx's sync client (one per thread)."""
+    import threading
+
+    import httpx
+
+    from app.storage.hrana import Transaction, post, read_result, statement
+    from app.storage.remote import pipeline_url
+
+    endpoint, local, writing = pipeline_url(url), threading.local(), threading.Lock()
+
+    def client() -> httpx.Client:
+        if not hasattr(local, "client"):
+            local.client = httpx.Client(timeout=10)
+        return local.client
+
+    def read(_: int):
+        body = {"requests": [{"type": "execute", "stmt": statement("SELECT * FROM bench_kv WHERE id = ?", (1,))},
+                             {"type": "close"}]}
+        return read_result(post(client(), endpoint, body))
+
+    def transaction(work):
+        with writing:
+            txn = Transaction(client(), endpoint)
+            work(txn)
+            txn.commit()
+
+    def write(i: int):
+        transaction(lambda c: [c.execute("INSERT INTO bench_kv (thread, value) VALUES (?, ?)", (f"h{i}", f"v{n}"))
+                               for n in range(3)])
+
+    def read_write(i: int):
+        def work(c):
+            row = c.execute("SELECT value FROM bench_kv WHERE id = 1").fetchone()
+            c.execute("INSERT INTO bench_kv (thread, value) VALUES (?, ?)", (f"hrw{i}", row[0]))
+        transaction(work)
+
+    def threaded(fn):
+        return lambda i: asyncio.get_running_loop().run_in_executor(pool, fn, i)
+
+    return {"point read": threaded(read), "write (3 statements)": threaded(write),
+            "read then write": threaded(read_write)}
 
 
 def package_ops(url: str, pool: ThreadPoolExecutor) -> dict[str, Callable[[int], Awaitable[object]]] | None:
@@ -128,7 +174,9 @@ async def main() -> None:
             for sql in SETUP:
                 await store.run_write(lambda conn, sql=sql: conn.execute(sql))
         pool = ThreadPoolExecutor(16)
-        clients = {"embedded file (baseline)": store_ops(embedded), "httpx + Hrana (ours)": store_ops(remote),
+        clients = {"embedded file (baseline)": store_ops(embedded),
+                   "ours: Hrana over http.client (RemoteLibSQLStore)": store_ops(remote),
+                   "Hrana over httpx, same batching": httpx_ops(sqld.url, pool),
                    "libsql package, remote": package_ops(sqld.url, pool)}
         print(f"# libsql server clients, {args.count} operations each\n")
         print("| operation | client | p50 ms (1 at a time) | ops/s (1) | ops/s (16 at once) | ops/s vs baseline (16) |")
@@ -143,7 +191,7 @@ async def main() -> None:
                 _, rate16 = await timed(ops[name], args.count, 16)
                 base = base or rate16
                 print(f"| {name} | {client} | {p50:.2f} | {rate1:.0f} | {rate16:.0f} | {rate16 / base:.2f} |")
-        print(f"\nhttpx client: {remote.round_trips} write requests for {remote.transactions} write transactions "
+        print(f"\nours: {remote.round_trips} write requests for {remote.transactions} write transactions "
               "(one per transaction that reads nothing, two for one that reads first)")
         for store in (embedded, remote):
             await store.close()

@@ -5,7 +5,9 @@ store above it runs its SQL unchanged. ``DEV_SERVER_DB_URL=http://host:port`` (o
 ``https://``; ``libsql://host`` means ``https://host``), ``DEV_SERVER_DB_AUTH_TOKEN`` for a
 server that wants one (or ``?authToken=`` on the URL, as Turso prints it).
 
-* Reads are one HTTP request each (execute + close on a fresh stream), from the event loop.
+* Reads are one HTTP request each (execute + close on a fresh stream), sent by a small pool
+  of reader threads, each over its own kept-alive connection (``hrana.PipelineClient``:
+  the standard library's client, measured cheaper than httpx's; see its docstring).
 * A write ``run_write(work)`` runs ``work`` on a worker thread against an
   ``app.storage.hrana.Transaction``: ``BEGIN IMMEDIATE``, the work's statements and
   ``COMMIT`` go out in as few requests as the work's reads allow (one when it reads
@@ -35,18 +37,17 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
-import orjson
 
 from app.clock import now_iso
 from app.storage.errors import StorageBusy, StorageError
-from app.storage.hrana import (JSON_HEADERS, PipelineClient, Row, StorageUnavailable, Transaction, answer_of, post,
-                               read_result, statement)
+from app.storage.hrana import PipelineClient, Row, Transaction, post, read_result, statement
 from app.storage.migrate import apply_libsql, load_migrations
 
 T = TypeVar("T")
 REMOTE_PREFIXES = ("http://", "https://", "libsql://")
 DEFAULT_TIMEOUT_S = 10.0
 WRITERS = 1  # write transactions in flight at once (see the module docstring)
+READERS = 4  # reads in flight at once, each on its reader thread's kept-alive connection
 
 
 def pipeline_url(url: str) -> str:
@@ -67,10 +68,11 @@ class RemoteLibSQLStore:
         self.endpoint = pipeline_url(url)
         self.busy_timeout_ms = busy_timeout_ms
         headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else {}
-        self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0))
         self._timeout_s = timeout_s
         self._headers = headers
-        self._reads: httpx.AsyncClient | None = None
+        self._reader_threads: ThreadPoolExecutor | None = None
+        self._local = threading.local()  # each reader thread's connection
+        self._read_clients: list[PipelineClient] = []
         self._writes: PipelineClient | None = None  # used by the writer thread only
         self._writer_thread: ThreadPoolExecutor | None = None
         self.applied_migrations: list[int] = []
@@ -85,13 +87,12 @@ class RemoteLibSQLStore:
 
     @property
     def is_open(self) -> bool:
-        return self._reads is not None
+        return self._reader_threads is not None
 
     async def open(self) -> None:
-        if self._reads is not None:
+        if self._reader_threads is not None:
             return
-        limits = httpx.Limits(max_connections=32, max_keepalive_connections=32)
-        self._reads = httpx.AsyncClient(headers=self._headers, timeout=self._timeout, limits=limits)
+        self._reader_threads = ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="libsql-reader")
         self._writes = PipelineClient(self.endpoint, headers=self._headers, timeout_s=self._timeout_s)
         self._writer_thread = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="libsql-writer")
         try:
@@ -103,26 +104,29 @@ class RemoteLibSQLStore:
             raise StorageError(f"cannot open database {self.url}: {exc}") from exc
 
     async def close(self) -> None:
-        if self._reads is not None:
-            await self._reads.aclose()
-        if self._writer_thread is not None:
-            self._writer_thread.shutdown(wait=True)
-        if self._writes is not None:
-            self._writes.close()
-        self._reads, self._writes, self._writer_thread = None, None, None
+        for pool in (self._reader_threads, self._writer_thread):
+            if pool is not None:
+                pool.shutdown(wait=True)
+        for client in (*self._read_clients, *([self._writes] if self._writes else [])):
+            client.close()
+        self._read_clients, self._reader_threads, self._writes, self._writer_thread = [], None, None, None
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        if self._reads is None:
+        if self._reader_threads is None:
             raise StorageError(f"store {self.url} is not open")
         body = {"requests": [{"type": "execute", "stmt": statement(sql, params)}, {"type": "close"}]}
         self.reads += 1
-        try:
-            response = await self._reads.post(self.endpoint, content=orjson.dumps(body), headers=JSON_HEADERS)
-        except httpx.TimeoutException as exc:
-            raise StorageUnavailable(f"the database server at {self.url} did not answer in time") from exc
-        except httpx.TransportError as exc:
-            raise StorageUnavailable(f"cannot reach the database server at {self.url}: {exc}") from exc
-        return read_result(answer_of(response, self.url))
+        return await asyncio.get_running_loop().run_in_executor(self._reader_threads, self._read, body)
+
+    def _read(self, body: dict[str, Any]) -> list[Row]:
+        """On a reader thread, over that thread's own kept-alive connection."""
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = self._local.client = PipelineClient(self.endpoint, headers=self._headers,
+                                                         timeout_s=self._timeout_s)
+            with self._counting:
+                self._read_clients.append(client)
+        return read_result(client.post(self.endpoint, body))
 
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         rows = await self.fetch_all(sql, params)
