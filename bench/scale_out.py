@@ -1,6 +1,8 @@
 """Scale-out (issue 15): chat turns/s and p50/p99 latency at 32 concurrent clients with 1 and
 2 gateway replicas on a libsql server (sqld), against 1 gateway on the embedded file, all in
-the same run on this machine. Each client loops on its own conversation (POST /api/chat
+the same run on this machine. "machine busy" is the share of all cores in use during the
+run (the load generator and sqld included): at 100% the machine, not the design, is the
+limit, and a second replica can only show its worth on a second machine. Each client loops on its own conversation (POST /api/chat
 read to [DONE], bench/load.mjs); with two replicas, client i talks to replica i % 2 (what
 a round-robin balancer does, without one in the way). Every gateway runs one worker with
 the local model and telemetry off, so the figures compare the storage paths.
@@ -63,8 +65,9 @@ def scenario(name: str, servers: list[Server], clients: int, seconds: float, sql
     spec = {"mode": "turns", "bases": [s.url for s in servers], "clients": clients, "threads": threads}
     load({**spec, "count": 2})  # the threads exist, connections are warm
     before_requests, before_cpu = requests_made(servers), cpu(servers)
-    before_sqld = sqld_cpu(sqld_pid)
+    before_sqld, before_machine = sqld_cpu(sqld_pid), machine_ticks()
     result = load({**spec, "seconds": seconds})
+    after_machine = machine_ticks()
     after_requests = requests_made(servers)
     turns, latencies = result["done"], result["latenciesMs"]
     return {"name": name, "turns": turns, "rate": turns / (result["wallMs"] / 1000),
@@ -72,7 +75,15 @@ def scenario(name: str, servers: list[Server], clients: int, seconds: float, sql
             "reads": (after_requests[0] - before_requests[0]) / turns,
             "writes": (after_requests[1] - before_requests[1]) / turns,
             "cpu_ms": (cpu(servers) - before_cpu) * 1000 / turns,
-            "sqld_ms": (sqld_cpu(sqld_pid) - before_sqld) * 1000 / turns if sqld_pid else None}
+            "sqld_ms": (sqld_cpu(sqld_pid) - before_sqld) * 1000 / turns if sqld_pid else None,
+            "busy": (after_machine[0] - before_machine[0]) / max(1, after_machine[1] - before_machine[1])}
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(busy, total) CPU ticks of the whole machine since boot (/proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
 
 
 def sqld_cpu(pid: int | None) -> float:
@@ -110,16 +121,17 @@ def main() -> None:
                             cwd=REPO).stdout.strip()
     lines = [f"# Scale-out: {args.clients} clients, {args.seconds:g} s per scenario ({date.today()}, {commit})", "",
              "| scenario | turns/s | vs baseline | p50 ms | p99 ms | server reads/turn | write requests/turn "
-             "| gateway CPU ms/turn | sqld CPU ms/turn |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| gateway CPU ms/turn | sqld CPU ms/turn | machine busy |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         sqld_ms = f"{row['sqld_ms']:.1f}" if row["sqld_ms"] is not None else "-"
         remote = row["sqld_ms"] is not None
         lines.append(f"| {row['name']} | {row['rate']:.1f} | {row['rate'] / base:.2f} | {row['p50']:.0f} | "
-                     f"{row['p99']:.0f} | {row['reads']:.1f} | {row['writes']:.1f} | {row['cpu_ms']:.1f} | {sqld_ms} |"
+                     f"{row['p99']:.0f} | {row['reads']:.1f} | {row['writes']:.1f} | {row['cpu_ms']:.1f} | {sqld_ms} | "
+                     f"{row['busy']:.0%} |"
                      if remote else
                      f"| {row['name']} | {row['rate']:.1f} | 1.00 | {row['p50']:.0f} | {row['p99']:.0f} | - | - | "
-                     f"{row['cpu_ms']:.1f} | - |")
+                     f"{row['cpu_ms']:.1f} | - | {row['busy']:.0%} |")
     lines += ["", f"2-replica / 1-replica on sqld: {rows[2]['rate'] / rows[1]['rate']:.2f}"]
     text = "\n".join(lines) + "\n"
     print(text)
