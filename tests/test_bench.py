@@ -63,3 +63,16 @@ def test_the_quick_recall_bench_reports_rates_latencies_against_the_baseline_and
         ("thread", "4"), ("thread", "10"), ("resource", "4"), ("resource", "10")]
     assert all(float(cells[3]) == 1.0 for cells in recall)
     assert "bytes" in text and "Indexer.run_once: messages written of the sample | 128 |" in text
+
+
+def test_the_scale_out_bench_compares_one_and_two_replicas_on_sqld_with_the_file(tmp_path: Path):
+    """``bench/scale_out.py``: three scenarios in one run, each with its rate against the
+    embedded file's and the server requests one turn costs."""
+    out = tmp_path / "scale.md"
+    done = subprocess.run([sys.executable, "bench/scale_out.py", "--seconds", "1", "--clients", "4", "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split("|")[1:-1] for line in out.read_text().splitlines() if line.startswith("| ") and "turns/s" not in line]
+    assert [r[0].strip() for r in rows] == ["1 gateway, embedded file (baseline)", "1 gateway, sqld", "2 gateways, sqld"]
+    assert all(float(r[1]) > 0 for r in rows) and rows[0][2].strip() == "1.00"
+    assert float(rows[1][6]) > 0 and float(rows[2][6]) > 0  # write requests per turn, read from /health

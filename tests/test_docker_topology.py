@@ -192,9 +192,10 @@ def test_the_image_health_probe_finds_either_role_without_being_told(topology):
 
 
 def test_a_reply_resumes_through_the_balancer_whichever_gateway_answers(topology):
-    # the reply is produced by one gateway; nginx sends the reconnect to either: both can replay it
+    # the reply is produced by one gateway; nginx sends the reconnect to either: both can replay it.
+    # The fake provider pauses 3 s after two text chunks: the client hangs up in that pause.
     result = run_node("resume_chat.mjs", {"api": f"{topology['lb']}/api/chat", "chatId": "via-lb-resume",
-                                          "text": "tell me something long [[slow]]",
-                                          "body": {"conversationId": "via-lb-resume"}, "abortAfterChunks": 8})
+                                          "text": "[[fault:stall_mid=3]] hello",
+                                          "body": {"conversationId": "via-lb-resume"}, "abortAfterChunks": 5})
     assert result["error"] is None and result["status"] == "ready" and result["resumeStatus"] == 200, result
     assert [m["role"] for m in result["messages"]] == ["user", "assistant"]

@@ -49,7 +49,7 @@ class Indexer:
         self.reused = 0
         self.failures = 0
         self.last_error: str | None = None
-        self.backfill: dict[str, Any] = {"queued": 0, "rebuilt": False}
+        self.backfill: dict[str, Any] = {"queued": 0, "rebuilt": False, "corrupt": 0}
         self._failing_since: float | None = None
 
     async def start(self) -> None:

@@ -61,8 +61,9 @@ class SemanticIndex:
         try:
             if self.embedder is None:
                 self.embedder = await self._factory()
-            self.indexer = Indexer(self.index, self.embedder, poll_s=self.poll_s)
-            await self.indexer.start()
+            indexer = Indexer(self.index, self.embedder, poll_s=self.poll_s)
+            await indexer.start()  # repairs the index first: /health says ready only after that
+            self.indexer = indexer
         except Exception as exc:  # recall stays off in this process; /health says why
             self.error = f"{type(exc).__name__}: {exc}"[:500]
             log.warning("semantic recall unavailable: %s", self.error)

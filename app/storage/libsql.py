@@ -82,7 +82,7 @@ class LibSQLStore:
             return
         if self.url.startswith(_REMOTE_PREFIXES):
             raise StorageError(
-                f"{self.url} is a libsql server: app.storage.remote.RemoteLibSQLStore opens it"
+                f"{self.url}: a libsql server is reached over HTTP (http://, https:// or libsql://), not WebSocket"
             )
         try:
             target = ensure_db_dir(self.url) or self.url
