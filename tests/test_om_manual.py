@@ -147,13 +147,20 @@ async def test_model_by_input_tokens_picks_the_small_and_the_large_model(libsql:
     assert [e["model"] for e in ends] == ["local/small", "local/large"]
 
 
-@pytest.mark.anyio
-async def test_a_failing_first_model_falls_over_to_the_second(libsql: LibSQLStore, fake: FakeProvider) -> None:
+async def model_list_om(libsql: LibSQLStore, fake: FakeProvider,
+                        models: list[dict[str, Any]]) -> tuple[ObservationalMemory, list[dict[str, Any]]]:
+    """A standalone OM observing with ``models`` in turn (the OpenAI ones answered by the fake
+    provider), and the list its end hook fills."""
     llm = LiteLLMClient(environ={"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake.base_url})
     ends: list[dict[str, Any]] = []
-    models = [{"model": "openai/gpt-4o-mini", "maxRetries": 1}, {"model": "local/backup", "maxRetries": 0}]
     om = ObservationalMemory(await store_with(libsql), model=models, llm=llm,
                              options={**SMALL, "hooks": {"onObservationEnd": ends.append}})
+    return om, ends
+
+
+@pytest.mark.anyio
+async def test_a_failing_first_model_falls_over_to_the_second(libsql: LibSQLStore, fake: FakeProvider) -> None:
+    om, ends = await model_list_om(libsql, fake, [{"model": "openai/gpt-4o-mini", "maxRetries": 1}, {"model": "local/backup", "maxRetries": 0}])
     result = await om.observe("t1", "r1", messages=[{"role": "user", "content": f"{FACT} [[fault:status=500]]"}])
     assert result.observed
     assert fake.requests == 2  # the first model: its attempt and its one retry
@@ -169,11 +176,7 @@ async def test_a_failing_first_model_falls_over_to_the_second(libsql: LibSQLStor
 @pytest.mark.anyio
 async def test_a_failed_attempt_that_reported_usage_is_counted_in_the_cycle_usage(libsql: LibSQLStore,
                                                                                  fake: FakeProvider) -> None:
-    llm = LiteLLMClient(environ={"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake.base_url})
-    ends: list[dict[str, Any]] = []
-    models = [{"model": "openai/gpt-4o-mini", "maxRetries": 0}, {"model": "local/backup", "maxRetries": 0}]
-    om = ObservationalMemory(await store_with(libsql), model=models, llm=llm,
-                             options={**SMALL, "hooks": {"onObservationEnd": ends.append}})
+    om, ends = await model_list_om(libsql, fake, [{"model": "openai/gpt-4o-mini", "maxRetries": 0}, {"model": "local/backup", "maxRetries": 0}])
     # the provider bills 11 input tokens, then sends no content: a failed call that reported usage
     result = await om.observe("t1", "r1", messages=[{"role": "user", "content": f"{FACT} [[fault:empty_usage]]"}])
     assert result.observed and fake.requests == 1
@@ -191,11 +194,7 @@ async def test_a_failed_attempt_that_reported_usage_is_counted_in_the_cycle_usag
 @pytest.mark.anyio
 async def test_when_every_model_fails_each_attempt_reaches_the_end_hook(libsql: LibSQLStore,
                                                                       fake: FakeProvider) -> None:
-    llm = LiteLLMClient(environ={"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake.base_url})
-    ends: list[dict[str, Any]] = []
-    models = [{"model": "openai/gpt-4o-mini", "maxRetries": 0}, {"model": "openai/gpt-4o", "maxRetries": 0}]
-    om = ObservationalMemory(await store_with(libsql), model=models, llm=llm,
-                             options={**SMALL, "hooks": {"onObservationEnd": ends.append}})
+    om, ends = await model_list_om(libsql, fake, [{"model": "openai/gpt-4o-mini", "maxRetries": 0}, {"model": "openai/gpt-4o", "maxRetries": 0}])
     result = await om.observe("t1", "r1", messages=[{"role": "user", "content": f"{FACT} [[fault:status=500]]"}])
     assert not result.observed and ends[0]["error"]
     assert [(c["model"], bool(c["error"])) for c in ends[0]["calls"]] == [("openai/gpt-4o-mini", True),

@@ -119,7 +119,7 @@ async def _chat(body: ChatRequest, agent: RegisteredAgent, turns: TurnStarter, f
 
 def _chat_key(chat_id: str | None) -> str | None:
     """useChat's id, when it can name a stream (the thread id is recorded as well)."""
-    if chat_id is None or not chat_id or len(chat_id) > MAX_CONVERSATION_ID:
+    if not chat_id or len(chat_id) > MAX_CONVERSATION_ID:
         return None
     return chat_id
 
