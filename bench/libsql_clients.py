@@ -59,24 +59,34 @@ def httpx_ops(url: str, pool: ThreadPoolExecutor) -> dict[str, Callable[[int], A
 
     import httpx
 
-    from app.storage.hrana import Transaction, post, read_result, statement
+    import orjson
+
+    from app.storage.hrana import JSON_HEADERS, Transaction, answer_of, read_result, statement
     from app.storage.remote import pipeline_url
 
-    endpoint, local, writing = pipeline_url(url), threading.local(), threading.Lock()
+    class HttpxPipeline:  # what hrana.PipelineClient does, over httpx
+        def __init__(self) -> None:
+            self.url, self.http = pipeline_url(url), httpx.Client(timeout=10)
 
-    def client() -> httpx.Client:
+        def post(self, body: dict) -> dict:
+            response = self.http.post(self.url, content=orjson.dumps(body), headers=JSON_HEADERS)
+            return answer_of(response.status_code, response.content, self.url)
+
+    local, writing = threading.local(), threading.Lock()
+
+    def client() -> HttpxPipeline:
         if not hasattr(local, "client"):
-            local.client = httpx.Client(timeout=10)
+            local.client = HttpxPipeline()
         return local.client
 
     def read(_: int):
         body = {"requests": [{"type": "execute", "stmt": statement("SELECT * FROM bench_kv WHERE id = ?", (1,))},
                              {"type": "close"}]}
-        return read_result(post(client(), endpoint, body))
+        return read_result(client().post(body))
 
     def transaction(work):
         with writing:
-            txn = Transaction(client(), endpoint)
+            txn = Transaction(client())
             work(txn)
             txn.commit()
 

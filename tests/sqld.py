@@ -19,9 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 
-from app.storage.hrana import post, read_result, statement
+from app.storage.hrana import PipelineClient, read_result, statement
 from app.storage.remote import pipeline_url, ping
 from tests.support import free_port
 
@@ -50,7 +49,7 @@ class Sqld:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._process: subprocess.Popen[bytes] | None = None
-        self._client: httpx.Client | None = None  # for ``rows``, kept alive
+        self._client: PipelineClient | None = None  # for ``rows``, kept alive
 
     def start(self, timeout_s: float = 60.0) -> Sqld:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -100,8 +99,8 @@ class Sqld:
         body = {"requests": [{"type": "execute", "stmt": statement(sql, params)}, {"type": "close"}]}
         if self._client is None:
             headers = {"Authorization": f"Bearer {self.token()}"} if self._key else {}
-            self._client = httpx.Client(timeout=10, headers=headers)
-        return [tuple(row) for row in read_result(post(self._client, pipeline_url(self.url), body))]
+            self._client = PipelineClient(pipeline_url(self.url), headers=headers, timeout_s=10)
+        return [tuple(row) for row in read_result(self._client.post(body))]
 
     @property
     def server_pid(self) -> int:

@@ -110,18 +110,7 @@ class LibSQLStore:
         return asyncio.get_running_loop().run_in_executor(self._writer_thread, partial(fn, *args, **kwargs))
 
     async def _retry_locked(self, step: Callable[[], Awaitable[T]]) -> T:
-        """Run ``step``; while it fails with "locked"/"busy", retry with jittered backoff
-        until ``busy_timeout`` has passed."""
-        deadline = time.monotonic() + self.busy_timeout_ms / 1000
-        delay = 0.005
-        while True:
-            try:
-                return await step()
-            except sqlite3.OperationalError as exc:
-                if not _is_locked(exc) or time.monotonic() + delay > deadline:
-                    raise
-            await asyncio.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 0.25)
+        return await retry_locked(step, self.busy_timeout_ms)
 
     async def _set_pragmas(self, target: Path | str, run: Callable[[str], Awaitable[Any]]) -> None:
         await run(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
@@ -207,7 +196,7 @@ class LibSQLStore:
         try:
             return await self._on_writer(_transaction, self._writer, work)
         except sqlite3.OperationalError as exc:
-            if _is_locked(exc):
+            if is_locked(exc):
                 raise StorageBusy(f"database {self.url} is locked by another writer") from exc
             raise
 
@@ -237,5 +226,20 @@ async def _fetch_pragma(conn: aiosqlite.Connection, sql: str) -> Any:
         return await cursor.fetchone()
 
 
-def _is_locked(exc: sqlite3.OperationalError) -> bool:
+async def retry_locked(step: Callable[[], Awaitable[T]], busy_timeout_ms: int) -> T:
+    """Run ``step``; while it fails with "locked"/"busy", retry with jittered backoff until
+    ``busy_timeout_ms`` has passed, then let the last error through."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    delay = 0.005
+    while True:
+        try:
+            return await step()
+        except sqlite3.OperationalError as exc:
+            if not is_locked(exc) or time.monotonic() + delay > deadline:
+                raise
+        await asyncio.sleep(delay * (0.5 + random.random()))
+        delay = min(delay * 2, 0.25)
+
+
+def is_locked(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)

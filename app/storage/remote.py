@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -36,11 +35,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
-import httpx
 
 from app.clock import now_iso
 from app.storage.errors import StorageBusy, StorageError
-from app.storage.hrana import PipelineClient, Row, Transaction, post, read_result, statement
+from app.storage.hrana import PipelineClient, Row, Transaction, read_result, statement
+from app.storage.libsql import is_locked, retry_locked
 from app.storage.migrate import apply_libsql, load_migrations
 
 T = TypeVar("T")
@@ -126,7 +125,7 @@ class RemoteLibSQLStore:
                                                          timeout_s=self._timeout_s)
             with self._counting:
                 self._read_clients.append(client)
-        return read_result(client.post(self.endpoint, body))
+        return read_result(client.post(body))
 
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         rows = await self.fetch_all(sql, params)
@@ -138,22 +137,17 @@ class RemoteLibSQLStore:
         if self._writer_thread is None:
             raise StorageError(f"store {self.url} is not open")
         loop = asyncio.get_running_loop()
-        deadline = time.monotonic() + self.busy_timeout_ms / 1000
-        delay = 0.01
-        while True:
-            try:
-                return await loop.run_in_executor(self._writer_thread, self._transaction, work)
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise
-                if time.monotonic() + delay > deadline:
-                    raise StorageBusy(f"database {self.url} is locked by another writer") from exc
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.25)
+        try:  # the transaction never committed, so running ``work`` again is safe
+            return await retry_locked(lambda: loop.run_in_executor(self._writer_thread, self._transaction, work),
+                                      self.busy_timeout_ms)
+        except sqlite3.OperationalError as exc:
+            if is_locked(exc):
+                raise StorageBusy(f"database {self.url} is locked by another writer") from exc
+            raise
 
     def _transaction(self, work: Any) -> Any:
         assert self._writes is not None
-        transaction = Transaction(self._writes, self.endpoint)
+        transaction = Transaction(self._writes)
         try:
             result = work(transaction)
             transaction.commit()
@@ -172,12 +166,13 @@ class RemoteLibSQLStore:
 
 
 def ping(url: str, auth_token: str | None = None, timeout_s: float = 2.0) -> bool:
-    """Whether a libsql server answers at ``url`` (used by tests and the CLI's pre-flight)."""
+    """Whether a libsql server answers at ``url`` (the tests wait for sqld with it)."""
     headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else {}
+    client = PipelineClient(pipeline_url(url), headers=headers, timeout_s=timeout_s)
     try:
-        with httpx.Client(headers=headers, timeout=timeout_s) as client:
-            post(client, pipeline_url(url), {"requests": [{"type": "execute", "stmt": statement("SELECT 1")},
-                                                           {"type": "close"}]})
+        client.post({"requests": [{"type": "execute", "stmt": statement("SELECT 1")}, {"type": "close"}]})
         return True
-    except (StorageError, httpx.HTTPError):
+    except StorageError:
         return False
+    finally:
+        client.close()
