@@ -129,6 +129,17 @@ class ObservationalMemory:
         """Write the thread's OM metadata; the merged result is what the turn injects next."""
         ctx.hints = await self.records.patch_thread_om(ctx.thread_id, values) or ctx.hints
 
+    async def commit_thread(self, ctx: CycleContext, output: Any, messages: Sequence[Message],
+                            extraction: ExtractionResult, cycle_id: str) -> None:
+        """After the record is stored: the observed thread's hints, cursor and extracted
+        values (1.2), then its title and working memory (``Extraction.commit``)."""
+        newest = max(messages, key=lambda m: (m.created_at, m.seq or 0))
+        await self.patch_hints(ctx, {
+            "currentTask": output.current_task, "suggestedResponse": output.suggested_response,
+            "lastObservedAt": newest.created_at,
+            "lastObservedMessageCursor": {"createdAt": newest.created_at, "id": newest.id}, **extraction.patch})
+        await self.extraction.commit(ctx, extraction, cycle_id)
+
     async def extract(self, ctx: CycleContext, record: OMRecord, operation: str, inline: dict[str, Any],
                       source: str, *, buffered: bool = False,
                       slugs: Collection[str] | None = None) -> ExtractionResult:
@@ -166,12 +177,7 @@ class ObservationalMemory:
                 record.id, observations=merged, token_count=estimate_tokens(merged),
                 last_observed_at=last_observed_at, observed_ids=[m.id for m in messages],
                 tokens_observed=new_tokens)
-            newest = max(messages, key=lambda m: (m.created_at, m.seq or 0))
-            await self.patch_hints(ctx, {
-                "currentTask": output.current_task, "suggestedResponse": output.suggested_response,
-                "lastObservedAt": last_observed_at,
-                "lastObservedMessageCursor": {"createdAt": newest.created_at, "id": newest.id}, **extraction.patch})
-            await self.extraction.commit(ctx, extraction, cycle.id)
+            await self.commit_thread(ctx, output, messages, extraction, cycle.id)
         except Exception as exc:
             log.warning("observation of thread %s failed: %s", ctx.thread_id, describe_error(exc))
             ctx.emit(cycle.failed(describe_error(exc)), durable=True)

@@ -90,11 +90,10 @@ class Extraction:
     def shared(self, operation: str) -> frozenset[str]:
         """The slugs a resource-scope observation answers once for all its threads rather
         than per thread: working memory, when the user's threads share one document."""
-        working = self.memory.options.working if self.memory is not None else None
-        if (operation == OBSERVATION and self.options.scope == "resource" and self.working_memory_on()
-                and working is not None and working.scope == "resource"):
-            return frozenset({WORKING_MEMORY})
-        return frozenset()
+        if operation != OBSERVATION or self.options.scope != "resource" or not self.working_memory_on():
+            return frozenset()
+        assert self.memory is not None and self.memory.options.working is not None  # working_memory_on
+        return frozenset({WORKING_MEMORY}) if self.memory.options.working.scope == "resource" else frozenset()
 
     async def priors(self, ctx: CycleContext, operation: str, *,
                      slugs: Collection[str] | None = None) -> list[tuple[str, str]]:

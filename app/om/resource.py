@@ -205,13 +205,7 @@ async def observe_resource(engine: ObservationalMemory, ctx: CycleContext, recor
             record.id, observations=text, token_count=estimate_tokens(text), last_observed_at=newest_at,
             observed_ids=ids, tokens_observed=new_tokens)
         for thread_id, item in observed.items():
-            last = max(by_thread[thread_id], key=lambda m: (m.created_at, m.seq or 0))
-            values = {"currentTask": item.output.current_task, "suggestedResponse": item.output.suggested_response,
-                      "lastObservedAt": last.created_at,
-                      "lastObservedMessageCursor": {"createdAt": last.created_at, "id": last.id},
-                      **item.extraction.patch}
-            await engine.patch_hints(item.ctx, values)
-            await engine.extraction.commit(item.ctx, item.extraction, item.cycle.id)
+            await engine.commit_thread(item.ctx, item.output, by_thread[thread_id], item.extraction, item.cycle.id)
         for thread_id, item in observed.items():
             output = item.output
             ctx.emit(item.cycle.end(record=updated, observation_tokens=estimate_tokens(output.observations),
