@@ -73,8 +73,8 @@ async def _retention(storage: CompositeStore, days: int) -> None:
 
 
 async def _sweep_streams(services: Services) -> None:
-    """Delete recorded chat streams past their retention (finished, or dead), every so often.
-    Starting a stream sweeps too; this covers a gateway that stays quiet afterwards."""
+    """Delete recorded chat streams past their retention (finished, or dead), every so often
+    (at most every 10 s, sooner for a short retention); the only place streams are swept."""
     every_s = min(10.0, max(0.2, services.settings.stream_retention_s / 2))
     while True:
         await asyncio.sleep(every_s)

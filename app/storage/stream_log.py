@@ -10,7 +10,7 @@ recorder batches frames so a long reply costs a write per batch, not per token.
 The producer renews ``heartbeat_at`` while it runs; an active stream whose heartbeat is older
 than ``dead_after_ms`` belongs to a process that died. ``sweep`` deletes finished streams
 (and dead ones) once ``retention_ms`` has passed, their chunks with them (``ON DELETE
-CASCADE``). The clock is injectable so tests can age a stream without sleeping.
+CASCADE``); the gateway's lifespan calls it periodically, off the chat path. The clock is injectable so tests can age a stream without sleeping.
 """
 
 from __future__ import annotations
@@ -70,13 +70,11 @@ class StreamLog:
     async def write(self, stream_id: str, owner: StreamOwner | None, chunks: Sequence[Chunk], *,
                     finished: bool = False) -> None:
         """Append ``chunks`` and renew the heartbeat, in one transaction. With ``owner`` (the
-        stream's first write) the stream's row is created, and expired streams are swept on
-        the way; ``finished`` marks the stream over."""
+        stream's first write) the stream's row is created; ``finished`` marks the stream over."""
         now = self.clock_ms()
 
         def work(conn: sqlite3.Connection) -> None:
             if owner is not None:
-                self._sweep(conn, now)
                 conn.execute(
                     "INSERT INTO chat_streams (stream_id, chat_id, thread_id, agent_id, resource_id, status,"
                     " started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -122,10 +120,6 @@ class StreamLog:
     async def sweep(self) -> int:
         """Delete expired streams (finished, or dead, past the retention); how many."""
         now = self.clock_ms()
-        return await self.db.run_write(lambda conn: self._sweep(conn, now).rowcount)
-
-    def _sweep(self, conn: sqlite3.Connection, now: int) -> sqlite3.Cursor:
-        # the cursor, not its rowcount: on a libsql server reading it would cost a round trip
-        return conn.execute(
+        return await self.db.run_write(lambda conn: conn.execute(
             "DELETE FROM chat_streams WHERE (status = ? AND finished_at < ?) OR (status = ? AND heartbeat_at < ?)",
-            (FINISHED, now - self.retention_ms, ACTIVE, now - self.dead_after_ms - self.retention_ms))
+            (FINISHED, now - self.retention_ms, ACTIVE, now - self.dead_after_ms - self.retention_ms)).rowcount)
