@@ -8,6 +8,7 @@ Anything else becomes a logged 500 with a generic message.
     ├── BadRequest            400
     ├── Unauthorized          401
     ├── NotFound              404
+    ├── Conflict              409
     ├── ServiceUnavailable    503
     └── UpstreamModelError    502 (provider failures, translated in app.llm)
 """
@@ -60,6 +61,10 @@ class Unauthorized(ApiError):
 
 class NotFound(ApiError):
     status = 404
+
+
+class Conflict(ApiError):
+    status = 409
 
 
 class UpstreamModelError(ApiError):

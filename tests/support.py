@@ -194,3 +194,22 @@ def wait_models_ready(server: ServerProcess, timeout: float = 60.0) -> dict[str,
         time.sleep(0.1)
         health = server.wait_healthy()
     return health
+
+
+def frames_of(response: httpx.Response, limit: int | None = None) -> list[tuple[int, str]]:
+    """The (SSE id, data) frames of a streamed response: all of them, or the first ``limit``."""
+    frames: list[tuple[int, str]] = []
+    frame_id = None
+    for line in response.iter_lines():
+        if line.startswith("id: "):
+            frame_id = int(line[4:])
+        elif line.startswith("data: "):
+            frames.append((frame_id, line[6:]))
+            if limit is not None and len(frames) >= limit:
+                break
+    return frames
+
+
+def ui_chunks(frames: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    """The UI message stream chunks of SSE frames (``[DONE]`` left out)."""
+    return [json.loads(data) for _, data in frames if data != "[DONE]"]

@@ -19,7 +19,7 @@ import pytest
 
 from app.factory import create_app
 from app.settings import Settings
-from tests.support import LiveApp, ServerProcess, run_node, sqlite_rows, user_message
+from tests.support import LiveApp, ServerProcess, frames_of, run_node, sqlite_rows, user_message
 
 SLOW = "tell me something long [[slow]]"
 
@@ -40,19 +40,6 @@ def post_chat(url: str, chat_id: str, text: str, *, headers: dict | None = None,
     with httpx.stream("POST", f"{url}{path}", json=body, headers=headers or {}, timeout=30) as response:
         assert response.status_code == 200, response.read()
         return frames_of(response, read_frames)
-
-
-def frames_of(response: httpx.Response, limit: int | None = None) -> list[tuple[int, str]]:
-    frames: list[tuple[int, str]] = []
-    frame_id = None
-    for line in response.iter_lines():
-        if line.startswith("id: "):
-            frame_id = int(line[4:])
-        elif line.startswith("data: "):
-            frames.append((frame_id, line[6:]))
-            if limit is not None and len(frames) >= limit:
-                break
-    return frames
 
 
 def resume(url: str, chat_id: str, *, path: str = "/api/chat", headers: dict | None = None

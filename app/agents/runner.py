@@ -42,11 +42,13 @@ from app.agents.loop import LoopHooks, ReplyParts, run_steps
 from app.agents.processors import InputProcessor, OutputProcessor, ReplyContext, StepContext
 from app.agents.tools import Tool, ToolOutcome
 from app.agents.registry import AgentRegistry, RegisteredAgent
+from app.agents.replay import reply_events
 from app.clock import now_iso
 from app.llm import Finish, LLMClient, ModelProviderError, ResolvedModel, ToolCall
 from app.llm.content import for_trace
 from app.memory.convert import assistant_message
 from app.memory.tool_results import ContinuedReply
+from app.memory.turn_rules import TurnIntent
 from app.observability import spans
 from app.storage.conversations import Message, Thread
 from app.streaming.sse import repair_value
@@ -84,6 +86,7 @@ class Turn:
     run_id: str = field(default_factory=new_id)
     first_step: int = 0  # steps the reply already has: it continues a stored one (client tool output)
     user_message_id: str | None = None
+    replay: Message | None = None  # a retried turn's stored reply: told again, no model is called
     input_processors: list[InputProcessor] = field(default_factory=list)
     output_processors: list[OutputProcessor] = field(default_factory=list)
     # filled in while running
@@ -128,7 +131,7 @@ class TurnRunner:
     async def prepare(self, agent: RegisteredAgent, *, thread_id: str | None, resource_id: str,
                       incoming: list[Message], client_context: list[dict[str, Any]],
                       run_id: str | None = None, client_tools: tuple[Tool, ...] = (),
-                      parent: Context | None = None) -> Turn:
+                      parent: Context | None = None, intent: TurnIntent = TurnIntent()) -> Turn:
         """Open the thread and store the turn's input, or use the client's context.
 
         Memory is used when the agent has it and a thread is named; otherwise nothing is
@@ -137,7 +140,9 @@ class TurnRunner:
         preparing fails). ``client_tools`` (a Studio run's own)
         are offered to the model besides the agent's, for this turn only. When the input is
         a client's tool output (``app.memory.tool_results``) the turn continues the stored
-        reply it completes instead of starting a new one.
+        reply it completes instead of starting a new one. ``intent`` (a retry, an edit, a
+        regenerate: ``app.memory.turn_rules``) decides what a known message id means; a retry
+        whose reply is stored becomes a turn that tells that reply again.
         """
         model = await self.llm.resolve(agent.definition.model)
         memory = agent.memory if thread_id is not None else None
@@ -161,14 +166,17 @@ class TurnRunner:
                 with spans.child(self.tracer, "memory: save messages", "memory_operation", ids, context,
                                  input={"messageIds": [m.id for m in incoming]}) as save:
                     thread = await memory.open_thread(thread_id, resource_id)
-                    stored = await memory.record_turn(thread, incoming)
-                    spans.set_output(save, {"stored": stored})
-                step.thread, step.resource_id, step.input_count = thread, resource_id, len(stored)
+                    recorded = await memory.record_turn(thread, incoming, intent)
+                    spans.set_output(save, {"stored": recorded.stored,
+                                            **({"replayed": recorded.replay.id} if recorded.replay else {})})
+                step.thread, step.resource_id, step.input_count = thread, resource_id, len(recorded.stored)
                 turn = Turn(agent, model, step, thread=thread, resource_id=resource_id,
                             user_message_id=incoming[-1].id, run_id=run_id,
                             input_processors=memory.input_processors(),
                             output_processors=memory.output_processors())
-                if isinstance(incoming[-1], ContinuedReply):
+                if recorded.replay is not None:
+                    turn.replay, turn.reply_id = recorded.replay, recorded.replay.id
+                elif isinstance(incoming[-1], ContinuedReply):
                     _continue_reply(turn, incoming[-1])
         except BaseException as exc:
             spans.finish(root, error=exc)
@@ -186,6 +194,10 @@ class TurnRunner:
         With ``checkpoint_every_s``, the partial reply is also stored while streaming,
         whenever that long has passed since the turn's last write.
         """
+        if turn.replay is not None:
+            async for event in self._replayed(turn):
+                yield event
+            return
         model = turn.model
         generation = spans.start(self.tracer, f"llm: '{model.model_id}'", "model_generation", turn.ids,
                                  parent=turn.trace_context,
@@ -237,6 +249,19 @@ class TurnRunner:
                 turn.step.release()
         if save_error is not None:  # reached only when the stream itself ended cleanly
             raise TurnFailed("The reply could not be saved") from save_error
+
+    async def _replayed(self, turn: Turn) -> AsyncIterator[LoopEvent]:
+        """A retried turn: the stored reply's events; nothing is stored, no model is called."""
+        try:
+            for event in reply_events(turn.replay):
+                if isinstance(event, Finish):
+                    turn.finish = event
+                yield event
+        finally:
+            turn.step.release()
+            with trace.use_span(turn.span, end_on_exit=False):
+                log.info("agent run answered a retry with the stored reply %s", turn.reply_id, extra=turn.ids)
+            spans.finish(turn.span, output={"text": turn.replay.content.get("content", ""), "replayed": True})
 
     async def ask(self, agent_id: str, question: str, parent: Context | None) -> str:
         """Run ``agent_id`` on ``question`` alone, without a thread (nothing is stored), its

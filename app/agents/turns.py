@@ -40,6 +40,7 @@ from app.clock import spaced_iso
 from app.errors import ApiError
 from app.agents.events import LoopEvent
 from app.memory.convert import to_model_messages
+from app.memory.turn_rules import TurnIntent
 from app.storage.conversations import Message
 from app.storage.errors import StorageBusy
 from app.storage.hrana import StorageUnavailable
@@ -139,7 +140,7 @@ class TurnStarter:
 
     async def start(self, agent: RegisteredAgent, *, thread_id: str | None, resource_id: str,
                     incoming: list[Message], run_id: str | None = None,
-                    client_tools: tuple[Tool, ...] = ()) -> LiveTurn:
+                    client_tools: tuple[Tool, ...] = (), intent: TurnIntent = TurnIntent()) -> LiveTurn:
         """Start a turn of ``agent``: serialised, prepared, and its first event awaited.
 
         Raises ``ThreadNotOwned`` (the thread is another resource's), ``ThreadBusy``, or
@@ -188,7 +189,7 @@ class TurnStarter:
                 message.created_at = stamp  # stored after the previous reply, so stamped now
             turn = await self.runner.prepare(agent, thread_id=thread_id, resource_id=resource_id,
                                              incoming=incoming, client_context=[], run_id=run_id,
-                                             client_tools=client_tools)
+                                             client_tools=client_tools, intent=intent)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await release()

@@ -38,6 +38,7 @@ from app.errors import NotFound, upstream
 from app.llm import Finish, ModelProviderError, ReasoningDelta, TextDelta, ToolCallDelta
 from app.memory.convert import ui_to_stored
 from app.memory.memory import ThreadNotOwned
+from app.memory.turn_rules import TurnIntent
 from app.storage.conversations import Message
 from app.storage.stream_log import StreamOwner
 from app.streaming import ui_chunks as ui
@@ -101,7 +102,8 @@ async def _chat(body: ChatRequest, agent: RegisteredAgent, turns: TurnStarter, f
     thread_id = (body.conversationId or new_id("mastra_thread_")) if agent.memory else None
     try:
         live = await turns.start(agent, thread_id=thread_id, resource_id=resource,
-                                 incoming=_incoming(body, thread_id or "", resource))
+                                 incoming=_incoming(body, thread_id or "", resource),
+                                 intent=TurnIntent(body.trigger, body.messageId))
     except ThreadNotOwned:
         raise NotFound("Thread not found") from None
     except ModelProviderError as exc:

@@ -50,8 +50,13 @@ class ChatRequest(BaseModel):
     messages: list[UIMessage] = Field(min_length=1, description="The conversation as the client has it; the last "
                                                                 "message is the user's new (or edited) one, or the "
                                                                 "assistant message with a client tool's output")
-    trigger: Literal["submit-message", "regenerate-message"] = "submit-message"
-    messageId: str | None = Field(None, description="The message being edited or regenerated")
+    trigger: Literal["submit-message", "regenerate-message"] = Field(
+        "submit-message", description="submit-message: a new message, a retry (a stored id with the same "
+                                      "content: answered with the stored reply, nothing written) or, with "
+                                      "messageId naming it, an edit; regenerate-message: a new reply to the last "
+                                      "message (409 when the thread has turns after it that the request does not "
+                                      "name)")
+    messageId: str | None = Field(None, description="The message being edited, or the reply being regenerated")
     conversationId: str | None = Field(None, description="The thread; without it each turn gets a fresh one")
     agentId: str | None = Field(None, description="The agent (default chat-agent); /api/agents/{id}/chat wins")
 

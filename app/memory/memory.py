@@ -9,9 +9,10 @@ History belongs to the server. From a client only ``user`` messages are stored; 
 ``assistant`` message is accepted only if its id is already stored in that thread (and is
 then left as stored); a ``system`` message from a client is never stored. Of what remains,
 the last message, when it is a user message, is the anchor: a new id is a new message; a
-known id means the client re-submitted, edited (``sendMessage({messageId})``) or
-regenerated from it, so its content is brought up to date and everything stored after it,
-the reply being replaced, is deleted. All of that is one transaction (``record_turn``).
+known id is a retry (nothing is written; the stored reply answers it), an edit
+(``sendMessage({messageId})``) or a regenerate, whose rules (``app.memory.turn_rules``) say
+when what was stored after the anchor may be deleted. All of that is one transaction
+(``record_turn``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from app.errors import invalid
 from app.memory.history import HistoryWindow
 from app.memory.titles import DEFAULT_TITLE_PREFIX, TitleGenerator
 from app.memory.tool_results import complete_tool_calls
+from app.memory.turn_rules import AnchorDecision, TurnIntent, decide_anchor
 from app.memory.working_document import WorkingMemoryOptions
 from app.memory.working_memory import WorkingMemory
 from app.om.config import ObservationalMemoryOptions, describe_om, merged_options, observational_memory_options
@@ -39,7 +41,7 @@ from app.om.tokens import count_message
 from app.recall.hits import SemanticHit, SemanticSearchUnavailable
 from app.recall.options import SemanticRecallOptions, semantic_recall_options
 from app.recall.processor import SemanticRecallStep
-from app.storage.conversations import ConversationStore, Message, Thread, TurnWrites
+from app.storage.conversations import ConversationStore, Following, Message, Thread, TurnWrites
 from app.storage.om_records import OMRecordStore
 
 if TYPE_CHECKING:
@@ -50,6 +52,15 @@ if TYPE_CHECKING:
 
 class WorkingMemoryOff(Exception):
     """Working memory is not enabled for this memory (or has nowhere to live)."""
+
+
+@dataclass(frozen=True)
+class RecordedTurn:
+    """What ``record_turn`` did: the ids it stored, and for a retried turn whose reply is
+    stored, that reply (the turn answers with it and calls no model)."""
+
+    stored: list[str]
+    replay: Message | None = None
 
 
 class ThreadNotOwned(Exception):
@@ -172,18 +183,20 @@ class Memory:
                 return await self.open_thread(thread_id, resource_id)
         return thread
 
-    async def record_turn(self, thread: Thread, incoming: list[Message]) -> list[str]:
-        """Store what the thread lacks, by the rules of the module docstring, in one
-        transaction; returns the ids stored. A client's output for a pending client tool
-        call is no new turn: ``app.memory.tool_results`` stores it instead."""
+    async def record_turn(self, thread: Thread, incoming: list[Message],
+                          intent: TurnIntent = TurnIntent()) -> RecordedTurn:
+        """Store what the thread lacks, by the rules of the module docstring and
+        ``app.memory.turn_rules``, in one transaction; returns the ids stored and, for a
+        retried turn, the stored reply to answer with. A client's output for a pending
+        client tool call is no new turn: ``app.memory.tool_results`` stores it instead."""
         if await complete_tool_calls(self.store, thread, incoming):
-            return []
+            return RecordedTurn([])
         resource_id = thread.resource_id
         if self.options.om is not None:  # stored with their token estimates: no turn counts them again
             for message in incoming:
                 count_message(message)
 
-        def plan(stored: Thread, known: dict[str, tuple[str, str]]) -> TurnWrites:
+        def plan(stored: Thread, known: dict[str, tuple[str, str]], following: Following) -> TurnWrites:
             if stored.resource_id != resource_id:  # created elsewhere since open_thread
                 raise ThreadNotOwned(stored.id)
             here = {mid: role for mid, (owner, role) in known.items() if owner == stored.id}
@@ -200,15 +213,23 @@ class Memory:
                     accepted.append(message)
             if not any(m.role == "user" for m in accepted):
                 raise invalid("body", "messages", "the turn has no user message")
-            anchor = accepted[-1]
-            replace = anchor if anchor.role == "user" and anchor.id in here else None
             for message in accepted:
                 message.resource_id = stored.resource_id
-            return TurnWrites(replace, [m for m in accepted if m.role == "user" and m.id not in here])
+            anchor = accepted[-1]
+            decision = AnchorDecision()
+            if anchor.role == "user" and anchor.id in here:
+                named = intent.message_id
+                if named is not None and f"{named}@{stored.id}" in here:  # the thread-scoped copy's id
+                    named = f"{named}@{stored.id}"
+                decision = decide_anchor(anchor, replace(intent, message_id=named), following)
+            if decision.replay is not None:
+                return TurnWrites(replay=decision.replay)
+            return TurnWrites(decision.replace, [m for m in accepted if m.role == "user" and m.id not in here])
 
-        _, stored_ids = await self.store.record_turn(thread, incoming, plan)
-        self.saved()
-        return stored_ids
+        _, writes = await self.store.record_turn(thread, incoming, plan)
+        if writes.replay is None:
+            self.saved()
+        return RecordedTurn([m.id for m in writes.append], writes.replay)
 
     async def window(self, thread_id: str, input_count: int = 1) -> list[Message]:
         """The model's view of the thread; ``input_count`` = messages this turn added

@@ -112,15 +112,20 @@ class ThreadNotVisible(StorageError):
 @dataclass
 class TurnWrites:
     """What a turn stores, decided from what the thread already holds (``Memory``'s rules):
-    ``replace`` is a known message brought up to date, everything after it deleted."""
+    ``replace`` is a known message brought up to date, everything after it deleted;
+    ``replay`` is the stored reply a retried turn is answered with (it writes nothing)."""
 
     replace: Message | None = None
     append: list[Message] = field(default_factory=list)
+    replay: Message | None = None
 
 
+# following(id of a message of this thread) -> (that message as stored, the few after it)
+Following = Callable[[str], tuple[Message, list[Message]]]
 # plan(stored thread, {message id: (thread id, stored role)} of the incoming ids already
-# stored, here or elsewhere) -> writes
-TurnPlan = Callable[[Thread, dict[str, tuple[str, str]]], TurnWrites]
+# stored, here or elsewhere, following) -> writes
+TurnPlan = Callable[[Thread, dict[str, tuple[str, str]], Following], TurnWrites]
+FOLLOWING_LIMIT = 8  # enough to see the anchor's reply and whether another turn came after it
 
 _MESSAGE_SELECT = "SELECT seq, id, thread_id, resource_id, role, type, content, created_at FROM messages"
 
@@ -235,21 +240,28 @@ class ConversationStore:
         return await self.db.run_write(lambda conn: writes.insert_messages(conn, thread_id, messages))
 
     async def record_turn(self, thread: Thread, incoming: Sequence[Message],
-                          plan: TurnPlan) -> tuple[Thread, list[str]]:
+                          plan: TurnPlan) -> tuple[Thread, TurnWrites]:
         """A turn's writes as one transaction: ensure the thread, find which incoming ids it
         (or another thread) already holds, let ``plan`` decide (and check ownership: it may
-        raise, which rolls everything back), replace the anchor and drop what followed it,
-        append the rest. Returns the thread as stored and the ids inserted.
+        raise, which rolls everything back; it may read a stored message and the ones after
+        it), replace the anchor and drop what followed it, append the rest. Returns the
+        thread as stored and the plan's writes; ``append`` holds only the ids inserted.
 
         ``plan`` runs on the writer thread, inside the transaction: plain code, no awaits."""
-        def work(conn: sqlite3.Connection) -> tuple[Thread, list[str]]:
+        def work(conn: sqlite3.Connection) -> tuple[Thread, TurnWrites]:
             stored = _thread(writes.ensure_threads(conn, [thread])[thread.id])
             ids = [m.id for m in incoming]
             found = writes.locate(conn, ids + [f"{i}@{thread.id}" for i in ids])
-            turn = plan(stored, {mid: (owner, role) for mid, (owner, _, _, role) in found.items()})
+
+            def following(message_id: str) -> tuple[Message, list[Message]]:
+                rows = writes.message_and_following(conn, stored.id, message_id, FOLLOWING_LIMIT)
+                return _message(rows[0]), [_message(r) for r in rows[1:]]
+
+            turn = plan(stored, {mid: (owner, role) for mid, (owner, _, _, role) in found.items()}, following)
             if turn.replace is not None:
                 writes.replace_and_trim(conn, stored.id, turn.replace)
-            return stored, writes.insert_messages(conn, stored.id, turn.append)
+            inserted = set(writes.insert_messages(conn, stored.id, turn.append))
+            return stored, TurnWrites(turn.replace, [m for m in turn.append if m.id in inserted], turn.replay)
 
         return await self.db.run_write(work)
 

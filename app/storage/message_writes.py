@@ -106,6 +106,14 @@ def delete_after(conn: sqlite3.Connection, thread_id: str, message_id: str) -> i
     return cursor.rowcount
 
 
+def message_and_following(conn: sqlite3.Connection, thread_id: str, message_id: str, limit: int) -> list[Any]:
+    """The rows of a message of the thread and of the ``limit`` messages after it, in order."""
+    return conn.execute(
+        "SELECT seq, id, thread_id, resource_id, role, type, content, created_at FROM messages"
+        " WHERE thread_id = ? AND (created_at, seq) >= (SELECT created_at, seq FROM messages WHERE id = ?)"
+        " ORDER BY created_at, seq LIMIT ?", (thread_id, message_id, limit + 1)).fetchall()
+
+
 def replace_and_trim(conn: sqlite3.Connection, thread_id: str, message: Any) -> None:
     """Bring a stored message up to date and delete everything after it in its thread."""
     replace_message(conn, message)
