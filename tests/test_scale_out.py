@@ -22,7 +22,7 @@ from app.factory import create_app
 from app.settings import Settings
 from app.storage.migrate import load_migrations
 from tests.sqld import Sqld
-from tests.support import LiveApp, ServerProcess, run_node, user_message
+from tests.support import LiveApp, ServerProcess, run_node, user_message, wait_models_ready
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -237,3 +237,73 @@ def test_a_token_in_the_url_is_used_and_never_shown(tmp_path: Path) -> None:
         with LiveApp(create_app("gateway", settings)) as gateway:
             health = httpx.get(f"{gateway.url}/health").json()
     assert health["status"] == "ok" and health["stores"]["default"]["url"] == sqld.url
+
+
+def test_a_replica_killed_mid_load_loses_and_duplicates_no_acknowledged_turn(tmp_path: Path) -> None:
+    """Two clients on each of four threads, alternating replicas; one replica is killed with
+    SIGKILL while replies stream, and every client whose turn broke sends it again to the
+    survivor, as a client failing over would. Every acknowledged turn (its stream reached
+    ``finish``) must still be stored, and no message stored twice."""
+    from tests.support import frames_of, ui_chunks
+
+    lease = {"DEV_SERVER_TURN_LEASE_S": "6", "DEV_SERVER_TELEMETRY": "false"}
+    with Sqld(tmp_path / "sqld") as sqld:
+        servers = [ServerProcess("gateway", python=sys.executable, env=clean_env(
+            DEV_SERVER_DATA_DIR=str(tmp_path / f"g{i}"), DEV_SERVER_DB_URL=sqld.url, **lease)) for i in (1, 2)]
+        for server in servers:
+            server.start()
+        doomed, survivor = servers
+        try:
+            for server in servers:
+                wait_models_ready(server)  # a turn waits for the warm-up: not a broken turn
+            acked: list[tuple[str, str]] = []  # (user message id, reply id)
+            killed = False
+
+            def one_turn(url: str, thread: str, history: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+                try:
+                    with httpx.stream("POST", f"{url}/api/chat", timeout=60,
+                                      json={"conversationId": thread, "messages": history}) as response:
+                        if response.status_code != 200:
+                            return None
+                        chunks = ui_chunks(frames_of(response))
+                except httpx.HTTPError:
+                    return None
+                return chunks if chunks and chunks[-1]["type"] == "finish" else None
+
+            def client(index: int) -> None:
+                thread, history = f"load-{index % 4}", []
+                for round_ in range(5):
+                    history.append(user_message(f"c{index}-r{round_}", f"client {index} round {round_} [[slow]]"))
+                    url = (doomed, survivor)[(index + round_) % 2].url if not killed else survivor.url
+                    for attempt in range(12):
+                        chunks = one_turn(url, thread, history)
+                        if chunks is not None:
+                            break
+                        time.sleep(6.5 if attempt == 0 else 1.0)  # past the dead lease: the others go first
+                        url = survivor.url
+                    assert chunks is not None, f"client {index} round {round_} never got an answer"
+                    reply_id = chunks[0]["messageId"]
+                    acked.append((history[-1]["id"], reply_id))
+                    text = "".join(c.get("delta", "") for c in chunks if c["type"] == "text-delta")
+                    history.append({"id": reply_id, "role": "assistant", "parts": [{"type": "text", "text": text}]})
+
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                futures = [pool.submit(client, i) for i in range(8)]
+                deadline = time.monotonic() + 60
+                while len(acked) < 10 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                doomed.process.kill()  # mid-load: replies are streaming on it
+                killed = True
+                for future in futures:
+                    future.result()
+            rows = sqld.rows("SELECT id, role, thread_id FROM messages WHERE thread_id LIKE 'load-%'")
+            stored = {r[0] for r in rows}
+            lost = [pair for pair in acked if not set(pair) <= stored]
+            assert not lost, f"{len(lost)} acknowledged turns lost: {lost}"
+            users = [r[0] for r in rows if r[1] == "user"]
+            assert sorted(users) == sorted(f"c{i}-r{r}" for i in range(8) for r in range(5))  # each once
+            replies = [r for r in rows if r[1] == "assistant"]
+            assert len(replies) <= len(users) and len({r[0] for r in rows}) == len(rows)
+        finally:
+            for server in servers:
+                server.stop()
