@@ -138,12 +138,27 @@ def test_with_auth_only_the_owner_resumes_and_only_on_its_agent(data_dir: Path):
     with replicas(data_dir, 2, auth_tokens="ta=alice,tb=bob") as (first, second):
         seen = post_chat(first.url, "alices", SLOW, headers=alice, read_frames=4)
         stolen = httpx.get(f"{second.url}/api/chat/alices/stream", headers=bob)
-        assert stolen.status_code == 404 and stolen.json() == {"error": "Thread not found"}
+        unknown = httpx.get(f"{second.url}/api/chat/nobodys/stream", headers=bob)
+        assert stolen.status_code == unknown.status_code == 204  # a foreign id cannot be told from none
         assert httpx.get(f"{second.url}/api/chat/alices/stream").status_code == 401
         assert resume(second.url, "alices", path="/api/agents/docs-agent/chat", headers=alice)[0].status_code == 204
         response, rest = resume(second.url, "alices", path="/api/agents/chat-agent/chat",
                                 headers={**alice, "Last-Event-ID": str(seen[-1][0])})
         assert response.status_code == 200 and rest[0][0] == seen[-1][0] + 1 and rest[-1][1] == "[DONE]"
+
+
+def test_another_user_reusing_your_chat_id_does_not_shadow_your_stream(data_dir: Path):
+    alice, bob = {"Authorization": "Bearer ta"}, {"Authorization": "Bearer tb"}
+    with replicas(data_dir, 2, auth_tokens="ta=alice,tb=bob") as (first, second):
+        seen = post_chat(first.url, "same-id", SLOW, headers=alice, read_frames=4)
+        body = {"id": "same-id", "conversationId": "bobs-thread", "messages": [user_message("b-u", "hello from bob")]}
+        bobs = httpx.post(f"{second.url}/api/chat", json=body, headers=bob, timeout=30)  # newer, same chat id
+        assert bobs.status_code == 200 and bobs.text.rstrip().endswith("[DONE]")
+        response, rest = resume(second.url, "same-id", headers={**alice, "Last-Event-ID": str(seen[-1][0])})
+        assert response.status_code == 200 and rest[0][0] == seen[-1][0] + 1
+        assert "bob" not in text_of(seen + rest) and rest[-1][1] == "[DONE]"
+        response, replay = resume(first.url, "same-id", headers={**bob, "Last-Event-ID": "1"})
+        assert response.status_code == 200 and "bob" in text_of(replay)
 
 
 def test_a_replica_killed_mid_reply_ends_the_resumed_stream_with_an_error(data_dir: Path, server_env: dict):
@@ -196,7 +211,7 @@ async def test_the_recorder_writes_frames_in_batches_not_one_transaction_each(tm
             recorder.add(seq, json.dumps({"type": "text-delta", "id": "x", "delta": f"w{seq} "}))
         await recorder.close()
         assert recorder.writes == 1
-        row = await stream_log.latest("c")
+        row = await stream_log.latest("c", "ai-chat")
         assert row is not None and row.status == "finished" and await stream_log.last_seq(row.stream_id) == 300
         assert [seq for seq, _ in await stream_log.chunks_after(row.stream_id, 295)] == [296, 297, 298, 299, 300]
     finally:

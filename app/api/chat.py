@@ -59,7 +59,7 @@ _RESUME_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"description": "The stream's frames after `Last-Event-ID` (all without it), then live ones, to `[DONE]`",
           "content": {"text/event-stream": {}}},
     204: {"description": "No active stream to resume"}, 400: {"description": "Invalid Last-Event-ID"},
-    404: {"description": "Unknown agent, or another resource's chat"},
+    404: {"description": "Unknown agent"},
 }
 LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", description="The SSE id the client saw last")]
 
@@ -110,7 +110,7 @@ async def _chat(body: ChatRequest, agent: RegisteredAgent, turns: TurnStarter, f
         raise upstream(exc.kind, exc.message) from exc
     chat_key = _chat_key(body.id)
     if recording is not None and (chat_key or thread_id):  # else nothing could name it to resume
-        owner = StreamOwner(chat_key, thread_id, agent.id, resource)
+        owner = StreamOwner(chat_key, thread_id, agent.id, resource, live.turn.user_message_id)
         recorded = recording.record(_frames(live), owner)  # runs to the end whether or not the client stays
         return EventSourceResponse(coalesced(recorded.frames()), headers=UI_STREAM_HEADERS, sep="\n", ping=15)
     # The frames' own finally closes the turn; the background task covers a response that

@@ -4,11 +4,11 @@
 ask with ``Last-Event-ID``). The stream was recorded by whichever process produced it
 (``app.streaming.recorder``) in the shared database, so this works on any replica:
 
-- 204 when the chat has no stream to resume: none recorded, another agent's (on the agent
-  route), or one that is over (finished, or its producer stopped heartbeating) and the
-  client does not say it missed part of it.
-- 404 when the stream belongs to another resource (with auth on, another user): the same
-  answer as the chat itself gives for another resource's thread.
+- 204 when the chat has no stream to resume: none recorded for the caller's resource (with
+  auth on, another user's stream under the same chat id is not seen at all, so an unknown
+  and a foreign id get the same answer), another agent's (on the agent route), or one that
+  is over (finished, or its producer stopped heartbeating) and the client does not say it
+  missed part of it.
 - Otherwise the recorded frames after ``Last-Event-ID`` (all of them without it: the AI SDK
   sends none and takes the reply as a replay from its ``start``), then new ones as the
   producer records them (polling the database: the producer may be another process) until
@@ -24,7 +24,7 @@ from collections.abc import AsyncGenerator
 from fastapi import Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from app.errors import BadRequest, NotFound
+from app.errors import BadRequest
 from app.storage.stream_log import FINISHED, StreamLog
 from app.streaming import ui_chunks as ui
 from app.streaming.sse import DONE, UI_STREAM_HEADERS, encode
@@ -50,11 +50,9 @@ async def resume(stream_log: StreamLog, chat_id: str, *, resource: str | None, a
                  last_event_id: int | None) -> Response:
     """The resume response for ``chat_id``; ``resource`` (when set) must own the stream and
     ``agent_id`` (the agent route) must have produced it."""
-    row = await stream_log.latest(chat_id)
+    row = await stream_log.latest(chat_id, resource)
     if row is None:
         return Response(status_code=204)
-    if resource is not None and row.resource_id != resource:
-        raise NotFound("Thread not found")
     if agent_id is not None and row.agent_id != agent_id:
         return Response(status_code=204)
     if row.status == FINISHED or stream_log.is_dead(row):

@@ -37,18 +37,24 @@ class StreamRow:
     thread_id: str | None
     agent_id: str
     resource_id: str
+    message_id: str | None
     status: str
     heartbeat_at: int
 
 
+_ROW = "stream_id, chat_id, thread_id, agent_id, resource_id, message_id, status, heartbeat_at"
+
+
 @dataclass(frozen=True)
 class StreamOwner:
-    """Who a stream belongs to: what a resume checks before replaying anything."""
+    """Who a stream belongs to: what a resume checks before replaying anything; and the
+    user message its turn answers (None for a turn that continues a reply)."""
 
     chat_id: str | None
     thread_id: str | None
     agent_id: str
     resource_id: str
+    message_id: str | None = None
 
 
 def _epoch_ms() -> int:
@@ -76,9 +82,10 @@ class StreamLog:
         def work(conn: sqlite3.Connection) -> None:
             if owner is not None:
                 conn.execute(
-                    "INSERT INTO chat_streams (stream_id, chat_id, thread_id, agent_id, resource_id, status,"
-                    " started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (stream_id, owner.chat_id, owner.thread_id, owner.agent_id, owner.resource_id, ACTIVE, now, now))
+                    "INSERT INTO chat_streams (stream_id, chat_id, thread_id, agent_id, resource_id, message_id,"
+                    " status, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (stream_id, owner.chat_id, owner.thread_id, owner.agent_id, owner.resource_id, owner.message_id,
+                     ACTIVE, now, now))
             if chunks:
                 conn.executemany("INSERT OR IGNORE INTO stream_chunks (stream_id, seq, data) VALUES (?, ?, ?)",
                                  [(stream_id, seq, data) for seq, data in chunks])
@@ -90,20 +97,42 @@ class StreamLog:
 
         await self.db.run_write(work)
 
-    async def latest(self, chat_id: str) -> StreamRow | None:
-        """The newest stream recorded under ``chat_id`` (useChat's id or the thread id)."""
+    async def latest(self, chat_id: str, resource_id: str | None) -> StreamRow | None:
+        """The newest stream of ``resource_id`` (any resource when None) recorded under
+        ``chat_id`` (useChat's id or the thread id). Another resource's stream under the same
+        id is not seen: it can neither shadow this one nor be told apart from none."""
+        owner = "" if resource_id is None else " AND resource_id = ?2"
         rows = await self.db.fetch_all(
-            "SELECT stream_id, chat_id, thread_id, agent_id, resource_id, status, heartbeat_at, started_at"
-            " FROM chat_streams WHERE chat_id = ?1"
-            " UNION SELECT stream_id, chat_id, thread_id, agent_id, resource_id, status, heartbeat_at, started_at"
-            " FROM chat_streams WHERE thread_id = ?1 ORDER BY started_at DESC LIMIT 1", (chat_id,))
-        return StreamRow(*tuple(rows[0])[:7]) if rows else None
+            f"SELECT {_ROW}, started_at FROM chat_streams WHERE chat_id = ?1{owner}"
+            f" UNION SELECT {_ROW}, started_at FROM chat_streams WHERE thread_id = ?1{owner}"
+            " ORDER BY started_at DESC LIMIT 1", (chat_id,) if resource_id is None else (chat_id, resource_id))
+        return StreamRow(*tuple(rows[0])[:8]) if rows else None
+
+    async def running_for(self, thread_id: str, message_id: str) -> StreamRow | None:
+        """The live stream (if any) of the turn answering ``message_id`` in ``thread_id``."""
+        row = await self.db.fetch_one(
+            f"SELECT {_ROW} FROM chat_streams WHERE thread_id = ? AND message_id = ? AND status = ?"
+            " ORDER BY started_at DESC LIMIT 1", (thread_id, message_id, ACTIVE))
+        return None if row is None or self.is_dead(StreamRow(*row)) else StreamRow(*row)
+
+    async def claim_dead(self, limit: int = 20) -> list[StreamRow]:
+        """Dead streams (their producer stopped heartbeating) whose reply was not rebuilt yet,
+        claimed for this caller: each is handed to one claimer, whichever process asks."""
+        now = self.clock_ms()
+        rows = await self.db.run_write(lambda conn: conn.execute(
+            "UPDATE chat_streams SET salvaged_at = ? WHERE stream_id IN (SELECT stream_id FROM chat_streams"
+            " WHERE status = ? AND salvaged_at IS NULL AND heartbeat_at < ? LIMIT ?)"
+            f" RETURNING {_ROW}", (now, ACTIVE, now - self.dead_after_ms, limit)).fetchall())
+        return [StreamRow(*row) for row in rows]
 
     async def state(self, stream_id: str) -> StreamRow | None:
-        row = await self.db.fetch_one(
-            "SELECT stream_id, chat_id, thread_id, agent_id, resource_id, status, heartbeat_at"
-            " FROM chat_streams WHERE stream_id = ?", (stream_id,))
+        row = await self.db.fetch_one(f"SELECT {_ROW} FROM chat_streams WHERE stream_id = ?", (stream_id,))
         return StreamRow(*row) if row else None
+
+    async def all_chunks(self, stream_id: str) -> list[Chunk]:
+        rows = await self.db.fetch_all("SELECT seq, data FROM stream_chunks WHERE stream_id = ? ORDER BY seq",
+                                       (stream_id,))
+        return [(row[0], row[1]) for row in rows]
 
     async def chunks_after(self, stream_id: str, after: int, limit: int = 500) -> list[Chunk]:
         rows = await self.db.fetch_all("SELECT seq, data FROM stream_chunks WHERE stream_id = ? AND seq > ?"
