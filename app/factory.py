@@ -31,6 +31,7 @@ from app import __version__
 from app.agents.definition import AgentDefinition
 from app.agents.registry import DEFINITIONS, AgentRegistry
 from app.agents.runner import TurnRunner
+from app.agents.salvage import salvage_dead_streams
 from app.agents.signals import ThreadHub
 from app.api import chat, health, otlp
 from app.api.cors import CorsPolicy, LocalCORS
@@ -73,12 +74,15 @@ async def _retention(storage: CompositeStore, days: int) -> None:
 
 
 async def _sweep_streams(services: Services) -> None:
-    """Delete recorded chat streams past their retention (finished, or dead), every so often
-    (at most every 10 s, sooner for a short retention); the only place streams are swept."""
-    every_s = min(10.0, max(0.2, services.settings.stream_retention_s / 2))
+    """Rebuild the replies of dead streams (``app.agents.salvage``), then delete recorded
+    chat streams past their retention (finished, or dead), every so often: at most every
+    10 s, sooner for a short retention or dead-after; the only place streams are swept."""
+    settings = services.settings
+    every_s = min(10.0, max(0.2, min(settings.stream_retention_s, settings.stream_dead_after_s) / 2))
     while True:
         await asyncio.sleep(every_s)
         try:
+            await salvage_dead_streams(services.stream_log, services.agents)
             await services.stream_log.sweep()
         except Exception as exc:  # the next sweep gets them
             log.warning("sweeping recorded streams failed: %s", exc)

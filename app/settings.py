@@ -131,6 +131,10 @@ class Settings(BaseSettings):
     stream_retention_s: float = Field(
         30.0, gt=0, description="How long a finished chat stream's chunks are kept for a late resume"
     )
+    stream_dead_after_s: float = Field(
+        10.0, ge=0.5, description="A running chat stream whose producer has not written for this long is dead:"
+        " resume says so, and its partial reply is rebuilt into the thread from its recorded frames"
+    )
 
     working_memory: str | None = Field(
         None, description="Agents whose memory keeps a working memory: comma-separated agent ids, each optionally "

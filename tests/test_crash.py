@@ -91,3 +91,55 @@ def test_a_completed_reply_replaces_its_checkpoints(start_server, data_dir: Path
     reply = rows[1][2]
     assert "interrupted" not in reply["metadata"] and reply["metadata"]["finishReason"] == "stop"
     assert reply["content"].endswith("in this conversation. I was also given system instructions.")
+
+
+KILL_ROUNDS = int(os.environ.get("CRASH_KILL_ROUNDS", "20"))
+# the default checkpoint interval (1 s): a reply killed within its first second has no
+# checkpoint, only its recorded frames
+SALVAGE_ENV = {"DEV_SERVER_TURN_LEASE_S": "1", "DEV_SERVER_STREAM_DEAD_AFTER_S": "0.5",
+               "DEV_SERVER_TELEMETRY": "false"}
+
+
+def test_a_reply_killed_at_a_random_point_after_its_first_text_keeps_that_text(start_server, data_dir: Path):
+    import random
+    import time
+
+    db = data_dir / "dev-server.db"
+    chooser = random.Random(25)
+    kept = 0
+    gateway = start_server("gateway", env=SALVAGE_ENV)
+    for round_ in range(KILL_ROUNDS):
+        first, received = "", []
+        body = {"id": f"k{round_}", "conversationId": "killed-early",
+                "messages": [user_message(f"k{round_}", f"round {round_} [[slower]]")]}
+        with httpx.stream("POST", f"{gateway.url}/api/chat", json=body, timeout=60) as response:
+            assert response.status_code == 200, response.read()
+            delay = chooser.uniform(0.0, 0.9)  # within the first second: before any checkpoint
+            lines = response.iter_lines()
+            for line in lines:
+                if line.startswith("data: {") and json.loads(line[6:])["type"] == "text-delta":
+                    first = json.loads(line[6:])["delta"]
+                    received.append(first)
+                    break
+            time.sleep(delay)
+            gateway.process.kill()
+            gateway.process.wait()
+        assert first, "no text arrived before the kill"
+        gateway = start_server("gateway", env=SALVAGE_ENV)  # its chores rebuild the reply
+        deadline = time.monotonic() + 20
+        while True:
+            rows = sqlite_rows(db, "SELECT role, content FROM messages WHERE thread_id = 'killed-early'"
+                               " ORDER BY created_at, seq")
+            # an empty checkpoint may stand there first (the model's first event came late)
+            if len(rows) == 2 * (round_ + 1) and json.loads(rows[-1][1])["content"]:
+                break
+            assert time.monotonic() < deadline, f"round {round_}: the killed reply was not rebuilt: {rows[-2:]}"
+            time.sleep(0.05)
+        role, content = rows[-1][0], json.loads(rows[-1][1])
+        assert role == "assistant" and content["metadata"]["interrupted"] is True
+        assert content["content"].startswith(first), (first, content["content"])
+        kept += 1
+    assert kept == KILL_ROUNDS
+    roles = [r[0] for r in sqlite_rows(db, "SELECT role FROM messages WHERE thread_id = 'killed-early'"
+                                           " ORDER BY created_at, seq")]
+    assert roles == ["user", "assistant"] * KILL_ROUNDS

@@ -79,7 +79,8 @@ class Services:
     recording: StreamRecording | None = field(init=False)  # None: chat streams are not recorded
 
     def __post_init__(self) -> None:
-        self.stream_log = StreamLog(self.conversations.db, retention_ms=int(self.settings.stream_retention_s * 1000))
+        self.stream_log = StreamLog(self.conversations.db, retention_ms=int(self.settings.stream_retention_s * 1000),
+                                    dead_after_ms=int(self.settings.stream_dead_after_s * 1000))
         self.recording = StreamRecording(self.stream_log) if self.settings.stream_resume else None
         self.turns = TurnStarter(self.runner, ThreadLeases(self.conversations.db), wait_s=self.settings.turn_wait_s,
                                  lease_s=self.settings.turn_lease_s,

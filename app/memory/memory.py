@@ -402,6 +402,16 @@ class Memory:
         await self.store.append_messages(thread.id, [reply])
         self.saved()
 
+    async def salvage_reply(self, thread_id: str, reply: Message, answered_id: str) -> bool:
+        """A reply rebuilt from a dead stream's frames (``app.agents.salvage``), stored after
+        the message it answers unless the thread already has it or another answer."""
+        if self.options.om is not None:
+            count_message(reply)
+        stored = await self.store.salvage_reply(thread_id, reply, answered_id)
+        if stored:
+            self.saved()
+        return stored
+
     async def upsert_reply(self, thread: Thread, reply: Message) -> None:
         """Store the reply, or overwrite the copy of it already stored under the same id:
         a reply is checkpointed while it streams, and its final save replaces the last

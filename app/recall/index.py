@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from app.paths import migrations_dir
-from app.storage.conversations import Message, _loads, message_from_row
+from app.storage.conversation_records import Message, decode_content, message_from_row
 from app.storage.libsql import LibSQLStore
 from app.storage.migrate import split_sqlite_statements
 
@@ -136,7 +136,7 @@ class VectorIndex:
             return [(r[0], r[1], r[2], found[r[0]]) for r in rows if r[0] in found]
 
         claimed = await self.db.run_write(work)
-        return [Claimed(seq, version, attempts, m["thread_id"], m["role"], _loads(m["content"]))
+        return [Claimed(seq, version, attempts, m["thread_id"], m["role"], decode_content(m["content"]))
                 for seq, version, attempts, m in claimed]
 
     async def reusable(self, model: str, hashes: Sequence[str]) -> dict[str, list[bytes | None]]:

@@ -21,92 +21,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import orjson
 
 from app.clock import now_iso
-from app.storage.errors import StorageError
 from app.storage import message_writes as writes
+from app.storage.conversation_records import (Message, MessageNotVisible, Thread, ThreadExists, ThreadNotVisible,
+                                              decode_content, message_from_row, thread_from_row)
 from app.storage.libsql import LibSQLStore
-from app.streaming.sse import repair_value
 
 OrderField = Literal["createdAt", "updatedAt"]
 Direction = Literal["ASC", "DESC"]
 _THREAD_COLUMNS = {"createdAt": "created_at", "updatedAt": "updated_at"}
-
-
-@dataclass
-class Thread:
-    id: str
-    resource_id: str
-    title: str = ""
-    metadata: dict[str, Any] | None = None
-    created_at: str = ""
-    updated_at: str = ""
-    agent_id: str | None = None  # the agent the thread was created for (not part of Mastra's shape)
-
-    def to_api(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"id": self.id, "title": self.title, "resourceId": self.resource_id,
-                                "createdAt": self.created_at, "updatedAt": self.updated_at}
-        if self.metadata is not None:
-            body["metadata"] = self.metadata
-        return body
-
-
-@dataclass
-class Message:
-    id: str
-    thread_id: str
-    resource_id: str
-    role: str
-    content: dict[str, Any]
-    created_at: str
-    type: str = "text"
-    seq: int | None = field(default=None, compare=False)
-    # hash of the stored JSON, set when read from the database: equal digests, equal content
-    # (an in-process memo key; ``dataclasses.replace`` with new content must reset it)
-    stored_digest: int | None = field(default=None, compare=False, repr=False)
-
-    def to_api(self) -> dict[str, Any]:
-        return {"id": self.id, "role": self.role, "type": self.type, "createdAt": self.created_at,
-                "threadId": self.thread_id, "resourceId": self.resource_id, "content": self.content}
-
-
-def _thread(row: Any) -> Thread:
-    return Thread(row["id"], row["resource_id"], row["title"],
-                  json.loads(row["metadata"]) if row["metadata"] else None,
-                  row["created_at"], row["updated_at"], row["agent_id"])
-
-
-def _message(row: Any) -> Message:
-    raw = row["content"]
-    return Message(row["id"], row["thread_id"], row["resource_id"], row["role"], _loads(raw), row["created_at"],
-                   row["type"], row["seq"], hash(raw))
-
-
-message_from_row = _message  # for the other readers of the messages table (the vector index)
-
-
-def _loads(raw: str) -> Any:
-    """orjson (three times json's speed: a turn decodes its whole unobserved window), or
-    json for what orjson refuses (lone surrogates, repaired here). Either way what is read
-    holds no lone surrogate, so a history built from it needs no repair before it goes to a
-    model or a stream."""
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return repair_value(json.loads(raw))
-
-
-class ThreadExists(StorageError):
-    """A thread with the requested new id already exists."""
-
-
-class MessageNotVisible(StorageError):
-    """A message id that belongs to another resource; callers answer 404 and write nothing."""
-
-
-class ThreadNotVisible(StorageError):
-    """A thread of another resource; callers answer 404 and write nothing."""
 
 
 @dataclass
@@ -138,7 +62,7 @@ class ConversationStore:
 
     async def get_thread(self, thread_id: str) -> Thread | None:
         row = await self.db.fetch_one("SELECT * FROM threads WHERE id = ?", (thread_id,))
-        return _thread(row) if row else None
+        return thread_from_row(row) if row else None
 
     async def ensure_thread(self, thread_id: str, resource_id: str, title: str = "",
                             metadata: dict[str, Any] | None = None, agent_id: str | None = None) -> Thread:
@@ -148,7 +72,7 @@ class ConversationStore:
         """
         new = Thread(thread_id, resource_id, title, metadata, agent_id=agent_id)
         stored = await self.db.run_write(lambda conn: writes.ensure_threads(conn, [new]))
-        return _thread(stored[thread_id])
+        return thread_from_row(stored[thread_id])
 
     async def save_thread(self, thread: Thread, *, unless_owned_by_other_than: str | None = None) -> Thread:
         """Create or overwrite a thread (Studio's create: an existing id is replaced, keeping
@@ -171,7 +95,7 @@ class ConversationStore:
                 raise ThreadExists(thread.id)
             return rows[0]
 
-        return _thread(await self.db.run_write(work))
+        return thread_from_row(await self.db.run_write(work))
 
     async def update_thread(self, thread_id: str, *, title: str | None = None,
                             metadata: dict[str, Any] | None = None,
@@ -187,7 +111,7 @@ class ConversationStore:
             params.append(json.dumps(metadata))
         sql = f"UPDATE threads SET {', '.join(sets)} WHERE id = ? RETURNING *"
         rows = await self.db.run_write(lambda conn: conn.execute(sql, (*params, thread_id)).fetchall())
-        return _thread(rows[0]) if rows else None
+        return thread_from_row(rows[0]) if rows else None
 
     async def set_title_if_untitled(self, thread_id: str, resource_id: str, title: str,
                                     placeholder_prefix: str) -> bool:
@@ -230,7 +154,7 @@ class ConversationStore:
             sql += " LIMIT ? OFFSET ?"
             params = [*params, per_page, page * per_page]
         rows = await self.db.fetch_all(sql, params)
-        return [_thread(r) for r in rows], total_row[0]
+        return [thread_from_row(r) for r in rows], total_row[0]
 
     # -- messages ------------------------------------------------------------------------
 
@@ -249,13 +173,13 @@ class ConversationStore:
 
         ``plan`` runs on the writer thread, inside the transaction: plain code, no awaits."""
         def work(conn: sqlite3.Connection) -> tuple[Thread, TurnWrites]:
-            stored = _thread(writes.ensure_threads(conn, [thread])[thread.id])
+            stored = thread_from_row(writes.ensure_threads(conn, [thread])[thread.id])
             ids = [m.id for m in incoming]
             found = writes.locate(conn, ids + [f"{i}@{thread.id}" for i in ids])
 
             def following(message_id: str) -> tuple[Message, list[Message]]:
                 rows = writes.message_and_following(conn, stored.id, message_id, FOLLOWING_LIMIT)
-                return _message(rows[0]), [_message(r) for r in rows[1:]]
+                return message_from_row(rows[0]), [message_from_row(r) for r in rows[1:]]
 
             turn = plan(stored, {mid: (owner, role) for mid, (owner, _, _, role) in found.items()}, following)
             if turn.replace is not None:
@@ -284,12 +208,31 @@ class ConversationStore:
 
         await self.db.run_write(work)
 
+    async def salvage_reply(self, thread_id: str, reply: Message, answered_id: str) -> bool:
+        """Store a reply rebuilt after a crash (``app.agents.salvage``) right after the user
+        message it answers, in one transaction; False when it is not needed: that message is
+        gone (edited away), another answer already follows it, or the reply is stored with
+        at least as much text (a checkpoint, or the final save)."""
+        def work(conn: sqlite3.Connection) -> bool:
+            stored = conn.execute(f"{_MESSAGE_SELECT} WHERE id = ?", (reply.id,)).fetchone()
+            if stored is not None:
+                if len(message_from_row(stored).content.get("content") or "") >= len(reply.content.get("content") or ""):
+                    return False
+                return writes.replace_message(conn, reply) > 0
+            rows = writes.message_and_following(conn, thread_id, answered_id, 1)
+            if not rows or rows[0]["role"] != "user" or (len(rows) > 1 and rows[1]["role"] == "assistant"):
+                return False
+            reply.created_at = rows[0]["created_at"]  # sorts right after it (seq breaks the tie)
+            return bool(writes.insert_messages(conn, thread_id, [reply]))
+
+        return await self.db.run_write(work)
+
     async def replace_message(self, message: Message) -> None:
         await self.db.run_write(lambda conn: writes.replace_message(conn, message))
 
     async def get_message(self, message_id: str) -> Message | None:
         row = await self.db.fetch_one(f"{_MESSAGE_SELECT} WHERE id = ?", (message_id,))
-        return _message(row) if row else None
+        return message_from_row(row) if row else None
 
     async def delete_after(self, thread_id: str, message_id: str) -> int:
         """Delete every message of the thread that comes after the given one."""
@@ -300,11 +243,11 @@ class ConversationStore:
         if limit is None:
             rows = await self.db.fetch_all(
                 f"{_MESSAGE_SELECT} WHERE thread_id = ? ORDER BY created_at, seq", (thread_id,))
-            return [_message(r) for r in rows]
+            return [message_from_row(r) for r in rows]
         rows = await self.db.fetch_all(
             f"{_MESSAGE_SELECT} WHERE thread_id = ? ORDER BY created_at DESC, seq DESC LIMIT ?",
             (thread_id, limit))
-        return [_message(r) for r in reversed(rows)]
+        return [message_from_row(r) for r in reversed(rows)]
 
     async def messages_since(self, thread_id: str, since: str | None) -> list[Message]:
         """The thread's messages created at or after ``since`` (all when None), oldest first:
@@ -314,7 +257,7 @@ class ConversationStore:
             return await self.recent_messages(thread_id, None)
         rows = await self.db.fetch_all(
             f"{_MESSAGE_SELECT} WHERE thread_id = ? AND created_at >= ? ORDER BY created_at, seq", (thread_id, since))
-        return [_message(r) for r in rows]
+        return [message_from_row(r) for r in rows]
 
     async def resource_messages_after(self, resource_id: str, exclude_thread_id: str,
                                       cursor_path: str) -> list[Message]:
@@ -326,7 +269,7 @@ class ConversationStore:
             " FROM messages m JOIN threads t ON t.id = m.thread_id"
             " WHERE t.resource_id = ? AND t.id != ? AND m.created_at > coalesce(json_extract(t.metadata, ?), '')"
             " ORDER BY m.created_at, m.seq", (resource_id, exclude_thread_id, cursor_path))
-        return [_message(r) for r in rows]
+        return [message_from_row(r) for r in rows]
 
     async def count_messages(self, thread_id: str) -> int:
         row = await self.db.fetch_one("SELECT message_count FROM threads WHERE id = ?", (thread_id,))
@@ -359,7 +302,7 @@ class ConversationStore:
         if per_page is not None:
             sql += " LIMIT ? OFFSET ?"
             params = [*params, per_page, page * per_page]
-        messages = [_message(r) for r in await self.db.fetch_all(sql, params)]
+        messages = [message_from_row(r) for r in await self.db.fetch_all(sql, params)]
         if direction == "DESC":
             messages.reverse()
         return messages, total
@@ -389,7 +332,7 @@ class ConversationStore:
             "SELECT m.seq, m.id, m.thread_id, m.resource_id, m.role, m.type, m.content, m.created_at, t.title"
             f" FROM {source} JOIN threads t ON t.id = m.thread_id WHERE {' AND '.join(where)}"
             " ORDER BY m.created_at DESC, m.seq DESC LIMIT ?", [*params, limit])
-        return [(_message(r), r["title"]) for r in rows]
+        return [(message_from_row(r), r["title"]) for r in rows]
     async def clone_thread(self, source: Thread, new_thread: Thread, message_limit: int | None) -> list[Message]:
         """Copy a thread and its newest ``message_limit`` messages (all when None) under new
         ids, in one transaction; ``ThreadExists`` if the new id is taken."""
@@ -410,7 +353,7 @@ class ConversationStore:
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (new_thread.id, new_thread.resource_id, new_thread.title, writes.json_or_null(new_thread.metadata),
                  now, now, new_thread.agent_id))
-            originals = [_message(r) for r in reversed(conn.execute(sql, params).fetchall())]
+            originals = [message_from_row(r) for r in reversed(conn.execute(sql, params).fetchall())]
             copies = [Message(str(uuid.uuid4()), new_thread.id, new_thread.resource_id, m.role, m.content,
                               m.created_at, m.type) for m in originals]
             writes.insert_messages(conn, new_thread.id, copies)
@@ -462,7 +405,7 @@ class ConversationStore:
             f"{_MESSAGE_SELECT} WHERE thread_id = ? AND (created_at, seq) {op} (?, ?)"
             f" ORDER BY created_at {order}, seq {order} LIMIT ?",
             (thread_id, anchor["created_at"], anchor["seq"], limit))
-        messages = [_message(r) for r in rows]
+        messages = [message_from_row(r) for r in rows]
         return messages if after else list(reversed(messages))
 
     async def delete_messages(self, ids: Sequence[str], *, resource_id: str | None = None,

@@ -10,7 +10,10 @@ the whole reply (``app.api.resume``).
 ``StreamRecorder`` coalesces writes: the first frame is written at once (a resume right
 after the POST finds the stream), then at most one write per ``flush_every_s`` (sooner when
 ``max_batch`` frames are waiting), whatever is pending in one transaction, and always one at
-the end that marks the stream finished. While no frame comes (a slow model, a long tool
+the end that marks the stream finished. The first text frame is written before the client
+gets it: a process killed at any point after the client saw text leaves that text in the
+log, and the reply is rebuilt from it (``app.agents.salvage``); later frames trail the
+client by at most one flush. While no frame comes (a slow model, a long tool
 call) it still renews the heartbeat every ``heartbeat_s``, so a resuming client can tell a
 quiet stream from a dead process. A failed write costs only resumability: logged, and its
 frames go with the next write.
@@ -36,6 +39,7 @@ FLUSH_EVERY_S = 0.05
 MAX_BATCH = 64
 HEARTBEAT_S = 2.0
 _END = object()
+_TEXT_DELTA = '{"type":"text-delta"'  # how app.streaming.sse.encode starts a text delta
 
 
 class StreamRecorder:
@@ -52,6 +56,7 @@ class StreamRecorder:
         self._created = False
         self._closing = False
         self._wake = asyncio.Event()
+        self._writing = asyncio.Lock()  # one write at a time: the loop's, a sync's, the last
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -61,6 +66,10 @@ class StreamRecorder:
         self._pending.append((seq, data))
         if len(self._pending) == 1 or len(self._pending) >= self.max_batch:
             self._wake.set()
+
+    async def sync(self) -> None:
+        """Write every frame added so far now (after a write in flight, which may hold them)."""
+        await self._flush(only_pending=True)
 
     async def close(self) -> None:
         """Write what is pending and mark the stream finished (waits for a write in flight)."""
@@ -90,16 +99,21 @@ class StreamRecorder:
             await self._flush()
             last_write = time.monotonic()
 
-    async def _flush(self, *, finished: bool = False) -> None:
-        batch, self._pending = self._pending, []
-        try:
-            await self.log.write(self.stream_id, None if self._created else self.owner, batch, finished=finished)
-            self._created = True
-            self.writes += 1
-        except Exception as exc:
-            self._pending = batch + self._pending
-            log.warning("recording stream %s failed (%d frames wait for the next write): %s",
-                        self.stream_id, len(self._pending), exc)
+    async def _flush(self, *, finished: bool = False, only_pending: bool = False) -> None:
+        """One write of what is pending (none: it renews the heartbeat), unless ``only_pending``."""
+        async with self._writing:
+            if only_pending and not self._pending:
+                return
+            batch, self._pending = self._pending, []
+            try:
+                await self.log.write(self.stream_id, None if self._created else self.owner, batch,
+                                     finished=finished)
+                self._created = True
+                self.writes += 1
+            except Exception as exc:
+                self._pending = batch + self._pending
+                log.warning("recording stream %s failed (%d frames wait for the next write): %s",
+                            self.stream_id, len(self._pending), exc)
 
 
 class Producers:
@@ -140,9 +154,13 @@ class RecordedStream:
 
     async def _produce(self, frames: AsyncGenerator[ServerSentEvent, None]) -> None:
         self.recorder.start()
+        text_recorded = False
         try:
             async for frame in frames:
                 self.recorder.add(int(frame.id), frame.data)
+                if not text_recorded and frame.data.startswith(_TEXT_DELTA):
+                    text_recorded = True
+                    await self.recorder.sync()  # durable before the client sees it
                 if self._listening:
                     self._live.put_nowait(frame)
         except Exception as exc:  # handed to the live response, which fails as it would have
@@ -177,4 +195,5 @@ class StreamRecording:
     producers: Producers = field(default_factory=Producers)
 
     def record(self, frames: AsyncGenerator[ServerSentEvent, None], owner: StreamOwner) -> RecordedStream:
-        return RecordedStream(frames, StreamRecorder(self.log, owner), self.producers)
+        heartbeat_s = min(HEARTBEAT_S, self.log.dead_after_ms / 4000)  # a live stream never looks dead
+        return RecordedStream(frames, StreamRecorder(self.log, owner, heartbeat_s=heartbeat_s), self.producers)
