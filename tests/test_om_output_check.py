@@ -3,7 +3,8 @@
 An observer or reflector answer that is not observations (prose, a refusal, an empty block,
 repetition, a reflection far too small) is a failed cycle: a ``-failed`` part naming the
 problem, the record as it was, retried where the cycle retries (the observer once, the
-reflector a compression level up). Real SQLite files; the local model observes and
+reflector a compression level up). Also: a manual observe while buffered chunks wait does
+not get their messages into the log twice. Real SQLite files; the local model observes and
 reflects (its ``[[observer-*]]`` / ``[[reflector-*]]`` triggers pick the bad answers), and
 ``ScriptedLLM`` puts chosen answers in front of it for the retry tests.
 """
@@ -23,6 +24,7 @@ from app.background import BackgroundWork
 from app.llm import LiteLLMClient, ModelRequest
 from app.llm.types import Finish, TextDelta, Usage
 from app.om import manual
+from app.om.activation import Trigger, activate
 from app.om.buffering import Buffering, PartSink
 from app.om.config import observational_memory_options
 from app.om.engine import CycleContext, ObservationalMemory
@@ -264,3 +266,40 @@ async def test_a_buffered_reflection_that_is_not_observations_is_not_kept(db: Li
     assert streamed[1].data["operationType"] == "reflection" and reason in streamed[1].data["error"]
     active = await settled(engine.records, "thread:t", flags=("is_buffering_reflection",), timeout_s=5)
     assert active.buffered_reflection is None and active.active_observations == record.active_observations
+
+
+# -- manual observe and buffered chunks -----------------------------------------------
+
+async def test_a_manual_observe_while_chunks_wait_then_activation_does_not_duplicate(libsql: LibSQLStore) -> None:
+    messages = [text_message(i, f"Turn {i}. {FACT}" if i % 2 == 0 else "Noted.") for i in range(4)]
+    conversations, engine, record, ctx, sink, background, _ = await buffering_with(
+        libsql, messages, {"observation": {"messageTokens": 1000, "bufferTokens": 10}})
+    assert await Buffering(engine, background).start_observation(ctx, record, messages, sink)
+    await background.drain()
+    waiting = await settled(engine.records, "thread:t", timeout_s=5)
+    assert len(waiting.buffered_observation_chunks) == 1 and waiting.active_observations == ""
+    later = [text_message(4, f"Turn 4. {FACT}"), text_message(5, "Noted.")]
+    await conversations.append_messages("t", later)
+    result = await manual.observe(engine, conversations, ctx.llm, ctx.agent_model, thread_id="t", resource_id="r")
+    assert result.observed
+    observed = result.record
+    assert all(f"Turn {i}. My name is Ada" in observed.active_observations for i in (0, 2, 4))
+    await activate(engine.options, engine.records, observed, Trigger("threshold"), "t")
+    final = await engine.records.active("thread:t")
+    assert final.active_observations.count("Turn 0. My name is Ada") == 1  # not once more from the chunk
+    assert final.active_observations == observed.active_observations
+    assert observed.buffered_observation_chunks is None  # this cycle observed the chunk's messages itself
+
+
+async def test_a_chunk_of_messages_a_sync_observation_already_observed_is_not_stored(libsql: LibSQLStore) -> None:
+    store = OMRecordStore(libsql)
+    record = await store.initialize(scope="thread", thread_id="t", resource_id="r", config={}, timezone="UTC")
+    # the sync observation of m1 and m2 landed first; its cursor is m2's time exactly
+    await store.update_active_observations(record.id, observations="* 🔴 m1 and m2", token_count=5,
+                                           last_observed_at="2026-01-01T10:02:00.000Z", observed_ids=["m1", "m2"],
+                                           tokens_observed=5)
+    late = {"id": "ombuf-1", "cycleId": "buffer-obs-1", "observations": "* 🔴 m1 and m2 again", "tokenCount": 6,
+            "messageIds": ["m1", "m2"], "messageTokens": 40, "lastObservedAt": "2026-01-01T10:02:00.001Z",
+            "createdAt": "2026-01-01T10:03:00.000Z"}
+    assert await store.add_buffered_chunk("thread:t", late) is None
+    assert (await store.active("thread:t")).buffered_observation_chunks is None
