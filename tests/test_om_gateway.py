@@ -132,6 +132,32 @@ def test_a_failed_observation_is_reported_loses_nothing_and_the_turn_answers(gat
     assert [c["data"]["operationType"] for c in om_chunks(healed, "observation-end")][:1] == ["observation"]
 
 
+def test_a_reflection_in_prose_is_a_failed_cycle_and_the_log_stays(gateway: Any, data: Path) -> None:
+    # the trigger rides in the first user statement into the log; the local reflector then answers prose
+    failed: list[dict[str, Any]] = []
+    for i in range(1, 11):
+        result = turn(gateway, "prose", f"p{i}", f"Turn {i}. {FACT}" + (" [[reflector-prose]]" if i == 1 else ""))
+        failed = [c["data"] for c in om_chunks(result, "observation-failed")
+                  if c["data"]["operationType"] == "reflection"]
+        if failed:
+            break
+    assert failed, "no reflection was attempted"
+    assert all(FAILED_FIELDS <= set(f) and "no observation lines" in f["error"] for f in failed)
+    assert "no retry left" in failed[-1]["error"]
+    assert not [c for c in om_chunks(result, "observation-end") if c["data"]["operationType"] == "reflection"]
+    rows = sqlite_rows(data / "dev-server.db", "SELECT generation_count, active_observations, observation_token_count"
+                       " FROM mastra_observational_memory WHERE lookup_key = 'thread:prose'")
+    [(generation, log, tokens)] = rows  # no reflection generation was written
+    assert generation == 0 and tokens >= 400 and "Ada Lovelace" in log and "[[reflector-prose]]" in log
+    assert "I have reviewed these observations" not in log
+    # the failure markers are kept on the turn's stored reply
+    [stored] = [json.loads(r[0]) for r in sqlite_rows(data / "dev-server.db", "SELECT content FROM messages"
+                                                       " WHERE thread_id = 'prose' AND role = 'assistant'"
+                                                       " ORDER BY created_at DESC LIMIT 1")]
+    kept = [p["data"] for p in stored["parts"] if p["type"] == "data-om-observation-failed"]
+    assert [k["cycleId"] for k in kept] == [f["cycleId"] for f in failed]
+
+
 def test_the_record_survives_a_restart_and_the_studio_reads_it_with_client_js(gateway: Any, data: Path) -> None:
     for i in range(1, 5):
         turn(gateway, "durable", f"d{i}", f"Turn {i}. {FACT}")

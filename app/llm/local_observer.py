@@ -43,7 +43,20 @@ Test triggers, in the last user message of the observed transcript:
 * ``[[observer-fail]]`` -- the call fails as the local model's ``[[fail]]`` does
   (``om_reply(...).fail``), so a failed observation can be tested;
 * ``[[observer-degenerate]]`` -- the answer repeats one 200-character line ~5,000 characters
-  long, which ``detect_degenerate_repetition`` rejects.
+  long, which ``detect_degenerate_repetition`` rejects;
+* ``[[observer-prose]]`` -- the answer is an ``<observations>`` block holding prose, not
+  observation lines; ``[[observer-refusal]]`` -- a refusal, with one refusing list line
+  (both rejected by ``app.om.output_check``).
+
+Reflector triggers ride in the log it reflects: the observer keeps a ``[[reflector-...]]``
+trigger in the user statement it quotes, so a user message holding one reaches the
+reflector whenever that statement is reflected:
+
+* ``[[reflector-prose]]`` -- a paragraph of prose, no ``<observations>`` block;
+* ``[[reflector-refusal]]`` -- a bare refusal;
+* ``[[reflector-empty]]`` -- an empty ``<observations>`` block;
+* ``[[reflector-degenerate]]`` -- one line repeated ~5,000 characters long;
+* ``[[reflector-collapse]]`` -- a single short line, whatever the log's size.
 
 Deterministic, like the local model: the same messages always give the same answer.
 """
@@ -65,6 +78,19 @@ from app.om.prompts import (COMPRESSION_HEADINGS, CURRENT_TASK_SECTION, HISTORY_
 
 OBSERVER_FAIL_TRIGGER = "[[observer-fail]]"
 OBSERVER_DEGENERATE_TRIGGER = "[[observer-degenerate]]"
+OBSERVER_PROSE_TRIGGER = "[[observer-prose]]"
+OBSERVER_REFUSAL_TRIGGER = "[[observer-refusal]]"
+OBSERVER_PROSE = ("<observations>\nThe user and the assistant had a friendly conversation about the user's plans.\n"
+                  "</observations>")
+OBSERVER_REFUSAL = "I'm sorry, but I can't help with that.\n\n- I cannot record observations about this conversation."
+REFLECTOR_ANSWERS = {
+    "[[reflector-prose]]": "I have reviewed these observations. The user has shared a number of personal details and "
+                           "plans, and the assistant has been helpful throughout the conversation.",
+    "[[reflector-refusal]]": "I'm sorry, but I can't help with condensing these observations.",
+    "[[reflector-empty]]": "<observations>\n</observations>",
+    "[[reflector-collapse]]": "<observations>\n* 🔴 (00:00) User talked.\n</observations>",
+}
+REFLECTOR_DEGENERATE_TRIGGER = "[[reflector-degenerate]]"
 _QUOTE_CHARS = 200
 _TOPIC_CHARS = 60
 _TITLE_WORDS = 6
@@ -76,6 +102,7 @@ _TOOL_CALL_LINE = re.compile(r"^Tool Call ([^:]+):")
 _IGNORED_LINE = re.compile(r"^(?:Reasoning|Tool (?:Result|Error|Denied) [^:]+):")
 _THREAD_OPEN = re.compile(r'^<thread id="([^"]*)">$')
 _TRIGGER = re.compile(r"\[\[[\w-]+\]\]")
+_OBSERVER_TRIGGER = re.compile(r"\[\[(?!reflector-)[\w-]+\]\]")  # a reflector's stays in the log
 _FIRST_SENTENCE = re.compile(r"^(.+?[.!?])(?:\s|$)", re.S)
 _TIME = re.compile(r"\((\d{1,2}:\d{2})\)")
 _CONDENSED = re.compile(r"Earlier: (\d+) observations? condensed")
@@ -124,9 +151,13 @@ def is_reflector_request(messages: Sequence[dict[str, Any]]) -> bool:
 
 def observer_answer(messages: Sequence[dict[str, Any]]) -> str:
     threads = _read_transcript(_user_text_under(messages, HISTORY_HEADING))
-    if OBSERVER_DEGENERATE_TRIGGER in _last_user_statement(messages):
-        line = ("* 🔴 (00:00) User stated the same thing again and again and again " * 4)[:_QUOTE_CHARS]
-        return "<observations>\n" + f"{line}\n" * (_DEGENERATE_CHARS // (len(line) + 1) + 1) + "</observations>"
+    last = _last_user_statement(messages)
+    if OBSERVER_DEGENERATE_TRIGGER in last:
+        return _degenerate()
+    if OBSERVER_PROSE_TRIGGER in last:
+        return OBSERVER_PROSE
+    if OBSERVER_REFUSAL_TRIGGER in last:
+        return OBSERVER_REFUSAL
     system = _system_text(messages)
     skip_hints = any(SKIP_HINTS_NOTE in _text(m.get("content")) for m in messages if m.get("role") == "user")
     sections = {"current-task": CURRENT_TASK_SECTION in system and not skip_hints,
@@ -224,10 +255,20 @@ def _instance(schema: dict[str, Any], users: list[str]) -> Any:
     return users[-1]
 
 
+def _degenerate() -> str:
+    line = ("* 🔴 (00:00) User stated the same thing again and again and again " * 4)[:_QUOTE_CHARS]
+    return "<observations>\n" + f"{line}\n" * (_DEGENERATE_CHARS // (len(line) + 1) + 1) + "</observations>"
+
+
 def reflector_answer(messages: Sequence[dict[str, Any]]) -> str:
     prompt = _user_text_under(messages, REFLECT_HEADING)
     end = prompt.rfind(f"\n\n---\n\n{REFLECTION_REQUEST}")
     observations = prompt[:end] if end >= 0 else prompt
+    if REFLECTOR_DEGENERATE_TRIGGER in observations:
+        return _degenerate()
+    for trigger, answer in REFLECTOR_ANSWERS.items():
+        if trigger in observations:
+            return answer
     level = _compression_level(prompt[end:] if end >= 0 else "")
     return "<observations>\n" + "\n".join(_reflected(observations.split("\n"), level)) + "\n</observations>"
 
@@ -357,7 +398,7 @@ def _observation_lines(statements: list[_Statement]) -> list[str]:
 
 
 def _observation(statement: _Statement) -> str | None:
-    text = _flat(_TRIGGER.sub(" ", statement.text))
+    text = _flat(_OBSERVER_TRIGGER.sub(" ", statement.text))
     if statement.role == "tool":
         return f"* 🟡 ({statement.time}) Called {statement.text}"
     if not text:

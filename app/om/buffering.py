@@ -18,6 +18,11 @@ once), the job renews it while it runs and clears it when done. Their
 ``data-om-buffering-*`` parts (``app.om.parts.BufferCycle``) go to a ``PartSink``: into the
 turn that started them while it still streams, else onto the thread's newest reply in
 storage.
+
+The answers are checked like the synchronous cycles' (``app.om.output_check``): a chunk or
+a buffered reflection that is not observations is never stored, and the job ends with
+``data-om-buffering-failed`` naming the problem (a failed background observation also
+leaves a ``data-om-observation-failed`` copy on the newest stored reply, not streamed).
 """
 
 from __future__ import annotations
@@ -106,7 +111,11 @@ class PartSink:
         if self.step is not None and self.step.live:
             self.step.emit(part, durable=durable)
         elif durable:
-            self.late.append({"type": f"data-{part.name}", "data": part.data})
+            self.store(part)
+
+    def store(self, part: DataPart) -> None:
+        """Keep ``part`` on the thread's newest stored reply without streaming it (``flush``)."""
+        self.late.append({"type": f"data-{part.name}", "data": part.data})
 
     async def flush(self) -> None:
         late, self.late = self.late, []
@@ -200,6 +209,7 @@ class Buffering:
         except Exception as exc:  # buffering never raises: the threshold path observes instead
             log.warning("buffered observation of thread %s failed: %s", ctx.thread_id, describe_error(exc))
             sink.emit(cycle.failed(describe_error(exc)))
+            sink.store(cycle.observation_failed(describe_error(exc)))
         finally:
             await sink.flush()
 
@@ -242,19 +252,19 @@ class Buffering:
                 top = reflection_max_level(level)
                 target = round(0.75 * estimate)
                 while True:  # like the synchronous reflector: escalate until the slice shrinks enough
-                    reflection, tokens, inline = await self.engine.reflect_once(ctx, model, "\n".join(lines), level,
-                                                                                buffered=True)
-                    if reflection and tokens <= target:
+                    attempt = await self.engine.reflect_once(ctx, model, "\n".join(lines), level, buffered=True)
+                    if attempt.problem is None and attempt.tokens <= target:
                         break
                     if level >= top:
                         # Swapping in a reflection that does not shrink the log would only start
                         # the next one at once: this log is left alone until it changes.
                         self._suppressed[record.lookup_key] = record.observation_token_count
-                        sink.emit(cycle.failed(f"Did not compress below target ({estimate} → {tokens}, "
-                                               f"target: {target})" if reflection else
-                                               "The reflector returned no usable observations"))
+                        sink.emit(cycle.failed(
+                            f"Reflector output rejected: {attempt.problem}" if attempt.problem else
+                            f"Did not compress below target ({estimate} → {attempt.tokens}, target: {target})"))
                         return
                     level += 1
+                reflection, tokens, inline = attempt.text, attempt.tokens, attempt.extracted
                 self._suppressed.pop(record.lookup_key, None)
                 # like a chunk's, the reflection's extracted values are kept at once, not at its activation
                 extraction = await self.engine.extract(ctx, record, REFLECTION, inline, reflection, buffered=True)

@@ -208,6 +208,9 @@ class _TapSink:
         _tap(self.run, part)
         self.sink.emit(part, durable)
 
+    def store(self, part: DataPart) -> None:
+        self.sink.store(part)
+
     async def flush(self) -> None:
         await self.sink.flush()
 

@@ -13,11 +13,15 @@ record store (``app.storage.om_records``):
   cycle each time) until the result fits under the threshold or the highest level is
   reached; the result is the next generation row (2.6, 4.4).
 
-Nothing is lost on failure: a provider error, a timeout, an empty or (after one retry)
-degenerate answer ends the cycle with a ``data-om-observation-failed`` part and leaves the
-record as it was; the turn goes on. The record's ``is_observing`` / ``is_reflecting`` flag
-is claimed in the database first, so two processes never run the same cycle on one record
-(a flag older than ``app.om.flags.STALE_FLAG_S`` is a dead process's and is taken over).
+Nothing is lost on failure: a provider error, a timeout, or an answer that is not
+observations (``app.om.output_check``: prose, a refusal, an empty block, repetition, a
+reflection far too small) ends the cycle with a ``data-om-observation-failed`` part naming
+the problem and leaves the record as it was; the turn goes on. A rejected observer answer
+is asked for once more, a rejected reflection is asked for again a compression level up.
+
+The record's ``is_observing`` / ``is_reflecting`` flag is claimed in the database first, so
+two processes never run the same cycle on one record (a flag older than
+``app.om.flags.STALE_FLAG_S`` is a dead process's and is taken over).
 
 Each model call is an ``agent_run`` span (Mastra's observer and reflector are agents named
 ``observational-memory-observer`` / ``-reflector``) under the turn's processor span.
@@ -40,6 +44,7 @@ from app.om.extract_run import Extraction, ExtractionResult, end_fields, observe
 from app.om.flags import STALE_FLAG_S, settled
 from app.om.groups import message_range, rewrap_reflection, wrap_group
 from app.om.observer_context import truncate_previous_observations
+from app.om.output_check import observer_problem, reflection_problem
 from app.om.parsing import parse_observer_output, parse_reflector_output
 from app.om.parts import OBSERVATION, REFLECTION, Cycle, activation_part, marker_config
 from app.om.prompts import (observer_messages, observer_system_prompt, reflection_max_level, reflection_start_level,
@@ -61,7 +66,18 @@ Emit = Callable[..., None]
 
 
 class CycleFailed(Exception):
-    """The observer or reflector gave nothing usable (empty or degenerate)."""
+    """The observer or reflector gave nothing usable (``app.om.output_check``)."""
+
+
+@dataclass(frozen=True)
+class Reflection:
+    """One reflector answer: the condensed log ("" when rejected), its tokens, the inline
+    extracted values by slug, and why it was rejected (None when usable)."""
+
+    text: str
+    tokens: int
+    extracted: dict[str, Any]
+    problem: str | None
 
 
 @dataclass
@@ -211,15 +227,15 @@ class ObservationalMemory:
                                      prior_thread_title=hints.get("threadTitle") if config.thread_title else None,
                                      skip_continuation_hints=buffered, attachments=attachments,
                                      prior_extracted=await self.extraction.priors(ctx, OBSERVATION))]
-        for attempt in range(2):  # a degenerate answer is asked again once
+        problem = None
+        for attempt in range(2):  # a rejected answer is asked for once more
             completion = await self.ask(ctx, OBSERVER_AGENT, model, prompt, config.model_settings)
             output = parse_observer_output(completion.text, self.extraction.slugs(OBSERVATION))
-            if not output.degenerate:
-                if not output.observations.strip():
-                    raise CycleFailed("The observer returned no observations")
+            problem = observer_problem(output.observations, output.degenerate)
+            if problem is None:
                 return output
-            log.info("observer output for thread %s was degenerate (attempt %d)", ctx.thread_id, attempt + 1)
-        raise CycleFailed("Observer produced degenerate output after retry")
+            log.info("observer answer for thread %s rejected (attempt %d): %s", ctx.thread_id, attempt + 1, problem)
+        raise CycleFailed(f"Observer output rejected after retry: {problem}")
 
     # -- reflection --------------------------------------------------------------------
 
@@ -305,10 +321,9 @@ class ObservationalMemory:
         return new
 
     async def reflect_once(self, ctx: CycleContext, model: ResolvedModel, observations: str, level: int, *,
-                           buffered: bool = False) -> tuple[str, int, dict[str, Any]]:
-        """One reflector call at compression ``level`` (a ``buffered`` one extracts no
-        hints): the condensed log ("" when unusable: empty or degenerate), its tokens, and
-        the inline extracted values by slug (the suggested response among them)."""
+                           buffered: bool = False) -> Reflection:
+        """One reflector call on ``observations`` at compression ``level`` (a ``buffered``
+        one extracts no hints), its answer checked (``app.om.output_check``)."""
         config = self.options.reflection
         extractors = self.extraction.prompt_extractors(REFLECTION)
         system = reflector_system_prompt(instruction=config.instruction, resource_scope=self.options.scope == "resource",
@@ -320,10 +335,17 @@ class ObservationalMemory:
                                                          prior_extracted=priors, extractors=extractors)],
                                     config.model_settings)
         output = parse_reflector_output(completion.text, self.extraction.slugs(REFLECTION))
-        text = "" if output.degenerate else output.observations.strip()
-        if text and self.options.retrieval is not None:  # the reflector read it without the tags (4.4)
+        text = output.observations.strip()
+        tokens = estimate_tokens(text) if text else 0
+        problem = reflection_problem(text, output.degenerate, tokens=tokens,
+                                     source_tokens=estimate_tokens(observations))
+        if problem is not None:
+            log.info("reflector answer for thread %s rejected at level %d: %s", ctx.thread_id, level, problem)
+            return Reflection("", 0, output.extracted, problem)
+        if self.options.retrieval is not None:  # the reflector read it without the tags (4.4)
             text = rewrap_reflection(text, observations)
-        return text, estimate_tokens(text) if text else 0, output.extracted
+            tokens = estimate_tokens(text)
+        return Reflection(text, tokens, output.extracted, None)
 
     async def _reflect(self, ctx: CycleContext, record: OMRecord, target: int) -> OMRecord:
         model = await om_model(ctx.llm, self.options.reflector_model, ctx.agent_model)
@@ -333,37 +355,37 @@ class ObservationalMemory:
         before = record.observation_token_count
         cycle = Cycle(REFLECTION, record, ctx.thread_id, marker, before)
         ctx.emit(cycle.start(), durable=True)
-        result, tokens, inline = "", 0, {}
+        result: Reflection | None = None
         while True:
             try:
-                candidate, candidate_tokens, candidate_inline = await self.reflect_once(
-                    ctx, model, record.active_observations, level)
+                attempt = await self.reflect_once(ctx, model, record.active_observations, level)
             except Exception as exc:
                 log.warning("reflection of thread %s failed: %s", ctx.thread_id, describe_error(exc))
                 ctx.emit(cycle.failed(describe_error(exc)), durable=True)
                 return record
-            if candidate:
-                result, tokens, inline = candidate, candidate_tokens, candidate_inline
-                if tokens < target or level >= top:
+            if attempt.problem is None:
+                result = attempt
+                if attempt.tokens < target or level >= top:
                     break
-                problem = f"Did not compress below threshold ({before} → {tokens}, target: {target})"
+                problem = f"Did not compress below threshold ({before} → {attempt.tokens}, target: {target})"
             else:
-                problem = "The reflector returned no usable observations"
+                problem = f"Reflector output rejected: {attempt.problem}"
                 if level >= top:
                     break
             ctx.emit(cycle.failed(f"{problem}, retrying at level {level + 1}"), durable=True)
             level += 1
             cycle = Cycle(REFLECTION, record, ctx.thread_id, marker, before)
             ctx.emit(cycle.start(), durable=True)
-        if not result:  # memory is never wiped by a failed reflection
-            ctx.emit(cycle.failed("The reflector returned no usable observations"), durable=True)
+        if result is None:  # memory is never replaced by an answer that is not observations
+            ctx.emit(cycle.failed(f"{problem}; no retry left after compression level {level}"), durable=True)
             return record
-        extraction = await self.extract(ctx, record, REFLECTION, inline, result)
-        new = await self.records.create_reflection_generation(record, observations=result, token_count=tokens)
+        text, tokens, inline = result.text, result.tokens, result.extracted
+        extraction = await self.extract(ctx, record, REFLECTION, inline, text)
+        new = await self.records.create_reflection_generation(record, observations=text, token_count=tokens)
         if extraction.patch:
             await self.patch_hints(ctx, extraction.patch)
         await self.extraction.commit(ctx, extraction, cycle.id)
-        ctx.emit(cycle.end(record=new, observation_tokens=tokens, observations=result,
+        ctx.emit(cycle.end(record=new, observation_tokens=tokens, observations=text,
                            extra=end_fields(extraction)), durable=True)
         log.info("thread %s reflected: %d -> %d observation tokens (generation %d)", ctx.thread_id, before,
                  tokens, new.generation_count)

@@ -11,7 +11,10 @@ on its own with a store and a model, outside any agent (Mastra's standalone ``ob
 The cycles are the engine's (``app.om.cycles``), with ``trigger: "manual"`` in hooks and
 spans, the same flags (a cycle already running on the record makes this a no-op) and the
 same failure rule (a failed cycle leaves the record as it was; its error is in the end hook
-and in the returned ``parts``).
+and in the returned ``parts``). Buffered chunks waiting for activation do not hold ``observe``
+back: their messages are observed with the rest, and the store drops the chunks that this
+cycle covered (``OMRecordStore.update_active_observations``), so activation never writes
+them into the log a second time.
 
 In resource scope the record is the resource's: ``observe`` gathers, as a turn does
 (``app.om.resource``), the thread's unobserved messages from its own cursor (or the

@@ -16,6 +16,9 @@ text until it runs out of tokens:
    The reflector falls back further, to the whole text, and also drops the ephemeral anchor
    ids (``[O12]``, ``[O3-N2]``) a model may copy from its input.
 4. ``sanitize_observation_lines`` cuts any line over 10,000 characters.
+
+Whether what was read is observations at all (prose read as the whole text, a refusal, an
+empty block) is for ``app.om.output_check`` to say, before a cycle writes it.
 """
 
 from __future__ import annotations

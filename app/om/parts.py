@@ -149,10 +149,18 @@ class BufferCycle:
         return DataPart("om-buffering-end", data, transient=True)
 
     def failed(self, error: str) -> DataPart:
-        return DataPart("om-buffering-failed", {
+        return DataPart("om-buffering-failed", self._failure(error), transient=True)
+
+    def observation_failed(self, error: str) -> DataPart:
+        """The ``data-om-observation-failed`` copy of a failed background observation, which
+        is stored on the reply but not streamed (2.4, "On failure")."""
+        return DataPart("om-observation-failed", self._failure(error), transient=True)
+
+    def _failure(self, error: str) -> dict[str, Any]:
+        return {
             "cycleId": self.id, "operationType": self.operation, "failedAt": now_iso(),
             "durationMs": self._duration_ms(), "tokensAttempted": self.tokens, "error": error[:2000],
-            "recordId": self.record.id, "threadId": self.thread_id}, transient=True)
+            "recordId": self.record.id, "threadId": self.thread_id}
 
 
 def activation_part(*, cycle_id: str | None, operation: str, record: OMRecord, thread_id: str,

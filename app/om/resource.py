@@ -31,11 +31,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from app.om.context import message_boundary
-from app.om.engine import OBSERVER_AGENT, CycleContext, ObservationalMemory, describe_error, om_model
+from app.om.engine import OBSERVER_AGENT, CycleContext, CycleFailed, ObservationalMemory, describe_error, om_model
 from app.om.extract import take_inline_values
 from app.om.extract_run import OBSERVATION, ExtractionResult, end_fields, observed_source
 from app.om.flags import STALE_FLAG_S
 from app.om.groups import message_range, wrap_group
+from app.om.output_check import observer_problem
 from app.om.parsing import ObserverOutput, parse_observer_output
 from app.om.parts import Cycle, marker_config
 from app.om.prompts import observer_messages, observer_system_prompt
@@ -262,13 +263,17 @@ async def _observe_batch(engine: ObservationalMemory, ctx: CycleContext, record:
                                  thread_priors=thread_priors)]
     try:
         model = await om_model(ctx.llm, options.observer_model, ctx.agent_model)
-        for _ in range(2):  # a degenerate answer is asked again once
+        for _ in range(2):  # an answer no thread can use is asked for once more
             completion = await engine.ask(ctx, OBSERVER_AGENT, model, prompt, options.observation.model_settings)
-            if not parse_observer_output(completion.text).degenerate:
+            if parse_observer_output(completion.text).degenerate:
+                problem = observer_problem("", True)
+                continue
+            outputs, shared_values, problems = _per_thread(completion.text, ids, group, obscure, per_thread, shared)
+            if outputs:
                 break
+            problem = "; ".join(dict.fromkeys(problems.values()))
         else:
-            raise RuntimeError("Observer produced degenerate output after retry")
-        outputs, shared_values = _per_thread(completion.text, ids, group, obscure, per_thread, shared)
+            raise CycleFailed(f"Observer output rejected after retry: {problem}")
     except Exception as exc:
         log.warning("observation of resource %s failed: %s", record.resource_id, describe_error(exc))
         for thread_id, cycle in cycles.items():
@@ -290,22 +295,31 @@ async def _observe_batch(engine: ObservationalMemory, ctx: CycleContext, record:
         owner.extraction.failures.update(found.failures)
     for thread_id, cycle in cycles.items():
         if thread_id not in observed:
-            contexts[thread_id].emit(cycle.failed("The observer wrote nothing for this thread"), durable=True)
+            reason = problems.get(thread_id, "no <thread> block for it")
+            contexts[thread_id].emit(cycle.failed(f"Observer output rejected for this thread: {reason}"),
+                                     durable=True)
     return observed
 
 
 def _per_thread(raw: str, ids: Mapping[str, str], group: Mapping[str, Sequence[Message]], obscure: bool,
-                slugs: Sequence[str], shared: Collection[str]) -> tuple[dict[str, ObserverOutput], dict[str, Any]]:
+                slugs: Sequence[str], shared: Collection[str]
+                ) -> tuple[dict[str, ObserverOutput], dict[str, Any], dict[str, str]]:
     """The answer read per ``<thread>`` block (thread id -> parsed block, the blocks that
-    observed something), and the shared sections written outside every block."""
+    hold observations, ``app.om.output_check``), the shared sections written outside every
+    block, and why a thread's block was rejected (thread id -> problem)."""
     sections = thread_sections(raw)
     if not sections and len(group) == 1:
         sections = {section_id(next(iter(group)), obscure): raw}
     outputs: dict[str, ObserverOutput] = {}
+    problems = {thread_id: "no <thread> block for it" for thread_id in group}
     for sid, body in sections.items():
         if sid in ids:
             output = parse_observer_output(f"<observations>\n{body}\n</observations>", slugs)
-            if output.observations.strip():
+            found = observer_problem(output.observations, output.degenerate)
+            if found is None:
                 outputs[ids[sid]] = output
+                problems.pop(ids[sid], None)
+            else:
+                problems[ids[sid]] = found
     shared_values, _ = take_inline_values(_THREAD_BLOCK.sub("", raw), list(shared)) if shared else ({}, "")
-    return outputs, shared_values
+    return outputs, shared_values, problems

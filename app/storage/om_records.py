@@ -154,19 +154,24 @@ class OMRecordStore:
                                          last_observed_at: str | None, observed_ids: Sequence[str],
                                          tokens_observed: int) -> OMRecord:
         """After a sync observation: the new log, its size, the cursor, the observed ids
-        (old and new), the running total, and no pending tokens."""
+        (old and new), the running total, and no pending tokens. A buffered chunk holding
+        any of the messages just observed is dropped: this cycle observed them (a manual
+        observe does not wait for activation), and activating the chunk would write them
+        into the log a second time."""
         def work(conn: sqlite3.Connection) -> sqlite3.Row:
-            row = conn.execute("SELECT observed_message_ids FROM mastra_observational_memory WHERE id = ?",
-                               (record_id,)).fetchone()
+            row = conn.execute("SELECT observed_message_ids, buffered_observation_chunks"
+                               " FROM mastra_observational_memory WHERE id = ?", (record_id,)).fetchone()
             known = json.loads(row[0]) if row and row[0] else []
             merged = list(dict.fromkeys([*known, *observed_ids]))
+            chunks = json.loads(row[1]) if row and row[1] else []
+            kept = [c for c in chunks if not _holds_any(c, observed_ids)]
             return conn.execute(
                 "UPDATE mastra_observational_memory SET active_observations = ?, observation_token_count = ?,"
                 " last_observed_at = coalesce(?, last_observed_at), observed_message_ids = ?,"
-                " total_tokens_observed = total_tokens_observed + ?, pending_message_tokens = 0, updated_at = ?"
-                " WHERE id = ? RETURNING *",
-                (observations, token_count, last_observed_at, json.dumps(merged), tokens_observed, now_iso(),
-                 record_id)).fetchone()
+                " total_tokens_observed = total_tokens_observed + ?, pending_message_tokens = 0,"
+                " buffered_observation_chunks = ?, updated_at = ? WHERE id = ? RETURNING *",
+                (observations, token_count, last_observed_at, json.dumps(merged), tokens_observed,
+                 json.dumps(kept) if kept else None, now_iso(), record_id)).fetchone()
 
         return _record(await self.db.run_write(work))
 
@@ -185,10 +190,13 @@ class OMRecordStore:
         past its messages and the interval boundary becomes its size (2.4, steps 8-9).
         None when there is no record (cleared meanwhile)."""
         def work(conn: sqlite3.Connection) -> sqlite3.Row | None:
-            row = conn.execute("SELECT id, buffered_observation_chunks, last_observed_at FROM mastra_observational_memory"
-                               " WHERE lookup_key = ? ORDER BY generation_count DESC LIMIT 1", (key,)).fetchone()
+            row = conn.execute("SELECT id, buffered_observation_chunks, last_observed_at, observed_message_ids"
+                               " FROM mastra_observational_memory WHERE lookup_key = ?"
+                               " ORDER BY generation_count DESC LIMIT 1", (key,)).fetchone()
             if row is None or (row[2] is not None and chunk["lastObservedAt"] <= row[2]):
                 return None  # gone, or its messages were observed meanwhile (a sync observation)
+            if _holds_any(chunk, json.loads(row[3]) if row[3] else ()):
+                return None  # a sync observation of the same messages landed first
             record_id = row[0]
             chunks = json.loads(row[1]) if row[1] else []
             if any(c.get("cycleId") == chunk["cycleId"] for c in chunks):
@@ -363,6 +371,10 @@ class OMRecordStore:
             return om
 
         return await self.db.run_write(work)
+
+
+def _holds_any(chunk: dict[str, Any], message_ids: Sequence[str]) -> bool:
+    return not set(chunk.get("messageIds") or ()).isdisjoint(message_ids)
 
 
 def _is_newest(conn: sqlite3.Connection, row: sqlite3.Row) -> bool:
