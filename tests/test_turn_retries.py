@@ -18,13 +18,14 @@ from app.settings import Settings
 from app.factory import storage_for
 from app.storage.conversations import ConversationStore, Message
 from app.clock import now_iso
-from tests.support import frames_of, running, run_node, sqlite_rows, ui_chunks, user_message
+from tests.support import frames_of, running, run_node, sqlite_rows, ui_chunks, user_message, wait_models_ready
 
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory):
     data = tmp_path_factory.mktemp("retries")
     with running("gateway", data, {"DEV_SERVER_TELEMETRY": "false"}) as server:
+        wait_models_ready(server)
         yield server, data / "dev-server.db"
 
 
@@ -124,6 +125,26 @@ def test_regenerate_naming_a_message_that_is_not_after_the_anchor_is_a_409(gatew
                     trigger="regenerate-message", messageId=before[1][0])  # a1's reply comes before b1
     assert response.status_code == 409 and response.json()["code"] == "REGENERATE_TARGET_NOT_FOUND"
     assert rows(db, "shared-5") == before
+
+
+def test_a_retry_while_the_reply_still_streams_follows_it_on_another_replica(tmp_path: Path) -> None:
+    from app.factory import create_app
+    from tests.support import LiveApp
+
+    settings = Settings(data_dir=tmp_path, telemetry=False)
+    db = tmp_path / "dev-server.db"
+    with LiveApp(create_app("gateway", settings)) as first, LiveApp(create_app("gateway", settings)) as second:
+        message = user_message("slow-1", "tell me something long [[slower]]")
+        body = {"id": "slow", "conversationId": "slow", "messages": [message]}
+        with httpx.stream("POST", f"{first.url}/api/chat", json=body, timeout=30) as response:
+            seen = frames_of(response, 4)  # then the connection drops
+        retried = turn(second.url, "slow", [message])  # the other replica, at once
+        stored = rows(db, "slow")
+        assert [r[1] for r in stored] == ["user", "assistant"]  # one reply, not two
+        reply = json.loads(stored[1][2])
+        assert retried[0]["messageId"] == stored[1][0] and retried[-1]["type"] == "finish"
+        assert ui_chunks(seen) == retried[:len(seen)]  # the same stream, from its start
+        assert "".join(c.get("delta", "") for c in retried if c["type"] == "text-delta") == reply["content"]
 
 
 # -- the rules on a real file --------------------------------------------------------------

@@ -140,8 +140,13 @@ class TurnStarter:
 
     async def start(self, agent: RegisteredAgent, *, thread_id: str | None, resource_id: str,
                     incoming: list[Message], run_id: str | None = None,
-                    client_tools: tuple[Tool, ...] = (), intent: TurnIntent = TurnIntent()) -> LiveTurn:
+                    client_tools: tuple[Tool, ...] = (), intent: TurnIntent = TurnIntent(),
+                    when_busy: Callable[[], Awaitable[object]] | None = None) -> LiveTurn:
         """Start a turn of ``agent``: serialised, prepared, and its first event awaited.
+
+        ``when_busy`` runs once, before waiting behind another turn on the thread (after the
+        ownership check); it may raise to answer otherwise (the gateway resumes the running
+        reply of a retried turn instead of waiting for it to end).
 
         Raises ``ThreadNotOwned`` (the thread is another resource's), ``ThreadBusy``, or
         the ``ModelProviderError`` of a model that failed before its first event.
@@ -163,6 +168,8 @@ class TurnStarter:
             if not checked:
                 checked = True
                 await memory.open_thread(thread_id, resource_id)
+                if when_busy is not None:
+                    await when_busy()
 
         deadline = time.monotonic() + self.wait_s
         if not await self._locks.acquire(thread_id, self.wait_s, check_owner_once):

@@ -18,6 +18,7 @@ it on any process (``app.api.resume``).
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Response
@@ -32,7 +33,7 @@ from app.agents.runner import Turn, new_id
 from app.agents.turns import LiveTurn, TurnStarter
 from app.api.chat_request import MAX_CONVERSATION_ID, ChatRequest
 from app.api.deps import AgentDep, AgentsDep, ForcedResource, RecordingDep, StreamLogDep, TurnsDep
-from app.api.resume import parse_last_event_id, resume
+from app.api.resume import parse_last_event_id, replay, resume
 from app.clock import spaced_iso
 from app.errors import NotFound, upstream
 from app.llm import Finish, ModelProviderError, ReasoningDelta, TextDelta, ToolCallDelta
@@ -100,12 +101,19 @@ async def _chat(body: ChatRequest, agent: RegisteredAgent, turns: TurnStarter, f
                 recording: StreamRecording | None) -> Response:
     resource = forced or agent.definition.resource
     thread_id = (body.conversationId or new_id("mastra_thread_")) if agent.memory else None
+    intent = TurnIntent(body.trigger, body.messageId)
+    when_busy = None
+    if recording is not None and thread_id is not None and intent == TurnIntent():
+        when_busy = partial(_resume_if_running, recording, thread_id, body.messages[-1].id)
     try:
         live = await turns.start(agent, thread_id=thread_id, resource_id=resource,
-                                 incoming=_incoming(body, thread_id or "", resource),
-                                 intent=TurnIntent(body.trigger, body.messageId))
+                                 incoming=_incoming(body, thread_id or "", resource), intent=intent,
+                                 when_busy=when_busy)
     except ThreadNotOwned:
         raise NotFound("Thread not found") from None
+    except _StillRunning as running:  # a retry of the turn that holds the thread: its reply, live
+        return EventSourceResponse(coalesced(replay(recording.log, running.stream_id, 0)),
+                                   headers=UI_STREAM_HEADERS, sep="\n", ping=15)
     except ModelProviderError as exc:
         raise upstream(exc.kind, exc.message) from exc
     chat_key = _chat_key(body.id)
@@ -117,6 +125,21 @@ async def _chat(body: ChatRequest, agent: RegisteredAgent, turns: TurnStarter, f
     # never started streaming (closing is idempotent).
     return EventSourceResponse(coalesced(_frames(live)), headers=UI_STREAM_HEADERS, sep="\n", ping=15,
                                background=BackgroundTask(live.aclose))
+
+
+class _StillRunning(Exception):
+    def __init__(self, stream_id: str) -> None:
+        self.stream_id = stream_id
+
+
+async def _resume_if_running(recording: StreamRecording, thread_id: str, message_id: str) -> None:
+    """A plain re-send of a message whose turn is still streaming (its client lost the
+    connection, or failed over to this replica) follows that turn's recorded stream from
+    its start instead of waiting for it (then being answered with the stored reply)."""
+    for stored_id in (message_id, f"{message_id}@{thread_id}"):  # the thread-scoped copy's id
+        row = await recording.log.running_for(thread_id, stored_id)
+        if row is not None:
+            raise _StillRunning(row.stream_id)
 
 
 def _chat_key(chat_id: str | None) -> str | None:
