@@ -24,8 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from app.agents.calculator import calculator  # noqa: E402
 from app.agents.processors import StepContext  # noqa: E402
-from app.agents.tools import ToolContext, calculator, execute  # noqa: E402
+from app.agents.tools import ToolContext, execute  # noqa: E402
 from app.clock import now_iso  # noqa: E402
 from app.memory.memory import Memory, MemoryOptions  # noqa: E402
 from app.memory.working_document import TOOL_NAME, WorkingMemoryOptions  # noqa: E402

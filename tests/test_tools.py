@@ -188,7 +188,7 @@ def test_a_tool_past_its_timeout_is_an_error_result():
 
 
 def test_the_tool_json_schema_comes_from_its_input_model():
-    from app.agents.tools import calculator
+    from app.agents.calculator import calculator
 
     spec = calculator.openai_spec()
     assert spec["type"] == "function" and spec["function"]["name"] == "calculator"

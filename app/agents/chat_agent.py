@@ -1,5 +1,6 @@
 from app.agents.definition import AgentDefinition
-from app.agents.tools import calculator, get_user_location
+from app.agents.calculator import calculator
+from app.agents.tools import get_user_location
 from app.memory.memory import Memory, MemoryOptions
 
 definition = AgentDefinition(

@@ -44,7 +44,7 @@ from opentelemetry.context import Context
 from app.agents.events import (DataPart, LoopEvent, StepFinish, StepStart, ToolCallEvent, ToolErrorEvent, ToolInputStart,
                                ToolResultEvent)
 from app.agents.processors import InputProcessor, StepContext
-from app.agents.tools import AskAgent, ToolContext, ToolOutcome, execute
+from app.agents.tools import AskAgent, ToolContext, ToolOutcome, execute, parse_arguments
 from app.llm import (Finish, LLMClient, ModelRequest, ReasoningDelta, ResolvedModel, TextDelta, ToolCall, ToolCallDelta,
                      Usage)
 from app.streaming.sse import repair_text
@@ -103,8 +103,8 @@ class ReplyParts:
 
 def parse_input(arguments: str) -> Any:
     try:
-        return json.loads(arguments) if arguments.strip() else {}
-    except json.JSONDecodeError:
+        return parse_arguments(arguments)
+    except ValueError:  # shown as sent; executing the call reports why
         return arguments
 
 

@@ -1,12 +1,19 @@
 """Server tools: what an agent can do besides talking.
 
 A ``Tool`` is a name, a description, a pydantic input model (its JSON schema is what the
-model is shown, through litellm's OpenAI function calling) and an async function taking
-the validated input and a ``ToolContext`` (who is calling, in which thread, and the trace
-context of the call's ``tool_call`` span, for spans of its own). ``execute`` never raises for the tool's own faults: arguments that
-are not JSON or do not validate, a function that raises, or one that runs past the tool's
-``timeout_s`` all become a ``ToolOutcome`` with ``error`` set, which the loop reports
-(``tool-output-error``) and feeds back to the model, and the step goes on.
+model is shown, through litellm's OpenAI function calling) and a function taking the
+validated input and a ``ToolContext`` (who is calling, in which thread, and the trace
+context of the call's ``tool_call`` span, for spans of its own). ``execute`` never raises
+for the tool's own faults: arguments that are not JSON or do not validate, a function that
+raises, one that runs past the tool's ``timeout_s``, or an output JSON cannot carry (an
+infinity, an integer of thousands of digits: ``app.json_text``) all become a ``ToolOutcome``
+with ``error`` set, which the loop reports (``tool-output-error``) and feeds back to the
+model, and the step goes on.
+
+No tool call holds the event loop, where it would stall every request of the
+process: a coroutine function is awaited there and must only await (I/O, another agent's
+turn); a plain function runs in a thread, or in a child process killed at the deadline
+when the tool is marked ``cpu_bound`` (``app.agents.tool_runs`` says which to choose).
 
 A tool without a function is a *client tool*: the model may call it, but the client runs
 it (useChat's ``addToolResult``, client-js's ``clientTools``), so the loop stops the turn at
@@ -21,11 +28,10 @@ under the given trace context and returns its text.
 
 from __future__ import annotations
 
-import ast
 import asyncio
+import inspect
 import json
 import logging
-import operator
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -33,6 +39,9 @@ from typing import Any
 
 from opentelemetry.context import Context
 from pydantic import BaseModel, Field, ValidationError
+
+from app.agents.tool_runs import run_sync
+from app.json_text import unrepresentable
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +68,21 @@ class Tool:
     name: str
     description: str
     input_model: type[BaseModel] | None = None
-    function: Callable[[Any, ToolContext], Awaitable[Any]] | None = None
+    # a coroutine function runs on the event loop; a plain one in a thread, or a child process when cpu_bound
+    function: Callable[[Any, ToolContext], Awaitable[Any] | Any] | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     schema: dict[str, Any] | None = None  # a client tool's own JSON schema (no input model)
+    cpu_bound: bool = False
 
     @property
     def client(self) -> bool:
         return self.function is None
+
+    @property
+    def on_loop(self) -> bool:
+        """Whether the function is a coroutine function, awaited on the event loop."""
+        return inspect.iscoroutinefunction(self.function) or inspect.iscoroutinefunction(
+            getattr(self.function, "__call__", None))
 
     def json_schema(self) -> dict[str, Any]:
         if self.input_model is not None:
@@ -99,9 +116,9 @@ class ToolOutcome:
 async def execute(tools: dict[str, Tool], name: str, arguments: str, context: ToolContext) -> ToolOutcome:
     """Run one tool call; every fault of the call itself is an outcome, never an exception."""
     try:
-        raw = json.loads(arguments) if arguments.strip() else {}
-    except json.JSONDecodeError as exc:
-        return ToolOutcome(arguments, error=f"The arguments are not valid JSON: {exc.msg}")
+        raw = parse_arguments(arguments)
+    except ValueError as exc:
+        return ToolOutcome(arguments, error=str(exc))
     tool = tools.get(name)
     if tool is None:
         return ToolOutcome(raw, error=f"Unknown tool {name!r}")
@@ -112,14 +129,33 @@ async def execute(tools: dict[str, Tool], name: str, arguments: str, context: To
     except ValidationError as exc:
         return ToolOutcome(raw, error=validation_message(name, exc))
     try:
-        async with asyncio.timeout(tool.timeout_s):
-            output = await tool.function(parsed, context)
+        if tool.on_loop:
+            async with asyncio.timeout(tool.timeout_s):
+                output = await tool.function(parsed, context)
+        else:
+            output = await run_sync(tool.function, parsed, context, timeout_s=tool.timeout_s,
+                                    cpu_bound=tool.cpu_bound, name=name)
     except TimeoutError:
         return ToolOutcome(raw, error=f"The tool {name} did not finish within {tool.timeout_s:g} s")
     except Exception as exc:
         log.info("tool %s failed: %s", name, exc)
         return ToolOutcome(raw, error=f"{type(exc).__name__}: {exc}")
+    problem = unrepresentable(output)
+    if problem is not None:
+        return ToolOutcome(raw, error=f"The tool {name} returned {problem}, which JSON cannot carry")
     return ToolOutcome(raw, output=output)
+
+
+def parse_arguments(arguments: str) -> Any:
+    """A call's JSON arguments; a ``ValueError`` saying why they cannot be read."""
+    try:
+        return json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"The arguments are not valid JSON: {exc.msg}") from None
+    except ValueError:  # Python reads no integer over its int-to-str limit (4,300 digits)
+        raise ValueError("The arguments are not valid JSON: they hold an integer too long to read") from None
+    except RecursionError:
+        raise ValueError("The arguments are not valid JSON: they are nested too deeply") from None
 
 
 def validation_message(name: str, exc: ValidationError) -> str:
@@ -130,46 +166,6 @@ def validation_message(name: str, exc: ValidationError) -> str:
 def client_tool(name: str, description: str, schema: dict[str, Any] | None) -> Tool:
     """A client tool described by a JSON schema (client-js's ``clientTools``)."""
     return Tool(name=name, description=description, schema=schema if isinstance(schema, dict) else None)
-
-
-# -- the built-in calculator (chat-agent's demonstration tool) -----------------------------
-
-_OPERATORS: dict[type, Callable[..., Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
-    ast.USub: operator.neg, ast.UAdd: operator.pos,
-}
-
-
-class CalculatorInput(BaseModel):
-    expression: str = Field(description="An arithmetic expression, e.g. '(2 + 3) * 4'", max_length=200)
-
-
-def _evaluate(node: ast.AST) -> float | int:
-    if isinstance(node, ast.Expression):
-        return _evaluate(node.body)
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-        left, right = _evaluate(node.left), _evaluate(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > 100:
-            raise ValueError("exponent too large")
-        return _OPERATORS[type(node.op)](left, right)
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPERATORS:
-        return _OPERATORS[type(node.op)](_evaluate(node.operand))
-    raise ValueError("only numbers and + - * / // % ** are allowed")
-
-
-async def _calculate(args: CalculatorInput, _: ToolContext) -> dict[str, Any]:
-    try:
-        tree = ast.parse(args.expression, mode="eval")
-    except SyntaxError as exc:
-        raise ValueError(f"not an arithmetic expression: {args.expression!r}") from exc
-    return {"expression": args.expression, "result": _evaluate(tree)}
-
-
-calculator = Tool(name="calculator", description="Evaluate an arithmetic expression exactly.",
-                  input_model=CalculatorInput, function=_calculate, timeout_s=2.0)
 
 
 # -- a client tool (chat-agent's demonstration: the browser knows where the user is) ------

@@ -8,12 +8,13 @@
             └── tool_call      "tool: '<name>'"            input, output or error
 
 The ``mastra.*`` attributes are the contract with ``otlp_mapping`` (the receiving side):
-plain strings for ids and types, JSON strings for input/output/attributes/error.
+plain strings for ids and types, JSON strings for input/output/attributes/error (always
+valid JSON: an infinity is null, an integer too long to write out a string saying so,
+``app.json_text``; anything else JSON has no form for is its ``str``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -22,9 +23,13 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
 
+from app.json_text import Encoder
+
+_JSON = Encoder(default=str, separators=(",", ":"))
+
 
 def to_json(value: Any) -> str:
-    return json.dumps(value, default=str, separators=(",", ":"))
+    return _JSON.encode(value)
 
 
 def identity(*, agent_id: str, agent_name: str, run_id: str, thread_id: str | None,

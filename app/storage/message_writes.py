@@ -12,19 +12,22 @@ one-row statements took 22 ms here where one 500-row statement took 6-8 ms.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from app.clock import now_iso
+from app.json_text import Encoder
 
 _INSERT_BATCH = 500  # 7 parameters a row: 3,500 a statement, well under SQLite's 32,766 limit
 _ID_BATCH = 900
 _MESSAGE_COLUMNS = "(id, thread_id, resource_id, role, type, content, created_at)"
 
 
-_COMPACT = json.JSONEncoder(separators=(",", ":"))  # built once: json.dumps with options builds one a call
+# built once (json.dumps with options builds one a call); strict JSON, whatever numbers a part
+# holds: an infinity is stored as null (SQLite's JSON functions refuse Infinity), app.json_text
+_COMPACT = Encoder(separators=(",", ":"))
+_PLAIN = Encoder()
 
 
 def content_json(content: dict[str, Any]) -> str:
@@ -32,7 +35,7 @@ def content_json(content: dict[str, Any]) -> str:
 
 
 def json_or_null(value: dict[str, Any] | None) -> str | None:
-    return None if value is None else json.dumps(value)
+    return None if value is None else _PLAIN.encode(value)
 
 
 def ensure_threads(conn: sqlite3.Connection, threads: Sequence[Any]) -> dict[str, Any]:

@@ -5,12 +5,15 @@ our generator yielded it, where an error can only drop the connection (no ``erro
 chunk, no ``[DONE]``). UTF-8 cannot encode a lone UTF-16 surrogate (``"\\ud800"`` is
 valid JSON, so one can arrive in a request, come back from storage, or be echoed by a
 model), so ``repair_text`` replaces each with U+FFFD; well-formed text is returned as is.
+Nor can a number JSON has no form for (an infinity, an integer too long to write out) fail
+it or reach the client as invalid JSON: ``app.json_text``.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from app.json_text import Encoder
 
 DONE = "[DONE]"
 
@@ -44,5 +47,8 @@ def repair_value(value: Any) -> Any:
     return value
 
 
+_CHUNK_JSON = Encoder(separators=(",", ":"), ensure_ascii=False, default=str)  # strict JSON, app.json_text
+
+
 def encode(chunk: dict[str, Any]) -> str:
-    return repair_text(json.dumps(chunk, separators=(",", ":"), ensure_ascii=False, default=str))
+    return repair_text(_CHUNK_JSON.encode(chunk))
