@@ -9,6 +9,7 @@ Anything else becomes a logged 500 with a generic message.
     ├── Unauthorized          401
     ├── NotFound              404
     ├── Conflict              409
+    ├── TooManyRequests       429 (with Retry-After)
     ├── ServiceUnavailable    503
     └── UpstreamModelError    502 (provider failures, translated in app.llm)
 """
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 class ApiError(Exception):
     status = 500
+    headers: dict[str, str] | None = None
 
     def __init__(self, error: str, issues: list[dict[str, str]] | None = None, *,
                  status: int | None = None, **extra: Any) -> None:
@@ -65,6 +67,14 @@ class NotFound(ApiError):
 
 class Conflict(ApiError):
     status = 409
+
+
+class TooManyRequests(ApiError):
+    status = 429
+
+    def __init__(self, error: str, *, retry_after_s: int) -> None:
+        super().__init__(error)
+        self.headers = {"Retry-After": str(retry_after_s)}
 
 
 class UpstreamModelError(ApiError):
@@ -124,7 +134,7 @@ def _request_kind(exc: RequestValidationError) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status)
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(ModelProviderError)  # raised before a stream starts (not_configured)
     async def model_error(_: Request, exc: ModelProviderError) -> JSONResponse:
