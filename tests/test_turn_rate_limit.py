@@ -3,7 +3,8 @@
 Past the limit a turn is a 429 JSON error with ``Retry-After`` and nothing is stored; the
 caller is the principal with auth on, else the client address. The counters live in the
 database, so one budget holds across the gateway's workers and the studio. The real ``ai``
-package's transport (what useChat uses) sees the 429 as an ordinary HTTP error.
+package's transport (what useChat uses) and the real ``@mastra/client-js`` see the 429 as
+an ordinary HTTP error.
 """
 
 from __future__ import annotations
@@ -121,9 +122,18 @@ def test_one_budget_per_principal_across_gateway_workers_and_the_studio(start_se
         assert_limited(httpx.post(f"{studio.url}/api/agents/chat-agent/send-message", json=signal, headers=alice,
                                   timeout=60), 2)
 
+        # The real @mastra/client-js rejects the run with the 429 and our body (it retries
+        # only 5xx and network errors, so one refused request is all it sends).
+        for method in ("generate", "stream"):
+            refused = run_node("studio_run.mjs", {"baseUrl": studio.url, "agentId": "chat-agent", "method": method,
+                                                  "headers": alice})
+            assert refused["ok"] is False and refused["errorName"] == "MastraClientError", refused
+            assert refused["status"] == 429 and refused["body"]["error"].startswith("Too many turns: at most 2")
+
         # bob is another principal: his budget is untouched.
-        generated = httpx.post(f"{studio.url}/api/agents/chat-agent/generate", json=run, headers=bob, timeout=60)
-        assert generated.status_code == 200 and generated.json()["text"]
+        generated = run_node("studio_run.mjs", {"baseUrl": studio.url, "agentId": "chat-agent", "method": "generate",
+                                                "headers": bob})
+        assert generated["ok"] is True and generated["text"].startswith("[local model]"), generated
         assert chat(workers[1], gateway.url, "b-1", "b1", headers=bob).status_code == 200
         assert_limited(chat(workers[0], gateway.url, "b-2", "b2", headers=bob), 2)
     finally:
