@@ -12,16 +12,16 @@ timer:
 - connected, or receiving a request's headers: the request line and headers must be
   complete within ``header_timeout_s`` of the connection being made, or of the first byte
   after an idle keep-alive period;
-- receiving its body: the whole body within ``body_timeout_s`` of the headers' end;
+- receiving its body: the whole body within ``body_timeout_s`` of the headers' end (for a
+  pipelined request, of the previous response's end: it is not read before);
 - the app running, or streaming its response: no deadline (a turn may stream for minutes);
 - idle between requests: uvicorn's own keep-alive timer.
 
 A late request is answered ``408`` with a JSON body and ``Connection: close``, then the
-connection is closed; a fresh connection that sent nothing is closed silently. If a
-response is already under way on the connection (the app answered without reading the
-body, or a pipelined request is late behind a streaming one), it is left to finish and
-the connection is not reused. On a late body the app's ``receive`` returns
-``http.disconnect`` and whatever it sends is dropped.
+connection is closed; a fresh connection that sent nothing is closed silently. On a late
+body the app's ``receive`` returns ``http.disconnect`` and whatever it sends is dropped; if
+the app had already answered without reading the body, the connection is just closed (or,
+while that answer still streams, it is left to finish and the connection is not reused).
 
 The cap is uvicorn's ``limit_concurrency`` check (connections, or running requests, of this
 process), answered in the app's error shape: a request whose headers complete while the
@@ -85,8 +85,7 @@ class _Throttled:
         self.count, self.last = 0, now
 
 
-_late = _Throttled()
-_refused = _Throttled()
+_late_headers, _late_bodies, _refused = _Throttled(), _Throttled(), _Throttled()
 
 
 def _json_response(status: bytes, error: str, *extra_headers: bytes) -> bytes:
@@ -167,6 +166,14 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._disarm()
         super().on_message_complete()
 
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        # A pipelined request whose headers came during the previous response starts now;
+        # its body (if any is still to come) is read from now on.
+        cycle = self.cycle
+        if self._deadline is None and cycle is not None and cycle.more_body and not self.transport.is_closing():
+            self._arm(self.limits.body_timeout_s, self._body_late)
+
     def handle_websocket_upgrade(self) -> None:
         self._disarm()
         super().handle_websocket_upgrade()
@@ -177,12 +184,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._deadline = None
         if self.transport.is_closing():
             return
-        if self._serving():  # a pipelined request late behind a response still being sent
-            self.cycle.keep_alive = False
-            return
         if self._request_bytes:
-            _late.warn("closed a connection from %s: request headers not complete within %s s",
-                       _address(self.client), self.limits.header_timeout_s)
+            _late_headers.warn("closed a connection from %s: request headers not complete within %s s",
+                               _address(self.client), self.limits.header_timeout_s)
             self.transport.write(_json_response(
                 b"408 Request Timeout", f"Request headers not received within {self.limits.header_timeout_s:g} s"))
         self.transport.close()
@@ -192,8 +196,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         cycle = self.cycle
         if cycle is None or self.transport.is_closing():
             return
-        _late.warn("closed a connection from %s: request body not complete within %s s", _address(self.client),
-                   self.limits.body_timeout_s)
+        _late_bodies.warn("closed a connection from %s: request body not complete within %s s",
+                          _address(self.client), self.limits.body_timeout_s)
         if not cycle.response_started:
             # What connection_lost would do: the app's receive() now returns http.disconnect
             # and its sends are dropped, so only this answer is written.

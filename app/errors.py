@@ -25,6 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from app.llm.errors import ModelProviderError
 from app.storage.errors import StorageBusy
@@ -152,6 +153,13 @@ def install_error_handlers(app: FastAPI) -> None:
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         message = "Not found" if exc.status_code == 404 else str(exc.detail)
         return JSONResponse({"error": message}, status_code=exc.status_code, headers=exc.headers)
+
+    # The client left before its body was read (or missed the body deadline, when the
+    # server cut it off: app.connection_limits). Nobody reads this answer; not an error of ours.
+    @app.exception_handler(ClientDisconnect)
+    async def client_gone(request: Request, _: ClientDisconnect) -> JSONResponse:
+        log.debug("client left before its request body was read: %s %s", request.method, request.url.path)
+        return JSONResponse({"error": "The client disconnected before its request was read"}, status_code=400)
 
     @app.exception_handler(StorageBusy)
     async def storage_busy(_: Request, exc: StorageBusy) -> JSONResponse:
