@@ -17,6 +17,8 @@ the standard library only).
 Idle keep-alive connections stay open ``DEV_SERVER_KEEP_ALIVE_S`` (uvicorn's default, 5 s,
 is shorter than common client pools keep a socket, so a client reusing one just then got a
 reset), and every response says so in ``Keep-Alive: timeout=N``, which Node's agent obeys.
+A request's headers and body must arrive within their deadlines, and one process serves at
+most ``DEV_SERVER_MAX_CONNECTIONS`` connections (``app.connection_limits``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import uvicorn
 import uvloop
 
 from app.agents.registry import DEFINITIONS
+from app.connection_limits import http_protocol
 from app.paths import PathError
 from app.settings import Settings, SettingsError
 from app.storage.errors import StorageError
@@ -154,7 +157,9 @@ async def _serve(role: str, settings: Settings, sock: socket.socket, slot: Worke
     await storage.open()  # open before serving so a bad database is one clear line, not a traceback
     stores_ms = (time.perf_counter() - started) * 1000
     app = create_app(role, settings, storage=storage, worker=slot, freeze_heap=True)
+    # The guarded protocol adds read deadlines and the connection cap (app.connection_limits).
     config = uvicorn.Config(app, log_config=None, log_level=settings.log_level, access_log=False,
+                            http=http_protocol(settings), forwarded_allow_ips=settings.forwarded_allow_ips,
                             timeout_graceful_shutdown=3, timeout_keep_alive=settings.keep_alive_s,
                             headers=[("Keep-Alive", f"timeout={settings.keep_alive_s}")])
     host, port = sock.getsockname()[:2]

@@ -9,6 +9,7 @@ Anything else becomes a logged 500 with a generic message.
     ├── Unauthorized          401
     ├── NotFound              404
     ├── Conflict              409
+    ├── TooManyRequests       429 (with Retry-After)
     ├── ServiceUnavailable    503
     └── UpstreamModelError    502 (provider failures, translated in app.llm)
 """
@@ -24,6 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from app.llm.errors import ModelProviderError
 from app.storage.errors import StorageBusy
@@ -34,6 +36,7 @@ log = logging.getLogger(__name__)
 
 class ApiError(Exception):
     status = 500
+    headers: dict[str, str] | None = None
 
     def __init__(self, error: str, issues: list[dict[str, str]] | None = None, *,
                  status: int | None = None, **extra: Any) -> None:
@@ -65,6 +68,14 @@ class NotFound(ApiError):
 
 class Conflict(ApiError):
     status = 409
+
+
+class TooManyRequests(ApiError):
+    status = 429
+
+    def __init__(self, error: str, *, retry_after_s: int) -> None:
+        super().__init__(error)
+        self.headers = {"Retry-After": str(retry_after_s)}
 
 
 class UpstreamModelError(ApiError):
@@ -124,7 +135,7 @@ def _request_kind(exc: RequestValidationError) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status)
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(ModelProviderError)  # raised before a stream starts (not_configured)
     async def model_error(_: Request, exc: ModelProviderError) -> JSONResponse:
@@ -142,6 +153,13 @@ def install_error_handlers(app: FastAPI) -> None:
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         message = "Not found" if exc.status_code == 404 else str(exc.detail)
         return JSONResponse({"error": message}, status_code=exc.status_code, headers=exc.headers)
+
+    # The client left before its body was read (or missed the body deadline, when the
+    # server cut it off: app.connection_limits). Nobody reads this answer; not an error of ours.
+    @app.exception_handler(ClientDisconnect)
+    async def client_gone(request: Request, _: ClientDisconnect) -> JSONResponse:
+        log.debug("client left before its request body was read: %s %s", request.method, request.url.path)
+        return JSONResponse({"error": "The client disconnected before its request was read"}, status_code=400)
 
     @app.exception_handler(StorageBusy)
     async def storage_busy(_: Request, exc: StorageBusy) -> JSONResponse:

@@ -98,6 +98,28 @@ class Settings(BaseSettings):
     keep_alive_s: int = Field(
         75, ge=1, le=3600, description="Seconds an idle keep-alive connection stays open (advertised in Keep-Alive)"
     )
+    # Slow clients and floods (app.connection_limits; the turn rate limit is app.api.turn_limit).
+    header_timeout_s: float = Field(
+        10.0, gt=0, le=3600, description="A request's line and headers must arrive within this of the connection"
+        " (or of its first byte after a keep-alive pause), else 408 and the connection is closed")
+    body_timeout_s: float = Field(
+        60.0, gt=0, le=3600, description="A request's whole body must arrive within this of its headers, else 408"
+        " and the connection is closed")
+    max_connections: int | None = Field(
+        1000, ge=1, description="Connections (or running requests) one process serves; a request beyond them gets"
+        " 503 with Retry-After. Unset (empty): no cap")
+    forwarded_allow_ips: str = Field(
+        "127.0.0.1,::1", description="Proxies trusted to name the client in X-Forwarded-For (the turn rate"
+        " limit's key without auth): comma-separated addresses or networks, or * for any")
+    turn_rate_limit: int | None = Field(
+        None, ge=1, description="Turns each principal (without auth: each client address) may start per"
+        " DEV_SERVER_TURN_RATE_WINDOW_S, counted in the database across processes; then 429. Unset: no limit")
+    turn_rate_window_s: float = Field(60.0, gt=0, le=86400, description="The window of DEV_SERVER_TURN_RATE_LIMIT")
+
+    @field_validator("max_connections", "turn_rate_limit", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("cors_origins")
     @classmethod

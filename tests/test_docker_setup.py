@@ -404,8 +404,8 @@ def test_nginx_config_balances_both_gateways_with_sse_friendly_settings(compose)
     body_limit = one(tree, "http", "server", "client_max_body_size")[0]
     assert int(body_limit.rstrip("m")) * 1024 * 1024 >= defaults.max_body_bytes
     assert one(tree, "http", "gzip") == ["off"]
-    locations = find(tree, "http", "server", "location")
-    assert [args for _, args, _ in locations] == [["/"]]
+    locations = [hit for hit in find(tree, "http", "server", "location") if not hit[1][0].startswith("@")]
+    assert [args for _, args, _ in locations] == [["/"]]  # plus named ones (nginx's own answers)
     location = locations[0][2]
     assert one(location, "proxy_pass") == ["http://gateways"]
     assert one(location, "proxy_http_version") == ["1.1"]
@@ -420,6 +420,42 @@ def test_nginx_config_balances_both_gateways_with_sse_friendly_settings(compose)
     assert "non_idempotent" not in one(location, "proxy_next_upstream")  # a sent chat is never replayed
     with pytest.raises(AssertionError):
         parse_nginx("http { server { listen 80 } ")  # the parser does refuse broken syntax
+
+
+def test_nginx_limits_floods_and_slow_clients_per_address_in_json(compose):
+    tree = parse_nginx(NGINX_CONF.read_text())
+    defaults = Settings()
+    zones = {args[1].split("=")[1].split(":")[0]: args for _, args, _ in find(tree, "http", "limit_req_zone")}
+    conn_zones = {args[1].split("=")[1].split(":")[0]: args for _, args, _ in find(tree, "http", "limit_conn_zone")}
+    assert [args[0] for args in (*zones.values(), *conn_zones.values())] == ["$binary_remote_addr"] * 2
+    assert one(tree, "http", "limit_req_status") == one(tree, "http", "limit_conn_status") == ["429"]
+    server = find(tree, "http", "server")[0][2]
+    conn_zone, connections = one(server, "limit_conn")
+    assert conn_zone in conn_zones and int(connections) > 0
+    location = next(block for _, args, block in find(server, "location") if args == ["/"])
+    req_zone = one(location, "limit_req")[0].removeprefix("zone=")
+    assert req_zone in zones
+    # The client's own address, which the gateways trust to key the turn rate limit.
+    headers = {args[0]: args[1] for name, args, _ in location if name == "proxy_set_header"}
+    assert headers["X-Forwarded-For"] == "$remote_addr"
+    for service in (s for s in app_services(compose).values() if role_of(s) == "gateway"):
+        assert environment(service)["DEV_SERVER_FORWARDED_ALLOW_IPS"] == "*"
+    # Slow clients are cut off here, no later than the gateways would.
+    assert seconds(one(server, "client_header_timeout")[0]) <= defaults.header_timeout_s
+    assert seconds(one(server, "client_body_timeout")[0]) <= defaults.body_timeout_s
+    # nginx's own 429 in the gateway's error shape, with Retry-After.
+    assert one(server, "error_page") == ["429", "@too_many_requests"]
+    named = next(block for _, args, block in find(server, "location") if args == ["@too_many_requests"])
+    assert one(named, "default_type") == ["application/json"]
+    assert one(named, "add_header")[:2] == ["Retry-After", "1"]
+    status, body = one(named, "return")
+    assert status == "429" and set(json.loads(body)) == {"error"}
+
+
+def test_compose_limits_turns_per_principal_across_the_topology(compose):
+    for name, service in app_services(compose).items():
+        assert int(environment(service)["DEV_SERVER_TURN_RATE_LIMIT"]) > 0, name
+    assert Settings().turn_rate_limit is None  # make dev: off
 
 
 def test_otel_collector_pipelines_forward_to_the_studio(compose):

@@ -199,3 +199,16 @@ def test_a_reply_resumes_through_the_balancer_whichever_gateway_answers(topology
                                           "body": {"conversationId": "via-lb-resume"}, "abortAfterChunks": 5})
     assert result["error"] is None and result["status"] == "ready" and result["resumeStatus"] == 200, result
     assert [m["role"] for m in result["messages"]] == ["user", "assistant"]
+
+
+def test_a_flood_from_one_address_is_refused_by_nginx_in_json(topology):
+    # Last in the module: it spends this address's request budget (refilled within 2 s).
+    with httpx.Client(timeout=10) as client:
+        answers = [client.get(f"{topology['lb']}/health") for _ in range(120)]
+    statuses = [answer.status_code for answer in answers]
+    assert statuses[0] == 200 and 429 in statuses, statuses
+    refused = next(answer for answer in answers if answer.status_code == 429)
+    assert refused.headers["content-type"] == "application/json" and refused.headers["retry-after"] == "1"
+    assert refused.json() == {"error": "Too many requests from this address; retry shortly"}
+    time.sleep(2.5)
+    assert httpx.get(f"{topology['lb']}/health", timeout=10).status_code == 200

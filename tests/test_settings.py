@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from app.settings import Settings, SettingsError
+from app.settings import ENV_PREFIX, Settings, SettingsError
+from tests.support import REPO
 
 
 def test_defaults():
@@ -54,9 +56,36 @@ def test_cors_origins_are_normalised(monkeypatch):
                                          ("DEV_SERVER_CORS_ORIGINS", "*, https://a.example"),
                                          ("DEV_SERVER_CORS_ORIGINS", "https://*.example"),
                                          ("DEV_SERVER_KEEP_ALIVE_S", "0"),
-                                         ("DEV_SERVER_KEEP_ALIVE_S", "long")])
+                                         ("DEV_SERVER_KEEP_ALIVE_S", "long"),
+                                         ("DEV_SERVER_HEADER_TIMEOUT_S", "0"),
+                                         ("DEV_SERVER_BODY_TIMEOUT_S", "-1"),
+                                         ("DEV_SERVER_MAX_CONNECTIONS", "0"),
+                                         ("DEV_SERVER_TURN_RATE_LIMIT", "many"),
+                                         ("DEV_SERVER_TURN_RATE_WINDOW_S", "0")])
 def test_bad_http_settings_fail_with_one_line_naming_the_variable(monkeypatch, name, value):
     monkeypatch.setenv(name, value)
     with pytest.raises(SettingsError) as info:
         Settings.load()
     assert name in str(info.value) and "\n" not in str(info.value)
+
+
+def test_read_deadlines_and_the_connection_cap_are_on_and_the_turn_limit_off_by_default(monkeypatch):
+    settings = Settings.load()
+    assert (settings.header_timeout_s, settings.body_timeout_s, settings.max_connections) == (10, 60, 1000)
+    assert settings.turn_rate_limit is None and settings.turn_rate_window_s == 60
+    monkeypatch.setenv("DEV_SERVER_MAX_CONNECTIONS", "")  # empty: no cap
+    monkeypatch.setenv("DEV_SERVER_TURN_RATE_LIMIT", "5")
+    settings = Settings.load()
+    assert settings.max_connections is None and settings.turn_rate_limit == 5
+
+
+def test_every_setting_has_help_and_a_row_in_the_readme_settings_table():
+    readme = (REPO / "README.md").read_text()
+    table = readme.split("### Settings (environment")[1].split("\n## ")[0]
+    documented = set(re.findall(r"`(DEV_SERVER_[A-Z0-9_]+)`", table))
+    for name, field in Settings.model_fields.items():
+        if field.validation_alias or field.exclude:  # OTEL_* and the provider variables: described as families
+            continue
+        variable = ENV_PREFIX + name.upper()
+        assert field.description, f"{variable} has no help line in app/settings.py"
+        assert variable in documented, f"{variable} is missing from the README's settings table"

@@ -3,7 +3,8 @@
 The response is the AI SDK UI message stream v1 over SSE. Everything that can be refused
 is refused before the stream starts, as a 4xx JSON error with nothing written: a bad
 body (FastAPI validates ``ChatRequest``), an unknown agent, another resource's thread, a
-thread still busy with another reply past the wait bound (409). The turn starts through
+thread still busy with another reply past the wait bound (409), a caller past the turn
+rate limit (429, ``app.api.turn_limit``). The turn starts through
 ``app.agents.turns`` like every other turn, and its first model event is awaited before
 the response starts too, so a provider that fails at once (bad key, 429, timeout) is a
 JSON error, while the user's message is already stored. After that, any failure is an
@@ -32,7 +33,7 @@ from app.agents.registry import DEFAULT_AGENT_ID, RegisteredAgent
 from app.agents.runner import Turn, new_id
 from app.agents.turns import LiveTurn, TurnStarter
 from app.api.chat_request import MAX_CONVERSATION_ID, ChatRequest
-from app.api.deps import AgentDep, AgentsDep, ForcedResource, RecordingDep, StreamLogDep, TurnsDep
+from app.api.deps import AgentDep, AgentsDep, ForcedResource, LimitTurns, RecordingDep, StreamLogDep, TurnsDep
 from app.api.resume import parse_last_event_id, replay, resume
 from app.clock import spaced_iso
 from app.errors import NotFound, upstream
@@ -55,6 +56,7 @@ _STREAM_RESPONSES: dict[int | str, dict[str, Any]] = {
           "content": {"text/event-stream": {}}},
     400: {"description": "Invalid request body"}, 404: {"description": "Unknown agent, or a foreign thread"},
     409: {"description": "The thread is busy with another reply"},
+    429: {"description": "Too many turns from this caller (DEV_SERVER_TURN_RATE_LIMIT); see Retry-After"},
 }
 _RESUME_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"description": "The stream's frames after `Last-Event-ID` (all without it), then live ones, to `[DONE]`",
@@ -65,7 +67,7 @@ _RESUME_RESPONSES: dict[int | str, dict[str, Any]] = {
 LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", description="The SSE id the client saw last")]
 
 
-@router.post("/api/chat", responses=_STREAM_RESPONSES, response_class=Response)
+@router.post("/api/chat", responses=_STREAM_RESPONSES, response_class=Response, dependencies=[LimitTurns])
 async def chat(body: ChatRequest, agents: AgentsDep, turns: TurnsDep, forced: ForcedResource,
                recording: RecordingDep) -> Response:
     agent_id = body.agentId or DEFAULT_AGENT_ID
@@ -75,7 +77,8 @@ async def chat(body: ChatRequest, agents: AgentsDep, turns: TurnsDep, forced: Fo
     return await _chat(body, agent, turns, forced, recording)
 
 
-@router.post("/api/agents/{agent_id}/chat", responses=_STREAM_RESPONSES, response_class=Response)
+@router.post("/api/agents/{agent_id}/chat", responses=_STREAM_RESPONSES, response_class=Response,
+             dependencies=[LimitTurns])
 async def agent_chat(body: ChatRequest, agent: AgentDep, turns: TurnsDep, forced: ForcedResource,
                      recording: RecordingDep) -> Response:
     return await _chat(body, agent, turns, forced, recording)

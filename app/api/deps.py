@@ -23,6 +23,7 @@ from app.agents.runner import TurnRunner
 from app.agents.signals import ThreadHub
 from app.agents.turns import TurnStarter
 from app.api.studio.query import Query
+from app.api.turn_limit import TurnLimit
 from app.auth import resource_for
 from app.background import BackgroundWork
 from app.errors import NotFound
@@ -30,6 +31,7 @@ from app.settings import Settings
 from app.storage.composite import CompositeStore
 from app.storage.conversations import ConversationStore
 from app.storage.leases import ThreadLeases
+from app.storage.rate_windows import RateWindows
 from app.storage.stream_log import StreamLog
 from app.streaming.recorder import StreamRecording
 from app.workers import WorkerSlot
@@ -77,8 +79,12 @@ class Services:
     turns: TurnStarter = field(init=False)  # the one way a turn starts (app.agents.turns)
     stream_log: StreamLog = field(init=False)  # recorded chat streams, read by resume on any process
     recording: StreamRecording | None = field(init=False)  # None: chat streams are not recorded
+    turn_limit: TurnLimit | None = field(init=False)  # None: turns are not rate limited
 
     def __post_init__(self) -> None:
+        limit = self.settings.turn_rate_limit
+        self.turn_limit = (TurnLimit(RateWindows(self.conversations.db), limit, self.settings.turn_rate_window_s)
+                           if limit else None)
         self.stream_log = StreamLog(self.conversations.db, retention_ms=int(self.settings.stream_retention_s * 1000),
                                     dead_after_ms=int(self.settings.stream_dead_after_s * 1000))
         self.recording = StreamRecording(self.stream_log) if self.settings.stream_resume else None
@@ -161,6 +167,20 @@ async def get_forced_resource(conn: HTTPConnection) -> str | None:
 
 Principal = Annotated[str | None, Depends(get_principal)]
 ForcedResource = Annotated[str | None, Depends(get_forced_resource)]
+
+
+async def limit_turns(conn: HTTPConnection, services: ServicesDep) -> None:
+    """Count a turn against its caller (``app.api.turn_limit``): the principal, else the
+    client address; a 429 past the limit."""
+    if services.turn_limit is None:
+        return
+    principal = principal_of(conn)
+    caller = f"principal:{principal}" if principal is not None else f"address:{conn.client.host if conn.client else ''}"
+    await services.turn_limit.take(caller)
+
+
+# On every route that starts a turn: ``@router.post(..., dependencies=[LimitTurns])``.
+LimitTurns = Depends(limit_turns)
 
 
 async def get_path_agent(agent_id: str, agents: AgentsDep) -> RegisteredAgent:

@@ -7,6 +7,7 @@ from memory and the turn is stored, exactly as on the gateway: every run starts 
 JSON (its steps, tool calls and results: ``app.api.studio.generate_result``); a run's
 ``clientTools`` are offered to the model for that run (``agent_input``);
 ``/send-message`` + ``/threads/subscribe`` are the Studio's default "signals" transport. A failure after the stream started is an ``error`` chunk, then ``[DONE]``.
+Each run counts against its caller's turn rate limit first (``app.api.turn_limit``).
 
 With authentication on, a thread id of another resource behaves as if it did not exist:
 runs on it, subscribing to it and aborting it are a 404, and the signal hub is keyed by
@@ -31,7 +32,7 @@ from app.agents.registry import RegisteredAgent
 from app.agents.signals import Key, ThreadHub
 from app.agents.tools import Tool
 from app.agents.turns import LiveTurn, TurnStarter
-from app.api.deps import AgentDep, AgentsDep, ConversationsDep, ForcedResource, SignalsDep, TurnsDep
+from app.api.deps import AgentDep, AgentsDep, ConversationsDep, ForcedResource, LimitTurns, SignalsDep, TurnsDep
 from app.api.studio.access import effective_resource
 from app.api.studio.agent_input import (AbortBody, AgentRunBody, SendMessageBody, ThreadRef, input_messages,
                                         signal_contents)
@@ -52,6 +53,8 @@ router = APIRouter(prefix="/api/agents", tags=["agents"])
 
 _SSE: dict[int | str, dict[str, Any]] = {200: {"description": "Mastra chunks over SSE, ending [DONE]",
                                                "content": {"text/event-stream": {}}}}
+_LIMITED: dict[int | str, dict[str, Any]] = {
+    429: {"description": "Too many turns from this caller (DEV_SERVER_TURN_RATE_LIMIT); see Retry-After"}}
 
 
 def summary(agent: RegisteredAgent, *, with_id: bool) -> dict[str, Any]:
@@ -140,18 +143,19 @@ async def _stream_response(live: LiveTurn) -> Response:
                                background=BackgroundTask(live.aclose))
 
 
-@router.post("/{agent_id}/stream", responses=_SSE, response_class=Response)
+@router.post("/{agent_id}/stream", responses=_SSE | _LIMITED, response_class=Response, dependencies=[LimitTurns])
 async def stream(body: AgentRunBody, agent: AgentDep, turns: TurnsDep, forced: ForcedResource) -> Response:
     return await _stream_response(await _start_run(turns, agent, body, forced))
 
 
-@router.post("/{agent_id}/stream-until-idle", responses=_SSE, response_class=Response)
+@router.post("/{agent_id}/stream-until-idle", responses=_SSE | _LIMITED, response_class=Response,
+             dependencies=[LimitTurns])
 async def stream_until_idle(body: AgentRunBody, agent: AgentDep, turns: TurnsDep,
                             forced: ForcedResource) -> Response:
     return await _stream_response(await _start_run(turns, agent, body, forced))
 
 
-@router.post("/{agent_id}/generate")
+@router.post("/{agent_id}/generate", responses=_LIMITED, dependencies=[LimitTurns])
 async def generate(body: AgentRunBody, agent: AgentDep, turns: TurnsDep, forced: ForcedResource,
                    conversations: ConversationsDep) -> dict[str, Any]:
     live = await _start_run(turns, agent, body, forced)
@@ -219,7 +223,7 @@ async def subscribe(body: ThreadRef, agent: AgentDep, hub: SignalsDep, forced: F
     return EventSourceResponse(frames(), headers=STREAM_HEADERS, sep="\n", ping=15)
 
 
-@router.post("/{agent_id}/send-message")
+@router.post("/{agent_id}/send-message", responses=_LIMITED, dependencies=[LimitTurns])
 async def send_message(body: SendMessageBody, agent: AgentDep, hub: SignalsDep, turns: TurnsDep,
                        forced: ForcedResource, conversations: ConversationsDep) -> dict[str, Any]:
     contents, metadata = signal_contents(body.message)
