@@ -6,7 +6,7 @@ JS_DIR := tests/js
 
 STUDIO_UI := studio-ui
 
-.PHONY: dev test install install-test js-deps studio-ui browser nginx bench bench-all clean
+.PHONY: dev test test-fast install install-test js-deps studio-ui browser nginx bench bench-all clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,8 +51,18 @@ dev: install
 	@$(MAKE) --no-print-directory studio-ui >/dev/null 2>&1 || echo "(Studio UI not fetched: offline? the API still serves; run make studio-ui later)"
 	$(PY) -m app dev
 
+# The suite runs on TEST_WORKERS processes (pytest-xdist; most tests wait on servers they
+# started, so more workers than cores pays); a module's tests stay on one worker (its
+# module-scoped servers start once). It ends with the 25 slowest tests.
+TEST_WORKERS ?= 4
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --durations=25
 test: install-test js-deps studio-ui browser nginx
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
+
+# The inner loop: everything but the e2e lane (browser, topology, scale-out) and the slow one
+# (fuzzing, kill loops, deliberate waits). Run make test before you push.
+test-fast: install-test js-deps studio-ui
+	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not e2e and not slow" $(PYTEST_ARGS)
 
 # The workload of issue 16 against a bare server; results in bench/results/<date>-<commit>.md.
 # `make bench QUICK=1` is a short run. `make bench-all` then runs every other benchmark too.

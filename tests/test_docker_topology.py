@@ -27,6 +27,8 @@ from tests.support import ServerProcess, free_port, run_node, user_message
 from tests.test_docker_setup import (HEALTHCHECK, NGINX, app_services, environment, load_compose, nginx_command,
                                      render_nginx, role_of)
 
+pytestmark = pytest.mark.e2e
+
 def process_env(service: dict[str, Any], base: dict[str, str], mapping: dict[str, str]) -> dict[str, str]:
     """A compose service's environment for a local process: container addresses mapped to
     loopback ones, container paths to temporary ones."""

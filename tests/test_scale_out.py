@@ -24,6 +24,8 @@ from app.storage.migrate import load_migrations
 from tests.sqld import Sqld
 from tests.support import LiveApp, ServerProcess, run_node, user_message, wait_models_ready
 
+pytestmark = pytest.mark.e2e
+
 
 def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEV_SERVER_") and not k.endswith("_API_KEY")}

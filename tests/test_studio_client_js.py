@@ -2,9 +2,12 @@
 
 One studio process for the module (``start_server`` is function-scoped, so the fixture
 below starts it the same way with a module-scoped data dir); ``tests/js/client_conformance.mjs``
-runs once per check (~0.4 s of node each; every check makes its own thread ids), so every
-check is its own pytest result and a failure shows the client's error plus the last HTTP
-exchanges (method, path, body, status, response) that led to it.
+runs every check in one node process per resource mode (every check makes its own thread
+ids), and each check is still its own pytest result, asserted from that run's JSON report:
+a failure shows the client's error plus the last HTTP exchanges (method, path, body,
+status, response) that led to it. The check names are read from the harness's source, so
+collecting this module starts no process; ``test_the_harness_runs_exactly_the_listed_checks``
+keeps that reading honest.
 
 A check's warnings (``ctx.warn``: deviations from the contract that client-js tolerates) fail
 it too, unless that exact warning is listed in ``KNOWN_DEVIATIONS`` with the issue that will
@@ -14,9 +17,10 @@ remove it (word for word, so the list cannot hide a new deviation of the same ch
 from __future__ import annotations
 
 import json
+import re
 import shutil
-import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -33,11 +37,11 @@ pytestmark = pytest.mark.skipif(
 
 
 def _check_names() -> list[str]:
-    if NODE is None or not CLIENT_JS.exists():
-        return ["unavailable"]
-    result = subprocess.run([NODE, str(JS_DIR / SCRIPT)], input=json.dumps({"list": True}), text=True,
-                            capture_output=True, timeout=60, cwd=JS_DIR, check=True)
-    return json.loads(result.stdout)["checks"]
+    """The methods of the harness's ``checks`` object, in order (``async name(client, ctx)``)."""
+    source = (JS_DIR / SCRIPT).read_text()
+    block = source[source.index("\nconst checks = {"):]
+    block = block[:block.index("\n};")]
+    return re.findall(r"^  async (\w+)\(", block, flags=re.M)
 
 
 CHECKS = _check_names()
@@ -54,15 +58,33 @@ def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         yield server
 
 
+@pytest.fixture(scope="module")
+def reports(studio: ServerProcess) -> Callable[[str | None], dict[str, Any]]:
+    """Each resource mode's run of every check, run when a test first asks for it."""
+    runs: dict[str | None, dict[str, Any]] = {}
+
+    def report(resource: str | None) -> dict[str, Any]:
+        if resource not in runs:
+            payload = {"baseUrl": studio.url, **({"resource": resource} if resource else {})}
+            runs[resource] = run_node(SCRIPT, payload, timeout=300)
+        return runs[resource]
+
+    return report
+
+
+def test_the_harness_runs_exactly_the_listed_checks(reports) -> None:
+    out = run_node(SCRIPT, {"list": True})
+    assert out["checks"] == CHECKS
+    assert [r["name"] for r in reports(None)["results"]] == CHECKS
+
+
 @pytest.mark.parametrize("resource", [None, "chat-agent"])
 @pytest.mark.parametrize("check", CHECKS)
-def test_client_js(studio: ServerProcess, check: str, resource: str | None) -> None:
+def test_client_js(reports, check: str, resource: str | None) -> None:
     """``resource="chat-agent"``: threads made the way the Studio makes them (resourceId =
     agentId) must come back with that literal resource (issue 8.9)."""
-    payload = {"baseUrl": studio.url, "only": [check], **({"resource": resource} if resource else {})}
-    out = run_node(SCRIPT, payload, timeout=30)
-    (result,) = out["results"]
-    assert result["name"] == check
+    out = reports(resource)
+    (result,) = [r for r in out["results"] if r["name"] == check]
     if not result["ok"]:
         requests = "\n".join(f"  {json.dumps(r)[:500]}" for r in result.get("detail", {}).get("requests", []))
         pytest.fail(f"{check}: {result['error']}\nlast requests by client-js {out['sdkVersion']}:\n{requests}",

@@ -28,6 +28,8 @@ from app.api.studio.ui import studio_ui_router
 from app.errors import install_error_handlers
 from tests.support import REPO, LiveApp, run_node
 
+pytestmark = pytest.mark.e2e
+
 UI_DIR = REPO / "studio-ui"
 FETCH = REPO / "scripts" / "fetch_studio_ui.sh"
 CHROMIUM = Path("/usr/bin/chromium")
