@@ -294,3 +294,106 @@ def test_wrong_types_in_agent_message_parts_are_a_400(studio: httpx.Client, mess
                            headers={"connection": "close"})
     assert 400 <= response.status_code < 500, (response.status_code, response.text)
     assert isinstance(response.json()["error"], str)
+
+
+# -- non-finite numbers (issue 25 item 3): a 400 naming the field, nothing written ----------
+
+def stored_rows(data_dir: Path, marker: str) -> list[tuple]:
+    """Threads and messages that name ``marker`` in an id or a resource."""
+    like = f"%{marker}%"
+    return (sqlite_rows(db(data_dir), "SELECT id FROM threads WHERE id LIKE ? OR resource_id LIKE ?", (like, like))
+            + sqlite_rows(db(data_dir), "SELECT id FROM messages WHERE id LIKE ? OR thread_id LIKE ?", (like, like)))
+
+
+def assert_issue(response: httpx.Response, error: str, field: str) -> str:
+    """A 400 in the app's one shape whose (first) issue names ``field``; returns its message."""
+    assert response.status_code == 400, (response.status_code, response.text)
+    body = response.json()
+    assert body["error"] == error and body["issues"][0]["field"] == field, body
+    return body["issues"][0]["message"]
+
+
+def _chat_body(marker: str, fragment: str, where: str = "metadata") -> str:
+    message = {"id": f"{marker}-m", "role": "user", "parts": [{"type": "text", "text": "hi"}]}
+    text = json.dumps({"conversationId": marker, "messages": [message]})
+    if where == "metadata":
+        return text.replace('"parts"', '"metadata": {"score": %s}, "parts"' % fragment)
+    return text.replace('"text": "hi"', '"text": "hi", "weight": %s' % fragment)
+
+
+# (role, path, body, content type, the field named, the id or resource it would have written)
+NON_FINITE_BODIES = [
+    pytest.param("gateway", "/api/chat", _chat_body("nf-chat-nan", "NaN"), "application/json",
+                 "messages.0.metadata.score", "nf-chat-nan", id="chat-metadata-nan"),
+    pytest.param("gateway", "/api/chat", _chat_body("nf-chat-inf", "[1, Infinity]"), "application/json",
+                 "messages.0.metadata.score.1", "nf-chat-inf", id="chat-metadata-infinity"),
+    pytest.param("gateway", "/api/chat", _chat_body("nf-chat-part", "-Infinity", "part"), "text/plain",
+                 "messages.0.parts.0.weight", "nf-chat-part", id="chat-part-minus-infinity-as-text-plain"),
+    pytest.param("gateway", "/api/chat", _chat_body("nf-chat-big", "1e999"), "",
+                 "messages.0.metadata.score", "nf-chat-big", id="chat-beyond-double-no-content-type"),
+    pytest.param("studio", "/api/memory/threads?agentId=chat-agent",
+                 '{"resourceId": "nf-thread", "metadata": {"n": NaN}}', "application/json", "metadata.n",
+                 "nf-thread", id="create-thread-metadata"),
+    pytest.param("studio", "/api/memory/save-messages?agentId=chat-agent",
+                 '{"messages": [{"id": "nf-save-1", "threadId": "nf-save", "resourceId": "r", "role": "user", '
+                 '"content": {"format": 2, "parts": [{"type": "text", "text": "x"}], "metadata": {"a": Infinity}}}]}',
+                 "application/json", "messages.0.content.metadata.a", "nf-save", id="save-messages-metadata"),
+    pytest.param("studio", "/api/agents/chat-agent/generate",
+                 '{"messages": [{"role": "user", "content": "hi", "providerOptions": {"x": NaN}}], '
+                 '"memory": {"thread": "nf-generate", "resource": "r"}}', "application/json",
+                 "messages.0.providerOptions.x", "nf-generate", id="generate-message"),
+]
+
+
+@pytest.mark.parametrize(("role", "path", "body", "content_type", "field", "marker"), NON_FINITE_BODIES)
+def test_non_finite_numbers_in_a_body_are_a_400_naming_the_field(
+        studio: httpx.Client, gateway: httpx.Client, data_dir: Path, role: str, path: str, body: str,
+        content_type: str, field: str, marker: str) -> None:
+    client = gateway if role == "gateway" else studio
+    response = raw_post(client, path, body, content_type)
+    assert "finite number" in assert_issue(response, "Invalid request body", field)
+    assert stored_rows(data_dir, marker) == []
+
+
+def test_non_finite_numbers_in_a_thread_patch_are_a_400_and_the_thread_is_unchanged(
+        studio: httpx.Client, data_dir: Path) -> None:
+    created = studio.post("/api/memory/threads?agentId=chat-agent",
+                          json={"threadId": "nf-patch", "resourceId": "r", "metadata": {"k": 1}})
+    assert created.status_code == 200, created.text
+    before = sqlite_rows(db(data_dir), "SELECT metadata, updated_at FROM threads WHERE id = 'nf-patch'")
+    response = studio.patch("/api/memory/threads/nf-patch?resourceId=r", content=b'{"metadata": {"k": NaN}}',
+                            headers={"content-type": "application/json"})
+    assert_issue(response, "Invalid request body", "metadata.k")
+    assert sqlite_rows(db(data_dir), "SELECT metadata, updated_at FROM threads WHERE id = 'nf-patch'") == before
+
+
+def _otlp_logs(trace_id: str, value: str) -> bytes:
+    return ('{"resourceLogs": [{"scopeLogs": [{"logRecords": [{"timeUnixNano": "1700000000000000000", '
+            '"traceId": "%s", "body": {"doubleValue": %s}}]}]}]}' % (trace_id, value)).encode()
+
+
+@pytest.mark.parametrize("encoding", ["identity", "gzip"])
+def test_non_finite_numbers_in_otlp_json_are_a_400_naming_the_field(studio: httpx.Client, encoding: str) -> None:
+    trace_id = "ab" * 15 + ("01" if encoding == "gzip" else "02")
+    body = _otlp_logs(trace_id, "NaN")
+    response = studio.post("/v1/logs", content=gzip.compress(body) if encoding == "gzip" else body,
+                           headers={"content-type": "application/json", "content-encoding": encoding})
+    field = "resourceLogs.0.scopeLogs.0.logRecords.0.body.doubleValue"
+    assert response.status_code == 400, response.text
+    assert response.json()["issues"] == [{"field": field, "message": "must be a finite number (NaN is not JSON)"}]
+    assert studio.get("/api/observability/logs", params={"traceId": trace_id}).json()["logs"] == []
+
+
+@pytest.mark.parametrize(("path", "params", "field"), [
+    pytest.param("/api/memory/threads", {"resourceId": "r", "metadata": '{"x": NaN}'}, "metadata.x", id="metadata"),
+    pytest.param("/api/memory/threads/nf-query/messages", {"include": '[{"id": "x", "withNextMessages": Infinity}]'},
+                 "include.0.withNextMessages", id="include"),
+    pytest.param("/api/memory/threads/nf-query/messages", {"filter": '{"dateRange": {"start": 1e999}}'},
+                 "filter.dateRange.start", id="filter"),
+])
+def test_non_finite_numbers_in_json_query_parameters_are_a_400_naming_the_field(
+        studio: httpx.Client, path: str, params: dict[str, str], field: str) -> None:
+    created = studio.post("/api/memory/threads?agentId=chat-agent", json={"threadId": "nf-query", "resourceId": "r"})
+    assert created.status_code in (200, 400), created.text  # 400: made by an earlier case
+    response = studio.get(path, params={"agentId": "chat-agent", "resourceId": "r", **params})
+    assert "finite number" in assert_issue(response, "Invalid query parameters", field)

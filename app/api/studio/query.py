@@ -8,7 +8,8 @@
 are dropped. Every failure is a 400 "Invalid query parameters" naming the field: a key
 used both as a plain value and as a bracket object (``x=1&x[a]=2``, ``x[a]=1&x[a][b]=2``,
 in either order), brackets or JSON nested deeper than ``MAX_DEPTH``, integers that are not
-plain ASCII digits within 64 bits. Lone surrogates in JSON parameters become U+FFFD.
+plain ASCII digits within 64 bits, non-finite numbers in JSON (``NaN``, ``1e999``). Lone
+surrogates in JSON parameters become U+FFFD.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from starlette.requests import Request
 from app.api.input_guard import MAX_DEPTH, query_json_too_deep, replace_surrogates
 from app.clock import parse_iso
 from app.errors import invalid
+from app.json_finite import NonFiniteNumber, loads_finite
 
 _BRACKET = re.compile(r"^([^\[\]]+)((?:\[[^\[\]]*\])+)$")
 _INTEGER = re.compile(r"-?[0-9]{1,19}")
@@ -97,7 +99,9 @@ class Query:
         if query_json_too_deep(raw):
             raise invalid("query", name, f"JSON nests deeper than {MAX_DEPTH} levels")
         try:
-            return replace_surrogates(json.loads(raw))
+            return replace_surrogates(loads_finite(raw))
+        except NonFiniteNumber as exc:
+            raise invalid("query", exc.field(name), exc.message) from None
         except json.JSONDecodeError:
             raise invalid("query", name, "must be valid JSON") from None
         except ValueError:  # the int digit limit
