@@ -296,7 +296,8 @@ def test_wrong_types_in_agent_message_parts_are_a_400(studio: httpx.Client, mess
     assert isinstance(response.json()["error"], str)
 
 
-# -- non-finite numbers (issue 25 item 3): a 400 naming the field, nothing written ----------
+# -- non-finite numbers, dates UTC cannot hold (issue 25 item 3): a 400 naming the field,
+# nothing written.
 
 def stored_rows(data_dir: Path, marker: str) -> list[tuple]:
     """Threads and messages that name ``marker`` in an id or a resource."""
@@ -397,3 +398,45 @@ def test_non_finite_numbers_in_json_query_parameters_are_a_400_naming_the_field(
     assert created.status_code in (200, 400), created.text  # 400: made by an earlier case
     response = studio.get(path, params={"agentId": "chat-agent", "resourceId": "r", **params})
     assert "finite number" in assert_issue(response, "Invalid query parameters", field)
+
+
+BEYOND_UTC = "9999-12-31T23:59:59-14:00"  # 10000-01-01 in UTC
+BEFORE_UTC = "0001-01-01T00:00:00+14:00"  # year 0 in UTC
+
+
+@pytest.mark.parametrize(("date_range", "field"), [
+    pytest.param({"start": 5}, "filter.dateRange.start", id="number"),
+    pytest.param({"end": ["2026-01-01"]}, "filter.dateRange.end", id="list"),
+    pytest.param({"end": BEYOND_UTC}, "filter.dateRange.end", id="beyond-utc"),
+    pytest.param({"start": BEFORE_UTC}, "filter.dateRange.start", id="before-utc"),
+])
+def test_a_bad_date_in_the_messages_filter_is_a_400_naming_the_field(
+        studio: httpx.Client, date_range: dict, field: str) -> None:
+    created = studio.post("/api/memory/threads?agentId=chat-agent", json={"threadId": "date-filter", "resourceId": "r"})
+    assert created.status_code in (200, 400), created.text
+    response = studio.get("/api/memory/threads/date-filter/messages",
+                          params={"agentId": "chat-agent", "resourceId": "r",
+                                  "filter": json.dumps({"dateRange": date_range})})
+    assert "ISO-8601" in assert_issue(response, "Invalid query parameters", field)
+
+
+@pytest.mark.parametrize("created_at", [BEYOND_UTC, BEFORE_UTC])
+def test_a_created_at_that_utc_cannot_hold_is_a_400_and_nothing_is_saved(
+        studio: httpx.Client, data_dir: Path, created_at: str) -> None:
+    marker = f"date-save-{created_at[:4]}"
+    messages = [{"id": f"{marker}-ok", "threadId": marker, "resourceId": "r", "role": "user", "content": "fine"},
+                {"id": f"{marker}-bad", "threadId": marker, "resourceId": "r", "role": "user", "content": "x",
+                 "createdAt": created_at}]
+    response = studio.post("/api/memory/save-messages?agentId=chat-agent", json={"messages": messages})
+    assert "ISO-8601" in assert_issue(response, "Invalid request body", "messages.1.createdAt")
+    assert stored_rows(data_dir, marker) == []
+
+
+@pytest.mark.parametrize("name", ["from", "to"])
+def test_an_observational_memory_bound_that_utc_cannot_hold_is_a_400(studio: httpx.Client, name: str) -> None:
+    created = studio.post("/api/memory/threads?agentId=chat-agent", json={"threadId": "date-om", "resourceId": "r"})
+    assert created.status_code in (200, 400), created.text
+    response = studio.get("/api/memory/observational-memory",
+                          params={"agentId": "chat-agent", "resourceId": "r", "threadId": "date-om",
+                                  name: BEYOND_UTC if name == "to" else BEFORE_UTC})
+    assert_issue(response, "Invalid query parameters", name)

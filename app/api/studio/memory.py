@@ -21,7 +21,7 @@ from app.api.studio.memory_search import semantic_results
 from app.api.studio.memory_bodies import (CloneBody, CreateThreadBody, DeleteMessagesBody, PatchThreadBody,
                                           SaveMessagesBody, SavedMessage, StoredContent, TransferBody,
                                           WorkingMemoryBody)
-from app.api.studio.query import Query, order_by
+from app.api.studio.query import ISO_TIME, Query, iso_time, order_by
 from app.clock import parse_iso, spaced_iso, to_iso
 from app.memory.convert import flat_text
 from app.memory.working_document import WorkingMemoryInvalid
@@ -158,15 +158,9 @@ def _message_filter(query: Query) -> tuple[list[str] | None, str | None, str | N
     date_range = value.get("dateRange") or {}
     if not isinstance(date_range, dict):
         raise invalid("query", "filter.dateRange", "must be an object")
-    bounds = []
-    for key in ("start", "end"):
-        raw = date_range.get(key)
-        try:
-            bounds.append(to_iso(parse_iso(raw)) if raw else None)
-        except (TypeError, ValueError):
-            raise invalid("query", f"filter.dateRange.{key}", "must be an ISO-8601 date") from None
-    return (roles or None, bounds[0], bounds[1], not date_range.get("startExclusive"),
-            not date_range.get("endExclusive"))
+    start, end = (iso_time(date_range.get(key), f"filter.dateRange.{key}") for key in ("start", "end"))
+    return (roles or None, to_iso(start) if start else None, to_iso(end) if end else None,
+            not date_range.get("startExclusive"), not date_range.get("endExclusive"))
 
 
 async def _with_included(store: ConversationStore, thread: Thread, page: list[Message], include: Any) -> list[Message]:
@@ -240,7 +234,7 @@ def _saved_message(item: SavedMessage, index: int, thread: Thread, stamp: str) -
         try:
             created_at = to_iso(parse_iso(item.createdAt))
         except ValueError:
-            raise invalid("body", f"messages.{index}.createdAt", "must be an ISO-8601 date") from None
+            raise invalid("body", f"messages.{index}.createdAt", ISO_TIME) from None
     return Message(item.id or str(uuid.uuid4()), thread.id, thread.resource_id, item.role, stored, created_at,
                    item.type or "text")
 

@@ -29,6 +29,7 @@ from app.json_finite import NonFiniteNumber, loads_finite
 _BRACKET = re.compile(r"^([^\[\]]+)((?:\[[^\[\]]*\])+)$")
 _INTEGER = re.compile(r"-?[0-9]{1,19}")
 INT64_MAX = 2**63 - 1
+ISO_TIME = "must be an ISO-8601 date-time (years 1 to 9999 in UTC)"
 
 
 class Query:
@@ -121,7 +122,7 @@ def iso_time(value: Any, field: str, kind: str = "query") -> datetime | None:
             return parse_iso(value)
         except ValueError:
             pass
-    raise invalid(kind, field, "must be an ISO-8601 date-time")
+    raise invalid(kind, field, ISO_TIME)
 
 
 def order_by(query: Query, fields: tuple[str, ...], default: tuple[str, str]) -> tuple[str, str]:
