@@ -296,8 +296,8 @@ def test_wrong_types_in_agent_message_parts_are_a_400(studio: httpx.Client, mess
     assert isinstance(response.json()["error"], str)
 
 
-# -- non-finite numbers, dates UTC cannot hold (issue 25 item 3): a 400 naming the field,
-# nothing written.
+# -- non-finite numbers, dates UTC cannot hold, offsets past 64 bits (issue 25 item 3): a
+# 400 naming the field, nothing written.
 
 def stored_rows(data_dir: Path, marker: str) -> list[tuple]:
     """Threads and messages that name ``marker`` in an id or a resource."""
@@ -440,3 +440,19 @@ def test_an_observational_memory_bound_that_utc_cannot_hold_is_a_400(studio: htt
                           params={"agentId": "chat-agent", "resourceId": "r", "threadId": "date-om",
                                   name: BEYOND_UTC if name == "to" else BEFORE_UTC})
     assert_issue(response, "Invalid query parameters", name)
+
+
+INT64_MAX = 2**63 - 1
+
+
+@pytest.mark.parametrize("path", ["/api/memory/threads", "/api/memory/threads/paging-thread/messages"])
+@pytest.mark.parametrize(("page", "per_page"), [(INT64_MAX, 1000), (INT64_MAX // 1000 + 1, 1000), (2**62, 2)])
+def test_a_page_whose_offset_is_past_64_bits_is_a_400_naming_page(
+        studio: httpx.Client, path: str, page: int, per_page: int) -> None:
+    created = studio.post("/api/memory/threads?agentId=chat-agent", json={"threadId": "paging-thread", "resourceId": "r"})
+    assert created.status_code in (200, 400), created.text
+    params = {"agentId": "chat-agent", "resourceId": "r", "perPage": str(per_page)}
+    message = assert_issue(studio.get(path, params={**params, "page": str(page)}), "Invalid query parameters", "page")
+    assert "64 bits" in message
+    last = studio.get(path, params={**params, "page": str(INT64_MAX // per_page)})  # the last page that fits
+    assert last.status_code == 200, last.text

@@ -45,8 +45,8 @@ async def _visible_thread(store: ConversationStore, scope: Scope, thread_id: str
 
 @router.get("/threads")
 async def list_threads(query: MastraQuery, scope: ScopeDep, store: ConversationsDep) -> dict[str, Any]:
-    page = query.int("page", 0)
     per_page = query.per_page(100, MAX_THREADS_PAGE)
+    page = query.page(per_page)
     field, direction = order_by(query, ("createdAt", "updatedAt"), ("createdAt", "DESC"))
     metadata = query.json("metadata")
     if metadata is not None and not isinstance(metadata, dict):
@@ -136,7 +136,7 @@ async def list_messages(thread_id: str, query: MastraQuery, scope: ScopeDep, sto
                 raise invalid("query", cursor, "is not a message of this thread")
             return {"messages": [m.to_api() for m in found], "uiMessages": None, "total": len(found), "page": 0,
                     "perPage": limit, "hasMore": len(found) == limit}
-    page = query.int("page", 0)
+    page = query.page(per_page)
     _, direction = order_by(query, ("createdAt",), ("createdAt", "DESC"))
     roles, after, before, after_inclusive, before_inclusive = _message_filter(query)
     messages, total = await store.page_messages(thread.id, page=page, per_page=per_page, direction=direction,

@@ -8,8 +8,9 @@
 are dropped. Every failure is a 400 "Invalid query parameters" naming the field: a key
 used both as a plain value and as a bracket object (``x=1&x[a]=2``, ``x[a]=1&x[a][b]=2``,
 in either order), brackets or JSON nested deeper than ``MAX_DEPTH``, integers that are not
-plain ASCII digits within 64 bits, non-finite numbers in JSON (``NaN``, ``1e999``). Lone
-surrogates in JSON parameters become U+FFFD.
+plain ASCII digits within 64 bits, non-finite numbers in JSON (``NaN``, ``1e999``), a
+``page`` whose offset (``page * perPage``) is past 64 bits. Lone surrogates in JSON
+parameters become U+FFFD.
 """
 
 from __future__ import annotations
@@ -81,6 +82,16 @@ class Query:
         if raw in ("false", "-1"):
             return None
         return self.int("perPage", default, minimum=1, maximum=maximum)
+
+    def page(self, per_page: int | None) -> int:
+        """``page`` (default 0), bounded so that its offset ``page * perPage`` fits SQL's 64-bit
+        OFFSET (with no limit, ``per_page`` None, there is no offset to bound)."""
+        limit = INT64_MAX // per_page if per_page else INT64_MAX
+        page = self.int("page", 0, maximum=INT64_MAX)
+        if page > limit:
+            raise invalid("query", "page", f"must be at most {limit} with perPage {per_page} "
+                                           "(the offset page * perPage must fit in 64 bits)")
+        return page
 
     def bool(self, name: str, default: bool = False) -> bool:
         raw = self.values.get(name)
