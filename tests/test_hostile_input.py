@@ -296,8 +296,8 @@ def test_wrong_types_in_agent_message_parts_are_a_400(studio: httpx.Client, mess
     assert isinstance(response.json()["error"], str)
 
 
-# -- non-finite numbers, dates UTC cannot hold, offsets past 64 bits (issue 25 item 3): a
-# 400 naming the field, nothing written.
+# -- non-finite numbers, dates UTC cannot hold, offsets past 64 bits, unreadable parts -----
+# (issue 25 item 3): each a 400 naming the field, nothing written.
 
 def stored_rows(data_dir: Path, marker: str) -> list[tuple]:
     """Threads and messages that name ``marker`` in an id or a resource."""
@@ -456,3 +456,21 @@ def test_a_page_whose_offset_is_past_64_bits_is_a_400_naming_page(
     assert "64 bits" in message
     last = studio.get(path, params={**params, "page": str(INT64_MAX // per_page)})  # the last page that fits
     assert last.status_code == 200, last.text
+
+
+@pytest.mark.parametrize("route", ["generate", "stream"])
+@pytest.mark.parametrize("message", [
+    pytest.param({"role": "user", "content": {"format": 2, "parts": "abc"}}, id="format2-parts-string"),
+    pytest.param({"role": "user", "content": {"format": 2, "parts": [1, 2]}}, id="format2-parts-scalars"),
+    pytest.param({"role": "user", "content": {"format": 2, "parts": [{"text": "x"}]}}, id="format2-part-untyped"),
+    pytest.param({"role": "user", "parts": [{"text": "x"}]}, id="ui-part-untyped"),
+])
+def test_unreadable_parts_of_an_agent_message_are_a_400_and_nothing_is_stored(
+        studio: httpx.Client, data_dir: Path, route: str, message: dict) -> None:
+    marker = "parts-" + hashlib.sha1(json.dumps([route, message]).encode()).hexdigest()[:12]
+    response = studio.post(f"/api/agents/chat-agent/{route}",
+                           json={"messages": [message], "memory": {"thread": marker, "resource": "r"}},
+                           headers={"connection": "close"})
+    key = "parts" if "parts" in message else "content"
+    assert "string 'type'" in assert_issue(response, "Invalid request body", f"messages.0.{key}")
+    assert stored_rows(data_dir, marker) == []
