@@ -30,6 +30,15 @@ def spaced_iso(count: int) -> list[str]:
 
 
 def parse_iso(text: str) -> datetime:
-    """Parse an ISO-8601 string (``Z`` or an offset); naive values are taken as UTC."""
+    """Parse an ISO-8601 string (``Z`` or an offset); naive values are taken as UTC.
+    ``ValueError`` also for a moment that UTC cannot hold (``9999-12-31T23:59:59-14:00`` is
+    past year 9999 there), so that every caller may convert the result with ``to_iso``."""
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    if not moment.tzinfo:
+        return moment.replace(tzinfo=timezone.utc)
+    if moment.year in (1, 9999):  # an offset (under a day) can only carry these out of range
+        try:
+            moment.astimezone(timezone.utc)
+        except OverflowError:
+            raise ValueError(f"{text!r} is outside the range of UTC date-times (years 1 to 9999)") from None
+    return moment

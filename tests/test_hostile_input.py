@@ -294,3 +294,183 @@ def test_wrong_types_in_agent_message_parts_are_a_400(studio: httpx.Client, mess
                            headers={"connection": "close"})
     assert 400 <= response.status_code < 500, (response.status_code, response.text)
     assert isinstance(response.json()["error"], str)
+
+
+# -- non-finite numbers, dates UTC cannot hold, offsets past 64 bits, unreadable parts -----
+# (issue 25 item 3): each a 400 naming the field, nothing written.
+
+def stored_rows(data_dir: Path, marker: str) -> list[tuple]:
+    """Threads and messages that name ``marker`` in an id or a resource."""
+    like = f"%{marker}%"
+    return (sqlite_rows(db(data_dir), "SELECT id FROM threads WHERE id LIKE ? OR resource_id LIKE ?", (like, like))
+            + sqlite_rows(db(data_dir), "SELECT id FROM messages WHERE id LIKE ? OR thread_id LIKE ?", (like, like)))
+
+
+def assert_issue(response: httpx.Response, error: str, field: str) -> str:
+    """A 400 in the app's one shape whose (first) issue names ``field``; returns its message."""
+    assert response.status_code == 400, (response.status_code, response.text)
+    body = response.json()
+    assert body["error"] == error and body["issues"][0]["field"] == field, body
+    return body["issues"][0]["message"]
+
+
+def _chat_body(marker: str, fragment: str, where: str = "metadata") -> str:
+    message = {"id": f"{marker}-m", "role": "user", "parts": [{"type": "text", "text": "hi"}]}
+    text = json.dumps({"conversationId": marker, "messages": [message]})
+    if where == "metadata":
+        return text.replace('"parts"', '"metadata": {"score": %s}, "parts"' % fragment)
+    return text.replace('"text": "hi"', '"text": "hi", "weight": %s' % fragment)
+
+
+# (role, path, body, content type, the field named, the id or resource it would have written)
+NON_FINITE_BODIES = [
+    pytest.param("gateway", "/api/chat", _chat_body("nf-chat-nan", "NaN"), "application/json",
+                 "messages.0.metadata.score", "nf-chat-nan", id="chat-metadata-nan"),
+    pytest.param("gateway", "/api/chat", _chat_body("nf-chat-inf", "[1, Infinity]"), "application/json",
+                 "messages.0.metadata.score.1", "nf-chat-inf", id="chat-metadata-infinity"),
+    pytest.param("gateway", "/api/chat", _chat_body("nf-chat-part", "-Infinity", "part"), "text/plain",
+                 "messages.0.parts.0.weight", "nf-chat-part", id="chat-part-minus-infinity-as-text-plain"),
+    pytest.param("gateway", "/api/chat", _chat_body("nf-chat-big", "1e999"), "",
+                 "messages.0.metadata.score", "nf-chat-big", id="chat-beyond-double-no-content-type"),
+    pytest.param("studio", "/api/memory/threads?agentId=chat-agent",
+                 '{"resourceId": "nf-thread", "metadata": {"n": NaN}}', "application/json", "metadata.n",
+                 "nf-thread", id="create-thread-metadata"),
+    pytest.param("studio", "/api/memory/save-messages?agentId=chat-agent",
+                 '{"messages": [{"id": "nf-save-1", "threadId": "nf-save", "resourceId": "r", "role": "user", '
+                 '"content": {"format": 2, "parts": [{"type": "text", "text": "x"}], "metadata": {"a": Infinity}}}]}',
+                 "application/json", "messages.0.content.metadata.a", "nf-save", id="save-messages-metadata"),
+    pytest.param("studio", "/api/agents/chat-agent/generate",
+                 '{"messages": [{"role": "user", "content": "hi", "providerOptions": {"x": NaN}}], '
+                 '"memory": {"thread": "nf-generate", "resource": "r"}}', "application/json",
+                 "messages.0.providerOptions.x", "nf-generate", id="generate-message"),
+]
+
+
+@pytest.mark.parametrize(("role", "path", "body", "content_type", "field", "marker"), NON_FINITE_BODIES)
+def test_non_finite_numbers_in_a_body_are_a_400_naming_the_field(
+        studio: httpx.Client, gateway: httpx.Client, data_dir: Path, role: str, path: str, body: str,
+        content_type: str, field: str, marker: str) -> None:
+    client = gateway if role == "gateway" else studio
+    response = raw_post(client, path, body, content_type)
+    assert "finite number" in assert_issue(response, "Invalid request body", field)
+    assert stored_rows(data_dir, marker) == []
+
+
+def test_non_finite_numbers_in_a_thread_patch_are_a_400_and_the_thread_is_unchanged(
+        studio: httpx.Client, data_dir: Path) -> None:
+    created = studio.post("/api/memory/threads?agentId=chat-agent",
+                          json={"threadId": "nf-patch", "resourceId": "r", "metadata": {"k": 1}})
+    assert created.status_code == 200, created.text
+    before = sqlite_rows(db(data_dir), "SELECT metadata, updated_at FROM threads WHERE id = 'nf-patch'")
+    response = studio.patch("/api/memory/threads/nf-patch?resourceId=r", content=b'{"metadata": {"k": NaN}}',
+                            headers={"content-type": "application/json"})
+    assert_issue(response, "Invalid request body", "metadata.k")
+    assert sqlite_rows(db(data_dir), "SELECT metadata, updated_at FROM threads WHERE id = 'nf-patch'") == before
+
+
+def _otlp_logs(trace_id: str, value: str) -> bytes:
+    return ('{"resourceLogs": [{"scopeLogs": [{"logRecords": [{"timeUnixNano": "1700000000000000000", '
+            '"traceId": "%s", "body": {"doubleValue": %s}}]}]}]}' % (trace_id, value)).encode()
+
+
+@pytest.mark.parametrize("encoding", ["identity", "gzip"])
+def test_non_finite_numbers_in_otlp_json_are_a_400_naming_the_field(studio: httpx.Client, encoding: str) -> None:
+    trace_id = "ab" * 15 + ("01" if encoding == "gzip" else "02")
+    body = _otlp_logs(trace_id, "NaN")
+    response = studio.post("/v1/logs", content=gzip.compress(body) if encoding == "gzip" else body,
+                           headers={"content-type": "application/json", "content-encoding": encoding})
+    field = "resourceLogs.0.scopeLogs.0.logRecords.0.body.doubleValue"
+    assert response.status_code == 400, response.text
+    assert response.json()["issues"] == [{"field": field, "message": "must be a finite number (NaN is not JSON)"}]
+    assert studio.get("/api/observability/logs", params={"traceId": trace_id}).json()["logs"] == []
+
+
+@pytest.mark.parametrize(("path", "params", "field"), [
+    pytest.param("/api/memory/threads", {"resourceId": "r", "metadata": '{"x": NaN}'}, "metadata.x", id="metadata"),
+    pytest.param("/api/memory/threads/nf-query/messages", {"include": '[{"id": "x", "withNextMessages": Infinity}]'},
+                 "include.0.withNextMessages", id="include"),
+    pytest.param("/api/memory/threads/nf-query/messages", {"filter": '{"dateRange": {"start": 1e999}}'},
+                 "filter.dateRange.start", id="filter"),
+])
+def test_non_finite_numbers_in_json_query_parameters_are_a_400_naming_the_field(
+        studio: httpx.Client, path: str, params: dict[str, str], field: str) -> None:
+    created = studio.post("/api/memory/threads?agentId=chat-agent", json={"threadId": "nf-query", "resourceId": "r"})
+    assert created.status_code in (200, 400), created.text  # 400: made by an earlier case
+    response = studio.get(path, params={"agentId": "chat-agent", "resourceId": "r", **params})
+    assert "finite number" in assert_issue(response, "Invalid query parameters", field)
+
+
+BEYOND_UTC = "9999-12-31T23:59:59-14:00"  # 10000-01-01 in UTC
+BEFORE_UTC = "0001-01-01T00:00:00+14:00"  # year 0 in UTC
+
+
+@pytest.mark.parametrize(("date_range", "field"), [
+    pytest.param({"start": 5}, "filter.dateRange.start", id="number"),
+    pytest.param({"end": ["2026-01-01"]}, "filter.dateRange.end", id="list"),
+    pytest.param({"end": BEYOND_UTC}, "filter.dateRange.end", id="beyond-utc"),
+    pytest.param({"start": BEFORE_UTC}, "filter.dateRange.start", id="before-utc"),
+])
+def test_a_bad_date_in_the_messages_filter_is_a_400_naming_the_field(
+        studio: httpx.Client, date_range: dict, field: str) -> None:
+    created = studio.post("/api/memory/threads?agentId=chat-agent", json={"threadId": "date-filter", "resourceId": "r"})
+    assert created.status_code in (200, 400), created.text
+    response = studio.get("/api/memory/threads/date-filter/messages",
+                          params={"agentId": "chat-agent", "resourceId": "r",
+                                  "filter": json.dumps({"dateRange": date_range})})
+    assert "ISO-8601" in assert_issue(response, "Invalid query parameters", field)
+
+
+@pytest.mark.parametrize("created_at", [BEYOND_UTC, BEFORE_UTC])
+def test_a_created_at_that_utc_cannot_hold_is_a_400_and_nothing_is_saved(
+        studio: httpx.Client, data_dir: Path, created_at: str) -> None:
+    marker = f"date-save-{created_at[:4]}"
+    messages = [{"id": f"{marker}-ok", "threadId": marker, "resourceId": "r", "role": "user", "content": "fine"},
+                {"id": f"{marker}-bad", "threadId": marker, "resourceId": "r", "role": "user", "content": "x",
+                 "createdAt": created_at}]
+    response = studio.post("/api/memory/save-messages?agentId=chat-agent", json={"messages": messages})
+    assert "ISO-8601" in assert_issue(response, "Invalid request body", "messages.1.createdAt")
+    assert stored_rows(data_dir, marker) == []
+
+
+@pytest.mark.parametrize("name", ["from", "to"])
+def test_an_observational_memory_bound_that_utc_cannot_hold_is_a_400(studio: httpx.Client, name: str) -> None:
+    created = studio.post("/api/memory/threads?agentId=chat-agent", json={"threadId": "date-om", "resourceId": "r"})
+    assert created.status_code in (200, 400), created.text
+    response = studio.get("/api/memory/observational-memory",
+                          params={"agentId": "chat-agent", "resourceId": "r", "threadId": "date-om",
+                                  name: BEYOND_UTC if name == "to" else BEFORE_UTC})
+    assert_issue(response, "Invalid query parameters", name)
+
+
+INT64_MAX = 2**63 - 1
+
+
+@pytest.mark.parametrize("path", ["/api/memory/threads", "/api/memory/threads/paging-thread/messages"])
+@pytest.mark.parametrize(("page", "per_page"), [(INT64_MAX, 1000), (INT64_MAX // 1000 + 1, 1000), (2**62, 2)])
+def test_a_page_whose_offset_is_past_64_bits_is_a_400_naming_page(
+        studio: httpx.Client, path: str, page: int, per_page: int) -> None:
+    created = studio.post("/api/memory/threads?agentId=chat-agent", json={"threadId": "paging-thread", "resourceId": "r"})
+    assert created.status_code in (200, 400), created.text
+    params = {"agentId": "chat-agent", "resourceId": "r", "perPage": str(per_page)}
+    message = assert_issue(studio.get(path, params={**params, "page": str(page)}), "Invalid query parameters", "page")
+    assert "64 bits" in message
+    last = studio.get(path, params={**params, "page": str(INT64_MAX // per_page)})  # the last page that fits
+    assert last.status_code == 200, last.text
+
+
+@pytest.mark.parametrize("route", ["generate", "stream"])
+@pytest.mark.parametrize("message", [
+    pytest.param({"role": "user", "content": {"format": 2, "parts": "abc"}}, id="format2-parts-string"),
+    pytest.param({"role": "user", "content": {"format": 2, "parts": [1, 2]}}, id="format2-parts-scalars"),
+    pytest.param({"role": "user", "content": {"format": 2, "parts": [{"text": "x"}]}}, id="format2-part-untyped"),
+    pytest.param({"role": "user", "parts": [{"text": "x"}]}, id="ui-part-untyped"),
+])
+def test_unreadable_parts_of_an_agent_message_are_a_400_and_nothing_is_stored(
+        studio: httpx.Client, data_dir: Path, route: str, message: dict) -> None:
+    marker = "parts-" + hashlib.sha1(json.dumps([route, message]).encode()).hexdigest()[:12]
+    response = studio.post(f"/api/agents/chat-agent/{route}",
+                           json={"messages": [message], "memory": {"thread": marker, "resource": "r"}},
+                           headers={"connection": "close"})
+    key = "parts" if "parts" in message else "content"
+    assert "string 'type'" in assert_issue(response, "Invalid request body", f"messages.0.{key}")
+    assert stored_rows(data_dir, marker) == []

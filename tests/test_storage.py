@@ -341,3 +341,17 @@ async def test_stored_messages_are_read_fast_and_repaired(libsql) -> None:
     assert clean.content["parts"][0]["text"] == "café 😀"
     assert lone.content["parts"][0]["text"] == "a\ufffdb"  # read repaired: safe for a model or a stream
     assert clean.stored_digest is not None and clean.stored_digest != lone.stored_digest
+
+
+async def test_thread_metadata_with_non_finite_numbers_is_stored_as_null(libsql) -> None:
+    """A metadata update the server makes itself (OM's extracted values come from a model's
+    JSON) is valid JSON in the column: an infinity there would make every later metadata
+    filter (json_extract) fail."""
+    from app.storage.conversations import Thread
+
+    store = ConversationStore(libsql)
+    await store.save_thread(Thread("t-nf", "r"))
+    await store.update_thread("t-nf", metadata={"score": float("-inf"), "kept": [2.5, float("nan")]})
+    assert (await store.get_thread("t-nf")).metadata == {"score": None, "kept": [2.5, None]}
+    threads, total = await store.list_threads(resource_id="r", metadata={"kept": [2.5, None]})
+    assert total == 1 and threads[0].id == "t-nf"

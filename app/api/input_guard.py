@@ -5,9 +5,11 @@
 with a 500 deep inside a parser or a store:
 
 - a body declared as JSON (``application/json``, ``*+json``) that does not parse, is not
-  UTF-8, holds an integer longer than Python's ``int`` digit limit, or nests deeper than
-  ``MAX_DEPTH``; bodies sent without a content type (or as ``text/plain``, as CORS-simple
-  clients do) that look like JSON get the same checks except "malformed";
+  UTF-8, holds an integer longer than Python's ``int`` digit limit, nests deeper than
+  ``MAX_DEPTH``, or holds a non-finite number (``NaN``, ``Infinity``, ``1e999``: Python
+  parses them, SQLite's JSON refuses them later; the issue names the field, e.g.
+  ``messages.0.metadata.score``); bodies sent without a content type (or as ``text/plain``,
+  as CORS-simple clients do) that look like JSON get the same checks except "malformed";
 - a query parameter that holds JSON nested deeper than ``MAX_DEPTH``, or a digit run
   longer than the ``int`` limit.
 
@@ -16,8 +18,9 @@ store and the SSE encoder cannot send: a ``\\ud800`` escape in a JSON body and a
 ``%ED%A0%80`` (CESU-8) sequence in the path or the query string become U+FFFD. A repaired
 body is re-serialised and the app reads the new bytes (``content-length`` updated).
 
-The hot path is one ``json.loads`` of the body (C speed; it also finds malformed JSON and
-oversized integers), a count of openers and a search for surrogate escapes; only a body
+The hot path is one parse of the body (``app.json_finite.loads_finite``: ``json.loads`` at
+C speed, whose hooks run only for float literals and the non-finite constants; it also finds
+malformed JSON and oversized integers), a count of openers and a search for surrogate escapes; only a body
 with more openers than the depth limit has its containers walked (level by level, never
 more than the limit), and only one with a lone surrogate is re-serialised. Other media
 types (OTLP protobuf, forms) and compressed bodies (gzip OTLP/JSON) pass untouched.
@@ -32,6 +35,8 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.json_finite import NonFiniteNumber, loads_finite
 
 MAX_DEPTH = 64
 # CPython's limit on int('...') and json.loads of a long integer (ValueError beyond it).
@@ -84,7 +89,9 @@ def replace_surrogates(value: Any) -> Any:
 def check_json_body(body: bytes, *, declared: bool) -> bytes | None:
     """Refuse (``InputRefused``) or pass a JSON body; returns repaired bytes, or None if unchanged."""
     try:
-        document = json.loads(body)
+        document = loads_finite(body)
+    except NonFiniteNumber as exc:  # refused even in a sniffed body: a route would parse it anyway
+        raise InputRefused(_BODY, exc.field(), exc.message) from None
     except UnicodeDecodeError:
         if declared:
             raise InputRefused(_BODY, "body", "Malformed JSON: the body is not valid UTF-8") from None

@@ -20,7 +20,6 @@ Decoding and mapping run off the event loop; the write is one transaction.
 from __future__ import annotations
 
 import base64
-import json
 import re
 import zlib
 from datetime import datetime, timezone
@@ -39,6 +38,7 @@ from starlette.concurrency import run_in_threadpool
 from app.api.deps import Principal
 from app.api.studio.observability import ObservabilityStoreDep
 from app.auth import SERVICE_PRINCIPAL, resource_for
+from app.json_finite import NonFiniteNumber, loads_finite
 from app.observability.otlp_mapping import OtlpDecodeError, logs_from_request, spans_from_request
 from app.observability.writer import ObservabilityWriter, RowsRejected
 from app.storage.errors import StorageError
@@ -155,9 +155,12 @@ def decode(message, body: bytes, content_type: str | None, content_encoding: str
             raise OtlpDecodeError(f"malformed OTLP protobuf: {exc or 'cannot parse'}") from None
         return message
     try:
-        document = json.loads(body)
+        document = loads_finite(body)
     except RecursionError:
         raise _too_deep() from None
+    except NonFiniteNumber as exc:  # NaN is not JSON (OTLP/JSON quotes it: "NaN")
+        raise OtlpDecodeError(f"invalid OTLP/JSON: {exc.field()} {exc.message}",
+                              [{"field": exc.field(), "message": exc.message}]) from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise OtlpDecodeError(f"malformed JSON: {exc}") from None
     if not isinstance(document, dict):

@@ -108,7 +108,7 @@ class ConversationStore:
                 params.append(value)
         if metadata is not None:
             sets.append("metadata = ?")
-            params.append(json.dumps(metadata))
+            params.append(writes.stored_json(metadata))
         sql = f"UPDATE threads SET {', '.join(sets)} WHERE id = ? RETURNING *"
         rows = await self.db.run_write(lambda conn: conn.execute(sql, (*params, thread_id)).fetchall())
         return thread_from_row(rows[0]) if rows else None
@@ -145,7 +145,7 @@ class ConversationStore:
             params.append(resource_id)
         for key, value in (metadata or {}).items():
             where.append("json_extract(metadata, ?) = json_extract(?, '$')")
-            params += [f'$."{key}"', json.dumps(value)]
+            params += [f'$."{key}"', writes.stored_json(value)]
         clause = f" WHERE {' AND '.join(where)}" if where else ""
         total_row = await self.db.fetch_one(f"SELECT count(*) FROM threads{clause}", params)
         column = _THREAD_COLUMNS[order_by]

@@ -34,8 +34,13 @@ def content_json(content: dict[str, Any]) -> str:
     return _COMPACT.encode(content)
 
 
+def stored_json(value: Any) -> str:
+    """Any other JSON column's text (thread metadata, OM records), as ``json.dumps`` writes it."""
+    return _PLAIN.encode(value)
+
+
 def json_or_null(value: dict[str, Any] | None) -> str | None:
-    return None if value is None else _PLAIN.encode(value)
+    return None if value is None else stored_json(value)
 
 
 def ensure_threads(conn: sqlite3.Connection, threads: Sequence[Any]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from app.clock import now_iso, parse_iso, to_iso
 from app.om.context import message_boundary
 from app.om.tokenx import estimate_tokens as estimate
 from app.storage.libsql import LibSQLStore
+from app.storage.message_writes import stored_json
 
 Flag = Literal["is_observing", "is_reflecting", "is_buffering_observation", "is_buffering_reflection"]
 _FLAGS = ("is_observing", "is_reflecting", "is_buffering_observation", "is_buffering_reflection")
@@ -144,7 +145,7 @@ class OMRecordStore:
                 " origin_type, config, generation_count, observed_timezone, created_at, updated_at)"
                 " VALUES (?, ?, ?, ?, ?, 'initial', ?, 0, ?, ?, ?)",
                 (str(uuid.uuid4()), key, scope, resource_id, thread_id if scope == "thread" else None,
-                 json.dumps(config), timezone, now, now))
+                 stored_json(config), timezone, now, now))
             return conn.execute(f"{_SELECT} WHERE lookup_key = ? ORDER BY generation_count DESC LIMIT 1",
                                 (key,)).fetchone()
 
@@ -170,8 +171,8 @@ class OMRecordStore:
                 " last_observed_at = coalesce(?, last_observed_at), observed_message_ids = ?,"
                 " total_tokens_observed = total_tokens_observed + ?, pending_message_tokens = 0,"
                 " buffered_observation_chunks = ?, updated_at = ? WHERE id = ? RETURNING *",
-                (observations, token_count, last_observed_at, json.dumps(merged), tokens_observed,
-                 json.dumps(kept) if kept else None, now_iso(), record_id)).fetchone()
+                (observations, token_count, last_observed_at, stored_json(merged), tokens_observed,
+                 stored_json(kept) if kept else None, now_iso(), record_id)).fetchone()
 
         return _record(await self.db.run_write(work))
 
@@ -204,7 +205,7 @@ class OMRecordStore:
             return conn.execute(
                 "UPDATE mastra_observational_memory SET buffered_observation_chunks = ?, last_buffered_at_time = ?,"
                 " last_buffered_at_tokens = ?, updated_at = ? WHERE id = ? RETURNING *",
-                (json.dumps([*chunks, chunk]), chunk["lastObservedAt"], chunk["messageTokens"], now_iso(),
+                (stored_json([*chunks, chunk]), chunk["lastObservedAt"], chunk["messageTokens"], now_iso(),
                  record_id)).fetchone()
 
         row = await self.db.run_write(work)
@@ -240,7 +241,7 @@ class OMRecordStore:
                 " last_observed_at = ?, total_tokens_observed = total_tokens_observed + ?, updated_at = ?"
                 " WHERE id = ? RETURNING *",
                 (merged, observation_tokens, sum(int(c.get("messageTokens") or 0) for c in chosen),
-                 json.dumps(rest) if rest else None, last, observation_tokens, now_iso(), record_id)).fetchone()
+                 stored_json(rest) if rest else None, last, observation_tokens, now_iso(), record_id)).fetchone()
 
         row = await self.db.run_write(work)
         return _record(row) if row else None
@@ -305,7 +306,7 @@ class OMRecordStore:
                 return False
             for part in parts:
                 conn.execute("UPDATE messages SET content = json_insert(content, '$.parts[#]', json(?)) WHERE seq = ?",
-                             (json.dumps(part), row[0]))
+                             (stored_json(part), row[0]))
             return True
 
         return await self.db.run_write(work)
@@ -367,7 +368,7 @@ class OMRecordStore:
                 else:
                     om[key] = value
             metadata["mastra"] = {**mastra, "om": om}
-            conn.execute("UPDATE threads SET metadata = ? WHERE id = ?", (json.dumps(metadata), thread_id))
+            conn.execute("UPDATE threads SET metadata = ? WHERE id = ?", (stored_json(metadata), thread_id))
             return om
 
         return await self.db.run_write(work)

@@ -148,7 +148,7 @@ def to_parts(content: Any) -> list[dict[str, Any]]:
                 raise ValueError("each content part must be a string or an object with a type")
         return parts
     if isinstance(content, dict) and content.get("format") == 2:
-        return list(content.get("parts") or [])
+        return [dict(part) for part in _part_list(content.get("parts") or [])]
     raise ValueError("content must be a string, a list of parts or a format-2 object")
 
 
@@ -216,8 +216,8 @@ def fold_tool_results(messages: list[Message]) -> list[Message]:
 
 
 def _part_list(parts: Any) -> list[dict[str, Any]]:
-    if not isinstance(parts, list) or not all(isinstance(p, dict) for p in parts):
-        raise ValueError("parts must be a list of objects")
+    if not isinstance(parts, list) or not all(isinstance(p, dict) and isinstance(p.get("type"), str) for p in parts):
+        raise ValueError("parts must be a list of objects with a string 'type'")
     return parts
 
 

@@ -21,7 +21,7 @@ from app.api.studio.memory_search import semantic_results
 from app.api.studio.memory_bodies import (CloneBody, CreateThreadBody, DeleteMessagesBody, PatchThreadBody,
                                           SaveMessagesBody, SavedMessage, StoredContent, TransferBody,
                                           WorkingMemoryBody)
-from app.api.studio.query import Query, order_by
+from app.api.studio.query import ISO_TIME, Query, iso_time, order_by
 from app.clock import parse_iso, spaced_iso, to_iso
 from app.memory.convert import flat_text
 from app.memory.working_document import WorkingMemoryInvalid
@@ -45,8 +45,8 @@ async def _visible_thread(store: ConversationStore, scope: Scope, thread_id: str
 
 @router.get("/threads")
 async def list_threads(query: MastraQuery, scope: ScopeDep, store: ConversationsDep) -> dict[str, Any]:
-    page = query.int("page", 0)
     per_page = query.per_page(100, MAX_THREADS_PAGE)
+    page = query.page(per_page)
     field, direction = order_by(query, ("createdAt", "updatedAt"), ("createdAt", "DESC"))
     metadata = query.json("metadata")
     if metadata is not None and not isinstance(metadata, dict):
@@ -136,7 +136,7 @@ async def list_messages(thread_id: str, query: MastraQuery, scope: ScopeDep, sto
                 raise invalid("query", cursor, "is not a message of this thread")
             return {"messages": [m.to_api() for m in found], "uiMessages": None, "total": len(found), "page": 0,
                     "perPage": limit, "hasMore": len(found) == limit}
-    page = query.int("page", 0)
+    page = query.page(per_page)
     _, direction = order_by(query, ("createdAt",), ("createdAt", "DESC"))
     roles, after, before, after_inclusive, before_inclusive = _message_filter(query)
     messages, total = await store.page_messages(thread.id, page=page, per_page=per_page, direction=direction,
@@ -158,15 +158,9 @@ def _message_filter(query: Query) -> tuple[list[str] | None, str | None, str | N
     date_range = value.get("dateRange") or {}
     if not isinstance(date_range, dict):
         raise invalid("query", "filter.dateRange", "must be an object")
-    bounds = []
-    for key in ("start", "end"):
-        raw = date_range.get(key)
-        try:
-            bounds.append(to_iso(parse_iso(raw)) if raw else None)
-        except (TypeError, ValueError):
-            raise invalid("query", f"filter.dateRange.{key}", "must be an ISO-8601 date") from None
-    return (roles or None, bounds[0], bounds[1], not date_range.get("startExclusive"),
-            not date_range.get("endExclusive"))
+    start, end = (iso_time(date_range.get(key), f"filter.dateRange.{key}") for key in ("start", "end"))
+    return (roles or None, to_iso(start) if start else None, to_iso(end) if end else None,
+            not date_range.get("startExclusive"), not date_range.get("endExclusive"))
 
 
 async def _with_included(store: ConversationStore, thread: Thread, page: list[Message], include: Any) -> list[Message]:
@@ -240,7 +234,7 @@ def _saved_message(item: SavedMessage, index: int, thread: Thread, stamp: str) -
         try:
             created_at = to_iso(parse_iso(item.createdAt))
         except ValueError:
-            raise invalid("body", f"messages.{index}.createdAt", "must be an ISO-8601 date") from None
+            raise invalid("body", f"messages.{index}.createdAt", ISO_TIME) from None
     return Message(item.id or str(uuid.uuid4()), thread.id, thread.resource_id, item.role, stored, created_at,
                    item.type or "text")
 

@@ -8,7 +8,9 @@
 are dropped. Every failure is a 400 "Invalid query parameters" naming the field: a key
 used both as a plain value and as a bracket object (``x=1&x[a]=2``, ``x[a]=1&x[a][b]=2``,
 in either order), brackets or JSON nested deeper than ``MAX_DEPTH``, integers that are not
-plain ASCII digits within 64 bits. Lone surrogates in JSON parameters become U+FFFD.
+plain ASCII digits within 64 bits, non-finite numbers in JSON (``NaN``, ``1e999``), a
+``page`` whose offset (``page * perPage``) is past 64 bits. Lone surrogates in JSON
+parameters become U+FFFD.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from starlette.requests import Request
 from app.api.input_guard import MAX_DEPTH, query_json_too_deep, replace_surrogates
 from app.clock import parse_iso
 from app.errors import invalid
+from app.json_finite import NonFiniteNumber, loads_finite
 
 _BRACKET = re.compile(r"^([^\[\]]+)((?:\[[^\[\]]*\])+)$")
 _INTEGER = re.compile(r"-?[0-9]{1,19}")
 INT64_MAX = 2**63 - 1
+ISO_TIME = "must be an ISO-8601 date-time (years 1 to 9999 in UTC)"
 
 
 class Query:
@@ -79,6 +83,16 @@ class Query:
             return None
         return self.int("perPage", default, minimum=1, maximum=maximum)
 
+    def page(self, per_page: int | None) -> int:
+        """``page`` (default 0), bounded so that its offset ``page * perPage`` fits SQL's 64-bit
+        OFFSET (with no limit, ``per_page`` None, there is no offset to bound)."""
+        limit = INT64_MAX // per_page if per_page else INT64_MAX
+        page = self.int("page", 0, maximum=INT64_MAX)
+        if page > limit:
+            raise invalid("query", "page", f"must be at most {limit} with perPage {per_page} "
+                                           "(the offset page * perPage must fit in 64 bits)")
+        return page
+
     def bool(self, name: str, default: bool = False) -> bool:
         raw = self.values.get(name)
         if raw is None:
@@ -97,7 +111,9 @@ class Query:
         if query_json_too_deep(raw):
             raise invalid("query", name, f"JSON nests deeper than {MAX_DEPTH} levels")
         try:
-            return replace_surrogates(json.loads(raw))
+            return replace_surrogates(loads_finite(raw))
+        except NonFiniteNumber as exc:
+            raise invalid("query", exc.field(name), exc.message) from None
         except json.JSONDecodeError:
             raise invalid("query", name, "must be valid JSON") from None
         except ValueError:  # the int digit limit
@@ -117,7 +133,7 @@ def iso_time(value: Any, field: str, kind: str = "query") -> datetime | None:
             return parse_iso(value)
         except ValueError:
             pass
-    raise invalid(kind, field, "must be an ISO-8601 date-time")
+    raise invalid(kind, field, ISO_TIME)
 
 
 def order_by(query: Query, fields: tuple[str, ...], default: tuple[str, str]) -> tuple[str, str]:
