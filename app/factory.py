@@ -2,9 +2,10 @@
 
 Both processes are the same app with different routers switched on, over the same default
 database. Building the app does no I/O; the lifespan opens the stores (default first, then
-each extra domain), starts warming the model layer up in the background (litellm's import
-takes seconds: ``/health`` says ``status: "starting"`` until it is done, so the server
-answers at once and a probe can wait for ``"ok"``), starts the background work
+each extra domain), starts warming the model layer up in the background (the tokenizer and
+the local model, plus litellm's import of seconds when an agent's model needs litellm:
+``/health`` says ``status: "starting"`` until it is done, so the server answers at once and
+a probe can wait for ``"ok"``), starts the background work
 (``app.background``) and, on shutdown, drains it before closing the stores in reverse order.
 
 Middleware, outermost first: CORS (a preflight is answered before anything else),
@@ -96,9 +97,9 @@ async def warm_up(llm: LLMClient, readiness: Readiness, *, freeze_heap: bool = F
     """Pay the model layer's start-up cost before the first chat does; logs the time.
 
     With ``freeze_heap`` (a server process), what start-up built is then moved out of the
-    garbage collector's sight (``gc.freeze``) before the process reports ready: litellm's
-    import leaves a large heap that every full collection would otherwise walk again (a
-    fifth of save-messages' CPU, measured)."""
+    garbage collector's sight (``gc.freeze``) before the process reports ready: start-up
+    (litellm's import above all, when a model needs it) leaves a large heap that every full
+    collection would otherwise walk again (a fifth of save-messages' CPU, measured)."""
     warm = getattr(llm, "warm_up", None)
     started = time.perf_counter()
     error = None
@@ -120,8 +121,8 @@ async def warm_up(llm: LLMClient, readiness: Readiness, *, freeze_heap: bool = F
 
 
 async def _embedder(llm: LLMClient, mastra_id: str) -> Embedder:
-    """The embedder of semantic recall: by the model seam when it has one (litellm), else
-    the built-in local model (a scripted test client)."""
+    """The embedder of semantic recall: by the model seam when it has one (a provider's
+    through litellm, or the local one), else the built-in local model (a scripted test client)."""
     choose = getattr(llm, "embedder", None)
     return await choose(mastra_id) if choose is not None else local_embedder()
 

@@ -22,11 +22,12 @@ from app.recall.options import semantic_recall_options
 
 ENV_PREFIX = "DEV_SERVER_"
 # Variables model providers are configured with (read by litellm and its SDKs): keys, base
-# URLs, API versions, and the AWS / Azure / Vertex / Google families.
+# URLs, API versions, and the AWS / Azure / Vertex / Google families (and the two names
+# litellm reads for the providers of app.llm.known_providers that the patterns would miss).
 PROVIDER_VARIABLE = re.compile(
     r"^(?!DEV_SERVER_)(?:[A-Z0-9_]+_(?:API_KEY|API_BASE|BASE_URL|API_VERSION|API_TOKEN|AUTH_TOKEN|ACCOUNT_ID)"
     r"|(?:AWS|AZURE|VERTEXAI|VERTEX|WATSONX|OLLAMA|DATABRICKS)_[A-Z0-9_]+"
-    r"|GOOGLE_APPLICATION_CREDENTIALS|GOOGLE_CLOUD_PROJECT)$")
+    r"|GOOGLE_APPLICATION_CREDENTIALS|GOOGLE_CLOUD_PROJECT|TOGETHER_AI_TOKEN|USE_LITELLM_PROXY)$")
 
 
 class SettingsError(Exception):

@@ -149,7 +149,9 @@ def test_start_logs_and_health_name_the_local_fallback(start_server: Any) -> Non
 def test_start_logs_and_health_name_the_provider(start_server: Any, fake: FakeProvider) -> None:
     gateway = start_server("gateway", env={"DEV_SERVER_TELEMETRY": "false", "OPENAI_API_KEY": KEY,
                                            "OPENAI_BASE_URL": fake.base_url})
-    chat_agent = wait_models_ready(gateway)["models"]["agents"]["chat-agent"]
+    models = wait_models_ready(gateway)["models"]
+    assert models["litellmLoaded"] is True  # a configured provider: imported by the warm-up, before the first chat
+    chat_agent = models["agents"]["chat-agent"]
     assert (chat_agent["local"], chat_agent["answeredBy"]) == (False, "openai/gpt-4o-mini")
     assert chat_agent["reason"] == "configured, custom base URL"
     assert KEY not in str(chat_agent) and fake.base_url not in str(chat_agent)

@@ -1,9 +1,11 @@
 """``GET /health`` on both processes: public (no credential needed), cheap, always JSON.
 
 It answers as soon as the port is open. ``status`` is ``"starting"`` while the models warm
-up in the background (litellm's import takes 3-10 s; a chat sent meanwhile waits for it),
-``"ok"`` once a chat is answered at once (also after a failed warm-up: then the first chat
-tries again), ``"unavailable"`` when the conversation store is not open. ``make dev``'s
+up in the background (the tokenizer and the local model, ~1 s; plus litellm's import, 3-10 s,
+when an agent's model needs litellm: a chat for it waits for that import), ``"ok"`` once a
+chat is answered at once (also after a failed warm-up: then the first chat tries again),
+``"unavailable"`` when the conversation store is not open. ``models.litellmLoaded`` says
+whether this process has imported litellm (never, while every model answers locally). ``make dev``'s
 banner, ``python -m app health`` and the image's HEALTHCHECK (deploy/healthcheck.py) wait for
 ``"ok"``. ``background`` counts the process's background jobs (``app.background``: queued,
 running, failed, dropped); ``semanticRecall`` names the embedder in use and the index's

@@ -12,6 +12,11 @@ Configuration (``from_settings``): provider variables come from the settings (en
 and ``.env``) and decide, per model, who answers (``app.llm.models``). A request carries
 the ``ResolvedModel`` its turn resolved, so a model is resolved once per turn.
 
+litellm is imported (in a worker thread, ``app.llm.offline``) the first time a model needs
+it: to be resolved (a provider variable is set, or the provider is not in
+``app.llm.known_providers``), called, or to embed. A process whose models all answer
+locally never imports it; ``status()`` says whether it is loaded.
+
 Time and retries are ours alone: the provider SDK's own retries are off (``max_retries=0``;
 left on, one 60 s timeout was retried twice underneath). ``timeout_s`` bounds each HTTP
 read; ``first_token_s`` bounds the wait for the first text (per attempt); ``total_s`` bounds
@@ -44,7 +49,7 @@ from app.llm.content import fit_to_model
 from app.llm.embeddings import DEFAULT_EMBEDDER, Embedder, ProviderEmbedder, local_embedder
 from app.llm.errors import ModelProviderError, translate
 from app.llm.models import ModelResolver
-from app.llm.offline import ensure_litellm, litellm_ready
+from app.llm.offline import ensure_litellm, litellm_ready, loaded_litellm
 from app.llm.tokens import count_tokens
 from app.llm.local_model import stream_local
 from app.llm.types import (Finish, ModelEvent, ModelRequest, ReasoningDelta, ResolvedModel, TextDelta, ToolCall,
@@ -116,21 +121,25 @@ class LiteLLMClient:
                    first_token_s=settings.model_first_token_timeout_s, total_s=settings.model_total_timeout_s,
                    retries=settings.model_retries, agent_models={a.id: a.model for a in agents})
 
-    async def resolver(self) -> ModelResolver:
+    async def resolver(self, *mastra_ids: str) -> ModelResolver:
+        """The resolver, with litellm imported and attached first if one of ``mastra_ids``
+        needs it (the import runs in a thread, so a chat waits for it there, not on the loop)."""
         if self._resolver is None:
-            self._resolver = ModelResolver(await ensure_litellm(), self._environ, force_local=self._force_local,
+            self._resolver = ModelResolver(loaded_litellm(), self._environ, force_local=self._force_local,
                                            fallback=self._fallback)
+        if any(self._resolver.needs_litellm(mastra_id) for mastra_id in mastra_ids):
+            self._resolver.attach(await ensure_litellm())
         return self._resolver
 
     async def resolve(self, mastra_id: str) -> ResolvedModel:
         """Where ``mastra_id`` goes. ValueError for a malformed id or an unknown provider;
         ``ModelProviderError`` (503 ``not_configured``) when it cannot be called."""
-        return (await self.resolver()).resolve(mastra_id)
+        return (await self.resolver(mastra_id)).resolve(mastra_id)
 
     async def embedder(self, mastra_id: str) -> Embedder:
         """Who embeds for ``mastra_id`` (``app.llm.embeddings``): its provider through litellm
         when configured, else the built-in local embedder (with the fallback off, a 503)."""
-        resolver = await self.resolver()
+        resolver = await self.resolver(mastra_id)
         try:
             resolved = resolver.resolve(mastra_id)
         except ValueError as exc:
@@ -145,11 +154,13 @@ class LiteLLMClient:
         return await (await self.embedder(mastra_id)).embed(texts)
 
     def status(self) -> dict[str, Any]:
-        """``/health``'s ``models``: whether the warm-up has run (litellm imported, the
-        local model and tokenizer loaded) and who answers each agent."""
-        if not (self._warmed and litellm_ready()) or self._resolver is None:
-            return {"ready": False, "localFallback": self._fallback, "agents": {}}
-        return {"ready": True, "localFallback": self._fallback,
+        """``/health``'s ``models``: whether the warm-up has run (the tokenizer and the local
+        model loaded, every agent's model resolved, litellm imported if one of them needs
+        it), who answers each agent, and whether litellm is loaded in this process."""
+        resolver = self._resolver
+        if not self._warmed or resolver is None or any(map(resolver.needs_litellm, self.agent_models.values())):
+            return {"ready": False, "localFallback": self._fallback, "litellmLoaded": litellm_ready(), "agents": {}}
+        return {"ready": True, "localFallback": self._fallback, "litellmLoaded": litellm_ready(),
                 "agents": {agent_id: self._agent_status(model) for agent_id, model in self.agent_models.items()}}
 
     def _agent_status(self, mastra_id: str) -> dict[str, Any]:
@@ -172,8 +183,12 @@ class LiteLLMClient:
                 resolved = await self.resolve(resolved)
             except ValueError as exc:
                 raise ModelProviderError(400, "bad_request", str(exc)) from exc
-        litellm = await ensure_litellm()
-        kwargs = self._call_kwargs(request, resolved, (await self.resolver()).call_kwargs(resolved))
+        if resolved.is_local:  # answered in-process: no litellm
+            litellm, credentials = None, {}
+        else:
+            litellm = await ensure_litellm()
+            credentials = (await self.resolver(resolved.mastra_id)).call_kwargs(resolved)
+        kwargs = self._call_kwargs(request, resolved, credentials)
         loop = asyncio.get_running_loop()
         total_deadline = loop.time() + self._total_s
         retries = self._retries if request.retries is None else request.retries
@@ -265,10 +280,11 @@ class LiteLLMClient:
             raise translate(exc) from exc
 
     async def warm_up(self) -> None:
-        """Pay litellm's import (~3.6 s), the tokenizer and the local model's first answer before
-        the first chat, then log who answers each agent (one line per agent)."""
+        """Resolve each agent's model (importing litellm first, ~3.6 s, only when one of them
+        needs it), load the tokenizer and run the local model once before the first chat,
+        then log who answers each agent (one line per agent)."""
         try:
-            await ensure_litellm()
+            await self.resolver(*self.agent_models.values())
             await asyncio.to_thread(count_tokens, "warm-up")  # loads the tokenizer off the event loop
             stream = self.stream(ModelRequest(model="local/warm-up", messages=[{"role": "user", "content": "hi"}]))
             try:
@@ -278,7 +294,7 @@ class LiteLLMClient:
                 await stream.aclose()
         finally:
             self._warmed = True  # a failed warm-up only means the first chat pays instead
-        resolver = await self.resolver()
+        resolver = await self.resolver(*self.agent_models.values())
         for agent_id, mastra_id in self.agent_models.items():
             try:
                 resolved = resolver.plan(mastra_id)

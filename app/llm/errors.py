@@ -36,6 +36,8 @@ import json
 import re
 from typing import Any
 
+from app.llm.offline import loaded_litellm
+
 _NAME = re.compile(r"^[a-z0-9_.\-]{1,40}$")
 _MAX_UNWRAP = 5
 _MAX_DETAIL = 300
@@ -123,13 +125,14 @@ def _response_problem(chain: list[BaseException]) -> str | None:
 
 
 def _classify(exc: BaseException) -> tuple[int, str, str]:
-    """(status, kind, message key) for one exception; litellm is imported lazily."""
-    import litellm
+    """(status, kind, message key) for one exception. Never imports litellm: an exception
+    can only be one of litellm's own once litellm is loaded."""
     import openai
 
+    litellm = loaded_litellm()
     # Order matters: subclasses before their bases (Timeout is an APIConnectionError,
     # ContextWindowExceededError is a BadRequestError).
-    if isinstance(exc, litellm.ContextWindowExceededError):
+    if litellm is not None and isinstance(exc, litellm.ContextWindowExceededError):
         return 400, "bad_request", "context"
     if isinstance(exc, openai.AuthenticationError):
         return 401, "auth", "auth"

@@ -74,8 +74,8 @@ Test triggers, in the last user message:
 * ``[[slow]]`` -- each piece is delayed by 50 ms, so a client can disconnect mid-stream.
 * ``[[slower]]`` -- each piece is delayed by 250 ms, so a process can be killed mid-stream
   after its reply was checkpointed.
-* ``[[fail]]`` -- after two pieces it raises litellm's ``APIConnectionError``, so a crash
-  mid-stream can be tested.
+* ``[[fail]]`` -- after two pieces it raises a ``connection`` ``ModelProviderError`` (what a
+  provider's dropped connection becomes), so a crash mid-stream can be tested.
 
 No randomness, no clock: the same messages always give the same pieces.
 """

@@ -14,6 +14,11 @@ collected (the environment *and* the ``.env``), so ``.env`` keys count, and an i
 mapping is the whole truth in tests. A provider that needs nothing (ollama at its default
 ``http://localhost:11434``) is called directly.
 
+Without litellm: while none of its variables is set, what a common provider needs comes
+from a small table (``app.llm.known_providers``) instead, so a process whose models all
+answer locally never imports litellm; everything else needs litellm attached first
+(``needs_litellm`` says when, ``attach`` gives it).
+
 A provider is called when nothing it needs is missing. Otherwise the built-in local model
 answers (``local_fallback``), or, with the fallback off, the turn fails with a 503
 ``not_configured`` error naming the missing variables. Keys are handed to litellm per call
@@ -27,6 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.llm.errors import ModelProviderError
+from app.llm.known_providers import required_variables
 from app.llm.types import ResolvedModel
 
 LOCAL_PROVIDER = "local"
@@ -73,21 +79,39 @@ def _first(environ: Mapping[str, str], names: Any) -> str | None:
 
 
 class ModelResolver:
-    """Decides, once per model id, where a Mastra model id goes; needs litellm imported."""
+    """Decides, once per model id, where a Mastra model id goes. ``litellm`` may be None
+    (not imported yet): ids it is needed for are refused until ``attach`` gives it."""
 
-    def __init__(self, litellm: Any, environ: Mapping[str, str], *, force_local: bool = False,
+    def __init__(self, litellm: Any | None, environ: Mapping[str, str], *, force_local: bool = False,
                  fallback: bool = True) -> None:
         env = {k: v for k, v in environ.items() if isinstance(v, str) and v.strip()}
         for name, alias in _KEY_ALIASES.items():
             if name not in env and alias in env:
                 env[name] = env[alias]
-        self._litellm = litellm
         self._env = env
         self._force_local = force_local
         self._fallback = fallback
-        self._validate = _isolated(litellm.validate_environment, env)
-        self._required = _isolated(litellm.validate_environment, {})
+        self._litellm: Any | None = None
         self._plans: dict[str, tuple[ResolvedModel, dict[str, Any]]] = {}
+        if litellm is not None:
+            self.attach(litellm)
+
+    def attach(self, litellm: Any) -> None:
+        """Give the resolver litellm (idempotent)."""
+        if self._litellm is None:
+            self._validate = _isolated(litellm.validate_environment, self._env)
+            self._required = _isolated(litellm.validate_environment, {})
+            self._litellm = litellm
+
+    def needs_litellm(self, mastra_id: str) -> bool:
+        """Whether ``plan(mastra_id)`` needs litellm, which is not attached yet."""
+        if self._litellm is not None or mastra_id in self._plans:
+            return False
+        try:
+            provider, model_id = split_model_id(mastra_id)
+        except ValueError:  # malformed: refused without litellm
+            return False
+        return provider != LOCAL_PROVIDER and self._known_missing(provider, model_id) is None
 
     def plan(self, mastra_id: str) -> ResolvedModel:
         """Where ``mastra_id`` goes; never raises for configuration (``missing`` says what
@@ -116,23 +140,23 @@ class ModelResolver:
             cached = self._plans[mastra_id] = self._decide(mastra_id)
         return cached
 
+    def _known_missing(self, provider: str, model_id: str) -> tuple[str, ...] | None:
+        """What the provider lacks, when that is known without litellm: a provider of the
+        table with none of its variables set (or every model forced local anyway)."""
+        return required_variables(_LITELLM_PREFIX.get(provider, provider), model_id,
+                                  None if self._force_local else self._env)
+
     def _decide(self, mastra_id: str) -> tuple[ResolvedModel, dict[str, Any]]:
         provider, model_id = split_model_id(mastra_id)
         canonical = f"{provider}/{model_id}"
         if provider == LOCAL_PROVIDER:
             return _local(canonical, provider, model_id, f"asked for {canonical}", direct=True), {}
         litellm_model = f"{_LITELLM_PREFIX.get(provider, provider)}/{model_id}"
-        try:
-            _, llm_provider, fixed_key, default_base = self._litellm.get_llm_provider(litellm_model)
-        except Exception as exc:
-            raise ValueError(f"unknown model provider {provider!r} in {mastra_id!r} (litellm does not know it)") from exc
+        known_missing = self._known_missing(provider, model_id)
+        lookup = None if known_missing is not None else self._provider_of(mastra_id, provider, litellm_model)
         if self._force_local:
             return _local(canonical, provider, model_id, "DEV_SERVER_LOCAL_MODEL_ONLY=true"), {}
-        kwargs = self._credentials(litellm_model, llm_provider)
-        report = self._validate(model=litellm_model, api_key=kwargs.get("api_key") or fixed_key,
-                                api_base=kwargs.get("api_base") or default_base,
-                                api_version=kwargs.get("api_version"))
-        missing = tuple(report.get("missing_keys") or ())
+        missing, kwargs = (known_missing, {}) if lookup is None else self._configuration(litellm_model, *lookup)
         if missing:
             reason = f"{_names(missing)} not set"
             if self._fallback:
@@ -145,6 +169,26 @@ class ModelResolver:
             reason="configured, custom base URL" if "api_base" in kwargs else "configured",
             vision=self._supports("supports_vision", litellm_model),
             pdf_input=self._supports("supports_pdf_input", litellm_model)), kwargs
+
+    def _provider_of(self, mastra_id: str, provider: str, litellm_model: str) -> tuple[str, str | None, str | None]:
+        """litellm's provider of ``litellm_model``, its fixed key and default base URL;
+        ValueError when litellm does not know the provider."""
+        if self._litellm is None:
+            raise RuntimeError(f"resolving {mastra_id!r} needs litellm: attach() it first")
+        try:
+            _, llm_provider, fixed_key, default_base = self._litellm.get_llm_provider(litellm_model)
+        except Exception as exc:
+            raise ValueError(f"unknown model provider {provider!r} in {mastra_id!r} (litellm does not know it)") from exc
+        return llm_provider, fixed_key, default_base
+
+    def _configuration(self, litellm_model: str, llm_provider: str, fixed_key: str | None,
+                       default_base: str | None) -> tuple[tuple[str, ...], dict[str, Any]]:
+        """What the provider lacks, by litellm's ``validate_environment``, and the call's credentials."""
+        kwargs = self._credentials(litellm_model, llm_provider)
+        report = self._validate(model=litellm_model, api_key=kwargs.get("api_key") or fixed_key,
+                                api_base=kwargs.get("api_base") or default_base,
+                                api_version=kwargs.get("api_version"))
+        return tuple(report.get("missing_keys") or ()), kwargs
 
     def _credentials(self, litellm_model: str, llm_provider: str) -> dict[str, Any]:
         env, upper = self._env, llm_provider.upper()

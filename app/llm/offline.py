@@ -1,8 +1,11 @@
 """Import and configure litellm once, so that it never touches the network on its own.
 
 Importing litellm costs seconds, so nothing in ``app.llm`` imports it at module level; the
-first model call (or the lifespan, to pay the cost at startup) calls ``prepare_litellm()``.
-Left alone, litellm would:
+first provider call (or the warm-up, when an agent's model needs it) calls
+``prepare_litellm()``. A process whose models are all local never imports it
+(``app.llm.known_providers``); its tokenizer still reads litellm's bundled encodings
+(``configure_tiktoken``, which finds them without importing litellm). Left alone, litellm
+would:
 
 * fetch its model cost map from GitHub at import time, unless
   ``LITELLM_LOCAL_MODEL_COST_MAP=True`` is set *before* the import (we set it; the bundled
@@ -59,8 +62,13 @@ def prepare_litellm() -> ModuleType:
 
 
 def litellm_ready() -> bool:
-    """Whether litellm is imported and configured (the warm-up has finished)."""
+    """Whether litellm is imported and configured in this process."""
     return _litellm is not None
+
+
+def loaded_litellm() -> ModuleType | None:
+    """The litellm module if it is already imported and configured, else None (never imports)."""
+    return _litellm
 
 
 async def ensure_litellm() -> ModuleType:
@@ -105,14 +113,20 @@ def bundled_tokenizer_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
 
 
+def configure_tiktoken() -> None:
+    """Point tiktoken at litellm's bundled encodings, as litellm's import would (honouring
+    its ``CUSTOM_TIKTOKEN_CACHE_DIR`` override); call before tiktoken loads an encoding."""
+    if os.environ.get("CUSTOM_TIKTOKEN_CACHE_DIR"):
+        return
+    tokenizers = bundled_tokenizer_dir()
+    if (tokenizers / _CL100K_FILE).is_file():
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(tokenizers)
+
+
 def _import_configured() -> ModuleType:
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
-    custom = os.environ.get("CUSTOM_TIKTOKEN_CACHE_DIR")
-    if not custom:
-        tokenizers = bundled_tokenizer_dir()
-        if (tokenizers / _CL100K_FILE).is_file():
-            os.environ["TIKTOKEN_CACHE_DIR"] = str(tokenizers)
+    configure_tiktoken()
 
     # litellm's TypedDicts use ReadOnly, which pydantic warns about once per class while
     # building their schemas (at import and lazily on first calls): noise on every start,

@@ -4,7 +4,8 @@ Used where litellm does not count for us: the local model's usage. (For provider
 stream omits usage, litellm already counts with the same tiktoken encodings, because every
 call asks for ``stream_options.include_usage``.) The encoding is ``o200k_base``, that of
 OpenAI's current models; its file ships inside litellm and ``app.llm.offline`` points
-``TIKTOKEN_CACHE_DIR`` at it before tiktoken loads anything, so nothing is downloaded.
+``TIKTOKEN_CACHE_DIR`` at it before tiktoken loads anything (without importing litellm), so
+nothing is downloaded.
 Loading it takes ~0.5 s once per process; the warm-up pays it.
 """
 
@@ -13,14 +14,14 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from app.llm.offline import prepare_litellm
+from app.llm.offline import configure_tiktoken
 
 ENCODING = "o200k_base"
 
 
 @lru_cache(maxsize=1)
 def _encoding() -> Any:
-    prepare_litellm()  # sets TIKTOKEN_CACHE_DIR to litellm's bundled encodings
+    configure_tiktoken()
     import tiktoken
 
     return tiktoken.get_encoding(ENCODING)

@@ -7,6 +7,12 @@ log records) in memory up to ``max_items``; when full it drops the *oldest*, cou
 and warns (once per burst). A worker thread exports batches; a failed export keeps its
 batch at the head of the queue and retries with backoff (0.5 s doubling to 30 s), so what
 was queued while the receiver was down arrives once it is back.
+
+At shutdown what is left is flushed, unless the receiver is down: a gateway whose studio is
+not running (or already stopped) used to spend seconds there, in the OTLP exporter's own
+retries, first in the flush and then waiting for the worker's attempt. ``reachable`` (a
+quick check that the receiver accepts connections) tells a flush worth making from one
+that cannot succeed; the worker and a flush take turns, so a batch is never sent twice.
 """
 
 from __future__ import annotations
@@ -28,19 +34,22 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 log = logging.getLogger("dev_server.export_queue")
 
 Export = Callable[[Sequence[Any]], bool]
+Reachable = Callable[[], bool]
 
 
 class ExportQueue:
-    def __init__(self, name: str, export: Export, *, max_items: int = 10_000, batch_size: int = 512,
-                 interval_s: float = 0.5, max_backoff_s: float = 30.0) -> None:
+    def __init__(self, name: str, export: Export, reachable: Reachable | None = None, *, max_items: int = 10_000,
+                 batch_size: int = 512, interval_s: float = 0.5, max_backoff_s: float = 30.0) -> None:
         self.name = name
         self._export = export
+        self._reachable = reachable
         self._items: deque[Any] = deque()
         self._max_items = max_items
         self._batch_size = batch_size
         self._interval_s = interval_s
         self._max_backoff_s = max_backoff_s
         self._lock = threading.Lock()
+        self._exporting = threading.Lock()  # one export at a time: the worker's, or a flush's
         self._wake = threading.Event()
         self._stopping = False
         self.dropped = 0
@@ -83,27 +92,28 @@ class ExportQueue:
 
     def _export_once(self) -> bool:
         """Export one batch from the head; True when it went out (or there was nothing)."""
-        with self._lock:
-            batch = [self._items[i] for i in range(min(self._batch_size, len(self._items)))]
-        if not batch:
+        with self._exporting:
+            with self._lock:
+                batch = [self._items[i] for i in range(min(self._batch_size, len(self._items)))]
+            if not batch:
+                return True
+            try:
+                ok = self._export(batch)
+            except Exception as exc:  # an exporter bug must not kill the worker
+                log.warning("%s export failed: %s", self.name, exc)
+                ok = False
+            self._last_export_ok = ok
+            if not ok:
+                self.failures += 1
+                return False
+            with self._lock:
+                # Drops may have removed some of the batch from the head meanwhile; remove
+                # only what is still there, by identity.
+                sent = {id(item) for item in batch}
+                while self._items and id(self._items[0]) in sent:
+                    self._items.popleft()
+            self.exported += len(batch)
             return True
-        try:
-            ok = self._export(batch)
-        except Exception as exc:  # an exporter bug must not kill the worker
-            log.warning("%s export failed: %s", self.name, exc)
-            ok = False
-        self._last_export_ok = ok
-        if not ok:
-            self.failures += 1
-            return False
-        with self._lock:
-            # Drops may have removed some of the batch from the head meanwhile; remove
-            # only what is still there, by identity.
-            sent = {id(item) for item in batch}
-            while self._items and id(self._items[0]) in sent:
-                self._items.popleft()
-        self.exported += len(batch)
-        return True
 
     def flush(self, timeout_s: float = 5.0) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -113,17 +123,20 @@ class ExportQueue:
         return not self._items
 
     def shutdown(self, timeout_s: float = 3.0) -> None:
-        """Flush what is left, unless the receiver is known to be down: a process that is
-        asked to stop must not wait out export retries."""
-        if self._last_export_ok:
+        """Flush what is left, unless the receiver is down (the last export failed, or it
+        refuses connections now): a process that is asked to stop must not wait out export
+        retries, neither in a flush nor in the worker's own attempt (a daemon thread,
+        then left behind)."""
+        self._stopping = True
+        if self._items and self._last_export_ok and (self._reachable is None or self._reachable()):
             self.flush(timeout_s)
+        self._wake.set()
         if self._items:
             with self._lock:
                 lost, self.dropped = len(self._items), self.dropped + len(self._items)
                 self._items.clear()
             log.warning("%s: %d not exported at shutdown (receiver unreachable)", self.name, lost)
-        self._stopping = True
-        self._wake.set()
+            return
         self._thread.join(timeout=1.0)
 
     def stats(self) -> dict[str, int]:

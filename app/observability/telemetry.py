@@ -13,8 +13,10 @@ Both go through an ``ExportQueue``: bounded, retrying, never blocking a chat.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import socket
+from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from opentelemetry.instrumentation.logging.handler import LoggingHandler
 from opentelemetry.sdk._logs import LoggerProvider
@@ -40,12 +42,12 @@ class Telemetry:
         resource = Resource.create({"service.name": f"dev-server-{role}", "service.version": __version__,
                                     "deployment.environment": settings.environment})
         if role == "studio":
-            span_export, log_export = _direct_exports(storage)
+            span_target, log_target = _direct_exports(storage)
         else:
-            span_export, log_export = _otlp_exports(settings)
+            span_target, log_target = _otlp_exports(settings)
         size = settings.telemetry_queue_size
-        self.span_queue = ExportQueue("spans", span_export, max_items=size)
-        self.log_queue = ExportQueue("logs", log_export, max_items=size)
+        self.span_queue = ExportQueue("spans", *span_target, max_items=size)
+        self.log_queue = ExportQueue("logs", *log_target, max_items=size)
         self.tracer_provider = TracerProvider(resource=resource)
         self.tracer_provider.add_span_processor(QueueSpanProcessor(self.span_queue))
         self.logger_provider = LoggerProvider(resource=resource)
@@ -80,7 +82,27 @@ def _otlp_exports(settings: Settings):
     def export_logs(batch: Sequence[Any]) -> bool:
         return log_exporter.export(batch) == LogRecordExportResult.SUCCESS
 
-    return export_spans, export_logs
+    return (export_spans, accepts_connections(traces)), (export_logs, accepts_connections(logs))
+
+
+def accepts_connections(url: str, timeout_s: float = 1.0) -> Callable[[], bool]:
+    """A check that something listens at ``url``'s host and port: a receiver that is not
+    running refuses at once. Through a proxy it cannot tell, and says yes."""
+    import requests.utils
+
+    parts = urlsplit(url)
+    address = (parts.hostname or "localhost", parts.port or (443 if parts.scheme == "https" else 80))
+
+    def check() -> bool:
+        if requests.utils.get_environ_proxies(url):
+            return True
+        try:
+            with socket.create_connection(address, timeout=timeout_s):
+                return True
+        except OSError:
+            return False
+
+    return check
 
 
 def otlp_target(settings: Settings, signal: str) -> tuple[str, dict[str, str] | None]:
@@ -128,4 +150,4 @@ def _direct_exports(storage: CompositeStore):
         target.write_logs_blocking(logs_from_request(encode_logs(batch), parse_iso(now_iso())))
         return True
 
-    return export_spans, export_logs
+    return (export_spans, None), (export_logs, None)
