@@ -16,8 +16,11 @@ import re
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support import sqlite_rows, user_message
+
+pytestmark = pytest.mark.slow
 
 ROUNDS = int(os.environ.get("CRASH_ROUNDS", "4"))  # more for a measurement run
 WINDOW = 10  # chat-agent's lastMessages

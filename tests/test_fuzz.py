@@ -34,6 +34,8 @@ from app.factory import create_app
 from app.settings import Settings
 from tests.support import REPO
 
+pytestmark = pytest.mark.slow
+
 SEED = 20261202
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))  # per operation and generation mode
 TIMEOUT = 60.0  # a hang guard only: generous for a loaded 2-core machine

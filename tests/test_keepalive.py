@@ -10,7 +10,11 @@ first reuses the sockets of the one before.
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support import run_node
+
+pytestmark = pytest.mark.slow
 
 
 def test_node_keep_alive_bursts_around_five_seconds_never_reset(start_server):

@@ -21,6 +21,8 @@ import time
 import httpx
 import pytest
 
+pytestmark = pytest.mark.slow
+
 DEADLINE_S = 1.0
 BOUND_S = 10.0  # generous: the machine is shared; without the deadlines nothing is ever closed
 SLOW = 60  # of each kind, as in the report
