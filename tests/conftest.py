@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+# Hypothesis (under schemathesis) keeps its files in ./.hypothesis unless told otherwise: a
+# test run leaves nothing in the checkout. Set before anything imports hypothesis.
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", tempfile.mkdtemp(prefix="dev-server-hypothesis-"))
+
+import pytest  # noqa: E402
 
 from app.settings import Settings
 from tests.support import ONE_WORKER, ServerProcess
