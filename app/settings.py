@@ -60,6 +60,8 @@ class Settings(BaseSettings):
     environment: str = Field("development", description="deployment.environment of spans and logs")
     telemetry: bool = Field(True, description="Record spans and logs of agent runs")
     telemetry_queue_size: int = Field(10_000, ge=100, description="Spans (and logs) kept while the receiver is down")
+    telemetry_queue_mb: int = Field(64, ge=1, description="Megabytes of spans (and of logs) kept while the receiver "
+                                                         "is down or behind; past either bound the oldest go")
     trace_retention_days: int | None = Field(None, ge=1, description="Drop spans and logs older than this (studio)")
     studio_url: str | None = Field(
         None, description="Where the gateway reaches the studio's OTLP receivers (default http://<host>:<studio port>)"

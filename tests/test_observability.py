@@ -132,6 +132,18 @@ def test_a_full_queue_drops_the_oldest_and_counts(start_server):
     assert "export queue full" in gateway.output()
 
 
+def test_the_queue_is_bounded_in_megabytes_too_so_large_spans_cannot_pile_up(start_server):
+    """Issue 25: a long thread's spans are large (a model generation's input is the whole
+    prompt), so a bound on the count alone let the queue grow by hundreds of megabytes."""
+    gateway = start_server("gateway", env={"DEV_SERVER_STUDIO_PORT": str(free_port()),
+                                           "DEV_SERVER_TELEMETRY_QUEUE_MB": "1"})
+    for i in range(8):  # each turn's agent run and model generation carry the 100 KB message
+        chat_gateway(gateway, f"large-{i}", "x" * 100_000)
+    spans = httpx.get(f"{gateway.url}/health").json()["telemetry"]["spans"]
+    assert 0 < spans["queuedBytes"] <= 2**20 and spans["dropped"] > 0 and spans["queued"] < 8 * 6
+    assert spans["exported"] == 0 and spans["exportSeconds"] >= 0
+
+
 def test_the_standard_otlp_variable_points_the_gateway_elsewhere(start_server):
     received: list[bytes] = []
     collector = FastAPI()

@@ -3,10 +3,19 @@
 Observability must never block or fail a chat (DESIGN.md decision 5). The SDK's batch
 processors drop *new* items when full and give up on a batch whose export failed, so
 spans made while the studio is down would be lost. This queue keeps finished spans (or
-log records) in memory up to ``max_items``; when full it drops the *oldest*, counts them
-and warns (once per burst). A worker thread exports batches; a failed export keeps its
-batch at the head of the queue and retries with backoff (0.5 s doubling to 30 s), so what
-was queued while the receiver was down arrives once it is back.
+log records) in memory up to ``max_items`` and ``max_bytes``; when full it drops the
+*oldest*, counts them and warns (once per burst). A worker thread exports batches; a failed
+export keeps its batch at the head of the queue and retries with backoff (0.5 s doubling to
+30 s), so what was queued while the receiver was down arrives once it is back.
+
+Sizes: an item's size is estimated by ``size`` (for a span, the length of its string
+attributes: a model generation's input is the whole prompt, and with Observational Memory
+that is the thread's unobserved window, tens of kilobytes on a long thread). Counting items
+alone let 10,000 such spans hold hundreds of megabytes, and made 512-span requests of tens
+of megabytes that the receiver could not take within the exporter's timeout, so the same
+batch failed again and again while the queue filled. A batch is therefore at most
+``batch_size`` items and ``batch_bytes`` (always at least one item), and the worker sends
+batch after batch while a full one is waiting instead of once per ``interval_s``.
 
 At shutdown what is left is flushed, unless the receiver is down: a gateway whose studio is
 not running (or already stopped) used to spend seconds there, in the OTLP exporter's own
@@ -35,17 +44,24 @@ log = logging.getLogger("dev_server.export_queue")
 
 Export = Callable[[Sequence[Any]], bool]
 Reachable = Callable[[], bool]
+ITEM_OVERHEAD = 256  # bytes an item costs beyond its measured strings (ids, times, names, framing)
 
 
 class ExportQueue:
     def __init__(self, name: str, export: Export, reachable: Reachable | None = None, *, max_items: int = 10_000,
-                 batch_size: int = 512, interval_s: float = 0.5, max_backoff_s: float = 30.0) -> None:
+                 max_bytes: int = 64 * 2**20, batch_size: int = 512, batch_bytes: int = 2 * 2**20,
+                 size: Callable[[Any], int] = lambda _: 0, interval_s: float = 0.5,
+                 max_backoff_s: float = 30.0) -> None:
         self.name = name
         self._export = export
         self._reachable = reachable
-        self._items: deque[Any] = deque()
+        self._items: deque[tuple[Any, int]] = deque()  # (item, its estimated bytes)
+        self._bytes = 0
+        self._size = size
         self._max_items = max_items
+        self._max_bytes = max_bytes
         self._batch_size = batch_size
+        self._batch_bytes = batch_bytes
         self._interval_s = interval_s
         self._max_backoff_s = max_backoff_s
         self._lock = threading.Lock()
@@ -55,23 +71,29 @@ class ExportQueue:
         self.dropped = 0
         self.exported = 0
         self.failures = 0
+        self.export_s = 0.0  # wall time spent in export calls: near the elapsed time, export is the limit
         self._last_export_ok = True
         self._warned_at_drop = 0
         self._thread = threading.Thread(target=self._run, name=f"export-{name}", daemon=True)
         self._thread.start()
 
     def put(self, item: Any) -> None:
+        size = ITEM_OVERHEAD + self._size(item)
         with self._lock:
-            if len(self._items) >= self._max_items:
-                self._items.popleft()
+            while self._items and (len(self._items) >= self._max_items or self._bytes + size > self._max_bytes):
+                self._bytes -= self._items.popleft()[1]
                 self.dropped += 1
                 if self.dropped >= self._warned_at_drop * 2 or self._warned_at_drop == 0:
                     self._warned_at_drop = self.dropped
-                    log.warning("%s export queue full (%d): dropped %d oldest so far", self.name,
-                                self._max_items, self.dropped)
-            self._items.append(item)
-            if len(self._items) >= self._batch_size:
+                    log.warning("%s export queue full (%d items, %d MB): dropped %d oldest so far", self.name,
+                                self._max_items, self._max_bytes // 2**20, self.dropped)
+            self._items.append((item, size))
+            self._bytes += size
+            if self._full_batch():
                 self._wake.set()
+
+    def _full_batch(self) -> bool:
+        return len(self._items) >= self._batch_size or self._bytes >= self._batch_bytes
 
     def __len__(self) -> int:
         return len(self._items)
@@ -79,7 +101,8 @@ class ExportQueue:
     def _run(self) -> None:
         backoff = 0.0
         while True:
-            self._wake.wait(backoff or self._interval_s)
+            if backoff or not self._full_batch():  # a backlog goes out batch after batch
+                self._wake.wait(backoff or self._interval_s)
             self._wake.clear()
             if not self._export_once():
                 backoff = min(self._max_backoff_s, max(0.5, backoff * 2))
@@ -94,14 +117,21 @@ class ExportQueue:
         """Export one batch from the head; True when it went out (or there was nothing)."""
         with self._exporting:
             with self._lock:
-                batch = [self._items[i] for i in range(min(self._batch_size, len(self._items)))]
+                batch, size = [], 0
+                for item, item_size in self._items:
+                    if batch and (len(batch) >= self._batch_size or size + item_size > self._batch_bytes):
+                        break
+                    batch.append(item)
+                    size += item_size
             if not batch:
                 return True
+            started = time.monotonic()
             try:
                 ok = self._export(batch)
             except Exception as exc:  # an exporter bug must not kill the worker
                 log.warning("%s export failed: %s", self.name, exc)
                 ok = False
+            self.export_s += time.monotonic() - started
             self._last_export_ok = ok
             if not ok:
                 self.failures += 1
@@ -110,8 +140,8 @@ class ExportQueue:
                 # Drops may have removed some of the batch from the head meanwhile; remove
                 # only what is still there, by identity.
                 sent = {id(item) for item in batch}
-                while self._items and id(self._items[0]) in sent:
-                    self._items.popleft()
+                while self._items and id(self._items[0][0]) in sent:
+                    self._bytes -= self._items.popleft()[1]
             self.exported += len(batch)
             return True
 
@@ -135,13 +165,24 @@ class ExportQueue:
             with self._lock:
                 lost, self.dropped = len(self._items), self.dropped + len(self._items)
                 self._items.clear()
+                self._bytes = 0
             log.warning("%s: %d not exported at shutdown (receiver unreachable)", self.name, lost)
             return
         self._thread.join(timeout=1.0)
 
-    def stats(self) -> dict[str, int]:
-        return {"queued": len(self._items), "exported": self.exported, "dropped": self.dropped,
-                "failedExports": self.failures}
+    def stats(self) -> dict[str, int | float]:
+        return {"queued": len(self._items), "queuedBytes": self._bytes, "exported": self.exported,
+                "dropped": self.dropped, "failedExports": self.failures, "exportSeconds": round(self.export_s, 3)}
+
+
+def span_size(span: ReadableSpan) -> int:
+    """A span's string attributes, in characters: what dominates its encoded size."""
+    return sum(len(value) for value in (span.attributes or {}).values() if isinstance(value, str))
+
+
+def log_size(record: ReadableLogRecord) -> int:
+    body = record.log_record.body
+    return len(body) if isinstance(body, str) else 0
 
 
 class QueueSpanProcessor(SpanProcessor):

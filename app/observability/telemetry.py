@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from app import __version__
 from app.auth import service_token
 from app.clock import now_iso, parse_iso
-from app.observability.export_queue import ExportQueue, QueueLogProcessor, QueueSpanProcessor
+from app.observability.export_queue import ExportQueue, QueueLogProcessor, QueueSpanProcessor, log_size, span_size
 from app.settings import Settings
 from app.storage.composite import OBSERVABILITY, CompositeStore
 
@@ -34,6 +34,11 @@ log = logging.getLogger(__name__)
 
 # The exporters log every failed attempt; the queue already counts and reports them.
 logging.getLogger("opentelemetry.exporter.otlp").setLevel(logging.CRITICAL)
+
+# Seconds one export request may take: OTLP's default. A request that times out is sent
+# again whole while the receiver may still be writing it, so a short timeout on a busy
+# studio turns into the same work done twice; the queue's batches are bounded in bytes.
+EXPORT_TIMEOUT_S = 10
 
 
 class Telemetry:
@@ -45,9 +50,9 @@ class Telemetry:
             span_target, log_target = _direct_exports(storage)
         else:
             span_target, log_target = _otlp_exports(settings)
-        size = settings.telemetry_queue_size
-        self.span_queue = ExportQueue("spans", *span_target, max_items=size)
-        self.log_queue = ExportQueue("logs", *log_target, max_items=size)
+        bounds = {"max_items": settings.telemetry_queue_size, "max_bytes": settings.telemetry_queue_mb * 2**20}
+        self.span_queue = ExportQueue("spans", *span_target, size=span_size, **bounds)
+        self.log_queue = ExportQueue("logs", *log_target, size=log_size, **bounds)
         self.tracer_provider = TracerProvider(resource=resource)
         self.tracer_provider.add_span_processor(QueueSpanProcessor(self.span_queue))
         self.logger_provider = LoggerProvider(resource=resource)
@@ -73,8 +78,8 @@ def _otlp_exports(settings: Settings):
 
     traces, trace_headers = otlp_target(settings, "traces")
     logs, log_headers = otlp_target(settings, "logs")
-    span_exporter = OTLPSpanExporter(endpoint=traces, timeout=3, headers=trace_headers)
-    log_exporter = OTLPLogExporter(endpoint=logs, timeout=3, headers=log_headers)
+    span_exporter = OTLPSpanExporter(endpoint=traces, timeout=EXPORT_TIMEOUT_S, headers=trace_headers)
+    log_exporter = OTLPLogExporter(endpoint=logs, timeout=EXPORT_TIMEOUT_S, headers=log_headers)
 
     def export_spans(batch: Sequence[Any]) -> bool:
         return span_exporter.export(batch) == SpanExportResult.SUCCESS
