@@ -5,6 +5,10 @@
 // Spec: {mode, base, ...}; prints one JSON line {done, wallMs, latenciesMs}.
 //   turns: `clients` loops, each on its own conversation (`threads[i]`, or a new id per
 //          turn when `fresh`), for `seconds` or `count` turns each; POST /api/chat read to [DONE].
+//          With more threads than clients, client i takes turns on threads i, i + clients,
+//          i + 2 * clients, ... in a cycle (so two clients never share a thread when the
+//          count of threads is a multiple of the clients'). `threadCount` (with `threadPrefix`)
+//          names the threads `<prefix>-<n>` instead of listing them.
 //   burst: `clients` first turns on new conversations sent at once.
 //   get:   `count` sequential GETs of `path`.
 //   post:  `count` POSTs of `body` to `path` from `clients` loops (`{i}` in body is the index).
@@ -63,11 +67,13 @@ async function main() {
   const latencies = [];
   const started = performance.now();
   if (spec.mode === "turns") {
+    const threads = spec.threads ?? Array.from({ length: spec.threadCount }, (_, n) => `${spec.threadPrefix}-${n}`);
     const stopAt = spec.seconds ? started + spec.seconds * 1000 : Infinity;
     const count = spec.count ?? Infinity;
     await Promise.all(Array.from({ length: spec.clients }, async (_, i) => {
       for (let n = 0; n < count && performance.now() < stopAt; n++) {
-        latencies.push(await turn(spec.fresh ? randomUUID() : spec.threads[i], i));
+        const thread = spec.fresh ? randomUUID() : threads[(i + n * spec.clients) % threads.length];
+        latencies.push(await turn(thread, i));
       }
     }));
   } else if (spec.mode === "burst") {

@@ -76,3 +76,26 @@ def test_the_scale_out_bench_compares_one_and_two_replicas_on_sqld_with_the_file
     assert [r[0].strip() for r in rows] == ["1 gateway, embedded file (baseline)", "1 gateway, sqld", "2 gateways, sqld"]
     assert all(float(r[1]) > 0 for r in rows) and rows[0][2].strip() == "1.00"
     assert float(rows[1][6]) > 0 and float(rows[2][6]) > 0  # write requests per turn, read from /health
+
+
+def test_the_soak_bench_reports_rss_ratios_per_round_spans_and_a_verdict_per_target(tmp_path: Path):
+    """``bench/soak.py`` (issue 25), a few seconds long: a row per round (warm-up, then the
+    rounds of at most a minute) with the gateway's RSS as a ratio to the first round's, the
+    span counters summed from the gateway's ``/health``, and a PASS or FAIL line per target."""
+    out = tmp_path / "soak.md"
+    done = subprocess.run([sys.executable, "bench/soak.py", "--minutes", "0.1", "--warmup-s", "2", "--clients", "2",
+                           "--threads-per-client", "2", "--workers", "1", "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    text = out.read_text()
+    assert "- CPU: " in text and "- commit: " in text and "load average" in text and "2 clients" in text
+    header = next(line for line in text.splitlines() if line.startswith("| round |"))
+    columns = [cell.strip() for cell in header.split("|")[1:-1]]
+    rows = [dict(zip(columns, (cell.strip() for cell in line.split("|")[1:-1])))
+            for line in text.splitlines() if line.startswith(("| warm-up |", "| min "))]
+    assert [row["round"] for row in rows] == ["warm-up", "min 1"]
+    assert float(rows[1]["ratio"]) == 1.0 and float(rows[0]["turns/s"]) > 0  # min 1 is the ratios' reference
+    assert int(rows[1]["spans exported"].replace(",", "")) > 0 and rows[1]["export busy"].endswith("%")
+    assert "spans exported" in text and "turns/s (warm-up not counted)" in text
+    verdicts = [line for line in text.splitlines() if line.startswith(("- **PASS**", "- **FAIL**"))]
+    assert len(verdicts) == 2 and "gateway RSS" in verdicts[0] and "spans dropped" in verdicts[1]

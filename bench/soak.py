@@ -1,0 +1,275 @@
+"""Soak (issue 25): chat turns at a steady concurrency for minutes; does the memory stay flat
+and does span export keep up?
+
+A studio and a gateway run as ``make dev`` runs them (the built-in local model, chat-agent
+with its memory: last messages, title, Observational Memory; spans exported over OTLP/HTTP
+from the gateway to the studio, which writes them into DuckDB). ``--clients`` loops of
+bench/load.mjs send ``POST /api/chat`` turns, read to ``[DONE]``, over a pool of
+``--threads-per-client`` conversations each (client i cycles through its own, so no two
+clients ever share a thread). After ``--warmup-s`` of the same load, the run goes on in
+one-minute rounds; after each round it reads:
+
+- turns/s and latency p50/p99 of the round;
+- the RSS (PSS, so forked workers' shared pages count once) of the gateway's processes and
+  of the studio, each also as a ratio to its value after the first round;
+- the gateway's span export counters (``telemetry.spans`` of ``/health``: exported,
+  dropped, queued and their bytes, failed exports, the time spent exporting), summed over
+  its workers;
+- the CPU the gateway and the studio used (cores) and the machine's 1-minute load average.
+
+At the end the run waits for the export queue to drain and reports the totals, and the
+targets as PASS/FAIL lines: gateway RSS after the last round <= 1.1x after the first, and
+no span dropped. ``--history N`` stores N messages in every conversation first, so threads
+are long from the start (a thread's turn costs grow with its unobserved window, and so does
+the memory a turn needs). ``--trace-memory`` runs the gateway (one worker) under tracemalloc
+(bench/traced.py: slower, so its figures are off) and adds, per round, the Python memory
+alive at its end and its peak during it, and the allocation sites that grew between the
+first and the last round.
+
+Results are printed and written to bench/results/<date>-<commit>-soak.md (``--out``
+elsewhere). Run: ``nice -n 5 .venv/bin/python bench/soak.py [--minutes 10] [--clients 20]
+[--warmup-s 30] [--threads-per-client 5] [--history 0] [--workers N] [--trace-memory]
+[--out PATH]``.
+Linux only (/proc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.chat_turn import seed  # noqa: E402
+from bench.report import commit, machine  # noqa: E402
+from bench.servers import Server, server_env  # noqa: E402
+from bench.workload import growth, load, pct  # noqa: E402
+from tests.support import free_port  # noqa: E402
+
+RSS_RATIO_MAX = 1.1
+ROUND_S = 60.0
+DRAIN_S = 60.0  # how long the end of the run waits for the export queue to empty
+
+
+@dataclass
+class Round:
+    name: str
+    seconds: float
+    turns: int
+    p50: float
+    p99: float
+    gateway_mb: float
+    studio_mb: float
+    spans: dict[str, int | float]
+    gateway_cores: float
+    studio_cores: float
+    load_1m: float
+
+    @property
+    def rate(self) -> float:
+        return self.turns / self.seconds
+
+
+def span_stats(gateway: Server, workers: int) -> dict[str, int | float]:
+    """``telemetry.spans`` of every gateway worker, summed. ``/health`` is the answering
+    worker's own, so it is asked on new connections until each worker has answered."""
+    seen: dict[int, dict[str, int | float]] = {}
+    for _ in range(50 * workers):
+        body = httpx.get(f"{gateway.url}/health", timeout=10).json()
+        seen[body["worker"]["pid"]] = body["telemetry"]["spans"]
+        if len(seen) == workers:
+            break
+    else:
+        raise RuntimeError(f"only {len(seen)} of {workers} gateway workers answered /health")
+    return {key: sum(stats[key] for stats in seen.values()) for key in next(iter(seen.values()))}
+
+
+def run_round(name: str, gateway: Server, studio: Server, spec: dict, seconds: float, workers: int) -> Round:
+    cpu_before = gateway.cpu_s(), studio.cpu_s()
+    started = time.perf_counter()
+    result = load({**spec, "seconds": seconds})
+    wall = time.perf_counter() - started
+    latencies = result["latenciesMs"]
+    return Round(name, result["wallMs"] / 1000, result["done"], pct(latencies, .5), pct(latencies, .99),
+                 gateway.rss_mb(), studio.rss_mb(), span_stats(gateway, workers),
+                 (gateway.cpu_s() - cpu_before[0]) / wall, (studio.cpu_s() - cpu_before[1]) / wall, os.getloadavg()[0])
+
+
+def drain(gateway: Server, workers: int) -> dict[str, int | float]:
+    deadline = time.monotonic() + DRAIN_S
+    stats = span_stats(gateway, workers)
+    while stats["queued"] and time.monotonic() < deadline:
+        time.sleep(1)
+        stats = span_stats(gateway, workers)
+    return stats
+
+
+def markdown(args: argparse.Namespace, workers: int, rounds: list[Round], drained: dict[str, int | float],
+             load_start: tuple[float, ...], load_end: tuple[float, ...], targets: list[tuple[bool, str]],
+             notes: list[str], started: float) -> str:
+    def load_text(values: tuple[float, ...]) -> str:
+        return ", ".join(f"{v:.2f}" for v in values)
+
+    first = rounds[1] if len(rounds) > 1 else rounds[0]
+    during = [r.load_1m for r in rounds[1:]] or [rounds[0].load_1m]
+    lines = [f"# bench/soak.py, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))}", "",
+             *(f"- {line}" for line in machine()),
+             f"- load average (1, 5, 15 min) at start: {load_text(load_start)}; at end: {load_text(load_end)}; "
+             f"1-min load during the rounds: mean {sum(during) / len(during):.2f}, max {max(during):.2f} "
+             "(other work on the machine shares its cores: judge the figures by it)",
+             f"- settings: {args.minutes:g} min at {args.clients} clients after {args.warmup_s:g} s of warm-up, "
+             f"{args.threads_per_client} conversations per client"
+             + (f" of {args.history:,} stored messages each at the start" if args.history else "")
+             + f", gateway of {workers} worker{'s' if workers > 1 else ''}, chat-agent with its memory (Observational Memory on), the local model"
+             + (", gateway under tracemalloc (figures are off)" if args.trace_memory else ""), "",
+             "| round | s | turns/s | p50 ms | p99 ms | gateway RSS MB | ratio | studio RSS MB | ratio "
+             "| spans exported | dropped | queued | queued MB | failed exports | export busy | gateway cores "
+             "| studio cores | load 1m |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    before: dict[str, int | float] = {}
+    for r in rounds:
+        queued_mb = f"{r.spans['queuedBytes'] / 2**20:.1f}" if "queuedBytes" in r.spans else "-"
+        busy = (f"{(r.spans['exportSeconds'] - before.get('exportSeconds', 0)) / (r.seconds * workers):.0%}"
+                if "exportSeconds" in r.spans else "-")
+        before = r.spans
+        lines.append(f"| {r.name} | {r.seconds:.0f} | {r.rate:.1f} | {r.p50:.0f} | {r.p99:.0f} | {r.gateway_mb:.0f} "
+                     f"| {r.gateway_mb / first.gateway_mb:.2f} | {r.studio_mb:.0f} | {r.studio_mb / first.studio_mb:.2f} "
+                     f"| {r.spans['exported']:,} | {r.spans['dropped']:,} | {r.spans['queued']:,} | {queued_mb} "
+                     f"| {r.spans['failedExports']:,} | {busy} | {r.gateway_cores:.2f} | {r.studio_cores:.2f} "
+                     f"| {r.load_1m:.2f} |")
+    lines += ["", "Export busy: the share of the round the gateway's export threads spent in export calls "
+                  "(encoding, sending, waiting for the studio to write), per worker; near 100% the export is "
+                  "what limits the span rate."]
+    measured = rounds[1:] or rounds
+    turns = sum(r.turns for r in measured)
+    seconds = sum(r.seconds for r in measured)
+    lines += ["", f"After the rounds: {turns:,} turns in {seconds:.0f} s = {turns / seconds:.1f} turns/s (warm-up "
+                  f"not counted); the export queue drained to {drained['queued']:,} queued: "
+                  f"{drained['exported']:,} spans exported, {drained['dropped']:,} dropped, "
+                  f"{drained['failedExports']:,} failed exports in all.",
+              "", "## Targets (issue 25)", "", *(f"- **{'PASS' if ok else 'FAIL'}** {text}" for ok, text in targets)]
+    if notes:
+        lines += ["", "## Notes", *(part for note in notes for part in ("", note))]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--minutes", type=float, default=10.0, help="length of the run after warm-up (default 10)")
+    parser.add_argument("--clients", type=int, default=20, help="concurrent clients (default 20)")
+    parser.add_argument("--warmup-s", type=float, default=30.0, help="load before the first round (default 30)")
+    parser.add_argument("--threads-per-client", type=int, default=5, help="conversations each client cycles through")
+    parser.add_argument("--history", type=int, default=0,
+                        help="messages stored in each conversation before the run (a long thread from the start)")
+    parser.add_argument("--workers", type=int, help="gateway workers (default DEV_SERVER_WORKERS, else one per core "
+                                                    "as make dev; 1 with --trace-memory)")
+    parser.add_argument("--trace-memory", action="store_true", help="the gateway under tracemalloc: growth sites")
+    parser.add_argument("--out", type=Path, help="result file (default bench/results/<date>-<commit>-soak.md)")
+    args = parser.parse_args()
+    workers = args.workers or (1 if args.trace_memory else None) or int(os.environ.get("DEV_SERVER_WORKERS") or 0) \
+        or os.cpu_count() or 1
+    out = args.out or REPO / "bench" / "results" / f"{time.strftime('%Y-%m-%d', time.gmtime())}-{commit()}-soak.md"
+    started, load_start = time.time(), os.getloadavg()
+    for line in machine():
+        print(line)
+    print(f"load average at start: {', '.join(f'{v:.2f}' for v in load_start)}", flush=True)
+
+    rounds: list[Round] = []
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        data = tmp / "data"
+        data.mkdir()
+        prefix, conversations = f"soak-{uuid.uuid4()}", args.clients * args.threads_per_client
+        if args.history:
+            for n in range(conversations):
+                asyncio.run(seed(data / "dev-server.db", f"{prefix}-{n}", args.history))
+        studio_port, gateway_port = free_port(), free_port()
+        env = server_env(data, studio_port, DEV_SERVER_WORKERS=str(workers),
+                         BENCH_TRACE_OUT=str(tmp / "gateway.snapshot"))
+        launcher = [str(REPO / "bench" / "traced.py")] if args.trace_memory else ["-m", "app"]
+        studio = Server("studio", [sys.executable, "-m", "app", "studio", "--port", str(studio_port)], studio_port,
+                        env, tmp)
+        gateway = Server("gateway", [sys.executable, *launcher, "gateway", "--port", str(gateway_port)],
+                         gateway_port, env, tmp)
+        try:
+            studio.wait_ready()
+            gateway.wait_ready()
+            spec = {"mode": "turns", "base": gateway.url, "clients": args.clients, "threadPrefix": prefix,
+                    "threadCount": conversations}
+            print(f"{'round':<8} {'turns/s':>8} {'p50 ms':>7} {'gw MB':>7} {'ratio':>6} {'studio MB':>9} "
+                  f"{'exported':>9} {'dropped':>8} {'queued':>7} {'load':>5}", flush=True)
+            rounds.append(run_round("warm-up", gateway, studio, spec, args.warmup_s, workers))
+            snapshots = [gateway.snapshot(tmp / "gateway.snapshot")] if args.trace_memory else []
+            report_round(rounds)
+            count = max(1, math.ceil(args.minutes * 60 / ROUND_S - 1e-9))
+            for i in range(count):
+                seconds = min(ROUND_S, args.minutes * 60 - i * ROUND_S)
+                rounds.append(run_round(f"min {i + 1}", gateway, studio, spec, seconds, workers))
+                if args.trace_memory:
+                    snapshots.append(gateway.snapshot(tmp / "gateway.snapshot"))
+                report_round(rounds)
+            drained = drain(gateway, workers)
+            if snapshots:
+                notes.append(traced_table(rounds, snapshots))
+            if len(snapshots) > 2:
+                notes.append("gateway: tracemalloc growth, end of min 1 -> end of the last round (top sites):\n```\n"
+                             + "\n".join(growth(snapshots[1], snapshots[-1])) + "\n```")
+                notes.append("gateway: tracemalloc growth, end of warm-up -> end of min 1 (top sites):\n```\n"
+                             + "\n".join(growth(snapshots[0], snapshots[1])) + "\n```")
+        finally:
+            for server in (gateway, studio):
+                server.stop()
+
+    first, last = rounds[1], rounds[-1]
+    ratio = last.gateway_mb / first.gateway_mb
+    targets = [(ratio <= RSS_RATIO_MAX,
+                f"gateway RSS after the last round {last.gateway_mb:.0f} MB = {ratio:.2f}x after min 1 "
+                f"{first.gateway_mb:.0f} MB (target <= {RSS_RATIO_MAX:g}x; studio {last.studio_mb:.0f} MB = "
+                f"{last.studio_mb / first.studio_mb:.2f}x)"),
+               (drained["dropped"] == 0 and drained["queued"] == 0,
+                f"spans dropped: {drained['dropped']:,} of {drained['exported'] + drained['dropped']:,} "
+                f"({drained['queued']:,} still queued after {DRAIN_S:g} s; target: 0 dropped, none left)")]
+    for ok, text in targets:
+        print(f"{'PASS' if ok else 'FAIL'}  {text}")
+    for note in notes:
+        print(note)
+    load_end = os.getloadavg()
+    print(f"load average at end: {', '.join(f'{v:.2f}' for v in load_end)}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(markdown(args, workers, rounds, drained, load_start, load_end, targets, notes, started))
+    print(f"written to {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
+
+
+def traced_table(rounds: list[Round], snapshots: list[Path]) -> str:
+    """What tracemalloc saw at the end of each round: Python memory alive, and its peak
+    during the round (bench/traced.py writes both beside each snapshot)."""
+    lines = ["gateway under tracemalloc (traced since the end of warm-up), MB:", "",
+             "| round | alive at its end | peak during it |", "|---|---:|---:|"]
+    for r, path in zip(rounds[1:], snapshots[1:]):
+        current, peak = (int(v) for v in Path(f"{path}.peak").read_text().split())
+        lines.append(f"| {r.name} | {current / 2**20:.1f} | {peak / 2**20:.1f} |")
+    return "\n".join(lines)
+
+
+def report_round(rounds: list[Round]) -> None:
+    r = rounds[-1]
+    first = rounds[1] if len(rounds) > 1 else r
+    print(f"{r.name:<8} {r.rate:>8.1f} {r.p50:>7.0f} {r.gateway_mb:>7.0f} {r.gateway_mb / first.gateway_mb:>6.2f} "
+          f"{r.studio_mb:>9.0f} {r.spans['exported']:>9,} {r.spans['dropped']:>8,} {r.spans['queued']:>7,} "
+          f"{r.load_1m:>5.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
