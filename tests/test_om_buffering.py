@@ -16,7 +16,7 @@ from app.background import BackgroundWork
 from app.llm import LiteLLMClient
 from app.llm.types import ResolvedModel
 from app.om.activation import Trigger, activate, activation_ratio, chunks_to_activate, interval_crossed, plan
-from app.om.buffering import Buffering, PartSink, safe_prefix
+from app.om.buffering import Buffering, PartSink, QueuedCandidates, safe_prefix
 from app.om.flags import flag_live, settled
 from app.om.config import observational_memory_options
 from app.om.engine import CycleContext, ObservationalMemory
@@ -255,6 +255,36 @@ async def test_background_observer_stores_a_chunk_and_reports_late_parts_on_the_
     types = [p["type"] for p in reply.content["parts"]]
     assert types == ["text", "data-om-buffering-start", "data-om-buffering-end"]
     assert reply.content["metadata"]["mastra"]["sealed"] is True
+
+
+@pytest.mark.anyio
+async def test_a_queued_observation_holds_its_messages_by_id_and_reads_them_when_it_runs(libsql: LibSQLStore) -> None:
+    """Issue 25: threads that grow together queue their buffered observations together, and
+    each waiting job held its turn's decoded messages (tens of megabytes at once in a soak).
+    With the thread's store the job keeps ids, and observes what is stored when it runs: a
+    message deleted while it waited is not observed."""
+    messages = [message(f"m{i}", "user" if i % 2 == 0 else "assistant", f"2026-01-01T10:{i:02d}:00.000Z")
+                for i in range(4)]
+    conversations, engine, record, _, llm, model = await with_background(libsql, messages, 100)
+    background = BackgroundWork(workers=1)
+    await background.start()
+    gate = asyncio.Event()
+
+    async def occupy() -> None:
+        await gate.wait()
+
+    assert background.submit("other:busy", occupy)  # the one worker is busy: the observation waits
+    sink = PartSink(engine.records, "t")
+    ctx = CycleContext(llm, model, "t", None, sink.emit)
+    buffering = Buffering(engine, background, conversations)
+    assert await buffering.start_observation(ctx, record, messages, sink)
+    assert QueuedCandidates.of("t", messages) == QueuedCandidates("t", ("m0", "m1", "m2", "m3"),
+                                                                  "2026-01-01T10:00:00.000Z")
+    await conversations.delete_messages(["m1"])
+    gate.set()
+    await background.drain()
+    [stored] = (await settled(engine.records, "thread:t", timeout_s=5)).buffered_observation_chunks
+    assert stored["messageIds"] == ["m0", "m2", "m3"]
 
 
 @pytest.mark.anyio

@@ -264,7 +264,7 @@ class Memory:
             return None
         if self._om_engine is None or self._om_engine.options is not self.options.om:
             self._om_engine = HookedEngine(self.options.om, OMRecordStore(self.store.db), self)
-            self._om_buffering = HookedBuffering(self._om_engine, self.background)
+            self._om_buffering = HookedBuffering(self._om_engine, self.background, self.store)
         return self._om_engine
 
     def enable_observational_memory(self, options: Mapping[str, Any] | ObservationalMemoryOptions | Literal[False]

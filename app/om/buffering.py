@@ -31,7 +31,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from app.agents.processors import StepContext
     from app.background import BackgroundWork
     from app.om.engine import ObservationalMemory
+    from app.storage.conversations import ConversationStore
     from app.storage.om_records import OMRecordStore
 
 log = logging.getLogger(__name__)
@@ -126,12 +127,39 @@ class PartSink:
                 log.warning("could not keep %d OM parts on thread %s: %s", len(late), self.thread_id, exc)
 
 
-class Buffering:
-    """Schedules and runs the background observer and reflector of one OM engine."""
+@dataclass(frozen=True)
+class QueuedCandidates:
+    """The messages a queued observation will observe, by id: read back when the job runs.
 
-    def __init__(self, engine: ObservationalMemory, background: BackgroundWork | None) -> None:
+    Threads that grow together cross the buffer interval together, so a hundred jobs may
+    wait behind the two that run; each holding its turn's Message objects (a few hundred,
+    decoded) held tens of megabytes at once, and the heap kept that size afterwards
+    (issue 25's soak). Ids and the oldest one's time are all a waiting job needs."""
+
+    thread_id: str
+    ids: tuple[str, ...]
+    since: str
+
+    @classmethod
+    def of(cls, thread_id: str, messages: Sequence[Message]) -> "QueuedCandidates":
+        return cls(thread_id, tuple(m.id for m in messages), min(m.created_at for m in messages))
+
+    async def read(self, store: ConversationStore) -> list[Message]:
+        """The messages still stored, in thread order, as they are now."""
+        wanted = set(self.ids)
+        return [m for m in await store.messages_since(self.thread_id, self.since) if m.id in wanted]
+
+
+class Buffering:
+    """Schedules and runs the background observer and reflector of one OM engine. With the
+    thread's ``store``, a queued observation holds its candidates by id (``QueuedCandidates``);
+    without one (a bare engine) it holds the messages themselves."""
+
+    def __init__(self, engine: ObservationalMemory, background: BackgroundWork | None,
+                 store: ConversationStore | None = None) -> None:
         self.engine = engine
         self.background = background
+        self.store = store
         self._suppressed: dict[str, int] = {}  # lookup key -> log size the reflector could not condense
 
     @property
@@ -153,8 +181,10 @@ class Buffering:
         config = marker_config(self.engine.options, record.observation_token_count)
         cycle = BufferCycle(OBSERVATION, record, ctx.thread_id, config, tokens)
         job_ctx = replace(ctx, emit=sink.emit)
+        queued: list[Message] | QueuedCandidates = (
+            list(candidates) if self.store is None else QueuedCandidates.of(ctx.thread_id, candidates))
         started = await self._start(f"om-buffer:{record.lookup_key}", record, "is_buffering_observation",
-                                    lambda: self._observe(job_ctx, record, list(candidates), cycle, sink))
+                                    lambda: self._observe(job_ctx, record, queued, cycle, sink))
         if started:
             sink.emit(cycle.start())
         return started
@@ -170,8 +200,8 @@ class Buffering:
             return False
         return True
 
-    async def _observe(self, ctx: CycleContext, record: OMRecord, candidates: list[Message], cycle: BufferCycle,
-                       sink: PartSink) -> None:
+    async def _observe(self, ctx: CycleContext, record: OMRecord, queued: list[Message] | QueuedCandidates,
+                       cycle: BufferCycle, sink: PartSink) -> None:
         records = self.records
         try:
             async with holding(records, record.id, "is_buffering_observation"):
@@ -179,6 +209,7 @@ class Buffering:
                 if current is None:
                     sink.emit(cycle.failed("The record is gone"))
                     return
+                candidates = queued if isinstance(queued, list) else await queued.read(self.store)
                 fresh = buffer_candidates(candidates, current)  # another process may have buffered or observed some
                 if not fresh:
                     sink.emit(cycle.failed("Nothing left to buffer"))

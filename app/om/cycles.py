@@ -25,7 +25,7 @@ from app.agents.events import DataPart
 from app.llm import ModelRequest, ResolvedModel
 from app.llm.complete import Completion, complete
 from app.observability import spans
-from app.om.buffering import Buffering, PartSink
+from app.om.buffering import Buffering, PartSink, QueuedCandidates
 from app.om.engine import OBSERVER_AGENT, CycleContext, ObservationalMemory, describe_error
 from app.om.hooks import CycleRun, Trigger, current_run, current_trigger
 from app.om.models import DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MODEL, uses_default_output_limit
@@ -216,10 +216,10 @@ class _TapSink:
 
 
 class HookedBuffering(Buffering):
-    async def _observe(self, ctx: CycleContext, record: OMRecord, candidates: list[Message], cycle: Any,
-                       sink: PartSink) -> None:
+    async def _observe(self, ctx: CycleContext, record: OMRecord, queued: list[Message] | QueuedCandidates,
+                       cycle: Any, sink: PartSink) -> None:
         await self._job("observation", ctx, record, sink,
-                        lambda c, s: super(HookedBuffering, self)._observe(c, record, candidates, cycle, s))
+                        lambda c, s: super(HookedBuffering, self)._observe(c, record, queued, cycle, s))
 
     async def _reflect(self, ctx: CycleContext, record: OMRecord, lines: list[str], estimate: int, cycle: Any,
                        sink: PartSink) -> None:
