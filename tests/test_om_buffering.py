@@ -279,7 +279,7 @@ async def test_a_queued_observation_holds_its_messages_by_id_and_reads_them_when
     buffering = Buffering(engine, background, conversations)
     assert await buffering.start_observation(ctx, record, messages, sink)
     assert QueuedCandidates.of("t", messages) == QueuedCandidates("t", ("m0", "m1", "m2", "m3"),
-                                                                  "2026-01-01T10:00:00.000Z")
+                                                                  "2026-01-01T10:00:00.000Z", messages[-1])
     await conversations.delete_messages(["m1"])
     gate.set()
     await background.drain()

@@ -134,20 +134,27 @@ class QueuedCandidates:
     Threads that grow together cross the buffer interval together, so a hundred jobs may
     wait behind the two that run; each holding its turn's Message objects (a few hundred,
     decoded) held tens of megabytes at once, and the heap kept that size afterwards
-    (issue 25's soak). Ids and the oldest one's time are all a waiting job needs."""
+    (issue 25's soak). Ids and the oldest one's time are all a waiting job needs, except for
+    the newest message, which is kept whole: buffering on idle queues the job while the
+    reply it just produced is still being saved, and a job that runs first must see it."""
 
     thread_id: str
     ids: tuple[str, ...]
     since: str
+    newest: Message
 
     @classmethod
     def of(cls, thread_id: str, messages: Sequence[Message]) -> "QueuedCandidates":
-        return cls(thread_id, tuple(m.id for m in messages), min(m.created_at for m in messages))
+        return cls(thread_id, tuple(m.id for m in messages), min(m.created_at for m in messages), messages[-1])
 
     async def read(self, store: ConversationStore) -> list[Message]:
-        """The messages still stored, in thread order, as they are now."""
+        """The messages still stored, in thread order, as they are now (the newest as queued
+        while it is not stored yet)."""
         wanted = set(self.ids)
-        return [m for m in await store.messages_since(self.thread_id, self.since) if m.id in wanted]
+        found = [m for m in await store.messages_since(self.thread_id, self.since) if m.id in wanted]
+        if all(m.id != self.newest.id for m in found):
+            found.append(self.newest)
+        return found
 
 
 class Buffering:
