@@ -13,7 +13,10 @@ shared with other work a process sometimes waits longer than that for a core, lo
 (spikes of 40-60 ms were seen on an idle server), so a window over the bound is measured
 again, up to three times: a tool that blocks the loop fails every window (before the fix
 one ``(((9**99)**99)**99)**99`` froze the process for more than 40 s), a passing spike
-does not fail the test.
+does not fail the test. The bound is the issue's 100 ms on top of what ``/health`` takes on
+the same process with no tool running, measured in the same test just before: the full
+suite runs on several processes of a 2-core machine, and the waits for a core that it causes
+are the machine's, not the loop's.
 
 Results JSON cannot carry (an integer over the 4,300 digits Python writes out, infinity) and
 non-real results are a tool error: a 422 on the execute route, a ``tool-output-error`` in a chat
@@ -103,8 +106,21 @@ def servers(tmp_path_factory) -> Iterator[tuple[str, str, Path]]:
         yield studio.url, gateway.url, data / "dev-server.db"
 
 
-def probe_health_during(url: str, load: Callable[[httpx.Client, int], None]) -> tuple[list[float], int,
-                                                                                   list[BaseException]]:
+def idle_health(url: str, probes: int = 3 * PROBES) -> float:
+    """The slowest of ``probes`` /health calls with nothing else running on the process."""
+    slowest = 0.0
+    with httpx.Client(timeout=5.0) as prober:
+        prober.get(f"{url}/health")
+        for _ in range(probes):
+            time.sleep(0.02)
+            started = time.perf_counter()
+            prober.get(f"{url}/health")
+            slowest = max(slowest, time.perf_counter() - started)
+    return slowest
+
+
+def probe_health_during(url: str, load: Callable[[httpx.Client, int], None], bound: float = HEALTH_BOUND_S
+                        ) -> tuple[list[float], int, list[BaseException]]:
     """Run ``load`` over and over in ``LOAD_THREADS`` threads while probing ``url``/health in
     windows of at least ``PROBES`` probes, each lasting until every thread did two more loads (a
     chat takes longer than the probes: a window covers its tool calls too). Returns the slowest
@@ -133,7 +149,7 @@ def probe_health_during(url: str, load: Callable[[httpx.Client, int], None]) -> 
         threads = [threading.Thread(target=loader, args=(i,), daemon=True) for i in range(LOAD_THREADS)]
         for thread in threads:
             thread.start()
-        while len(windows) < WINDOWS and not (windows and windows[-1] < HEALTH_BOUND_S) and not failures:
+        while len(windows) < WINDOWS and not (windows and windows[-1] < bound) and not failures:
             slowest, probes, loads, deadline = 0.0, 0, len(done), time.monotonic() + CALL_TIMEOUT_S
             while (probes < PROBES or len(done) < loads + 2 * LOAD_THREADS) and time.monotonic() < deadline:
                 time.sleep(0.02)
@@ -173,8 +189,9 @@ def test_health_answers_at_once_while_the_execute_route_runs_a_tools_worst_input
                                json={"data": inputs[turn % len(inputs)]})
         assert response.status_code < 500, response.text
 
-    windows, calls, failures = probe_health_during(studio, execute)
-    assert min(windows) < HEALTH_BOUND_S, f"/health took up to {windows} s while {tool.name} ran"
+    bound = HEALTH_BOUND_S + idle_health(studio)
+    windows, calls, failures = probe_health_during(studio, execute, bound)
+    assert min(windows) < bound, f"/health took up to {windows} s (bound {bound:.3f} s) while {tool.name} ran"
     assert calls >= 1 and not failures, failures
 
 
@@ -189,8 +206,9 @@ def test_health_answers_at_once_while_chats_call_a_tool_with_its_worst_inputs(se
         assert chunks[-1]["type"] == "finish", chunks[-3:]
         assert any(c["type"].startswith("tool-output-") for c in chunks), chunks
 
-    windows, turns, failures = probe_health_during(gateway, chat)
-    assert min(windows) < HEALTH_BOUND_S, f"/health took up to {windows} s while chats called {tool.name}"
+    bound = HEALTH_BOUND_S + idle_health(gateway)
+    windows, turns, failures = probe_health_during(gateway, chat, bound)
+    assert min(windows) < bound, f"/health took up to {windows} s (bound {bound:.3f} s) while chats called {tool.name}"
     assert turns >= 1 and not failures, failures
 
 
