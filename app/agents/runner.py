@@ -108,6 +108,8 @@ class Turn:
     def reply_metadata(self) -> dict[str, Any]:
         metadata: dict[str, Any] = {"modelId": self.model.model_id, "provider": self.model.provider,
                                     "runId": self.run_id, "agentId": self.agent.id}
+        if self.user_message_id is not None:  # the user message this reply answers
+            metadata["answers"] = self.user_message_id
         if self.model.is_local:
             metadata["local"] = True
         if self.finish is not None:

@@ -61,7 +61,7 @@ def reply_from_frames(row: StreamRow, chunks: list[Chunk]) -> Message | None:
         parts.add_pending_call(call["toolCallId"], call.get("toolName", ""), call.get("input"))
     if reply_id is None or parts.empty or row.thread_id is None:
         return None
-    metadata.update(interrupted=True, salvaged=True)
+    metadata.update(interrupted=True, salvaged=True, answers=row.message_id)
     return assistant_message(reply_id, row.thread_id, row.resource_id, parts.snapshot(), now_iso(), metadata)
 
 

@@ -212,7 +212,9 @@ class ConversationStore:
         """Store a reply rebuilt after a crash (``app.agents.salvage``) right after the user
         message it answers, in one transaction; False when it is not needed: that message is
         gone (edited away), another answer already follows it, or the reply is stored with
-        at least as much text (a checkpoint, or the final save)."""
+        at least as much text (a checkpoint, or the final save). A reply says which message
+        it answers (``metadata.answers``): a retry answered after other turns came is found
+        wherever it stands."""
         def work(conn: sqlite3.Connection) -> bool:
             stored = conn.execute(f"{_MESSAGE_SELECT} WHERE id = ?", (reply.id,)).fetchone()
             if stored is not None:
@@ -221,6 +223,10 @@ class ConversationStore:
                 return writes.replace_message(conn, reply) > 0
             rows = writes.message_and_following(conn, thread_id, answered_id, 1)
             if not rows or rows[0]["role"] != "user" or (len(rows) > 1 and rows[1]["role"] == "assistant"):
+                return False
+            if conn.execute("SELECT 1 FROM messages WHERE thread_id = ? AND role = 'assistant'"
+                            " AND json_extract(content, '$.metadata.answers') = ? LIMIT 1",
+                            (thread_id, answered_id)).fetchone() is not None:
                 return False
             reply.created_at = rows[0]["created_at"]  # sorts right after it (seq breaks the tie)
             return bool(writes.insert_messages(conn, thread_id, [reply]))
