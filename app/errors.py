@@ -1,7 +1,7 @@
 """The error tree and the one place that renders errors as JSON.
 
 Every error a client can cause is an ``ApiError`` carrying its status; the body is always
-``{"error": <message>, "issues"?: [{"field", "message"}]}`` (STUDIO-REST.md section 1).
+``{"error": <message>, "issues"?: [{"field", "message"}]}`` (Mastra's Studio REST contract section 1).
 Anything else becomes a logged 500 with a generic message.
 
     ApiError

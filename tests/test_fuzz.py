@@ -32,19 +32,15 @@ from schemathesis.generation import GenerationMode
 from app.agents.registry import DEFINITIONS
 from app.factory import create_app
 from app.settings import Settings
-from tests.support import REPO
 
 pytestmark = pytest.mark.slow
 
 SEED = 20261202
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))  # per operation and generation mode
 TIMEOUT = 60.0  # a hang guard only: generous for a loaded 2-core machine
-# The wire contract lives in the shared docs beside the checkout; without it the fuzz runs
-# on the app's own schema alone.
-CONTRACT = next((path for path in (Path(os.environ.get("STUDIO_REST_OPENAPI", "/nonexistent")),
-                                   REPO.parent / "shared" / "docs" / "studio-rest-openapi.json",
-                                   Path("/work/shared/docs/studio-rest-openapi.json")) if path.exists()),
-                Path("/nonexistent"))
+# Mastra's wire contract as an OpenAPI file, when STUDIO_REST_OPENAPI names one; without it
+# the fuzz runs on the app's own schema alone.
+CONTRACT = Path(os.environ.get("STUDIO_REST_OPENAPI", "/nonexistent"))
 AGENT_IDS = [definition.id for definition in DEFINITIONS]
 # Stubs answering 501 until their owner implements them; a 501 there is counted in the
 # report but not a failure. Add an entry only while its route is a known stub.
@@ -70,7 +66,7 @@ def judge(label: str, response, server_errors: Counter) -> str | None:
 
 def is_error_body(body: object) -> bool:
     """The two error shapes of the contract: ``{"error"}``, and the trace-query family's
-    ``{"code", "message"}`` (STUDIO-REST.md section 1)."""
+    ``{"code", "message"}`` (Mastra's Studio REST contract section 1)."""
     if not isinstance(body, dict):
         return False
     return isinstance(body.get("error"), str) or (isinstance(body.get("code"), str)

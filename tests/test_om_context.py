@@ -1,4 +1,4 @@
-"""Context injection (app.om.context, app.om.relative_time; OBSERVATIONAL-MEMORY.md §3, §8).
+"""Context injection (app.om.context, app.om.relative_time; Mastra's Observational Memory contract §3, §8).
 
 Pure functions, checked directly: each optimisation rule on its own, relative dates and
 gap lines against a fixed "now", the order and count of the injected system messages,

@@ -3,7 +3,7 @@
 Small thresholds (300 message tokens, 400 observation tokens, no async buffering) drive a
 whole observe -> reflect cycle with the built-in local model as actor, observer and
 reflector. Every ``data-om-*`` chunk passes the SDK's own schema (``chat_client.mjs``); the
-fields are those of OBSERVATIONAL-MEMORY.md 6. The record is read back through a studio on
+fields are those of Mastra's Observational Memory contract 6. The record is read back through a studio on
 the same data dir with ``@mastra/client-js``.
 """
 

@@ -1,5 +1,5 @@
 """app.om.prompts, app.om.transcript, app.om.parsing: what the observer and reflector are told,
-how history is shown to the observer, and how their answers are read (OBSERVATIONAL-MEMORY.md §4).
+how history is shown to the observer, and how their answers are read (Mastra's Observational Memory contract §4).
 
 Pure functions, no model: transcripts are built from ``Message`` values in UTC.
 """

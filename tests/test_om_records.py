@@ -1,5 +1,5 @@
 """Observational Memory's records on real SQLite files, and which messages are unobserved
-(OBSERVATIONAL-MEMORY.md 1.1, 1.4)."""
+(Mastra's Observational Memory contract 1.1, 1.4)."""
 
 from __future__ import annotations
 

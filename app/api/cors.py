@@ -2,13 +2,13 @@
 
 The default lets only pages served from this machine read responses: an Origin of
 ``localhost``, ``127.0.0.1`` or ``[::1]``, on any port, over http or https, with credentials
-(the Studio fetches with ``credentials: "include"``, which rules out ``*``; STUDIO-REST.md
+(the Studio fetches with ``credentials: "include"``, which rules out ``*``; Mastra's Studio REST contract
 section 2). ``DEV_SERVER_CORS_ORIGINS`` replaces that with a list of exact origins (still
 with credentials), or ``*``: any origin, without credentials. Requested headers are reflected
 (the Studio's ``x-mastra-*`` and whatever a user adds in its settings).
 
 Starlette's own middleware is used as is, except for two answers: a preflight it accepts is
-a bodiless 204 (what STUDIO-REST.md asks for), and a foreign origin gets no CORS header at
+a bodiless 204 (what Mastra's Studio REST contract asks for), and a foreign origin gets no CORS header at
 all (Starlette would still send ``Allow-Credentials`` and the allowed methods), so nothing
 tells a foreign page what it could do here. The middleware is the outermost one: preflights
 are answered before authentication and never reach a route.

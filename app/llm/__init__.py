@@ -1,7 +1,7 @@
 """The model seam: Mastra model ids, litellm behind a small protocol, the local model.
 
 Importing this package does not import litellm (that costs seconds and, unconfigured,
-reaches the network); ``prepare_litellm()`` does it on first use. See DESIGN.md decision 8.
+reaches the network); ``prepare_litellm()`` does it on first use. See the design notes decision 8.
 """
 
 from app.llm.client import LiteLLMClient, LLMClient

@@ -3,7 +3,7 @@
 The background observer (``app.om.buffering``) leaves chunks on the record; when the
 unobserved window reaches the threshold, or the thread was idle past its prompt cache's
 lifetime, or the model changed (``app.om.idle``), the oldest chunks are swapped into the
-active log and their messages leave the window (OBSERVATIONAL-MEMORY.md 2.5).
+active log and their messages leave the window (Mastra's Observational Memory contract 2.5).
 
 How many chunks: enough to bring the window down to the retention floor that
 ``bufferActivation`` leaves (``threshold * (1 - ratio)``), by the rules of

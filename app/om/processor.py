@@ -1,9 +1,9 @@
-"""Observational Memory as processors of the step loop (DESIGN.md decision 10).
+"""Observational Memory as processors of the step loop (the design notes decision 10).
 
 With OM on, ``ObservationalMemoryStep`` takes the history window's place. On a turn's first
 step it reads the active record (created on first use) and the thread's unobserved
 messages (``app.om.window``), counts them (``app.om.tokens``), then follows the decision
-order of OBSERVATIONAL-MEMORY.md 2.3: buffered chunks are activated when the window reached
+order of Mastra's Observational Memory contract 2.3: buffered chunks are activated when the window reached
 its threshold or the provider's cache went cold (``app.om.activation``, ``app.om.idle``);
 the log is reflected, or a buffered reflection swapped in or started (``app.om.engine``);
 a background observer is started when the window crossed another buffering interval
@@ -154,7 +154,7 @@ class ObservationalMemoryStep:
         return history
 
     async def _first_step(self, step: StepContext) -> TurnView:
-        """OBSERVATIONAL-MEMORY.md 2.3 at step 0: activation, reflection, buffering, and the
+        """Mastra's Observational Memory contract 2.3 at step 0: activation, reflection, buffering, and the
         threshold's observation, in that order."""
         thread = step.thread
         assert thread is not None

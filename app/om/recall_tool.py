@@ -1,4 +1,4 @@
-"""The ``recall`` tool: the actor reads the messages behind its observations (OBSERVATIONAL-MEMORY.md §7).
+"""The ``recall`` tool: the actor reads the messages behind its observations (Mastra's Observational Memory contract §7).
 
 Offered on every step when ``retrieval`` is on (``app.om.processor``). Three modes:
 

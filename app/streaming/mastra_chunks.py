@@ -1,4 +1,4 @@
-"""Mastra's own stream chunks, what the Studio and ``@mastra/client-js`` read (STUDIO-REST.md 4.3).
+"""Mastra's own stream chunks, what the Studio and ``@mastra/client-js`` read (Mastra's Studio REST contract 4.3).
 
 Every chunk is ``{type, runId, from: "AGENT", payload}``. The shapes live here; the walk
 from a run's events to these chunks is ``app.api.studio.run_chunks.encode_run`` (the

@@ -1,4 +1,4 @@
-"""Chunks of the AI SDK UI message stream v1 (UI-MESSAGE-STREAM.md), as plain dicts.
+"""Chunks of the AI SDK UI message stream v1 (the AI SDK's UI message stream protocol), as plain dicts.
 
 The SDK rejects optional fields sent as ``null`` (``{"messageId": null}`` fails its
 schema), so every constructor leaves out what it was not given instead of sending None.

@@ -1,1 +1,1 @@
-"""The Mastra-compatible REST API of the studio process (STUDIO-REST.md), one module a resource."""
+"""The Mastra-compatible REST API of the studio process (Mastra's Studio REST contract), one module a resource."""

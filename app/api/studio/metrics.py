@@ -1,4 +1,4 @@
-"""Metrics routes of the Mastra API (STUDIO-REST.md 6.7), computed from the span rows by
+"""Metrics routes of the Mastra API (Mastra's Studio REST contract 6.7), computed from the span rows by
 ``app.observability.metrics``: ``POST /observability/metrics/{aggregate,breakdown,timeseries,
 percentiles}`` and ``GET /observability/discovery/metric-{names,label-keys,label-values}``.
 

@@ -1,4 +1,4 @@
-"""A run's events as Mastra's chunk stream (STUDIO-REST.md 4.3), what the Studio and client-js read.
+"""A run's events as Mastra's chunk stream (Mastra's Studio REST contract 4.3), what the Studio and client-js read.
 
 ``encode_run`` translates the turn's events (``app.agents.events``) into the sequence
 Mastra's server sends: start, then per step step-start, reasoning-start/-delta/-end,
