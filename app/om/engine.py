@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from app.agents.processors import SpanOpener, no_span
@@ -90,6 +90,9 @@ class CycleContext:
     hints: dict[str, Any] | None  # the thread's OM metadata (1.2), kept current by the cycles' writes
     emit: Emit
     open_span: SpanOpener = no_span
+    # the turn's token counts by message (``app.om.tokens.count_message``'s memo): its window
+    # is counted after each decision of its first step, and lives no longer than the turn
+    counted: dict[Any, int] = field(default_factory=dict)
 
 
 async def om_model(llm: LLMClient, configured: str | None, agent_model: ResolvedModel) -> ResolvedModel:

@@ -33,7 +33,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
 from app.agents.events import DataPart
@@ -173,7 +173,7 @@ class ObservationalMemoryStep:
         messages = unobserved(stored, record)
         if options.temporal_markers and step.input_count > 0:
             messages = await self._temporal_gap(step, messages)
-        pending = count_messages(messages)
+        pending = count_messages(messages, memo=ctx.counted)
         if step.llm is not None and step.model is not None:
             sink = PartSink(records, thread.id, step)
             buffering = options.async_buffering
@@ -182,7 +182,7 @@ class ObservationalMemoryStep:
                 trigger = await self._activation_trigger(step, record, messages, pending)
                 if trigger is not None:
                     record, messages = await self._activate(ctx, record, trigger, messages)
-                    pending = count_messages(messages)
+                    pending = count_messages(messages, memo=ctx.counted)
             reflect_trigger = None
             if record.buffered_reflection:
                 cold = await self._cold_cache(step, messages, options.reflection.activate_after_idle,
@@ -194,7 +194,7 @@ class ObservationalMemoryStep:
                 await self._maybe_buffer(ctx, record, messages, pending, threshold, sink)
             if pending >= threshold and not has_incomplete_tool_calls(messages):
                 record, messages = await self._threshold(step, ctx, record, messages, pending, reflect_ahead)
-                pending = count_messages(messages)
+                pending = count_messages(messages, memo=ctx.counted)
         await self._store_pending(record, pending)
         projected = projected_removal(options, record) if record.buffered_observation_chunks else 0
         return TurnView(record, messages, pending, ctx.hints or {}, projected)
@@ -219,7 +219,7 @@ class ObservationalMemoryStep:
             messages = await self._temporal_gap(step, messages)
         others = await other_threads(store, record, thread.resource_id, thread.id)
         context = other_conversations(others, options.obscure_thread_ids)
-        pending = count_messages(messages) + other_tokens(context)
+        pending = count_messages(messages, memo=ctx.counted) + other_tokens(context)
         if step.llm is not None and step.model is not None:
             record = await self.engine.maybe_reflect(ctx, record)
             threshold = options.message_threshold(record.observation_token_count)
@@ -228,11 +228,12 @@ class ObservationalMemoryStep:
                     observed = await observe_resource(self.engine, run_ctx, record, {thread.id: messages, **others})
                 if observed is not None:
                     preserve = {m.id for m in messages[-max(1, step.input_count):]}
+                    counted = partial(count_message, memo=ctx.counted)
                     messages = drop_observed(messages, {m.id for m in messages}, floor=0, preserve=preserve,
-                                             count=count_message, total=count_messages(messages))
+                                             count=counted, total=count_messages(messages, memo=ctx.counted))
                     record = await self.engine.maybe_reflect(ctx, observed)
                     context = []
-                    pending = count_messages(messages)
+                    pending = count_messages(messages, memo=ctx.counted)
         await self._store_pending(record, pending)
         return TurnView(record, messages, pending, ctx.hints or {}, others=tuple(context))
 
@@ -315,7 +316,7 @@ class ObservationalMemoryStep:
         if options.async_buffering:
             record = await self.buffering.wait(record.lookup_key) or record
             messages = unobserved(messages, record)
-            pending = count_messages(messages)
+            pending = count_messages(messages, memo=ctx.counted)
             if pending < options.message_threshold(record.observation_token_count):
                 return record, messages
             if record.buffered_observation_chunks:
@@ -330,7 +331,7 @@ class ObservationalMemoryStep:
                 return record, messages
             record, observed_ids = observed, {m.id for m in messages}
         messages = drop_observed(messages, observed_ids, floor=options.retention_floor(), preserve=preserve,
-                                 count=count_message, total=pending)
+                                 count=partial(count_message, memo=ctx.counted), total=pending)
         record = await self.engine.maybe_reflect(ctx, record, buffer=reflect_ahead)
         if record.last_buffered_at_tokens:  # the buffering interval starts over (a swap has reset it already)
             await self.engine.records.set_buffer_boundary(record.id, 0)

@@ -137,36 +137,34 @@ def count_observations(text: str | None) -> int:
     return count_string(text)
 
 
-def count_messages(messages: Iterable[Any], *, provider: str | None = None, cache: bool = True) -> int:
+def count_messages(messages: Iterable[Any], *, provider: str | None = None, cache: bool = True,
+                   memo: dict[Any, int] | None = None) -> int:
     """Tokens of a prompt made of ``messages``: 24 plus each message; nothing at all is 0."""
-    counts = [count_message(message, provider=provider, cache=cache) for message in messages]
+    counts = [count_message(message, provider=provider, cache=cache, memo=memo) for message in messages]
     return TOKENS_PER_CONVERSATION + sum(counts) if counts else 0
 
 
 _ROLE_TOKENS = {role: estimate_tokens(role) for role in ("user", "assistant", "system", "tool")}
 
 
-_MEMO: dict[tuple[str, int, str | None], int] = {}
-MEMO_SIZE = 100_000
-
-
-def count_message(message: Any, *, provider: str | None = None, cache: bool = True) -> int:
+def count_message(message: Any, *, provider: str | None = None, cache: bool = True,
+                  memo: dict[Any, int] | None = None) -> int:
     """Tokens of one stored message (a ``Message``, anything with ``role`` and ``content``,
     or such a dict). ``provider`` (``"openai"``, ``"google/gemini-3-pro"``, ...) prices images.
 
-    A message read from the database is counted once per process: OM counts the whole
-    unobserved window on every turn, and the per-part cache still costs a hash and a walk of
-    each part, so the result is kept under the message's id and the digest of its stored
-    JSON (``Message.stored_digest``; any change to the stored content changes it)."""
+    ``memo`` is the caller's, for as long as it counts one window several times (a turn's
+    first step counts its window after each decision): a message read from the database
+    is counted once there, under its id and the digest of its stored JSON
+    (``Message.stored_digest``; any change to the stored content changes it). There is no
+    process-wide memo: one that outlived turns grew with every message a process had seen
+    and kept the allocator's arenas of short-lived turn data from being returned."""
     digest = getattr(message, "stored_digest", None)
-    if digest is None or not cache:
+    if memo is None or digest is None or not cache:
         return _count_message(message, provider, cache)
     key = (message.id, digest, provider)
-    tokens = _MEMO.get(key)
+    tokens = memo.get(key)
     if tokens is None:
-        tokens = _MEMO[key] = _count_message(message, provider, cache)
-        if len(_MEMO) > MEMO_SIZE:
-            del _MEMO[next(iter(_MEMO))]  # the oldest entry
+        tokens = memo[key] = _count_message(message, provider, cache)
     return tokens
 
 
