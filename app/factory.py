@@ -127,6 +127,17 @@ async def _embedder(llm: LLMClient, mastra_id: str) -> Embedder:
     return await choose(mastra_id) if choose is not None else local_embedder()
 
 
+def model_layer(settings: Settings, agents: Iterable[AgentDefinition]) -> LLMClient:
+    """Who answers the model calls: litellm and the local model, or the scripted model of
+    ``DEV_SERVER_SCRIPTED_MODEL`` when (and only when) that is set."""
+    if settings.scripted_model is None:
+        return LiteLLMClient.from_settings(settings, agents)
+    from app.llm.scripted import ScriptedModel
+
+    log.warning("a scripted model answers the model calls (DEV_SERVER_SCRIPTED_MODEL=%s)", settings.scripted_model)
+    return ScriptedModel.from_file(settings.scripted_model, agent_models={a.id: a.model for a in agents})
+
+
 def storage_for(role: str, settings: Settings) -> CompositeStore:
     """The stores of one process, from the settings (storage itself never reads settings)."""
     return CompositeStore.for_role(role, default_db_url=settings.default_db_url,
@@ -152,8 +163,8 @@ def create_app(
     worker: WorkerSlot | None = None,
     freeze_heap: bool = False,
 ) -> FastAPI:
-    """Build one process's app. Tests inject ``storage`` (temp dirs), ``llm`` (litellm's
-    ``mock_response``) and ``authenticator``; by default they come from ``settings``.
+    """Build one process's app. Tests inject ``storage`` (temp dirs), ``llm`` (a
+    ``ScriptedModel``, ``app.llm.scripted``) and ``authenticator``; by default they come from ``settings``.
     ``worker`` says which of the gateway's processes this is (``/health``). ``freeze_heap``:
     the server process's own app (see ``warm_up``); never in a test process, where it would
     keep every later test's cyclic garbage."""
@@ -161,7 +172,8 @@ def create_app(
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
     settings = settings or Settings.load()
     storage = storage or storage_for(role, settings)
-    llm = llm or LiteLLMClient.from_settings(settings, agents)
+    agents = tuple(agents)
+    llm = llm or model_layer(settings, agents)
     if authenticator is None and settings.auth_tokens:
         authenticator = BearerTokens.parse(settings.auth_tokens)
     conversations = ConversationStore(storage.default)

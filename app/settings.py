@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     model_retries: int = Field(
         1, ge=0, le=10, description="Retries of a call that failed (connection, 429, 5xx) before any text; "
                                     "the provider SDK's own retries are off")
+    scripted_model: Path | None = Field(
+        None, description="A JSON script (app.llm.scripted): a scripted model answers the model calls instead of "
+                          "the providers, for tests of a server process; never on unless set")
     provider_env: dict[str, str] = Field(
         default_factory=dict, exclude=True,
         description="Provider variables (*_API_KEY, *_API_BASE, OPENAI_BASE_URL, AWS_*, AZURE_*, VERTEXAI_*, ...) "
@@ -119,7 +122,7 @@ class Settings(BaseSettings):
         " DEV_SERVER_TURN_RATE_WINDOW_S, counted in the database across processes; then 429. Unset: no limit")
     turn_rate_window_s: float = Field(60.0, gt=0, le=86400, description="The window of DEV_SERVER_TURN_RATE_LIMIT")
 
-    @field_validator("max_connections", "turn_rate_limit", mode="before")
+    @field_validator("max_connections", "turn_rate_limit", "scripted_model", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
@@ -246,6 +249,16 @@ class Settings(BaseSettings):
             except ValueError:
                 raise ValueError(f"{value!r} is not a token count, a fraction or false") from None
         return value
+
+    @field_validator("scripted_model")
+    @classmethod
+    def _script_is_valid(cls, value: Path | None) -> Path | None:
+        if value is None:
+            return None
+        from app.llm.scripted_file import load_script  # only when set
+
+        load_script(value)  # ValueError: one line naming what is wrong
+        return value.resolve()
 
     @model_validator(mode="after")
     def _om_options_are_valid(self) -> "Settings":

@@ -14,6 +14,7 @@ import pytest
 
 from app.factory import create_app
 from app.llm import LiteLLMClient
+from app.llm.scripted import Reply, ScriptedModel
 from app.settings import Settings
 from tests.support import REPO, LiveApp, run_node, sqlite_rows, user_message
 
@@ -150,24 +151,12 @@ def test_a_foreign_thread_id_is_refused_without_queueing_behind_the_owners_reply
     assert bob_first, "Bob's refusal waited for Alice's reply to finish"
     assert sqlite_rows(data_dir / "dev-server.db", "SELECT count(*) FROM messages WHERE thread_id = 'conv-q'") == [(4,)]
 
-def provider_failure(kind: str):
-    import litellm
 
-    errors = {
-        "rate_limit": litellm.RateLimitError("slow down", llm_provider="openai", model="gpt-4o-mini"),
-        "auth": litellm.AuthenticationError("bad key sk-secret", llm_provider="openai", model="gpt-4o-mini"),
-        "timeout": litellm.Timeout("took too long", model="gpt-4o-mini", llm_provider="openai"),
-        "connection": litellm.APIConnectionError("refused", llm_provider="openai", model="gpt-4o-mini"),
-    }
-    return errors[kind]
-
-
+# How litellm's exceptions become these kinds (and that a key in them is never repeated) is
+# tests/test_llm.py's subject; here the route's answer to each kind, scripted at the seam.
 @pytest.mark.parametrize("kind, status", [("rate_limit", 429), ("auth", 502), ("timeout", 504), ("connection", 502)])
 def test_provider_errors_before_streaming_are_json_and_keep_the_users_message(data_dir: Path, kind: str, status: int):
-    from app.llm import prepare_litellm
-
-    prepare_litellm()
-    llm = LiteLLMClient(environ={"OPENAI_API_KEY": "sk-test"}, extra_kwargs={"mock_response": provider_failure(kind)})
+    llm = ScriptedModel([Reply(error=kind)], local=False)
     with LiveApp(create_app("gateway", Settings(data_dir=data_dir), llm=llm)) as live:
         response = httpx.post(f"{live.url}/api/chat", json={**GOOD, "conversationId": "p1"}, timeout=30)
     assert response.status_code == status, response.text

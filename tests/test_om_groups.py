@@ -11,13 +11,12 @@ the actor's step. The ``recall`` tool itself: tests/test_om_recall.py.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from app.agents.processors import StepContext
-from app.llm import LiteLLMClient, ModelRequest
+from app.llm.scripted import ScriptedModel
 from app.memory.memory import Memory, MemoryOptions
 from app.om.config import RetrievalConfig, describe_om, observational_memory_options
 from app.om.context import build_context_system_messages
@@ -79,19 +78,6 @@ def data_message(message_id: str, minute: int, thread: str = "t") -> Message:
                    f"2026-01-01T10:{minute:02d}:00.000Z")
 
 
-class RecordingLLM(LiteLLMClient):
-    """The local model, keeping every request it was sent (the observer's, the reflector's)."""
-
-    def __init__(self) -> None:
-        super().__init__(force_local=True)
-        self.requests: list[ModelRequest] = []
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[Any]:
-        self.requests.append(request)
-        async for event in super().stream(request):
-            yield event
-
-
 async def om_setup(db: LibSQLStore, messages: list[Message], options: dict[str, Any]) -> tuple[Memory, Any, Any]:
     conversations = ConversationStore(db)
     for thread_id, resource_id in dict.fromkeys((m.thread_id, m.resource_id) for m in messages):
@@ -101,7 +87,7 @@ async def om_setup(db: LibSQLStore, messages: list[Message], options: dict[str, 
     memory = Memory(MemoryOptions(observational_memory=options))
     memory.attach(conversations)
     engine = memory.observational_memory()
-    llm = RecordingLLM()
+    llm = ScriptedModel()  # nothing scripted: the local model answers, every request is recorded
     ctx = CycleContext(llm, await llm.resolve("openai/gpt-4o-mini"), "t", None, lambda part, durable=False: None)
     return memory, engine, ctx
 

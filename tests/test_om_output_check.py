@@ -6,12 +6,12 @@ problem, the record as it was, retried where the cycle retries (the observer onc
 reflector a compression level up). Also: a manual observe while buffered chunks wait does
 not get their messages into the log twice. Real SQLite files; the local model observes and
 reflects (its ``[[observer-*]]`` / ``[[reflector-*]]`` triggers pick the bad answers), and
-``ScriptedLLM`` puts chosen answers in front of it for the retry tests.
+a ``ScriptedModel`` (``app.llm.scripted``) puts chosen answers in front of it for the retry tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,8 +21,9 @@ import pytest
 from app.agents.events import DataPart
 from app.agents.processors import StepContext
 from app.background import BackgroundWork
-from app.llm import LiteLLMClient, ModelRequest
-from app.llm.types import Finish, TextDelta, Usage
+from app.llm import LiteLLMClient, LLMClient
+from app.llm.scripted import Reply, ScriptedModel
+from app.llm.types import Usage
 from app.om import manual
 from app.om.activation import Trigger, activate
 from app.om.buffering import Buffering, PartSink
@@ -30,7 +31,6 @@ from app.om.config import observational_memory_options
 from app.om.engine import CycleContext, ObservationalMemory
 from app.om.flags import settled
 from app.om.output_check import format_problem, reflection_problem
-from app.om.prompts import OBSERVER_IDENTITY, REFLECTOR_IDENTITY
 from app.om.tokens import count_messages, estimate_tokens
 from app.storage.conversations import ConversationStore, Message, Thread
 from app.storage.libsql import LibSQLStore
@@ -40,26 +40,11 @@ pytestmark = pytest.mark.anyio
 FACT = "My name is Ada and I keep bees on the roof of my flat in Leeds."
 
 
-class ScriptedLLM(LiteLLMClient):
-    """The local model, except that the observer's and the reflector's next answers may be
-    scripted (``observer`` / ``reflector``: answers used in order, then the local model's)."""
-
-    def __init__(self, *, observer: list[str] | None = None, reflector: list[str] | None = None) -> None:
-        super().__init__(force_local=True)
-        self.scripts = {OBSERVER_IDENTITY: list(observer or ()), REFLECTOR_IDENTITY: list(reflector or ())}
-        self.calls = {OBSERVER_IDENTITY: 0, REFLECTOR_IDENTITY: 0}
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[Any]:
-        system = next((m["content"] for m in request.messages if m.get("role") == "system"), "")
-        identity = next((i for i in self.scripts if isinstance(system, str) and system.lstrip().startswith(i)), None)
-        if identity is not None:
-            self.calls[identity] += 1
-            if self.scripts[identity]:
-                yield TextDelta(self.scripts[identity].pop(0))
-                yield Finish("stop", Usage(10, 10))
-                return
-        async for event in super().stream(request):
-            yield event
+def scripted(*, observer: Sequence[str] = (), reflector: Sequence[str] = ()) -> ScriptedModel:
+    """The local model, except that the observer's and the reflector's next answers are
+    scripted (used in order, then the local model's); every request is recorded."""
+    return ScriptedModel(observer=[Reply(text, usage=Usage(10, 10)) for text in observer],
+                         reflector=[Reply(text, usage=Usage(10, 10)) for text in reflector])
 
 
 @pytest.fixture
@@ -84,7 +69,7 @@ def log_with(trigger: str, lines: int = 40) -> str:
     return "Date: Jan 1, 2026\n" + "\n".join(body)
 
 
-async def engine_with(db: LibSQLStore, options: dict[str, Any], llm: LiteLLMClient | None = None,
+async def engine_with(db: LibSQLStore, options: dict[str, Any], llm: LLMClient | None = None,
                       messages: list[Message] = ()):
     conversations = ConversationStore(db)
     await conversations.save_thread(Thread("t", "r"))
@@ -159,12 +144,12 @@ async def test_a_reflection_that_is_not_observations_fails_and_the_log_stays(db:
 
 async def test_a_rejected_reflection_is_retried_a_level_up_and_the_valid_answer_is_kept(db: LibSQLStore) -> None:
     prose = "I looked at these observations and the user seems nice."
-    llm = ScriptedLLM(reflector=[prose])
+    llm = scripted(reflector=[prose])
     options = {"observation": {"bufferTokens": False}, "reflection": {"observationTokens": 500}}
     _, engine, record, ctx, parts = await engine_with(db, options, llm)
     record = await with_log(engine, record, chatty_log())
     result = await engine.maybe_reflect(ctx, record)
-    assert llm.calls[REFLECTOR_IDENTITY] == 2
+    assert len(llm.requests_for("reflector")) == 2
     assert result.generation_count == 1 and prose not in result.active_observations
     assert "Day 9" in result.active_observations and "Assistant replied" not in result.active_observations
     [failed] = [p.data for p in parts if p.name == "om-observation-failed"]
@@ -189,10 +174,10 @@ async def test_a_manual_reflect_of_prose_leaves_the_log(db: LibSQLStore) -> None
 async def test_an_observer_answer_that_is_not_observations_fails_and_nothing_is_appended(
         db: LibSQLStore, trigger: str, reason: str) -> None:
     messages = [text_message(0, FACT), text_message(1, "Noted."), text_message(2, f"{FACT} {trigger}")]
-    llm = ScriptedLLM()
+    llm = scripted()
     _, engine, record, ctx, parts = await engine_with(db, {"observation": {"bufferTokens": False}}, llm, messages)
     assert await engine.observe(ctx, record, messages, count_messages(messages)) is None
-    assert llm.calls[OBSERVER_IDENTITY] == 2  # asked once more before giving up
+    assert len(llm.requests_for("observer")) == 2  # asked once more before giving up
     [start, failed] = parts
     assert (start.name, failed.name) == ("om-observation-start", "om-observation-failed")
     assert failed.data["cycleId"] == start.data["cycleId"] and reason in failed.data["error"]
@@ -202,11 +187,11 @@ async def test_an_observer_answer_that_is_not_observations_fails_and_nothing_is_
 
 async def test_a_rejected_observer_answer_is_asked_again_and_the_second_is_used(db: LibSQLStore) -> None:
     messages = [text_message(0, FACT), text_message(1, "Noted.")]
-    llm = ScriptedLLM(observer=["<observations>\n</observations>"])
+    llm = scripted(observer=["<observations>\n</observations>"])
     _, engine, record, ctx, parts = await engine_with(db, {"observation": {"bufferTokens": False}}, llm, messages)
     observed = await engine.observe(ctx, record, messages, count_messages(messages))
     assert observed is not None and "Ada" in observed.active_observations
-    assert llm.calls[OBSERVER_IDENTITY] == 2
+    assert len(llm.requests_for("observer")) == 2
     assert [p.name for p in parts] == ["om-observation-start", "om-observation-end"]
 
 

@@ -19,7 +19,8 @@ import pytest
 from app.background import BackgroundWork
 from app.clock import now_iso
 from app.factory import storage_for
-from app.llm import LiteLLMClient, ModelRequest, ResolvedModel
+from app.llm import LiteLLMClient, ResolvedModel
+from app.llm.scripted import Reply, ScriptedModel
 from app.memory.memory import Memory, MemoryOptions
 from app.memory.titles import TitleGenerator, clean_title
 from app.storage.conversations import ConversationStore, Message
@@ -157,15 +158,6 @@ async def test_nothing_is_written_for_a_deleted_thread(memory: Memory, settings)
     assert (await memory.store.get_thread("t-other")).title == ""
 
 
-class BrokenModel:
-    async def resolve(self, mastra_id: str) -> ResolvedModel:
-        return ResolvedModel(mastra_id, "test", "broken", "test/broken", is_local=False)
-
-    async def stream(self, request: ModelRequest):
-        raise RuntimeError("the title model is down")
-        yield  # pragma: no cover - makes this an async generator
-
-
 @pytest.mark.anyio
 async def test_a_failing_title_model_is_logged_and_forgotten(memory: Memory, caplog) -> None:
     from app.agents.processors import ReplyContext
@@ -176,7 +168,7 @@ async def test_a_failing_title_model_is_logged_and_forgotten(memory: Memory, cap
     thread = await memory.store.get_thread("t-broken")
     reply = Message(id="a1", thread_id="t-broken", resource_id="r1", role="assistant",
                     content={"format": 2, "parts": []}, created_at=now_iso())
-    llm = BrokenModel()
+    llm = ScriptedModel(title=[Reply(error=RuntimeError("the title model is down"))], local=False)
     done = ReplyContext("chat-agent", thread, "r1", reply, llm=llm, model=await llm.resolve("test/broken"))
     with caplog.at_level(logging.WARNING, logger="app.background"):
         await TitleGenerator(memory, work).process_reply(done)  # returns at once

@@ -16,23 +16,16 @@ import httpx
 import pytest
 
 from app.factory import create_app
-from app.llm import ModelRequest, ResolvedModel, TextDelta
+from app.llm.scripted import Reply, ScriptedModel
 from app.settings import Settings
 from app.streaming.sse import repair_text
 from app.streaming.text_events import INTERNAL_MESSAGE
 from tests.support import LiveApp, run_node, sqlite_rows, user_message
 
 
-class BrokenModel:
+def broken_model() -> ScriptedModel:
     """Streams two pieces, then fails the way a bug would (not a ModelProviderError)."""
-
-    async def resolve(self, mastra_id: str) -> ResolvedModel:
-        return ResolvedModel(mastra_id, "test", "broken", "test/broken", is_local=True)
-
-    async def stream(self, request: ModelRequest):
-        yield TextDelta("half")
-        yield TextDelta(" a reply")
-        raise RuntimeError("a bug after the headers were sent")
+    return ScriptedModel([Reply(["half", " a reply"], error=RuntimeError("a bug after the headers were sent"))])
 
 
 def data_lines(body: bytes) -> list[str]:
@@ -47,7 +40,7 @@ def chat_raw(url: str, messages: list, conversation: str, api: str = "/api/chat"
 
 @pytest.fixture
 def broken_gateway(settings: Settings):
-    with LiveApp(create_app("gateway", settings, llm=BrokenModel())) as server:
+    with LiveApp(create_app("gateway", settings, llm=broken_model())) as server:
         yield server
 
 
@@ -75,7 +68,7 @@ def test_gateway_stream_broken_mid_way_ends_with_an_error_chunk_and_done(broken_
 
 
 def test_studio_stream_broken_mid_way_ends_with_an_error_chunk_and_done(settings: Settings):
-    with LiveApp(create_app("studio", settings, llm=BrokenModel())) as studio:
+    with LiveApp(create_app("studio", settings, llm=broken_model())) as studio:
         response = httpx.post(f"{studio.url}/api/agents/chat-agent/stream", timeout=30,
                               json={"messages": "hello", "memory": {"thread": "broken-s", "resource": "r"}})
     assert response.status_code == 200

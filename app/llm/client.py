@@ -1,12 +1,13 @@
 """The model seam: a small protocol, and its litellm implementation.
 
 Routes and memory depend on ``LLMClient`` only (``resolve`` + ``stream``), so tests can
-swap in a scripted fake and nothing above this layer imports litellm. ``LiteLLMClient``
-sends every provider call through ``litellm.acompletion(stream=True)`` and turns litellm's
-chunks into ``TextDelta``s (``ReasoningDelta``s from ``reasoning_content``,
-``ToolCallDelta``s from streamed ``tool_calls``), the assembled ``ToolCall``s and one final
-``Finish``. The built-in local model runs in-process and yields those events itself
-(``app.llm.local_model.stream_local``), with the same retries and error kinds.
+swap in the scripted model (``app.llm.scripted.ScriptedModel``) and nothing above this
+layer imports litellm. ``LiteLLMClient`` sends every provider call through
+``litellm.acompletion(stream=True)`` and turns litellm's chunks into ``TextDelta``s
+(``ReasoningDelta``s from ``reasoning_content``, ``ToolCallDelta``s from streamed
+``tool_calls``), the assembled ``ToolCall``s and one final ``Finish``. The built-in local
+model runs in-process and yields those events itself (``app.llm.local_model.stream_local``),
+with the same retries and error kinds.
 
 Configuration (``from_settings``): provider variables come from the settings (environment
 and ``.env``) and decide, per model, who answers (``app.llm.models``). A request carries
@@ -85,7 +86,8 @@ class LiteLLMClient:
     (503 ``not_configured``) instead of answering locally. ``agent_models`` (agent id ->
     Mastra model id) are resolved and logged by ``warm_up`` and reported by ``status``.
     ``extra_kwargs`` are passed to every ``litellm.acompletion`` call and win over ours
-    (tests pass ``mock_response``).
+    (the tests of this client and of litellm's loading pass ``mock_response``; other tests
+    script the model with ``app.llm.scripted``).
     """
 
     def __init__(

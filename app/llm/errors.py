@@ -151,6 +151,20 @@ def _classify(exc: BaseException) -> tuple[int, str, str]:
     return 502, "provider", "provider"
 
 
+# The status each kind has when ``translate`` (or the client itself) raises it.
+KIND_STATUS = {"auth": 401, "rate_limit": 429, "timeout": 504, "connection": 502, "bad_request": 400,
+               "not_found": 404, "provider": 502, "response": 502, "not_configured": 503}
+_NOT_CONFIGURED = "The model is not configured"
+
+
+def provider_error(kind: str, message: str | None = None) -> ModelProviderError:
+    """The ``ModelProviderError`` of a failure of ``kind``, with the status and (unless
+    ``message`` is given) the words ``translate`` gives it: what a scripted failure raises."""
+    if kind not in KIND_STATUS:
+        raise ValueError(f"unknown model error kind {kind!r}; expected one of {', '.join(KIND_STATUS)}")
+    return ModelProviderError(KIND_STATUS[kind], kind, message or f"{_MESSAGES.get(kind, _NOT_CONFIGURED)}.")
+
+
 def connection_message(provider: str) -> str:
     """What a dropped connection to ``provider`` reads as (``translate`` says the same)."""
     return f"{_MESSAGES['connection']} ({provider})."

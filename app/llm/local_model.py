@@ -187,11 +187,16 @@ _TRIGGER = re.compile(r"\[\[\w+\]\]")
 _TITLE_WORDS = 6
 
 
+def is_title_request(messages: Sequence[dict[str, Any]]) -> bool:
+    """Whether ``messages`` ask for a thread title (``app.memory.titles``)."""
+    # the request says so in its opening words; memory's long system messages are not read through
+    return any(m.get("role") == "system" and _TITLE_REQUEST.search(message_text(m.get("content"))[:200])
+               for m in messages)
+
+
 def _title_answer(messages: Sequence[dict[str, Any]]) -> str | None:
     """The title for a title request (see the module docstring), else None."""
-    # the request says so in its opening words; memory's long system messages are not read through
-    if not any(m.get("role") == "system" and _TITLE_REQUEST.search(message_text(m.get("content"))[:200])
-               for m in messages):
+    if not is_title_request(messages):
         return None
     text = _TRIGGER.sub(" ", _last_user_text(messages))
     words = [w.strip("\"'`:") for w in text.replace(":", " ").split()][:_TITLE_WORDS]

@@ -132,13 +132,17 @@ class _Thread:
 
 def om_reply(messages: Sequence[dict[str, Any]]) -> OmReply | None:
     """The answer when ``messages`` are an observer or reflector request, else None."""
-    if _system_text(messages).startswith(EXTRACTOR_IDENTITY):
+    if is_extractor_request(messages):
         return OmReply(structured_answer(messages))
     if is_reflector_request(messages):
         return OmReply(reflector_answer(messages))
     if is_observer_request(messages):
         return OmReply(observer_answer(messages), fail=OBSERVER_FAIL_TRIGGER in _last_user_statement(messages))
     return None
+
+
+def is_extractor_request(messages: Sequence[dict[str, Any]]) -> bool:
+    return _system_text(messages).startswith(EXTRACTOR_IDENTITY)
 
 
 def is_observer_request(messages: Sequence[dict[str, Any]]) -> bool:
