@@ -6,7 +6,8 @@ each extra domain), starts warming the model layer up in the background (the tok
 the local model, plus litellm's import of seconds when an agent's model needs litellm:
 ``/health`` says ``status: "starting"`` until it is done, so the server answers at once and
 a probe can wait for ``"ok"``), starts the background work
-(``app.background``) and, on shutdown, drains it before closing the stores in reverse order.
+(``app.background``) and, on shutdown, drains it, closes the model layer's provider
+connections, then the stores in reverse order.
 
 Middleware, outermost first: the telemetry scope (what a request logs is this app's, when
 a process holds more than one: ``app.observability.telemetry``), CORS (a preflight is
@@ -194,6 +195,9 @@ def create_app(
                 if semantic_index is not None:
                     await semantic_index.stop()
                 await signals.close()
+                close_llm = getattr(llm, "aclose", None)  # a scripted test client may have none
+                if close_llm is not None:
+                    await close_llm()
                 if telemetry is not None:  # flush before the stores close: the studio writes its own spans
                     await anyio.to_thread.run_sync(telemetry.shutdown)
                 await storage.close()

@@ -9,11 +9,13 @@ nor keep what a stopped app opened.
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.fake_provider import REPLY, FakeProvider
 from tests.support import serving, user_message
 
 
@@ -34,3 +36,16 @@ def test_each_apps_log_records_are_exported_by_its_own_telemetry_only(tmp_path: 
         logs = httpx.get(f"{studio.url}/api/observability/logs", params={"perPage": 100}, timeout=30).json()["logs"]
     started = sorted((log["threadId"], log["serviceName"]) for log in logs if log["message"] == "agent run started")
     assert started == [("from-gateway", "dev-server-gateway"), ("from-studio", "dev-server-studio")], started
+
+
+def test_a_stopped_app_leaves_no_provider_connection_open(data_dir: Path) -> None:
+    """litellm caches its provider clients per event loop, process-wide: the app closes its
+    loop's at shutdown, or their sockets are still open when the loop closes (reported then)."""
+    with FakeProvider() as fake, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        env = {"OPENAI_API_KEY": "sk-fake", "OPENAI_BASE_URL": fake.base_url, "DEV_SERVER_TELEMETRY": "false"}
+        with serving("gateway", data_dir, env) as gateway:
+            body = {"conversationId": "t1", "messages": [user_message("u1", "hello")]}
+            response = httpx.post(f"{gateway.url}/api/chat", json=body, timeout=30)
+            assert response.status_code == 200 and REPLY.split()[-1] in response.text
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
