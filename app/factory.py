@@ -6,12 +6,14 @@ each extra domain), starts warming the model layer up in the background (the tok
 the local model, plus litellm's import of seconds when an agent's model needs litellm:
 ``/health`` says ``status: "starting"`` until it is done, so the server answers at once and
 a probe can wait for ``"ok"``), starts the background work
-(``app.background``) and, on shutdown, drains it before closing the stores in reverse order.
+(``app.background``) and, on shutdown, drains it, closes the model layer's provider
+connections, then the stores in reverse order.
 
-Middleware, outermost first: CORS (a preflight is answered before anything else),
-authentication (a refused caller's body is never read), the body-size limit, then FastAPI's
-routing with the error handlers of ``app.errors``. Both processes serve their OpenAPI schema
-at ``/openapi.json`` and Swagger UI at ``/docs``.
+Middleware, outermost first: the telemetry scope (what a request logs is this app's, when
+a process holds more than one: ``app.observability.telemetry``), CORS (a preflight is
+answered before anything else), authentication (a refused caller's body is never read),
+the body-size limit, then FastAPI's routing with the error handlers of ``app.errors``.
+Both processes serve their OpenAPI schema at ``/openapi.json`` and Swagger UI at ``/docs``.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from app.auth import Authenticator, AuthMiddleware, BearerTokens
 from app.errors import document_errors, install_error_handlers
 from app.llm import LiteLLMClient, LLMClient
 from app.llm.embeddings import Embedder, local_embedder
-from app.observability.telemetry import Telemetry
+from app.observability.telemetry import Telemetry, TelemetryScope, logging_to
 from app.settings import Settings
 from app.storage.composite import OBSERVABILITY, CompositeStore
 from app.storage.conversations import ConversationStore
@@ -185,28 +187,32 @@ def create_app(
         services.telemetry = telemetry
         if telemetry is not None:
             runner.tracer = telemetry.tracer
-        chores = [asyncio.create_task(warm_up(llm, readiness, freeze_heap=freeze_heap))]
-        if role == "studio" and settings.trace_retention_days:
-            chores.append(asyncio.create_task(_retention(storage, settings.trace_retention_days)))
-        if role == "gateway":
-            chores.append(asyncio.create_task(_sweep_streams(services)))
-        await background.start()
-        if semantic_index is not None:
-            await semantic_index.start()  # resolves the embedder and backfills in the background
-        try:
-            yield
-        finally:
-            for task in chores:
-                task.cancel()
-            if services.recording is not None:  # replies still streaming after their client left
-                await services.recording.producers.drain(STREAM_DRAIN_S)
-            await background.drain()  # before the stores close: its jobs write to them
+        with logging_to(telemetry):  # what the lifespan starts logs to this app's telemetry only
+            chores = [asyncio.create_task(warm_up(llm, readiness, freeze_heap=freeze_heap))]
+            if role == "studio" and settings.trace_retention_days:
+                chores.append(asyncio.create_task(_retention(storage, settings.trace_retention_days)))
+            if role == "gateway":
+                chores.append(asyncio.create_task(_sweep_streams(services)))
+            await background.start()
             if semantic_index is not None:
-                await semantic_index.stop()
-            await signals.close()
-            if telemetry is not None:  # flush before the stores close: the studio writes its own spans
-                await anyio.to_thread.run_sync(telemetry.shutdown)
-            await storage.close()
+                await semantic_index.start()  # resolves the embedder and backfills in the background
+            try:
+                yield
+            finally:
+                for task in chores:
+                    task.cancel()
+                if services.recording is not None:  # replies still streaming after their client left
+                    await services.recording.producers.drain(STREAM_DRAIN_S)
+                await background.drain()  # before the stores close: its jobs write to them
+                if semantic_index is not None:
+                    await semantic_index.stop()
+                await signals.close()
+                close_llm = getattr(llm, "aclose", None)  # a scripted test client may have none
+                if close_llm is not None:
+                    await close_llm()
+                if telemetry is not None:  # flush before the stores close: the studio writes its own spans
+                    await anyio.to_thread.run_sync(telemetry.shutdown)
+                await storage.close()
 
     background = BackgroundWork()
     registry = AgentRegistry(agents, conversations, settings.working_memory_agents,
@@ -241,6 +247,7 @@ def create_app(
     if authenticator is not None:  # outside the body limit: a refused caller's body is never read
         app.add_middleware(AuthMiddleware, authenticator=authenticator)
     app.add_middleware(LocalCORS, policy=CorsPolicy.for_origins(settings.cors_origin_list))
+    app.add_middleware(TelemetryScope, telemetry=lambda: services.telemetry)  # outermost: all a request logs
     app.include_router(health.router)
     if role == "gateway":
         app.include_router(chat.router)

@@ -213,3 +213,29 @@ def frames_of(response: httpx.Response, limit: int | None = None) -> list[tuple[
 def ui_chunks(frames: list[tuple[int, str]]) -> list[dict[str, Any]]:
     """The UI message stream chunks of SSE frames (``[DONE]`` left out)."""
     return [json.loads(data) for _, data in frames if data != "[DONE]"]
+
+
+@contextmanager
+def serving(role: str, data_dir: Path, env: dict[str, str] | None = None, **create: Any) -> Iterator[LiveApp]:
+    """``create_app(role, settings)`` in this process, served by uvicorn in a thread (``LiveApp``),
+    for tests whose subject is not the process: the settings are what ``python -m app ROLE``
+    on ``data_dir`` would read with ``env`` set (``DEV_SERVER_*``, provider variables) and
+    none of the caller's; yielded once ``/health`` says ``ok`` (the models warmed up)."""
+    import pytest
+
+    from app.factory import create_app
+    from app.settings import Settings
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [n for n in os.environ if n.startswith("DEV_SERVER_") or n.endswith("_API_KEY")]:
+            patch.delenv(name)
+        for name, value in {"DEV_SERVER_DATA_DIR": str(data_dir), **(env or {})}.items():
+            patch.setenv(name, value)
+        settings = Settings.load()
+    with LiveApp(create_app(role, settings, **create)) as server:
+        deadline = time.monotonic() + 20
+        while httpx.get(f"{server.url}/health", timeout=5).json()["status"] != "ok":
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"in-process {role} not ready after 20 s")
+            time.sleep(0.01)
+        yield server

@@ -18,7 +18,7 @@ from app.agents.events import DataPart, ReasoningDelta, StepStart, TextDelta, ed
 from app.agents.loop import max_steps_message
 from app.api.chat import _ui_chunks
 from app.llm import Finish, Usage
-from tests.support import run_node, sqlite_rows, user_message, running
+from tests.support import run_node, serving, sqlite_rows, user_message
 
 ASK_LOCATION = 'call getUserLocation with {"reason": "the weather"}'
 
@@ -26,7 +26,7 @@ ASK_LOCATION = 'call getUserLocation with {"reason": "the weather"}'
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
     data = tmp_path_factory.mktemp("client-tools")
-    with running("gateway", data) as server:
+    with serving("gateway", data) as server:
         yield server, data / "dev-server.db"
 
 

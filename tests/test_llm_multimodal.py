@@ -3,7 +3,8 @@
 A stored ``file`` part becomes OpenAI content (``image_url`` / ``file``) for a model that
 litellm says accepts it, a placeholder naming the file otherwise; the stored parts stay as
 they were. The local model acknowledges what it received, and a real provider (the fake
-OpenAI-compatible server) gets the image itself, both through a live gateway.
+OpenAI-compatible server) gets the image itself, both through a live gateway (in this
+process, over real HTTP).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from app.llm.content import fit_to_model, for_trace
 from app.llm.local_model import compose_reply
 from app.memory.convert import stored_to_model, ui_to_model, ui_to_stored
 from tests.fake_provider import FakeProvider
-from tests.support import sqlite_rows, wait_models_ready
+from tests.support import serving, sqlite_rows
 
 PNG = "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\n fake image").decode()
 PDF = "data:application/pdf;base64," + base64.b64encode(b"%PDF-1.4 fake").decode()
@@ -107,14 +108,14 @@ def reply_text(sse: str) -> str:
     return "".join(c["delta"] for c in chunks if c.get("type") == "text-delta")
 
 
-def test_local_model_through_the_gateway_sees_the_files(start_server: Any, data_dir: Path) -> None:
-    gateway = start_server("gateway", env={"DEV_SERVER_TELEMETRY": "false"})
-    response = post_chat(gateway.url, "t-files")
-    assert response.status_code == 200
-    assert reply_text(response.text).endswith("I received 2 attachments: image/png, application/pdf.")
-    (content,), = sqlite_rows(data_dir / "dev-server.db", "SELECT content FROM messages WHERE id = 'u-t-files'")
-    parts = json.loads(content)["parts"]
-    assert [p.get("data") for p in parts[1:]] == [PNG, PDF]
+def test_local_model_through_the_gateway_sees_the_files(data_dir: Path) -> None:
+    with serving("gateway", data_dir, {"DEV_SERVER_TELEMETRY": "false"}) as gateway:
+        response = post_chat(gateway.url, "t-files")
+        assert response.status_code == 200
+        assert reply_text(response.text).endswith("I received 2 attachments: image/png, application/pdf.")
+        (content,), = sqlite_rows(data_dir / "dev-server.db", "SELECT content FROM messages WHERE id = 'u-t-files'")
+        parts = json.loads(content)["parts"]
+        assert [p.get("data") for p in parts[1:]] == [PNG, PDF]
 
 
 @pytest.fixture
@@ -123,12 +124,11 @@ def fake() -> Iterator[FakeProvider]:
         yield provider
 
 
-def test_a_vision_model_gets_the_image_itself(start_server: Any, fake: FakeProvider) -> None:
-    gateway = start_server("gateway", env={"DEV_SERVER_TELEMETRY": "false", "OPENAI_API_KEY": "sk-dummy",
-                                           "OPENAI_BASE_URL": fake.base_url})
-    wait_models_ready(gateway)
-    assert post_chat(gateway.url, "t-vision").status_code == 200
-    [turn] = fake.turn_bodies()  # (not last_body: the reply's title job may have asked since)
-    content = turn["messages"][-1]["content"]
-    assert {"type": "image_url", "image_url": {"url": PNG}} in content  # gpt-4o-mini: vision and PDF input
-    assert any(p.get("type") == "file" and p["file"].get("file_data") == PDF for p in content)
+def test_a_vision_model_gets_the_image_itself(data_dir: Path, fake: FakeProvider) -> None:
+    env = {"DEV_SERVER_TELEMETRY": "false", "OPENAI_API_KEY": "sk-dummy", "OPENAI_BASE_URL": fake.base_url}
+    with serving("gateway", data_dir, env) as gateway:  # its models ready
+        assert post_chat(gateway.url, "t-vision").status_code == 200
+        [turn] = fake.turn_bodies()  # (not last_body: the reply's title job may have asked since)
+        content = turn["messages"][-1]["content"]
+        assert {"type": "image_url", "image_url": {"url": PNG}} in content  # gpt-4o-mini: vision and PDF input
+        assert any(p.get("type") == "file" and p["file"].get("file_data") == PDF for p in content)

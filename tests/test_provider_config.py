@@ -9,6 +9,7 @@ naming the variable, with nothing stored.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import pytest
 from app.llm import LiteLLMClient, ModelProviderError, ModelRequest, ModelResolver, prepare_litellm
 from app.settings import Settings, SettingsError, collect_provider_env
 from tests.fake_provider import REPLY, FakeProvider
-from tests.support import sqlite_rows, user_message, wait_models_ready
+from tests.support import serving, sqlite_rows, user_message, wait_models_ready
 
 KEY = "sk-test-not-a-real-key-0123456789"
 
@@ -128,6 +129,8 @@ async def test_a_request_carries_its_resolved_model(monkeypatch: pytest.MonkeyPa
 
 
 # -- a real gateway ------------------------------------------------------------------------
+# In this process (its start-up lines are read from the captured log), except the one whose
+# provider needs litellm: only a process of its own shows that its warm-up imported litellm.
 
 
 @pytest.fixture
@@ -136,14 +139,15 @@ def fake() -> Iterator[FakeProvider]:
         yield provider
 
 
-def test_start_logs_and_health_name_the_local_fallback(start_server: Any) -> None:
-    gateway = start_server("gateway", env={"DEV_SERVER_TELEMETRY": "false"})
-    models = wait_models_ready(gateway)["models"]
-    chat_agent = models["agents"]["chat-agent"]
-    assert (chat_agent["local"], chat_agent["model"], chat_agent["reason"]) == (True, "openai/gpt-4o-mini",
-                                                                                "OPENAI_API_KEY not set")
-    assert set(models["agents"]) == {"chat-agent", "docs-agent", "orchestrator-agent"}
-    assert "chat-agent -> local model (OPENAI_API_KEY not set)" in gateway.output()
+def test_start_logs_and_health_name_the_local_fallback(data_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="app")
+    with serving("gateway", data_dir, {"DEV_SERVER_TELEMETRY": "false"}) as gateway:
+        models = httpx.get(f"{gateway.url}/health", timeout=10).json()["models"]
+        chat_agent = models["agents"]["chat-agent"]
+        assert (chat_agent["local"], chat_agent["model"], chat_agent["reason"]) == (True, "openai/gpt-4o-mini",
+                                                                                    "OPENAI_API_KEY not set")
+        assert set(models["agents"]) == {"chat-agent", "docs-agent", "orchestrator-agent"}
+        assert "chat-agent -> local model (OPENAI_API_KEY not set)" in caplog.text
 
 
 def test_start_logs_and_health_name_the_provider(start_server: Any, fake: FakeProvider) -> None:
@@ -163,13 +167,15 @@ def test_start_logs_and_health_name_the_provider(start_server: Any, fake: FakePr
     assert len(fake.turn_bodies()) == 1
 
 
-def test_without_fallback_a_turn_is_a_503_and_nothing_is_stored(start_server: Any, data_dir: Path) -> None:
-    gateway = start_server("gateway", env={"DEV_SERVER_TELEMETRY": "false", "DEV_SERVER_LOCAL_FALLBACK": "false"})
-    health = wait_models_ready(gateway)
-    assert health["models"]["agents"]["chat-agent"]["missing"] == ["OPENAI_API_KEY"]
-    assert "ERROR" in gateway.output() and "chat-agent -> error:" in gateway.output()
-    body = {"conversationId": "t-nokey", "messages": [user_message("u1", "hello")]}
-    response = httpx.post(f"{gateway.url}/api/chat", json=body, timeout=30)
-    assert response.status_code == 503 and response.json()["kind"] == "not_configured"
-    assert "OPENAI_API_KEY" in response.json()["error"]
-    assert sqlite_rows(data_dir / "dev-server.db", "SELECT count(*) FROM messages") == [(0,)]
+def test_without_fallback_a_turn_is_a_503_and_nothing_is_stored(data_dir: Path,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    env = {"DEV_SERVER_TELEMETRY": "false", "DEV_SERVER_LOCAL_FALLBACK": "false"}
+    with serving("gateway", data_dir, env) as gateway:
+        health = httpx.get(f"{gateway.url}/health", timeout=10).json()
+        assert health["models"]["agents"]["chat-agent"]["missing"] == ["OPENAI_API_KEY"]
+        assert "ERROR" in caplog.text and "chat-agent -> error:" in caplog.text
+        body = {"conversationId": "t-nokey", "messages": [user_message("u1", "hello")]}
+        response = httpx.post(f"{gateway.url}/api/chat", json=body, timeout=30)
+        assert response.status_code == 503 and response.json()["kind"] == "not_configured"
+        assert "OPENAI_API_KEY" in response.json()["error"]
+        assert sqlite_rows(data_dir / "dev-server.db", "SELECT count(*) FROM messages") == [(0,)]

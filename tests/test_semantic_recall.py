@@ -1,6 +1,7 @@
-"""Semantic recall (issue 13) through a live gateway: real uvicorn, real SQLite files, the
-real local embedder (all-MiniLM-L6-v2 on onnxruntime) and the local model, whose answers
-show what memory fed it; the last turn of a recall goes through the real ``ai`` package."""
+"""Semantic recall (issue 13) through a live gateway: real uvicorn (in this process), real
+SQLite files, the real local embedder (all-MiniLM-L6-v2 on onnxruntime) and the local model,
+whose answers show what memory fed it; the last turn of a recall goes through the real
+``ai`` package."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 
 from app.factory import create_app
 from app.settings import Settings
-from tests.support import LiveApp, user_message
+from tests.support import LiveApp, serving, user_message
 from tests.test_om_gateway import reply_text, turn
 
 FACT = "My name is Ada Lovelace and I live in London."
@@ -202,31 +203,31 @@ def test_settings_name_the_bad_recall_option() -> None:
         == {"chat-agent": {"topK": 6, "scope": "thread"}}
 
 
-def test_a_provider_embedder_that_goes_down_costs_recall_not_turns_and_loses_nothing(start_server: Any) -> None:
+def test_a_provider_embedder_that_goes_down_costs_recall_not_turns_and_loses_nothing(data_dir: Path) -> None:
     from tests.fake_provider import FakeProvider
 
     with FakeProvider() as fake:
-        server = start_server("gateway", env={
-            "OPENAI_API_KEY": "sk-fake", "OPENAI_API_BASE": fake.base_url, "DEV_SERVER_MODEL_RETRIES": "0",
-            "DEV_SERVER_SEMANTIC_RECALL": "chat-agent", "DEV_SERVER_OM_ENABLED": "false",
-            "DEV_SERVER_TELEMETRY": "false"})
-        chat(server, "t", "m1", "Kayaking on the river at dawn.")
-        health = indexed(server, 2)
-        assert health["embedder"] == {"model": "openai/text-embedding-3-small", "local": False,
-                                      "answeredBy": "openai/text-embedding-3-small", "dimensions": 8,
-                                      "key": "openai/text-embedding-3-small"}
-        assert "Kayaking on the river at dawn." in fake.embedding_inputs
-        fake.embeddings_down = True
-        assert chat(server, "t", "m2", "Paddling a canoe is fun.")  # answered, without recall
-        down = recall_health(server)
-        assert down["queries"]["failures"] >= 1 and "provider returned an error" in down["queries"]["lastError"]
-        deadline = time.monotonic() + 30
-        while recall_health(server)["index"]["failures"] == 0:
-            assert time.monotonic() < deadline, "the indexer never tried during the outage"
-            time.sleep(0.1)
-        assert recall_health(server)["index"]["backlog"] >= 1  # kept for a retry
-        fake.embeddings_down = False
-        assert indexed(server, 4, timeout=90)["index"]["vectors"] == 4
+        env = {"OPENAI_API_KEY": "sk-fake", "OPENAI_API_BASE": fake.base_url, "DEV_SERVER_MODEL_RETRIES": "0",
+               "DEV_SERVER_SEMANTIC_RECALL": "chat-agent", "DEV_SERVER_OM_ENABLED": "false",
+               "DEV_SERVER_TELEMETRY": "false"}
+        with serving("gateway", data_dir, env) as server:
+            chat(server, "t", "m1", "Kayaking on the river at dawn.")
+            health = indexed(server, 2)
+            assert health["embedder"] == {"model": "openai/text-embedding-3-small", "local": False,
+                                          "answeredBy": "openai/text-embedding-3-small", "dimensions": 8,
+                                          "key": "openai/text-embedding-3-small"}
+            assert "Kayaking on the river at dawn." in fake.embedding_inputs
+            fake.embeddings_down = True
+            assert chat(server, "t", "m2", "Paddling a canoe is fun.")  # answered, without recall
+            down = recall_health(server)
+            assert down["queries"]["failures"] >= 1 and "provider returned an error" in down["queries"]["lastError"]
+            deadline = time.monotonic() + 30
+            while recall_health(server)["index"]["failures"] == 0:
+                assert time.monotonic() < deadline, "the indexer never tried during the outage"
+                time.sleep(0.1)
+            assert recall_health(server)["index"]["backlog"] >= 1  # kept for a retry
+            fake.embeddings_down = False
+            assert indexed(server, 4, timeout=90)["index"]["vectors"] == 4
 
 
 async def _recalled(tmp_path: Path, options: dict[str, Any], query: str) -> list[str]:
@@ -305,31 +306,31 @@ def test_client_js_searches_by_meaning_and_a_clone_is_indexed_without_embedding_
         assert in_copy["searchScope"] == "thread" and {r["threadId"] for r in in_copy["results"]} == {"copy"}
 
 
-def test_a_new_embedder_re_embeds_everything_and_corrupt_vectors_are_replaced(tmp_path: Path,
-                                                                              start_server: Any) -> None:
+def test_a_new_embedder_re_embeds_everything_and_corrupt_vectors_are_replaced(tmp_path: Path) -> None:
     from tests.fake_provider import FakeProvider
 
-    db = tmp_path / "data" / "dev-server.db"
+    data = tmp_path / "data"
+    db = data / "dev-server.db"
     env = {"DEV_SERVER_SEMANTIC_RECALL": "chat-agent", "DEV_SERVER_OM_ENABLED": "false",
-           "DEV_SERVER_TELEMETRY": "false", "DEV_SERVER_DATA_DIR": str(tmp_path / "data")}
-    local = start_server("gateway", env=env)
-    chat(local, "t", "m1", FACT)
-    indexed(local, 2)
-    local.stop()
+           "DEV_SERVER_TELEMETRY": "false"}
+    with serving("gateway", data, env) as local:
+        chat(local, "t", "m1", FACT)
+        indexed(local, 2)
     with sqlite3.connect(db) as conn:
         assert {r[0] for r in conn.execute("SELECT model FROM message_vectors")} == {"local/all-MiniLM-L6-v2-int8:384"}
     with FakeProvider() as fake:
-        provider = start_server("gateway", env={**env, "OPENAI_API_KEY": "sk-fake", "OPENAI_API_BASE": fake.base_url})
-        health = indexed(provider, 2)
-        assert health["index"]["backfill"]["queued"] == 2 and health["embedder"]["answeredBy"] == "openai/text-embedding-3-small"
-        provider.stop()
+        keyed = {**env, "OPENAI_API_KEY": "sk-fake", "OPENAI_API_BASE": fake.base_url}
+        with serving("gateway", data, keyed) as provider:
+            health = indexed(provider, 2)
+            assert health["index"]["backfill"]["queued"] == 2
+            assert health["embedder"]["answeredBy"] == "openai/text-embedding-3-small"
     with sqlite3.connect(db) as conn:  # no vector of the old model is left to meet a query of the new one
         assert {r[0] for r in conn.execute("SELECT model FROM message_vectors")} == {"openai/text-embedding-3-small"}
         conn.execute("UPDATE message_vectors SET model = 'local/all-MiniLM-L6-v2-int8:384', vector = x'00ff'")
-    local = start_server("gateway", env=env)
-    health = indexed(local, 2)
-    assert health["index"]["backfill"]["corrupt"] == 2 and health["index"]["vectors"] == 2
-    assert "Your name is Ada Lovelace" in chat(local, "t2", "m2", "What is my name?")
+    with serving("gateway", data, env) as local:
+        health = indexed(local, 2)
+        assert health["index"]["backfill"]["corrupt"] == 2 and health["index"]["vectors"] == 2
+        assert "Your name is Ada Lovelace" in chat(local, "t2", "m2", "What is my name?")
 
 
 def test_a_regenerated_reply_replaces_the_old_ones_vectors(tmp_path: Path) -> None:

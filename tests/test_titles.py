@@ -1,9 +1,9 @@
 """Thread titles (app.memory.titles): generated in the background after the first exchange.
 
-Through real processes: the studio's thread list read by the real ``@mastra/client-js``
-(``memory_threads.mjs``), and a gateway client that hangs up mid-reply. Directly, on a real
-SQLite store: a deleted thread is not re-created, a foreign or titled thread is left alone,
-and a model that fails is logged and forgotten.
+Through live apps (in this process, over real HTTP): the studio's thread list read by the
+real ``@mastra/client-js`` (``memory_threads.mjs``), and a gateway client that hangs up
+mid-reply. Directly, on a real SQLite store: a deleted thread is not re-created, a foreign
+or titled thread is left alone, and a model that fails is logged and forgotten.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from app.llm.scripted import Reply, ScriptedModel
 from app.memory.memory import Memory, MemoryOptions
 from app.memory.titles import TitleGenerator, clean_title
 from app.storage.conversations import ConversationStore, Message
-from tests.support import run_node, sqlite_rows, user_message, running
+from tests.support import run_node, serving, sqlite_rows, user_message
 
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory):
     data = tmp_path_factory.mktemp("studio-titles")
-    with running("studio", data) as server:
+    with serving("studio", data) as server:
         yield server
 
 
@@ -86,20 +86,21 @@ def test_a_title_is_not_overwritten_by_later_turns_or_over_a_users_title(studio)
     assert titles == {"titled-2": "Tides, renamed by me", "titled-3": "Chosen up front"}
 
 
-def test_a_title_still_appears_after_the_client_hung_up(start_server, data_dir: Path):
-    gateway = start_server("gateway")
-    payload = {"api": f"{gateway.url}/api/chat", "messages": [user_message("h1", "tell me something long [[slow]]")],
-               "body": {"conversationId": "hung-up"}, "headers": {}, "trigger": "submit-message",
-               "chatId": "hung-up", "abortAfterChunks": 4}
-    assert run_node("chat_client.mjs", payload)["aborted"]
-    deadline = time.monotonic() + 15
-    rows: list[tuple] = []
-    while time.monotonic() < deadline:
-        rows = sqlite_rows(data_dir / "dev-server.db", "SELECT title FROM threads WHERE id = 'hung-up'")
-        if rows and rows[0][0]:
-            break
-        time.sleep(0.1)
-    assert rows == [("tell me something long",)]
+def test_a_title_still_appears_after_the_client_hung_up(data_dir: Path):
+    with serving("gateway", data_dir) as gateway:
+        payload = {"api": f"{gateway.url}/api/chat",
+                   "messages": [user_message("h1", "tell me something long [[slow]]")],
+                   "body": {"conversationId": "hung-up"}, "headers": {}, "trigger": "submit-message",
+                   "chatId": "hung-up", "abortAfterChunks": 4}
+        assert run_node("chat_client.mjs", payload)["aborted"]
+        deadline = time.monotonic() + 15
+        rows: list[tuple] = []
+        while time.monotonic() < deadline:
+            rows = sqlite_rows(data_dir / "dev-server.db", "SELECT title FROM threads WHERE id = 'hung-up'")
+            if rows and rows[0][0]:
+                break
+            time.sleep(0.1)
+        assert rows == [("tell me something long",)]
 
 
 # -- the job itself, on a real store ------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Tool turns: the step loop with the built-in local model calling chat-agent's calculator.
 
-Gateway turns are judged by the real ``ai`` package (``chat_client.mjs``: every chunk
-through the SDK's schema, the final UI message built by ``readUIMessageStream``); studio
-turns read Mastra's chunks over real HTTP. The local model's tool phrases are documented
+Gateway turns (a gateway in this process, over real HTTP) are judged by the real ``ai``
+package (``chat_client.mjs``: every chunk through the SDK's schema, the final UI message
+built by ``readUIMessageStream``); studio turns read Mastra's chunks over real HTTP. The local model's tool phrases are documented
 in ``app.llm.local_model``.
 """
 
@@ -20,7 +20,7 @@ from app.agents.tools import Tool, ToolContext, execute
 from app.factory import create_app
 from app.memory.convert import assistant_message, to_model_messages
 from app.settings import Settings
-from tests.support import LiveApp, run_node, sqlite_rows, user_message, running
+from tests.support import LiveApp, run_node, serving, sqlite_rows, user_message
 
 CALL = ToolContext(call_id="call_1", agent_id="chat-agent", run_id="run_1")
 
@@ -28,7 +28,7 @@ CALL = ToolContext(call_id="call_1", agent_id="chat-agent", run_id="run_1")
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
     data = tmp_path_factory.mktemp("gateway-tools")
-    with running("gateway", data) as server:
+    with serving("gateway", data) as server:
         yield server, data / "dev-server.db"
 
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from app.storage.rate_windows import RateWindows
-from tests.support import pinned_clients, run_node, sqlite_rows, user_message
+from tests.support import pinned_clients, run_node, serving, sqlite_rows, user_message
 
 LONG_WINDOW = "3600"  # the windows never end during a test
 
@@ -74,6 +74,8 @@ async def test_rows_of_ended_windows_are_swept(libsql) -> None:
 
 
 # -- over HTTP ----------------------------------------------------------------------------
+# The gateway's own process where its workers or its proxy trust (set by python -m app on
+# uvicorn, not by the app) are the subject; else a gateway in this process.
 
 def test_turns_past_the_limit_are_429_per_client_address(start_server, data_dir: Path):
     gateway = start_server("gateway", env={"DEV_SERVER_TURN_RATE_LIMIT": "2",
@@ -141,6 +143,6 @@ def test_one_budget_per_principal_across_gateway_workers_and_the_studio(start_se
             client.close()
 
 
-def test_without_the_setting_turns_are_not_limited(start_server):
-    gateway = start_server("gateway")
-    assert [chat(None, gateway.url, "free", f"f{i}").status_code for i in range(4)] == [200] * 4
+def test_without_the_setting_turns_are_not_limited(data_dir: Path):
+    with serving("gateway", data_dir) as gateway:
+        assert [chat(None, gateway.url, "free", f"f{i}").status_code for i in range(4)] == [200] * 4

@@ -1,11 +1,11 @@
 """Working memory (issue 10 item 5): the document, its processor, its routes, its scopes.
 
 Merge semantics and the processor's per-step caching are tested on the real modules (the
-processor on a real SQLite store). Turns go through live gateways with the real ``ai``
-package (``chat_client.mjs``) and the built-in local model, whose working-memory phrases
-("remember that ...", "what do you know about me?") are documented in
-``app.llm.local_model``. The Studio's routes are driven by the real ``@mastra/client-js``
-(``working_memory_client.mjs``).
+processor on a real SQLite store). Turns go through live gateways (apps in this process,
+over real HTTP) with the real ``ai`` package (``chat_client.mjs``) and the built-in local
+model, whose working-memory phrases ("remember that ...", "what do you know about me?")
+are documented in ``app.llm.local_model``. The Studio's routes are driven by the real
+``@mastra/client-js`` (``working_memory_client.mjs``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from app.memory.working_document import (DEFAULT_TEMPLATE, TOOL_NAME, WorkingMem
                                          merge)
 from app.settings import Settings, SettingsError
 from app.storage.conversations import ConversationStore
-from tests.support import JS_DIR, LiveApp, run_node, sqlite_rows, user_message
+from tests.support import JS_DIR, LiveApp, run_node, serving, sqlite_rows, user_message
 
 needs_node = pytest.mark.skipif(shutil.which("node") is None or not (JS_DIR / "node_modules" / "ai").exists(),
                                 reason="needs node and tests/js/node_modules")
@@ -177,50 +177,49 @@ def tool_parts(parts: list[dict]) -> list[dict]:
 
 
 @needs_node
-def test_resource_scope_shares_the_document_across_threads_and_a_restart(start_server, data_dir: Path):
+def test_resource_scope_shares_the_document_across_threads_and_a_restart(data_dir: Path):
     env = {"DEV_SERVER_WORKING_MEMORY": "chat-agent"}
-    gateway = start_server("gateway", env=env)
-    text, parts = say(gateway.url, "wm-a", "u1", "Remember that my name is Ada.")
-    [tool] = tool_parts(parts)
-    assert tool["state"] == "output-available" and tool["output"] == {"success": True}
-    assert "Ada" in tool["input"]["memory"] and "# User Information" in tool["input"]["memory"]
-    assert f"The {TOOL_NAME} tool returned" in text
-    answer, parts = say(gateway.url, "wm-b", "u2", "What do you know about me?")
-    assert "Ada" in answer and not tool_parts(parts), answer
-    db = data_dir / "dev-server.db"
-    [(stored,)] = sqlite_rows(db, "SELECT working_memory FROM resources WHERE id = 'ai-chat'")
-    assert "my name is Ada" in stored
-    assert sqlite_rows(db, "SELECT working_memory FROM threads WHERE id IN ('wm-a', 'wm-b')") == [(None,), (None,)]
-    gateway.stop()
+    with serving("gateway", data_dir, env) as gateway:
+        text, parts = say(gateway.url, "wm-a", "u1", "Remember that my name is Ada.")
+        [tool] = tool_parts(parts)
+        assert tool["state"] == "output-available" and tool["output"] == {"success": True}
+        assert "Ada" in tool["input"]["memory"] and "# User Information" in tool["input"]["memory"]
+        assert f"The {TOOL_NAME} tool returned" in text
+        answer, parts = say(gateway.url, "wm-b", "u2", "What do you know about me?")
+        assert "Ada" in answer and not tool_parts(parts), answer
+        db = data_dir / "dev-server.db"
+        [(stored,)] = sqlite_rows(db, "SELECT working_memory FROM resources WHERE id = 'ai-chat'")
+        assert "my name is Ada" in stored
+        assert sqlite_rows(db, "SELECT working_memory FROM threads WHERE id IN ('wm-a', 'wm-b')") == [(None,), (None,)]
 
-    again = start_server("gateway", env=env)
-    answer, _ = say(again.url, "wm-c", "u3", "What do you know about me?")
-    assert "Ada" in answer, answer
-    plain, _ = say(again.url, "wm-d", "u4", "What do you know about me?", agent="docs-agent")
-    assert "Ada" not in plain  # docs-agent keeps its minimal memory
-
-
-@needs_node
-def test_thread_scope_keeps_threads_apart(start_server):
-    gateway = start_server("gateway", env={"DEV_SERVER_WORKING_MEMORY": "chat-agent:thread"})
-    say(gateway.url, "th-a", "u1", "remember that my name is Ada")
-    same, _ = say(gateway.url, "th-a", "u2", "what do you know about me?")
-    other, _ = say(gateway.url, "th-b", "u3", "what do you know about me?")
-    assert "Ada" in same and "Ada" not in other and "empty" in other, (same, other)
+    with serving("gateway", data_dir, env) as again:  # a new app on the same files
+        answer, _ = say(again.url, "wm-c", "u3", "What do you know about me?")
+        assert "Ada" in answer, answer
+        plain, _ = say(again.url, "wm-d", "u4", "What do you know about me?", agent="docs-agent")
+        assert "Ada" not in plain  # docs-agent keeps its minimal memory
 
 
 @needs_node
-def test_two_users_never_see_each_others_memory(start_server, data_dir: Path):
-    gateway = start_server("gateway", env={"DEV_SERVER_WORKING_MEMORY": "chat-agent",
-                                           "DEV_SERVER_AUTH_TOKENS": "ta=alice,tb=bob"})
-    say(gateway.url, "alice-1", "a1", "remember that my name is Ada", token="ta")
-    bobs, _ = say(gateway.url, "bob-1", "b1", "what do you know about me?", token="tb")
-    assert "Ada" not in bobs and "empty" in bobs, bobs
-    say(gateway.url, "bob-1", "b2", "remember that my name is Bob", token="tb")
-    alices, _ = say(gateway.url, "alice-2", "a2", "what do you know about me?", token="ta")
-    assert "Ada" in alices and "Bob" not in alices, alices
-    rows = dict(sqlite_rows(data_dir / "dev-server.db", "SELECT id, working_memory FROM resources"))
-    assert "Ada" in rows["user:alice"] and "Bob" in rows["user:bob"] and "ai-chat" not in rows
+def test_thread_scope_keeps_threads_apart(data_dir: Path):
+    with serving("gateway", data_dir, {"DEV_SERVER_WORKING_MEMORY": "chat-agent:thread"}) as gateway:
+        say(gateway.url, "th-a", "u1", "remember that my name is Ada")
+        same, _ = say(gateway.url, "th-a", "u2", "what do you know about me?")
+        other, _ = say(gateway.url, "th-b", "u3", "what do you know about me?")
+        assert "Ada" in same and "Ada" not in other and "empty" in other, (same, other)
+
+
+@needs_node
+def test_two_users_never_see_each_others_memory(data_dir: Path):
+    env = {"DEV_SERVER_WORKING_MEMORY": "chat-agent", "DEV_SERVER_AUTH_TOKENS": "ta=alice,tb=bob"}
+    with serving("gateway", data_dir, env) as gateway:
+        say(gateway.url, "alice-1", "a1", "remember that my name is Ada", token="ta")
+        bobs, _ = say(gateway.url, "bob-1", "b1", "what do you know about me?", token="tb")
+        assert "Ada" not in bobs and "empty" in bobs, bobs
+        say(gateway.url, "bob-1", "b2", "remember that my name is Bob", token="tb")
+        alices, _ = say(gateway.url, "alice-2", "a2", "what do you know about me?", token="ta")
+        assert "Ada" in alices and "Bob" not in alices, alices
+        rows = dict(sqlite_rows(data_dir / "dev-server.db", "SELECT id, working_memory FROM resources"))
+        assert "Ada" in rows["user:alice"] and "Bob" in rows["user:bob"] and "ai-chat" not in rows
 
 
 PROFILE = AgentDefinition(
@@ -291,65 +290,65 @@ def test_memory_config_reports_the_truth(data_dir: Path):
 
 
 @needs_node
-def test_studio_routes_read_and_write_both_scopes_and_the_model_sees_them(start_server):
+def test_studio_routes_read_and_write_both_scopes_and_the_model_sees_them(data_dir: Path):
     env = {"DEV_SERVER_WORKING_MEMORY": "chat-agent,docs-agent:thread"}
-    studio = start_server("studio", env=env)
-    chat, docs = "chat-agent", "docs-agent"
-    results = studio_ops(studio.url, [
-        {"op": "createThread", "agentId": chat, "threadId": "s-t1", "resourceId": "r1"},
-        {"op": "update", "agentId": chat, "threadId": "s-t1", "workingMemory": "# Notes\n- likes tea",
-         "resourceId": "r1"},
-        {"op": "get", "agentId": chat, "threadId": "s-not-yet", "resourceId": "r1"},
-        {"op": "createThread", "agentId": chat, "threadId": "s-t2", "resourceId": "r1"},
-        {"op": "get", "agentId": chat, "threadId": "s-t2", "resourceId": "r1"},
-        {"op": "createThread", "agentId": docs, "threadId": "s-d1", "resourceId": "r1"},
-        {"op": "update", "agentId": docs, "threadId": "s-d1", "workingMemory": "# Thread one", "resourceId": "r1"},
-        {"op": "get", "agentId": docs, "threadId": "s-d1", "resourceId": "r1"},
-        {"op": "createThread", "agentId": docs, "threadId": "s-d2", "resourceId": "r1"},
-        {"op": "get", "agentId": docs, "threadId": "s-d2", "resourceId": "r1"},
-        {"op": "update", "agentId": docs, "threadId": "s-none", "workingMemory": "x", "resourceId": "r1"},
-        # the gateway's conversations live in ai-chat: written here before any of its threads exist
-        {"op": "update", "agentId": chat, "threadId": "g-new", "workingMemory": "- my name is Grace",
-         "resourceId": "ai-chat"},
-    ])
-    assert results[1] == {"value": {"success": True}}
-    template = {"format": "markdown", "content": DEFAULT_TEMPLATE.strip()}
-    assert results[2]["value"] == {"workingMemory": "# Notes\n- likes tea", "source": "resource",
-                                   "workingMemoryTemplate": template, "threadExists": False}
-    assert results[4]["value"] == {**results[2]["value"], "threadExists": True}
-    assert results[7]["value"] == {"workingMemory": "# Thread one", "source": "thread",
-                                   "workingMemoryTemplate": template, "threadExists": True}
-    assert results[9]["value"]["workingMemory"] is None and results[9]["value"]["source"] == "thread"
-    assert results[10]["status"] == 404
-    assert results[11] == {"value": {"success": True}}
-    gateway = start_server("gateway", env=env)
-    answer, _ = say(gateway.url, "g-new", "u1", "what do you know about me?")
-    assert "my name is Grace" in answer, answer
+    with serving("studio", data_dir, env) as studio:
+        chat, docs = "chat-agent", "docs-agent"
+        results = studio_ops(studio.url, [
+            {"op": "createThread", "agentId": chat, "threadId": "s-t1", "resourceId": "r1"},
+            {"op": "update", "agentId": chat, "threadId": "s-t1", "workingMemory": "# Notes\n- likes tea",
+             "resourceId": "r1"},
+            {"op": "get", "agentId": chat, "threadId": "s-not-yet", "resourceId": "r1"},
+            {"op": "createThread", "agentId": chat, "threadId": "s-t2", "resourceId": "r1"},
+            {"op": "get", "agentId": chat, "threadId": "s-t2", "resourceId": "r1"},
+            {"op": "createThread", "agentId": docs, "threadId": "s-d1", "resourceId": "r1"},
+            {"op": "update", "agentId": docs, "threadId": "s-d1", "workingMemory": "# Thread one", "resourceId": "r1"},
+            {"op": "get", "agentId": docs, "threadId": "s-d1", "resourceId": "r1"},
+            {"op": "createThread", "agentId": docs, "threadId": "s-d2", "resourceId": "r1"},
+            {"op": "get", "agentId": docs, "threadId": "s-d2", "resourceId": "r1"},
+            {"op": "update", "agentId": docs, "threadId": "s-none", "workingMemory": "x", "resourceId": "r1"},
+            # the gateway's conversations live in ai-chat: written here before any of its threads exist
+            {"op": "update", "agentId": chat, "threadId": "g-new", "workingMemory": "- my name is Grace",
+             "resourceId": "ai-chat"},
+        ])
+        assert results[1] == {"value": {"success": True}}
+        template = {"format": "markdown", "content": DEFAULT_TEMPLATE.strip()}
+        assert results[2]["value"] == {"workingMemory": "# Notes\n- likes tea", "source": "resource",
+                                       "workingMemoryTemplate": template, "threadExists": False}
+        assert results[4]["value"] == {**results[2]["value"], "threadExists": True}
+        assert results[7]["value"] == {"workingMemory": "# Thread one", "source": "thread",
+                                       "workingMemoryTemplate": template, "threadExists": True}
+        assert results[9]["value"]["workingMemory"] is None and results[9]["value"]["source"] == "thread"
+        assert results[10]["status"] == 404
+        assert results[11] == {"value": {"success": True}}
+        with serving("gateway", data_dir, env) as gateway:
+            answer, _ = say(gateway.url, "g-new", "u1", "what do you know about me?")
+            assert "my name is Grace" in answer, answer
 
 
 @needs_node
-def test_studio_routes_under_auth_stay_in_the_callers_resource(start_server):
-    studio = start_server("studio", env={"DEV_SERVER_WORKING_MEMORY": "chat-agent",
-                                         "DEV_SERVER_AUTH_TOKENS": "ta=alice,tb=bob"})
-    chat = "chat-agent"
-    alice = studio_ops(studio.url, [
-        {"op": "createThread", "agentId": chat, "threadId": "au-a1", "resourceId": "anything"},
-        {"op": "update", "agentId": chat, "threadId": "au-a1", "workingMemory": "alice's notes"},
-    ], token="ta")
-    assert alice[1] == {"value": {"success": True}}
-    bob = studio_ops(studio.url, [
-        {"op": "update", "agentId": chat, "threadId": "au-a1", "workingMemory": "bob was here"},
-        {"op": "get", "agentId": chat, "threadId": "au-a1", "resourceId": "user:alice"},
-        {"op": "update", "agentId": chat, "threadId": "au-b-new", "workingMemory": "bob's notes",
-         "resourceId": "user:alice"},
-        {"op": "get", "agentId": chat, "threadId": "au-b-new", "resourceId": "user:alice"},
-    ], token="tb")
-    assert bob[0]["status"] == 404
-    assert bob[1]["value"]["threadExists"] is False and bob[1]["value"]["workingMemory"] is None
-    assert bob[2] == {"value": {"success": True}}  # forced into user:bob
-    assert bob[3]["value"]["workingMemory"] == "bob's notes"
-    [again] = studio_ops(studio.url, [{"op": "get", "agentId": chat, "threadId": "au-a1"}], token="ta")
-    assert again["value"]["workingMemory"] == "alice's notes" and again["value"]["threadExists"] is True
+def test_studio_routes_under_auth_stay_in_the_callers_resource(data_dir: Path):
+    env = {"DEV_SERVER_WORKING_MEMORY": "chat-agent", "DEV_SERVER_AUTH_TOKENS": "ta=alice,tb=bob"}
+    with serving("studio", data_dir, env) as studio:
+        chat = "chat-agent"
+        alice = studio_ops(studio.url, [
+            {"op": "createThread", "agentId": chat, "threadId": "au-a1", "resourceId": "anything"},
+            {"op": "update", "agentId": chat, "threadId": "au-a1", "workingMemory": "alice's notes"},
+        ], token="ta")
+        assert alice[1] == {"value": {"success": True}}
+        bob = studio_ops(studio.url, [
+            {"op": "update", "agentId": chat, "threadId": "au-a1", "workingMemory": "bob was here"},
+            {"op": "get", "agentId": chat, "threadId": "au-a1", "resourceId": "user:alice"},
+            {"op": "update", "agentId": chat, "threadId": "au-b-new", "workingMemory": "bob's notes",
+             "resourceId": "user:alice"},
+            {"op": "get", "agentId": chat, "threadId": "au-b-new", "resourceId": "user:alice"},
+        ], token="tb")
+        assert bob[0]["status"] == 404
+        assert bob[1]["value"]["threadExists"] is False and bob[1]["value"]["workingMemory"] is None
+        assert bob[2] == {"value": {"success": True}}  # forced into user:bob
+        assert bob[3]["value"]["workingMemory"] == "bob's notes"
+        [again] = studio_ops(studio.url, [{"op": "get", "agentId": chat, "threadId": "au-a1"}], token="ta")
+        assert again["value"]["workingMemory"] == "alice's notes" and again["value"]["threadExists"] is True
 
 
 def test_the_real_studio_chats_with_working_memory_on(start_server):

@@ -50,7 +50,7 @@ from app.llm.content import fit_to_model
 from app.llm.embeddings import DEFAULT_EMBEDDER, Embedder, ProviderEmbedder, local_embedder
 from app.llm.errors import ModelProviderError, translate
 from app.llm.models import ModelResolver
-from app.llm.offline import ensure_litellm, litellm_ready, loaded_litellm
+from app.llm.offline import close_loop_clients, ensure_litellm, litellm_ready, loaded_litellm
 from app.llm.tokens import count_tokens
 from app.llm.local_model import stream_local
 from app.llm.types import (Finish, ModelEvent, ModelRequest, ReasoningDelta, ResolvedModel, TextDelta, ToolCall,
@@ -154,6 +154,11 @@ class LiteLLMClient:
     async def embed(self, texts: list[str], mastra_id: str = DEFAULT_EMBEDDER) -> Any:
         """One unit vector per text (a float32 matrix), by ``mastra_id``'s embedder."""
         return await (await self.embedder(mastra_id)).embed(texts)
+
+    async def aclose(self) -> None:
+        """At the app's shutdown: close the provider clients litellm made on this event loop
+        (all of them: litellm does not say for whom; another app on this loop makes new ones)."""
+        await close_loop_clients()
 
     def status(self) -> dict[str, Any]:
         """``/health``'s ``models``: whether the warm-up has run (the tokenizer and the local

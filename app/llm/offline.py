@@ -22,12 +22,19 @@ litellm 1.110 has no client-side telemetry switch (its ``litellm.telemetry`` pac
 used by the proxy); callbacks are emptied and verbose logging is off. This mutates
 process-wide state (environment variables, litellm module globals), which is inherent to
 litellm's design; doing it here, once and idempotently, keeps it in one place.
+
+litellm also keeps the provider SDK clients it makes (and their pooled connections) in a
+process-wide cache, one set per event loop, and never closes them. A server process ends
+with its loop; an app stopped in a process that goes on (the tests run many, each on a loop
+of its own) must close its loop's clients itself (``close_loop_clients``), or their sockets
+outlive the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import inspect
 import logging
 import os
 import sys
@@ -103,6 +110,26 @@ async def ensure_litellm() -> ModuleType:
 
     threading.Thread(target=work, name="litellm-import", daemon=True).start()
     return await future
+
+
+async def close_loop_clients() -> None:
+    """Close the clients litellm cached for the running event loop (none before its import)."""
+    cache = getattr(_litellm, "in_memory_llm_clients_cache", None)
+    if cache is None:
+        return
+    loop_suffix = cache.update_cache_key_with_event_loop("")  # how litellm ends a key bound to this loop
+    if not loop_suffix:
+        return
+    for key in [key for key in tuple(cache.cache_dict) if key.endswith(loop_suffix)]:
+        client = cache.cache_dict.get(key)
+        cache.delete_cache(key)
+        close = getattr(client, "aclose", None) or getattr(client, "close", None)
+        try:
+            closed = close() if close is not None else None
+            if inspect.isawaitable(closed):
+                await closed
+        except Exception as exc:  # closing is best effort: the loop is about to end anyway
+            logging.getLogger(__name__).warning("closing a litellm client failed: %s", exc)
 
 
 def bundled_tokenizer_dir() -> Path:

@@ -8,13 +8,21 @@ Where the spans and logs go depends on who owns the DuckDB file (the design note
   any collector named by the standard ``OTEL_EXPORTER_OTLP_*`` variables.
 
 Both go through an ``ExportQueue``: bounded, retrying, never blocking a chat.
+
+The log handler listens on the process's one ``app`` logger. A process may hold more than
+one app (the tests run a gateway and a studio side by side), so each record goes to the
+telemetry of the app whose code logged it (none, if that app's telemetry is off): what its
+lifespan starts and its requests run in its context (``logging_to``, ``TelemetryScope``),
+which tasks and worker threads inherit. A record logged outside every app goes to each.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,6 +39,11 @@ from app.settings import Settings
 from app.storage.composite import OBSERVABILITY, CompositeStore
 
 log = logging.getLogger(__name__)
+
+# The telemetry of the app whose code runs in this context: None outside every app,
+# _TELEMETRY_OFF in an app without telemetry.
+_TELEMETRY_OFF = object()
+_current: ContextVar[object | None] = ContextVar("dev_server_telemetry", default=None)
 
 # The exporters log every failed attempt; the queue already counts and reports them.
 logging.getLogger("opentelemetry.exporter.otlp").setLevel(logging.CRITICAL)
@@ -58,8 +71,12 @@ class Telemetry:
         self.logger_provider = LoggerProvider(resource=resource)
         self.logger_provider.add_log_record_processor(QueueLogProcessor(self.log_queue))
         self.handler = LoggingHandler(level=logging.INFO, logger_provider=self.logger_provider)
+        self.handler.addFilter(self._logged_here)
         logging.getLogger("app").addHandler(self.handler)
         self.tracer = self.tracer_provider.get_tracer("dev-server", __version__)
+
+    def _logged_here(self, _: logging.LogRecord) -> bool:
+        return _current.get() in (None, self)
 
     def stats(self) -> dict[str, Any]:
         return {"spans": self.span_queue.stats(), "logs": self.log_queue.stats()}
@@ -68,6 +85,33 @@ class Telemetry:
         logging.getLogger("app").removeHandler(self.handler)
         self.tracer_provider.shutdown()
         self.logger_provider.shutdown()
+
+
+@contextmanager
+def logging_to(telemetry: Telemetry | None) -> Iterator[None]:
+    """What runs inside (and every task or thread started from it) logs to ``telemetry``
+    only; with None, to no app's telemetry."""
+    token = _current.set(_TELEMETRY_OFF if telemetry is None else telemetry)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+class TelemetryScope:
+    """ASGI middleware: each request of the app runs in its telemetry's context (``logging_to``).
+    ``telemetry`` is read per request: the app's lifespan makes it (None when it is off)."""
+
+    def __init__(self, app: Any, telemetry: Callable[[], Telemetry | None]) -> None:
+        self.app = app
+        self.telemetry = telemetry
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":  # the lifespan sets its own (it makes the telemetry)
+            await self.app(scope, receive, send)
+            return
+        with logging_to(self.telemetry()):
+            await self.app(scope, receive, send)
 
 
 def _otlp_exports(settings: Settings):
