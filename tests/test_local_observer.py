@@ -17,9 +17,11 @@ from app.llm import LiteLLMClient, ModelProviderError, ModelRequest, TextDelta
 from app.llm.local_model import compose_reply, stream_local
 from app.llm.local_observer import (is_observer_request, is_reflector_request, observer_answer, om_reply,
                                     reflector_answer)
+from app.om.output_check import distinct_observations, observer_problem, reflection_problem
 from app.om.parsing import parse_observer_output, parse_reflector_output
 from app.om.prompts import (observer_messages, observer_system_prompt, reflector_messages,
                             reflector_system_prompt)
+from app.om.tokens import estimate_tokens
 from app.om.transcript import format_transcript
 from app.storage.conversations import Message
 
@@ -210,3 +212,25 @@ async def test_through_the_client() -> None:
     stream = client.stream(ModelRequest("google/gemini-2.5-flash", observer_request(CHAT)))
     text = "".join([event.text async for event in stream if isinstance(event, TextDelta)])
     assert parse_observer_output(text).observations == observe(CHAT).observations
+
+
+def test_a_conversation_that_repeats_itself_is_observed_and_reflected_not_rejected() -> None:
+    """A soak's conversations are one greeting and one answer, hundreds of times: the
+    observer writes each statement once a day with its count (written out, every line
+    would repeat and Mastra's degenerate check would reject the answer: the window would
+    then grow without end), and the reflector merges what several cycles wrote, adding
+    the counts; a log that says little many times may shrink to a line."""
+    chat = [message("user" if i % 2 == 0 else "assistant", f"2025-12-04T14:{i // 2:02d}:{i % 2 * 30:02d}.000Z",
+                    "hello" if i % 2 == 0 else 'You said: "hello". I can see earlier messages.')
+            for i in range(80)]
+    parsed = observe(chat)
+    assert not parsed.degenerate and observer_problem(parsed.observations, parsed.degenerate) is None
+    assert parsed.observations.split("\n") == ["Date: Dec 4, 2025", '* 🔴 (14:00) User stated: "hello" (40 times)',
+                                               '* 🟢 (14:00) Assistant replied: "You said: "hello"." (40 times)']
+    log = "\n".join([parsed.observations, *observe(chat[:20]).observations.split("\n")[1:]] * 3)
+    reflected = parse_reflector_output(reflector_answer(reflector_request(log, 0)))
+    assert reflected.observations.split("\n") == ["Date: Dec 4, 2025", '* 🔴 (14:00) User stated: "hello" (150 times)']
+    text = reflected.observations
+    assert reflection_problem(text, reflected.degenerate, tokens=estimate_tokens(text),
+                              source_tokens=estimate_tokens(distinct_observations(log))) is None
+    assert estimate_tokens(distinct_observations(log)) < estimate_tokens(log) / 10

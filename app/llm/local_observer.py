@@ -293,6 +293,7 @@ def _reflected(lines: list[str], level: int) -> list[str]:
             kept.append(line)
         elif level < 2 and stripped and not stripped.startswith("--- ") and "🟢" not in line:
             kept.append(line)
+    kept = _merged_repeats(kept)
     if level >= 3:
         kept = _condensed(kept, 2 if level == 3 else 4)
     kept = _without_empty_headers(kept)
@@ -302,6 +303,29 @@ def _reflected(lines: list[str], level: int) -> list[str]:
         newest = next((line for line in reversed(lines) if _is_observation(line)), None)
         kept = dated[-1:] + [newest] if newest else []
     return kept
+
+
+def _merged_repeats(lines: list[str]) -> list[str]:
+    """``lines`` with each observation said again the same day (time and count aside)
+    merged into its first line, the counts added up."""
+    result: list[str] = []
+    first: dict[str, int] = {}
+    counts: dict[int, int] = {}
+    for line in lines:
+        if line.startswith("Date:") or _is_thread_tag(line):
+            first.clear()
+            result.append(line)
+            continue
+        repeated = _REPEATS.search(line)
+        times = int(repeated.group(1)) if repeated else 1
+        key = _REPEATS.sub("", _TIME_PREFIX.sub("", line.strip(), count=1))
+        if key in first:
+            counts[first[key]] = counts.get(first[key], 1) + times
+            continue
+        first[key] = len(result)
+        counts[len(result)] = times
+        result.append(_REPEATS.sub("", line))
+    return [f"{line} ({counts[i]} times)" if counts.get(i, 1) > 1 else line for i, line in enumerate(result)]
 
 
 def _condensed(lines: list[str], keep_one_in: int) -> list[str]:
@@ -388,7 +412,12 @@ def _read_transcript(transcript: str) -> list[_Thread]:
 
 
 def _observation_lines(statements: list[_Statement]) -> list[str]:
+    """One line per statement, dated; a statement said again the same day is not written
+    again: its first line counts the repeats (a conversation of one greeting over and over
+    is one observation, not a log that repeats itself and fails the degenerate check)."""
     lines: list[str] = []
+    repeats: dict[int, int] = {}
+    seen: dict[str, int] = {}
     date: str | None = None
     for statement in statements:
         line = _observation(statement)
@@ -397,8 +426,20 @@ def _observation_lines(statements: list[_Statement]) -> list[str]:
         if statement.date and statement.date != date:
             lines.append(f"Date: {statement.date}")
             date = statement.date
+            seen.clear()
+        key = _TIME_PREFIX.sub("", line, count=1)
+        if key in seen:
+            repeats[seen[key]] = repeats.get(seen[key], 1) + 1
+            continue
+        seen[key] = len(lines)
         lines.append(line)
+    for index, count in repeats.items():
+        lines[index] += f" ({count} times)"
     return lines
+
+
+_TIME_PREFIX = re.compile(r"\(\d{1,2}:\d{2}\) ")
+_REPEATS = re.compile(r" \((\d+) times\)$")
 
 
 def _observation(statement: _Statement) -> str | None:

@@ -44,7 +44,7 @@ from app.om.extract_run import Extraction, ExtractionResult, end_fields, observe
 from app.om.flags import STALE_FLAG_S, settled
 from app.om.groups import message_range, rewrap_reflection, wrap_group
 from app.om.observer_context import truncate_previous_observations
-from app.om.output_check import observer_problem, reflection_problem
+from app.om.output_check import distinct_observations, observer_problem, reflection_problem
 from app.om.parsing import parse_observer_output, parse_reflector_output
 from app.om.parts import OBSERVATION, REFLECTION, Cycle, activation_part, marker_config
 from app.om.prompts import (observer_messages, observer_system_prompt, reflection_max_level, reflection_start_level,
@@ -341,7 +341,7 @@ class ObservationalMemory:
         text = output.observations.strip()
         tokens = estimate_tokens(text) if text else 0
         problem = reflection_problem(text, output.degenerate, tokens=tokens,
-                                     source_tokens=estimate_tokens(observations))
+                                     source_tokens=estimate_tokens(distinct_observations(observations)))
         if problem is not None:
             log.info("reflector answer for thread %s rejected at level %d: %s", ctx.thread_id, level, problem)
             return Reflection("", 0, output.extracted, problem)

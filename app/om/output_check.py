@@ -21,7 +21,9 @@ An answer is rejected when
 * (reflections only) it keeps under 5% of the tokens it was given, from 500 tokens of
   input on: Mastra's most aggressive compression level asks for a fifth of the detail, so
   a log that collapses to a line or two lost the memory rather than condensed it. Smaller
-  logs may legitimately shrink to a line.
+  logs may legitimately shrink to a line. What it was given is counted as its distinct
+  observations (``distinct_observations``: times, bullets and repeat counts aside, each
+  line once): a log that says one thing a hundred times may well shrink to one line.
 
 Mastra, for comparison, takes prose as the reflection, accepts an observer answer with no
 observations, and checks neither refusals nor size; it rejects only degenerate output and
@@ -39,6 +41,7 @@ _OBSERVATION_LINE = re.compile(r"^\s*(?:[-*•]\s|\d+\.\s|[🔴🟡🟢✅]|\(\d
 _LINE_PREFIX = re.compile(r"^\s*(?:[-*•]\s+|\d+\.\s+)?(?:[🔴🟡🟢✅]\s*)?(?:\(\d{1,2}:\d{2}\)\s*)?")
 _REFUSAL = re.compile(r"^(?:i['’]m sorry|i am sorry|sorry\b|i apologi[sz]e|i can(?:no|['’])t|i cannot"
                       r"|i['’]m (?:not able|unable)|i am (?:not able|unable)|i won['’]t|as an ai\b)", re.I)
+_REPEAT_COUNT = re.compile(r"\s*\(\d+ times\)$")
 _REPEATED_MIN_LINES = 10
 _REPEATED_MIN_CHARS = 24
 
@@ -61,6 +64,15 @@ def format_problem(text: str) -> str | None:
     if len(substantial) >= _REPEATED_MIN_LINES and len(substantial) - len(set(substantial)) > len(substantial) / 2:
         return "degenerate output (the same lines repeated)"
     return None
+
+
+def distinct_observations(text: str) -> str:
+    """The observation lines of ``text``, each once, without their bullet, priority, time
+    and repeat count: what a reflection of ``text`` has to keep."""
+    seen: dict[str, None] = {}
+    for line in observation_lines(text):
+        seen.setdefault(_REPEAT_COUNT.sub("", _LINE_PREFIX.sub("", line, count=1)).strip(), None)
+    return "\n".join(seen)
 
 
 def observer_problem(observations: str, degenerate: bool) -> str | None:
