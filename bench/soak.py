@@ -51,13 +51,24 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.chat_turn import seed  # noqa: E402
+from app.clock import now_iso  # noqa: E402
+from app.om.tokens import count_message  # noqa: E402
+from app.storage.conversations import ConversationStore, Message  # noqa: E402
+from app.storage.libsql import LibSQLStore  # noqa: E402
 from bench.report import commit, machine  # noqa: E402
 from bench.servers import Server, server_env  # noqa: E402
 from bench.workload import growth, load, pct  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
 RSS_RATIO_MAX = 1.1
+# Small thresholds, so that every conversation goes through Observational Memory's whole
+# cycle again and again within the run: the window it sends the model stops growing after
+# the first minute (observed at 2,000 tokens, ~40 turns of a conversation here; reflected
+# at 4,000 observation tokens). At the server's own thresholds (30,000 / 40,000) no
+# conversation is observed within 10 minutes: every turn's window is larger than the one
+# before, and so is the memory a turn holds (see the module docstring).
+OM_MESSAGE_TOKENS = 2_000
+OM_OBSERVATION_TOKENS = 4_000
 ROUND_S = 60.0
 DRAIN_S = 60.0  # how long the end of the run waits for the export queue to empty
 
@@ -131,7 +142,9 @@ def markdown(args: argparse.Namespace, workers: int, rounds: list[Round], draine
              f"- settings: {args.minutes:g} min at {args.clients} clients after {args.warmup_s:g} s of warm-up, "
              f"{args.threads_per_client} conversations per client"
              + (f" of {args.history:,} stored messages each at the start" if args.history else "")
-             + f", gateway of {workers} worker{'s' if workers > 1 else ''}, chat-agent with its memory (Observational Memory on), the local model"
+             + f", gateway of {workers} worker{'s' if workers > 1 else ''}, chat-agent with its memory (Observational Memory on: "
+             + f"observation at {args.om_message_tokens or 30_000:,} message tokens, reflection at "
+             + f"{args.om_observation_tokens or 40_000:,} observation tokens), the local model"
              + (", gateway under tracemalloc (figures are off)" if args.trace_memory else ""), "",
              "| round | s | turns/s | p50 ms | p99 ms | gateway RSS MB | ratio | studio RSS MB | ratio "
              "| spans exported | dropped | queued | queued MB | failed exports | export busy | gateway cores "
@@ -172,6 +185,11 @@ def main() -> None:
     parser.add_argument("--threads-per-client", type=int, default=5, help="conversations each client cycles through")
     parser.add_argument("--history", type=int, default=0,
                         help="messages stored in each conversation before the run (a long thread from the start)")
+    parser.add_argument("--om-message-tokens", type=int, default=OM_MESSAGE_TOKENS,
+                        help=f"Observational Memory's observation threshold (default {OM_MESSAGE_TOKENS:,}; 0: the "
+                             "server's own, 30,000)")
+    parser.add_argument("--om-observation-tokens", type=int, default=OM_OBSERVATION_TOKENS,
+                        help=f"its reflection threshold (default {OM_OBSERVATION_TOKENS:,}; 0: the server's own, 40,000)")
     parser.add_argument("--workers", type=int, help="gateway workers (default DEV_SERVER_WORKERS, else one per core "
                                                     "as make dev; 1 with --trace-memory)")
     parser.add_argument("--trace-memory", action="store_true", help="the gateway under tracemalloc: growth sites")
@@ -194,10 +212,13 @@ def main() -> None:
         prefix, conversations = f"soak-{uuid.uuid4()}", args.clients * args.threads_per_client
         if args.history:
             for n in range(conversations):
-                asyncio.run(seed(data / "dev-server.db", f"{prefix}-{n}", args.history))
+                asyncio.run(seed_history(data / "dev-server.db", f"{prefix}-{n}", args.history))
         studio_port, gateway_port = free_port(), free_port()
+        thresholds = {name: str(value) for name, value in (("DEV_SERVER_OM_MESSAGE_TOKENS", args.om_message_tokens),
+                                                            ("DEV_SERVER_OM_OBSERVATION_TOKENS",
+                                                             args.om_observation_tokens)) if value}
         env = server_env(data, studio_port, DEV_SERVER_WORKERS=str(workers),
-                         BENCH_TRACE_OUT=str(tmp / "gateway.snapshot"))
+                         BENCH_TRACE_OUT=str(tmp / "gateway.snapshot"), **thresholds)
         launcher = [str(REPO / "bench" / "traced.py")] if args.trace_memory else ["-m", "app"]
         studio = Server("studio", [sys.executable, "-m", "app", "studio", "--port", str(studio_port)], studio_port,
                         env, tmp)
@@ -221,6 +242,7 @@ def main() -> None:
                     snapshots.append(gateway.snapshot(tmp / "gateway.snapshot"))
                 report_round(rounds)
             drained = drain(gateway, workers)
+            notes.append(om_activity(data / "dev-server.db", conversations))
             if snapshots:
                 notes.append(traced_table(rounds, snapshots))
             if len(snapshots) > 2:
@@ -250,6 +272,46 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(markdown(args, workers, rounds, drained, load_start, load_end, targets, notes, started))
     print(f"written to {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
+
+
+def om_activity(db_path: Path, conversations: int) -> str:
+    """What Observational Memory did over the run, read from the database at its end."""
+    import sqlite3
+
+    with sqlite3.connect(db_path) as conn:
+        rows, threads, observed, observing = conn.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT lookup_key), SUM(total_tokens_observed), SUM(is_observing) FROM "
+            "mastra_observational_memory").fetchone()
+        active = conn.execute(
+            "SELECT SUM(total_tokens_observed), SUM(observation_token_count) FROM mastra_observational_memory o "
+            "WHERE generation_count = (SELECT MAX(generation_count) FROM mastra_observational_memory p "
+            "WHERE p.lookup_key = o.lookup_key)").fetchone()
+        messages = conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+    return (f"Observational Memory over the run: {threads or 0} of {conversations} conversations have a record; "
+            f"{(rows or 0) - (threads or 0):,} reflections (generations after the first); "
+            f"{active[0] or 0:,} message tokens observed in all, {active[1] or 0:,} observation tokens active at the end; "
+            f"{messages:,} stored messages.")
+
+
+async def seed_history(db_path: Path, thread_id: str, count: int) -> None:
+    """``count`` stored messages in the shape of the run's own turns (a user's "hello", the
+    local model's answer), stored as the gateway stores them: with their token estimates
+    (``app.om.tokens``), under the resource ``make dev`` uses."""
+    db = LibSQLStore(f"file:{db_path}")
+    await db.open()
+    store = ConversationStore(db)
+    await store.ensure_thread(thread_id, "ai-chat")
+    batch = []
+    for i in range(count):
+        role = "user" if i % 2 == 0 else "assistant"
+        text = "hello" if role == "user" else (f'[local model] You said: "hello". I can see {i} earlier messages in '
+                                               "this conversation. I was also given system instructions.")
+        message = Message(f"{thread_id}-seed-{i}", thread_id, "ai-chat", role,
+                          {"format": 2, "parts": [{"type": "text", "text": text}], "content": text}, now_iso())
+        count_message(message)
+        batch.append(message)
+    await store.append_messages(thread_id, batch)
+    await db.close()
 
 
 def traced_table(rounds: list[Round], snapshots: list[Path]) -> str:
