@@ -19,17 +19,28 @@ one-minute rounds; after each round it reads:
 
 At the end the run waits for the export queue to drain and reports the totals, and the
 targets as PASS/FAIL lines: gateway RSS after the last round <= 1.1x after the first, and
-no span dropped. ``--history N`` stores N messages in every conversation first, so threads
-are long from the start (a thread's turn costs grow with its unobserved window, and so does
-the memory a turn needs). ``--trace-memory`` runs the gateway (one worker) under tracemalloc
+no span dropped.
+
+Observational Memory runs at small thresholds by default (``--om-message-tokens 2000``,
+``--om-observation-tokens 4000``), so that every conversation goes through its whole cycle
+(buffered observations, activation, reflection) again and again within the run, and the
+window a turn sends the model stops growing after the first minute, as it does in a
+long-lived deployment. At the server's own thresholds (``0``: 30,000 / 40,000) no
+conversation of this workload is observed within 10 minutes: each turn's window (the
+thread's every message) is larger than the one before, and so is the memory a turn holds
+(~3.3 MB at 500 messages), so the RSS grows with the workload, not with time; that run
+measures the ramp, not a leak. ``--history N`` stores N messages shaped like the run's
+turns in every conversation first, so threads are long from the start.
+
+``--trace-memory`` runs the gateway (one worker) under tracemalloc
 (bench/traced.py: slower, so its figures are off) and adds, per round, the Python memory
 alive at its end and its peak during it, and the allocation sites that grew between the
 first and the last round.
 
 Results are printed and written to bench/results/<date>-<commit>-soak.md (``--out``
 elsewhere). Run: ``nice -n 5 .venv/bin/python bench/soak.py [--minutes 10] [--clients 20]
-[--warmup-s 30] [--threads-per-client 5] [--history 0] [--workers N] [--trace-memory]
-[--out PATH]``.
+[--warmup-s 30] [--threads-per-client 5] [--history 0] [--om-message-tokens 2000]
+[--om-observation-tokens 4000] [--workers N] [--trace-memory] [--out PATH]``.
 Linux only (/proc).
 """
 

@@ -84,7 +84,7 @@ def test_the_soak_bench_reports_rss_ratios_per_round_spans_and_a_verdict_per_tar
     span counters summed from the gateway's ``/health``, and a PASS or FAIL line per target."""
     out = tmp_path / "soak.md"
     done = subprocess.run([sys.executable, "bench/soak.py", "--minutes", "0.1", "--warmup-s", "2", "--clients", "2",
-                           "--threads-per-client", "2", "--workers", "1", "--out", str(out)],
+                           "--threads-per-client", "2", "--workers", "1", "--history", "4", "--out", str(out)],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     text = out.read_text()
@@ -99,3 +99,5 @@ def test_the_soak_bench_reports_rss_ratios_per_round_spans_and_a_verdict_per_tar
     assert "spans exported" in text and "turns/s (warm-up not counted)" in text
     verdicts = [line for line in text.splitlines() if line.startswith(("- **PASS**", "- **FAIL**"))]
     assert len(verdicts) == 2 and "gateway RSS" in verdicts[0] and "spans dropped" in verdicts[1]
+    assert "of 4 stored messages each" in text and "observation at 2,000 message tokens" in text
+    assert "Observational Memory over the run: 4 of 4 conversations have a record" in text
