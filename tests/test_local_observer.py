@@ -220,7 +220,7 @@ def test_a_conversation_that_repeats_itself_is_observed_and_reflected_not_reject
     would repeat and Mastra's degenerate check would reject the answer: the window would
     then grow without end), and the reflector merges what several cycles wrote, adding
     the counts; a log that says little many times may shrink to a line."""
-    chat = [message("user" if i % 2 == 0 else "assistant", f"2025-12-04T14:{i // 2:02d}:{i % 2 * 30:02d}.000Z",
+    chat = [message("user" if i % 2 == 0 else "assistant", f"2025-12-04T14:{i // 60:02d}:{i % 60:02d}.000Z",
                     "hello" if i % 2 == 0 else 'You said: "hello". I can see earlier messages.')
             for i in range(80)]
     parsed = observe(chat)
