@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -90,21 +86,6 @@ class ServerProcess:
         return self.process.returncode
 
 
-@contextmanager
-def running(role: str, data_dir: Path, env: dict[str, str] | None = None) -> Iterator[ServerProcess]:
-    """``python -m app ROLE`` on ``data_dir`` for a module-scoped fixture: started healthy,
-    none of the caller's ``DEV_SERVER_*`` settings or provider keys, stopped afterwards."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("DEV_SERVER_") and not k.endswith("_API_KEY")}
-    server = ServerProcess(role, env={**clean, "DEV_SERVER_DATA_DIR": str(data_dir), **(env or {})},
-                           python=sys.executable)
-    server.start()
-    try:
-        server.wait_healthy()
-        yield server
-    finally:
-        server.stop()
-
-
 def worker_pid(client: httpx.Client, url: str) -> int:
     return client.get(f"{url}/health", timeout=5).json()["worker"]["pid"]
 
@@ -144,10 +125,10 @@ def run_node(script: str, payload: dict[str, Any], timeout: float = 60.0) -> dic
 class LiveApp:
     """A real uvicorn server in a thread, for apps built in the test (injected LLM, auth)."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app, port: int | None = None) -> None:
         import uvicorn
 
-        self.port = free_port()
+        self.port = port or free_port()
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
                                                     lifespan="on"))
         self.thread = None

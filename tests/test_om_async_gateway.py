@@ -17,7 +17,8 @@ import pytest
 
 from app.om.tokens import count_messages
 from app.storage.conversations import Message
-from tests.support import running, run_node, sqlite_rows
+from tests.kit.servers import running
+from tests.support import run_node, sqlite_rows
 from tests.test_om_gateway import FACT, turn
 
 ASYNC_ENV = {"DEV_SERVER_TELEMETRY": "false", "DEV_SERVER_OM_MESSAGE_TOKENS": "600",

@@ -16,7 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import free_port, running, run_node, sqlite_rows, user_message
+from tests.kit.servers import running
+from tests.support import free_port, run_node, sqlite_rows, user_message
 from tests.test_observability import wait_for_traces
 
 OM_ENV = {"DEV_SERVER_TELEMETRY": "false", "DEV_SERVER_OM_MESSAGE_TOKENS": "300",

@@ -62,7 +62,7 @@ SLOW_BODY = (b"POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appli
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
-    from tests.support import running
+    from tests.kit.servers import running
 
     deadlines = {"DEV_SERVER_HEADER_TIMEOUT_S": str(DEADLINE_S), "DEV_SERVER_BODY_TIMEOUT_S": str(DEADLINE_S)}
     with running("gateway", tmp_path_factory.mktemp("slow"), deadlines) as server:

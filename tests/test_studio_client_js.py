@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from tests.support import JS_DIR, ServerProcess, run_node, running
+from tests.kit.servers import running
+from tests.support import JS_DIR, ServerProcess, run_node
 
 SCRIPT = "client_conformance.mjs"
 NODE = shutil.which("node")

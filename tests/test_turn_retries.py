@@ -18,7 +18,8 @@ from app.settings import Settings
 from app.factory import storage_for
 from app.storage.conversations import ConversationStore, Message
 from app.clock import now_iso
-from tests.support import frames_of, running, run_node, sqlite_rows, ui_chunks, user_message, wait_models_ready
+from tests.kit.servers import running
+from tests.support import frames_of, run_node, sqlite_rows, ui_chunks, user_message, wait_models_ready
 
 
 @pytest.fixture(scope="module")
