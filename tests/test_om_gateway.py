@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from tests.kit.servers import running
+from tests.kit.traces import wait_for_traces
 from tests.support import free_port, run_node, sqlite_rows, user_message
-from tests.test_observability import wait_for_traces
 
 OM_ENV = {"DEV_SERVER_TELEMETRY": "false", "DEV_SERVER_OM_MESSAGE_TOKENS": "300",
           "DEV_SERVER_OM_OBSERVATION_TOKENS": "400", "DEV_SERVER_OM_BUFFER_TOKENS": "false"}

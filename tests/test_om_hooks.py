@@ -19,8 +19,8 @@ from app.factory import create_app
 from app.memory.memory import Memory, MemoryOptions
 from app.om.models import ModelByInputTokens
 from app.settings import Settings
+from tests.kit.traces import wait_for_traces
 from tests.support import LiveApp
-from tests.test_observability import wait_for_traces
 from tests.test_om_gateway import FACT, turn
 
 Events = list[tuple[str, dict[str, Any]]]

@@ -11,7 +11,6 @@ error or page error may fail.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
