@@ -7,33 +7,20 @@ local model says how many earlier messages it sees, which is what storage fed it
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import httpx
 
+from tests.kit.builders import ui_message as planted
+from tests.kit.chat import chat_turn, streamed_text
 from tests.support import sqlite_rows, user_message
 
 
 def chat(server, conversation: str, messages: list[dict]) -> tuple[str, dict]:
     """One turn; the reply text and the start chunk's metadata."""
-    text, start = "", {}
-    with httpx.stream("POST", f"{server.url}/api/chat", timeout=30,
-                      json={"id": "c", "conversationId": conversation, "messages": messages}) as response:
-        assert response.status_code == 200, response.read()
-        for line in response.iter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            if chunk["type"] == "text-delta":
-                text += chunk["delta"]
-            elif chunk["type"] == "start":
-                start = chunk
-    return text, start
-
-
-def planted(message_id: str, role: str, text: str) -> dict:
-    return {"id": message_id, "role": role, "parts": [{"type": "text", "text": text}]}
+    result = chat_turn(server, messages, body={"conversationId": conversation}, chat_id="c", timeout=30)
+    assert result["status"] == 200, result["error"]
+    return streamed_text(result["chunks"]), next((c for c in result["chunks"] if c["type"] == "start"), {})
 
 
 def stored(db: Path, conversation: str) -> list[tuple]:

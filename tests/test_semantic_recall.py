@@ -1,10 +1,9 @@
 """Semantic recall (issue 13) through a live gateway: real uvicorn, real SQLite files, the
 real local embedder (all-MiniLM-L6-v2 on onnxruntime) and the local model, whose answers
-show what memory fed it; the last turn of a recall goes through the real ``ai`` package."""
+show what memory fed it."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -17,8 +16,8 @@ import pytest
 
 from app.factory import create_app
 from app.settings import Settings
+from tests.kit.chat import reply_text, turn
 from tests.support import LiveApp, user_message
-from tests.test_om_gateway import reply_text, turn
 
 FACT = "My name is Ada Lovelace and I live in London."
 
@@ -31,14 +30,9 @@ def gateway(data: Path, role: str = "gateway", **settings: Any) -> Iterator[Live
 
 
 def chat(server: LiveApp, thread: str, message_id: str, text: str, token: str | None = None) -> str:
-    """One turn over plain HTTP (the seeding turns); returns the reply's text."""
+    """One turn (the seeding turns); returns the reply's text."""
     headers = {"authorization": f"Bearer {token}"} if token else {}
-    body = {"id": thread, "conversationId": thread, "messages": [user_message(message_id, text)],
-            "trigger": "submit-message"}
-    response = httpx.post(f"{server.url}/api/chat", json=body, headers=headers, timeout=60)
-    assert response.status_code == 200, response.text
-    events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
-    return "".join(e.get("delta", "") for e in events if e.get("type") == "text-delta")
+    return reply_text(turn(server, thread, message_id, text, headers=headers))
 
 
 def recall_health(server: LiveApp) -> dict[str, Any]:
@@ -69,7 +63,7 @@ def test_a_fact_200_messages_back_is_recalled_and_the_reply_shows_it(tmp_path: P
         health = indexed(server, 200)
         assert health["embedder"]["answeredBy"] == "local/all-MiniLM-L6-v2-int8"
         assert health["embedder"]["local"] is True and health["embedder"]["dimensions"] == 384
-        result = turn(server, "long", "ask", "What is my name?")  # the real `ai` client
+        result = turn(server, "long", "ask", "What is my name?")
         assert "Your name is Ada Lovelace" in reply_text(result)
     with gateway(tmp_path, semantic_recall=None) as server:  # the same question without recall
         result = turn(server, "long", "ask-again", "What is my name?")

@@ -27,6 +27,7 @@ from app.memory.working_document import (DEFAULT_TEMPLATE, TOOL_NAME, WorkingMem
                                          merge)
 from app.settings import Settings, SettingsError
 from app.storage.conversations import ConversationStore
+from tests.kit.chat import chat_turn, reply_text
 from tests.support import JS_DIR, LiveApp, run_node, sqlite_rows, user_message
 
 needs_node = pytest.mark.skipif(shutil.which("node") is None or not (JS_DIR / "node_modules" / "ai").exists(),
@@ -161,15 +162,12 @@ async def test_two_turns_merging_one_resources_memory_at_once_both_land(settings
 
 def say(url: str, conversation: str, message_id: str, text: str, token: str | None = None,
         agent: str | None = None) -> tuple[str, list[dict]]:
-    """One turn judged by the real ``ai`` package: the reply text and its UI parts."""
-    payload = {"api": f"{url}/api/chat", "messages": [user_message(message_id, text)],
-               "body": {"conversationId": conversation, **({"agentId": agent} if agent else {})},
-               "headers": {"authorization": f"Bearer {token}"} if token else {},
-               "trigger": "submit-message", "chatId": conversation}
-    result = run_node("chat_client.mjs", payload)
+    """One turn: the reply text and its UI parts."""
+    result = chat_turn(url, [user_message(message_id, text)],
+                       body={"conversationId": conversation, **({"agentId": agent} if agent else {})},
+                       headers={"authorization": f"Bearer {token}"} if token else {}, chat_id=conversation)
     assert result["ok"], result["error"]
-    parts = result["message"]["parts"]
-    return "".join(p.get("text", "") for p in parts if p["type"] == "text"), parts
+    return reply_text(result), result["message"]["parts"]
 
 
 def tool_parts(parts: list[dict]) -> list[dict]:
@@ -353,7 +351,7 @@ def test_studio_routes_under_auth_stay_in_the_callers_resource(start_server):
 
 
 def test_the_real_studio_chats_with_working_memory_on(start_server):
-    from tests.test_studio_ui import CHROMIUM, chat_through_gateway, ensure_studio_build, run_studio
+    from tests.kit.studio_ui import CHROMIUM, chat_through_gateway, ensure_studio_build, run_studio
 
     if not CHROMIUM.exists():
         pytest.skip("Debian chromium is not installed (apt-get install -y chromium)")

@@ -107,10 +107,14 @@ def reply_text(result: dict[str, Any]) -> str:
     return "".join(p.get("text", "") for p in result["message"]["parts"] if p["type"] == "text")
 
 
+def streamed_text(chunks: list[dict[str, Any]]) -> str:
+    """The text deltas of a turn's chunks (its new text only, whatever history it continued)."""
+    return "".join(c["delta"] for c in chunks if c["type"] == "text-delta")
+
+
 def text_of(frames: list[tuple[int, str]]) -> str:
     """The text deltas of SSE frames (``frames_of``)."""
-    chunks = [json.loads(data) for _, data in frames if data != "[DONE]"]
-    return "".join(c["delta"] for c in chunks if c["type"] == "text-delta")
+    return streamed_text([json.loads(data) for _, data in frames if data != "[DONE]"])
 
 
 def post_chat(url: str, chat_id: str, text: str, *, headers: dict | None = None, path: str = CHAT,
