@@ -18,17 +18,15 @@ from app.agents.events import DataPart, ReasoningDelta, StepStart, TextDelta, ed
 from app.agents.loop import max_steps_message
 from app.api.chat import _ui_chunks
 from app.llm import Finish, Usage
-from tests.kit.servers import running
+from tests.kit.builders import tool_part, ui_message
+from tests.kit.chat import judge
+from tests.kit.servers import server_fixture
 from tests.support import run_node, sqlite_rows, user_message
 
 ASK_LOCATION = 'call getUserLocation with {"reason": "the weather"}'
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory):
-    data = tmp_path_factory.mktemp("client-tools")
-    with running("gateway", data) as server:
-        yield server, data / "dev-server.db"
+gateway = server_fixture("gateway")
 
 
 def round_trip(server, conversation: str, **answer):
@@ -47,7 +45,7 @@ def stored(db: Path, conversation: str) -> list[tuple[str, str, dict]]:
 
 
 def test_a_client_tool_round_trip_with_add_tool_result(gateway):
-    server, db = gateway
+    server, db = gateway, gateway.db
     result = round_trip(server, "ct-1", output={"city": "Rome"})
     assert result["ok"], result
     first, then = result["requests"]
@@ -80,7 +78,7 @@ def test_a_client_tool_round_trip_with_add_tool_result(gateway):
 
 
 def test_a_client_tool_error_is_stored_as_an_error_result(gateway):
-    server, db = gateway
+    server, db = gateway, gateway.db
     result = round_trip(server, "ct-2", errorText="the user said no")
     assert result["ok"], result
     parts = result["messages"][-1]["parts"]
@@ -91,15 +89,14 @@ def test_a_client_tool_error_is_stored_as_an_error_result(gateway):
 
 
 def test_a_tool_result_for_a_call_the_thread_does_not_have_pending_is_a_400(gateway):
-    server, db = gateway
+    server, db = gateway, gateway.db
     assert round_trip(server, "ct-3", output={"city": "Oslo"})["ok"]
     before = stored(db, "ct-3")
     reply_id = before[1][0]
 
     def answer(call_id: str) -> httpx.Response:
-        assistant = {"id": reply_id, "role": "assistant", "parts": [
-            {"type": "step-start"}, {"type": "tool-getUserLocation", "toolCallId": call_id, "state": "output-available",
-                                     "input": {}, "output": {"city": "Paris"}}]}
+        assistant = ui_message(reply_id, "assistant", {"type": "step-start"},
+                               tool_part("getUserLocation", call_id, {}, {"city": "Paris"}))
         body = {"messages": [user_message("u-x", ASK_LOCATION), assistant], "conversationId": "ct-3",
                 "trigger": "submit-message", "messageId": reply_id}
         return httpx.post(f"{server.url}/api/chat", json=body, timeout=30)
@@ -112,10 +109,9 @@ def test_a_tool_result_for_a_call_the_thread_does_not_have_pending_is_a_400(gate
 
 
 def test_tool_input_streams_in_deltas_the_sdk_assembles(gateway):
-    server, _ = gateway
-    payload = {"api": f"{server.url}/api/chat", "messages": [user_message("u1", 'call calculator with {"expression": "6 * 7"}')],
-               "body": {"conversationId": "ct-4"}, "headers": {}, "trigger": "submit-message", "chatId": "ct-4"}
-    result = run_node("chat_client.mjs", payload)
+    server = gateway
+    result = judge(server, [user_message("u1", 'call calculator with {"expression": "6 * 7"}')],
+                   body={"conversationId": "ct-4"}, chat_id="ct-4")
     assert result["ok"], result["error"]
     kinds = types(result["chunks"])
     start, available = kinds.index("tool-input-start"), kinds.index("tool-input-available")
@@ -127,10 +123,9 @@ def test_tool_input_streams_in_deltas_the_sdk_assembles(gateway):
 
 
 def test_max_steps_ends_with_a_note_step_the_sdk_and_a_reload_show(gateway):
-    server, db = gateway
-    payload = {"api": f"{server.url}/api/chat", "messages": [user_message("u1", "use the calculator tool: 1 + 1 [[loop]]")],
-               "body": {"conversationId": "ct-5"}, "headers": {}, "trigger": "submit-message", "chatId": "ct-5"}
-    result = run_node("chat_client.mjs", payload)
+    server, db = gateway, gateway.db
+    result = judge(server, [user_message("u1", "use the calculator tool: 1 + 1 [[loop]]")],
+                   body={"conversationId": "ct-5"}, chat_id="ct-5")
     assert result["ok"], result["error"]
     assert result["chunks"][-1]["finishReason"] == "tool-calls"
     parts = result["message"]["parts"]

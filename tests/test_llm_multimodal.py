@@ -21,6 +21,9 @@ from app.llm.content import fit_to_model, for_trace
 from app.llm.local_model import compose_reply
 from app.memory.convert import stored_to_model, ui_to_model, ui_to_stored
 from tests.fake_provider import FakeProvider
+from tests.kit import builders
+from tests.kit.builders import file_part
+from tests.kit.chat import judge, streamed_text
 from tests.support import sqlite_rows, wait_models_ready
 
 PNG = "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\n fake image").decode()
@@ -28,11 +31,8 @@ PDF = "data:application/pdf;base64," + base64.b64encode(b"%PDF-1.4 fake").decode
 
 
 def ui_message(message_id: str = "u1") -> dict[str, Any]:
-    return {"id": message_id, "role": "user", "parts": [
-        {"type": "text", "text": "What is in these?"},
-        {"type": "file", "mediaType": "image/png", "url": PNG, "filename": "cat.png"},
-        {"type": "file", "mediaType": "application/pdf", "url": PDF, "filename": "report.pdf"},
-    ]}
+    return builders.ui_message(message_id, "user", "What is in these?", file_part("image/png", PNG, "cat.png"),
+                               file_part("application/pdf", PDF, "report.pdf"))
 
 
 def test_stored_files_become_openai_content_and_stay_stored_intact() -> None:
@@ -102,16 +102,13 @@ def post_chat(url: str, thread: str) -> httpx.Response:
                       timeout=30)
 
 
-def reply_text(sse: str) -> str:
-    chunks = [json.loads(line[6:]) for line in sse.splitlines() if line.startswith("data: {")]
-    return "".join(c["delta"] for c in chunks if c.get("type") == "text-delta")
-
-
 def test_local_model_through_the_gateway_sees_the_files(start_server: Any, data_dir: Path) -> None:
+    """The attachments as ``useChat`` sends them: the real ``ai`` package posts the message
+    with its file parts and judges the reply's stream."""
     gateway = start_server("gateway", env={"DEV_SERVER_TELEMETRY": "false"})
-    response = post_chat(gateway.url, "t-files")
-    assert response.status_code == 200
-    assert reply_text(response.text).endswith("I received 2 attachments: image/png, application/pdf.")
+    result = judge(gateway, [ui_message("u-t-files")], body={"conversationId": "t-files"}, chat_id="t-files")
+    assert result["status"] == 200 and result["ok"], result["error"]
+    assert streamed_text(result["chunks"]).endswith("I received 2 attachments: image/png, application/pdf.")
     (content,), = sqlite_rows(data_dir / "dev-server.db", "SELECT content FROM messages WHERE id = 'u-t-files'")
     parts = json.loads(content)["parts"]
     assert [p.get("data") for p in parts[1:]] == [PNG, PDF]

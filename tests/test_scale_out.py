@@ -19,7 +19,8 @@ import pytest
 
 from app.settings import Settings
 from app.storage.migrate import load_migrations
-from tests.kit.chat import chat_turn, post_chat, reply_text, resume
+from tests.kit.builders import ui_message
+from tests.kit.chat import chat_turn, post_chat, reply_text, resume, streamed_text
 from tests.kit.servers import ProcessServer, make_server, serve
 from tests.sqld import Sqld
 from tests.support import frames_of, run_node, ui_chunks, user_message, wait_models_ready
@@ -266,8 +267,7 @@ def test_a_replica_killed_mid_load_loses_and_duplicates_no_acknowledged_turn(tmp
                     assert chunks is not None, f"client {index} round {round_} never got an answer"
                     reply_id = chunks[0]["messageId"]
                     acked.append((history[-1]["id"], reply_id))
-                    text = "".join(c.get("delta", "") for c in chunks if c["type"] == "text-delta")
-                    history.append({"id": reply_id, "role": "assistant", "parts": [{"type": "text", "text": text}]})
+                    history.append(ui_message(reply_id, "assistant", streamed_text(chunks)))
 
             with concurrent.futures.ThreadPoolExecutor(8) as pool:
                 futures = [pool.submit(client, i) for i in range(8)]

@@ -13,31 +13,25 @@ import json
 from pathlib import Path
 
 import httpx
-import pytest
 from pydantic import BaseModel
 
 from app.agents.tools import Tool, ToolContext, execute
-from app.factory import create_app
 from app.memory.convert import assistant_message, to_model_messages
 from app.settings import Settings
-from tests.kit.servers import running
-from tests.support import LiveApp, run_node, sqlite_rows, user_message
+from tests.kit.chat import judge
+from tests.kit.servers import in_process, server_fixture
+from tests.support import sqlite_rows, user_message
 
 CALL = ToolContext(call_id="call_1", agent_id="chat-agent", run_id="run_1")
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory):
-    data = tmp_path_factory.mktemp("gateway-tools")
-    with running("gateway", data) as server:
-        yield server, data / "dev-server.db"
+shared = server_fixture("gateway")
 
 
 def send(server, conversation: str, message_id: str, text: str, history: list | None = None):
-    payload = {"api": f"{server.url}/api/chat", "messages": [*(history or []), user_message(message_id, text)],
-               "body": {"conversationId": conversation}, "headers": {}, "trigger": "submit-message",
-               "chatId": conversation}
-    return run_node("chat_client.mjs", payload)
+    """One turn made and judged by the real ``ai`` package: tool parts are this module's subject."""
+    return judge(server, [*(history or []), user_message(message_id, text)], body={"conversationId": conversation},
+                 chat_id=conversation)
 
 
 def types(result) -> list[str]:
@@ -51,7 +45,7 @@ def stored_parts(db: Path, conversation: str) -> list[dict]:
 
 
 def test_two_step_tool_turn_streams_tool_parts_and_stores_them(shared):
-    gateway, db = shared
+    gateway, db = shared, shared.db
     result = send(gateway, "tools-1", "u1", "use the calculator tool: 6 * 7")
     assert result["ok"], result["error"]
     deltas = ["tool-input-delta"] * types(result).count("tool-input-delta")
@@ -76,7 +70,7 @@ def test_two_step_tool_turn_streams_tool_parts_and_stores_them(shared):
 
 
 def test_stored_tool_parts_are_re_fed_on_the_next_turn(shared):
-    gateway, _ = shared
+    gateway = shared
     assert send(gateway, "tools-2", "u1", "use the calculator tool: 2 + 2")["ok"]
     second = send(gateway, "tools-2", "u2", "thanks")
     assert second["ok"], second["error"]
@@ -86,7 +80,7 @@ def test_stored_tool_parts_are_re_fed_on_the_next_turn(shared):
 
 
 def test_a_tool_error_is_reported_and_the_step_goes_on(shared):
-    gateway, db = shared
+    gateway, db = shared, shared.db
     result = send(gateway, "tools-3", "u1", 'call calculator with {"nope": 1}')
     assert result["ok"], result["error"]
     kinds = types(result)
@@ -101,7 +95,7 @@ def test_a_tool_error_is_reported_and_the_step_goes_on(shared):
 
 
 def test_a_raising_tool_is_a_tool_error(shared):
-    gateway, _ = shared
+    gateway = shared
     result = send(gateway, "tools-4", "u1", "use the calculator tool: 1 / 0")
     assert result["ok"], result["error"]
     error = next(c for c in result["chunks"] if c["type"] == "tool-output-error")
@@ -110,7 +104,7 @@ def test_a_raising_tool_is_a_tool_error(shared):
 
 
 def test_a_model_that_keeps_calling_tools_stops_at_max_steps(shared):
-    gateway, db = shared
+    gateway, db = shared, shared.db
     result = send(gateway, "tools-5", "u1", "use the calculator tool: 1 + 1 [[loop]]")
     assert result["ok"], result["error"]
     kinds = types(result)
@@ -124,7 +118,7 @@ def test_a_model_that_keeps_calling_tools_stops_at_max_steps(shared):
 
 def test_studio_stream_sends_mastra_tool_chunks(settings: Settings):
     body = {"messages": "use the calculator tool: 3 * 3", "memory": {"thread": "s-tools", "resource": "ai-chat"}}
-    with LiveApp(create_app("studio", settings)) as server:
+    with in_process("studio", settings) as server:
         with httpx.stream("POST", f"{server.url}/api/agents/chat-agent/stream", json=body, timeout=60) as response:
             assert response.status_code == 200
             lines = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
@@ -197,7 +191,7 @@ def test_the_tool_json_schema_comes_from_its_input_model():
 
 
 def test_studio_lists_an_agents_tools_with_their_json_schema(settings: Settings):
-    with LiveApp(create_app("studio", settings)) as server:
+    with in_process("studio", settings) as server:
         listed = httpx.get(f"{server.url}/api/agents", timeout=30).json()
         detail = httpx.get(f"{server.url}/api/agents/chat-agent", timeout=30).json()
     tool = listed["chat-agent"]["tools"]["calculator"]

@@ -12,9 +12,10 @@ Both modes take the same ``env`` (``DEV_SERVER_*`` names; in-process they become
 ``.port``, ``.data_dir``, ``.db``, ``start()``, ``wait_healthy()``, ``stop()`` (a restart is
 ``stop()`` then ``start()``, on the same port and data dir).
 
-Ways in: ``serve(...)`` for one server in a ``with``; ``Servers`` (the conftest's ``servers``
-and ``module_servers`` fixtures) for several, all stopped at the end; ``server_fixture(...)``
-to declare a module's server as a fixture in one line.
+Ways in: ``serve(...)`` for one server in a ``with`` (``in_process(role, settings)`` and
+``running(role, data_dir, env)`` are its two modes' shorthands); ``Servers`` (the
+conftest's ``servers`` and ``module_servers`` fixtures) for several, all stopped at the
+end; ``server_fixture(...)`` to declare a module's server as a fixture in one line.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ import httpx
 import pytest
 
 from app.settings import ENV_PREFIX, Settings
-from tests.support import ONE_WORKER, LiveApp, ServerProcess, free_port
+from tests.support import ONE_WORKER, LiveApp, ServerProcess, free_port, wait_models_ready
 
 DB_NAME = "dev-server.db"
 
@@ -96,6 +97,9 @@ class InProcessServer:
     def wait_healthy(self, timeout: float = 20.0) -> dict[str, Any]:
         return httpx.get(f"{self.url}/health", timeout=timeout).json()
 
+    def output(self) -> str:
+        return ""  # its logs go to this process's own (pytest captures them)
+
     def stop(self) -> int:
         if self._live is not None:
             self._live.__exit__(None, None, None)
@@ -123,11 +127,16 @@ class Servers:
         self.data_dir = data_dir
         self.started: list[Server] = []
 
-    def start(self, role: str, *, data_dir: Path | None = None, wait: bool = True, **kwargs: Any) -> Server:
+    def start(self, role: str, *, data_dir: Path | None = None, wait: bool = True, models_ready: bool = False,
+              **kwargs: Any) -> Server:
+        """``wait``: until ``/health`` answers; ``models_ready``: until it says the model layer
+        is warm (a deadline in the test then measures the provider, not the first call's setup)."""
         server = make_server(role, data_dir or self.data_dir, **kwargs)
         self.started.append(server)
         server.start()
-        if wait:
+        if models_ready:
+            wait_models_ready(server)
+        elif wait:
             server.wait_healthy()
         return server
 
@@ -153,24 +162,35 @@ def serve(role: str, data_dir: Path, **kwargs: Any) -> Iterator[Server]:
         servers.close()
 
 
-def running(role: str, data_dir: Path, env: dict[str, str] | None = None) -> Iterator[ProcessServer]:
+def in_process(role: str, settings: Settings, **app_kwargs: Any) -> AbstractContextManager[InProcessServer]:
+    """``create_app(role, settings, **app_kwargs)`` served in a ``with`` (``serve``, in-process)."""
+    return serve(role, settings.data_dir, inprocess=True, settings=settings, **app_kwargs)
+
+
+def running(role: str, data_dir: Path, env: dict[str, str] | None = None) -> AbstractContextManager[ProcessServer]:
     """``python -m app ROLE`` on ``data_dir`` (a ``with``): ``serve`` in subprocess mode."""
     return serve(role, data_dir, env=env)
 
 
 def server_fixture(role: str, *, scope: str = "module", data: str | None = None, after: tuple[str, ...] = (),
-                   **kwargs: Any):
+                   client: bool = False, **kwargs: Any):
     """A fixture yielding one server (``serve(role, ..., **kwargs)``), e.g. at module level
     ``gateway = server_fixture("gateway", env=OM_ENV)``. ``data``: the name of the fixture
     giving its data dir (default: a fresh temp dir); ``after``: fixtures to set up first
-    (say, the gateway a studio must find already migrated)."""
+    (say, the gateway a studio must find already migrated); ``client``: yield an
+    ``httpx.Client`` on the server's URL instead (``client.server`` is the server)."""
 
     @pytest.fixture(scope=scope)
-    def fixture(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    def fixture(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         data_dir = request.getfixturevalue(data) if data else tmp_path_factory.mktemp(role) / "data"
         for name in after:
             request.getfixturevalue(name)
         with serve(role, data_dir, **kwargs) as server:
-            yield server
+            if not client:
+                yield server
+                return
+            with httpx.Client(base_url=server.url, timeout=30) as http:
+                http.server = server
+                yield http
 
     return fixture
