@@ -53,16 +53,15 @@ def chat_turn(server: Any, messages: list[dict[str, Any]], *, body: dict[str, An
         if not response.is_success:
             out["error"] = response.read().decode(errors="replace")
             return out
-        for _, data in frames_of(response):
+        # with abort_after, stop reading there: leaving the ``with`` closes the connection
+        for _, data in frames_of(response, abort_after):
             if data == "[DONE]":
                 continue
-            if abort_after is not None and len(out["chunks"]) >= abort_after:
-                out["aborted"] = True
-                break
             chunk = json.loads(data)
             out["chunks"].append(chunk)
             if chunk["type"] == "error":
                 out["errorChunks"].append(chunk.get("errorText"))
+        out["aborted"] = abort_after is not None and len(out["chunks"]) >= abort_after
     try:
         out["message"] = build_message(out["chunks"], messages)
     except StreamError as error:

@@ -164,7 +164,7 @@ def serve(role: str, data_dir: Path, **kwargs: Any) -> Iterator[Server]:
 
 def in_process(role: str, settings: Settings, **app_kwargs: Any) -> AbstractContextManager[InProcessServer]:
     """``create_app(role, settings, **app_kwargs)`` served in a ``with`` (``serve``, in-process)."""
-    return serve(role, settings.data_dir, inprocess=True, settings=settings, **app_kwargs)
+    return serve(role, settings.resolved_data_dir, inprocess=True, settings=settings, **app_kwargs)
 
 
 def running(role: str, data_dir: Path, env: dict[str, str] | None = None) -> AbstractContextManager[ProcessServer]:
