@@ -1,15 +1,17 @@
 """Shared fixtures: every test gets a clean environment and its own data directory.
 
-Chain: ``data_dir`` (tmp) -> ``settings`` -> app or a real server process. Nothing here
-mocks a database; servers are real ``python -m app`` processes on free ports.
+Chain: ``data_dir`` (tmp) -> ``settings`` -> app or a real server. Nothing here mocks a
+database. Servers come from one factory (``tests.kit.servers``): ``servers`` (this test's,
+on ``data_dir``) and ``module_servers`` (the module's, on one temp dir) start gateways and
+studios as ``python -m app`` processes or in-process apps; ``start_server`` is the
+subprocess shorthand.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 # Hypothesis (under schemathesis) keeps its files in ./.hypothesis unless told otherwise: a
@@ -19,7 +21,7 @@ os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", tempfile.mkdtemp(prefix="d
 import pytest  # noqa: E402
 
 from app.settings import Settings
-from tests.support import ONE_WORKER, ServerProcess
+from tests.kit.servers import ProcessServer, Servers, process_env
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -58,29 +60,36 @@ def settings(data_dir: Path) -> Settings:
 
 @pytest.fixture
 def server_env(data_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEV_SERVER_")}
-    env["DEV_SERVER_DATA_DIR"] = str(data_dir)
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(ONE_WORKER)  # a test that wants the gateway's workers sets DEV_SERVER_WORKERS itself
-    return env
+    """The environment ``start_server`` gives a child process (one worker; a test that wants
+    the gateway's workers sets ``DEV_SERVER_WORKERS`` itself)."""
+    return process_env(data_dir)
 
 
 @pytest.fixture
-def start_server(server_env: dict[str, str]) -> Iterator:
+def servers(data_dir: Path) -> Iterator[Servers]:
+    """Start gateways and studios for this test (``servers.gateway(env=..., inprocess=...)``),
+    on ``data_dir`` unless told otherwise; all are stopped at teardown."""
+    started = Servers(data_dir)
+    yield started
+    started.close()
+
+
+@pytest.fixture(scope="module")
+def module_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    """``servers`` for a whole module, on one temp data dir."""
+    started = Servers(tmp_path_factory.mktemp("module-servers") / "data")
+    yield started
+    started.close()
+
+
+@pytest.fixture
+def start_server(servers: Servers) -> Callable[..., ProcessServer]:
     """Start ``python -m app ROLE`` on a free port; all are stopped at teardown."""
-    started: list[ServerProcess] = []
 
-    def start(role: str, *, env: dict[str, str] | None = None, wait: bool = True, **kwargs) -> ServerProcess:
-        server = ServerProcess(role, env={**server_env, **(env or {})}, python=sys.executable, **kwargs)
-        started.append(server)
-        server.start()
-        if wait:
-            server.wait_healthy()
-        return server
+    def start(role: str, *, env: dict[str, str] | None = None, wait: bool = True, **kwargs) -> ProcessServer:
+        return servers.start(role, env=env, wait=wait, **kwargs)
 
-    yield start
-    for server in started:
-        server.stop()
+    return start
 
 
 @pytest.fixture(params=["file", "sqld"])

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -90,21 +86,6 @@ class ServerProcess:
         return self.process.returncode
 
 
-@contextmanager
-def running(role: str, data_dir: Path, env: dict[str, str] | None = None) -> Iterator[ServerProcess]:
-    """``python -m app ROLE`` on ``data_dir`` for a module-scoped fixture: started healthy,
-    none of the caller's ``DEV_SERVER_*`` settings or provider keys, stopped afterwards."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("DEV_SERVER_") and not k.endswith("_API_KEY")}
-    server = ServerProcess(role, env={**clean, "DEV_SERVER_DATA_DIR": str(data_dir), **(env or {})},
-                           python=sys.executable)
-    server.start()
-    try:
-        server.wait_healthy()
-        yield server
-    finally:
-        server.stop()
-
-
 def worker_pid(client: httpx.Client, url: str) -> int:
     return client.get(f"{url}/health", timeout=5).json()["worker"]["pid"]
 
@@ -144,10 +125,10 @@ def run_node(script: str, payload: dict[str, Any], timeout: float = 60.0) -> dic
 class LiveApp:
     """A real uvicorn server in a thread, for apps built in the test (injected LLM, auth)."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app, port: int | None = None) -> None:
         import uvicorn
 
-        self.port = free_port()
+        self.port = port or free_port()
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
                                                     lifespan="on"))
         self.thread = None
@@ -213,29 +194,3 @@ def frames_of(response: httpx.Response, limit: int | None = None) -> list[tuple[
 def ui_chunks(frames: list[tuple[int, str]]) -> list[dict[str, Any]]:
     """The UI message stream chunks of SSE frames (``[DONE]`` left out)."""
     return [json.loads(data) for _, data in frames if data != "[DONE]"]
-
-
-@contextmanager
-def serving(role: str, data_dir: Path, env: dict[str, str] | None = None, **create: Any) -> Iterator[LiveApp]:
-    """``create_app(role, settings)`` in this process, served by uvicorn in a thread (``LiveApp``),
-    for tests whose subject is not the process: the settings are what ``python -m app ROLE``
-    on ``data_dir`` would read with ``env`` set (``DEV_SERVER_*``, provider variables) and
-    none of the caller's; yielded once ``/health`` says ``ok`` (the models warmed up)."""
-    import pytest
-
-    from app.factory import create_app
-    from app.settings import Settings
-
-    with pytest.MonkeyPatch.context() as patch:
-        for name in [n for n in os.environ if n.startswith("DEV_SERVER_") or n.endswith("_API_KEY")]:
-            patch.delenv(name)
-        for name, value in {"DEV_SERVER_DATA_DIR": str(data_dir), **(env or {})}.items():
-            patch.setenv(name, value)
-        settings = Settings.load()
-    with LiveApp(create_app(role, settings, **create)) as server:
-        deadline = time.monotonic() + 20
-        while httpx.get(f"{server.url}/health", timeout=5).json()["status"] != "ok":
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"in-process {role} not ready after 20 s")
-            time.sleep(0.01)
-        yield server

@@ -1,8 +1,10 @@
 """The gateway's chat stream judged by the real ``ai`` npm package (DefaultChatTransport).
 
 Every chunk is validated by the SDK's own ``uiMessageChunkSchema`` inside the transport; a
-schema violation makes ``ok`` false. Servers are real ``python -m app gateway`` processes
-over a temp data dir; the model is the built-in local one.
+schema violation makes ``ok`` false. This is the module where the chat stream's own format
+is judged (start, steps, text, finish, metadata, the raw SSE framing, errors, a hang-up,
+resume's 204, regenerate and edits as the SDK sends them). Servers are real
+``python -m app gateway`` processes over a temp data dir; the model is the built-in local one.
 """
 
 from __future__ import annotations
@@ -12,44 +14,23 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import run_node, sqlite_rows, user_message
+from tests.kit.chat import judge, reply_text
+from tests.kit.servers import server_fixture
+from tests.support import sqlite_rows, user_message
 
 
-def send(server, messages, *, body=None, headers=None, trigger="submit-message", **extra):
-    payload = {"api": f"{server.url}/api/chat", "messages": messages, "body": body or {},
-               "headers": headers or {}, "trigger": trigger, "chatId": "chat-1", **extra}
-    return run_node("chat_client.mjs", payload)
+def send(server, messages, **options):
+    """One turn made and judged by the real ``ai`` package (``tests.kit.chat.judge``)."""
+    return judge(server, messages, chat_id="chat-1", **options)
 
 
-def reply_text(result) -> str:
-    return "".join(p.get("text", "") for p in result["message"]["parts"] if p["type"] == "text")
-
-
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory):
-    """One gateway for the module (each test uses its own conversation ids)."""
-    import os
-    import sys
-
-    from tests.support import ServerProcess
-
-    data = tmp_path_factory.mktemp("gateway-data")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEV_SERVER_") and not k.endswith("_API_KEY")}
-    server = ServerProcess("gateway", env={**env, "DEV_SERVER_DATA_DIR": str(data)}, python=sys.executable)
-    server.start()
-    server.wait_healthy()
-    yield server, data
-    server.stop()
+# one gateway for the module (each test uses its own conversation ids)
+gateway = server_fixture("gateway")
 
 
 @pytest.fixture
-def gateway(shared):
-    return shared[0]
-
-
-@pytest.fixture
-def db(shared) -> Path:
-    return shared[1] / "dev-server.db"
+def db(gateway) -> Path:
+    return gateway.db
 
 
 def test_two_turn_conversation_passes_the_sdk_schema_and_remembers(gateway, db: Path):
@@ -127,16 +108,15 @@ def test_agent_without_memory_stores_nothing(gateway, db: Path):
 
 
 def test_agent_route_and_body_agent_id_pick_the_agent(gateway, db: Path):
-    payload = {"api": f"{gateway.url}/api/agents/docs-agent/chat", "messages": [user_message("d1", "hi")],
-               "body": {"conversationId": "docs-1"}, "chatId": "c"}
-    result = run_node("chat_client.mjs", payload)
+    result = judge(gateway, [user_message("d1", "hi")], api="/api/agents/docs-agent/chat",
+                   body={"conversationId": "docs-1"}, chat_id="c")
     assert result["ok"] and result["chunks"][0]["messageMetadata"]["agentId"] == "docs-agent"
 
 
 def test_regenerate_replaces_the_last_assistant_message(gateway, db: Path):
     first = send(gateway, [user_message("g1", "hello")], body={"conversationId": "regen"})
     again = send(gateway, [user_message("g1", "hello")], body={"conversationId": "regen"},
-                 trigger="regenerate-message", messageId=first["message"]["id"])
+                 trigger="regenerate-message", message_id=first["message"]["id"])
     assert again["ok"], again["error"]
     rows = sqlite_rows(db, "SELECT id, role FROM messages WHERE thread_id = 'regen'")
     assert [r[1] for r in rows] == ["user", "assistant"]
@@ -148,7 +128,7 @@ def test_editing_an_earlier_user_message_drops_what_came_after_it(gateway, db: P
     history = [user_message("e1", "my name is Bob"), first["message"], user_message("e2", "more")]
     assert send(gateway, history, body={"conversationId": "edit"})["ok"]
     edited = send(gateway, [user_message("e1", "my name is Alice")], body={"conversationId": "edit"},
-                  messageId="e1")
+                  message_id="e1")
     assert edited["ok"]
     rows = sqlite_rows(db,
                        "SELECT id, content FROM messages WHERE thread_id = 'edit' ORDER BY created_at, seq")
@@ -160,7 +140,7 @@ def test_a_client_that_hangs_up_does_not_stop_the_reply(gateway, db: Path):
     # The stream is recorded for a resume (tests/test_resume_stream.py), so the turn runs to
     # its end; with DEV_SERVER_STREAM_RESUME=false a hang-up interrupts it (tested there too).
     result = send(gateway, [user_message("s1", "tell me something long [[slow]]")],
-                  body={"conversationId": "cut"}, abortAfterChunks=5)
+                  body={"conversationId": "cut"}, abort_after=5)
     assert result["aborted"]
     import time
 
@@ -191,8 +171,8 @@ def test_crash_mid_stream_is_an_error_chunk_and_keeps_the_users_message(gateway,
 def test_resume_answers_204_on_both_chat_routes_as_the_sdk_expects(gateway):
     import httpx
 
-    for api in (f"{gateway.url}/api/chat", f"{gateway.url}/api/agents/docs-agent/chat"):
-        result = run_node("chat_client.mjs", {"api": api, "reconnect": True, "chatId": "c-1"})
+    for api in ("/api/chat", "/api/agents/docs-agent/chat"):
+        result = judge(gateway, api=api, reconnect=True, chat_id="c-1")
         assert result["ok"], result["error"]
         assert result["status"] == 204 and result["reconnected"] is False, api
     assert httpx.get(f"{gateway.url}/api/agents/nobody/chat/c-1/stream").status_code == 404

@@ -18,7 +18,8 @@ from app.agents.events import DataPart, ReasoningDelta, StepStart, TextDelta, ed
 from app.agents.loop import max_steps_message
 from app.api.chat import _ui_chunks
 from app.llm import Finish, Usage
-from tests.support import run_node, serving, sqlite_rows, user_message
+from tests.support import run_node, sqlite_rows, user_message
+from tests.kit.servers import serving
 
 ASK_LOCATION = 'call getUserLocation with {"reason": "the weather"}'
 

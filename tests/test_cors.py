@@ -17,9 +17,8 @@ import pytest
 
 from app.factory import create_app
 from app.settings import Settings
+from tests.kit.studio_ui import CHROMIUM
 from tests.support import LiveApp, run_node
-
-CHROMIUM = Path("/usr/bin/chromium")
 
 # A path each process serves to a browser, and a body it accepts.
 API = {"gateway": "/api/chat", "studio": "/api/agents"}

@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,78 +30,18 @@ import yaml
 from dockerfile_parse import DockerfileParser
 
 from app.settings import ENV_PREFIX, PROVIDER_VARIABLE, Settings
+from tests.kit.compose import (COMPOSE, HEALTHCHECK, NGINX_CONF, app_services, environment, load_compose, needs_nginx,
+                               nginx_command, render_nginx, role_of)
 from tests.support import REPO, free_port
 
-COMPOSE = REPO / "docker-compose.yml"
-NGINX_CONF = REPO / "deploy" / "nginx.conf"
 OTEL_CONF = REPO / "deploy" / "otel-collector.yaml"
-HEALTHCHECK = REPO / "deploy" / "healthcheck.py"
-IMAGE_ROLES = ("gateway", "studio")
-NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
-needs_nginx = pytest.mark.skipif(NGINX is None, reason="Debian's nginx is not installed (make nginx)")
 
 
 # ------------------------------------------------------------------------ compose, parsed
 
-_VARIABLE = re.compile(r"\$(?:\$|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
-
-
-def interpolate(value: Any, env: dict[str, str]) -> Any:
-    """Compose's variable substitution (``$$``, ``$VAR``, ``${VAR}``, ``${VAR:-default}``,
-    ``${VAR-default}``, ``${VAR:?error}``, ``${VAR:+other}``), applied to every string."""
-    if isinstance(value, dict):
-        return {key: interpolate(item, env) for key, item in value.items()}
-    if isinstance(value, list):
-        return [interpolate(item, env) for item in value]
-    if not isinstance(value, str):
-        return value
-
-    def substitute(match: re.Match) -> str:
-        if match.group(0) == "$$":
-            return "$"
-        name = match.group(1) or match.group(4)
-        operator, word = match.group(2), match.group(3) or ""
-        current = env.get(name)
-        present, non_empty = current is not None, bool(current)
-        if operator in (":-", "-"):
-            return current if (non_empty if operator == ":-" else present) else word
-        if operator in (":?", "?"):
-            if not (non_empty if operator == ":?" else present):
-                raise ValueError(f"required variable {name} is missing: {word}")
-            return current
-        if operator in (":+", "+"):
-            return word if (non_empty if operator == ":+" else present) else ""
-        return current or ""
-
-    return _VARIABLE.sub(substitute, value)
-
-
-def load_compose(env: dict[str, str] | None = None) -> dict[str, Any]:
-    return interpolate(yaml.safe_load(COMPOSE.read_text()), env or {})
-
-
 @pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
     return load_compose()
-
-
-def app_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Services run from this repository's image (built from its Dockerfile)."""
-    return {name: s for name, s in compose["services"].items() if s.get("build") in (".", {"context": "."})}
-
-
-def role_of(service: dict[str, Any]) -> str:
-    command = service["command"]
-    words = shlex.split(command) if isinstance(command, str) else command
-    assert len(words) == 1 and words[0] in IMAGE_ROLES, command
-    return words[0]
-
-
-def environment(service: dict[str, Any]) -> dict[str, str]:
-    env = service.get("environment") or {}
-    if isinstance(env, list):
-        env = dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
-    return {key: "" if value is None else str(value) for key, value in env.items()}
 
 
 def check_compose_schema(document: dict[str, Any], tmp_path: Path) -> subprocess.CompletedProcess:
@@ -472,24 +411,6 @@ def test_otel_collector_pipelines_forward_to_the_studio(compose):
     # The gateways export OTLP/HTTP: the endpoint documented for compose reaches the receiver.
     assert config["receivers"]["otlp"]["protocols"]["http"]["endpoint"] == "0.0.0.0:4318"
     assert "http://otel-collector:4318" in COMPOSE.read_text()
-
-
-def render_nginx(tmp_path: Path, listen: int, gateways: dict[str, int]) -> Path:
-    """deploy/nginx.conf with the compose service names mapped to loopback ports."""
-    text = NGINX_CONF.read_text()
-    text, count = re.subn(r"(?m)^(\s*listen )\d+;", rf"\g<1>127.0.0.1:{listen};", text)
-    assert count == 1
-    for name, port in gateways.items():
-        text, count = re.subn(rf"(?m)^(\s*server ){re.escape(name)}:\d+", rf"\g<1>127.0.0.1:{port}", text)
-        assert count == 1, name
-    target = tmp_path / "nginx.conf"
-    target.write_text(text)
-    return target
-
-
-def nginx_command(conf: Path, *extra: str) -> list[str]:
-    return [NGINX, "-p", str(conf.parent), "-c", str(conf), "-e", str(conf.parent / "error.log"),
-            "-g", f"pid {conf.parent / 'nginx.pid'};", *extra]
 
 
 @needs_nginx

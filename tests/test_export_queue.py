@@ -21,8 +21,9 @@ from typing import Any
 
 from app.observability.export_queue import ITEM_OVERHEAD, ExportQueue
 from app.observability.telemetry import accepts_connections
+from tests.kit.chat import chat_and_drain
+from tests.kit.traces import wait_for_traces
 from tests.support import free_port
-from tests.test_observability import chat_gateway, wait_for_traces
 
 
 def test_a_stopping_queue_does_not_wait_for_a_receiver_that_refuses_connections() -> None:
@@ -85,7 +86,7 @@ def test_a_gateway_stopped_right_after_a_turn_still_delivers_it_to_a_running_stu
     studio_port = free_port()
     studio = start_server("studio", port=studio_port)
     gateway = start_server("gateway", env={"DEV_SERVER_STUDIO_PORT": str(studio_port)})
-    chat_gateway(gateway, "stopped-at-once")
+    chat_and_drain(gateway, "stopped-at-once")
     assert gateway.stop() == 0  # its spans and logs were still queued: the flush at shutdown sends them
     traces = wait_for_traces(studio, lambda ts: "stopped-at-once" in {t["threadId"] for t in ts})
     assert [t["status"] for t in traces if t["threadId"] == "stopped-at-once"] == ["success"]

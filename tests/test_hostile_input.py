@@ -11,9 +11,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 from urllib.parse import urlencode
@@ -24,7 +21,8 @@ from starlette.requests import Request
 
 from app.api.input_guard import repair_target
 from app.api.studio.query import Query
-from tests.support import ServerProcess, sqlite_rows, user_message
+from tests.kit.servers import server_fixture
+from tests.support import sqlite_rows, user_message
 
 DEEP = 100  # beyond the limit of 64
 HUGE_INT = "9" * 5000
@@ -37,27 +35,9 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("hostile")
 
 
-def _serve(role: str, data_dir: Path, **env: str) -> Iterator[httpx.Client]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("DEV_SERVER_") and not k.endswith("_API_KEY")}
-    server = ServerProcess(role, python=sys.executable, env={**environ, "DEV_SERVER_DATA_DIR": str(data_dir),
-                                                             "PYTHONUNBUFFERED": "1", **env})
-    server.start()
-    try:
-        server.wait_healthy()
-        with httpx.Client(base_url=server.url, timeout=30) as client:
-            yield client
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
-def studio(data_dir: Path) -> Iterator[httpx.Client]:
-    yield from _serve("studio", data_dir)
-
-
-@pytest.fixture(scope="module")
-def gateway(data_dir: Path) -> Iterator[httpx.Client]:
-    yield from _serve("gateway", data_dir, DEV_SERVER_TELEMETRY="false")
+# an httpx client on each process (both on the module's data dir)
+studio = server_fixture("studio", data="data_dir", client=True)
+gateway = server_fixture("gateway", data="data_dir", client=True, env={"DEV_SERVER_TELEMETRY": "false"})
 
 
 def db(data_dir: Path) -> Path:

@@ -22,7 +22,8 @@ from app.llm.content import fit_to_model, for_trace
 from app.llm.local_model import compose_reply
 from app.memory.convert import stored_to_model, ui_to_model, ui_to_stored
 from tests.fake_provider import FakeProvider
-from tests.support import serving, sqlite_rows
+from tests.support import sqlite_rows
+from tests.kit.servers import serving
 
 PNG = "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\n fake image").decode()
 PDF = "data:application/pdf;base64," + base64.b64encode(b"%PDF-1.4 fake").decode()

@@ -17,11 +17,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
-from app.api import otlp
-from app.api.studio.metrics import router as metrics_router
-from app.factory import create_app
-from app.settings import Settings
-from tests.support import LiveApp
+from tests.kit.servers import serve
+from tests.kit.traces import observability_store, rows
 
 T0 = datetime(2025, 1, 1, 10, 0, tzinfo=timezone.utc)
 API = "/api/observability"
@@ -29,20 +26,6 @@ API = "/api/observability"
 RUNS = [(timedelta(0), 1000, "t1", "r1", "Chat Agent", "ok", "gpt-4o-mini", "openai", 10, 5),
         (timedelta(minutes=30), 3000, "t2", "r1", "Chat Agent", "error", "claude", "anthropic", 20, 7),
         (timedelta(hours=2), 2000, "t3", "r2", "Other Agent", "ok", "gpt-4o-mini", "openai", 30, 9)]
-
-
-def studio_app(settings: Settings):
-    app = create_app("studio", settings)
-    paths = {getattr(route, "path", None) for route in app.routes}
-    if "/v1/traces" not in paths:
-        app.include_router(otlp.router)
-    if f"{API}/metrics/aggregate" not in paths:  # until the factory includes it: ahead of the UI fallback
-        count = len(app.router.routes)
-        app.include_router(metrics_router)
-        added = app.router.routes[count:]
-        del app.router.routes[count:]
-        app.router.routes[:0] = added
-    return app
 
 
 def ns(moment: datetime) -> int:
@@ -70,11 +53,9 @@ def seed(url: str) -> None:
 
 @pytest.fixture
 def seeded(data_dir: Path):
-    app = studio_app(Settings(data_dir=data_dir, telemetry=False))
-    with LiveApp(app) as server:
+    with serve("studio", data_dir, inprocess=True, settings={"telemetry": False}) as server:
         seed(server.url)
-        server.store = app.state.services.storage.domain("observability")
-        server.sql = lambda q: server.store.run_blocking(lambda con: con.execute(q).fetchall())
+        server.sql = lambda q: rows(server, q)
         with httpx.Client(base_url=server.url + API) as client:
             server.client = client
             yield server
@@ -232,7 +213,7 @@ def test_bad_input_is_400(seeded, route: str, body: dict, field: str):
 def test_unavailable_store_is_503(data_dir: Path):
     data_dir.mkdir(parents=True)
     (data_dir / "observability.duckdb").write_bytes(b"this is not a duckdb file" * 100)
-    with LiveApp(studio_app(Settings(data_dir=data_dir, telemetry=False))) as server:
+    with serve("studio", data_dir, inprocess=True, settings={"telemetry": False}) as server:
         response = httpx.post(f"{server.url}{API}/metrics/aggregate",
                               json={"name": ["mastra_agent_duration_ms"], "aggregation": "count"})
         capabilities = httpx.get(f"{server.url}/api/system/packages").json()["observabilityStorageCapabilities"]
@@ -249,8 +230,8 @@ def test_capabilities_when_the_store_is_open(seeded):
 def test_metrics_are_scoped_to_the_callers_resource(data_dir: Path):
     from app.auth import service_token
 
-    app = studio_app(Settings(data_dir=data_dir, telemetry=False, auth_tokens="ta=alice,tb=bob"))
-    with LiveApp(app) as server:
+    with serve("studio", data_dir, inprocess=True, settings={"telemetry": False, "auth_tokens": "ta=alice,tb=bob"}) \
+            as server:
         exporter = OTLPSpanExporter(endpoint=f"{server.url}/v1/traces",
                                     headers={"authorization": f"Bearer {service_token('ta=alice,tb=bob')}"})
         provider = TracerProvider(resource=Resource.create({"service.name": "svc"}))
@@ -267,9 +248,8 @@ def test_metrics_are_scoped_to_the_callers_resource(data_dir: Path):
 
 
 def test_real_agent_turns(data_dir: Path):
-    app = studio_app(Settings(data_dir=data_dir))
-    with LiveApp(app) as server, httpx.Client(base_url=server.url, timeout=60) as client:
-        store = app.state.services.storage.domain("observability")
+    with serve("studio", data_dir, inprocess=True) as server, httpx.Client(base_url=server.url, timeout=60) as client:
+        store = observability_store(server)
         usage = []
         for text, thread in (("hi", "t1"), ("hello there", "t1"), ("one two three four", "t2")):
             reply = client.post("/api/agents/chat-agent/generate",

@@ -16,18 +16,9 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 
+from tests.kit.chat import chat_and_drain
+from tests.kit.traces import QUERY, wait_for_traces
 from tests.support import LiveApp, free_port, user_message
-
-QUERY = "/api/observability/traces/query"
-
-
-def chat_gateway(gateway, conversation: str, text: str = "my name is Ada") -> None:
-    with httpx.stream("POST", f"{gateway.url}/api/chat", timeout=30,
-                      json={"id": "c", "conversationId": conversation,
-                            "messages": [user_message(f"{conversation}-{time.monotonic_ns()}", text)]}) as response:
-        assert response.status_code == 200
-        response.read()
-
 
 def chat_studio(studio, thread: str) -> None:
     with httpx.stream("POST", f"{studio.url}/api/agents/chat-agent/stream", timeout=30,
@@ -35,18 +26,6 @@ def chat_studio(studio, thread: str) -> None:
                             "memory": {"thread": thread, "resource": "chat-agent"}}) as response:
         assert response.status_code == 200
         response.read()
-
-
-def wait_for_traces(studio, predicate, *, where=None, timeout: float = 45.0) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    traces: list[dict] = []
-    while time.monotonic() < deadline:
-        body = {"page": {"limit": 100, "after": None}, **({"where": where} if where else {})}
-        traces = httpx.post(f"{studio.url}{QUERY}", json=body, timeout=10).json()["traces"]
-        if predicate(traces):
-            return traces
-        time.sleep(0.25)
-    raise AssertionError(f"traces never matched; last: {traces}")
 
 
 def eq(path: str, value: str) -> dict:
@@ -63,7 +42,7 @@ def pair(start_server):
 
 def test_runs_through_both_processes_become_traces_with_mastras_tree(pair):
     gateway, studio = pair
-    chat_gateway(gateway, "obs-gateway")
+    chat_and_drain(gateway, "obs-gateway")
     chat_studio(studio, "obs-studio")
     traces = wait_for_traces(studio, lambda ts: {t["threadId"] for t in ts} >= {"obs-gateway", "obs-studio"})
     by_thread = {t["threadId"]: t for t in traces}
@@ -112,7 +91,7 @@ def test_the_gateway_keeps_chatting_while_the_studio_is_down(start_server):
     studio_port = free_port()
     gateway = start_server("gateway", env={"DEV_SERVER_STUDIO_PORT": str(studio_port)})
     for i in range(3):
-        chat_gateway(gateway, f"offline-{i}")  # no studio: chats still answer
+        chat_and_drain(gateway, f"offline-{i}")  # no studio: chats still answer
     assert httpx.get(f"{gateway.url}/health").json()["telemetry"]["spans"]["queued"] >= 18
 
     studio = start_server("studio", port=studio_port)
@@ -126,7 +105,7 @@ def test_a_full_queue_drops_the_oldest_and_counts(start_server):
     gateway = start_server("gateway", env={"DEV_SERVER_STUDIO_PORT": str(free_port()),
                                            "DEV_SERVER_TELEMETRY_QUEUE_SIZE": "100"})
     for i in range(20):  # 6 spans a turn: 120 > 100
-        chat_gateway(gateway, f"flood-{i}")
+        chat_and_drain(gateway, f"flood-{i}")
     spans = httpx.get(f"{gateway.url}/health").json()["telemetry"]["spans"]
     assert spans["queued"] == 100 and spans["dropped"] == 20
     assert "export queue full" in gateway.output()
@@ -138,7 +117,7 @@ def test_the_queue_is_bounded_in_megabytes_too_so_large_spans_cannot_pile_up(sta
     gateway = start_server("gateway", env={"DEV_SERVER_STUDIO_PORT": str(free_port()),
                                            "DEV_SERVER_TELEMETRY_QUEUE_MB": "1"})
     for i in range(8):  # each turn's agent run and model generation carry the 100 KB message
-        chat_gateway(gateway, f"large-{i}", "x" * 100_000)
+        chat_and_drain(gateway, f"large-{i}", "x" * 100_000)
     spans = httpx.get(f"{gateway.url}/health").json()["telemetry"]["spans"]
     assert 0 < spans["queuedBytes"] <= 2**20 and spans["dropped"] > 0 and spans["queued"] < 8 * 6
     assert spans["exported"] == 0 and spans["exportSeconds"] >= 0
@@ -159,7 +138,7 @@ def test_the_standard_otlp_variable_points_the_gateway_elsewhere(start_server):
 
     with LiveApp(collector) as other:
         gateway = start_server("gateway", env={"OTEL_EXPORTER_OTLP_ENDPOINT": other.url})
-        chat_gateway(gateway, "elsewhere")
+        chat_and_drain(gateway, "elsewhere")
         deadline = time.monotonic() + 20
         # the root span ends last, so it may come in a later batch than its children
         while not any(b"agent run: 'chat-agent'" in body for body in received) and time.monotonic() < deadline:

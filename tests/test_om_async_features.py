@@ -1,7 +1,8 @@
 """Observational Memory's triggers and budgets through a live gateway (real uvicorn, in this
-process so the OM clock can be moved) and the real ``ai`` package (issue 12): idle and
-provider-change activation, buffered reflection, temporal markers, the shared token
-budget, and the background work's counts in ``/health``."""
+process so the OM clock can be moved; issue 12): idle and provider-change activation,
+the shared token budget, and the background work's counts in ``/health``. Buffered
+reflection and temporal markers are tested in ``tests/test_om_gateway.py``, where the real
+``ai`` package judges their parts."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ import dataclasses
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -19,40 +19,26 @@ import pytest
 
 from app.agents import chat_agent
 from app.agents.registry import DEFINITIONS
-from app.factory import create_app
 from app.om import temporal
 from app.om.resource import section_id
-from app.settings import Settings
-from tests.support import LiveApp
-from tests.test_om_async_gateway import parts, pending, record_row, status
-from tests.test_om_gateway import FACT, turn
+from tests.kit.builders import user_message
+from tests.kit.chat import chat_turn, turn
+from tests.kit.om import FACT, parts, pending, record_row, settled, status
+from tests.kit.servers import InProcessServer, serve
 
 BUFFERED = {"observation": {"messageTokens": 600, "bufferTokens": 200}, "reflection": {"observationTokens": 5000}}
 
 
-@contextmanager
-def gateway(data: Path, options: dict[str, Any], agents: Any = DEFINITIONS) -> Iterator[LiveApp]:
-    settings = Settings(data_dir=data, telemetry=False, om_options=options)
-    with LiveApp(create_app("gateway", settings, agents=agents)) as server:
-        yield server
+def gateway(data: Path, options: dict[str, Any], agents: Any = DEFINITIONS
+            ) -> AbstractContextManager[InProcessServer]:
+    return serve("gateway", data, inprocess=True, settings={"telemetry": False, "om_options": options}, agents=agents)
 
 
-def buffered(db: Path, thread: str, timeout: float = 30.0) -> dict[str, Any]:
-    """The record once no background observer or reflector holds it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        row = record_row(db, thread)
-        if not row["is_buffering_observation"] and not row["is_buffering_reflection"]:
-            return row
-        assert time.monotonic() < deadline, "background work did not finish"
-        time.sleep(0.05)
-
-
-def chat_until_chunks(server: LiveApp, db: Path, thread: str) -> list[dict[str, Any]]:
+def chat_until_chunks(server: InProcessServer, db: Path, thread: str) -> list[dict[str, Any]]:
     results = []
     for i in range(1, 8):
         results.append(turn(server, thread, f"{thread}-{i}", f"Turn {i}. {FACT}"))
-        if buffered(db, thread)["buffered_observation_chunks"] and pending(results[-1]) >= 300:
+        if settled(db, thread)["buffered_observation_chunks"] and pending(results[-1]) >= 300:
             return results
     raise AssertionError("no chunk was buffered")
 
@@ -63,7 +49,7 @@ def test_an_idle_thread_activates_its_chunks_when_the_cache_would_be_cold(tmp_pa
     with gateway(tmp_path, {**BUFFERED, "activateAfterIdle": "5m"}) as server:
         results = chat_until_chunks(server, db, "idle")
         assert not any(parts(r, "activation") for r in results)  # below the threshold: nothing yet
-        chunks = buffered(db, "idle")["buffered_observation_chunks"]
+        chunks = settled(db, "idle")["buffered_observation_chunks"]
         later = time.time() + 6 * 60
         monkeypatch.setattr(temporal, "clock", lambda: later)
         result = turn(server, "idle", "idle-back", "I am back. What was I planning?")
@@ -82,7 +68,7 @@ def test_a_new_model_activates_the_chunks_its_cache_never_saw(tmp_path: Path) ->
         chat_until_chunks(server, db, "switch")
         same = turn(server, "switch", "switch-same", "Still here.")
         assert not any(a["triggeredBy"] == "provider_change" for a in parts(same, "activation"))
-        buffered(db, "switch")
+        settled(db, "switch")
     other = dataclasses.replace(chat_agent.definition, model="anthropic/claude-sonnet-4-5")
     with gateway(tmp_path, options, agents=(other,)) as server:  # a restart with the agent on another provider
         result = turn(server, "switch", "switch-new", "Hello from the new model.")
@@ -90,55 +76,6 @@ def test_a_new_model_activates_the_chunks_its_cache_never_saw(tmp_path: Path) ->
     assert activations and activations[0]["triggeredBy"] == "provider_change"
     assert (activations[0]["previousModel"], activations[0]["currentModel"]) == (
         "openai/gpt-4o-mini", "anthropic/claude-sonnet-4-5")
-
-
-def test_reflection_is_buffered_then_swapped_in_at_its_threshold(tmp_path: Path) -> None:
-    db = tmp_path / "dev-server.db"
-    options = {"observation": {"messageTokens": 600, "bufferTokens": 200}, "reflection": {"observationTokens": 500}}
-    reflection_parts, windows = [], []
-    with gateway(tmp_path, options) as server:
-        for i in range(1, 16):
-            result = turn(server, "reflect", f"r{i}", f"Turn {i}. {FACT}")
-            windows.append(status(result)["windows"]["buffered"]["reflection"])
-            reflection_parts += [(kind, p) for kind in ("buffering-start", "buffering-end", "activation")
-                                 for p in parts(result, kind) if p["operationType"] == "reflection"]
-            buffered(db, "reflect")
-            if any(kind == "activation" for kind, _ in reflection_parts):
-                break
-    # data-om-status shows the buffered reflection waiting, with its compression (input -> output tokens)
-    waiting = [w for w in windows if w["status"] == "complete"]
-    assert waiting and all(0 < w["observationTokens"] < w["inputObservationTokens"] for w in waiting)
-    starts = [p for kind, p in reflection_parts if kind == "buffering-start"]
-    assert starts and starts[0]["cycleId"].startswith("reflect-buf-")
-    [activation] = [p for kind, p in reflection_parts if kind == "activation"]
-    assert activation["generationCount"] == 1 and activation["messagesActivated"] == 0
-    assert activation["tokensActivated"] >= 250  # it began at bufferActivation 0.5 of 500
-    with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT generation_count, origin_type, buffered_reflection FROM mastra_observational_memory"
-                            " WHERE lookup_key = 'thread:reflect' ORDER BY generation_count").fetchall()
-    assert rows[:2] == [(0, "initial", None), (1, "reflection", None)]
-    assert record_row(db, "reflect")["observation_token_count"] == activation["observationTokens"] or len(rows) > 2
-
-
-def test_a_long_silence_is_marked_before_the_next_message(tmp_path: Path) -> None:
-    db = tmp_path / "dev-server.db"
-    with gateway(tmp_path, {"temporalMarkers": True, "observation": {"messageTokens": 250, "bufferTokens": False}}) \
-            as server:
-        turn(server, "gap", "g1", FACT)
-        with sqlite3.connect(db) as conn:  # three days pass
-            conn.execute("UPDATE messages SET created_at = strftime('%Y-%m-%dT%H:%M:%fZ', created_at, '-3 days')")
-        result = turn(server, "gap", "g2", "Hello again, do you remember me?")
-        [gap] = parts(result, "temporal-gap")
-        assert gap["gapMs"] >= 3 * 86_400_000 and "3 days passed" in gap["text"]
-        with sqlite3.connect(db) as conn:
-            rows = conn.execute("SELECT id, role, content FROM messages WHERE thread_id = 'gap'"
-                                " ORDER BY created_at, seq").fetchall()
-        assert [r[1] for r in rows] == ["user", "assistant", "user", "user", "assistant"]
-        assert rows[2][0].startswith("temporal-gap-") and "<system-reminder>" in rows[2][2] and rows[3][0] == "g2"
-        # the observer reads it with the rest
-        observed = turn(server, "gap", "g3", f"Once more: {FACT}")
-        ends = [p for p in parts(observed, "observation-end") if p["operationType"] == "observation"]
-        assert ends and "3 days passed" in ends[0]["observations"]
 
 
 def test_a_shared_budget_gives_messages_what_observations_do_not_use(tmp_path: Path) -> None:
@@ -191,22 +128,18 @@ def test_buffer_on_idle_buffers_what_a_finished_turn_left_whatever_its_size(tmp_
     with gateway(tmp_path, options) as server:
         result = turn(server, "quiet", "q1", FACT)
         assert pending(result) < 1500 and not parts(result, "buffering-start")  # far below any interval
-        [chunk] = json.loads(buffered(db, "quiet")["buffered_observation_chunks"])
+        [chunk] = json.loads(settled(db, "quiet")["buffered_observation_chunks"])
         health = httpx.get(f"{server.url}/health").json()["background"]
     assert "q1" in chunk["messageIds"] and len(chunk["messageIds"]) == 2  # the question and the reply
     assert health["byKind"]["om-buffer"]["done"] == 1
 
 
 def test_buffering_outlives_a_client_that_hung_up(tmp_path: Path) -> None:
-    from tests.support import run_node, user_message
-
     db = tmp_path / "dev-server.db"
     options = {"observation": {"messageTokens": 6000, "bufferTokens": 100}}
     with gateway(tmp_path, options) as server:
-        payload = {"api": f"{server.url}/api/chat", "chatId": "gone", "headers": {}, "trigger": "submit-message",
-                   "messages": [user_message("g1", f"{' '.join([FACT] * 6)} Tell me something long [[slow]]")],
-                   "body": {"conversationId": "gone"}, "abortAfterChunks": 4}
-        result = run_node("chat_client.mjs", payload)
+        result = chat_turn(server, [user_message("g1", f"{' '.join([FACT] * 6)} Tell me something long [[slow]]")],
+                           body={"conversationId": "gone"}, chat_id="gone", abort_after=4)
         assert result["aborted"]
         deadline = time.monotonic() + 30
         while not record_row(db, "gone")["buffered_observation_chunks"]:

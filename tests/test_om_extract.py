@@ -1,6 +1,8 @@
 """OM extractors, observer titles and OM-managed working memory (issue 14, items 1-3, 7, 8):
 option checks, parsing, and a live gateway (real uvicorn, real SQLite in a temp dir, the
-local model observing, turns through the real ``ai`` package)."""
+local model observing). The extractors and the agent that runs them are in
+``tests.kit.om_agents``; the streamed title (``data-om-thread-update``, judged by the real
+``ai`` package) is tested in ``tests/test_om_gateway.py``."""
 
 from __future__ import annotations
 
@@ -8,58 +10,23 @@ import dataclasses
 import json
 import re
 import sqlite3
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from pydantic import BaseModel
 
 from app.agents import chat_agent
-from app.factory import create_app
-from app.memory.memory import Memory, MemoryOptions
+from app.memory.memory import MemoryOptions
 from app.memory.working_document import WorkingMemoryOptions
 from app.om.config import observational_memory_options
 from app.om.extract import take_inline_values
 from app.om.parsing import parse_observer_output
 from app.om.prompts import observer_system_prompt, reflector_system_prompt
 from app.settings import Settings
-from tests.support import LiveApp
-from tests.test_om_async_gateway import parts, record_row, stored_messages
-from tests.test_om_gateway import FACT, turn
-
-
-class Profile(BaseModel):
-    name: str
-    statements: int
-
-
-def checked(value: Any) -> str:
-    return f"{value} [checked]"
-
-
-def broken(value: Any) -> Any:
-    raise RuntimeError("the transform refused it")
-
-
-EXTRACTORS = [
-    {"name": "Topics", "instructions": "What the user talks about.", "transform": checked},
-    {"name": "Profile", "instructions": "Who the user is.", "schema": Profile},
-    {"name": "Broken", "instructions": "Anything.", "transform": broken},
-    {"name": "Fresh", "instructions": "What the last message was about.", "includePreviousExtraction": False},
-]
-OPTIONS = {"observation": {"messageTokens": 300, "bufferTokens": False, "threadTitle": True,
-                           "manageWorkingMemory": True, "extract": EXTRACTORS},
-           "reflection": {"observationTokens": 100_000}}
-
-
-class PinnedMemory(Memory):
-    """A memory whose OM options stay the agent's own (the settings' would replace them)."""
-
-    def enable_observational_memory(self, options: Any) -> None:
-        pass
+from tests.kit.chat import turn
+from tests.kit.om import FACT, parts, settled, stored_messages, thread_om
+from tests.kit.om_agents import EXTRACTORS, PinnedMemory, Summary, broken, extracting_agent
+from tests.kit.servers import InProcessServer, serve, server_fixture
 
 
 # -- option checks ----------------------------------------------------------------------
@@ -142,22 +109,11 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("om-extract")
 
 
-@pytest.fixture(scope="module")
-def server(data: Path) -> Iterator[LiveApp]:
-    agent = dataclasses.replace(chat_agent.definition, memory=lambda: PinnedMemory(MemoryOptions(
-        last_messages=10, working_memory=WorkingMemoryOptions(scope="thread"), observational_memory=OPTIONS)))
-    settings = Settings(data_dir=data, telemetry=False)
-    with LiveApp(create_app("gateway", settings, agents=(agent,))) as live:
-        yield live
+server = server_fixture("gateway", data="data", inprocess=True, settings={"telemetry": False},
+                        agents=(extracting_agent(),))
 
 
-def thread_om(data: Path, thread: str) -> tuple[str, dict[str, Any]]:
-    with sqlite3.connect(data / "dev-server.db") as conn:
-        title, metadata = conn.execute("SELECT title, metadata FROM threads WHERE id = ?", (thread,)).fetchone()
-    return title, json.loads(metadata)["mastra"]["om"]
-
-
-def observe_twice(server: LiveApp, thread: str) -> list[dict[str, Any]]:
+def observe_twice(server: InProcessServer, thread: str) -> list[dict[str, Any]]:
     ends = []
     for i in range(1, 12):
         result = turn(server, thread, f"{thread}-{i}", f"Turn {i}. {FACT}")
@@ -167,7 +123,7 @@ def observe_twice(server: LiveApp, thread: str) -> list[dict[str, Any]]:
     raise AssertionError("fewer than two observations")
 
 
-def test_extractors_run_with_each_observation(server: LiveApp, data: Path) -> None:
+def test_extractors_run_with_each_observation(server: InProcessServer, data: Path) -> None:
     first, second = observe_twice(server, "ex")
     values = first["extractedValues"]
     # inline, transformed; the next run saw the previous value (run 2), "fresh" never does
@@ -188,35 +144,13 @@ def test_extractors_run_with_each_observation(server: LiveApp, data: Path) -> No
     assert om["currentTask"] and om["threadTitle"] == second["extractedValues"]["thread-title"]
 
 
-def test_the_title_is_updated_streamed_and_listed_by_the_studio(server: LiveApp, data: Path) -> None:
-    updates = []
-    for i in range(1, 12):
-        result = turn(server, "titled", f"titled-{i}", f"Alpine hiking plans {i}. {FACT}")
-        updates += parts(result, "thread-update")
-        if updates:
-            break
-    [update] = updates
-    assert update["threadId"] == "titled" and update["newTitle"].startswith("Alpine hiking plans 1")
-    assert update["cycleId"] and update["timestamp"]
-    title, _ = thread_om(data, "titled")
-    assert title == update["newTitle"]
-    with LiveApp(create_app("studio", Settings(data_dir=data, telemetry=False))) as studio:
-        listed = httpx.get(f"{studio.url}/api/memory/threads", params={"resourceId": "ai-chat",
-                                                                        "agentId": "chat-agent"}).json()
-    assert {t["id"]: t["title"] for t in listed["threads"]}["titled"] == update["newTitle"]
-
-
-def test_working_memory_is_kept_by_the_observer(server: LiveApp, data: Path) -> None:
+def test_working_memory_is_kept_by_the_observer(server: InProcessServer, data: Path) -> None:
     observe_twice(server, "wm")
     _, om = thread_om(data, "wm")
     assert "working-memory" not in json.dumps(om)  # the payload is not duplicated under OM's metadata
     with sqlite3.connect(data / "dev-server.db") as conn:
         [document] = conn.execute("SELECT working_memory FROM threads WHERE id = 'wm'").fetchone()
     assert "- Turn 1. My name is Ada Lovelace" in document and "- Turn 2." in document
-
-
-class Summary(BaseModel):
-    summary: str
 
 
 def summarised(value: Any) -> Any:
@@ -233,7 +167,7 @@ def test_a_buffered_reflection_runs_the_reflection_extractors(tmp_path: Path) ->
         last_messages=10, observational_memory=options)))
     db = tmp_path / "dev-server.db"
     results = []
-    with LiveApp(create_app("gateway", Settings(data_dir=tmp_path, telemetry=False), agents=(agent,))) as server:
+    with serve("gateway", tmp_path, inprocess=True, settings={"telemetry": False}, agents=(agent,)) as server:
         for i in range(1, 16):
             results.append(turn(server, "reflect-ex", f"rx{i}", f"Turn {i}. {FACT}"))
             settled(db, "reflect-ex")
@@ -254,11 +188,3 @@ def test_a_buffered_reflection_runs_the_reflection_extractors(tmp_path: Path) ->
     # written as for a synchronous reflection: under the extractor's metadata key
     _, om = thread_om(tmp_path, "reflect-ex")
     assert om["extracted"]["summary"] == ends[-1]["extractedValues"]["summary"] and "broken" not in om["extracted"]
-
-
-def settled(db: Path, thread: str) -> None:
-    """Until no background observer or reflector holds the thread's record."""
-    deadline = time.monotonic() + 30
-    while any(record_row(db, thread)[flag] for flag in ("is_buffering_observation", "is_buffering_reflection")):
-        assert time.monotonic() < deadline, "background work did not finish"
-        time.sleep(0.05)

@@ -1,32 +1,54 @@
-"""Observational Memory through a live gateway, judged by the real ``ai`` package (issue 11).
+"""Observational Memory through a live gateway (issue 11), and the module where the real
+``ai`` package judges every ``data-om-*`` part the gateway streams.
 
 Small thresholds (300 message tokens, 400 observation tokens, no async buffering) drive a
 whole observe -> reflect cycle with the built-in local model as actor, observer and
-reflector. Every ``data-om-*`` chunk passes the SDK's own schema (``chat_client.mjs``); the
-fields are those of Mastra's Observational Memory contract 6. The record is read back through a studio on
-the same data dir with ``@mastra/client-js``.
+reflector. The fields are those of Mastra's Observational Memory contract 6. The record is
+read back through a studio on the same data dir with ``@mastra/client-js``.
+
+The tests whose subject is a part's format make their turns with ``judged_turn`` (the SDK's
+``DefaultChatTransport`` and its own chunk schema, ``tests/js/chat_client.mjs``):
+``data-om-status`` and ``data-om-observation-start`` / ``-end`` (the cycle test),
+``data-om-observation-failed`` (the failed observation), ``data-om-buffering-start`` and
+``data-om-activation`` (buffered observations, and a buffered reflection, whose
+``data-om-buffering-end`` the local reflector usually sends while the turn still streams),
+``data-om-temporal-gap`` (a long silence) and ``data-om-thread-update`` (the observer's
+title). Every other OM test, here and in the other modules, reads its turns in Python
+(``tests.kit.chat.turn``).
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support import free_port, running, run_node, sqlite_rows, user_message
-from tests.test_observability import wait_for_traces
+from app.om.tokens import count_messages
+from tests.kit.chat import judged_turn, reply_text, turn
+from tests.kit.om import (ASYNC_ENV, FACT, OM_ENV, await_buffer, om_chunks, parts, pending, record_row, settled,
+                          status, stored_messages, thread_om)
+from tests.kit.om_agents import extracting_agent
+from tests.kit.servers import running, serve, server_fixture
+from tests.kit.studio_ui import run_studio
+from tests.kit.traces import wait_for_traces
+from tests.support import free_port, run_node, sqlite_rows
 
-OM_ENV = {"DEV_SERVER_TELEMETRY": "false", "DEV_SERVER_OM_MESSAGE_TOKENS": "300",
-          "DEV_SERVER_OM_OBSERVATION_TOKENS": "400", "DEV_SERVER_OM_BUFFER_TOKENS": "false"}
-FACT = "My name is Ada Lovelace and I am planning a hiking trip to the Alps with my two kids next summer."
 START_FIELDS = {"cycleId", "operationType", "startedAt", "tokensToObserve", "recordId", "threadId", "threadIds", "config"}
 END_FIELDS = {"cycleId", "operationType", "completedAt", "durationMs", "tokensObserved", "observationTokens",
               "recordId", "threadId"}
 FAILED_FIELDS = {"cycleId", "operationType", "failedAt", "durationMs", "tokensAttempted", "error", "recordId",
                  "threadId"}
+BUFFER_START = {"cycleId", "operationType", "startedAt", "tokensToBuffer", "recordId", "threadId", "threadIds",
+                "config"}
+BUFFER_END = {"cycleId", "operationType", "completedAt", "durationMs", "tokensBuffered", "bufferedTokens",
+              "recordId", "threadId"}
+ACTIVATION = {"cycleId", "operationType", "activatedAt", "chunksActivated", "tokensActivated",
+              "observationTokens", "messagesActivated", "recordId", "threadId", "generationCount", "config",
+              "triggeredBy"}
 
 
 @pytest.fixture(scope="module")
@@ -34,30 +56,23 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("om-data")
 
 
+gateway = server_fixture("gateway", data="data", env=OM_ENV)
+
+
 @pytest.fixture(scope="module")
-def gateway(data: Path) -> Any:
-    with running("gateway", data, OM_ENV) as server:
-        yield server
+def async_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("om-async")
 
 
-def turn(gateway: Any, thread: str, message_id: str, text: str) -> dict[str, Any]:
-    payload = {"api": f"{gateway.url}/api/chat", "messages": [user_message(message_id, text)],
-               "body": {"conversationId": thread}, "headers": {}, "trigger": "submit-message", "chatId": thread}
-    result = run_node("chat_client.mjs", payload)
-    assert result["ok"], result["error"]
-    return result
-
-
-def om_chunks(result: dict[str, Any], kind: str = "") -> list[dict[str, Any]]:
-    return [c for c in result["chunks"] if c["type"].startswith(f"data-om-{kind}")]
-
-
-def reply_text(result: dict[str, Any]) -> str:
-    return "".join(p.get("text", "") for p in result["message"]["parts"] if p["type"] == "text")
+# buffering in the background every 200 tokens; the studio reads the record with client-js
+async_gateway = server_fixture("gateway", data="async_data", env=ASYNC_ENV)
+async_studio = server_fixture("studio", data="async_data", after=("async_gateway",), env=ASYNC_ENV)
+# every extractor, the observer's title and the working memory (tests.kit.om_agents)
+titling = server_fixture("gateway", inprocess=True, settings={"telemetry": False}, agents=(extracting_agent(),))
 
 
 def test_a_thread_is_observed_then_reflected_and_every_part_passes_the_sdk(gateway: Any, data: Path) -> None:
-    results = [turn(gateway, "cycle", f"c{i}", f"Turn {i}. {FACT}") for i in range(1, 9)]
+    results = [judged_turn(gateway, "cycle", f"c{i}", f"Turn {i}. {FACT}") for i in range(1, 9)]
     for index, result in enumerate(results):
         statuses = om_chunks(result, "status")
         assert len(statuses) == 1 and statuses[0]["transient"] is True
@@ -115,8 +130,8 @@ def test_one_message_over_the_threshold_is_observed_on_its_own_turn(gateway: Any
 
 def test_a_failed_observation_is_reported_loses_nothing_and_the_turn_answers(gateway: Any, data: Path) -> None:
     for i in range(1, 4):
-        turn(gateway, "faulty", f"f{i}", f"Turn {i}. {FACT}")
-    result = turn(gateway, "faulty", "f-fail", f"{FACT} [[observer-fail]]")
+        judged_turn(gateway, "faulty", f"f{i}", f"Turn {i}. {FACT}")
+    result = judged_turn(gateway, "faulty", "f-fail", f"{FACT} [[observer-fail]]")
     failed = [c["data"] for c in om_chunks(result, "observation-failed")]
     assert failed and FAILED_FIELDS <= set(failed[0]) and failed[0]["operationType"] == "observation"
     assert reply_text(result).startswith("[local model]")
@@ -124,11 +139,11 @@ def test_a_failed_observation_is_reported_loses_nothing_and_the_turn_answers(gat
                          " mastra_observational_memory WHERE lookup_key = 'thread:faulty'")
     assert record == [("", None)]
     assert sqlite_rows(data / "dev-server.db", "SELECT count(*) FROM messages WHERE thread_id = 'faulty'") == [(8,)]
-    degenerate = turn(gateway, "faulty", "f-degenerate", f"{FACT} [[observer-degenerate]]")
+    degenerate = judged_turn(gateway, "faulty", "f-degenerate", f"{FACT} [[observer-degenerate]]")
     errors = [c["data"]["error"] for c in om_chunks(degenerate, "observation-failed")]
     assert errors and "degenerate" in errors[0]
     # the next turn observes everything, the failed attempts' messages included
-    healed = turn(gateway, "faulty", "f-ok", "Thanks, carry on.")
+    healed = judged_turn(gateway, "faulty", "f-ok", "Thanks, carry on.")
     assert [c["data"]["operationType"] for c in om_chunks(healed, "observation-end")][:1] == ["observation"]
 
 
@@ -184,8 +199,6 @@ def test_the_record_survives_a_restart_and_the_studio_reads_it_with_client_js(ga
 
 
 def test_the_real_studio_shows_the_observation_marker_of_a_gateway_thread(gateway: Any, data: Path) -> None:
-    from tests.test_studio_ui import run_studio
-
     for i in range(1, 6):
         turn(gateway, "shown", f"s{i}", f"Turn {i}. {FACT}")
     with running("studio", data, OM_ENV) as studio:
@@ -209,3 +222,135 @@ def test_the_observer_call_is_a_span_of_the_turns_trace(start_server: Any) -> No
     parent = next(s for s in spans if s["spanId"] == observer[0]["parentSpanId"])
     assert parent["name"] == "input processor: observational-memory"
     assert "Ada Lovelace" in observer[0]["output"]["text"] and observer[0]["attributes"]["local"] is True
+
+
+# -- async buffering, temporal markers, titles (issues 12 and 14) ---------------------------
+
+
+def test_buffering_runs_at_the_intervals_and_activation_swaps_chunks_in(async_gateway: Any, async_studio: Any,
+                                                                         async_data: Path) -> None:
+    gateway, studio, data = async_gateway, async_studio, async_data
+    db = data / "dev-server.db"
+    results, before = [], []
+    for i in range(1, 10):
+        before.append(await_buffer(studio.url, "async") if i > 1 else None)  # waits for the background observer
+        results.append(judged_turn(gateway, "async", f"a{i}", f"Turn {i}. {FACT}"))
+    # buffering starts on the first turn whose window crosses bufferTokens (200), long before 600
+    first = next(i for i, r in enumerate(results) if parts(r, "buffering-start"))
+    assert first == next(i for i, r in enumerate(results) if pending(r) >= 200)
+    starts = [p for r in results for p in parts(r, "buffering-start")]
+    assert len(starts) >= 3
+    assert all(BUFFER_START <= set(s) and s["operationType"] == "observation" for s in starts)
+    assert all(s["cycleId"].startswith("buffer-obs-") and s["tokensToBuffer"] >= 100 for s in starts)
+    assert status(results[first])["windows"]["buffered"]["observations"]["status"] == "running"
+    # the end parts are kept on the replies (the local observer answers after the turn's own stream)
+    stored = stored_messages(db, "async")
+    ends = [p["data"] for m in stored for p in m.content["parts"] if p["type"] == "data-om-buffering-end"]
+    ends += [p for r in results for p in parts(r, "buffering-end")]
+    assert ends and all(BUFFER_END <= set(e) for e in ends)
+    assert {e["cycleId"] for e in ends} <= {s["cycleId"] for s in starts}
+    assert all(m.content.get("metadata", {}).get("mastra", {}).get("sealed") for m in stored[:first * 2])
+    # the status reports the buffered window as the record holds it
+    index = next(i for i, r in enumerate(before) if r and r["bufferedObservationChunks"])
+    windows = status(results[index])["windows"]["buffered"]["observations"]
+    assert windows["chunks"] >= len(before[index]["bufferedObservationChunks"]) and windows["observationTokens"] > 0
+    # activation: the first turn at the threshold swaps the oldest chunks in, with no model call
+    at = next(i for i, r in enumerate(results) if parts(r, "activation"))
+    activations = parts(results[at], "activation")
+    assert all(ACTIVATION <= set(a) and a["triggeredBy"] == "threshold" and a["chunksActivated"] == 1
+               and a["operationType"] == "observation" for a in activations)
+    assert not parts(results[at], "observation-start")  # no synchronous observer call
+    chunks = before[at]["bufferedObservationChunks"]
+    activated = [c for c in chunks if c["cycleId"] in {a["cycleId"] for a in activations}]
+    assert activated == chunks[:len(activated)]  # the oldest, in order
+    assert [a["tokensActivated"] for a in activations] == [c["messageTokens"] for c in activated]
+    # what the model saw: the window at the turn's start minus the activated chunks' messages
+    user_at = results_created_at(db, f"a{at + 1}")
+    cursor = before[at]["lastObservedAt"]
+    window = [m for m in stored_messages(db, "async") if m.created_at <= user_at and (cursor is None
+                                                                                     or m.created_at > cursor)]
+    taken = {mid for c in activated for mid in c["messageIds"]}
+    assert taken and taken <= {m.id for m in window}
+    assert pending(results[at]) == count_messages([m for m in window if m.id not in taken])
+    # the retention floor (600 * (1 - 0.8) = 120 tokens) stays in the window
+    assert pending(results[at]) >= 120
+    after = before[at + 1]  # the record after that turn (and its buffering)
+    assert "Ada Lovelace" in after["activeObservations"] and after["lastObservedAt"] == activated[-1]["lastObservedAt"]
+    assert after["observationTokenCount"] == before[at]["observationTokenCount"] + sum(c["tokenCount"]
+                                                                                        for c in activated)
+    # the activation markers are kept on the reply
+    reply = next(m for m in stored_messages(db, "async") if m.role == "assistant" and m.created_at > user_at)
+    assert [p["data"]["cycleId"] for p in reply.content["parts"] if p["type"] == "data-om-activation"] == [
+        a["cycleId"] for a in activations]
+
+
+def results_created_at(db: Path, message_id: str) -> str:
+    return sqlite_rows(db, "SELECT created_at FROM messages WHERE id = ?", (message_id,))[0][0]
+
+
+def test_reflection_is_buffered_then_swapped_in_at_its_threshold(tmp_path: Path) -> None:
+    db = tmp_path / "dev-server.db"
+    options = {"observation": {"messageTokens": 600, "bufferTokens": 200}, "reflection": {"observationTokens": 500}}
+    reflection_parts, windows = [], []
+    with serve("gateway", tmp_path, inprocess=True, settings={"telemetry": False, "om_options": options}) as server:
+        for i in range(1, 16):
+            result = judged_turn(server, "reflect", f"r{i}", f"Turn {i}. {FACT}")
+            windows.append(status(result)["windows"]["buffered"]["reflection"])
+            reflection_parts += [(kind, p) for kind in ("buffering-start", "buffering-end", "activation")
+                                 for p in parts(result, kind) if p["operationType"] == "reflection"]
+            settled(db, "reflect")
+            if any(kind == "activation" for kind, _ in reflection_parts):
+                break
+    # data-om-status shows the buffered reflection waiting, with its compression (input -> output tokens)
+    waiting = [w for w in windows if w["status"] == "complete"]
+    assert waiting and all(0 < w["observationTokens"] < w["inputObservationTokens"] for w in waiting)
+    starts = [p for kind, p in reflection_parts if kind == "buffering-start"]
+    assert starts and starts[0]["cycleId"].startswith("reflect-buf-")
+    [activation] = [p for kind, p in reflection_parts if kind == "activation"]
+    assert activation["generationCount"] == 1 and activation["messagesActivated"] == 0
+    assert activation["tokensActivated"] >= 250  # it began at bufferActivation 0.5 of 500
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT generation_count, origin_type, buffered_reflection FROM mastra_observational_memory"
+                            " WHERE lookup_key = 'thread:reflect' ORDER BY generation_count").fetchall()
+    assert rows[:2] == [(0, "initial", None), (1, "reflection", None)]
+    assert record_row(db, "reflect")["observation_token_count"] == activation["observationTokens"] or len(rows) > 2
+
+
+def test_a_long_silence_is_marked_before_the_next_message(tmp_path: Path) -> None:
+    db = tmp_path / "dev-server.db"
+    options = {"temporalMarkers": True, "observation": {"messageTokens": 250, "bufferTokens": False}}
+    with serve("gateway", tmp_path, inprocess=True, settings={"telemetry": False, "om_options": options}) as server:
+        judged_turn(server, "gap", "g1", FACT)
+        with sqlite3.connect(db) as conn:  # three days pass
+            conn.execute("UPDATE messages SET created_at = strftime('%Y-%m-%dT%H:%M:%fZ', created_at, '-3 days')")
+        result = judged_turn(server, "gap", "g2", "Hello again, do you remember me?")
+        [gap] = parts(result, "temporal-gap")
+        assert gap["gapMs"] >= 3 * 86_400_000 and "3 days passed" in gap["text"]
+        with sqlite3.connect(db) as conn:
+            rows = conn.execute("SELECT id, role, content FROM messages WHERE thread_id = 'gap'"
+                                " ORDER BY created_at, seq").fetchall()
+        assert [r[1] for r in rows] == ["user", "assistant", "user", "user", "assistant"]
+        assert rows[2][0].startswith("temporal-gap-") and "<system-reminder>" in rows[2][2] and rows[3][0] == "g2"
+        # the observer reads it with the rest
+        observed = judged_turn(server, "gap", "g3", f"Once more: {FACT}")
+        ends = [p for p in parts(observed, "observation-end") if p["operationType"] == "observation"]
+        assert ends and "3 days passed" in ends[0]["observations"]
+
+
+def test_the_title_is_updated_streamed_and_listed_by_the_studio(titling: Any) -> None:
+    server, data = titling, titling.data_dir
+    updates = []
+    for i in range(1, 12):
+        result = judged_turn(server, "titled", f"titled-{i}", f"Alpine hiking plans {i}. {FACT}")
+        updates += parts(result, "thread-update")
+        if updates:
+            break
+    [update] = updates
+    assert update["threadId"] == "titled" and update["newTitle"].startswith("Alpine hiking plans 1")
+    assert update["cycleId"] and update["timestamp"]
+    title, _ = thread_om(data, "titled")
+    assert title == update["newTitle"]
+    with serve("studio", data, inprocess=True, settings={"telemetry": False}) as studio:
+        listed = httpx.get(f"{studio.url}/api/memory/threads", params={"resourceId": "ai-chat",
+                                                                        "agentId": "chat-agent"}).json()
+    assert {t["id"]: t["title"] for t in listed["threads"]}["titled"] == update["newTitle"]

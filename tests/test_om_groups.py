@@ -16,20 +16,17 @@ from typing import Any
 import pytest
 
 from app.agents.processors import StepContext
-from app.llm.scripted import ScriptedModel
-from app.memory.memory import Memory, MemoryOptions
+from app.memory.memory import MemoryOptions
 from app.om.config import RetrievalConfig, describe_om, observational_memory_options
 from app.om.context import build_context_system_messages
-from app.om.engine import CycleContext
 from app.om.groups import message_range, parse_groups, rewrap_reflection, strip_groups, wrap_group
 from app.om.prompts import reflector_messages
 from app.om.retrieval import ADDITIONAL_GUIDANCE_HEADING, retrieval_instructions
 from app.settings import Settings
-from app.storage.conversations import ConversationStore, Message, Thread
 from app.storage.libsql import LibSQLStore
-from tests.test_om_gateway import FACT
-
-HEX16 = re.compile(r"^[0-9a-f]{16}$")
+from tests.kit.builders import stored_data as data_message, stored_text as text_message
+from tests.kit.om import FACT, HEX16
+from tests.kit.om_agents import om_setup
 
 
 # -- options -------------------------------------------------------------------------------
@@ -64,32 +61,6 @@ def test_a_bad_retrieval_value_fails_at_construction_naming_the_field(retrieval:
 
 
 # -- groups --------------------------------------------------------------------------------
-
-
-def text_message(message_id: str, role: str, text: str, minute: int, thread: str = "t",
-                 resource: str = "r") -> Message:
-    return Message(message_id, thread, resource, role, {"format": 2, "parts": [{"type": "text", "text": text}],
-                                                        "content": text}, f"2026-01-01T10:{minute:02d}:00.000Z")
-
-
-def data_message(message_id: str, minute: int, thread: str = "t") -> Message:
-    parts = [{"type": "step-start"}, {"type": "data-om-observation-end", "data": {"cycleId": "c"}}]
-    return Message(message_id, thread, "r", "assistant", {"format": 2, "parts": parts},
-                   f"2026-01-01T10:{minute:02d}:00.000Z")
-
-
-async def om_setup(db: LibSQLStore, messages: list[Message], options: dict[str, Any]) -> tuple[Memory, Any, Any]:
-    conversations = ConversationStore(db)
-    for thread_id, resource_id in dict.fromkeys((m.thread_id, m.resource_id) for m in messages):
-        await conversations.save_thread(Thread(thread_id, resource_id, title=f"About {thread_id}"))
-    for message in messages:
-        await conversations.append_messages(message.thread_id, [message])
-    memory = Memory(MemoryOptions(observational_memory=options))
-    memory.attach(conversations)
-    engine = memory.observational_memory()
-    llm = ScriptedModel()  # nothing scripted: the local model answers, every request is recorded
-    ctx = CycleContext(llm, await llm.resolve("openai/gpt-4o-mini"), "t", None, lambda part, durable=False: None)
-    return memory, engine, ctx
 
 
 anyio = pytest.mark.anyio

@@ -1,27 +1,26 @@
-"""Issue 14 items 4 and 6 through live apps (real uvicorn in this process, the real ``ai``
-client, the local model observing): hooks on turn-sync and async-buffer cycles, a raising
-hook, a failed background cycle reported to the end hook, and the Studio's manual
-``observe`` / ``reflect`` routes with ``trigger: "manual"``."""
+"""Issue 14 items 4 and 6 through live apps (real uvicorn in this process, the local model
+observing): hooks on turn-sync and async-buffer cycles, a raising hook, a failed
+background cycle reported to the end hook, and the Studio's manual ``observe`` /
+``reflect`` routes with ``trigger: "manual"``."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from app.agents import chat_agent
-from app.factory import create_app
 from app.memory.memory import Memory, MemoryOptions
 from app.om.models import ModelByInputTokens
-from app.settings import Settings
-from tests.support import LiveApp
-from tests.test_observability import wait_for_traces
-from tests.test_om_gateway import FACT, turn
+from tests.kit.chat import turn
+from tests.kit.om import FACT
+from tests.kit.servers import InProcessServer, serve
+from tests.kit.traces import wait_for_traces
 
 Events = list[tuple[str, dict[str, Any]]]
 
@@ -37,17 +36,15 @@ def hooks_into(events: Events, **override: Callable[..., Any]) -> dict[str, Any]
     return {**hooks, **override}
 
 
-@contextmanager
 def live(role: str, data: Path, options: dict[str, Any], hooks: dict[str, Any], *,
-         telemetry: bool = False) -> Iterator[LiveApp]:
+         telemetry: bool = False) -> AbstractContextManager[InProcessServer]:
     agent = dataclasses.replace(chat_agent.definition, memory=lambda: Memory(MemoryOptions(
         last_messages=10, observational_memory={"hooks": hooks})))
-    settings = Settings(data_dir=data, telemetry=telemetry, om_options=options)
-    with LiveApp(create_app(role, settings, agents=(agent,))) as server:
-        yield server
+    return serve(role, data, inprocess=True, settings={"telemetry": telemetry, "om_options": options},
+                 agents=(agent,))
 
 
-def observe_once(server: LiveApp, thread: str) -> None:
+def observe_once(server: InProcessServer, thread: str) -> None:
     """Turns on ``thread`` until one observes (a small messageTokens)."""
     for i in range(1, 6):
         result = turn(server, thread, f"{thread}-{i}", f"Turn {i}. {FACT}")

@@ -13,22 +13,20 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from app.factory import create_app
+import pytest
+
 from app.memory.memory import Memory
 from app.om.groups import parse_groups
 from app.om.recall_tool import Caller, Recall, RecallInput
-from app.settings import Settings
 from app.storage.libsql import LibSQLStore
-from tests.support import LiveApp
-from tests.test_om_gateway import FACT, reply_text, turn
-from tests.test_om_groups import HEX16, anyio, data_message, om_setup, text_message
+from tests.kit.builders import stored_data, stored_text, stored_tool_invocation
+from tests.kit.chat import reply_text, turn
+from tests.kit.om import FACT, HEX16
+from tests.kit.om_agents import om_setup
+from tests.kit.servers import serve
 
+anyio = pytest.mark.anyio
 LONG = " ".join(f"word{i}" for i in range(3000))  # far over one part's budget and a page's
-
-
-def tool_invocation(call_id: str, name: str, args: dict[str, Any], result: Any) -> dict[str, Any]:
-    return {"type": "tool-invocation", "toolInvocation": {"state": "result", "toolCallId": call_id, "toolName": name,
-                                                          "args": args, "result": result}}
 
 
 async def recall_setup(db: LibSQLStore, scope: str = "resource", vector: bool = False) -> tuple[Recall, Memory,
@@ -40,18 +38,18 @@ async def recall_setup(db: LibSQLStore, scope: str = "resource", vector: bool = 
     for i in range(30):
         role = "user" if i % 2 == 0 else "assistant"
         if i == 7:
-            messages.append(data_message("m07", 7))
+            messages.append(stored_data("m07", 7))
             continue
         text = f"Message {i} about the garden." if i not in (12, 20) else (LONG if i == 20 else " ".join(
             ["The long story of the beehive."] * 60))
-        message = text_message(f"m{i:02d}", role, text, i)
+        message = stored_text(f"m{i:02d}", role, text, i)
         if i == 15:
-            message.content["parts"].append(tool_invocation("call_1", "calculator", {"expression": "6 * 7"},
+            message.content["parts"].append(stored_tool_invocation("call_1", "calculator", {"expression": "6 * 7"},
                                                             {"expression": "6 * 7", "result": 42}))
         messages.append(message)
-    messages += [text_message("u1", "user", "Plans for the Alps hiking trip.", 40, thread="u"),
-                 text_message("v1", "user", "Shopping list: eggs.", 41, thread="v"),
-                 text_message("x1", "user", "Secret Alps hiking notes of someone else.", 42, thread="x",
+    messages += [stored_text("u1", "user", "Plans for the Alps hiking trip.", 40, thread="u"),
+                 stored_text("v1", "user", "Shopping list: eggs.", 41, thread="v"),
+                 stored_text("x1", "user", "Secret Alps hiking notes of someone else.", 42, thread="x",
                               resource="other")]
     memory, engine, ctx = await om_setup(db, messages, {"retrieval": {"scope": scope, "vector": vector}})
     record = await engine.records.initialize(scope="thread", thread_id="t", resource_id="r", config={},
@@ -219,8 +217,7 @@ def tool_result(text: str) -> dict[str, Any]:
 def test_the_model_calls_recall_in_a_real_turn_and_reads_what_was_observed(tmp_path: Path) -> None:
     options = {"retrieval": True, "observation": {"messageTokens": 300, "bufferTokens": False},
                "reflection": {"observationTokens": 5000}}
-    settings = Settings(data_dir=tmp_path, telemetry=False, om_options=options)
-    with LiveApp(create_app("gateway", settings)) as server:
+    with serve("gateway", tmp_path, inprocess=True, settings={"telemetry": False, "om_options": options}) as server:
         results = [turn(server, "trip", f"t{i}", f"Turn {i}. {FACT}") for i in range(1, 6)]
         assert any(c["type"] == "data-om-observation-end" for r in results for c in r["chunks"])
         with sqlite3.connect(tmp_path / "dev-server.db") as conn:
@@ -241,7 +238,7 @@ async def test_search_by_meaning_reports_the_group_holding_each_hit(libsql: LibS
 
     texts = ["The weather was grey all week.", FACT, "Our kettle broke again.", "Football on Sunday.",
              "I repainted the kitchen.", "Dinner was pasta."]
-    messages = [text_message(f"m{i}", "user" if i % 2 == 0 else "assistant", text, i) for i, text in enumerate(texts)]
+    messages = [stored_text(f"m{i}", "user" if i % 2 == 0 else "assistant", text, i) for i, text in enumerate(texts)]
     memory, engine, ctx = await om_setup(libsql, messages, {"retrieval": {"vector": True}})
     record = await engine.records.initialize(scope="thread", thread_id="t", resource_id="r", config={},
                                              timezone="UTC")
@@ -265,9 +262,9 @@ async def test_search_by_meaning_reports_the_group_holding_each_hit(libsql: LibS
 async def test_resource_scope_keeps_a_group_per_thread_and_search_finds_it(libsql: LibSQLStore) -> None:
     from app.om.resource import observe_resource
 
-    trip = [text_message("a1", "user", FACT, 1, thread="trip"), text_message("a2", "assistant", "Lovely.", 2,
+    trip = [stored_text("a1", "user", FACT, 1, thread="trip"), stored_text("a2", "assistant", "Lovely.", 2,
                                                                              thread="trip")]
-    chores = [text_message("b1", "user", "Remind me to water the ferns on Friday.", 3, thread="chores")]
+    chores = [stored_text("b1", "user", "Remind me to water the ferns on Friday.", 3, thread="chores")]
     memory, engine, ctx = await om_setup(libsql, trip + chores, {"scope": "resource", "retrieval": True})
     record = await engine.records.initialize(scope="resource", thread_id=None, resource_id="r", config={},
                                              timezone="UTC")

@@ -2,7 +2,7 @@
 items 1-3): one observer call sees several threads and answers per ``<thread>`` block; each
 thread gets its own values, title and (thread-scoped) working memory; working memory shared
 by the resource is answered once per call. Real SQLite files, the local model observing;
-the last test goes through a live gateway and the real ``ai`` package."""
+the last test goes through a live gateway."""
 
 from __future__ import annotations
 
@@ -16,19 +16,17 @@ import httpx
 import pytest
 
 from app.agents import chat_agent
-from app.factory import create_app
 from app.llm import LiteLLMClient
 from app.memory.memory import Memory, MemoryOptions
 from app.memory.working_document import WorkingMemoryOptions
 from app.om.manual import as_message
 from app.om.prompts import SHARED_SECTIONS_NOTE, observer_messages, observer_system_prompt
-from app.settings import Settings
 from app.storage.conversations import ConversationStore, Thread
 from app.storage.libsql import LibSQLStore
-from tests.support import LiveApp
-from tests.test_om_async_gateway import parts
-from tests.test_om_extract import EXTRACTORS, PinnedMemory, Summary
-from tests.test_om_gateway import FACT, turn
+from tests.kit.chat import turn
+from tests.kit.om import FACT, parts
+from tests.kit.om_agents import EXTRACTORS, PinnedMemory, Summary
+from tests.kit.servers import serve
 
 HIKING = "I am planning a hiking trip to the Alps with my two kids next summer, and we love glaciers."
 GARDEN = "My garden has ferns and tomatoes, and I water the plants every Friday morning before work."
@@ -144,12 +142,12 @@ def test_a_resource_scope_gateway_titles_every_observed_thread_and_shares_workin
                "reflection": {"observationTokens": 100_000}}
     agent = dataclasses.replace(chat_agent.definition, memory=lambda: PinnedMemory(MemoryOptions(
         last_messages=10, working_memory=WorkingMemoryOptions(scope="resource"), observational_memory=options)))
-    with LiveApp(create_app("gateway", Settings(data_dir=tmp_path, telemetry=False), agents=(agent,))) as server:
+    with serve("gateway", tmp_path, inprocess=True, settings={"telemetry": False}, agents=(agent,)) as server:
         turn(server, "trip", "t1", f"Trip plans. {FACT}")
         results = [turn(server, "chores", f"c{i}", f"Chores list {i}: water the ferns on Friday.")
                    for i in range(1, 8)]
         observed = next(r for r in results if parts(r, "observation-end"))
-        with LiveApp(create_app("studio", Settings(data_dir=tmp_path, telemetry=False))) as studio:
+        with serve("studio", tmp_path, inprocess=True, settings={"telemetry": False}) as studio:
             listed = httpx.get(f"{studio.url}/api/memory/threads",
                                params={"resourceId": "ai-chat", "agentId": "chat-agent"}).json()
     ends = {e["threadId"]: e for e in parts(observed, "observation-end")}

@@ -17,14 +17,13 @@ import pytest
 
 from app.agents.agent_tools import ask_agent_tool
 from app.agents.tools import ToolContext, execute
+from tests.kit.servers import server_fixture
 from tests.support import sqlite_rows
 
 QUERY = "/api/observability/traces/query"
 
 
-@pytest.fixture
-def studio(start_server):
-    return start_server("studio")
+studio = server_fixture("studio", scope="function", data="data_dir")
 
 
 def stream_orchestrator(studio, text: str) -> list[dict]:

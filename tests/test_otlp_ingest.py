@@ -24,40 +24,23 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from app.api import otlp
-from app.factory import create_app
 from app.observability.otlp_mapping import SPAN_COLUMNS, TRACE_COLUMNS, input_preview, spans_from_request
 from app.observability.writer import ObservabilityWriter, RowsRejected, Written
 from app.settings import Settings
 from app.storage.duckdb_store import DuckDBStore
-from tests.support import LiveApp
+from tests.kit.servers import serve, server_fixture
+from tests.kit.traces import SPAN_HEX, TRACE_HEX, json_request, log_request, rows
 
 RESOURCE = Resource.create({"service.name": "dev-server-gateway", "deployment.environment": "test"})
-TRACE_HEX, SPAN_HEX = "5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174"
 
 
 @pytest.fixture
 def settings(data_dir: Path) -> Settings:
     # The studio's own telemetry would add its spans to these tables; these tests count rows.
-    return Settings(data_dir=data_dir, **({"telemetry": False} if "telemetry" in Settings.model_fields else {}))
+    return Settings(data_dir=data_dir, telemetry=False)
 
 
-def studio_app(settings: Settings):
-    app = create_app("studio", settings)
-    if not any(getattr(route, "path", None) == "/v1/traces" for route in app.routes):
-        app.include_router(otlp.router)  # until the factory includes it
-    return app
-
-
-@pytest.fixture
-def studio(settings: Settings):
-    app = studio_app(settings)
-    with LiveApp(app) as server:
-        server.store = app.state.services.storage.domain("observability")
-        yield server
-
-
-def rows(server, sql: str) -> list[tuple]:
-    return server.store.run_blocking(lambda con: con.execute(sql).fetchall())
+studio = server_fixture("studio", scope="function", data="data_dir", inprocess=True, settings={"telemetry": False})
 
 
 def counts(server) -> tuple[int, int, int]:
@@ -140,17 +123,6 @@ def test_gzip_from_the_sdk_exporter(studio):
     agent_run(tracer)
     provider.shutdown()
     assert counts(studio)[:2] == (4, 1)
-
-
-def json_request(**span) -> dict:
-    base = {"traceId": TRACE_HEX, "spanId": SPAN_HEX, "name": "js root", "kind": 2,
-            "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000500000000",
-            "status": {"code": 2, "message": "boom"},
-            "attributes": [{"key": "mastra.span_type", "value": {"stringValue": "agent_run"}},
-                           {"key": "mastra.input", "value": {"stringValue": "\"hello there\""}},
-                           {"key": "retries", "value": {"intValue": "3"}}]}
-    return {"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "js"}}]},
-                               "scopeSpans": [{"scope": {"name": "x"}, "spans": [base | span]}]}]}
 
 
 @pytest.mark.parametrize("compress", [False, True])
@@ -257,7 +229,7 @@ def test_unsupported_media_is_415(studio, headers: dict):
 def test_unavailable_store_is_503_with_the_cause(settings: Settings, data_dir: Path):
     data_dir.mkdir(parents=True)
     (data_dir / "observability.duckdb").write_bytes(b"this is not a duckdb file" * 100)
-    with LiveApp(studio_app(settings)) as server:
+    with serve("studio", data_dir, inprocess=True, settings=settings) as server:
         response = httpx.post(f"{server.url}/v1/traces", json=json_request())
         logs = httpx.post(f"{server.url}/v1/logs", content=b"", headers={"content-type": "application/x-protobuf"})
     assert response.status_code == 503 and logs.status_code == 503
@@ -359,14 +331,6 @@ def test_the_same_span_in_either_encoding_is_one_row_and_the_latest_wins(studio)
     assert httpx.post(f"{studio.url}/v1/traces", json=json_request(name="second")).status_code == 200
     assert rows(studio, "SELECT name, created_at FROM spans") == [("second", first_created)]
     assert rows(studio, "SELECT name FROM traces") == [("second",)]
-
-
-def log_request() -> dict:
-    record = {"timeUnixNano": "1700000000000000001", "severityText": "INFO", "body": {"stringValue": "once"},
-              "traceId": TRACE_HEX, "attributes": [{"key": "mastra.thread_id", "value": {"stringValue": "t1"}}]}
-    return {"resourceLogs": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "js"}}]},
-                              "scopeLogs": [{"scope": {"name": "x"}, "logRecords": [record, record | {
-                                  "timeUnixNano": "1700000000000000002"}]}]}]}
 
 
 def test_a_log_batch_sent_twice_in_either_encoding_is_stored_once(studio):

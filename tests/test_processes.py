@@ -15,21 +15,8 @@ import httpx
 import pytest
 
 from app.storage.migrate import load_migrations
+from tests.kit.cli import assert_one_error_line, run_cli
 from tests.support import REPO, free_port
-
-
-def run_cli(args: list[str], env: dict[str, str], cwd: Path | str = REPO, timeout: float = 30):
-    return subprocess.run([sys.executable, "-m", "app", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def assert_one_error_line(result: subprocess.CompletedProcess, *fragments: str) -> None:
-    assert result.returncode == 2, (result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1, result.stderr
-    for fragment in fragments:
-        assert fragment in errors[0]
 
 
 def test_gateway_and_studio_started_together_share_one_migrated_database(start_server, data_dir: Path):

@@ -20,7 +20,8 @@ import pytest
 from app.llm import LiteLLMClient, ModelProviderError, ModelRequest, ModelResolver, prepare_litellm
 from app.settings import Settings, SettingsError, collect_provider_env
 from tests.fake_provider import REPLY, FakeProvider
-from tests.support import serving, sqlite_rows, user_message, wait_models_ready
+from tests.support import sqlite_rows, user_message, wait_models_ready
+from tests.kit.servers import serving
 
 KEY = "sk-test-not-a-real-key-0123456789"
 

@@ -9,8 +9,6 @@ of requests the fake received.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +17,8 @@ import pytest
 
 from app.llm import Finish, LiteLLMClient, ModelProviderError, ModelRequest, TextDelta
 from tests.fake_provider import INBAND_MESSAGE, REPLY, FakeProvider
-from tests.support import ServerProcess, sqlite_rows, user_message, wait_models_ready
+from tests.kit.servers import ProcessServer, Servers
+from tests.support import sqlite_rows, user_message, wait_models_ready
 
 DUMMY_KEY = "sk-dummy-for-the-fake-provider"
 
@@ -122,23 +121,13 @@ async def test_retries_happen_only_as_the_settings_say(fake: FakeProvider, retri
 
 
 @pytest.fixture(scope="module")
-def gateway(fake: FakeProvider, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def gateway(fake: FakeProvider, module_servers: Servers) -> ProcessServer:
     """One gateway for the module, warmed up (``models.ready``) so a 1 s first-token deadline
     measures the provider and not this process's first-call setup."""
-    data_dir = tmp_path_factory.mktemp("faults") / "data"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEV_SERVER_") and not k.endswith("_API_KEY")}
-    env.update({"DEV_SERVER_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1", "OPENAI_API_KEY": DUMMY_KEY,
-                "OPENAI_BASE_URL": fake.base_url, "DEV_SERVER_TELEMETRY": "false",
-                "DEV_SERVER_MODEL_FIRST_TOKEN_TIMEOUT_S": "1", "DEV_SERVER_MODEL_TOTAL_TIMEOUT_S": "3",
-                "DEV_SERVER_MODEL_RETRIES": "0"})
-    server = ServerProcess("gateway", env=env, python=sys.executable)
-    server.start()
-    try:
-        wait_models_ready(server)
-        server.data_dir = data_dir
-        yield server
-    finally:
-        server.stop()
+    return module_servers.gateway(models_ready=True, env={
+        "OPENAI_API_KEY": DUMMY_KEY, "OPENAI_BASE_URL": fake.base_url, "DEV_SERVER_TELEMETRY": "false",
+        "DEV_SERVER_MODEL_FIRST_TOKEN_TIMEOUT_S": "1", "DEV_SERVER_MODEL_TOTAL_TIMEOUT_S": "3",
+        "DEV_SERVER_MODEL_RETRIES": "0"})
 
 
 def chat(gateway: Any, thread: str, text: str) -> httpx.Response:

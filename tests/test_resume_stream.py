@@ -11,44 +11,27 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
-from app.factory import create_app
-from app.settings import Settings
-from tests.support import LiveApp, ServerProcess, frames_of, run_node, sqlite_rows, user_message
+from tests.kit.chat import post_chat, resume, text_of
+from tests.kit.servers import InProcessServer, Servers
+from tests.support import run_node, sqlite_rows, user_message
 
 SLOW = "tell me something long [[slow]]"
 
 
 @contextmanager
-def replicas(data_dir: Path, count: int = 1, **settings) -> Iterator[list[LiveApp]]:
-    with ExitStack() as stack:
-        yield [stack.enter_context(LiveApp(create_app("gateway", Settings(data_dir=data_dir, telemetry=False,
-                                                                          **settings))))
-               for _ in range(count)]
-
-
-def post_chat(url: str, chat_id: str, text: str, *, headers: dict | None = None, path: str = "/api/chat",
-              read_frames: int | None = None) -> list[tuple[int, str]]:
-    """POST a message; the (id, data) frames read, all of them or the first ``read_frames``
-    (then the client hangs up)."""
-    body = {"id": chat_id, "conversationId": chat_id, "messages": [user_message(f"{chat_id}-u", text)]}
-    with httpx.stream("POST", f"{url}{path}", json=body, headers=headers or {}, timeout=30) as response:
-        assert response.status_code == 200, response.read()
-        return frames_of(response, read_frames)
-
-
-def resume(url: str, chat_id: str, *, path: str = "/api/chat", headers: dict | None = None
-           ) -> tuple[httpx.Response, list[tuple[int, str]]]:
-    with httpx.stream("GET", f"{url}{path}/{chat_id}/stream", headers=headers or {}, timeout=30) as response:
-        if response.status_code != 200:
-            response.read()
-            return response, []
-        return response, frames_of(response)
+def replicas(data_dir: Path, count: int = 1, **settings) -> Iterator[list[InProcessServer]]:
+    """``count`` in-process gateways on ``data_dir`` (telemetry off, then ``settings``)."""
+    servers = Servers(data_dir)
+    try:
+        yield [servers.gateway(inprocess=True, settings={"telemetry": False, **settings}) for _ in range(count)]
+    finally:
+        servers.close()
 
 
 def stored_reply(db: Path, thread_id: str) -> dict:
@@ -60,11 +43,6 @@ def stored_reply(db: Path, thread_id: str) -> dict:
             return {**json.loads(rows[0][1]), "id": rows[0][0]}
         assert time.monotonic() < deadline, f"no finished reply in {thread_id}"
         time.sleep(0.05)
-
-
-def text_of(frames: list[tuple[int, str]]) -> str:
-    chunks = [json.loads(data) for _, data in frames if data != "[DONE]"]
-    return "".join(c["delta"] for c in chunks if c["type"] == "text-delta")
 
 
 @pytest.mark.parametrize("with_partial", [False, True], ids=["page-without-reply", "page-with-partial-reply"])
@@ -161,12 +139,9 @@ def test_another_user_reusing_your_chat_id_does_not_shadow_your_stream(data_dir:
         assert response.status_code == 200 and "bob" in text_of(replay)
 
 
-def test_a_replica_killed_mid_reply_ends_the_resumed_stream_with_an_error(data_dir: Path, server_env: dict):
-    producer = ServerProcess("gateway", env={**server_env, "DEV_SERVER_TELEMETRY": "false"},
-                             python=__import__("sys").executable)
-    producer.start()
+def test_a_replica_killed_mid_reply_ends_the_resumed_stream_with_an_error(data_dir: Path, servers: Servers):
+    producer = servers.gateway(env={"DEV_SERVER_TELEMETRY": "false"})
     try:
-        producer.wait_healthy()
         seen = post_chat(producer.url, "killed", "a long answer please [[slower]]", read_frames=6)
         time.sleep(0.3)  # a recorder flush after what was read
     finally:

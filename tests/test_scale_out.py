@@ -9,7 +9,6 @@ import concurrent.futures
 import json
 import os
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,30 +17,26 @@ from typing import Any
 import httpx
 import pytest
 
-from app.factory import create_app
 from app.settings import Settings
 from app.storage.migrate import load_migrations
+from tests.kit.builders import ui_message
+from tests.kit.chat import chat_turn, post_chat, reply_text, resume, streamed_text
+from tests.kit.servers import ProcessServer, make_server, serve
 from tests.sqld import Sqld
-from tests.support import LiveApp, ServerProcess, run_node, user_message, wait_models_ready
+from tests.support import frames_of, run_node, ui_chunks, user_message, wait_models_ready
 
 pytestmark = pytest.mark.e2e
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEV_SERVER_") and not k.endswith("_API_KEY")}
-    return {**env, "PYTHONUNBUFFERED": "1", **extra}
 
 
 class Topology:
     def __init__(self, root: Path) -> None:
         self.sqld = Sqld(root / "sqld").start()
-        self.studio = ServerProcess("studio", python=sys.executable, env=clean_env(
-            DEV_SERVER_DATA_DIR=str(root / "studio"), DEV_SERVER_DB_URL=self.sqld.url))
+        self.studio = make_server("studio", root / "studio", env={"DEV_SERVER_DB_URL": self.sqld.url})
         self.studio.start()
         self.studio.wait_healthy(timeout=60)
-        self.gateways = [ServerProcess("gateway", python=sys.executable, env=clean_env(
-            DEV_SERVER_DATA_DIR=str(root / f"gateway-{i}"), DEV_SERVER_DB_URL=self.sqld.url,
-            DEV_SERVER_DB_TIMEOUT_S="3", DEV_SERVER_STUDIO_URL=self.studio.url)) for i in (1, 2)]
+        self.gateways = [make_server("gateway", root / f"gateway-{i}", env={
+            "DEV_SERVER_DB_URL": self.sqld.url, "DEV_SERVER_DB_TIMEOUT_S": "3",
+            "DEV_SERVER_STUDIO_URL": self.studio.url}) for i in (1, 2)]
         for gateway in self.gateways:  # both at once: migrations must be safe when replicas start together
             gateway.start()
         for gateway in self.gateways:
@@ -62,14 +57,8 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
         running.stop()
 
 
-def chat(gateway: ServerProcess, thread: str, message_id: str, text: str) -> dict[str, Any]:
-    payload = {"api": f"{gateway.url}/api/chat", "messages": [user_message(message_id, text)],
-               "body": {"conversationId": thread}, "headers": {}, "trigger": "submit-message", "chatId": thread}
-    return run_node("chat_client.mjs", payload)
-
-
-def reply_text(result: dict[str, Any]) -> str:
-    return "".join(p.get("text", "") for p in result["message"]["parts"] if p["type"] == "text")
+def chat(gateway: ProcessServer, thread: str, message_id: str, text: str) -> dict[str, Any]:
+    return chat_turn(gateway, [user_message(message_id, text)], body={"conversationId": thread}, chat_id=thread)
 
 
 def test_replicas_share_one_database_and_the_migrations_ran_once(topology: Topology) -> None:
@@ -114,14 +103,12 @@ def test_the_studio_on_the_server_passes_client_js(topology: Topology) -> None:
 def test_ownership_holds_across_replicas(tmp_path: Path) -> None:
     with Sqld(tmp_path / "sqld") as sqld:
         settings = Settings(data_dir=tmp_path, db_url=sqld.url, auth_tokens="ta=alice,tb=bob", telemetry=False)
-        with LiveApp(create_app("gateway", settings)) as one, LiveApp(create_app("gateway", settings)) as two:
+        with serve("gateway", tmp_path, inprocess=True, settings=settings) as one, \
+                serve("gateway", tmp_path, inprocess=True, settings=settings) as two:
             alice, bob = {"authorization": "Bearer ta"}, {"authorization": "Bearer tb"}
-            payload = {"api": f"{one.url}/api/chat", "messages": [user_message("a1", "my secret is 42")],
-                       "body": {"conversationId": "hers"}, "headers": alice, "trigger": "submit-message",
-                       "chatId": "hers"}
-            assert run_node("chat_client.mjs", payload)["ok"]
-            stolen = run_node("chat_client.mjs", {**payload, "api": f"{two.url}/api/chat", "headers": bob,
-                                                  "messages": [user_message("b1", "what is the secret?")]})
+            hers = {"body": {"conversationId": "hers"}, "chat_id": "hers"}
+            assert chat_turn(one, [user_message("a1", "my secret is 42")], headers=alice, **hers)["ok"]
+            stolen = chat_turn(two, [user_message("b1", "what is the secret?")], headers=bob, **hers)
             assert not stolen["ok"]
             assert [r[0] for r in sqld.rows("SELECT id FROM messages WHERE thread_id = 'hers'")][0] == "a1"
             assert "b1" not in {r[0] for r in sqld.rows("SELECT id FROM messages")}
@@ -195,10 +182,8 @@ def test_a_reload_mid_reply_resumes_on_the_other_replica(topology: Topology) -> 
 
 
 def test_a_replica_killed_mid_reply_resumes_on_another_with_what_it_sent(topology: Topology, tmp_path: Path) -> None:
-    from tests.test_resume_stream import post_chat, resume
-
-    doomed = ServerProcess("gateway", python=sys.executable, env=clean_env(
-        DEV_SERVER_DATA_DIR=str(tmp_path), DEV_SERVER_DB_URL=topology.sqld.url, DEV_SERVER_TELEMETRY="false"))
+    doomed = make_server("gateway", tmp_path, env={"DEV_SERVER_DB_URL": topology.sqld.url,
+                                                   "DEV_SERVER_TELEMETRY": "false"})
     doomed.start()
     try:
         doomed.wait_healthy(timeout=60)
@@ -225,18 +210,16 @@ async def test_a_server_that_wants_a_token_gets_the_configured_one(tmp_path: Pat
             with pytest.raises(StorageError, match="refused the credentials"):
                 await RemoteLibSQLStore(sqld.url, auth_token=token).open()
         settings = Settings(data_dir=tmp_path, db_url=sqld.url, db_auth_token=sqld.token(), telemetry=False)
-        with LiveApp(create_app("gateway", settings)) as gateway:
-            payload = {"api": f"{gateway.url}/api/chat", "messages": [user_message("k1", "hello")],
-                       "body": {"conversationId": "keyed"}, "headers": {}, "trigger": "submit-message",
-                       "chatId": "keyed"}
-            assert run_node("chat_client.mjs", payload)["ok"]
+        with serve("gateway", tmp_path, inprocess=True, settings=settings) as gateway:
+            assert chat_turn(gateway, [user_message("k1", "hello")], body={"conversationId": "keyed"},
+                             chat_id="keyed")["ok"]
         assert sqld.rows("SELECT id FROM messages WHERE thread_id = 'keyed' AND role = 'user'") == [("k1",)]
 
 
 def test_a_token_in_the_url_is_used_and_never_shown(tmp_path: Path) -> None:
     with Sqld(tmp_path / "sqld", auth=True) as sqld:
         settings = Settings(data_dir=tmp_path, db_url=f"{sqld.url}?authToken={sqld.token()}", telemetry=False)
-        with LiveApp(create_app("gateway", settings)) as gateway:
+        with serve("gateway", tmp_path, inprocess=True, settings=settings) as gateway:
             health = httpx.get(f"{gateway.url}/health").json()
     assert health["status"] == "ok" and health["stores"]["default"]["url"] == sqld.url
 
@@ -246,12 +229,10 @@ def test_a_replica_killed_mid_load_loses_and_duplicates_no_acknowledged_turn(tmp
     SIGKILL while replies stream, and every client whose turn broke sends it again to the
     survivor, as a client failing over would. Every acknowledged turn (its stream reached
     ``finish``) must still be stored, and no message stored twice."""
-    from tests.support import frames_of, ui_chunks
-
     lease = {"DEV_SERVER_TURN_LEASE_S": "6", "DEV_SERVER_TELEMETRY": "false"}
     with Sqld(tmp_path / "sqld") as sqld:
-        servers = [ServerProcess("gateway", python=sys.executable, env=clean_env(
-            DEV_SERVER_DATA_DIR=str(tmp_path / f"g{i}"), DEV_SERVER_DB_URL=sqld.url, **lease)) for i in (1, 2)]
+        servers = [make_server("gateway", tmp_path / f"g{i}", env={"DEV_SERVER_DB_URL": sqld.url, **lease})
+                   for i in (1, 2)]
         for server in servers:
             server.start()
         doomed, survivor = servers
@@ -286,8 +267,7 @@ def test_a_replica_killed_mid_load_loses_and_duplicates_no_acknowledged_turn(tmp
                     assert chunks is not None, f"client {index} round {round_} never got an answer"
                     reply_id = chunks[0]["messageId"]
                     acked.append((history[-1]["id"], reply_id))
-                    text = "".join(c.get("delta", "") for c in chunks if c["type"] == "text-delta")
-                    history.append({"id": reply_id, "role": "assistant", "parts": [{"type": "text", "text": text}]})
+                    history.append(ui_message(reply_id, "assistant", streamed_text(chunks)))
 
             with concurrent.futures.ThreadPoolExecutor(8) as pool:
                 futures = [pool.submit(client, i) for i in range(8)]

@@ -18,8 +18,9 @@ import pytest
 
 from app.factory import create_app
 from app.settings import Settings
-from tests.support import LiveApp, serving, user_message
-from tests.test_om_gateway import reply_text, turn
+from tests.support import LiveApp, user_message
+from tests.kit.servers import serving
+from tests.kit.chat import reply_text, turn
 
 FACT = "My name is Ada Lovelace and I live in London."
 

@@ -21,6 +21,8 @@ import time
 import httpx
 import pytest
 
+from tests.kit.servers import server_fixture
+
 pytestmark = pytest.mark.slow
 
 DEADLINE_S = 1.0
@@ -60,13 +62,8 @@ SLOW_BODY = (b"POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appli
              b"Content-Length: 5000\r\n\r\n{\"messages\": [")
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory):
-    from tests.support import running
-
-    deadlines = {"DEV_SERVER_HEADER_TIMEOUT_S": str(DEADLINE_S), "DEV_SERVER_BODY_TIMEOUT_S": str(DEADLINE_S)}
-    with running("gateway", tmp_path_factory.mktemp("slow"), deadlines) as server:
-        yield server
+gateway = server_fixture("gateway", env={"DEV_SERVER_HEADER_TIMEOUT_S": str(DEADLINE_S),
+                                         "DEV_SERVER_BODY_TIMEOUT_S": str(DEADLINE_S)})
 
 
 def test_slow_headers_and_slow_bodies_are_closed_at_their_deadline_while_health_answers(gateway):

@@ -8,25 +8,18 @@ Real HTTP to a real uvicorn, rows in a real DuckDB file."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import httpx
-import pytest
 
 from app.auth import service_token
-from app.settings import Settings
-from tests.support import LiveApp
-from tests.test_otlp_ingest import json_request, log_request, rows, studio_app
+from tests.kit.servers import server_fixture
+from tests.kit.traces import json_request, log_request, rows
 
 TOKENS = "ta=alice,tb=bob"
 
 
-@pytest.fixture
-def secured(data_dir: Path):
-    app = studio_app(Settings(data_dir=data_dir, telemetry=False, auth_tokens=TOKENS))
-    with LiveApp(app) as server:
-        server.store = app.state.services.storage.domain("observability")
-        yield server
+secured = server_fixture("studio", scope="function", data="data_dir", inprocess=True,
+                         settings={"telemetry": False, "auth_tokens": TOKENS})
 
 
 def as_user(token: str) -> dict[str, str]:

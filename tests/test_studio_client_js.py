@@ -1,9 +1,7 @@
 """The studio's /api routes judged by the real, unchanged ``@mastra/client-js`` 1.47.
 
-One studio process for the module (``start_server`` is function-scoped, so the fixture
-below starts it the same way with a module-scoped data dir); ``tests/js/client_conformance.mjs``
-runs every check in one node process per resource mode (every check makes its own thread
-ids), and each check is still its own pytest result, asserted from that run's JSON report:
+One studio process for the module; ``tests/js/client_conformance.mjs`` runs every check in
+one node process per resource mode (every check makes its own thread ids), and each check is still its own pytest result, asserted from that run's JSON report:
 a failure shows the client's error plus the last HTTP exchanges (method, path, body,
 status, response) that led to it. The check names are read from the harness's source, so
 collecting this module starts no process; ``test_the_harness_runs_exactly_the_listed_checks``
@@ -19,12 +17,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from tests.support import JS_DIR, ServerProcess, run_node, running
+from tests.kit.servers import ProcessServer, server_fixture
+from tests.support import JS_DIR, run_node
 
 SCRIPT = "client_conformance.mjs"
 NODE = shutil.which("node")
@@ -51,15 +50,11 @@ CHECKS = _check_names()
 KNOWN_DEVIATIONS: dict[str, set[str]] = {}
 
 
-@pytest.fixture(scope="module")
-def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with running("studio", tmp_path_factory.mktemp("studio-client-js") / "data",
-                 env={"PYTHONUNBUFFERED": "1"}) as server:
-        yield server
+studio = server_fixture("studio")
 
 
 @pytest.fixture(scope="module")
-def reports(studio: ServerProcess) -> Callable[[str | None], dict[str, Any]]:
+def reports(studio: ProcessServer) -> Callable[[str | None], dict[str, Any]]:
     """Each resource mode's run of every check, run when a test first asks for it."""
     runs: dict[str | None, dict[str, Any]] = {}
 

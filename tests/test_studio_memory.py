@@ -8,27 +8,23 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.factory import create_app
 from app.settings import Settings
-from tests.support import LiveApp, sqlite_rows, user_message
+from tests.kit.chat import chat_turn
+from tests.kit.servers import in_process, server_fixture
+from tests.support import sqlite_rows, user_message
 
 
-@pytest.fixture
-def studio(settings: Settings):
-    with LiveApp(create_app("studio", settings)) as server, httpx.Client(base_url=server.url, timeout=30) as client:
-        yield client
+studio = server_fixture("studio", scope="function", data="data_dir", inprocess=True, client=True)
 
 
 def gateway_turn(url: str, agent_id: str, conversation: str, text: str) -> None:
-    with httpx.stream("POST", f"{url}/api/chat", timeout=30,
-                      json={"id": "c", "agentId": agent_id, "conversationId": conversation,
-                            "messages": [user_message(f"{conversation}-u", text)]}) as response:
-        assert response.status_code == 200
-        response.read()
+    result = chat_turn(url, [user_message(f"{conversation}-u", text)],
+                       body={"agentId": agent_id, "conversationId": conversation}, chat_id="c", timeout=30)
+    assert result["status"] == 200
 
 
 def test_literal_resources_and_each_agents_own_threads(settings: Settings, data_dir: Path):
-    with LiveApp(create_app("gateway", settings)) as gateway, LiveApp(create_app("studio", settings)) as server, \
+    with in_process("gateway", settings) as gateway, in_process("studio", settings) as server, \
             httpx.Client(base_url=server.url, timeout=30) as studio:
         gateway_turn(gateway.url, "chat-agent", "front-chat", "hello chat")
         gateway_turn(gateway.url, "docs-agent", "front-docs", "hello docs")
@@ -108,7 +104,7 @@ def test_transfer_moves_a_thread(studio):
 @pytest.fixture
 def two_users(data_dir: Path):
     settings = Settings(data_dir=data_dir, auth_tokens="ta=alice,tb=bob")
-    with LiveApp(create_app("studio", settings)) as server, \
+    with in_process("studio", settings) as server, \
             httpx.Client(base_url=server.url, headers={"authorization": "Bearer ta"}, timeout=30) as alice, \
             httpx.Client(base_url=server.url, headers={"authorization": "Bearer tb"}, timeout=30) as bob:
         yield alice, bob, data_dir / "dev-server.db"

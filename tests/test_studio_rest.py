@@ -11,15 +11,12 @@ import json
 import httpx
 import pytest
 
-from app.factory import create_app
 from app.settings import Settings
-from tests.support import LiveApp, user_message
+from tests.kit.servers import in_process, server_fixture
+from tests.support import user_message
 
 
-@pytest.fixture
-def studio(settings: Settings):
-    with LiveApp(create_app("studio", settings)) as server, httpx.Client(base_url=server.url, timeout=30) as client:
-        yield client
+studio = server_fixture("studio", scope="function", data="data_dir", inprocess=True, client=True)
 
 
 def make_thread(client: httpx.Client, thread_id: str, resource: str = "r1", **extra) -> dict:
@@ -225,7 +222,7 @@ def test_the_agent_id_is_an_alias_of_the_agents_resource(studio):
 
 
 def test_split_brain_gateway_writes_are_readable_on_the_studio_at_once(settings: Settings):
-    with LiveApp(create_app("gateway", settings)) as gateway, LiveApp(create_app("studio", settings)) as studio:
+    with in_process("gateway", settings) as gateway, in_process("studio", settings) as studio:
         with httpx.stream("POST", f"{gateway.url}/api/chat", timeout=30,
                           json={"id": "c", "conversationId": "shared-1",
                                 "messages": [user_message("g1", "hello from the frontend")]}) as response:
@@ -246,7 +243,7 @@ def test_split_brain_gateway_writes_are_readable_on_the_studio_at_once(settings:
 @pytest.fixture
 def authed(data_dir):
     settings = Settings(data_dir=data_dir, auth_tokens="tok-a=alice,tok-b=bob")
-    with LiveApp(create_app("studio", settings)) as server:
+    with in_process("studio", settings) as server:
         yield server
 
 

@@ -11,28 +11,22 @@ error or page error may fail.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import socket
 import subprocess
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from app.api.studio.ui import studio_ui_router
 from app.errors import install_error_handlers
-from tests.support import REPO, LiveApp, run_node
+from tests.kit.studio_ui import CHROMIUM, FETCH, UI_DIR, chat_through_gateway, ensure_studio_build, run_studio
+from tests.support import LiveApp
 
 pytestmark = pytest.mark.e2e
-
-UI_DIR = REPO / "studio-ui"
-FETCH = REPO / "scripts" / "fetch_studio_ui.sh"
-CHROMIUM = Path("/usr/bin/chromium")
 
 FAKE_INDEX = """<!doctype html><html><head><base href="%%MASTRA_STUDIO_BASE_PATH%%/" />
 <script>
@@ -205,37 +199,6 @@ def test_path_traversal_never_leaves_the_build_directory(fake_ui: Path):
 
 
 # --- end to end: real Studio build in chromium, real gateway + studio processes -----------
-
-
-def ensure_studio_build() -> Path:
-    if not (UI_DIR / "index.html").is_file():
-        if shutil.which("npm") is None:
-            pytest.skip("no Studio build in studio-ui/ and no npm to fetch it (run make studio-ui)")
-        result = subprocess.run(["bash", str(FETCH), str(UI_DIR)], capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0, result.stderr
-    return UI_DIR
-
-
-def chat_through_gateway(gateway_url: str, conversation_id: str, text: str) -> str:
-    body = {"id": "c", "conversationId": conversation_id,
-            "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}]}
-    with httpx.stream("POST", f"{gateway_url}/api/chat", json=body, timeout=30) as response:
-        assert response.status_code == 200, response.read()
-        return response.read().decode()
-
-
-def run_studio(studio, **request) -> dict:
-    result = run_node("studio_ui.mjs", {"baseUrl": studio.url, "agentId": "chat-agent", "agentName": "Chat Agent",
-                                        "timeoutMs": 30000, **request}, timeout=150)
-    problems = {k: result[k] for k in ("ok", "error", "steps", "failedRequests", "consoleErrors", "pageErrors",
-                                       "replyText", "finalUrl")}
-    report = json.dumps(problems, indent=1) + f"\nstudio log:\n{studio.output()[-3000:]}"
-    assert result["ok"], report
-    assert result["failedRequests"] == [], report
-    assert result["consoleErrors"] == [], report
-    assert result["pageErrors"] == [], report
-    assert (result["replyText"] or "").startswith("[local model]"), report
-    return result
 
 
 @pytest.fixture

@@ -24,7 +24,8 @@ from app.llm.scripted import Reply, ScriptedModel
 from app.memory.memory import Memory, MemoryOptions
 from app.memory.titles import TitleGenerator, clean_title
 from app.storage.conversations import ConversationStore, Message
-from tests.support import run_node, serving, sqlite_rows, user_message
+from tests.support import run_node, sqlite_rows, user_message
+from tests.kit.servers import serving
 
 
 @pytest.fixture(scope="module")

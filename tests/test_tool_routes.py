@@ -14,15 +14,11 @@ import time
 import httpx
 import pytest
 
-from app.factory import create_app
-from app.settings import Settings
-from tests.support import LiveApp, run_node
+from tests.kit.servers import server_fixture
+from tests.support import run_node
 
 
-@pytest.fixture(scope="module")
-def studio(tmp_path_factory):
-    with LiveApp(create_app("studio", Settings(data_dir=tmp_path_factory.mktemp("tool-routes")))) as server:
-        yield server
+studio = server_fixture("studio", inprocess=True)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,8 @@ from app.agents.tools import Tool, ToolContext, execute
 from app.factory import create_app
 from app.memory.convert import assistant_message, to_model_messages
 from app.settings import Settings
-from tests.support import LiveApp, run_node, serving, sqlite_rows, user_message
+from tests.support import LiveApp, run_node, sqlite_rows, user_message
+from tests.kit.servers import serving
 
 CALL = ToolContext(call_id="call_1", agent_id="chat-agent", run_id="run_1")
 

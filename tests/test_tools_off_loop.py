@@ -38,7 +38,8 @@ import pytest
 from app.agents.agent_tools import AskInput
 from app.agents.registry import DEFINITIONS
 from app.agents.tools import Tool
-from tests.support import running, sqlite_rows, user_message, wait_models_ready
+from tests.kit.servers import running
+from tests.support import sqlite_rows, user_message, wait_models_ready
 
 HEALTH_BOUND_S = 0.1  # the bound for /health while tools run
 PROBES = 10

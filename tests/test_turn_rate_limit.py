@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from app.storage.rate_windows import RateWindows
-from tests.support import pinned_clients, run_node, serving, sqlite_rows, user_message
+from tests.support import pinned_clients, run_node, sqlite_rows, user_message
+from tests.kit.servers import serving
 
 LONG_WINDOW = "3600"  # the windows never end during a test
 

@@ -18,15 +18,13 @@ from app.settings import Settings
 from app.factory import storage_for
 from app.storage.conversations import ConversationStore, Message
 from app.clock import now_iso
-from tests.support import frames_of, running, run_node, sqlite_rows, ui_chunks, user_message, wait_models_ready
+from tests.kit.builders import ui_message
+from tests.kit.chat import chat_turn, judge, streamed_text
+from tests.kit.servers import serve, server_fixture
+from tests.support import frames_of, sqlite_rows, ui_chunks, user_message
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory):
-    data = tmp_path_factory.mktemp("retries")
-    with running("gateway", data, {"DEV_SERVER_TELEMETRY": "false"}) as server:
-        wait_models_ready(server)
-        yield server, data / "dev-server.db"
+gateway = server_fixture("gateway", env={"DEV_SERVER_TELEMETRY": "false"}, models_ready=True)
 
 
 def post(url: str, thread: str, messages: list[dict[str, Any]], **body: Any) -> httpx.Response:
@@ -37,10 +35,9 @@ def post(url: str, thread: str, messages: list[dict[str, Any]], **body: Any) -> 
 
 
 def turn(url: str, thread: str, messages: list[dict[str, Any]], **body: Any) -> list[dict[str, Any]]:
-    with httpx.stream("POST", f"{url}/api/chat", json={"id": thread, "conversationId": thread,
-                                                       "messages": messages, **body}, timeout=30) as response:
-        assert response.status_code == 200, response.read()
-        return ui_chunks(frames_of(response))
+    result = chat_turn(url, messages, body={"conversationId": thread, **body}, chat_id=thread, timeout=30)
+    assert result["status"] == 200, result["error"]
+    return result["chunks"]
 
 
 def rows(db: Path, thread: str) -> list[tuple[str, str, str]]:
@@ -55,22 +52,20 @@ def interleave(url: str, thread: str) -> list[dict[str, Any]]:
     for mid, text in (("b1", "I live in Lisbon"), ("b2", "I have two cats")):
         b_history.append(user_message(f"{thread}-{mid}", text))
         chunks = turn(url, thread, b_history)
-        b_history.append({"id": chunks[0]["messageId"], "role": "assistant",
-                          "parts": [{"type": "text", "text": "".join(c.get("delta", "") for c in chunks
-                                                                     if c["type"] == "text-delta")}]})
+        b_history.append(ui_message(chunks[0]["messageId"], "assistant", streamed_text(chunks)))
     return first
 
 
 def test_a_retry_of_an_answered_turn_deletes_nothing_and_answers_with_the_stored_reply(gateway) -> None:
-    server, db = gateway
+    server, db = gateway, gateway.db
     first = interleave(server.url, "shared")
     before = rows(db, "shared")
     assert [r[1] for r in before] == ["user", "assistant"] * 3
 
     # A's connection dropped before it saw the reply: it sends a1 again, unchanged (useChat's
     # own transport, so the replayed stream is judged by the real SDK)
-    retry = run_node("chat_client.mjs", {"api": f"{server.url}/api/chat", "messages": [user_message("shared-a1", "my name is Ada")],
-                                         "body": {"conversationId": "shared"}, "chatId": "shared"})
+    retry = judge(server, [user_message("shared-a1", "my name is Ada")], body={"conversationId": "shared"},
+                  chat_id="shared")
     assert retry["ok"], retry["error"]
     assert rows(db, "shared") == before  # 6 rows, unchanged
     reply_id, reply = before[1][0], json.loads(before[1][2])
@@ -80,7 +75,7 @@ def test_a_retry_of_an_answered_turn_deletes_nothing_and_answers_with_the_stored
 
 
 def test_a_retry_with_the_whole_history_of_either_client_writes_nothing(gateway) -> None:
-    server, db = gateway
+    server, db = gateway, gateway.db
     interleave(server.url, "shared-2")
     before = rows(db, "shared-2")
     a_history = [user_message("shared-2-a1", "my name is Ada")]
@@ -94,7 +89,7 @@ def test_a_retry_with_the_whole_history_of_either_client_writes_nothing(gateway)
 
 
 def test_regenerate_without_naming_the_reply_after_another_clients_turn_is_a_409(gateway) -> None:
-    server, db = gateway
+    server, db = gateway, gateway.db
     interleave(server.url, "shared-3")
     before = rows(db, "shared-3")
     response = post(server.url, "shared-3", [user_message("shared-3-a1", "my name is Ada")],
@@ -104,7 +99,7 @@ def test_regenerate_without_naming_the_reply_after_another_clients_turn_is_a_409
 
 
 def test_the_same_id_with_other_content_is_no_edit_unless_the_client_names_it(gateway) -> None:
-    server, db = gateway
+    server, db = gateway, gateway.db
     interleave(server.url, "shared-4")
     before = rows(db, "shared-4")
     response = post(server.url, "shared-4", [user_message("shared-4-a1", "my name is Eve")])
@@ -118,7 +113,7 @@ def test_the_same_id_with_other_content_is_no_edit_unless_the_client_names_it(ga
 
 
 def test_regenerate_naming_a_message_that_is_not_after_the_anchor_is_a_409(gateway) -> None:
-    server, db = gateway
+    server, db = gateway, gateway.db
     interleave(server.url, "shared-5")
     before = rows(db, "shared-5")
     response = post(server.url, "shared-5", [user_message("shared-5-b1", "I live in Lisbon")],
@@ -128,12 +123,10 @@ def test_regenerate_naming_a_message_that_is_not_after_the_anchor_is_a_409(gatew
 
 
 def test_a_retry_while_the_reply_still_streams_follows_it_on_another_replica(tmp_path: Path) -> None:
-    from app.factory import create_app
-    from tests.support import LiveApp
-
     settings = Settings(data_dir=tmp_path, telemetry=False)
     db = tmp_path / "dev-server.db"
-    with LiveApp(create_app("gateway", settings)) as first, LiveApp(create_app("gateway", settings)) as second:
+    with serve("gateway", tmp_path, inprocess=True, settings=settings) as first, \
+            serve("gateway", tmp_path, inprocess=True, settings=settings) as second:
         message = user_message("slow-1", "tell me something long [[slower]]")
         body = {"id": "slow", "conversationId": "slow", "messages": [message]}
         with httpx.stream("POST", f"{first.url}/api/chat", json=body, timeout=30) as response:

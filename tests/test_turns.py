@@ -22,7 +22,8 @@ import pytest
 
 from app.storage.leases import ThreadLeases
 from app.storage.libsql import LibSQLStore
-from tests.support import pinned_clients, serving, sqlite_rows, user_message
+from tests.support import pinned_clients, sqlite_rows, user_message
+from tests.kit.servers import serving
 
 EARLIER = re.compile(r"I can see (\d+) earlier messages?")
 

@@ -15,12 +15,13 @@ import sqlite3
 import httpx
 import pytest
 
-from app.factory import create_app
 from app.llm.scripted import Reply, ScriptedModel
 from app.settings import Settings
 from app.streaming.sse import repair_text
 from app.streaming.text_events import INTERNAL_MESSAGE
-from tests.support import LiveApp, run_node, sqlite_rows, user_message
+from tests.kit.chat import judge
+from tests.kit.servers import in_process, server_fixture
+from tests.support import sqlite_rows, user_message
 
 
 def broken_model() -> ScriptedModel:
@@ -34,26 +35,18 @@ def data_lines(body: bytes) -> list[str]:
 
 
 def chat_raw(url: str, messages: list, conversation: str, api: str = "/api/chat") -> dict:
-    return run_node("chat_client.mjs", {"api": f"{url}{api}", "messages": messages, "raw": True,
-                                        "body": {"conversationId": conversation}})
+    """The turn POSTed with plain fetch and parsed by the SDK's own event-stream parser."""
+    return judge(url, messages, api=api, raw=True, body={"conversationId": conversation})
 
 
 @pytest.fixture
 def broken_gateway(settings: Settings):
-    with LiveApp(create_app("gateway", settings, llm=broken_model())) as server:
+    with in_process("gateway", settings, llm=broken_model()) as server:  # a fresh script per test
         yield server
 
 
-@pytest.fixture
-def gateway(settings: Settings):
-    with LiveApp(create_app("gateway", settings)) as server:
-        yield server
-
-
-@pytest.fixture
-def studio(settings: Settings):
-    with LiveApp(create_app("studio", settings)) as server:
-        yield server
+gateway = server_fixture("gateway", scope="function", data="data_dir", inprocess=True)
+studio = server_fixture("studio", scope="function", data="data_dir", inprocess=True)
 
 
 def test_gateway_stream_broken_mid_way_ends_with_an_error_chunk_and_done(broken_gateway, settings: Settings):
@@ -68,7 +61,7 @@ def test_gateway_stream_broken_mid_way_ends_with_an_error_chunk_and_done(broken_
 
 
 def test_studio_stream_broken_mid_way_ends_with_an_error_chunk_and_done(settings: Settings):
-    with LiveApp(create_app("studio", settings, llm=broken_model())) as studio:
+    with in_process("studio", settings, llm=broken_model()) as studio:
         response = httpx.post(f"{studio.url}/api/agents/chat-agent/stream", timeout=30,
                               json={"messages": "hello", "memory": {"thread": "broken-s", "resource": "r"}})
     assert response.status_code == 200

@@ -109,7 +109,7 @@ def test_one_worker_is_one_process_and_the_studio_is_always_one(start_server):
 
 
 def test_a_bad_database_is_one_line_from_the_supervisor(server_env, data_dir: Path):
-    from tests.test_processes import assert_one_error_line, run_cli
+    from tests.kit.cli import assert_one_error_line, run_cli
     from tests.support import free_port
 
     data_dir.mkdir(parents=True)

@@ -27,7 +27,8 @@ from app.memory.working_document import (DEFAULT_TEMPLATE, TOOL_NAME, WorkingMem
                                          merge)
 from app.settings import Settings, SettingsError
 from app.storage.conversations import ConversationStore
-from tests.support import JS_DIR, LiveApp, run_node, serving, sqlite_rows, user_message
+from tests.support import JS_DIR, LiveApp, run_node, sqlite_rows, user_message
+from tests.kit.servers import serving
 
 needs_node = pytest.mark.skipif(shutil.which("node") is None or not (JS_DIR / "node_modules" / "ai").exists(),
                                 reason="needs node and tests/js/node_modules")
@@ -352,7 +353,7 @@ def test_studio_routes_under_auth_stay_in_the_callers_resource(data_dir: Path):
 
 
 def test_the_real_studio_chats_with_working_memory_on(start_server):
-    from tests.test_studio_ui import CHROMIUM, chat_through_gateway, ensure_studio_build, run_studio
+    from tests.kit.studio_ui import CHROMIUM, chat_through_gateway, ensure_studio_build, run_studio
 
     if not CHROMIUM.exists():
         pytest.skip("Debian chromium is not installed (apt-get install -y chromium)")

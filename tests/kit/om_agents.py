@@ -1,0 +1,79 @@
+"""Agents and memories built for Observational Memory tests: extractors of every kind (a
+transform, a Pydantic schema, a raising one, one that never sees its previous value), a
+memory that keeps its own OM options, and an engine on seeded threads."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pydantic import BaseModel
+
+from app.agents import chat_agent
+from app.agents.definition import AgentDefinition
+from app.llm import LLMClient
+from app.llm.scripted import ScriptedModel
+from app.memory.memory import Memory, MemoryOptions
+from app.memory.working_document import WorkingMemoryOptions
+from app.om.engine import CycleContext
+from app.storage.conversations import ConversationStore, Message
+from app.storage.libsql import LibSQLStore
+from tests.kit.builders import seed_threads
+
+
+class Profile(BaseModel):
+    name: str
+    statements: int
+
+
+class Summary(BaseModel):
+    summary: str
+
+
+def checked(value: Any) -> str:
+    return f"{value} [checked]"
+
+
+def broken(value: Any) -> Any:
+    raise RuntimeError("the transform refused it")
+
+
+EXTRACTORS = [
+    {"name": "Topics", "instructions": "What the user talks about.", "transform": checked},
+    {"name": "Profile", "instructions": "Who the user is.", "schema": Profile},
+    {"name": "Broken", "instructions": "Anything.", "transform": broken},
+    {"name": "Fresh", "instructions": "What the last message was about.", "includePreviousExtraction": False},
+]
+# observe at 300 tokens with every extractor, a title and the working memory; never reflect
+EXTRACTING = {"observation": {"messageTokens": 300, "bufferTokens": False, "threadTitle": True,
+                              "manageWorkingMemory": True, "extract": EXTRACTORS},
+              "reflection": {"observationTokens": 100_000}}
+
+
+class PinnedMemory(Memory):
+    """A memory whose OM options stay the agent's own (the settings' would replace them)."""
+
+    def enable_observational_memory(self, options: Any) -> None:
+        pass
+
+
+def extracting_agent(options: dict[str, Any] = EXTRACTING) -> AgentDefinition:
+    """chat-agent with a pinned OM of ``options`` and thread-scoped working memory."""
+    return dataclasses.replace(chat_agent.definition, memory=lambda: PinnedMemory(MemoryOptions(
+        last_messages=10, working_memory=WorkingMemoryOptions(scope="thread"), observational_memory=options)))
+
+
+async def om_setup(db: LibSQLStore, messages: list[Message], options: dict[str, Any],
+                   llm: LLMClient | None = None) -> tuple[Memory, Any, CycleContext]:
+    """``messages`` stored (their threads titled "About <id>"), a memory with OM ``options``
+    on them, its engine, and a cycle context on thread ``t`` with ``llm`` (default: a
+    ``ScriptedModel`` with nothing scripted: the local model answers, ``ctx.llm.requests``
+    holds every request)."""
+    conversations = ConversationStore(db)
+    await seed_threads(conversations, messages)
+    memory = Memory(MemoryOptions(observational_memory=options))
+    memory.attach(conversations)
+    engine = memory.observational_memory()
+    llm = llm or ScriptedModel()
+    ctx = CycleContext(llm, await llm.resolve("openai/gpt-4o-mini"), "t", None, lambda part, durable=False: None)
+    return memory, engine, ctx

@@ -1,0 +1,54 @@
+"""The real Mastra Studio build driven in Debian's headless chromium
+(``tests/js/studio_ui.mjs``) against a studio process, and the gateway turn that seeds a
+thread for it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.kit.builders import user_message
+from tests.support import REPO, run_node
+
+UI_DIR = REPO / "studio-ui"
+FETCH = REPO / "scripts" / "fetch_studio_ui.sh"
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def ensure_studio_build() -> Path:
+    """The Studio build in studio-ui/, fetched first if missing (skips without npm)."""
+    if not (UI_DIR / "index.html").is_file():
+        if shutil.which("npm") is None:
+            pytest.skip("no Studio build in studio-ui/ and no npm to fetch it (run make studio-ui)")
+        result = subprocess.run(["bash", str(FETCH), str(UI_DIR)], capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+    return UI_DIR
+
+
+def chat_through_gateway(gateway_url: str, conversation_id: str, text: str) -> str:
+    """One turn on ``conversation_id``; the raw SSE body."""
+    body = {"id": "c", "conversationId": conversation_id, "messages": [user_message("u1", text)]}
+    with httpx.stream("POST", f"{gateway_url}/api/chat", json=body, timeout=30) as response:
+        assert response.status_code == 200, response.read()
+        return response.read().decode()
+
+
+def run_studio(studio, **request) -> dict:
+    """One ``studio_ui.mjs`` run against ``studio``; no failed request, console or page error,
+    and a reply from the local model."""
+    result = run_node("studio_ui.mjs", {"baseUrl": studio.url, "agentId": "chat-agent", "agentName": "Chat Agent",
+                                        "timeoutMs": 30000, **request}, timeout=150)
+    problems = {k: result[k] for k in ("ok", "error", "steps", "failedRequests", "consoleErrors", "pageErrors",
+                                       "replyText", "finalUrl")}
+    report = json.dumps(problems, indent=1) + f"\nstudio log:\n{studio.output()[-3000:]}"
+    assert result["ok"], report
+    assert result["failedRequests"] == [], report
+    assert result["consoleErrors"] == [], report
+    assert result["pageErrors"] == [], report
+    assert (result["replyText"] or "").startswith("[local model]"), report
+    return result
