@@ -9,14 +9,19 @@ subprocess shorthand.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 # Hypothesis (under schemathesis) keeps its files in ./.hypothesis unless told otherwise: a
 # test run leaves nothing in the checkout. Set before anything imports hypothesis.
-os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", tempfile.mkdtemp(prefix="dev-server-hypothesis-"))
+if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
+    _hypothesis_dir = tempfile.mkdtemp(prefix="dev-server-hypothesis-")
+    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = _hypothesis_dir
+    atexit.register(shutil.rmtree, _hypothesis_dir, ignore_errors=True)  # nor anything in /tmp
 
 import pytest  # noqa: E402
 
