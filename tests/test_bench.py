@@ -9,7 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support import REPO
+
+# Each runs a benchmark for seconds, as a user would (the bench is the subject, not a unit)
+pytestmark = pytest.mark.slow
 
 FIGURES = ["sequential turn p50, fresh thread", "sequential turn p50, 10k-message thread",
            "server CPU per turn", "turns/s, 32 concurrent clients", "server cores used, 32 clients",

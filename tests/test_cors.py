@@ -127,6 +127,7 @@ def test_a_method_we_do_not_serve_is_refused_in_json(serve):
     assert answer.status_code == 400 and "method" in answer.json()["error"]
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (make browser)")
 @pytest.mark.parametrize("role", ["gateway", "studio"])
 def test_in_a_real_browser_only_local_pages_read_the_answer(serve, role: str):

@@ -61,6 +61,7 @@ def test_chunks_survive_a_restart_and_a_dead_processs_flag_is_taken_over(gateway
     assert await_buffer(studio.url, "restart")["isBufferingObservation"] is False
 
 
+@pytest.mark.e2e
 def test_the_real_studio_shows_buffered_observations_and_chats_on_the_same_thread(gateway: Any, studio: Any,
                                                                                   data: Path) -> None:
     for i in range(1, 5):

@@ -198,6 +198,7 @@ def test_the_record_survives_a_restart_and_the_studio_reads_it_with_client_js(ga
     assert read["om"]["history"][0]["id"] == record["id"] and read["buffer"]["record"]["id"] == record["id"]
 
 
+@pytest.mark.e2e
 def test_the_real_studio_shows_the_observation_marker_of_a_gateway_thread(gateway: Any, data: Path) -> None:
     for i in range(1, 6):
         turn(gateway, "shown", f"s{i}", f"Turn {i}. {FACT}")

@@ -139,6 +139,7 @@ def test_another_user_reusing_your_chat_id_does_not_shadow_your_stream(data_dir:
         assert response.status_code == 200 and "bob" in text_of(replay)
 
 
+@pytest.mark.e2e
 def test_a_replica_killed_mid_reply_ends_the_resumed_stream_with_an_error(data_dir: Path, servers: Servers):
     producer = servers.gateway(env={"DEV_SERVER_TELEMETRY": "false"})
     try:

@@ -7,6 +7,7 @@ subscribes and then becomes alice's never streams her chunks to him.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from pathlib import Path
@@ -30,6 +31,7 @@ class Subscription:
         self.status: int | None = None
         self._client = httpx.Client(timeout=60, headers=headers)
         self._ready = threading.Event()
+        self._socket = None
         self._thread = threading.Thread(target=self._read, args=(url, thread_id), daemon=True)
         self._thread.start()
         assert self._ready.wait(20)
@@ -38,6 +40,7 @@ class Subscription:
         try:
             with self._client.stream("POST", f"{url}{AGENT}/threads/subscribe", json={"threadId": thread_id}) as r:
                 self.status = r.status_code
+                self._socket = r.extensions["network_stream"].get_extra_info("socket")
                 self._ready.set()
                 for line in r.iter_lines():
                     if line.startswith("data: "):
@@ -57,8 +60,16 @@ class Subscription:
             time.sleep(0.05)
 
     def close(self) -> None:
-        self._client.close()
+        """Hang up: the stream stays open while the thread exists, and only a shutdown of its
+        socket wakes the reading thread (closing the client from here does not)."""
+        if self._socket is not None:
+            try:
+                self._socket.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         self._thread.join(timeout=10)
+        assert not self._thread.is_alive()
+        self._client.close()
 
 
 @pytest.fixture

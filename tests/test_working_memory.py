@@ -352,6 +352,7 @@ def test_studio_routes_under_auth_stay_in_the_callers_resource(data_dir: Path):
         assert again["value"]["workingMemory"] == "alice's notes" and again["value"]["threadExists"] is True
 
 
+@pytest.mark.e2e
 def test_the_real_studio_chats_with_working_memory_on(start_server):
     from tests.kit.studio_ui import CHROMIUM, chat_through_gateway, ensure_studio_build, run_studio
 
