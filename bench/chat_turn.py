@@ -52,17 +52,19 @@ uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
 
 
 async def seed(db_path: Path, thread_id: str, count: int) -> None:
+    await store_thread(db_path, thread_id, [
+        Message(f"{thread_id}-seed-{i}", thread_id, "ai-chat", "user" if i % 2 == 0 else "assistant",
+                {"format": 2, "parts": [{"type": "text", "text": f"message number {i}"}],
+                 "content": f"message number {i}"}, now_iso()) for i in range(count)])
+
+
+async def store_thread(db_path: Path, thread_id: str, messages: list[Message]) -> None:
+    """``messages`` stored as the thread ``thread_id`` of ``ai-chat`` in the database file."""
     db = LibSQLStore(f"file:{db_path}")
     await db.open()
     store = ConversationStore(db)
     await store.ensure_thread(thread_id, "ai-chat")
-    batch = []
-    for i in range(count):
-        role = "user" if i % 2 == 0 else "assistant"
-        batch.append(Message(f"{thread_id}-seed-{i}", thread_id, "ai-chat", role,
-                             {"format": 2, "parts": [{"type": "text", "text": f"message number {i}"}],
-                              "content": f"message number {i}"}, now_iso()))
-    await store.append_messages(thread_id, batch)
+    await store.append_messages(thread_id, messages)
     await db.close()
 
 

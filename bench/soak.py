@@ -64,8 +64,8 @@ sys.path.insert(0, str(REPO))
 
 from app.clock import now_iso  # noqa: E402
 from app.om.tokens import count_message  # noqa: E402
-from app.storage.conversations import ConversationStore, Message  # noqa: E402
-from app.storage.libsql import LibSQLStore  # noqa: E402
+from app.storage.conversations import Message  # noqa: E402
+from bench.chat_turn import store_thread  # noqa: E402
 from bench.report import commit, machine  # noqa: E402
 from bench.servers import Server, server_env  # noqa: E402
 from bench.workload import growth, load, pct  # noqa: E402
@@ -308,11 +308,7 @@ async def seed_history(db_path: Path, thread_id: str, count: int) -> None:
     """``count`` stored messages in the shape of the run's own turns (a user's "hello", the
     local model's answer), stored as the gateway stores them: with their token estimates
     (``app.om.tokens``), under the resource ``make dev`` uses."""
-    db = LibSQLStore(f"file:{db_path}")
-    await db.open()
-    store = ConversationStore(db)
-    await store.ensure_thread(thread_id, "ai-chat")
-    batch = []
+    messages = []
     for i in range(count):
         role = "user" if i % 2 == 0 else "assistant"
         text = "hello" if role == "user" else (f'[local model] You said: "hello". I can see {i} earlier messages in '
@@ -320,9 +316,8 @@ async def seed_history(db_path: Path, thread_id: str, count: int) -> None:
         message = Message(f"{thread_id}-seed-{i}", thread_id, "ai-chat", role,
                           {"format": 2, "parts": [{"type": "text", "text": text}], "content": text}, now_iso())
         count_message(message)
-        batch.append(message)
-    await store.append_messages(thread_id, batch)
-    await db.close()
+        messages.append(message)
+    await store_thread(db_path, thread_id, messages)
 
 
 def traced_table(rounds: list[Round], snapshots: list[Path]) -> str:
