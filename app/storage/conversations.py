@@ -14,18 +14,16 @@ read, so what a unit checks is what it writes against; a failure anywhere rolls 
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-
 from app.clock import now_iso
 from app.storage import message_writes as writes
 from app.storage.conversation_records import (Message, MessageNotVisible, Thread, ThreadExists, ThreadNotVisible,
-                                              decode_content, message_from_row, thread_from_row)
+                                              message_from_row, thread_from_row)
 from app.storage.libsql import LibSQLStore
 
 OrderField = Literal["createdAt", "updatedAt"]
