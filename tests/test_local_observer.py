@@ -15,8 +15,8 @@ import pytest
 
 from app.llm import LiteLLMClient, ModelProviderError, ModelRequest, TextDelta
 from app.llm.local_model import compose_reply, stream_local
-from app.llm.local_observer import (is_observer_request, is_reflector_request, observer_answer, om_reply,
-                                    reflector_answer)
+from app.llm.local_observer import is_observer_request, is_reflector_request, observer_answer, om_reply
+from app.llm.local_reflector import reflector_answer
 from app.om.output_check import distinct_observations, observer_problem, reflection_problem
 from app.om.parsing import parse_observer_output, parse_reflector_output
 from app.om.prompts import (observer_messages, observer_system_prompt, reflector_messages,

@@ -1,10 +1,13 @@
-"""The built-in local model as Observational Memory's observer and reflector, offline.
+"""The built-in local model as Observational Memory's observer (and the door to its reflector), offline.
 
 Without a provider key the observer and reflector calls of ``app.om`` reach the local
 model like any other request. ``app.llm.local_model.compose_reply`` hands them here; they
 are recognised by the first sentence of their system prompt (``OBSERVER_IDENTITY``,
 ``REFLECTOR_IDENTITY`` in ``app.om.prompts``), and the answer is the text itself, in the
 format ``app.om.parsing`` reads, so a whole observe-then-reflect cycle runs in tests.
+
+The reflector's answers are ``app.llm.local_reflector``'s; both write the observation-log
+lines of ``app.llm.local_om_text``.
 
 Observer: it reads the transcript under ``## New Message History to Observe`` (the format
 of ``app.om.transcript``: date lines, ``User (2:30 PM): ...`` lines whose time carries
@@ -24,12 +27,6 @@ holding that thread's hint and extractor sections (its prior values read from it
 ``<thread id>`` block of the prior metadata); the sections the prompt calls shared are
 written once, after ``</observations>``, from every thread's statements.
 
-Reflector: it takes the observations under ``## OBSERVATIONS TO REFLECT ON`` and the
-compression level from its heading, and keeps every date line, 🔴 and ✅ line; it drops 🟢
-lines, and from level 2 also 🟡 and unmarked lines. From level 3 only the newest half (level
-4: quarter) of each date's 🔴 lines stay, after one ``* 🔴 (HH:MM) Earlier: N observations
-condensed`` line. With any 🟢 or 🟡 line in its input the answer is shorter than the input.
-
 Extractors (``app.om.extract``): for every other ``<slug>`` section its system prompt
 describes, the observer writes ``<slug>run N: "<last user text>"</slug>``, N being one more
 than the N of the prior value it was shown (so a test sees that the previous extraction
@@ -48,15 +45,7 @@ Test triggers, in the last user message of the observed transcript:
   observation lines; ``[[observer-refusal]]`` -- a refusal, with one refusing list line
   (both rejected by ``app.om.output_check``).
 
-Reflector triggers ride in the log it reflects: the observer keeps a ``[[reflector-...]]``
-trigger in the user statement it quotes, so a user message holding one reaches the
-reflector whenever that statement is reflected:
-
-* ``[[reflector-prose]]`` -- a paragraph of prose, no ``<observations>`` block;
-* ``[[reflector-refusal]]`` -- a bare refusal;
-* ``[[reflector-empty]]`` -- an empty ``<observations>`` block;
-* ``[[reflector-degenerate]]`` -- one line repeated ~5,000 characters long;
-* ``[[reflector-collapse]]`` -- a single short line, whatever the log's size.
+(The reflector's triggers are in ``app.llm.local_reflector``.)
 
 Deterministic, like the local model: the same messages always give the same answer.
 """
@@ -64,17 +53,18 @@ Deterministic, like the local model: the same messages always give the same answ
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.om.extract import EXTRACTOR_IDENTITY, SCHEMA_CLOSE, SCHEMA_OPEN, SOURCE_HEADING
-from app.om.prompts import (COMPRESSION_HEADINGS, CURRENT_TASK_SECTION, HISTORY_HEADING, OBSERVER_IDENTITY,
-                            PRIOR_METADATA_HEADING, REFLECT_HEADING, REFLECTION_REQUEST, REFLECTOR_IDENTITY,
-                            SHARED_SECTIONS_NOTE, SKIP_HINTS_NOTE, SUGGESTED_RESPONSE_SECTION, TASK_HEADING,
-                            THREAD_TITLE_SECTION)
+from app.llm.local_om_text import (QUOTE_CHARS, degenerate_log, first_text, merged_repeats, system_text,
+                                   user_text_under)
+from app.llm.local_reflector import reflector_answer
+from app.om.prompts import (CURRENT_TASK_SECTION, HISTORY_HEADING, OBSERVER_IDENTITY, PRIOR_METADATA_HEADING,
+                            REFLECTOR_IDENTITY, SHARED_SECTIONS_NOTE, SKIP_HINTS_NOTE, SUGGESTED_RESPONSE_SECTION,
+                            TASK_HEADING, THREAD_TITLE_SECTION)
 
 OBSERVER_FAIL_TRIGGER = "[[observer-fail]]"
 OBSERVER_DEGENERATE_TRIGGER = "[[observer-degenerate]]"
@@ -83,18 +73,8 @@ OBSERVER_REFUSAL_TRIGGER = "[[observer-refusal]]"
 OBSERVER_PROSE = ("<observations>\nThe user and the assistant had a friendly conversation about the user's plans.\n"
                   "</observations>")
 OBSERVER_REFUSAL = "I'm sorry, but I can't help with that.\n\n- I cannot record observations about this conversation."
-REFLECTOR_ANSWERS = {
-    "[[reflector-prose]]": "I have reviewed these observations. The user has shared a number of personal details and "
-                           "plans, and the assistant has been helpful throughout the conversation.",
-    "[[reflector-refusal]]": "I'm sorry, but I can't help with condensing these observations.",
-    "[[reflector-empty]]": "<observations>\n</observations>",
-    "[[reflector-collapse]]": "<observations>\n* 🔴 (00:00) User talked.\n</observations>",
-}
-REFLECTOR_DEGENERATE_TRIGGER = "[[reflector-degenerate]]"
-_QUOTE_CHARS = 200
 _TOPIC_CHARS = 60
 _TITLE_WORDS = 6
-_DEGENERATE_CHARS = 5000
 
 _DATE_LINE = re.compile(r"^([A-Z][a-z]{2}) (\d{1,2}) (\d{4}):$")
 _SPEAKER_LINE = re.compile(r"^(User|Assistant|System|Tool)(?: \((\d{1,2}):(\d{2}) ([AP]M)\))?: ?(.*)$")
@@ -104,8 +84,6 @@ _THREAD_OPEN = re.compile(r'^<thread id="([^"]*)">$')
 _TRIGGER = re.compile(r"\[\[[\w-]+\]\]")
 _OBSERVER_TRIGGER = re.compile(r"\[\[(?!reflector-)[\w-]+\]\]")  # a reflector's stays in the log
 _FIRST_SENTENCE = re.compile(r"^(.+?[.!?])(?:\s|$)", re.S)
-_TIME = re.compile(r"\((\d{1,2}:\d{2})\)")
-_CONDENSED = re.compile(r"Earlier: (\d+) observations? condensed")
 
 
 @dataclass(frozen=True)
@@ -142,32 +120,32 @@ def om_reply(messages: Sequence[dict[str, Any]]) -> OmReply | None:
 
 
 def is_extractor_request(messages: Sequence[dict[str, Any]]) -> bool:
-    return _system_text(messages).startswith(EXTRACTOR_IDENTITY)
+    return system_text(messages).startswith(EXTRACTOR_IDENTITY)
 
 
 def is_observer_request(messages: Sequence[dict[str, Any]]) -> bool:
-    return _system_text(messages).startswith(OBSERVER_IDENTITY)
+    return system_text(messages).startswith(OBSERVER_IDENTITY)
 
 
 def is_reflector_request(messages: Sequence[dict[str, Any]]) -> bool:
-    return _system_text(messages).startswith(REFLECTOR_IDENTITY)
+    return system_text(messages).startswith(REFLECTOR_IDENTITY)
 
 
 def observer_answer(messages: Sequence[dict[str, Any]]) -> str:
-    threads = _read_transcript(_user_text_under(messages, HISTORY_HEADING))
+    threads = _read_transcript(user_text_under(messages, HISTORY_HEADING))
     last = _last_user_statement(messages)
     if OBSERVER_DEGENERATE_TRIGGER in last:
-        return _degenerate()
+        return degenerate_log()
     if OBSERVER_PROSE_TRIGGER in last:
         return OBSERVER_PROSE
     if OBSERVER_REFUSAL_TRIGGER in last:
         return OBSERVER_REFUSAL
-    system = _system_text(messages)
-    skip_hints = any(SKIP_HINTS_NOTE in _text(m.get("content")) for m in messages if m.get("role") == "user")
+    system = system_text(messages)
+    skip_hints = any(SKIP_HINTS_NOTE in first_text(m.get("content")) for m in messages if m.get("role") == "user")
     sections = {"current-task": CURRENT_TASK_SECTION in system and not skip_hints,
                 "suggested-response": SUGGESTED_RESPONSE_SECTION in system and not skip_hints,
                 "thread-title": THREAD_TITLE_SECTION in system}
-    task = next((_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    task = next((first_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
     slugs = _extractor_slugs(system)
     if any(thread.id is not None for thread in threads):
         shared = _shared_slugs(system)
@@ -235,10 +213,10 @@ def _extractor_sections(slugs: Sequence[str], priors: str, statements: list[_Sta
 
 def structured_answer(messages: Sequence[dict[str, Any]]) -> str:
     """A JSON object fitting the schema of a structured extractor call."""
-    system = _system_text(messages)
+    system = system_text(messages)
     start, end = system.find(SCHEMA_OPEN), system.find(SCHEMA_CLOSE)
     schema = json.loads(system[start + len(SCHEMA_OPEN):end]) if 0 <= start < end else {}
-    source = _user_text_under(messages, SOURCE_HEADING)
+    source = user_text_under(messages, SOURCE_HEADING)
     users = [_flat(m.group(1)) for m in re.finditer(r"^User(?: \([^)]*\))?: (.*)$", source, re.M)]
     users = [_TRIGGER.sub(" ", text).strip() for text in users if text.strip()] or ["nothing yet"]
     return json.dumps(_instance(schema, users))
@@ -257,125 +235,6 @@ def _instance(schema: dict[str, Any], users: list[str]) -> Any:
     if kind == "boolean":
         return True
     return users[-1]
-
-
-def _degenerate() -> str:
-    line = ("* 🔴 (00:00) User stated the same thing again and again and again " * 4)[:_QUOTE_CHARS]
-    return "<observations>\n" + f"{line}\n" * (_DEGENERATE_CHARS // (len(line) + 1) + 1) + "</observations>"
-
-
-def reflector_answer(messages: Sequence[dict[str, Any]]) -> str:
-    prompt = _user_text_under(messages, REFLECT_HEADING)
-    end = prompt.rfind(f"\n\n---\n\n{REFLECTION_REQUEST}")
-    observations = prompt[:end] if end >= 0 else prompt
-    if REFLECTOR_DEGENERATE_TRIGGER in observations:
-        return _degenerate()
-    for trigger, answer in REFLECTOR_ANSWERS.items():
-        if trigger in observations:
-            return answer
-    level = _compression_level(prompt[end:] if end >= 0 else "")
-    return "<observations>\n" + "\n".join(_reflected(observations.split("\n"), level)) + "\n</observations>"
-
-
-def _reflected(lines: list[str], level: int) -> list[str]:
-    kept: list[str] = []
-    date: str | None = None
-    for line in lines:
-        stripped = line.strip()
-        if stripped.startswith("Date:"):
-            if stripped != date:
-                kept.append(stripped)
-                date = stripped
-        elif _is_thread_tag(stripped):
-            kept.append(stripped)
-            date = None
-        elif "🔴" in line or "✅" in line:
-            kept.append(line)
-        elif level < 2 and stripped and not stripped.startswith("--- ") and "🟢" not in line:
-            kept.append(line)
-    kept = _merged_repeats(kept)
-    if level >= 3:
-        kept = _condensed(kept, 2 if level == 3 else 4)
-    kept = _without_empty_headers(kept)
-    if not any(_is_observation(line) for line in kept):
-        # Everything was low priority: keep the newest observation rather than wipe the memory.
-        dated = [line.strip() for line in lines if line.strip().startswith("Date:")]
-        newest = next((line for line in reversed(lines) if _is_observation(line)), None)
-        kept = dated[-1:] + [newest] if newest else []
-    return kept
-
-
-def _merged_repeats(lines: list[str]) -> list[str]:
-    """``lines`` with each observation said again the same day (time and count aside)
-    merged into its first line, the counts added up."""
-    result: list[str] = []
-    first: dict[str, int] = {}
-    counts: dict[int, int] = {}
-    for line in lines:
-        if line.startswith("Date:") or _is_thread_tag(line):
-            first.clear()
-            result.append(line)
-            continue
-        repeated = _REPEATS.search(line)
-        times = int(repeated.group(1)) if repeated else 1
-        key = _REPEATS.sub("", _TIME_PREFIX.sub("", line.strip(), count=1))
-        if key in first:
-            counts[first[key]] = counts.get(first[key], 1) + times
-            continue
-        first[key] = len(result)
-        counts[len(result)] = times
-        result.append(_REPEATS.sub("", line))
-    return [f"{line} ({counts[i]} times)" if counts.get(i, 1) > 1 else line for i, line in enumerate(result)]
-
-
-def _condensed(lines: list[str], keep_one_in: int) -> list[str]:
-    """``lines`` with, in each date section, only the newest 1/``keep_one_in`` of the 🔴 lines,
-    after one line counting the others."""
-    result: list[str] = []
-    section: list[str] = []
-    for line in [*lines, "Date: end"]:
-        if not (line.startswith("Date:") or _is_thread_tag(line)):
-            section.append(line)
-            continue
-        reds = [i for i, item in enumerate(section) if "🔴" in item and "✅" not in item]
-        dropped = set(reds[: len(reds) - math.ceil(len(reds) / keep_one_in)])
-        if dropped:
-            count = sum(int(m.group(1)) if (m := _CONDENSED.search(section[i])) else 1 for i in dropped)
-            first = _TIME.search(section[min(dropped)])
-            result.append(f"* 🔴 ({first.group(1) if first else '00:00'}) Earlier: {count} observations condensed")
-        result.extend(item for i, item in enumerate(section) if i not in dropped)
-        result.append(line)
-        section = []
-    return result[:-1]
-
-
-def _without_empty_headers(lines: list[str]) -> list[str]:
-    """``lines`` without date lines and thread blocks that hold no observation."""
-    result: list[str] = []
-    for line in reversed(lines):
-        following = result[-1] if result else "</thread>"
-        if line.startswith("Date:") and not _is_observation(following):
-            continue
-        if line.startswith("<thread ") and following == "</thread>":
-            result.pop()
-            continue
-        result.append(line)
-    return result[::-1]
-
-
-def _is_thread_tag(line: str) -> bool:
-    return line.startswith("<thread ") or line == "</thread>"
-
-
-def _is_observation(line: str) -> bool:
-    stripped = line.strip()
-    return bool(stripped) and not stripped.startswith("Date:") and not _is_thread_tag(stripped)
-
-
-def _compression_level(guidance: str) -> int:
-    by_heading = {heading: level for level, heading in COMPRESSION_HEADINGS.items()}
-    levels = [by_heading[line.strip()] for line in guidance.split("\n") if line.strip() in by_heading]
-    return levels[-1] if levels else 0
 
 
 def _read_transcript(transcript: str) -> list[_Thread]:
@@ -412,12 +271,10 @@ def _read_transcript(transcript: str) -> list[_Thread]:
 
 
 def _observation_lines(statements: list[_Statement]) -> list[str]:
-    """One line per statement, dated; a statement said again the same day is not written
-    again: its first line counts the repeats (a conversation of one greeting over and over
-    is one observation, not a log that repeats itself and fails the degenerate check)."""
+    """One line per statement, dated; a statement said again the same day is written once,
+    with its count (``merged_repeats``): a conversation of one greeting over and over is one
+    observation, not a log that repeats itself and fails the degenerate check."""
     lines: list[str] = []
-    repeats: dict[int, int] = {}
-    seen: dict[str, int] = {}
     date: str | None = None
     for statement in statements:
         line = _observation(statement)
@@ -426,20 +283,8 @@ def _observation_lines(statements: list[_Statement]) -> list[str]:
         if statement.date and statement.date != date:
             lines.append(f"Date: {statement.date}")
             date = statement.date
-            seen.clear()
-        key = _TIME_PREFIX.sub("", line, count=1)
-        if key in seen:
-            repeats[seen[key]] = repeats.get(seen[key], 1) + 1
-            continue
-        seen[key] = len(lines)
         lines.append(line)
-    for index, count in repeats.items():
-        lines[index] += f" ({count} times)"
-    return lines
-
-
-_TIME_PREFIX = re.compile(r"\(\d{1,2}:\d{2}\) ")
-_REPEATS = re.compile(r" \((\d+) times\)$")
+    return merged_repeats(lines)
 
 
 def _observation(statement: _Statement) -> str | None:
@@ -450,11 +295,11 @@ def _observation(statement: _Statement) -> str | None:
         return None
     if statement.role == "user":
         if text.endswith("?"):
-            return f"* 🟡 ({statement.time}) User asked: {_quote(text, _QUOTE_CHARS)}"
-        return f"* 🔴 ({statement.time}) User stated: {_quote(text, _QUOTE_CHARS)}"
+            return f"* 🟡 ({statement.time}) User asked: {_quote(text, QUOTE_CHARS)}"
+        return f"* 🔴 ({statement.time}) User stated: {_quote(text, QUOTE_CHARS)}"
     sentence = _FIRST_SENTENCE.match(text)
     first = sentence.group(1) if sentence else text
-    return f"* 🟢 ({statement.time}) Assistant replied: {_quote(first, _QUOTE_CHARS)}"
+    return f"* 🟢 ({statement.time}) Assistant replied: {_quote(first, QUOTE_CHARS)}"
 
 
 def _hint_sections(statements: list[_Statement], sections: dict[str, bool]) -> list[str]:
@@ -464,7 +309,7 @@ def _hint_sections(statements: list[_Statement], sections: dict[str, bool]) -> l
         return []
     hints = []
     if sections["current-task"]:
-        hints.append(f"<current-task>Respond to: {_quote(users[-1], _QUOTE_CHARS)}</current-task>")
+        hints.append(f"<current-task>Respond to: {_quote(users[-1], QUOTE_CHARS)}</current-task>")
     if sections["suggested-response"]:
         hints.append(f"<suggested-response>Continue the conversation about {_quote(users[-1], _TOPIC_CHARS)}"
                      "</suggested-response>")
@@ -475,33 +320,9 @@ def _hint_sections(statements: list[_Statement], sections: dict[str, bool]) -> l
 
 
 def _last_user_statement(messages: Sequence[dict[str, Any]]) -> str:
-    users = [s.text for t in _read_transcript(_user_text_under(messages, HISTORY_HEADING))
+    users = [s.text for t in _read_transcript(user_text_under(messages, HISTORY_HEADING))
              for s in t.statements if s.role == "user"]
     return users[-1] if users else ""
-
-
-def _system_text(messages: Sequence[dict[str, Any]]) -> str:
-    return next((_text(m.get("content")).lstrip() for m in messages if m.get("role") == "system"), "")
-
-
-def _user_text_under(messages: Sequence[dict[str, Any]], heading: str) -> str:
-    """The text after ``heading`` in the last user message that starts with it."""
-    for message in reversed(messages):
-        if message.get("role") != "user":
-            continue
-        text = _text(message.get("content"))
-        if text.startswith(heading):
-            return text[len(heading):].lstrip("\n")
-    return ""
-
-
-def _text(content: Any) -> str:
-    """The first text of a message: attachments, and the placeholders that may replace them, are not transcript."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return next((p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"), "")
-    return ""
 
 
 def _flat(text: str) -> str:
