@@ -290,9 +290,8 @@ def om_activity(db_path: Path, conversations: int) -> str:
     import sqlite3
 
     with sqlite3.connect(db_path) as conn:
-        rows, threads, observed, observing = conn.execute(
-            "SELECT COUNT(*), COUNT(DISTINCT lookup_key), SUM(total_tokens_observed), SUM(is_observing) FROM "
-            "mastra_observational_memory").fetchone()
+        rows, threads = conn.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT lookup_key) FROM mastra_observational_memory").fetchone()
         active = conn.execute(
             "SELECT SUM(total_tokens_observed), SUM(observation_token_count) FROM mastra_observational_memory o "
             "WHERE generation_count = (SELECT MAX(generation_count) FROM mastra_observational_memory p "
