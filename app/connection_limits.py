@@ -150,7 +150,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._disarm()
         self._request_bytes = False
         cap = self.limits.max_connections
-        if cap is not None and (len(self.connections) > cap or len(self.tasks) >= cap):
+        if cap is not None and self._over_cap(cap):
             _refused.warn("refused a request: over the cap of %d connections or running requests", cap)
             app, self.app = self.app, _at_capacity
             try:
@@ -177,6 +177,15 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def handle_websocket_upgrade(self) -> None:
         self._disarm()
         super().handle_websocket_upgrade()
+
+    def _over_cap(self, cap: int) -> bool:
+        """More than ``cap`` connections (this one included) or ``cap`` running requests.
+        A connection already closed by the server (say, one just refused) and a request
+        already finished are only waiting for the loop to forget them: they hold no slot.
+        The exact count is taken only when the quick one says the cap is reached."""
+        if len(self.connections) > cap and sum(not c.transport.is_closing() for c in self.connections) > cap:
+            return True
+        return len(self.tasks) >= cap and sum(not task.done() for task in self.tasks) >= cap
 
     # -- deadlines passed ------------------------------------------------------------------
 

@@ -162,7 +162,7 @@ def test_the_connection_cap_refuses_requests_beyond_it_with_a_json_503(start_ser
     # Refused, not queued: the held connections are still served, and one closing frees a slot.
     held[0].sendall(b"\r\n")
     first = held[0].recv(65536)
-    assert first.startswith(b"HTTP/1.1 200")
+    assert first.startswith(b"HTTP/1.1 200"), gateway.output()
     held.pop(0).close()
     deadline = time.monotonic() + BOUND_S
     while (answer := httpx.get(f"{gateway.url}/health", timeout=5)).status_code == 503:

@@ -44,17 +44,20 @@ log = logging.getLogger("dev_server.export_queue")
 
 Export = Callable[[Sequence[Any]], bool]
 Reachable = Callable[[], bool]
+Close = Callable[[], None]
 ITEM_OVERHEAD = 256  # bytes an item costs beyond its measured strings (ids, times, names, framing)
 
 
 class ExportQueue:
-    def __init__(self, name: str, export: Export, reachable: Reachable | None = None, *, max_items: int = 10_000,
+    def __init__(self, name: str, export: Export, reachable: Reachable | None = None, close: Close | None = None,
+                 *, max_items: int = 10_000,
                  max_bytes: int = 64 * 2**20, batch_size: int = 512, batch_bytes: int = 2 * 2**20,
                  size: Callable[[Any], int] = lambda _: 0, interval_s: float = 0.5,
                  max_backoff_s: float = 30.0) -> None:
         self.name = name
         self._export = export
         self._reachable = reachable
+        self._close = close
         self._items: deque[tuple[Any, int]] = deque()  # (item, its estimated bytes)
         self._bytes = 0
         self._size = size
@@ -156,7 +159,7 @@ class ExportQueue:
         """Flush what is left, unless the receiver is down (the last export failed, or it
         refuses connections now): a process that is asked to stop must not wait out export
         retries, neither in a flush nor in the worker's own attempt (a daemon thread,
-        then left behind)."""
+        then left behind). Then the exporter is closed (its pooled connections with it)."""
         self._stopping = True
         if self._items and self._last_export_ok and (self._reachable is None or self._reachable()):
             self.flush(timeout_s)
@@ -167,8 +170,10 @@ class ExportQueue:
                 self._items.clear()
                 self._bytes = 0
             log.warning("%s: %d not exported at shutdown (receiver unreachable)", self.name, lost)
-            return
-        self._thread.join(timeout=1.0)
+        else:
+            self._thread.join(timeout=1.0)
+        if self._close is not None:
+            self._close()
 
     def stats(self) -> dict[str, int | float]:
         return {"queued": len(self._items), "queuedBytes": self._bytes, "exported": self.exported,

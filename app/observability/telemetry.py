@@ -131,7 +131,10 @@ def _otlp_exports(settings: Settings):
     def export_logs(batch: Sequence[Any]) -> bool:
         return log_exporter.export(batch) == LogRecordExportResult.SUCCESS
 
-    return (export_spans, accepts_connections(traces)), (export_logs, accepts_connections(logs))
+    # The exporters' shutdown closes their HTTP sessions (pooled keep-alive connections to
+    # the studio, otherwise left to the garbage collector when an app in a process stops).
+    return ((export_spans, accepts_connections(traces), span_exporter.shutdown),
+            (export_logs, accepts_connections(logs), log_exporter.shutdown))
 
 
 def accepts_connections(url: str, timeout_s: float = 1.0) -> Callable[[], bool]:
