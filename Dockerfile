@@ -19,11 +19,11 @@ RUN scripts/fetch_studio_ui.sh /build/studio-ui
 FROM python:3.11-slim AS wheels
 WORKDIR /src
 COPY pyproject.toml ./
-RUN mkdir -p app migrations && touch app/__init__.py README.md \
+RUN mkdir -p dev_server migrations && touch dev_server/__init__.py README.md \
     && pip wheel --no-cache-dir --disable-pip-version-check --wheel-dir /wheels/deps . \
     && rm /wheels/deps/dev_server-*.whl
 COPY README.md ./
-COPY app ./app
+COPY dev_server ./dev_server
 COPY migrations ./migrations
 RUN pip wheel --no-cache-dir --disable-pip-version-check --no-deps --wheel-dir /wheels/app .
 
@@ -55,5 +55,5 @@ EXPOSE 8787 4111
 # runs; a standard-library probe, so a check costs milliseconds, not an import of the app.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
     CMD ["dev-server-healthcheck"]
-ENTRYPOINT ["python", "-m", "app"]
+ENTRYPOINT ["python", "-m", "dev_server"]
 CMD ["gateway"]

@@ -49,7 +49,7 @@ js-deps: $(JS_DIR)/node_modules/.installed
 
 dev: install
 	@$(MAKE) --no-print-directory studio-ui >/dev/null 2>&1 || echo "(Studio UI not fetched: offline? the API still serves; run make studio-ui later)"
-	$(PY) -m app dev
+	$(PY) -m dev_server dev
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist; most tests wait on servers they
 # started, so more workers than cores pays); a module's tests stay on one worker (its

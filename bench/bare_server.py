@@ -3,7 +3,7 @@
 ``POST /api/chat`` is a plain ``StreamingResponse`` of one of our recorded replies: the
 body chunks exactly as our gateway sent them (already encoded SSE bytes, so nothing is
 encoded here), with our response headers. The list and messages pages are our recorded
-JSON bodies with our headers. It runs under the same uvicorn settings as ``python -m app``
+JSON bodies with our headers. It runs under the same uvicorn settings as ``python -m dev_server``
 (uvloop, httptools, a TCP socket bound with TCP_NODELAY, keep-alive), so a ratio to it is
 what our code costs on top of the framework and the server.
 
@@ -21,7 +21,7 @@ import uvloop
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import StreamingResponse
 
-KEEP_ALIVE_S = 75  # app.settings' default keep_alive_s
+KEEP_ALIVE_S = 75  # dev_server.settings' default keep_alive_s
 
 
 def build(canned: dict) -> FastAPI:
@@ -57,7 +57,7 @@ def build(canned: dict) -> FastAPI:
 
 
 def bind(port: int) -> socket.socket:
-    """As ``app.__main__.bind``: proto TCP, so the accepted sockets get TCP_NODELAY."""
+    """As ``dev_server.__main__.bind``: proto TCP, so the accepted sockets get TCP_NODELAY."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

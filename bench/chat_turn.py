@@ -27,9 +27,9 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from app.clock import now_iso  # noqa: E402
-from app.storage.conversations import ConversationStore, Message  # noqa: E402
-from app.storage.libsql import LibSQLStore  # noqa: E402
+from dev_server.clock import now_iso  # noqa: E402
+from dev_server.storage.conversations import ConversationStore, Message  # noqa: E402
+from dev_server.storage.libsql import LibSQLStore  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
 BASELINE_APP = """
@@ -126,7 +126,7 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
         env.update(DEV_SERVER_DATA_DIR=str(data_dir), DEV_SERVER_LOG_LEVEL="warning")
         gateway_port, baseline_port = free_port(), free_port()
-        gateway = start([sys.executable, "-m", "app", "gateway", "--port", str(gateway_port)], gateway_port, env)
+        gateway = start([sys.executable, "-m", "dev_server", "gateway", "--port", str(gateway_port)], gateway_port, env)
         try:
             # TCP_NODELAY as browsers, curl and Node's fetch set it: without it, httpx's
             # separate header and body writes meet the server's delayed ACK (~40 ms a turn).

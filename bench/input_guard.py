@@ -1,4 +1,4 @@
-"""Cost of the input boundary (``app.api.input_guard.InputGuard``) per request.
+"""Cost of the input boundary (``dev_server.api.input_guard.InputGuard``) per request.
 
 Body: a 50 KB ``POST /api/chat`` body as ``DefaultChatTransport`` sends it (40 UI messages
 of text parts, metadata, a few tool parts). Measured in-process, no network: the whole
@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from app.api.input_guard import InputGuard, check_json_body  # noqa: E402
+from dev_server.api.input_guard import InputGuard, check_json_body  # noqa: E402
 
 TARGET_BYTES = 50_000
 

@@ -1,11 +1,11 @@
 """Which client talks to the libsql server (issue 15.1), on one sqld started here: ours
-(``app.storage.remote``: sqld's Hrana HTTP pipeline, statements batched per transaction,
+(``dev_server.storage.remote``: sqld's Hrana HTTP pipeline, statements batched per transaction,
 over the standard library's kept-alive ``http.client``), the same protocol and batching
 over httpx, and the ``libsql`` package's remote mode (run from worker threads, as the
 issue suggests).
 
 Three operations, each timed sequentially and with 16 at once, the baseline being the same
-operation on the embedded file (``app.storage.libsql``) in the same run:
+operation on the embedded file (``dev_server.storage.libsql``) in the same run:
 * a point read (one thread by id);
 * a write transaction of three statements (what storing a turn's messages costs);
 * a read-then-write transaction (the lease's shape: read, decide, write).
@@ -28,8 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.storage.libsql import LibSQLStore  # noqa: E402
-from app.storage.remote import RemoteLibSQLStore  # noqa: E402
+from dev_server.storage.libsql import LibSQLStore  # noqa: E402
+from dev_server.storage.remote import RemoteLibSQLStore  # noqa: E402
 from tests.sqld import Sqld  # noqa: E402
 
 SETUP = ["CREATE TABLE IF NOT EXISTS bench_kv (id INTEGER PRIMARY KEY, thread TEXT, value TEXT)",
@@ -61,8 +61,8 @@ def httpx_ops(url: str, pool: ThreadPoolExecutor) -> dict[str, Callable[[int], A
 
     import orjson
 
-    from app.storage.hrana import JSON_HEADERS, Transaction, answer_of, read_result, statement
-    from app.storage.remote import pipeline_url
+    from dev_server.storage.hrana import JSON_HEADERS, Transaction, answer_of, read_result, statement
+    from dev_server.storage.remote import pipeline_url
 
     class HttpxPipeline:  # what hrana.PipelineClient does, over httpx
         def __init__(self) -> None:

@@ -9,9 +9,9 @@ The same stream is read, in this process, by:
 - ``httpx raw`` (the baseline): one reused ``httpx.AsyncClient``, ``aiter_lines`` and
   ``json.loads`` of each ``data:`` line, the delta text taken out: the least any client does;
 - ``openai SDK``: ``AsyncOpenAI.chat.completions.create(stream=True)``, what litellm calls;
-- ``litellm``: ``litellm.acompletion(stream=True)`` as ``app.llm.client`` calls it (configured
-  by ``app.llm.offline``, ``stream_options.include_usage``, no retries);
-- ``LiteLLMClient``: our provider path, litellm plus our event translation (``app.llm``);
+- ``litellm``: ``litellm.acompletion(stream=True)`` as ``dev_server.llm.client`` calls it (configured
+  by ``dev_server.llm.offline``, ``stream_options.include_usage``, no retries);
+- ``LiteLLMClient``: our provider path, litellm plus our event translation (``dev_server.llm``);
 - ``litellm mock_response``: litellm's own mock stream (no HTTP; it cuts the text into
   3-character chunks), for its wrapper alone.
 
@@ -95,9 +95,9 @@ def readers(base: str) -> dict[str, Reader]:
     import httpx
     from openai import AsyncOpenAI
 
-    from app.llm import ModelRequest, TextDelta
-    from app.llm.client import LiteLLMClient
-    from app.llm.offline import prepare_litellm
+    from dev_server.llm import ModelRequest, TextDelta
+    from dev_server.llm.client import LiteLLMClient
+    from dev_server.llm.offline import prepare_litellm
 
     litellm = prepare_litellm()
     http = httpx.AsyncClient(timeout=30)

@@ -4,7 +4,7 @@ Same run, same client, three shapes of turn:
 
 * ``single``: today's single-call turn: one plain ``llm.stream`` call, read to its finish
   (no loop, no processors, no tools).
-* ``loop, 0 tools``: ``app.agents.loop.run_steps`` over the same client, no tools: one step.
+* ``loop, 0 tools``: ``dev_server.agents.loop.run_steps`` over the same client, no tools: one step.
 * ``loop, 3 tools``: three tools offered; the model calls all three in step 0 (each tool
   answers at once) and answers in step 1: two steps, so the figure is per step.
 
@@ -12,7 +12,7 @@ The loop runs with the runner's real span hooks on a no-op tracer and the histor
 its input processor over an in-memory context, i.e. what a turn adds around each model call.
 The client is either an instant fake (``--client fake``, default: the model costs nothing,
 so the difference is the loop) or the built-in local model (``--client local``: the
-model path is the real one; its cost (``app.llm.local_model``, tiktoken) dwarfs the loop and
+model path is the real one; its cost (``dev_server.llm.local_model``, tiktoken) dwarfs the loop and
 varies with each answer's length, so only the 0-tool line compares like with like there).
 p50/p99 per step and their ratio to the single call are printed.
 Run: .venv/bin/python bench/loop_overhead.py [iterations] [--client fake|local]
@@ -34,10 +34,10 @@ sys.path.insert(0, str(REPO))
 
 from pydantic import BaseModel  # noqa: E402
 
-from app.agents.loop import ReplyParts, run_steps  # noqa: E402
-from app.agents.processors import StepContext  # noqa: E402
-from app.agents.tools import Tool, ToolContext  # noqa: E402
-from app.llm import Finish, ModelRequest, ResolvedModel, TextDelta, ToolCall, Usage  # noqa: E402
+from dev_server.agents.loop import ReplyParts, run_steps  # noqa: E402
+from dev_server.agents.processors import StepContext  # noqa: E402
+from dev_server.agents.tools import Tool, ToolContext  # noqa: E402
+from dev_server.llm import Finish, ModelRequest, ResolvedModel, TextDelta, ToolCall, Usage  # noqa: E402
 
 PIECES = tuple(f" word{i}" for i in range(40))  # a 40-piece answer, as a short real reply streams
 USER = "use the echo_0 tool: hello"  # what the local model needs to call a tool
@@ -97,7 +97,7 @@ async def single_call(llm: Any, model: ResolvedModel) -> int:
 async def loop_turn(llm: Any, model: ResolvedModel, tools: tuple[Tool, ...]) -> int:
     from opentelemetry import trace
 
-    from app.agents.runner import _RunSpans
+    from dev_server.agents.runner import _RunSpans
 
     step = StepContext("bench-agent", "run-1", "bench", thread=None, resource_id=None, agent_tools=tools)
     hooks = _RunSpans(trace.NoOpTracer(), _FakeTurn(), trace.INVALID_SPAN)
@@ -141,8 +141,8 @@ async def main() -> None:
         llm: Any = InstantModel()
         model = await llm.resolve("bench/instant")
     else:
-        from app.llm import LiteLLMClient
-        from app.settings import Settings
+        from dev_server.llm import LiteLLMClient
+        from dev_server.settings import Settings
 
         llm = LiteLLMClient.from_settings(Settings())
         await llm.warm_up()

@@ -3,8 +3,8 @@ and the model's context as small, at turn 2,000 as at turn 10?
 
 chat-agent's memory as the gateway builds it (``Settings`` defaults: messageTokens 30,000,
 observationTokens 40,000, async buffering every 0.2 x 30,000 = 6,000 tokens), its turns
-driven in-process (``TurnRunner.prepare`` + ``run``, as ``app.agents.turns`` does, without
-HTTP) on a real SQLite file, after the server process's warm-up (``app.factory.warm_up``
+driven in-process (``TurnRunner.prepare`` + ``run``, as ``dev_server.agents.turns`` does, without
+HTTP) on a real SQLite file, after the server process's warm-up (``dev_server.factory.warm_up``
 with ``freeze_heap``). The built-in local model answers as actor, observer and reflector
 (``LiteLLMClient(force_local=True)``: no network). User messages rotate through 20
 sentences, each with the turn number, under a new message id.
@@ -19,7 +19,7 @@ Per turn:
   on ``BackgroundWork`` workers (other tasks): not model time of the turn, but they share
   the event loop, so a turn that overlaps one pays for it in its own time. Garbage
   collector pauses inside the turn are shown apart (they are part of its time);
-* the context of the actor's step-0 call: ``app.om.tokens.estimate_tokens`` over each
+* the context of the actor's step-0 call: ``dev_server.om.tokens.estimate_tokens`` over each
   model message's text content, summed (the instructions and observations included).
 
 At the end: the thread's raw size (``count_messages`` over every stored message, and the
@@ -46,18 +46,18 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from app.agents.events import DataPart  # noqa: E402
-from app.agents.registry import DEFINITIONS, AgentRegistry  # noqa: E402
-from app.agents.runner import TurnRunner  # noqa: E402
-from app.api.deps import Readiness  # noqa: E402
-from app.background import BackgroundWork  # noqa: E402
-from app.clock import now_iso  # noqa: E402
-from app.factory import storage_for, warm_up  # noqa: E402
-from app.llm import LiteLLMClient  # noqa: E402
-from app.memory.convert import ui_to_stored  # noqa: E402
-from app.om.tokens import count_messages, estimate_tokens  # noqa: E402
-from app.settings import Settings  # noqa: E402
-from app.storage.conversations import ConversationStore  # noqa: E402
+from dev_server.agents.events import DataPart  # noqa: E402
+from dev_server.agents.registry import DEFINITIONS, AgentRegistry  # noqa: E402
+from dev_server.agents.runner import TurnRunner  # noqa: E402
+from dev_server.api.deps import Readiness  # noqa: E402
+from dev_server.background import BackgroundWork  # noqa: E402
+from dev_server.clock import now_iso  # noqa: E402
+from dev_server.factory import storage_for, warm_up  # noqa: E402
+from dev_server.llm import LiteLLMClient  # noqa: E402
+from dev_server.memory.convert import ui_to_stored  # noqa: E402
+from dev_server.om.tokens import count_messages, estimate_tokens  # noqa: E402
+from dev_server.settings import Settings  # noqa: E402
+from dev_server.storage.conversations import ConversationStore  # noqa: E402
 from bench.report import commit, machine  # noqa: E402
 
 TOPICS = [

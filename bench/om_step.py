@@ -28,13 +28,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from app.agents.processors import StepContext  # noqa: E402
-from app.clock import to_iso  # noqa: E402
-from app.memory.memory import Memory, MemoryOptions  # noqa: E402
-from app.om.tokens import count_message, count_messages  # noqa: E402
-from app.storage.conversations import ConversationStore, Message  # noqa: E402
-from app.storage.libsql import LibSQLStore  # noqa: E402
-from app.storage.om_records import OMRecordStore  # noqa: E402
+from dev_server.agents.processors import StepContext  # noqa: E402
+from dev_server.clock import to_iso  # noqa: E402
+from dev_server.memory.memory import Memory, MemoryOptions  # noqa: E402
+from dev_server.om.tokens import count_message, count_messages  # noqa: E402
+from dev_server.storage.conversations import ConversationStore, Message  # noqa: E402
+from dev_server.storage.libsql import LibSQLStore  # noqa: E402
+from dev_server.storage.om_records import OMRecordStore  # noqa: E402
 
 STEPS = 5
 SENTENCE = ("I would like to plan a trip to Lisbon in the spring with my partner, and we care about food, "

@@ -1,4 +1,4 @@
-"""Speed of Observational Memory's token estimates (``app.om.tokens``).
+"""Speed of Observational Memory's token estimates (``dev_server.om.tokens``).
 
 ``estimate_tokens`` (the tokenx 1.3.0 port) against tiktoken's ``cl100k_base`` encoder, in
 the same run, over a ~2 MB generated corpus of English prose, Python code and JSON (and, as
@@ -8,7 +8,7 @@ reminder that tokenx is an estimate. Then ``count_messages`` over 1,000 stored m
 text, assistant text, tool calls with JSON results, reasoning, data parts): cold (no cached
 estimates: every payload hashed, estimated and its estimate written into the part), warm
 (every estimate read back) and without the cache (``cache=False``: estimated, not hashed).
-tiktoken loads its encodings from litellm's bundled files (``app.llm.offline``), offline.
+tiktoken loads its encodings from litellm's bundled files (``dev_server.llm.offline``), offline.
 Run: .venv/bin/python bench/om_tokens.py [passes]
 """
 
@@ -24,9 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from app.llm.offline import prepare_litellm  # noqa: E402
-from app.om.tokens import count_messages, estimate_tokens  # noqa: E402
-from app.storage.conversations import Message  # noqa: E402
+from dev_server.llm.offline import prepare_litellm  # noqa: E402
+from dev_server.om.tokens import count_messages, estimate_tokens  # noqa: E402
+from dev_server.storage.conversations import Message  # noqa: E402
 
 CORPUS_CHARS = 2_000_000
 WORDS = ("the of and to in is that for it as was with be by on not he this are or his from at which but have an "

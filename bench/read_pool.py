@@ -27,8 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from app.storage.conversations import ConversationStore  # noqa: E402
-from app.storage.libsql import DEFAULT_READERS, LibSQLStore  # noqa: E402
+from dev_server.storage.conversations import ConversationStore  # noqa: E402
+from dev_server.storage.libsql import DEFAULT_READERS, LibSQLStore  # noqa: E402
 
 THREADS_PER_RESOURCE = 100
 RESOURCES = 30

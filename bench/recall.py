@@ -30,13 +30,13 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from app.llm.local_embedder import LocalEmbedder  # noqa: E402
-from app.recall.index import Embedded, VectorIndex, text_hash  # noqa: E402
-from app.recall.indexer import BATCH, Indexer  # noqa: E402
-from app.recall.matrix import VectorCache  # noqa: E402
-from app.recall.service import SemanticIndex  # noqa: E402
-from app.storage.conversations import ConversationStore, Message  # noqa: E402
-from app.storage.libsql import LibSQLStore  # noqa: E402
+from dev_server.llm.local_embedder import LocalEmbedder  # noqa: E402
+from dev_server.recall.index import Embedded, VectorIndex, text_hash  # noqa: E402
+from dev_server.recall.indexer import BATCH, Indexer  # noqa: E402
+from dev_server.recall.matrix import VectorCache  # noqa: E402
+from dev_server.recall.service import SemanticIndex  # noqa: E402
+from dev_server.storage.conversations import ConversationStore, Message  # noqa: E402
+from dev_server.storage.libsql import LibSQLStore  # noqa: E402
 from bench.report import commit, machine  # noqa: E402
 
 NOISE = 0.015  # per dimension: |noise| ~ 0.3, cosine to the pool vector ~0.96

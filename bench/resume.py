@@ -119,7 +119,7 @@ def main() -> None:
         replicas = []
         for name in ("replica-a", "replica-b"):
             port = free_port()
-            replicas.append(Server(name, [sys.executable, "-m", "app", "gateway", "--port", str(port)], port, env,
+            replicas.append(Server(name, [sys.executable, "-m", "dev_server", "gateway", "--port", str(port)], port, env,
                                    log_dir=Path(tmp)))
         a, b = replicas
         db: Path | Sqld = server if server is not None else data / "dev-server.db"

@@ -44,7 +44,7 @@ def gateways(count: int, tmp: Path, db_url: str | None) -> list[Server]:
         env = server_env(tmp / f"data-{i}", free_port(), DEV_SERVER_WORKERS="1", DEV_SERVER_TELEMETRY="false",
                          **({"DEV_SERVER_DB_URL": db_url} if db_url else {}))
         port = free_port()
-        started.append(Server(f"gateway-{i}", [sys.executable, "-m", "app", "gateway", "--port", str(port)],
+        started.append(Server(f"gateway-{i}", [sys.executable, "-m", "dev_server", "gateway", "--port", str(port)],
                               port, env, log_dir=tmp))
     for server in started:
         server.wait_ready()

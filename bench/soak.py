@@ -62,9 +62,9 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from app.clock import now_iso  # noqa: E402
-from app.om.tokens import count_message  # noqa: E402
-from app.storage.conversations import Message  # noqa: E402
+from dev_server.clock import now_iso  # noqa: E402
+from dev_server.om.tokens import count_message  # noqa: E402
+from dev_server.storage.conversations import Message  # noqa: E402
 from bench.chat_turn import store_thread  # noqa: E402
 from bench.report import commit, machine  # noqa: E402
 from bench.servers import Server, server_env  # noqa: E402
@@ -230,8 +230,8 @@ def main() -> None:
                                                              args.om_observation_tokens)) if value}
         env = server_env(data, studio_port, DEV_SERVER_WORKERS=str(workers),
                          BENCH_TRACE_OUT=str(tmp / "gateway.snapshot"), **thresholds)
-        launcher = [str(REPO / "bench" / "traced.py")] if args.trace_memory else ["-m", "app"]
-        studio = Server("studio", [sys.executable, "-m", "app", "studio", "--port", str(studio_port)], studio_port,
+        launcher = [str(REPO / "bench" / "traced.py")] if args.trace_memory else ["-m", "dev_server"]
+        studio = Server("studio", [sys.executable, "-m", "dev_server", "studio", "--port", str(studio_port)], studio_port,
                         env, tmp)
         gateway = Server("gateway", [sys.executable, *launcher, "gateway", "--port", str(gateway_port)],
                          gateway_port, env, tmp)
@@ -306,7 +306,7 @@ def om_activity(db_path: Path, conversations: int) -> str:
 async def seed_history(db_path: Path, thread_id: str, count: int) -> None:
     """``count`` stored messages in the shape of the run's own turns (a user's "hello", the
     local model's answer), stored as the gateway stores them: with their token estimates
-    (``app.om.tokens``), under the resource ``make dev`` uses."""
+    (``dev_server.om.tokens``), under the resource ``make dev`` uses."""
     messages = []
     for i in range(count):
         role = "user" if i % 2 == 0 else "assistant"

@@ -41,11 +41,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import Span  # noqa: E402
 
-from app.observability.otlp_mapping import SPAN_COLUMNS, TRACE_COLUMNS, spans_from_request  # noqa: E402
-from app.observability.where import compile_where  # noqa: E402
-from app.observability.writer import ObservabilityWriter  # noqa: E402
-from app.storage.duckdb_store import DuckDBStore  # noqa: E402
-from app.storage.migrate import apply_duckdb, load_migrations  # noqa: E402
+from dev_server.observability.otlp_mapping import SPAN_COLUMNS, TRACE_COLUMNS, spans_from_request  # noqa: E402
+from dev_server.observability.where import compile_where  # noqa: E402
+from dev_server.observability.writer import ObservabilityWriter  # noqa: E402
+from dev_server.storage.duckdb_store import DuckDBStore  # noqa: E402
+from dev_server.storage.migrate import apply_duckdb, load_migrations  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
 BATCH, TREE, QUERY_SPANS = 512, 8, 1_000_000
@@ -53,9 +53,9 @@ TYPES = ("agent_run", "memory_operation", "model_generation", "model_step", "too
          "memory_operation")
 SERVER = """
 import sys, uvicorn
-from app.api import otlp
-from app.factory import create_app
-from app.settings import Settings
+from dev_server.api import otlp
+from dev_server.factory import create_app
+from dev_server.settings import Settings
 options = {"telemetry": False} if "telemetry" in Settings.model_fields else {}
 class NoModel: pass  # no litellm warm-up competing for the CPU
 app = create_app("studio", Settings(data_dir=sys.argv[1], **options), llm=NoModel())

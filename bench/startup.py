@@ -96,7 +96,7 @@ def main() -> None:
                 results["bare uvicorn app"].setdefault(name, []).append(value)
             for role in ("gateway", "studio"):
                 port = free_port()
-                points = time_start([sys.executable, "-m", "app", role, "--port", str(port)], port, env, role)
+                points = time_start([sys.executable, "-m", "dev_server", role, "--port", str(port)], port, env, role)
                 for name, value in points.items():
                     results[role].setdefault(name, []).append(value)
     baseline = statistics.median(results["bare uvicorn app"]["first /health"])

@@ -28,7 +28,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from app.storage.libsql import LibSQLStore  # noqa: E402
+from dev_server.storage.libsql import LibSQLStore  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
 THREADS, MESSAGES, BIG_THREAD_MESSAGES = 100_000, 1_000_000, 100_000
@@ -100,7 +100,7 @@ def main() -> None:
         print(f"seeded {THREADS} threads, {MESSAGES} messages in {time.perf_counter() - started:.1f}s")
         port = free_port()
         env = {**os.environ, "DEV_SERVER_DATA_DIR": str(data_dir), "DEV_SERVER_LOG_LEVEL": "warning"}
-        studio = subprocess.Popen([sys.executable, "-m", "app", "studio", "--port", str(port)], env=env, cwd=REPO,
+        studio = subprocess.Popen([sys.executable, "-m", "dev_server", "studio", "--port", str(port)], env=env, cwd=REPO,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])

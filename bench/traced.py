@@ -1,4 +1,4 @@
-"""``python -m app`` under tracemalloc, for ``bench/workload.py --trace-memory``.
+"""``python -m dev_server`` under tracemalloc, for ``bench/workload.py --trace-memory``.
 
 The first SIGUSR1 starts tracing (so start-up, litellm's import above all, runs at full
 speed: under tracemalloc it takes minutes); each SIGUSR1 then writes a snapshot (after a
@@ -8,7 +8,7 @@ its peak since the snapshot before, in bytes (a peak that climbs while what stay
 not is a working set that grows, not a leak). Snapshot 0 is taken as tracing starts, so a later one
 holds exactly what was allocated since and is still alive. Tracing slows the server several
 times: its figures are for finding growth, not speed.
-Run: ``python bench/traced.py gateway|studio --port N`` (the arguments of ``python -m app``).
+Run: ``python bench/traced.py gateway|studio --port N`` (the arguments of ``python -m dev_server``).
 """
 
 from __future__ import annotations
@@ -41,6 +41,6 @@ def _dump(*_: object) -> None:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGUSR1, _dump)
-    from app.__main__ import main
+    from dev_server.__main__ import main
 
     sys.exit(main(sys.argv[1:]))

@@ -44,12 +44,12 @@ def main() -> None:
         data.mkdir()
         studio_port = free_port()
         env = server_env(data, studio_port)
-        studio = Server("studio", [sys.executable, "-m", "app", "studio", "--port", str(studio_port)], studio_port, env)
+        studio = Server("studio", [sys.executable, "-m", "dev_server", "studio", "--port", str(studio_port)], studio_port, env)
         studio.wait_ready()
         gateways: dict[int, Server] = {}
         for count in (1, args.workers):
             port = free_port()
-            gateways[count] = Server(f"gateway x{count}", [sys.executable, "-m", "app", "gateway", "--port", str(port)],
+            gateways[count] = Server(f"gateway x{count}", [sys.executable, "-m", "dev_server", "gateway", "--port", str(port)],
                                      port, {**env, "DEV_SERVER_WORKERS": str(count)})
         try:
             for gateway in gateways.values():

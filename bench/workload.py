@@ -143,9 +143,9 @@ def reads(base: str, path: str, count: int) -> list[float]:
 
 
 async def seed_threads(db_path: Path, resource: str, count: int) -> None:
-    from app.storage import message_writes
-    from app.storage.conversations import Thread
-    from app.storage.libsql import LibSQLStore
+    from dev_server.storage import message_writes
+    from dev_server.storage.conversations import Thread
+    from dev_server.storage.libsql import LibSQLStore
 
     db = LibSQLStore(f"file:{db_path}")
     await db.open()
@@ -205,7 +205,7 @@ def growth(before: Path, after: Path, top: int = 12) -> list[str]:
     lines = [f"{sum(s.size_diff for s in stats) / 2**20:+7.2f} MB in all, Python allocations still alive"]
     for stat in stats[:top]:
         frames = list(stat.traceback)  # oldest first: the allocation is the last
-        ours = [where(f) for f in reversed(frames[:-1]) if f.filename.startswith(str(REPO / "app"))][:3]
+        ours = [where(f) for f in reversed(frames[:-1]) if f.filename.startswith(str(REPO / "dev_server"))][:3]
         lines.append(f"{stat.size_diff / 2**20:+7.2f} MB {stat.count_diff:+8d} blocks  {where(frames[-1])}"
                      + (f"  <- {' <- '.join(ours)}" if ours else ""))
     return lines
@@ -257,7 +257,7 @@ def main() -> None:
         studio_port, gateway_port = free_port(), free_port()
         env = server_env(data, studio_port, DEV_SERVER_WORKERS=str(workers),
                          DEV_SERVER_OM_ENABLED="true" if args.om else "false")
-        launcher = [str(REPO / "bench" / "traced.py")] if args.trace_memory else ["-m", "app"]
+        launcher = [str(REPO / "bench" / "traced.py")] if args.trace_memory else ["-m", "dev_server"]
 
         def ours_env(name: str) -> dict[str, str]:
             return {**env, "BENCH_TRACE_OUT": str(tmp_path / f"{name}.snapshot")}

@@ -5,7 +5,7 @@
 
 With a role it probes that role's port (``DEV_SERVER_GATEWAY_PORT`` / ``DEV_SERVER_STUDIO_PORT``,
 defaults 8787 / 4111); without one, whichever of the two answers, so one HEALTHCHECK fits a
-container of either role. Standard library only: ``python -m app health ROLE`` does the same
+container of either role. Standard library only: ``python -m dev_server health ROLE`` does the same
 but imports the whole app (about a second of CPU), too much to pay every few seconds in every
 container. Anything but ``"ok"`` (``"starting"`` while the models warm up, an error, nothing
 listening) exits 1 with one line.

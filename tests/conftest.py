@@ -3,7 +3,7 @@
 Chain: ``data_dir`` (tmp) -> ``settings`` -> app or a real server. Nothing here mocks a
 database. Servers come from one factory (``tests.kit.servers``): ``servers`` (this test's,
 on ``data_dir``) and ``module_servers`` (the module's, on one temp dir) start gateways and
-studios as ``python -m app`` processes or in-process apps; ``start_server`` is the
+studios as ``python -m dev_server`` processes or in-process apps; ``start_server`` is the
 subprocess shorthand.
 """
 
@@ -25,7 +25,7 @@ if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
 
 import pytest  # noqa: E402
 
-from app.settings import Settings
+from dev_server.settings import Settings
 from tests.kit.servers import ProcessServer, Servers, process_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,7 +43,7 @@ def litellm_imported_once() -> None:
     """Import litellm once, up front: apps built in this process warm it up in worker
     threads that outlive their test, and two imports racing in one process can leave
     half-initialised modules behind."""
-    from app.llm import prepare_litellm
+    from dev_server.llm import prepare_litellm
 
     prepare_litellm()
 
@@ -89,7 +89,7 @@ def module_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers
 
 @pytest.fixture
 def start_server(servers: Servers) -> Callable[..., ProcessServer]:
-    """Start ``python -m app ROLE`` on a free port; all are stopped at teardown."""
+    """Start ``python -m dev_server ROLE`` on a free port; all are stopped at teardown."""
 
     def start(role: str, *, env: dict[str, str] | None = None, wait: bool = True, **kwargs) -> ProcessServer:
         return servers.start(role, env=env, wait=wait, **kwargs)
@@ -101,8 +101,8 @@ def start_server(servers: Servers) -> Callable[..., ProcessServer]:
 async def libsql(request: pytest.FixtureRequest, tmp_path: Path):
     """An opened store (migrated), closed afterwards: on a fresh SQLite file, and again on a
     fresh libsql server (sqld), so everything stored there is tested on both."""
-    from app.storage.libsql import LibSQLStore
-    from app.storage.remote import RemoteLibSQLStore
+    from dev_server.storage.libsql import LibSQLStore
+    from dev_server.storage.remote import RemoteLibSQLStore
 
     if request.param == "file":
         store = LibSQLStore(f"file:{tmp_path / 'store.db'}")

@@ -80,8 +80,8 @@ class FakeProvider:
 
     def turn_bodies(self) -> list[dict[str, Any]]:
         """The bodies of chat turns: without the title requests that a reply's background
-        title job may send to the same provider (``app.memory.titles``), at any moment."""
-        from app.memory.titles import TITLE_INSTRUCTIONS
+        title job may send to the same provider (``dev_server.memory.titles``), at any moment."""
+        from dev_server.memory.titles import TITLE_INSTRUCTIONS
 
         opening = TITLE_INSTRUCTIONS.splitlines()[0]
         return [body for body in self.bodies

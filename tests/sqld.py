@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 
-from app.storage.hrana import PipelineClient, read_result, statement
-from app.storage.remote import pipeline_url, ping
+from dev_server.storage.hrana import PipelineClient, read_result, statement
+from dev_server.storage.remote import pipeline_url, ping
 from tests.support import free_port
 
 

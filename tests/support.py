@@ -28,7 +28,7 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """One ``python -m app ROLE`` child process with its output captured to a file; one
+    """One ``python -m dev_server ROLE`` child process with its output captured to a file; one
     worker unless ``env`` sets ``DEV_SERVER_WORKERS``."""
 
     def __init__(self, role: str, *, env: dict[str, str], python: str, port: int | None = None,
@@ -52,7 +52,7 @@ class ServerProcess:
         self.log_path = Path(tempfile.mkstemp(prefix=f"{self.role}-", suffix=".log")[1])
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
-            [self.python, "-m", "app", self.role, "--port", str(self.port), *self.args],
+            [self.python, "-m", "dev_server", self.role, "--port", str(self.port), *self.args],
             cwd=self.cwd, env=self.env, stdout=self._log, stderr=subprocess.STDOUT)
 
     def output(self) -> str:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from app.agents.definition import AgentDefinition
-from app.agents.registry import DEFINITIONS, AgentRegistry
-from app.factory import create_app
-from app.memory.memory import Memory, MemoryOptions
-from app.settings import Settings
+from dev_server.agents.definition import AgentDefinition
+from dev_server.agents.registry import DEFINITIONS, AgentRegistry
+from dev_server.factory import create_app
+from dev_server.memory.memory import Memory, MemoryOptions
+from dev_server.settings import Settings
 
 
 def test_each_memory_factory_runs_once_per_app(settings: Settings):

@@ -22,9 +22,9 @@ from tests.kit.servers import serving
 
 def test_each_apps_log_records_are_exported_by_its_own_telemetry_only(tmp_path: Path,
                                                                      caplog: pytest.LogCaptureFixture) -> None:
-    """Both apps' telemetry listens on the one ``app`` logger: a record is exported by the
+    """Both apps' telemetry listens on the one ``dev_server`` logger: a record is exported by the
     telemetry of the app that logged it, and by that one only."""
-    caplog.set_level(logging.INFO, logger="app")  # "agent run started" is logged at INFO
+    caplog.set_level(logging.INFO, logger="dev_server")  # "agent run started" is logged at INFO
     with serving("studio", tmp_path) as studio:
         with serving("gateway", tmp_path, {"DEV_SERVER_STUDIO_URL": studio.url}) as gateway:
             body = {"conversationId": "from-gateway", "messages": [user_message("g1", "hello")]}

@@ -1,4 +1,4 @@
-"""Authentication on every route, enforced once (app/auth.py ``AuthMiddleware``).
+"""Authentication on every route, enforced once (dev_server/auth.py ``AuthMiddleware``).
 
 With auth on, each process's app is built and served over real HTTP, and every route it
 registers is called with every method it answers: path parameters filled with dummy values,
@@ -17,8 +17,8 @@ import httpx
 import pytest
 from fastapi.routing import iter_route_contexts
 
-from app.factory import create_app
-from app.settings import Settings
+from dev_server.factory import create_app
+from dev_server.settings import Settings
 from tests.support import LiveApp
 
 TOKENS = "ta=alice,tb=bob"
@@ -39,7 +39,7 @@ DUMMY = {"str": "dummy", "path": "dummy/deeper", "int": "1", "float": "1.5", "uu
 
 
 def calls(app) -> list[tuple[str, str, str]]:
-    """(template, method, concrete path) for every method of every HTTP route of ``app``,
+    """(template, method, concrete path) for every method of every HTTP route of ``dev_server``,
     included routers' routes too (FastAPI's ``iter_route_contexts`` flattens them)."""
     found = []
     for route in iter_route_contexts(app.routes):

@@ -1,15 +1,16 @@
-"""Background work (app.background): bounded, deduplicated, drained by the lifespan, in /health."""
+"""Background work (dev_server.background): bounded, deduplicated, drained by the lifespan, in /health."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import logging
 
 import httpx
 import pytest
 
-from app.background import BackgroundWork
-from app.factory import create_app
+from dev_server.background import BackgroundWork
+from dev_server.factory import create_app
 from tests.support import LiveApp
 
 pytestmark = pytest.mark.anyio
@@ -45,7 +46,7 @@ async def test_a_full_queue_drops_the_job_with_a_log_line_and_never_blocks(caplo
     assert work.submit("busy", recorder(done, "busy", gate))
     await asyncio.sleep(0.01)  # the worker took it: the queue is empty again
     assert work.submit("a", recorder(done, "a")) and work.submit("b", recorder(done, "b"))
-    with caplog.at_level(logging.WARNING, logger="app.background"):
+    with caplog.at_level(logging.WARNING, logger="dev_server.background"):
         assert work.submit("c", recorder(done, "c")) is False
     assert "background job c dropped: the queue is full" in caplog.text
     assert work.stats()["dropped"] == 1 and work.stats()["queued"] == 2 and work.stats()["running"] == 1
@@ -77,7 +78,7 @@ async def test_a_failing_job_is_logged_counted_and_the_next_one_runs(caplog) -> 
     async def broken() -> None:
         raise ValueError("no model today")
 
-    with caplog.at_level(logging.WARNING, logger="app.background"):
+    with caplog.at_level(logging.WARNING, logger="dev_server.background"):
         work.submit("broken", broken)
         work.submit("fine", recorder(done, "fine"))
         await work.drain()
@@ -99,7 +100,7 @@ async def test_a_job_still_running_past_the_drain_bound_is_cancelled(caplog) -> 
 
     work.submit("stuck", stuck)
     await asyncio.sleep(0.01)
-    with caplog.at_level(logging.WARNING, logger="app.background"):
+    with caplog.at_level(logging.WARNING, logger="dev_server.background"):
         await work.drain(timeout_s=0.1)
     assert cancelled.is_set() and "1 running and 0 queued jobs cancelled at shutdown" in caplog.text
 
@@ -129,13 +130,18 @@ def test_health_shows_the_background_counts_and_the_lifespan_drains_them(setting
         assert report == {"queued": 0, "running": 0, "done": 0, "failed": 0, "dropped": 0, "deduplicated": 0,
                           "maxQueued": work.max_queued, "byKind": {}}
 
+        release = threading.Event()  # the job runs until the test has seen it running
+
         async def slow() -> None:
-            await asyncio.sleep(0.3)
+            while not release.is_set():
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)  # still running when the shutdown starts
             done.append("slow")
 
         # submitted from the server's own loop, as an output processor does
         asyncio.run_coroutine_threadsafe(_submit(work, "slow", slow), _loop_of(work)).result(5)
         assert httpx.get(f"{live.url}/health").json()["background"]["running"] == 1
+        release.set()
     assert done == ["slow"]  # the shutdown waited for it
 
 

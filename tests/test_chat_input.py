@@ -12,10 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.factory import create_app
-from app.llm import LiteLLMClient
-from app.llm.scripted import Reply, ScriptedModel
-from app.settings import Settings
+from dev_server.factory import create_app
+from dev_server.llm import LiteLLMClient
+from dev_server.llm.scripted import Reply, ScriptedModel
+from dev_server.settings import Settings
 from tests.support import REPO, LiveApp, run_node, sqlite_rows, user_message
 
 GOOD = {"id": "c", "trigger": "submit-message", "messages": [user_message("u1", "hi")]}
@@ -195,8 +195,8 @@ def test_openapi_documents_the_chat_body_as_default_chat_transport_sends_it(sett
 def test_streaming_never_imports_the_agents_layer():
     import ast
 
-    for module in (REPO / "app" / "streaming").glob("*.py"):
+    for module in (REPO / "dev_server" / "streaming").glob("*.py"):
         tree = ast.parse(module.read_text())
         imported = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module]
         imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
-        assert not [name for name in imported if name.startswith("app.agents")], module
+        assert not [name for name in imported if name.startswith("dev_server.agents")], module

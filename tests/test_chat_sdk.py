@@ -4,7 +4,7 @@ Every chunk is validated by the SDK's own ``uiMessageChunkSchema`` inside the tr
 schema violation makes ``ok`` false. This is the module where the chat stream's own format
 is judged (start, steps, text, finish, metadata, the raw SSE framing, errors, a hang-up,
 resume's 204, regenerate and edits as the SDK sends them). Servers are real
-``python -m app gateway`` processes over a temp data dir; the model is the built-in local one.
+``python -m dev_server gateway`` processes over a temp data dir; the model is the built-in local one.
 """
 
 from __future__ import annotations

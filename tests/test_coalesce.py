@@ -1,4 +1,4 @@
-"""``app.streaming.coalesce``: frames ready together leave as one body chunk, frames that
+"""``dev_server.streaming.coalesce``: frames ready together leave as one body chunk, frames that
 come apart leave apart, and closing the joined stream runs the frames' own cleanup."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from sse_starlette import ServerSentEvent
 
-from app.streaming.coalesce import coalesced
+from dev_server.streaming.coalesce import coalesced
 
 pytestmark = pytest.mark.anyio
 

@@ -21,9 +21,9 @@ EARLIER = re.compile(r"I can see (\d+) earlier messages?")
 
 WRITER = """
 import asyncio, sys
-from app.clock import now_iso
-from app.storage.conversations import ConversationStore, Message
-from app.storage.libsql import LibSQLStore
+from dev_server.clock import now_iso
+from dev_server.storage.conversations import ConversationStore, Message
+from dev_server.storage.libsql import LibSQLStore
 
 async def main(url, name, count):
     db = LibSQLStore(url)

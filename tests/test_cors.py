@@ -1,4 +1,4 @@
-"""CORS on both processes, over real HTTP (app/api/cors.py).
+"""CORS on both processes, over real HTTP (dev_server/api/cors.py).
 
 A page on this machine (localhost, 127.0.0.1, [::1], any port) may call either process with
 credentials; any other origin gets no CORS header at all, so a browser lets it read nothing.
@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.factory import create_app
-from app.settings import Settings
+from dev_server.factory import create_app
+from dev_server.settings import Settings
 from tests.kit.studio_ui import CHROMIUM
 from tests.support import LiveApp, run_node
 

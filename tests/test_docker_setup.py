@@ -3,7 +3,7 @@
 - ``docker-compose.yml`` is interpolated as ``docker compose config`` does and validated
   against the Compose Specification's JSON schema (the copy ``check-jsonschema`` vendors
   and keeps current), then cross-checked: references between services, volumes and files,
-  two gateway replicas, settings that ``app/settings.py`` knows, the studio as the only
+  two gateway replicas, settings that ``dev_server/settings.py`` knows, the studio as the only
   owner of the DuckDB file.
 - ``Dockerfile`` is parsed with ``dockerfile-parse``: slim Python 3.11, non-root, the
   Studio build baked in, a HEALTHCHECK that exists in the image; ``.dockerignore`` keeps
@@ -29,7 +29,7 @@ import pytest
 import yaml
 from dockerfile_parse import DockerfileParser
 
-from app.settings import ENV_PREFIX, PROVIDER_VARIABLE, Settings
+from dev_server.settings import ENV_PREFIX, PROVIDER_VARIABLE, Settings
 from tests.kit.compose import (COMPOSE, HEALTHCHECK, NGINX_CONF, app_services, environment, load_compose, needs_nginx,
                                nginx_command, render_nginx, role_of)
 from tests.support import REPO, free_port
@@ -161,7 +161,7 @@ def test_every_app_variable_is_a_setting_and_valid(compose, monkeypatch: pytest.
     for name, service in app_services(load_compose({"OTEL_EXPORTER_OTLP_ENDPOINT": otel} if otel else {})).items():
         env = environment(service)
         unknown = sorted(k for k in env if k not in known and not PROVIDER_VARIABLE.match(k))
-        assert not unknown, f"{name}: {unknown} are not settings of app/settings.py"
+        assert not unknown, f"{name}: {unknown} are not settings of dev_server/settings.py"
         for key in list(os.environ):
             if key.startswith(("DEV_SERVER_", "OTEL_")):
                 monkeypatch.delenv(key)
@@ -172,7 +172,7 @@ def test_every_app_variable_is_a_setting_and_valid(compose, monkeypatch: pytest.
         assert str(settings.data_dir) == "/data"
         if role_of(service) == "gateway":
             assert settings.workers == 2
-            # An empty endpoint leaves the studio as the target (app.observability.telemetry).
+            # An empty endpoint leaves the studio as the target (dev_server.observability.telemetry).
             assert (settings.otel_endpoint or None) == (otel or None)
 
 
@@ -226,13 +226,13 @@ def test_dockerignore_keeps_local_state_out_but_not_what_the_build_copies(docker
             if any(w.startswith("--from=") for w in words):
                 continue
             copied.extend(w for w in words[:-1] if not w.startswith("--"))
-    assert {"pyproject.toml", "README.md", "app", "migrations", "scripts/fetch_studio_ui.sh",
+    assert {"pyproject.toml", "README.md", "dev_server", "migrations", "scripts/fetch_studio_ui.sh",
             "deploy/healthcheck.py"} <= set(copied)
     for source in copied:
         assert (REPO / source).exists(), source
         assert not dockerignored(source), f"{source} is excluded by .dockerignore"
     for local in (".venv", ".temp", ".env", ".git", "studio-ui", "studio-ui/index.html", "node_modules",
-                  "tests/js/node_modules", "app/__pycache__/x.pyc", "deploy/nginx.conf", "tests", "bench"):
+                  "tests/js/node_modules", "dev_server/__pycache__/x.pyc", "deploy/nginx.conf", "tests", "bench"):
         assert dockerignored(local), f"{local} should stay out of the build context"
 
 
@@ -264,7 +264,7 @@ def test_the_health_check_and_entrypoint_run_commands_that_exist(dockerfile):
                for v in values(runtime, "COPY"))
     assert any("chmod 0755 /usr/local/bin/dev-server-healthcheck" in r for r in values(runtime, "RUN"))
     assert HEALTHCHECK.read_text().startswith("#!/usr/bin/env python3\n")
-    assert values(runtime, "ENTRYPOINT") == ['["python", "-m", "app"]']
+    assert values(runtime, "ENTRYPOINT") == ['["python", "-m", "dev_server"]']
     assert values(runtime, "CMD") == ['["gateway"]']
     defaults = Settings()
     assert set(values(runtime, "EXPOSE")[0].split()) == {str(defaults.gateway_port), str(defaults.studio_port)}

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.settings import ENV_PREFIX
+from dev_server.settings import ENV_PREFIX
 from tests.fake_provider import FakeProvider
 from tests.sqld import Sqld
 from tests.support import ServerProcess, free_port, run_node, user_message

@@ -1,4 +1,4 @@
-"""Telemetry's export queue (``app.observability.export_queue``).
+"""Telemetry's export queue (``dev_server.observability.export_queue``).
 
 When the process stops (issue 26, item 5): a gateway started alone (its studio not running,
 or already stopped) took 2-6 s to stop: the queue's final flush went through the OTLP
@@ -19,8 +19,8 @@ import threading
 import time
 from typing import Any
 
-from app.observability.export_queue import ITEM_OVERHEAD, ExportQueue
-from app.observability.telemetry import accepts_connections
+from dev_server.observability.export_queue import ITEM_OVERHEAD, ExportQueue
+from dev_server.observability.telemetry import accepts_connections
 from tests.kit.chat import chat_and_drain
 from tests.kit.traces import wait_for_traces
 from tests.support import free_port

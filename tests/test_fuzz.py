@@ -5,7 +5,7 @@ request shapes of routes that read their input by hand borrowed from the wire co
 (``studio-rest-openapi.json``: query parameters, request bodies) and the AI SDK chat body,
 so generated requests reach the handlers' parsing. Each operation gets a bounded number of
 positive (schema-conforming) and negative (schema-violating) cases from a fixed seed,
-sent to real ``python -m app`` servers answering with the local model.
+sent to real ``python -m dev_server`` servers answering with the local model.
 
 The only check: no 5xx, and every 4xx has a JSON body with an ``error``. Success bodies
 are not read (streams such as ``threads/subscribe`` never end); every call has a timeout.
@@ -29,9 +29,9 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis.generation import GenerationMode
 
-from app.agents.registry import DEFINITIONS
-from app.factory import create_app
-from app.settings import Settings
+from dev_server.agents.registry import DEFINITIONS
+from dev_server.factory import create_app
+from dev_server.settings import Settings
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 """Hand-written hostile requests (issue 9 item 3), one class per test: each is a 4xx JSON
 error naming the field with nothing written, or a repair (lone surrogates -> U+FFFD)
-checked in the SQLite file itself. Real servers: both processes (``python -m app``) over
+checked in the SQLite file itself. Real servers: both processes (``python -m dev_server``) over
 one data directory, the local model answering. Real processes, not threads: a 5000-deep
 body raises RecursionError inside the server, which must not share pytest's interpreter
 (CPython 3.11 then fails pytest's own AST work with "recursion depth mismatch").
@@ -19,8 +19,8 @@ import httpx
 import pytest
 from starlette.requests import Request
 
-from app.api.input_guard import repair_target
-from app.api.studio.query import Query
+from dev_server.api.input_guard import repair_target
+from dev_server.api.studio.query import Query
 from tests.kit.servers import server_fixture
 from tests.support import sqlite_rows, user_message
 

@@ -1,4 +1,4 @@
-"""Keep-alive that clients survive (app/__main__.py: uvicorn's ``timeout_keep_alive``).
+"""Keep-alive that clients survive (dev_server/__main__.py: uvicorn's ``timeout_keep_alive``).
 
 uvicorn's own default closes an idle connection after 5 s without saying so; a Node client
 reusing its pooled socket just then gets ECONNRESET (measured on the old code with pauses

@@ -1,6 +1,6 @@
 """litellm only where a model needs it (issue 26, item 4).
 
-A process whose models all answer locally never imports litellm: ``app.llm.known_providers``
+A process whose models all answer locally never imports litellm: ``dev_server.llm.known_providers``
 says what the common providers need while none of their variables is set. The table is
 checked against the installed litellm here (every model its model map lists, and every
 variable it reads to resolve them), so an upgrade that changes litellm's answer fails these
@@ -22,10 +22,10 @@ from typing import Any
 import httpx
 import pytest
 
-from app.llm import ModelResolver, prepare_litellm
-from app.llm.known_providers import EVERY_PROVIDER, KNOWN_PROVIDERS
-from app.llm.models import _isolated
-from app.settings import collect_provider_env
+from dev_server.llm import ModelResolver, prepare_litellm
+from dev_server.llm.known_providers import EVERY_PROVIDER, KNOWN_PROVIDERS
+from dev_server.llm.models import _isolated
+from dev_server.settings import collect_provider_env
 from tests.support import REPO, free_port, user_message, wait_models_ready
 
 UNKNOWN_MODEL = "a-model-litellm-has-never-heard-of"
@@ -176,8 +176,8 @@ FRESH_PROCESS = textwrap.dedent(
     socket.socket.connect = connect
     socket.getaddrinfo = refuse
 
-    from app.agents.registry import DEFINITIONS
-    from app.llm import LiteLLMClient, ModelRequest
+    from dev_server.agents.registry import DEFINITIONS
+    from dev_server.llm import LiteLLMClient, ModelRequest
 
     def text(events):
         return "".join(getattr(e, "text", "") for e in events)

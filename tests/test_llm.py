@@ -1,4 +1,4 @@
-"""app.llm: model-id mapping, the local model, litellm streaming, error translation, offline start.
+"""dev_server.llm: model-id mapping, the local model, litellm streaming, error translation, offline start.
 
 Async tests run on anyio's pytest plugin (asyncio backend, see conftest). Nothing here touches
 the network: the local model is in-process, and non-local ids use litellm's ``mock_response``.
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from app.llm import (
+from dev_server.llm import (
     Finish,
     LiteLLMClient,
     ModelProviderError,
@@ -28,8 +28,8 @@ from app.llm import (
     prepare_litellm,
     translate,
 )
-from app.llm.local_model import compose_reply
-from app.llm.tokens import count_tokens
+from dev_server.llm.local_model import compose_reply
+from dev_server.llm.tokens import count_tokens
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_KEY = "sk-test-not-a-real-key-0123456789"
@@ -343,7 +343,7 @@ STREAMS = {"litellm": (PROVIDER_MOCK, "openai/gpt-4o-mini", "hi"),
 def opened_streams(litellm: Any, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The generator behind every model stream opened: litellm's stream wrapper's own
     stream for a provider, the local model's generator for the local one."""
-    import app.llm.client as client_module
+    import dev_server.llm.client as client_module
 
     opened: list[Any] = []
     real_acompletion, real_local = litellm.acompletion, client_module.stream_local
@@ -426,15 +426,15 @@ OFFLINE_SCRIPT = textwrap.dedent(
     socket.socket.connect_ex = connect
     socket.getaddrinfo = refuse("getaddrinfo")
 
-    import app.llm
+    import dev_server.llm
     imported_eagerly = "litellm" in sys.modules
     t0 = time.perf_counter()
-    app.llm.prepare_litellm()
+    dev_server.llm.prepare_litellm()
     t1 = time.perf_counter()
 
     async def run():
-        client = app.llm.LiteLLMClient(environ={})
-        request = app.llm.ModelRequest("openai/gpt-4o-mini", [{"role": "user", "content": "hi"}])
+        client = dev_server.llm.LiteLLMClient(environ={})
+        request = dev_server.llm.ModelRequest("openai/gpt-4o-mini", [{"role": "user", "content": "hi"}])
         return [e async for e in client.stream(request)]
 
     events = asyncio.run(run())
@@ -463,7 +463,7 @@ def test_import_and_local_completion_make_no_network_access() -> None:
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report["imported_eagerly"] is False  # importing app.llm does not import litellm
+    assert report["imported_eagerly"] is False  # importing dev_server.llm does not import litellm
     assert report["attempts"] == []
     assert report["control"], "the socket guard did not see a deliberate connection"
     assert report["text"].startswith("[local model] ")

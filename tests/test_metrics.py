@@ -228,7 +228,7 @@ def test_capabilities_when_the_store_is_open(seeded):
 
 
 def test_metrics_are_scoped_to_the_callers_resource(data_dir: Path):
-    from app.auth import service_token
+    from dev_server.auth import service_token
 
     with serve("studio", data_dir, inprocess=True, settings={"telemetry": False, "auth_tokens": "ta=alice,tb=bob"}) \
             as server:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from app.storage.libsql import LibSQLStore
-from app.storage.migrate import load_migrations, split_sqlite_statements
+from dev_server.storage.libsql import LibSQLStore
+from dev_server.storage.migrate import load_migrations, split_sqlite_statements
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,7 +50,7 @@ def test_statement_splitter_keeps_comments_and_semicolons_in_strings():
 def test_two_processes_migrating_a_fresh_file_at_once_apply_each_version_once(tmp_path: Path):
     db = tmp_path / "race.db"
     script = (
-        "import asyncio, sys; from app.storage.libsql import LibSQLStore\n"
+        "import asyncio, sys; from dev_server.storage.libsql import LibSQLStore\n"
         "async def main():\n"
         f"    s = LibSQLStore('file:{db}'); await s.open(); print(s.applied_migrations); await s.close()\n"
         "asyncio.run(main())\n"
@@ -71,7 +71,7 @@ def _open_fresh_files(directory: str, count: int, barrier, failures) -> None:
     process is ready to open it too."""
     import asyncio
 
-    from app.storage.errors import StorageError
+    from dev_server.storage.errors import StorageError
 
     async def main() -> None:
         for i in range(count):
@@ -124,7 +124,7 @@ def _migrate_up_to(path: Path, last_version: int) -> None:
 
 @pytest.mark.anyio
 async def test_search_index_and_thread_agent_are_backfilled_on_upgrade(tmp_path: Path):
-    from app.storage.conversations import ConversationStore
+    from dev_server.storage.conversations import ConversationStore
 
     path = tmp_path / "old.db"
     _migrate_up_to(path, 2)

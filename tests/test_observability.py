@@ -66,7 +66,7 @@ def test_runs_through_both_processes_become_traces_with_mastras_tree(pair):
     step = next(s for s in spans if s["parentSpanId"] == generation["spanId"])
     assert step["spanType"] == "model_step" and step["attributes"]["finishReason"] == "stop"
     history = next(s for s in spans if s["parentSpanId"] == step["spanId"])
-    # chat-agent's window is Observational Memory's processor (app.om.processor)
+    # chat-agent's window is Observational Memory's processor (dev_server.om.processor)
     assert (history["spanType"], history["name"]) == ("processor_run", "input processor: observational-memory")
     assert all(s["threadId"] == "obs-gateway" for s in spans)
     assert {s["serviceName"] for s in spans} == {"dev-server-gateway"}
@@ -150,9 +150,9 @@ def test_the_standard_otlp_variable_points_the_gateway_elsewhere(start_server):
 def test_otlp_targets_follow_the_standard_variables_read_from_the_env_file_too(tmp_path):
     """An OTEL_EXPORTER_OTLP_* value in the .env counts like one in the environment (the
     exporters alone would read only the environment, and post to localhost:4318)."""
-    from app.auth import service_token
-    from app.observability.telemetry import otlp_target
-    from app.settings import Settings
+    from dev_server.auth import service_token
+    from dev_server.observability.telemetry import otlp_target
+    from dev_server.settings import Settings
 
     env_file = tmp_path / ".env"
     env_file.write_text("OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318/\n"
@@ -169,7 +169,7 @@ def test_otlp_targets_follow_the_standard_variables_read_from_the_env_file_too(t
 def test_with_auth_the_gateway_reaches_its_studio_url_with_the_service_token(start_server):
     """Docker compose: the studio is not on localhost; DEV_SERVER_STUDIO_URL names it, and the
     gateway's exporter still authenticates as the service principal there."""
-    from app.auth import service_token
+    from dev_server.auth import service_token
 
     tokens = "ta=alice"
     seen: list[str | None] = []
@@ -217,8 +217,8 @@ TRACES = [  # (trace id, start, entity, metadata, model of its generation span, 
 
 @pytest.fixture(scope="module")
 def queried(tmp_path_factory: pytest.TempPathFactory):
-    from app.factory import create_app
-    from app.settings import Settings
+    from dev_server.factory import create_app
+    from dev_server.settings import Settings
 
     app = create_app("studio", Settings(data_dir=tmp_path_factory.mktemp("query") / "data", telemetry=False))
     with LiveApp(app) as server:

@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
-from app.agents import chat_agent
-from app.agents.registry import DEFINITIONS
-from app.om import temporal
-from app.om.resource import section_id
+from dev_server.agents import chat_agent
+from dev_server.agents.registry import DEFINITIONS
+from dev_server.om import temporal
+from dev_server.om.resource import section_id
 from tests.kit.builders import user_message
 from tests.kit.chat import chat_turn, turn
 from tests.kit.om import FACT, parts, pending, record_row, settled, status

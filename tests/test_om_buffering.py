@@ -11,20 +11,20 @@ from typing import Any
 
 import pytest
 
-from app.agents.events import DataPart
-from app.background import BackgroundWork
-from app.llm import LiteLLMClient
-from app.llm.types import ResolvedModel
-from app.om.activation import Trigger, activate, activation_ratio, chunks_to_activate, interval_crossed, plan
-from app.om.buffering import Buffering, PartSink, QueuedCandidates, safe_prefix
-from app.om.flags import flag_live, settled
-from app.om.config import observational_memory_options
-from app.om.engine import CycleContext, ObservationalMemory
-from app.om.idle import StepModel, auto_ttl_ms, last_activity_ms, last_step_model, provider_changed
-from app.om.temporal import gap_marker
-from app.storage.conversations import ConversationStore, Message, Thread
-from app.storage.libsql import LibSQLStore
-from app.storage.om_records import OMRecord, OMRecordStore
+from dev_server.agents.events import DataPart
+from dev_server.background import BackgroundWork
+from dev_server.llm import LiteLLMClient
+from dev_server.llm.types import ResolvedModel
+from dev_server.om.activation import Trigger, activate, activation_ratio, chunks_to_activate, interval_crossed, plan
+from dev_server.om.buffering import Buffering, PartSink, QueuedCandidates, safe_prefix
+from dev_server.om.flags import flag_live, settled
+from dev_server.om.config import observational_memory_options
+from dev_server.om.engine import CycleContext, ObservationalMemory
+from dev_server.om.idle import StepModel, auto_ttl_ms, last_activity_ms, last_step_model, provider_changed
+from dev_server.om.temporal import gap_marker
+from dev_server.storage.conversations import ConversationStore, Message, Thread
+from dev_server.storage.libsql import LibSQLStore
+from dev_server.storage.om_records import OMRecord, OMRecordStore
 
 FACT = "My name is Ada and I keep bees on the roof of my flat in Leeds."
 
@@ -306,7 +306,7 @@ async def test_a_failing_background_observer_reports_and_never_raises(libsql: Li
 
 
 def test_resource_sections_merge_by_thread_and_date() -> None:
-    from app.om.resource import batches, merge_section, section_id, xxh32
+    from dev_server.om.resource import batches, merge_section, section_id, xxh32
 
     assert [xxh32(b""), xxh32(b"abc"), xxh32(b"Nobody inspects the spammish repetition")] == [
         0x02CC5D05, 0x32D153FF, 0xE2293B2F]

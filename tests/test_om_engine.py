@@ -1,5 +1,5 @@
 """The observation and reflection cycles on a real SQLite file, with the local model as
-observer and reflector (``app.om.engine``): one cycle per record across processes, the
+observer and reflector (``dev_server.om.engine``): one cycle per record across processes, the
 reflector's escalation, failures that leave the record as it was."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from app.llm import LiteLLMClient
-from app.om.config import observational_memory_options
-from app.om.engine import CycleContext, ObservationalMemory
-from app.om.tokens import count_messages
-from app.storage.conversations import ConversationStore, Message, Thread
-from app.storage.libsql import LibSQLStore
-from app.storage.om_records import OMRecordStore
+from dev_server.llm import LiteLLMClient
+from dev_server.om.config import observational_memory_options
+from dev_server.om.engine import CycleContext, ObservationalMemory
+from dev_server.om.tokens import count_messages
+from dev_server.storage.conversations import ConversationStore, Message, Thread
+from dev_server.storage.libsql import LibSQLStore
+from dev_server.storage.om_records import OMRecordStore
 
 pytestmark = pytest.mark.anyio
 FACT = "My name is Ada and I keep bees on the roof of my flat in Leeds."

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from app.agents import chat_agent
-from app.memory.memory import MemoryOptions
-from app.memory.working_document import WorkingMemoryOptions
-from app.om.config import observational_memory_options
-from app.om.extract import take_inline_values
-from app.om.parsing import parse_observer_output
-from app.om.prompts import observer_system_prompt, reflector_system_prompt
-from app.settings import Settings
+from dev_server.agents import chat_agent
+from dev_server.memory.memory import MemoryOptions
+from dev_server.memory.working_document import WorkingMemoryOptions
+from dev_server.om.config import observational_memory_options
+from dev_server.om.extract import take_inline_values
+from dev_server.om.parsing import parse_observer_output
+from dev_server.om.prompts import observer_system_prompt, reflector_system_prompt
+from dev_server.settings import Settings
 from tests.kit.chat import turn
 from tests.kit.om import FACT, parts, settled, stored_messages, thread_om
 from tests.kit.om_agents import EXTRACTORS, PinnedMemory, Summary, broken, extracting_agent

@@ -14,9 +14,9 @@ from typing import Any
 
 import httpx
 
-from app.agents import chat_agent
-from app.memory.memory import Memory, MemoryOptions
-from app.om.models import ModelByInputTokens
+from dev_server.agents import chat_agent
+from dev_server.memory.memory import Memory, MemoryOptions
+from dev_server.om.models import ModelByInputTokens
 from tests.kit.chat import turn
 from tests.kit.om import FACT
 from tests.kit.servers import InProcessServer, serve

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from app.llm import LiteLLMClient
-from app.om.config import observational_memory_options
-from app.om.manual import ObservationalMemory, as_message
-from app.om.models import ModelByInputTokens, ModelWithRetries, parse_model_choice
-from app.storage.conversations import ConversationStore, Thread
-from app.storage.libsql import LibSQLStore
+from dev_server.llm import LiteLLMClient
+from dev_server.om.config import observational_memory_options
+from dev_server.om.manual import ObservationalMemory, as_message
+from dev_server.om.models import ModelByInputTokens, ModelWithRetries, parse_model_choice
+from dev_server.storage.conversations import ConversationStore, Thread
+from dev_server.storage.libsql import LibSQLStore
 from tests.fake_provider import FakeProvider
 
 FACT = "My name is Ada Lovelace and I am planning a hiking trip to the Alps with my two kids next summer."

@@ -1,4 +1,4 @@
-"""A model answer is checked before it becomes memory (``app.om.output_check``, issue 25).
+"""A model answer is checked before it becomes memory (``dev_server.om.output_check``, issue 25).
 
 An observer or reflector answer that is not observations (prose, a refusal, an empty block,
 repetition, a reflection far too small) is a failed cycle: a ``-failed`` part naming the
@@ -6,7 +6,7 @@ problem, the record as it was, retried where the cycle retries (the observer onc
 reflector a compression level up). Also: a manual observe while buffered chunks wait does
 not get their messages into the log twice. Real SQLite files; the local model observes and
 reflects (its ``[[observer-*]]`` / ``[[reflector-*]]`` triggers pick the bad answers), and
-a ``ScriptedModel`` (``app.llm.scripted``) puts chosen answers in front of it for the retry tests.
+a ``ScriptedModel`` (``dev_server.llm.scripted``) puts chosen answers in front of it for the retry tests.
 """
 
 from __future__ import annotations
@@ -18,23 +18,23 @@ from typing import Any
 
 import pytest
 
-from app.agents.events import DataPart
-from app.agents.processors import StepContext
-from app.background import BackgroundWork
-from app.llm import LiteLLMClient, LLMClient
-from app.llm.scripted import Reply, ScriptedModel
-from app.llm.types import Usage
-from app.om import manual
-from app.om.activation import Trigger, activate
-from app.om.buffering import Buffering, PartSink
-from app.om.config import observational_memory_options
-from app.om.engine import CycleContext, ObservationalMemory
-from app.om.flags import settled
-from app.om.output_check import format_problem, reflection_problem
-from app.om.tokens import count_messages, estimate_tokens
-from app.storage.conversations import ConversationStore, Message, Thread
-from app.storage.libsql import LibSQLStore
-from app.storage.om_records import OMRecordStore
+from dev_server.agents.events import DataPart
+from dev_server.agents.processors import StepContext
+from dev_server.background import BackgroundWork
+from dev_server.llm import LiteLLMClient, LLMClient
+from dev_server.llm.scripted import Reply, ScriptedModel
+from dev_server.llm.types import Usage
+from dev_server.om import manual
+from dev_server.om.activation import Trigger, activate
+from dev_server.om.buffering import Buffering, PartSink
+from dev_server.om.config import observational_memory_options
+from dev_server.om.engine import CycleContext, ObservationalMemory
+from dev_server.om.flags import settled
+from dev_server.om.output_check import format_problem, reflection_problem
+from dev_server.om.tokens import count_messages, estimate_tokens
+from dev_server.storage.conversations import ConversationStore, Message, Thread
+from dev_server.storage.libsql import LibSQLStore
+from dev_server.storage.om_records import OMRecordStore
 
 pytestmark = pytest.mark.anyio
 FACT = "My name is Ada and I keep bees on the roof of my flat in Leeds."

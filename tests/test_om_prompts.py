@@ -1,4 +1,4 @@
-"""app.om.prompts, app.om.transcript, app.om.parsing: what the observer and reflector are told,
+"""dev_server.om.prompts, dev_server.om.transcript, dev_server.om.parsing: what the observer and reflector are told,
 how history is shown to the observer, and how their answers are read (Mastra's Observational Memory contract §4).
 
 Pure functions, no model: transcripts are built from ``Message`` values in UTC.
@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from app.om.parsing import (detect_degenerate_repetition, parse_observer_output, parse_reflector_output,
+from dev_server.om.parsing import (detect_degenerate_repetition, parse_observer_output, parse_reflector_output,
                             sanitize_observation_lines)
-from app.om.prompts import (COMPRESSION_GUIDANCE, HISTORY_HEADING, OBSERVER_IDENTITY, PREVIOUS_OBSERVATIONS_HEADING,
+from dev_server.om.prompts import (COMPRESSION_GUIDANCE, HISTORY_HEADING, OBSERVER_IDENTITY, PREVIOUS_OBSERVATIONS_HEADING,
                             PRIOR_METADATA_HEADING, REFLECT_HEADING, REFLECTOR_IDENTITY, TASK_HEADING,
                             observer_messages, observer_system_prompt, reflection_max_level, reflection_start_level,
                             reflector_messages, reflector_system_prompt)
-from app.om.transcript import TOOL_OUTPUT_TOKEN_CAP, attachment_parts, format_transcript
-from app.storage.conversations import Message
+from dev_server.om.transcript import TOOL_OUTPUT_TOKEN_CAP, attachment_parts, format_transcript
+from dev_server.storage.conversations import Message
 
 PNG = "data:image/png;base64,iVBORw0KGgo="
 PDF = "data:application/pdf;base64,JVBERi0x"

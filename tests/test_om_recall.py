@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from app.memory.memory import Memory
-from app.om.groups import parse_groups
-from app.om.recall_tool import Caller, Recall, RecallInput
-from app.storage.libsql import LibSQLStore
+from dev_server.memory.memory import Memory
+from dev_server.om.groups import parse_groups
+from dev_server.om.recall_tool import Caller, Recall, RecallInput
+from dev_server.storage.libsql import LibSQLStore
 from tests.kit.builders import stored_data, stored_text, stored_tool_invocation
 from tests.kit.chat import reply_text, turn
 from tests.kit.om import FACT, HEX16
@@ -233,8 +233,8 @@ def test_the_model_calls_recall_in_a_real_turn_and_reads_what_was_observed(tmp_p
 
 @anyio
 async def test_search_by_meaning_reports_the_group_holding_each_hit(libsql: LibSQLStore) -> None:
-    from app.llm.embeddings import local_embedder
-    from app.recall.service import SemanticIndex
+    from dev_server.llm.embeddings import local_embedder
+    from dev_server.recall.service import SemanticIndex
 
     texts = ["The weather was grey all week.", FACT, "Our kettle broke again.", "Football on Sunday.",
              "I repainted the kitchen.", "Dinner was pasta."]
@@ -260,7 +260,7 @@ async def test_search_by_meaning_reports_the_group_holding_each_hit(libsql: LibS
 
 @anyio
 async def test_resource_scope_keeps_a_group_per_thread_and_search_finds_it(libsql: LibSQLStore) -> None:
-    from app.om.resource import observe_resource
+    from dev_server.om.resource import observe_resource
 
     trip = [stored_text("a1", "user", FACT, 1, thread="trip"), stored_text("a2", "assistant", "Lovely.", 2,
                                                                              thread="trip")]

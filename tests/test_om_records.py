@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
-from app.storage.conversations import ConversationStore, Message, Thread
-from app.storage.libsql import LibSQLStore
-from app.storage.om_records import OMRecordStore, lookup_key, thread_om
-from app.om.window import drop_observed, has_incomplete_tool_calls, unobserved
+from dev_server.storage.conversations import ConversationStore, Message, Thread
+from dev_server.storage.libsql import LibSQLStore
+from dev_server.storage.om_records import OMRecordStore, lookup_key, thread_om
+from dev_server.om.window import drop_observed, has_incomplete_tool_calls, unobserved
 
 pytestmark = pytest.mark.anyio
 
@@ -92,7 +92,7 @@ def text(value: str) -> dict:
 
 
 def test_unobserved_follows_the_cursor_the_ids_and_the_markers() -> None:
-    from app.storage.om_records import OMRecord
+    from dev_server.storage.om_records import OMRecord
 
     record = OMRecord("id", "thread:t", "thread", "r", "t", "initial", {}, "", "",
                       last_observed_at="2026-01-01T10:00:00.000Z", observed_message_ids=["tie-observed"])

@@ -15,14 +15,14 @@ from typing import Any
 import httpx
 import pytest
 
-from app.agents import chat_agent
-from app.llm import LiteLLMClient
-from app.memory.memory import Memory, MemoryOptions
-from app.memory.working_document import WorkingMemoryOptions
-from app.om.manual import as_message
-from app.om.prompts import SHARED_SECTIONS_NOTE, observer_messages, observer_system_prompt
-from app.storage.conversations import ConversationStore, Thread
-from app.storage.libsql import LibSQLStore
+from dev_server.agents import chat_agent
+from dev_server.llm import LiteLLMClient
+from dev_server.memory.memory import Memory, MemoryOptions
+from dev_server.memory.working_document import WorkingMemoryOptions
+from dev_server.om.manual import as_message
+from dev_server.om.prompts import SHARED_SECTIONS_NOTE, observer_messages, observer_system_prompt
+from dev_server.storage.conversations import ConversationStore, Thread
+from dev_server.storage.libsql import LibSQLStore
 from tests.kit.chat import turn
 from tests.kit.om import FACT, parts
 from tests.kit.om_agents import EXTRACTORS, PinnedMemory, Summary

@@ -12,9 +12,9 @@ from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
 from pydantic import BaseModel
 
-from app.errors import install_error_handlers
-from app.factory import create_app
-from app.settings import Settings
+from dev_server.errors import install_error_handlers
+from dev_server.factory import create_app
+from dev_server.settings import Settings
 from tests.support import LiveApp
 
 # Routes that are not API operations: the Studio's web app (SPA fallback, hot-reload probe)

@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.agents.agent_tools import ask_agent_tool
-from app.agents.tools import ToolContext, execute
+from dev_server.agents.agent_tools import ask_agent_tool
+from dev_server.agents.tools import ToolContext, execute
 from tests.kit.servers import server_fixture
 from tests.support import sqlite_rows
 
@@ -137,11 +137,11 @@ async def test_an_ask_tool_outside_a_turn_is_a_tool_error_not_a_crash() -> None:
 
 @pytest.mark.anyio
 async def test_agents_asking_each_other_in_a_cycle_stop_at_the_depth_limit(tmp_path: Path) -> None:
-    from app.agents.definition import AgentDefinition
-    from app.agents.registry import AgentRegistry
-    from app.agents.runner import MAX_ASK_DEPTH, TurnRunner
-    from app.llm.client import LiteLLMClient
-    from app.storage.conversations import ConversationStore
+    from dev_server.agents.definition import AgentDefinition
+    from dev_server.agents.registry import AgentRegistry
+    from dev_server.agents.runner import MAX_ASK_DEPTH, TurnRunner
+    from dev_server.llm.client import LiteLLMClient
+    from dev_server.storage.conversations import ConversationStore
 
     loopy = AgentDefinition(id="loopy", name="Loopy", instructions="Ask yourself.", model="openai/gpt-4o-mini",
                             tools=(ask_agent_tool("loopy", "Ask loopy."),))

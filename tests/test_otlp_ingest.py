@@ -23,11 +23,11 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from app.api import otlp
-from app.observability.otlp_mapping import SPAN_COLUMNS, TRACE_COLUMNS, input_preview, spans_from_request
-from app.observability.writer import ObservabilityWriter, RowsRejected, Written
-from app.settings import Settings
-from app.storage.duckdb_store import DuckDBStore
+from dev_server.api import otlp
+from dev_server.observability.otlp_mapping import SPAN_COLUMNS, TRACE_COLUMNS, input_preview, spans_from_request
+from dev_server.observability.writer import ObservabilityWriter, RowsRejected, Written
+from dev_server.settings import Settings
+from dev_server.storage.duckdb_store import DuckDBStore
 from tests.kit.servers import serve, server_fixture
 from tests.kit.traces import SPAN_HEX, TRACE_HEX, json_request, log_request, rows
 
@@ -346,7 +346,7 @@ def test_a_log_batch_sent_twice_in_either_encoding_is_stored_once(studio):
 async def test_migration_0002_folds_rows_stored_twice_and_keys_the_tables(tmp_path: Path):
     import duckdb
 
-    from app.storage.migrate import apply_duckdb, load_migrations
+    from dev_server.storage.migrate import apply_duckdb, load_migrations
 
     path = tmp_path / "old.duckdb"
     con = duckdb.connect(str(path))

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from app import paths
-from app.settings import Settings
+from dev_server import paths
+from dev_server.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 PRINT_PATHS = (
-    "import json; from app.settings import Settings; s = Settings.load(); "
+    "import json; from dev_server.settings import Settings; s = Settings.load(); "
     "print(json.dumps([str(s.resolved_data_dir), s.default_db_url, s.observability_db_url]))"
 )
 
@@ -24,9 +24,9 @@ def test_package_root_is_found_from_the_module_directory():
     assert paths.resolve_data_dir(None) == REPO / ".temp"
 
 
-@pytest.mark.parametrize("cwd", ["/", "tests", "app", "tmp"])
+@pytest.mark.parametrize("cwd", ["/", "tests", "dev_server", "tmp"])
 def test_subprocess_from_any_cwd_resolves_the_same_files(cwd: str, tmp_path: Path):
-    directory = {"/": Path("/"), "tests": REPO / "tests", "app": REPO / "app", "tmp": tmp_path}[cwd]
+    directory = {"/": Path("/"), "tests": REPO / "tests", "dev_server": REPO / "dev_server", "tmp": tmp_path}[cwd]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", PRINT_PATHS], cwd=directory, env=env,
                          capture_output=True, text=True, check=True).stdout
@@ -37,7 +37,7 @@ def test_subprocess_from_any_cwd_resolves_the_same_files(cwd: str, tmp_path: Pat
 
 
 def test_without_source_tree_the_error_names_the_variable(tmp_path: Path):
-    installed = tmp_path / "site-packages" / "app"
+    installed = tmp_path / "site-packages" / "dev_server"
     installed.mkdir(parents=True)
     assert paths.find_package_root(installed) is None
     with pytest.raises(paths.PathError, match="DEV_SERVER_DATA_DIR"):

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.storage.migrate import load_migrations
+from dev_server.storage.migrate import load_migrations
 from tests.kit.cli import assert_one_error_line, run_cli
 from tests.support import REPO, free_port
 
@@ -41,7 +41,7 @@ def test_started_from_another_cwd_writes_nothing_there(start_server, tmp_path: P
     server.stop()
     assert list(cwd.iterdir()) == []
     assert (data_dir / "dev-server.db").exists()
-    assert not list((REPO / "app").rglob("*.db"))
+    assert not list((REPO / "dev_server").rglob("*.db"))
 
 
 def wait_ready(url: str, timeout: float = 60) -> dict:

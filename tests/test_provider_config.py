@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.llm import LiteLLMClient, ModelProviderError, ModelRequest, ModelResolver, prepare_litellm
-from app.settings import Settings, SettingsError, collect_provider_env
+from dev_server.llm import LiteLLMClient, ModelProviderError, ModelRequest, ModelResolver, prepare_litellm
+from dev_server.settings import Settings, SettingsError, collect_provider_env
 from tests.fake_provider import REPLY, FakeProvider
 from tests.support import sqlite_rows, user_message, wait_models_ready
 from tests.kit.servers import serving
@@ -141,7 +141,7 @@ def fake() -> Iterator[FakeProvider]:
 
 
 def test_start_logs_and_health_name_the_local_fallback(data_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="app")
+    caplog.set_level(logging.INFO, logger="dev_server")
     with serving("gateway", data_dir, {"DEV_SERVER_TELEMETRY": "false"}) as gateway:
         models = httpx.get(f"{gateway.url}/health", timeout=10).json()["models"]
         chat_agent = models["agents"]["chat-agent"]

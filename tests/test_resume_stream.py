@@ -173,9 +173,9 @@ def test_with_resume_off_a_hang_up_interrupts_the_reply_and_nothing_is_recorded(
 
 @pytest.mark.anyio
 async def test_the_recorder_writes_frames_in_batches_not_one_transaction_each(tmp_path: Path):
-    from app.storage.libsql import LibSQLStore
-    from app.storage.stream_log import StreamLog, StreamOwner
-    from app.streaming.recorder import StreamRecorder
+    from dev_server.storage.libsql import LibSQLStore
+    from dev_server.storage.stream_log import StreamLog, StreamOwner
+    from dev_server.streaming.recorder import StreamRecorder
 
     store = LibSQLStore(f"file:{tmp_path / 'db.sqlite'}")
     await store.open()

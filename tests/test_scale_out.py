@@ -1,5 +1,5 @@
 """Scale-out (issue 15, items 1, 2 and the faults): two gateway replicas and the studio,
-real ``python -m app`` processes, on one real libsql server (sqld). Chat through the real
+real ``python -m dev_server`` processes, on one real libsql server (sqld). Chat through the real
 ``ai`` package alternating between replicas, the studio judged by the real
 ``@mastra/client-js``, ownership with auth on, and sqld restarted or frozen under load."""
 
@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.settings import Settings
-from app.storage.migrate import load_migrations
+from dev_server.settings import Settings
+from dev_server.storage.migrate import load_migrations
 from tests.kit.builders import ui_message
 from tests.kit.chat import chat_turn, post_chat, reply_text, resume, streamed_text
 from tests.kit.servers import ProcessServer, make_server, serve
@@ -202,8 +202,8 @@ def test_a_replica_killed_mid_reply_resumes_on_another_with_what_it_sent(topolog
 
 @pytest.mark.anyio
 async def test_a_server_that_wants_a_token_gets_the_configured_one(tmp_path: Path) -> None:
-    from app.storage.errors import StorageError
-    from app.storage.remote import RemoteLibSQLStore
+    from dev_server.storage.errors import StorageError
+    from dev_server.storage.remote import RemoteLibSQLStore
 
     with Sqld(tmp_path / "sqld", auth=True) as sqld:
         for token in (None, "not-a-token"):

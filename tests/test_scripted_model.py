@@ -1,4 +1,4 @@
-"""The scripted model (``app.llm.scripted``): the model double the tests script the seam with.
+"""The scripted model (``dev_server.llm.scripted``): the model double the tests script the seam with.
 
 Through real turns (the gateway in-process behind a real uvicorn, real SQLite files, the
 real calculator tool): a scripted text is streamed and stored, a scripted tool call runs
@@ -22,12 +22,12 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from app.agents.registry import DEFINITIONS
-from app.factory import create_app, model_layer
-from app.llm import LiteLLMClient, ModelProviderError, ModelRequest, TextDelta
-from app.llm.errors import provider_error
-from app.llm.scripted import Call, Reply, ScriptedModel
-from app.settings import Settings, SettingsError
+from dev_server.agents.registry import DEFINITIONS
+from dev_server.factory import create_app, model_layer
+from dev_server.llm import LiteLLMClient, ModelProviderError, ModelRequest, TextDelta
+from dev_server.llm.errors import provider_error
+from dev_server.llm.scripted import Call, Reply, ScriptedModel
+from dev_server.settings import Settings, SettingsError
 from tests.support import LiveApp, frames_of, sqlite_rows, ui_chunks, user_message
 
 CHAT_AGENT_INSTRUCTIONS = next(a.instructions for a in DEFINITIONS if a.id == "chat-agent")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from app.settings import ENV_PREFIX, Settings, SettingsError
+from dev_server.settings import ENV_PREFIX, Settings, SettingsError
 from tests.support import REPO
 
 
@@ -87,5 +87,5 @@ def test_every_setting_has_help_and_a_row_in_the_readme_settings_table():
         if field.validation_alias or field.exclude:  # OTEL_* and the provider variables: described as families
             continue
         variable = ENV_PREFIX + name.upper()
-        assert field.description, f"{variable} has no help line in app/settings.py"
+        assert field.description, f"{variable} has no help line in dev_server/settings.py"
         assert variable in documented, f"{variable} is missing from the README's settings table"

@@ -1,4 +1,4 @@
-"""Slow clients and floods against a real gateway process (``app.connection_limits``).
+"""Slow clients and floods against a real gateway process (``dev_server.connection_limits``).
 
 Read deadlines: a connection that sends half a request line and headers, or its headers
 with a ``Content-Length`` and then only part of the body, is answered 408 (JSON) and

@@ -11,7 +11,7 @@ import json
 
 import httpx
 
-from app.auth import service_token
+from dev_server.auth import service_token
 from tests.kit.servers import server_fixture
 from tests.kit.traces import json_request, log_request, rows
 

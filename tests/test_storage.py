@@ -8,12 +8,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from app.clock import now_iso
-from app.factory import storage_for
-from app.settings import Settings
-from app.storage.composite import OBSERVABILITY, CompositeStore, DomainUnavailable
-from app.storage.conversations import ConversationStore, Message
-from app.storage.duckdb_store import DuckDBStore
+from dev_server.clock import now_iso
+from dev_server.factory import storage_for
+from dev_server.settings import Settings
+from dev_server.storage.composite import OBSERVABILITY, CompositeStore, DomainUnavailable
+from dev_server.storage.conversations import ConversationStore, Message
+from dev_server.storage.duckdb_store import DuckDBStore
 from tests.support import sqlite_rows
 
 pytestmark = pytest.mark.anyio
@@ -132,7 +132,7 @@ async def test_conversations_insert_once_page_and_cursor(settings: Settings):
 
 
 async def test_corrupt_default_database_is_a_clear_storage_error(settings: Settings, data_dir: Path):
-    from app.storage.errors import StorageError
+    from dev_server.storage.errors import StorageError
 
     data_dir.mkdir(parents=True)
     (data_dir / "dev-server.db").write_bytes(b"garbage" * 1000)
@@ -172,8 +172,8 @@ async def test_thread_message_count_stays_exact(settings: Settings):
 async def test_thread_pages_with_tied_timestamps_read_the_index_in_order(settings: Settings, data_dir: Path):
     """Threads created in one transaction share created_at; a page must still come straight
     from an index (no sort of every tied row) and in (created_at, id) order."""
-    from app.storage import message_writes
-    from app.storage.conversations import Thread
+    from dev_server.storage import message_writes
+    from dev_server.storage.conversations import Thread
 
     storage = storage_for("gateway", settings)
     await storage.open()
@@ -246,7 +246,7 @@ async def fail_on_insert_of(path: Path, message_id: str) -> None:
 
 
 async def test_a_turn_that_fails_half_way_writes_nothing(settings: Settings, data_dir: Path):
-    from app.memory.memory import Memory
+    from dev_server.memory.memory import Memory
 
     storage = storage_for("gateway", settings)
     await storage.open()
@@ -274,7 +274,7 @@ async def test_a_turn_that_fails_half_way_writes_nothing(settings: Settings, dat
 
 
 async def test_clone_and_save_messages_are_all_or_nothing(settings: Settings, data_dir: Path):
-    from app.storage.conversations import MessageNotVisible, Thread
+    from dev_server.storage.conversations import MessageNotVisible, Thread
 
     storage = storage_for("gateway", settings)
     await storage.open()
@@ -307,7 +307,7 @@ async def test_clone_and_save_messages_are_all_or_nothing(settings: Settings, da
 async def test_readers_are_handed_out_first_come_first_served(settings: Settings):
     import asyncio
 
-    from app.storage.libsql import LibSQLStore
+    from dev_server.storage.libsql import LibSQLStore
 
     db = LibSQLStore(settings.default_db_url, readers=1)
     await db.open()
@@ -328,7 +328,7 @@ async def test_readers_are_handed_out_first_come_first_served(settings: Settings
 
 
 async def test_stored_messages_are_read_fast_and_repaired(libsql) -> None:
-    from app.storage.conversations import Thread
+    from dev_server.storage.conversations import Thread
 
     store = ConversationStore(libsql)
     await store.save_thread(Thread("t", "r"))
@@ -347,7 +347,7 @@ async def test_thread_metadata_with_non_finite_numbers_is_stored_as_null(libsql)
     """A metadata update the server makes itself (OM's extracted values come from a model's
     JSON) is valid JSON in the column: an infinity there would make every later metadata
     filter (json_extract) fail."""
-    from app.storage.conversations import Thread
+    from dev_server.storage.conversations import Thread
 
     store = ConversationStore(libsql)
     await store.save_thread(Thread("t-nf", "r"))

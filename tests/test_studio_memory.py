@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.settings import Settings
+from dev_server.settings import Settings
 from tests.kit.chat import chat_turn
 from tests.kit.servers import in_process, server_fixture
 from tests.support import sqlite_rows, user_message

@@ -11,7 +11,7 @@ import json
 import httpx
 import pytest
 
-from app.settings import Settings
+from dev_server.settings import Settings
 from tests.kit.servers import in_process, server_fixture
 from tests.support import user_message
 

@@ -1,4 +1,4 @@
-"""The real Mastra Studio served by the studio process (app/api/studio/ui.py).
+"""The real Mastra Studio served by the studio process (dev_server/api/studio/ui.py).
 
 Fast tests run the router in a small app over a fake build (placeholders, one hashed asset)
 and over a real uvicorn socket for the path-traversal cases, which must reach the server
@@ -21,8 +21,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app.api.studio.ui import studio_ui_router
-from app.errors import install_error_handlers
+from dev_server.api.studio.ui import studio_ui_router
+from dev_server.errors import install_error_handlers
 from tests.kit.studio_ui import CHROMIUM, FETCH, UI_DIR, chat_through_gateway, ensure_studio_build, run_studio
 from tests.support import LiveApp
 

@@ -1,4 +1,4 @@
-"""Thread titles (app.memory.titles): generated in the background after the first exchange.
+"""Thread titles (dev_server.memory.titles): generated in the background after the first exchange.
 
 Through live apps (in this process, over real HTTP): the studio's thread list read by the
 real ``@mastra/client-js`` (``memory_threads.mjs``), and a gateway client that hangs up
@@ -16,14 +16,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.background import BackgroundWork
-from app.clock import now_iso
-from app.factory import storage_for
-from app.llm import LiteLLMClient, ResolvedModel
-from app.llm.scripted import Reply, ScriptedModel
-from app.memory.memory import Memory, MemoryOptions
-from app.memory.titles import TitleGenerator, clean_title
-from app.storage.conversations import ConversationStore, Message
+from dev_server.background import BackgroundWork
+from dev_server.clock import now_iso
+from dev_server.factory import storage_for
+from dev_server.llm import LiteLLMClient, ResolvedModel
+from dev_server.llm.scripted import Reply, ScriptedModel
+from dev_server.memory.memory import Memory, MemoryOptions
+from dev_server.memory.titles import TitleGenerator, clean_title
+from dev_server.storage.conversations import ConversationStore, Message
 from tests.support import run_node, sqlite_rows, user_message
 from tests.kit.servers import serving
 
@@ -162,7 +162,7 @@ async def test_nothing_is_written_for_a_deleted_thread(memory: Memory, settings)
 
 @pytest.mark.anyio
 async def test_a_failing_title_model_is_logged_and_forgotten(memory: Memory, caplog) -> None:
-    from app.agents.processors import ReplyContext
+    from dev_server.agents.processors import ReplyContext
 
     work = memory.background
     await work.start()
@@ -172,7 +172,7 @@ async def test_a_failing_title_model_is_logged_and_forgotten(memory: Memory, cap
                     content={"format": 2, "parts": []}, created_at=now_iso())
     llm = ScriptedModel(title=[Reply(error=RuntimeError("the title model is down"))], local=False)
     done = ReplyContext("chat-agent", thread, "r1", reply, llm=llm, model=await llm.resolve("test/broken"))
-    with caplog.at_level(logging.WARNING, logger="app.background"):
+    with caplog.at_level(logging.WARNING, logger="dev_server.background"):
         await TitleGenerator(memory, work).process_reply(done)  # returns at once
         await work.drain()
     assert work.stats()["failed"] == 1 and "the title model is down" in caplog.text

@@ -3,7 +3,7 @@
 Gateway turns (a gateway in this process, over real HTTP) are judged by the real ``ai``
 package (``chat_client.mjs``: every chunk through the SDK's schema, the final UI message
 built by ``readUIMessageStream``); studio turns read Mastra's chunks over real HTTP. The local model's tool phrases are documented
-in ``app.llm.local_model``.
+in ``dev_server.llm.local_model``.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from app.agents.tools import Tool, ToolContext, execute
-from app.factory import create_app
-from app.memory.convert import assistant_message, to_model_messages
-from app.settings import Settings
+from dev_server.agents.tools import Tool, ToolContext, execute
+from dev_server.factory import create_app
+from dev_server.memory.convert import assistant_message, to_model_messages
+from dev_server.settings import Settings
 from tests.support import LiveApp, run_node, sqlite_rows, user_message
 from tests.kit.servers import serving
 
@@ -189,7 +189,7 @@ def test_a_tool_past_its_timeout_is_an_error_result():
 
 
 def test_the_tool_json_schema_comes_from_its_input_model():
-    from app.agents.calculator import calculator
+    from dev_server.agents.calculator import calculator
 
     spec = calculator.openai_spec()
     assert spec["type"] == "function" and spec["function"]["name"] == "calculator"

@@ -1,6 +1,6 @@
 """No tool call stalls its process, and no tool result is a 500 or a lost reply (issue 25, items 2 and 3).
 
-Real processes over HTTP: a studio and a gateway (``python -m app``, one worker each, the
+Real processes over HTTP: a studio and a gateway (``python -m dev_server``, one worker each, the
 built-in local model) on one data directory. Every built-in server tool, enumerated from the
 agent registry so a new one is covered without editing this file, is called with its worst
 inputs, over and over from two threads, on the Studio's execute route and through chats
@@ -35,9 +35,9 @@ from typing import Any
 import httpx
 import pytest
 
-from app.agents.agent_tools import AskInput
-from app.agents.registry import DEFINITIONS
-from app.agents.tools import Tool
+from dev_server.agents.agent_tools import AskInput
+from dev_server.agents.registry import DEFINITIONS
+from dev_server.agents.tools import Tool
 from tests.kit.servers import running
 from tests.support import sqlite_rows, user_message, wait_models_ready
 
@@ -86,7 +86,7 @@ def worst_inputs(tool: Tool) -> list[dict[str, Any]]:
 
 
 def chat_text(tool: Tool, data: dict[str, Any]) -> str:
-    """What makes the local model call ``tool`` with ``data`` (``app.llm.local_model``)."""
+    """What makes the local model call ``tool`` with ``data`` (``dev_server.llm.local_model``)."""
     schema = tool.json_schema()
     required = schema.get("required") or []
     if list(data) == required and len(required) == 1 and schema["properties"][required[0]].get("type") == "string":

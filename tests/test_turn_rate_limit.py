@@ -1,4 +1,4 @@
-"""The turn rate limit (``DEV_SERVER_TURN_RATE_LIMIT``, ``app.api.turn_limit``).
+"""The turn rate limit (``DEV_SERVER_TURN_RATE_LIMIT``, ``dev_server.api.turn_limit``).
 
 Past the limit a turn is a 429 JSON error with ``Retry-After`` and nothing is stored; the
 caller is the principal with auth on, else the client address. The counters live in the
@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.storage.rate_windows import RateWindows
+from dev_server.storage.rate_windows import RateWindows
 from tests.support import pinned_clients, run_node, sqlite_rows, user_message
 from tests.kit.servers import serving
 
@@ -75,7 +75,7 @@ async def test_rows_of_ended_windows_are_swept(libsql) -> None:
 
 
 # -- over HTTP ----------------------------------------------------------------------------
-# The gateway's own process where its workers or its proxy trust (set by python -m app on
+# The gateway's own process where its workers or its proxy trust (set by python -m dev_server on
 # uvicorn, not by the app) are the subject; else a gateway in this process.
 
 def test_turns_past_the_limit_are_429_per_client_address(start_server, data_dir: Path):

@@ -1,4 +1,4 @@
-"""A retry never deletes turns (issue 25, item 1): ``app.memory.turn_rules`` through a real
+"""A retry never deletes turns (issue 25, item 1): ``dev_server.memory.turn_rules`` through a real
 gateway process, two clients interleaving on one thread, the retried reply judged by the real
 ``ai`` package; and the rules themselves on a real SQLite file."""
 
@@ -11,13 +11,13 @@ from typing import Any
 import httpx
 import pytest
 
-from app.errors import Conflict
-from app.memory.memory import Memory
-from app.memory.turn_rules import TurnIntent
-from app.settings import Settings
-from app.factory import storage_for
-from app.storage.conversations import ConversationStore, Message
-from app.clock import now_iso
+from dev_server.errors import Conflict
+from dev_server.memory.memory import Memory
+from dev_server.memory.turn_rules import TurnIntent
+from dev_server.settings import Settings
+from dev_server.factory import storage_for
+from dev_server.storage.conversations import ConversationStore, Message
+from dev_server.clock import now_iso
 from tests.kit.builders import ui_message
 from tests.kit.chat import chat_turn, judge, streamed_text
 from tests.kit.servers import serve, server_fixture

@@ -4,7 +4,7 @@ gateway and the studio, and two workers of the gateway).
 Two turns sent at once on one thread must be stored user, assistant, user, assistant, and
 the second must see the first reply: the local model says how many earlier messages it
 was given. Apps in this process (each with its own stores and locks, as a process has) over
-one temp data dir, and real ``python -m app`` processes where the gateway's workers are the
+one temp data dir, and real ``python -m dev_server`` processes where the gateway's workers are the
 subject; the lease table is checked with a real SQLite file and an injected clock.
 """
 
@@ -20,8 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.storage.leases import ThreadLeases
-from app.storage.libsql import LibSQLStore
+from dev_server.storage.leases import ThreadLeases
+from dev_server.storage.libsql import LibSQLStore
 from tests.support import pinned_clients, sqlite_rows, user_message
 from tests.kit.servers import serving
 
@@ -76,7 +76,7 @@ def db(data_dir: Path) -> Path:
 
 @contextmanager
 def gateway_of(workers: int, start_server, data_dir: Path, env: dict[str, str] | None = None) -> Iterator:
-    """One worker: a gateway app in this process; more: ``python -m app gateway`` and its workers."""
+    """One worker: a gateway app in this process; more: ``python -m dev_server gateway`` and its workers."""
     if workers == 1:
         with serving("gateway", data_dir, env) as gateway:
             yield gateway

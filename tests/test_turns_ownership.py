@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.factory import create_app
-from app.settings import Settings
+from dev_server.factory import create_app
+from dev_server.settings import Settings
 from tests.support import LiveApp, sqlite_rows
 
 ALICE, BOB = {"authorization": "Bearer ta"}, {"authorization": "Bearer tb"}

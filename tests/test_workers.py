@@ -1,4 +1,4 @@
-"""The gateway's workers (``DEV_SERVER_WORKERS``, app/workers.py): real processes, real HTTP.
+"""The gateway's workers (``DEV_SERVER_WORKERS``, dev_server/workers.py): real processes, real HTTP.
 
 Requests on new connections land on either worker; SIGTERM to the supervisor stops them all
 and exits 0; a dead worker is logged and not restarted, the last one's death ends the
@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.settings import Settings, SettingsError
+from dev_server.settings import Settings, SettingsError
 from tests.support import sqlite_rows, user_message
 
 TWO = {"DEV_SERVER_WORKERS": "2"}

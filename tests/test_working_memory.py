@@ -4,7 +4,7 @@ Merge semantics and the processor's per-step caching are tested on the real modu
 processor on a real SQLite store). Turns go through live gateways (apps in this process,
 over real HTTP) with the real ``ai`` package (``chat_client.mjs``) and the built-in local
 model, whose working-memory phrases ("remember that ...", "what do you know about me?")
-are documented in ``app.llm.local_model``. The Studio's routes are driven by the real
+are documented in ``dev_server.llm.local_model``. The Studio's routes are driven by the real
 ``@mastra/client-js`` (``working_memory_client.mjs``).
 """
 
@@ -18,15 +18,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.agents.definition import AgentDefinition
-from app.agents.processors import StepContext
-from app.agents.tools import ToolContext, execute
-from app.factory import create_app, storage_for
-from app.memory.memory import Memory, MemoryOptions
-from app.memory.working_document import (DEFAULT_TEMPLATE, TOOL_NAME, WorkingMemoryInvalid, WorkingMemoryOptions,
+from dev_server.agents.definition import AgentDefinition
+from dev_server.agents.processors import StepContext
+from dev_server.agents.tools import ToolContext, execute
+from dev_server.factory import create_app, storage_for
+from dev_server.memory.memory import Memory, MemoryOptions
+from dev_server.memory.working_document import (DEFAULT_TEMPLATE, TOOL_NAME, WorkingMemoryInvalid, WorkingMemoryOptions,
                                          merge)
-from app.settings import Settings, SettingsError
-from app.storage.conversations import ConversationStore
+from dev_server.settings import Settings, SettingsError
+from dev_server.storage.conversations import ConversationStore
 from tests.support import JS_DIR, LiveApp, run_node, sqlite_rows, user_message
 from tests.kit.servers import serving
 

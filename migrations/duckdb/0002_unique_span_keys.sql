@@ -3,7 +3,7 @@
 --   spans  (trace_id, span_id)   OTLP's identity of a span
 --   traces (trace_id)            the one row derived from a trace's root span
 --   logs   (log_id)              log.record.uid when the sender gives one, else a digest of
---                                the record (app.observability.otlp_mapping.log_id)
+--                                the record (dev_server.observability.otlp_mapping.log_id)
 -- Rows already stored more than once are folded first (the latest copy wins). DuckDB checks
 -- a new key against rows deleted in the same transaction, so each table is rebuilt with its
 -- key instead of altered in place; the columns are those of 0001, unchanged.

@@ -8,5 +8,5 @@
 - ``builders``: UI messages and parts, stored messages, seeded threads.
 - ``om`` / ``om_agents``: Observational Memory constants, stream and record readers, agents.
 - ``traces``, ``compose``, ``cli``, ``studio_ui``: observability, the compose topology,
-  ``python -m app`` as a command, the real Studio in chromium.
+  ``python -m dev_server`` as a command, the real Studio in chromium.
 """

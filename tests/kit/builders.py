@@ -1,5 +1,5 @@
 """Builders for what tests send and seed: UI messages and their parts (as ``useChat`` sends
-them), stored messages (``app.storage.conversations.Message``, the v2 format the stores
+them), stored messages (``dev_server.storage.conversations.Message``, the v2 format the stores
 keep) and threads."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from app.storage.conversations import ConversationStore, Message, Thread
+from dev_server.storage.conversations import ConversationStore, Message, Thread
 from tests.support import user_message
 
 __all__ = ["user_message", "ui_message", "text_part", "file_part", "data_part", "tool_part", "stored_text",

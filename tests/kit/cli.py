@@ -1,4 +1,4 @@
-"""``python -m app`` as a command: run to its end, and the one-line error a bad start gives."""
+"""``python -m dev_server`` as a command: run to its end, and the one-line error a bad start gives."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tests.support import REPO
 
 def run_cli(args: list[str], env: dict[str, str], cwd: Path | str = REPO, timeout: float = 30
             ) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "dev_server", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 

@@ -9,15 +9,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from app.agents import chat_agent
-from app.agents.definition import AgentDefinition
-from app.llm import LLMClient
-from app.llm.scripted import ScriptedModel
-from app.memory.memory import Memory, MemoryOptions
-from app.memory.working_document import WorkingMemoryOptions
-from app.om.engine import CycleContext
-from app.storage.conversations import ConversationStore, Message
-from app.storage.libsql import LibSQLStore
+from dev_server.agents import chat_agent
+from dev_server.agents.definition import AgentDefinition
+from dev_server.llm import LLMClient
+from dev_server.llm.scripted import ScriptedModel
+from dev_server.memory.memory import Memory, MemoryOptions
+from dev_server.memory.working_document import WorkingMemoryOptions
+from dev_server.om.engine import CycleContext
+from dev_server.storage.conversations import ConversationStore, Message
+from dev_server.storage.libsql import LibSQLStore
 from tests.kit.builders import seed_threads
 
 

@@ -1,6 +1,6 @@
 """One factory for the servers tests talk to: a gateway or a studio, in either of two modes.
 
-* subprocess: ``python -m app ROLE`` on a free port (``tests.support.ServerProcess``), for
+* subprocess: ``python -m dev_server ROLE`` on a free port (``tests.support.ServerProcess``), for
   tests whose subject is the process (restart, crash, workers, signals) or that want its
   real start-up;
 * in-process: ``create_app(role, Settings(...))`` behind a real uvicorn in a thread
@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.settings import ENV_PREFIX, Settings
+from dev_server.settings import ENV_PREFIX, Settings
 from tests.support import ONE_WORKER, LiveApp, ServerProcess, free_port, wait_models_ready
 
 DB_NAME = "dev-server.db"
@@ -45,7 +45,7 @@ def process_env(data_dir: Path, env: dict[str, str] | None = None) -> dict[str, 
 
 
 def settings_from_env(data_dir: Path, env: dict[str, str] | None = None, **overrides: Any) -> Settings:
-    """The ``Settings`` ``python -m app ROLE`` on ``data_dir`` would read with ``env`` set
+    """The ``Settings`` ``python -m dev_server ROLE`` on ``data_dir`` would read with ``env`` set
     (``DEV_SERVER_*``, provider variables) and none of the caller's, for an in-process app:
     read by ``Settings.load`` itself, so aliases and parsing are the process's own."""
     with pytest.MonkeyPatch.context() as patch:
@@ -58,7 +58,7 @@ def settings_from_env(data_dir: Path, env: dict[str, str] | None = None, **overr
 
 
 class ProcessServer(ServerProcess):
-    """``python -m app ROLE`` (see ``ServerProcess``) that knows its data dir."""
+    """``python -m dev_server ROLE`` (see ``ServerProcess``) that knows its data dir."""
 
     def __init__(self, role: str, data_dir: Path, *, env: dict[str, str] | None = None, **kwargs: Any) -> None:
         super().__init__(role, env=process_env(data_dir, env), python=sys.executable, **kwargs)
@@ -93,7 +93,7 @@ class InProcessServer:
         return self.data_dir / DB_NAME
 
     def start(self) -> None:
-        from app.factory import create_app
+        from dev_server.factory import create_app
 
         self.app = create_app(self.role, self.settings, **self.app_kwargs)
         self._live = LiveApp(self.app, port=self.port).__enter__()
@@ -185,7 +185,7 @@ def serving(role: str, data_dir: Path, env: dict[str, str] | None = None, **app_
 
 
 def running(role: str, data_dir: Path, env: dict[str, str] | None = None) -> AbstractContextManager[ProcessServer]:
-    """``python -m app ROLE`` on ``data_dir`` (a ``with``): ``serve`` in subprocess mode."""
+    """``python -m dev_server ROLE`` on ``data_dir`` (a ``with``): ``serve`` in subprocess mode."""
     return serve(role, data_dir, env=env)
 
 

@@ -1,6 +1,0 @@
-"""dev-server: an agent gateway with durable conversation memory.
-
-Importing this package does no work: the app is built by ``app.factory.create_app``.
-"""
-
-__version__ = "0.1.0"

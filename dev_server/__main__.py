@@ -1,0 +1,300 @@
+"""``python -m dev_server gateway|studio|dev [--host H] [--port N]`` and ``python -m dev_server health ROLE``.
+
+``gateway`` runs ``DEV_SERVER_WORKERS`` processes on one socket (default: one per core; with
+more than one, a supervisor forks them: ``dev_server.workers``), ``studio`` always one (it alone
+opens the DuckDB file). ``dev`` runs both as child processes, prints a banner with both URLs
+and the models in use once both answer, and stops both on Ctrl-C (or when either one
+exits). Start-up problems (bad settings, port in use, unwritable data dir, unreadable
+database) print one ``error:`` line and exit 2.
+
+Start-up order of one process: bind the port (so "in use" fails at once), open the stores
+(so a bad database is one line), serve. The models warm up in the background; ``/health``
+says ``status: "starting"`` until they are, then ``"ok"``, and the dev banner waits for
+that. ``health ROLE`` exits 0 when that role's ``/health`` on this machine answers
+``status: "ok"`` (the image's HEALTHCHECK, ``deploy/healthcheck.py``, checks the same with
+the standard library only).
+
+Idle keep-alive connections stay open ``DEV_SERVER_KEEP_ALIVE_S`` (uvicorn's default, 5 s,
+is shorter than common client pools keep a socket, so a client reusing one just then got a
+reset), and every response says so in ``Keep-Alive: timeout=N``, which Node's agent obeys.
+A request's headers and body must arrive within their deadlines, and one process serves at
+most ``DEV_SERVER_MAX_CONNECTIONS`` connections (``dev_server.connection_limits``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+import httpx
+import uvicorn
+import uvloop
+
+from dev_server.agents.registry import DEFINITIONS
+from dev_server.connection_limits import http_protocol
+from dev_server.paths import PathError
+from dev_server.settings import Settings, SettingsError
+from dev_server.storage.errors import StorageError
+from dev_server.workers import STUDIO_NOTE, WorkerSlot, supervise, watch_parent
+
+ROLES = ("gateway", "studio")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dev_server", description="dev-server gateway and studio")
+    parser.add_argument("role", help="gateway, studio, dev (both), or health")
+    parser.add_argument("probe", nargs="?", help="with health: the role to probe (gateway or studio)")
+    parser.add_argument("--host", help="interface to listen on (default DEV_SERVER_HOST or 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (default 8787 for the gateway, 4111 for the studio)")
+    args = parser.parse_args(argv)
+    if args.role not in (*ROLES, "dev", "health"):
+        return _fail(f"unknown role {args.role!r}; expected gateway, studio, dev or health")
+    if args.role == "health" and args.probe not in ROLES:
+        return _fail("health needs the role to probe: python -m dev_server health gateway|studio")
+    try:
+        settings = Settings.load()
+        settings.resolved_data_dir  # resolve now so a missing anchor fails here, clearly
+    except (SettingsError, PathError) as exc:
+        return _fail(str(exc))
+    if args.role == "health":
+        return probe_health(args.probe, settings, args.port)
+    if args.role == "dev":
+        return run_dev(settings, args.host)
+    return run_one(args.role, settings, args.host, args.port)
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def configure_logging(role: str, level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"{role:<7} | %(levelname)-7s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto must say TCP: asyncio sets TCP_NODELAY only on sockets that do, and without
+    # it each stream's first small frame waits ~40 ms for the client's delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def run_one(role: str, settings: Settings, host: str | None, port: int | None) -> int:
+    configure_logging(role, settings.log_level)
+    host = host or settings.host
+    port = settings.port_for(role) if port is None else port
+    count = settings.workers_for(role)
+    if role == "studio" and (settings.workers or 1) > 1:
+        logging.getLogger("dev_server").info("DEV_SERVER_WORKERS=%d applies to the gateway only: %s", settings.workers,
+                                      STUDIO_NOTE)
+    try:
+        sock = bind(host, port)
+    except OSError as exc:
+        return _fail(f"{role} cannot listen on {host}:{port}: {exc.strerror or exc}")
+    if count == 1:
+        return _run_server(role, settings, sock, WorkerSlot())
+    try:
+        asyncio.run(_check_stores(role, settings))  # in the parent, before any worker exists
+    except (StorageError, PathError) as exc:
+        return _fail(str(exc))
+    logging.getLogger("dev_server").info("%s listening on http://%s:%s with %d workers", role, host, port, count)
+    return supervise(count, functools.partial(_run_server, role, settings, sock))
+
+
+def _run_server(role: str, settings: Settings, sock: socket.socket, slot: WorkerSlot) -> int:
+    if slot.count > 1:
+        configure_logging(f"{role}:{slot.index}", settings.log_level)
+    # uvicorn re-raises the signal that stopped it once it has shut down gracefully;
+    # either one then means a clean exit.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        # uvloop's event loop and uvicorn's httptools parser (picked up when installed): the
+        # pure-Python loop and h11 were a fifth of a turn's CPU under load.
+        return uvloop.run(_serve(role, settings, sock, slot))
+    except KeyboardInterrupt:
+        return 0
+    except (StorageError, PathError) as exc:
+        return _fail(str(exc))
+
+
+async def _check_stores(role: str, settings: Settings) -> None:
+    """Open (migrating) and close the stores, so N workers do not each fail or migrate."""
+    from dev_server.factory import storage_for
+
+    storage = storage_for(role, settings)
+    await storage.open()
+    await storage.close()
+
+
+async def _serve(role: str, settings: Settings, sock: socket.socket, slot: WorkerSlot) -> int:
+    from dev_server.factory import create_app, storage_for
+
+    storage = storage_for(role, settings)
+    started = time.perf_counter()
+    await storage.open()  # open before serving so a bad database is one clear line, not a traceback
+    stores_ms = (time.perf_counter() - started) * 1000
+    app = create_app(role, settings, storage=storage, worker=slot, freeze_heap=True)
+    # The guarded protocol adds read deadlines and the connection cap (dev_server.connection_limits).
+    config = uvicorn.Config(app, log_config=None, log_level=settings.log_level, access_log=False,
+                            http=http_protocol(settings), forwarded_allow_ips=settings.forwarded_allow_ips,
+                            timeout_graceful_shutdown=3, timeout_keep_alive=settings.keep_alive_s,
+                            headers=[("Keep-Alive", f"timeout={settings.keep_alive_s}")])
+    host, port = sock.getsockname()[:2]
+    served = f"worker {slot.index} of {slot.count} (pid {os.getpid()})" if slot.count > 1 else role
+    logging.getLogger("dev_server").info("%s listening on http://%s:%s (stores open in %.0f ms, data in %s; models warm "
+                                  "up in the background: /health says starting until then)", served, host, port,
+                                  stores_ms, settings.resolved_data_dir)
+    server = uvicorn.Server(config)
+    watcher = None
+    if slot.parent_pid is not None:
+        watcher = asyncio.create_task(watch_parent(slot.parent_pid, lambda: setattr(server, "should_exit", True)))
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+    return 0
+
+
+def probe_health(role: str, settings: Settings, port: int | None) -> int:
+    """0 when ``role``'s /health on this machine says ``status: ok``; else 1 with one line."""
+    host = settings.host if settings.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{port or settings.port_for(role)}/health"
+    try:
+        response = httpx.get(url, timeout=5)
+        status = response.json().get("status") if response.status_code == 200 else f"HTTP {response.status_code}"
+    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        status = str(exc) or type(exc).__name__
+    if status == "ok":
+        return 0
+    print(f"unhealthy: {role} at {url}: {status}", file=sys.stderr)
+    return 1
+
+
+def run_dev(settings: Settings, host: str | None) -> int:
+    """Run gateway and studio as two children; one Ctrl-C (or either exiting) stops both."""
+    command = [sys.executable, "-m", "dev_server"]
+    extra = ["--host", host] if host else []
+    started = time.monotonic()
+    children = {role: subprocess.Popen([*command, role, *extra]) for role in ROLES}
+    banner = DevBanner(settings, host or settings.host)
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    exit_code = 0
+    try:
+        while not stopping:
+            for role, child in children.items():
+                code = child.poll()
+                if code is not None:
+                    if code != 0:
+                        print(f"error: {role} exited with code {code}; stopping", file=sys.stderr)
+                        exit_code = code
+                    stopping = True
+            if not stopping and not banner.shown:
+                banner.try_show(time.monotonic() - started)
+            time.sleep(0.1)
+    finally:
+        # SIGTERM, not SIGINT: after a terminal's Ctrl-C the children already got one
+        # SIGINT, and uvicorn takes a second SIGINT as "force exit, skip shutdown".
+        for child in children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 8
+        for child in children.values():
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+    return exit_code
+
+
+class DevBanner:
+    """What a user of ``make dev`` needs once both processes are ready (``/health`` says
+    ``ok``: a chat is answered at once): the two URLs and the model each agent will use."""
+
+    def __init__(self, settings: Settings, host: str) -> None:
+        self.settings = settings
+        shown_host = "localhost" if host in ("127.0.0.1", "0.0.0.0", "::", "::1", "localhost", "") else host
+        self.shown_host = f"[{shown_host}]" if ":" in shown_host else shown_host
+        probe_host = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
+        self.probe_host = f"[{probe_host}]" if ":" in probe_host else probe_host
+        self.shown = False
+
+    def try_show(self, elapsed_s: float) -> bool:
+        health = {}
+        for role in ROLES:
+            try:
+                response = httpx.get(f"http://{self.probe_host}:{self.settings.port_for(role)}/health", timeout=0.5)
+                health[role] = response.json() if response.status_code == 200 else {}
+            except (httpx.TransportError, ValueError):
+                return False
+            if health[role].get("status") != "ok":
+                return False  # "starting": the models are still warming up
+        print("\n".join(self.lines(health["gateway"], elapsed_s)), flush=True)
+        self.shown = True
+        return True
+
+    def lines(self, gateway_health: dict[str, Any], elapsed_s: float) -> list[str]:
+        studio = f"http://{self.shown_host}:{self.settings.studio_port}/"
+        chat = f"http://{self.shown_host}:{self.settings.gateway_port}/api/chat"
+        return [f"dev-server ready in {elapsed_s:.1f} s", f"  Studio: {studio}", f"  chat:   POST {chat}",
+                f"  API docs: {studio}docs and http://{self.shown_host}:{self.settings.gateway_port}/docs",
+                "  models:", *(f"    {line}" for line in model_lines(gateway_health.get("models")))]
+
+
+def model_lines(report: Any) -> list[str]:
+    """One line per agent: the gateway's own report (``/health`` ``models.agents``: the model,
+    who answers it and why), else the agent definitions' model ids."""
+    agents = report.get("agents") if isinstance(report, dict) else None
+    if isinstance(agents, dict) and agents:
+        return [f"{agent_id} -> {_describe(value)}" for agent_id, value in agents.items()]
+    if isinstance(agents, list) and agents:
+        return [_describe(value) for value in agents]
+    # A gateway without a per-agent report: the configured model ids, unresolved.
+    return [f"{definition.id} -> {definition.model}" for definition in DEFINITIONS]
+
+
+def _describe(value: Any) -> str:
+    """One agent of the gateway's /health ``models.agents`` as a banner line."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "model" in value:
+        answered = "the local model" if value.get("local") else value.get("answeredBy", "?")
+        reason = f" ({value['reason']})" if value.get("reason") else ""
+        error = f": {value['error']}" if value.get("error") else ""
+        return f"{value['model']}, answered by {answered}{reason}{error}"
+    return json.dumps(value, separators=(",", ": "))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

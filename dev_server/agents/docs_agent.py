@@ -1,0 +1,11 @@
+from dev_server.agents.definition import AgentDefinition
+from dev_server.memory.memory import Memory, MemoryOptions
+
+definition = AgentDefinition(
+    id="docs-agent",
+    name="Docs Agent",
+    description="Answers questions about documentation, with a short conversation memory.",
+    instructions="You answer questions about software documentation. Quote the relevant part when you can.",
+    model="openai/gpt-4o-mini",
+    memory=lambda: Memory(MemoryOptions(last_messages=10)),
+)

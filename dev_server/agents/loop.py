@@ -1,0 +1,265 @@
+"""The step loop: model call, tool calls, results back to the model, until it answers.
+
+A turn runs at most ``max_steps`` steps. Each step first runs the input processors on the
+turn's ``StepContext`` (``dev_server.agents.processors``: they build the messages and may add
+tools), then streams the model with the step's tools (litellm function calling); the
+step's ``StepStart`` is yielded only once the model's first event arrived, so a provider
+(or a processor) that fails at once still fails before any response starts. Reasoning,
+text and each call's argument text (``ToolInputStart`` + ``ToolCallDelta``) stream as they
+come. The complete tool calls (``ToolCall``, assembled by the client) are then executed
+one by one (``dev_server.agents.tools.execute``: a bad argument, a raise or a timeout is a tool
+error, and the step goes on) and fed back as an assistant ``tool_calls`` message plus one
+``tool`` message per call (``StepContext.progress``). Each execution is wrapped in
+``LoopHooks.tool_call`` (the runner's ``tool_call`` span). A step without tool calls ends
+the turn with its own finish reason.
+
+A call of a *client tool* (no server function) is not executed: the step's server tools
+still run, then the turn ends with ``tool-calls`` and the call stays pending (stored in
+state ``call``) until the client sends its output (``dev_server.memory.tool_results``); the turn
+that continues from there starts from the same stored parts (``ReplyParts(parts=...)``).
+
+A model still calling tools at ``max_steps`` ends the turn with ``tool-calls`` after one
+more, model-less step that says so: a ``data-max-steps`` part (``{maxSteps, message}``) and
+the same message as text, so useChat, the Studio and a reload all show why the turn
+stopped. It is a step of its own so that useChat's ``lastAssistantMessageIsCompleteWithToolCalls``
+(which looks at the last step only) does not re-send the finished tool calls.
+
+What the reply is made of accumulates on ``ReplyParts`` as stored (Mastra format 2)
+parts: per step a ``step-start``, its reasoning and text, its ``tool-invocation`` parts
+(state ``result``, ``isError`` for a tool error; state ``call`` for a client tool) and its
+non-transient data parts, so a checkpoint or the final save writes exactly what was
+streamed so far.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.context import Context
+
+from dev_server.agents.events import (DataPart, LoopEvent, StepFinish, StepStart, ToolCallEvent, ToolErrorEvent, ToolInputStart,
+                               ToolResultEvent)
+from dev_server.agents.processors import InputProcessor, StepContext
+from dev_server.agents.tools import AskAgent, ToolContext, ToolOutcome, execute, parse_arguments
+from dev_server.llm import (Finish, LLMClient, ModelRequest, ReasoningDelta, ResolvedModel, TextDelta, ToolCall, ToolCallDelta,
+                     Usage)
+from dev_server.streaming.sse import repair_text
+
+
+@dataclass
+class ReplyParts:
+    parts: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "".join(p["text"] for p in self.parts if p["type"] == "text")
+
+    @property
+    def empty(self) -> bool:
+        """Nothing the model made: only step starts and data parts (memory's markers)."""
+        return all(p["type"] == "step-start" or p["type"].startswith("data-") for p in self.parts)
+
+    def step(self) -> None:
+        self.parts.append({"type": "step-start"})
+
+    def add_text(self, text: str) -> None:
+        if self.parts and self.parts[-1]["type"] == "text":
+            self.parts[-1]["text"] += text
+        else:
+            self.parts.append({"type": "text", "text": text})
+
+    def add_reasoning(self, text: str) -> None:
+        if self.parts and self.parts[-1]["type"] == "reasoning":
+            self.parts[-1]["reasoning"] += text
+            self.parts[-1]["details"][0]["text"] += text
+        else:
+            self.parts.append({"type": "reasoning", "reasoning": text, "details": [{"type": "text", "text": text}]})
+
+    def add_tool(self, call_id: str, name: str, args: Any, result: Any, error: bool) -> None:
+        invocation = {"state": "result", "toolCallId": call_id, "toolName": name, "args": args, "result": result}
+        if error:
+            invocation["isError"] = True
+        self.parts.append({"type": "tool-invocation", "toolInvocation": invocation})
+
+    def add_pending_call(self, call_id: str, name: str, args: Any) -> None:
+        """A client tool's call, waiting for the client's output."""
+        self.parts.append({"type": "tool-invocation",
+                           "toolInvocation": {"state": "call", "toolCallId": call_id, "toolName": name, "args": args}})
+
+    def add_data(self, data: DataPart) -> None:
+        if not data.transient:
+            part = {"type": f"data-{data.name}", "data": data.data}
+            self.parts.append({**part, "id": data.id} if data.id else part)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        return [{**p, "toolInvocation": dict(p["toolInvocation"])} if "toolInvocation" in p
+                else {**p, "details": [dict(d) for d in p["details"]]} if p["type"] == "reasoning" and "details" in p
+                else dict(p) for p in self.parts]
+
+
+def parse_input(arguments: str) -> Any:
+    try:
+        return parse_arguments(arguments)
+    except ValueError:  # shown as sent; executing the call reports why
+        return arguments
+
+
+class LoopHooks:
+    """What the runner observes of the loop (spans); the defaults observe nothing."""
+
+    def step_started(self, index: int) -> None:
+        pass
+
+    def model_called(self, index: int, messages: list[dict[str, Any]]) -> None:
+        pass
+
+    @contextmanager
+    def tool_call(self, call: ToolCall, input: Any) -> Iterator[Context | None]:
+        """Around one tool's execution; yields the trace context its own spans hang from."""
+        yield None
+
+    def tool_finished(self, outcome: ToolOutcome) -> None:
+        pass
+
+
+async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
+                    processors: list[InputProcessor], max_steps: int, reply: ReplyParts,
+                    hooks: LoopHooks | None = None, ask_agent: AskAgent | None = None) -> AsyncIterator[LoopEvent]:
+    """The turn's events; ``reply`` accumulates the parts. Each step runs the input
+    processors on ``step`` first (``dev_server.agents.processors``), then the model. Tools get
+    ``ask_agent`` on their context (agent as tool)."""
+    hooks = hooks or LoopHooks()
+    max_steps = max(1, max_steps)
+    input_tokens = output_tokens = 0
+    for index in range(max_steps):
+        step.begin_step(index)
+        hooks.step_started(index)
+        for processor in processors:
+            await processor.process_step(step)
+        emitted = step.take_emitted()
+        for part, durable in emitted:
+            if durable:
+                reply.add_data(DataPart(part.name, part.data, part.id))
+        tools = dict(step.tools)
+        messages = step.messages()
+        hooks.model_called(index, messages)
+        stream = llm.stream(ModelRequest(model=model, messages=messages,
+                                         tools=tuple(tool.openai_spec() for tool in tools.values())))
+        calls: list[ToolCall] = []
+        streaming_inputs: set[str] = set()  # calls whose ToolInputStart was sent
+        finish: Finish | None = None
+        started = False
+        try:
+            async for event in stream:
+                if not started:
+                    started = True
+                    reply.step()
+                    yield StepStart(index)
+                    for part, _ in emitted:
+                        yield part
+                if isinstance(event, TextDelta):
+                    event = TextDelta(repair_text(event.text))
+                    reply.add_text(event.text)
+                    yield event
+                elif isinstance(event, ReasoningDelta):
+                    event = ReasoningDelta(repair_text(event.text))
+                    reply.add_reasoning(event.text)
+                    yield event
+                elif isinstance(event, ToolCallDelta):
+                    if event.call_id not in streaming_inputs:
+                        streaming_inputs.add(event.call_id)
+                        yield ToolInputStart(event.call_id, event.name)
+                    if event.delta:
+                        yield ToolCallDelta(event.call_id, event.name, repair_text(event.delta))
+                elif isinstance(event, ToolCall):
+                    calls.append(event)
+                else:
+                    finish = event
+        finally:
+            await stream.aclose()
+        usage = finish.usage if finish else Usage(0, 0)
+        input_tokens, output_tokens = input_tokens + usage.input_tokens, output_tokens + usage.output_tokens
+        step_text = "".join(p["text"] for p in reply.parts[_last_step_start(reply):] if p["type"] == "text")
+        announced: list[ToolCallEvent] = []
+        outcomes: list[ToolResultEvent | ToolErrorEvent] = []
+        results: list[dict[str, Any]] = []
+        waiting = False  # a client tool was called: the client has to answer first
+        for call in calls:
+            tool = tools.get(call.name)
+            if call.id not in streaming_inputs:
+                yield ToolInputStart(call.id, call.name)
+            announced.append(ToolCallEvent(call.id, call.name, parse_input(call.arguments),
+                                           client=tool is not None and tool.client))
+            yield announced[-1]
+            if announced[-1].client:
+                waiting = True
+                reply.add_pending_call(call.id, call.name, announced[-1].input)
+                continue
+            with hooks.tool_call(call, announced[-1].input) as trace_context:
+                context = ToolContext(call_id=call.id, agent_id=step.agent_id, run_id=step.run_id,
+                                      thread_id=step.thread.id if step.thread else None,
+                                      resource_id=step.resource_id, trace_context=trace_context,
+                                      ask_agent=ask_agent)
+                outcome = await execute(tools, call.name, call.arguments, context)
+                hooks.tool_finished(outcome)
+            if outcome.error is not None:
+                reply.add_tool(call.id, call.name, outcome.input, outcome.error, error=True)
+                outcomes.append(ToolErrorEvent(call.id, call.name, outcome.input, outcome.error))
+                content = json.dumps({"error": outcome.error})
+            else:
+                reply.add_tool(call.id, call.name, outcome.input, outcome.output, error=False)
+                outcomes.append(ToolResultEvent(call.id, call.name, outcome.input, outcome.output))
+                content = json.dumps(outcome.output, default=str)
+            yield outcomes[-1]
+            results.append({"role": "tool", "tool_call_id": call.id, "content": content})
+        reason = "tool-calls" if calls else (finish.finish_reason if finish else "other")
+        continued = bool(calls) and not waiting and index + 1 < max_steps
+        yield StepFinish(index, reason, usage, continued, step_text, tuple(announced), tuple(outcomes))
+        if not continued:
+            if calls and not waiting:
+                async for event in _max_steps_note(index + 1, max_steps, reply):
+                    yield event
+            for part, durable in step.take_emitted():  # background work that reported meanwhile
+                if durable:
+                    reply.add_data(DataPart(part.name, part.data, part.id))
+                yield part
+            yield Finish(reason, Usage(input_tokens, output_tokens))
+            return
+        step.progress.append(assistant_tool_calls(step_text, [(c.id, c.name, c.arguments) for c in calls]))
+        step.progress.extend(results)
+
+
+def max_steps_message(max_steps: int) -> str:
+    return (f"Stopped after {max_steps} {'step' if max_steps == 1 else 'steps'}: the model was still calling "
+            f"tools when the agent's step limit (max_steps) was reached.")
+
+
+async def _max_steps_note(index: int, max_steps: int, reply: ReplyParts) -> AsyncIterator[LoopEvent]:
+    """The model-less last step of a turn cut short by ``max_steps`` (see the module docstring)."""
+    message = max_steps_message(max_steps)
+    reply.step()
+    yield StepStart(index)
+    note = DataPart("max-steps", {"maxSteps": max_steps, "message": message})
+    reply.add_data(note)
+    yield note
+    reply.add_text(message)
+    yield TextDelta(message)
+    yield StepFinish(index, "tool-calls", Usage(0, 0), False, message)
+
+
+def assistant_tool_calls(text: str, calls: list[tuple[str, str, str]]) -> dict[str, Any]:
+    """The OpenAI assistant message that asked for ``calls`` (id, name, JSON arguments)."""
+    return {"role": "assistant", "content": text or None,
+            "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+                           for call_id, name, arguments in calls]}
+
+
+def _last_step_start(reply: ReplyParts) -> int:
+    for i in range(len(reply.parts) - 1, -1, -1):
+        if reply.parts[i]["type"] == "step-start":
+            return i
+    return 0

@@ -1,0 +1,202 @@
+"""FastAPI dependencies: what a handler needs, declared in its signature.
+
+Handlers never reach into ``request.app.state``; they ask for what they use:
+
+    async def handler(agent: AgentDep, store: ConversationsDep, resource: ForcedResource): ...
+
+``Services`` is built once by the factory and holds the process's long-lived parts. The
+principal is decided once, by ``dev_server.auth.AuthMiddleware``, before any body is read; it is
+``None`` when authentication is off. A route that needs the resource the caller is forced
+into asks for ``ForcedResource`` (``user:<principal>``, or None with auth off).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from fastapi import Depends
+from starlette.requests import HTTPConnection, Request
+
+from dev_server.agents.registry import AgentRegistry, RegisteredAgent
+from dev_server.agents.runner import TurnRunner
+from dev_server.agents.signals import ThreadHub
+from dev_server.agents.turns import TurnStarter
+from dev_server.api.studio.query import Query
+from dev_server.api.turn_limit import TurnLimit
+from dev_server.auth import resource_for
+from dev_server.background import BackgroundWork
+from dev_server.errors import NotFound
+from dev_server.settings import Settings
+from dev_server.storage.composite import CompositeStore
+from dev_server.storage.conversations import ConversationStore
+from dev_server.storage.leases import ThreadLeases
+from dev_server.storage.rate_windows import RateWindows
+from dev_server.storage.stream_log import StreamLog
+from dev_server.streaming.recorder import StreamRecording
+from dev_server.workers import WorkerSlot
+
+
+@dataclass
+class Readiness:
+    """The model warm-up of one process, as the factory's lifespan reports it."""
+
+    ready: bool = False
+    seconds: float | None = None
+    error: str | None = None
+
+    def done(self, seconds: float) -> None:
+        self.ready, self.seconds = True, seconds
+
+    def failed(self, error: str, seconds: float) -> None:
+        self.ready, self.seconds, self.error = True, seconds, error
+
+    def report(self) -> dict[str, Any]:
+        """What it adds to ``/health``'s ``models`` (whose ``ready`` is the model layer's own)."""
+        report: dict[str, Any] = {"warmUpSeconds": self.seconds}
+        if self.error is not None:
+            report["warmUpError"] = self.error
+        return report
+
+
+@dataclass
+class Services:
+    """The long-lived parts of one process, shared by every request."""
+
+    role: str
+    settings: Settings
+    storage: CompositeStore
+    conversations: ConversationStore
+    agents: AgentRegistry
+    runner: TurnRunner
+    signals: ThreadHub
+    auth_enabled: bool = False
+    telemetry: Any = None  # set by the lifespan when telemetry is on
+    readiness: Readiness = field(default_factory=Readiness)  # the model warm-up, for /health
+    background: BackgroundWork = field(default_factory=BackgroundWork)  # started and drained by the lifespan
+    worker: WorkerSlot = field(default_factory=WorkerSlot)  # which of the gateway's processes this is
+    semantic_index: Any = None  # dev_server.recall.service.SemanticIndex when an agent searches by meaning
+    turns: TurnStarter = field(init=False)  # the one way a turn starts (dev_server.agents.turns)
+    stream_log: StreamLog = field(init=False)  # recorded chat streams, read by resume on any process
+    recording: StreamRecording | None = field(init=False)  # None: chat streams are not recorded
+    turn_limit: TurnLimit | None = field(init=False)  # None: turns are not rate limited
+
+    def __post_init__(self) -> None:
+        limit = self.settings.turn_rate_limit
+        self.turn_limit = (TurnLimit(RateWindows(self.conversations.db), limit, self.settings.turn_rate_window_s)
+                           if limit else None)
+        self.stream_log = StreamLog(self.conversations.db, retention_ms=int(self.settings.stream_retention_s * 1000),
+                                    dead_after_ms=int(self.settings.stream_dead_after_s * 1000))
+        self.recording = StreamRecording(self.stream_log) if self.settings.stream_resume else None
+        self.turns = TurnStarter(self.runner, ThreadLeases(self.conversations.db), wait_s=self.settings.turn_wait_s,
+                                 lease_s=self.settings.turn_lease_s,
+                                 checkpoint_every_s=self.settings.checkpoint_interval_s)
+
+
+async def get_services(conn: HTTPConnection) -> Services:
+    return conn.app.state.services
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+async def get_settings(services: ServicesDep) -> Settings:
+    return services.settings
+
+
+async def get_storage(services: ServicesDep) -> CompositeStore:
+    return services.storage
+
+
+async def get_conversations(services: ServicesDep) -> ConversationStore:
+    return services.conversations
+
+
+async def get_agents(services: ServicesDep) -> AgentRegistry:
+    return services.agents
+
+
+async def get_runner(services: ServicesDep) -> TurnRunner:
+    return services.runner
+
+
+async def get_signals(services: ServicesDep) -> ThreadHub:
+    return services.signals
+
+
+async def get_turns(services: ServicesDep) -> TurnStarter:
+    return services.turns
+
+
+async def get_stream_log(services: ServicesDep) -> StreamLog:
+    return services.stream_log
+
+
+async def get_recording(services: ServicesDep) -> StreamRecording | None:
+    return services.recording
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+StorageDep = Annotated[CompositeStore, Depends(get_storage)]
+ConversationsDep = Annotated[ConversationStore, Depends(get_conversations)]
+AgentsDep = Annotated[AgentRegistry, Depends(get_agents)]
+RunnerDep = Annotated[TurnRunner, Depends(get_runner)]
+SignalsDep = Annotated[ThreadHub, Depends(get_signals)]
+TurnsDep = Annotated[TurnStarter, Depends(get_turns)]
+StreamLogDep = Annotated[StreamLog, Depends(get_stream_log)]
+RecordingDep = Annotated[StreamRecording | None, Depends(get_recording)]
+
+
+# Every dependency is ``async def``: FastAPI runs a plain ``def`` one in its thread pool,
+# a thread hop per dependency per request (that was a tenth of a turn's CPU).
+
+
+def principal_of(conn: HTTPConnection) -> str | None:
+    """The authenticated principal (set by ``AuthMiddleware``), or None with auth off."""
+    return conn.scope.get("state", {}).get("principal")
+
+
+async def get_principal(conn: HTTPConnection) -> str | None:
+    return principal_of(conn)
+
+
+async def get_forced_resource(conn: HTTPConnection) -> str | None:
+    principal = principal_of(conn)
+    return resource_for(principal) if principal is not None else None
+
+
+Principal = Annotated[str | None, Depends(get_principal)]
+ForcedResource = Annotated[str | None, Depends(get_forced_resource)]
+
+
+async def limit_turns(conn: HTTPConnection, services: ServicesDep) -> None:
+    """Count a turn against its caller (``dev_server.api.turn_limit``): the principal, else the
+    client address; a 429 past the limit."""
+    if services.turn_limit is None:
+        return
+    principal = principal_of(conn)
+    caller = f"principal:{principal}" if principal is not None else f"address:{conn.client.host if conn.client else ''}"
+    await services.turn_limit.take(caller)
+
+
+# On every route that starts a turn: ``@router.post(..., dependencies=[LimitTurns])``.
+LimitTurns = Depends(limit_turns)
+
+
+async def get_path_agent(agent_id: str, agents: AgentsDep) -> RegisteredAgent:
+    """The agent named by the ``{agent_id}`` path parameter, or a 404."""
+    agent = agents.get(agent_id)
+    if agent is None:
+        raise NotFound(f"Agent with id {agent_id} not found")
+    return agent
+
+
+AgentDep = Annotated[RegisteredAgent, Depends(get_path_agent)]
+
+
+# Query strings in Mastra's three encodings (plain, JSON in one parameter, bracket notation).
+async def get_query(request: Request) -> Query:
+    return Query(request)
+
+
+MastraQuery = Annotated[Query, Depends(get_query)]

@@ -1,0 +1,208 @@
+"""The error tree and the one place that renders errors as JSON.
+
+Every error a client can cause is an ``ApiError`` carrying its status; the body is always
+``{"error": <message>, "issues"?: [{"field", "message"}]}`` (Mastra's Studio REST contract section 1).
+Anything else becomes a logged 500 with a generic message.
+
+    ApiError
+    ├── BadRequest            400
+    ├── Unauthorized          401
+    ├── NotFound              404
+    ├── Conflict              409
+    ├── TooManyRequests       429 (with Retry-After)
+    ├── ServiceUnavailable    503
+    └── UpstreamModelError    502 (provider failures, translated in dev_server.llm)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
+
+from dev_server.llm.errors import ModelProviderError
+from dev_server.storage.errors import StorageBusy
+from dev_server.storage.hrana import StorageUnavailable
+
+log = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    status = 500
+    headers: dict[str, str] | None = None
+
+    def __init__(self, error: str, issues: list[dict[str, str]] | None = None, *,
+                 status: int | None = None, **extra: Any) -> None:
+        super().__init__(error)
+        if status is not None:
+            self.status = status
+        self.message = error
+        self.issues = issues
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": self.message, **self.extra}
+        if self.issues:
+            body["issues"] = self.issues
+        return body
+
+
+class BadRequest(ApiError):
+    status = 400
+
+
+class Unauthorized(ApiError):
+    status = 401
+
+
+class NotFound(ApiError):
+    status = 404
+
+
+class Conflict(ApiError):
+    status = 409
+
+
+class TooManyRequests(ApiError):
+    status = 429
+
+    def __init__(self, error: str, *, retry_after_s: int) -> None:
+        super().__init__(error)
+        self.headers = {"Retry-After": str(retry_after_s)}
+
+
+class UpstreamModelError(ApiError):
+    status = 502
+
+
+class ServiceUnavailable(ApiError):
+    status = 503
+
+
+# Provider failures as our clients see them: a bad provider key is the server's problem
+# (502), not the caller's (401); a rate limit or a timeout keeps its meaning.
+_PROVIDER_STATUS = {"rate_limit": 429, "timeout": 504, "bad_request": 400, "not_configured": 503}
+
+
+def upstream(kind: str, message: str) -> UpstreamModelError:
+    """The API error for a model provider failure of the given kind (dev_server.llm's kinds)."""
+    return UpstreamModelError(message, status=_PROVIDER_STATUS.get(kind, 502), kind=kind)
+
+
+_TITLES = {"body": "Invalid request body", "query": "Invalid query parameters", "path": "Invalid path parameters"}
+
+
+def invalid(kind: str, field: str, message: str) -> BadRequest:
+    """A 400 in Mastra's shape: kind is "body", "query" or "path"."""
+    return BadRequest(_TITLES[kind], [{"field": field, "message": message}])
+
+
+def validation_issues(errors: Iterable[Mapping[str, Any]], *, located: bool = True) -> list[dict[str, str]]:
+    """Pydantic errors as ``[{"field", "message"}]``: the field is the dotted location inside
+    the body / query / path (``messages.0.id``), or ``body`` for a body that is not JSON.
+    ``located`` errors (FastAPI's) start with where the value came from; a model validated
+    by hand (``Model.model_validate``) has no such prefix."""
+    issues = []
+    for error in errors:
+        loc = [str(part) for part in error.get("loc", ())]
+        if located and loc:
+            field = ".".join(loc[1:]) or loc[0]
+        else:
+            field = ".".join(loc) or "body"
+        if error.get("type") == "json_invalid":
+            field = "body"
+        issues.append({"field": field, "message": str(error.get("msg", "invalid"))})
+    return issues
+
+
+def invalid_model(exc: ValidationError, kind: str = "body") -> BadRequest:
+    """The 400 for a pydantic model a handler validated itself: ``raise invalid_model(exc) from None``."""
+    return BadRequest(_TITLES[kind], validation_issues(exc.errors(), located=False))
+
+
+def _request_kind(exc: RequestValidationError) -> str:
+    kinds = {str(error["loc"][0]) if error.get("loc") else "body" for error in exc.errors()}
+    return kinds.pop() if len(kinds) == 1 and kinds <= set(_TITLES) else "body"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(ModelProviderError)  # raised before a stream starts (not_configured)
+    async def model_error(_: Request, exc: ModelProviderError) -> JSONResponse:
+        error = upstream(exc.kind, exc.message)
+        return JSONResponse(error.body(), status_code=error.status)
+
+    # The one place FastAPI's own validation (typed bodies, query and path parameters)
+    # becomes Mastra's 400 shape; FastAPI's default would be a 422 {"detail": [...]}.
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        error = BadRequest(_TITLES[_request_kind(exc)], validation_issues(exc.errors()))
+        return JSONResponse(error.body(), status_code=error.status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = "Not found" if exc.status_code == 404 else str(exc.detail)
+        return JSONResponse({"error": message}, status_code=exc.status_code, headers=exc.headers)
+
+    # The client left before its body was read (or missed the body deadline, when the
+    # server cut it off: dev_server.connection_limits). Nobody reads this answer; not an error of ours.
+    @app.exception_handler(ClientDisconnect)
+    async def client_gone(request: Request, _: ClientDisconnect) -> JSONResponse:
+        log.debug("client left before its request body was read: %s %s", request.method, request.url.path)
+        return JSONResponse({"error": "The client disconnected before its request was read"}, status_code=400)
+
+    @app.exception_handler(StorageBusy)
+    async def storage_busy(_: Request, exc: StorageBusy) -> JSONResponse:
+        return JSONResponse({"error": "Storage is busy, retry shortly"}, status_code=503,
+                            headers={"Retry-After": "1"})
+
+    @app.exception_handler(StorageUnavailable)
+    async def storage_unavailable(_: Request, exc: StorageUnavailable) -> JSONResponse:
+        log.warning("storage unavailable: %s", exc)
+        return JSONResponse({"error": "Storage is unavailable, retry shortly"}, status_code=503,
+                            headers={"Retry-After": "2"})
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse({"error": "Internal server error"}, status_code=500)
+
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {"type": "string"},
+        "issues": {"type": "array", "items": {"type": "object", "required": ["field", "message"],
+                                              "properties": {"field": {"type": "string"},
+                                                             "message": {"type": "string"}}}},
+    },
+}
+
+
+def document_errors(schema: dict[str, Any]) -> dict[str, Any]:
+    """Make an OpenAPI schema say what the handlers above answer: FastAPI documents a 422
+    ``HTTPValidationError`` for every route with parameters, where this server sends a 400
+    ``{"error", "issues"}``. Idempotent; changes ``schema`` in place."""
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components["Error"] = ERROR_SCHEMA
+    bad_request = {"description": "Invalid request (Mastra's shape)",
+                   "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            responses = operation.get("responses") if isinstance(operation, dict) else None
+            if responses is not None and responses.pop("422", None) is not None:
+                responses.setdefault("400", bad_request)
+    for name in ("HTTPValidationError", "ValidationError"):
+        components.pop(name, None)
+    return schema

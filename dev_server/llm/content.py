@@ -1,0 +1,92 @@
+"""Attachments in model messages, fitted to what the model accepts.
+
+``dev_server.memory.convert`` turns a stored ``file`` part into OpenAI's content parts: an image
+becomes ``{"type": "image_url", "image_url": {"url": ...}}``, any other file
+``{"type": "file", "file": {"file_data": <data URL>, "filename": ...}}``, beside the text
+parts. Before a call, ``fit_to_model`` keeps those parts only where litellm's model map says
+the model takes them (``supports_vision`` for images, ``supports_pdf_input`` for PDFs) and
+replaces the others by a text placeholder naming the file, so the model knows something was
+attached and a provider never gets content it rejects. Other file types have no model-side
+support flag in litellm and always become placeholders. Stored messages are not touched.
+``for_trace`` shortens the data URLs for span inputs, which must stay small.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ATTACHMENT_TYPES = ("image_url", "file")
+
+
+def media_type_of(part: dict[str, Any]) -> str:
+    """The media type of an ``image_url`` / ``file`` content part (from its data URL)."""
+    url = ""
+    if part.get("type") == "image_url":
+        url = str((part.get("image_url") or {}).get("url") or "")
+    elif part.get("type") == "file":
+        url = str((part.get("file") or {}).get("file_data") or "")
+    if url.startswith("data:"):
+        media = url[5:].split(";", 1)[0].split(",", 1)[0].strip().lower()
+        if media:
+            return media
+    return "image" if part.get("type") == "image_url" else "application/octet-stream"
+
+
+def attachments(content: Any) -> list[str]:
+    """Media types of the attachments in one message's ``content``, in order."""
+    if not isinstance(content, list):
+        return []
+    return [media_type_of(p) for p in content if isinstance(p, dict) and p.get("type") in ATTACHMENT_TYPES]
+
+
+def placeholder(part: dict[str, Any], why: str) -> dict[str, str]:
+    name = (part.get("file") or {}).get("filename") if part.get("type") == "file" else None
+    label = f"{name} ({media_type_of(part)})" if name else media_type_of(part)
+    return {"type": "text", "text": f"[attachment {label}: {why}]"}
+
+
+def fit_to_model(messages: list[dict[str, Any]], *, vision: bool, pdf_input: bool,
+                 model: str) -> list[dict[str, Any]]:
+    """``messages`` with every attachment the model cannot take replaced by a placeholder."""
+    fitted = []
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, list):
+            fitted.append(message)
+            continue
+        parts = []
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind not in ATTACHMENT_TYPES:
+                parts.append(part)
+                continue
+            media = media_type_of(part)
+            accepted = vision if kind == "image_url" else (pdf_input and media == "application/pdf")
+            parts.append(part if accepted else placeholder(part, f"not sent, {model} does not accept {media}"))
+        fitted.append({**message, "content": parts})
+    return fitted
+
+
+def for_trace(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with each attachment's data URL replaced by ``data:<type>;base64,… (N chars)``."""
+    def short(url: Any) -> Any:
+        if isinstance(url, str) and url.startswith("data:") and len(url) > 64:
+            return f"{url.split(',', 1)[0]},… ({len(url)} chars)"
+        return url
+
+    traced = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            parts = []
+            for part in content:
+                if isinstance(part, dict) and part.get("type") == "image_url":
+                    part = {**part, "image_url": {**(part.get("image_url") or {}),
+                                                  "url": short((part.get("image_url") or {}).get("url"))}}
+                elif isinstance(part, dict) and part.get("type") == "file":
+                    part = {**part, "file": {**(part.get("file") or {}),
+                                             "file_data": short((part.get("file") or {}).get("file_data"))}}
+                parts.append(part)
+            message = {**message, "content": parts}
+        traced.append(message)
+    return traced

@@ -1,0 +1,335 @@
+"""The built-in local model as Observational Memory's observer (and the door to its reflector), offline.
+
+Without a provider key the observer and reflector calls of ``dev_server.om`` reach the local
+model like any other request. ``dev_server.llm.local_model.compose_reply`` hands them here; they
+are recognised by the first sentence of their system prompt (``OBSERVER_IDENTITY``,
+``REFLECTOR_IDENTITY`` in ``dev_server.om.prompts``), and the answer is the text itself, in the
+format ``dev_server.om.parsing`` reads, so a whole observe-then-reflect cycle runs in tests.
+
+The reflector's answers are ``dev_server.llm.local_reflector``'s; both write the observation-log
+lines of ``dev_server.llm.local_om_text``.
+
+Observer: it reads the transcript under ``## New Message History to Observe`` (the format
+of ``dev_server.om.transcript``: date lines, ``User (2:30 PM): ...`` lines whose time carries
+forward when omitted) and writes, under a ``Date: Dec 4, 2025`` line per date, one line per
+statement:
+
+* ``* 🔴 (14:30) User stated: "<text, cut to ~200 chars>"``; a question (ending in ``?``) is
+  ``* 🟡 (14:30) User asked: "..."``;
+* ``* 🟢 (14:31) Assistant replied: "<its first sentence>"``;
+* ``* 🟡 (14:31) Called <tool>`` for each tool call.
+
+Then, unless the prompt leaves them out, ``<current-task>`` (``Respond to: "<last user
+text>"``), ``<suggested-response>`` (``Continue the conversation about "..."``) and, when
+the prompt asks for it, ``<thread-title>`` (the first words of the first user message).
+Transcripts of several threads (``<thread id="...">`` lines) get one ``<thread>`` block each,
+holding that thread's hint and extractor sections (its prior values read from its own
+``<thread id>`` block of the prior metadata); the sections the prompt calls shared are
+written once, after ``</observations>``, from every thread's statements.
+
+Extractors (``dev_server.om.extract``): for every other ``<slug>`` section its system prompt
+describes, the observer writes ``<slug>run N: "<last user text>"</slug>``, N being one more
+than the N of the prior value it was shown (so a test sees that the previous extraction
+reached the next run); for ``<working-memory>`` the prior document plus one ``- <text>`` line
+per user statement. A structured follow-up (``EXTRACTOR_IDENTITY``) is answered with a JSON
+object built from its schema: strings are the last user statement of the source, numbers
+the count of user statements, booleans true, arrays the statements, objects recursively.
+
+Test triggers, in the last user message of the observed transcript:
+
+* ``[[observer-fail]]`` -- the call fails as the local model's ``[[fail]]`` does
+  (``om_reply(...).fail``), so a failed observation can be tested;
+* ``[[observer-degenerate]]`` -- the answer repeats one 200-character line ~5,000 characters
+  long, which ``detect_degenerate_repetition`` rejects;
+* ``[[observer-prose]]`` -- the answer is an ``<observations>`` block holding prose, not
+  observation lines; ``[[observer-refusal]]`` -- a refusal, with one refusing list line
+  (both rejected by ``dev_server.om.output_check``).
+
+(The reflector's triggers are in ``dev_server.llm.local_reflector``.)
+
+Deterministic, like the local model: the same messages always give the same answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dev_server.om.extract import EXTRACTOR_IDENTITY, SCHEMA_CLOSE, SCHEMA_OPEN, SOURCE_HEADING
+from dev_server.llm.local_om_text import (QUOTE_CHARS, degenerate_log, first_text, merged_repeats, system_text,
+                                   user_text_under)
+from dev_server.llm.local_reflector import reflector_answer
+from dev_server.om.prompts import (CURRENT_TASK_SECTION, HISTORY_HEADING, OBSERVER_IDENTITY, PRIOR_METADATA_HEADING,
+                            REFLECTOR_IDENTITY, SHARED_SECTIONS_NOTE, SKIP_HINTS_NOTE, SUGGESTED_RESPONSE_SECTION,
+                            TASK_HEADING, THREAD_TITLE_SECTION)
+
+OBSERVER_FAIL_TRIGGER = "[[observer-fail]]"
+OBSERVER_DEGENERATE_TRIGGER = "[[observer-degenerate]]"
+OBSERVER_PROSE_TRIGGER = "[[observer-prose]]"
+OBSERVER_REFUSAL_TRIGGER = "[[observer-refusal]]"
+OBSERVER_PROSE = ("<observations>\nThe user and the assistant had a friendly conversation about the user's plans.\n"
+                  "</observations>")
+OBSERVER_REFUSAL = "I'm sorry, but I can't help with that.\n\n- I cannot record observations about this conversation."
+_TOPIC_CHARS = 60
+_TITLE_WORDS = 6
+
+_DATE_LINE = re.compile(r"^([A-Z][a-z]{2}) (\d{1,2}) (\d{4}):$")
+_SPEAKER_LINE = re.compile(r"^(User|Assistant|System|Tool)(?: \((\d{1,2}):(\d{2}) ([AP]M)\))?: ?(.*)$")
+_TOOL_CALL_LINE = re.compile(r"^Tool Call ([^:]+):")
+_IGNORED_LINE = re.compile(r"^(?:Reasoning|Tool (?:Result|Error|Denied) [^:]+):")
+_THREAD_OPEN = re.compile(r'^<thread id="([^"]*)">$')
+_TRIGGER = re.compile(r"\[\[[\w-]+\]\]")
+_OBSERVER_TRIGGER = re.compile(r"\[\[(?!reflector-)[\w-]+\]\]")  # a reflector's stays in the log
+_FIRST_SENTENCE = re.compile(r"^(.+?[.!?])(?:\s|$)", re.S)
+
+
+@dataclass(frozen=True)
+class OmReply:
+    """The local model's answer to an observer or reflector request."""
+
+    text: str
+    fail: bool = False
+
+
+@dataclass
+class _Statement:
+    role: str  # "user", "assistant" or "tool"
+    date: str
+    time: str
+    text: str
+
+
+@dataclass
+class _Thread:
+    id: str | None
+    statements: list[_Statement] = field(default_factory=list)
+
+
+def om_reply(messages: Sequence[dict[str, Any]]) -> OmReply | None:
+    """The answer when ``messages`` are an observer or reflector request, else None."""
+    if is_extractor_request(messages):
+        return OmReply(structured_answer(messages))
+    if is_reflector_request(messages):
+        return OmReply(reflector_answer(messages))
+    if is_observer_request(messages):
+        return OmReply(observer_answer(messages), fail=OBSERVER_FAIL_TRIGGER in _last_user_statement(messages))
+    return None
+
+
+def is_extractor_request(messages: Sequence[dict[str, Any]]) -> bool:
+    return system_text(messages).startswith(EXTRACTOR_IDENTITY)
+
+
+def is_observer_request(messages: Sequence[dict[str, Any]]) -> bool:
+    return system_text(messages).startswith(OBSERVER_IDENTITY)
+
+
+def is_reflector_request(messages: Sequence[dict[str, Any]]) -> bool:
+    return system_text(messages).startswith(REFLECTOR_IDENTITY)
+
+
+def observer_answer(messages: Sequence[dict[str, Any]]) -> str:
+    threads = _read_transcript(user_text_under(messages, HISTORY_HEADING))
+    last = _last_user_statement(messages)
+    if OBSERVER_DEGENERATE_TRIGGER in last:
+        return degenerate_log()
+    if OBSERVER_PROSE_TRIGGER in last:
+        return OBSERVER_PROSE
+    if OBSERVER_REFUSAL_TRIGGER in last:
+        return OBSERVER_REFUSAL
+    system = system_text(messages)
+    skip_hints = any(SKIP_HINTS_NOTE in first_text(m.get("content")) for m in messages if m.get("role") == "user")
+    sections = {"current-task": CURRENT_TASK_SECTION in system and not skip_hints,
+                "suggested-response": SUGGESTED_RESPONSE_SECTION in system and not skip_hints,
+                "thread-title": THREAD_TITLE_SECTION in system}
+    task = next((first_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    slugs = _extractor_slugs(system)
+    if any(thread.id is not None for thread in threads):
+        shared = _shared_slugs(system)
+        own = [slug for slug in slugs if slug not in shared]
+        priors = _prior_section(task)
+        lines = [line for thread in threads
+                 for line in [f'<thread id="{thread.id}">', *_observation_lines(thread.statements),
+                              *_hint_sections(thread.statements, sections),
+                              *_extractor_sections(own, _thread_priors(priors, thread.id), thread.statements),
+                              "</thread>"]]
+        everyone = [statement for thread in threads for statement in thread.statements]
+        return "\n".join(["<observations>", *lines, "</observations>",
+                          *_extractor_sections(shared, _THREAD_PRIORS.sub("", priors), everyone)])
+    statements = [statement for thread in threads for statement in thread.statements]
+    return "\n".join(["<observations>", *_observation_lines(statements), "</observations>",
+                      *_hint_sections(statements, sections), *_extractor_sections(slugs, task, statements)])
+
+
+_SECTION_OPEN = re.compile(r"^<([a-z0-9]+(?:-[a-z0-9]+)*)>$", re.M)
+_BUILT_IN_SECTIONS = {"current-task", "suggested-response", "thread-title", "observations", "thread"}
+_RUN = re.compile(r"^run (\d+):")
+_SHARED_LINE = re.compile(re.escape(SHARED_SECTIONS_NOTE) + r"(.*)$", re.M)
+_THREAD_PRIORS = re.compile(r'^<thread id="([^"]*)">\n([\s\S]*?)^</thread>\n?', re.M)
+
+
+def _extractor_slugs(system: str) -> list[str]:
+    """The extractor sections the observer's instructions describe."""
+    return [slug for slug in dict.fromkeys(_SECTION_OPEN.findall(system))
+            if slug not in _BUILT_IN_SECTIONS and f"</{slug}>" in system]
+
+
+def _shared_slugs(system: str) -> list[str]:
+    found = _SHARED_LINE.search(system)
+    return re.findall(r"<([a-z0-9-]+)>", found.group(1)) if found else []
+
+
+def _prior_section(task: str) -> str:
+    """The task's prior values (several threads: a ``<thread id>`` block each, shared ones outside)."""
+    start = task.find(PRIOR_METADATA_HEADING)
+    return task[start:task.find(TASK_HEADING, start)] if start >= 0 else ""
+
+
+def _thread_priors(priors: str, thread_id: str | None) -> str:
+    return next((m.group(2) for m in _THREAD_PRIORS.finditer(priors) if m.group(1) == thread_id), "")
+
+
+def _extractor_sections(slugs: Sequence[str], priors: str, statements: list[_Statement]) -> list[str]:
+    """The sections of ``slugs``, each continuing its prior value found in ``priors``."""
+    users = [_flat(_TRIGGER.sub(" ", s.text)) for s in statements if s.role == "user"]
+    users = [text for text in users if text]
+    if not users:
+        return []
+    sections = []
+    for slug in slugs:
+        prior = re.search(rf"<{slug}>([\s\S]*?)</{slug}>", priors)
+        if slug == "working-memory":
+            lines = [prior.group(1).strip()] if prior else []
+            value = "\n".join([*lines, *(f"- {text}" for text in users)])
+        else:
+            runs = _RUN.match(prior.group(1).strip()) if prior else None
+            value = f"run {int(runs.group(1)) + 1 if runs else 1}: {_quote(users[-1], _TOPIC_CHARS)}"
+        sections.append(f"<{slug}>{value}</{slug}>")
+    return sections
+
+
+def structured_answer(messages: Sequence[dict[str, Any]]) -> str:
+    """A JSON object fitting the schema of a structured extractor call."""
+    system = system_text(messages)
+    start, end = system.find(SCHEMA_OPEN), system.find(SCHEMA_CLOSE)
+    schema = json.loads(system[start + len(SCHEMA_OPEN):end]) if 0 <= start < end else {}
+    source = user_text_under(messages, SOURCE_HEADING)
+    users = [_flat(m.group(1)) for m in re.finditer(r"^User(?: \([^)]*\))?: (.*)$", source, re.M)]
+    users = [_TRIGGER.sub(" ", text).strip() for text in users if text.strip()] or ["nothing yet"]
+    return json.dumps(_instance(schema, users))
+
+
+def _instance(schema: dict[str, Any], users: list[str]) -> Any:
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object":
+        return {key: _instance(sub, users) for key, sub in (schema.get("properties") or {}).items()}
+    if kind == "array":
+        return [_instance(schema.get("items") or {"type": "string"}, [text]) for text in users]
+    if kind == "integer" or kind == "number":
+        return len(users)
+    if kind == "boolean":
+        return True
+    return users[-1]
+
+
+def _read_transcript(transcript: str) -> list[_Thread]:
+    threads = [_Thread(None)]
+    date, time = "", "00:00"
+    current: _Statement | None = None
+    for line in transcript.split("\n"):
+        stripped = line.strip()
+        if match := _THREAD_OPEN.match(stripped):
+            threads.append(_Thread(match.group(1)))
+            current = None
+        elif stripped == "</thread>":
+            threads.append(_Thread(None))
+            current = None
+        elif match := _DATE_LINE.match(stripped):
+            date, current = f"{match.group(1)} {int(match.group(2))}, {match.group(3)}", None
+        elif match := _TOOL_CALL_LINE.match(line):
+            current = _Statement("tool", date, time, match.group(1).strip())
+            threads[-1].statements.append(current)
+            current = None
+        elif _IGNORED_LINE.match(line):
+            current = None
+        elif match := _SPEAKER_LINE.match(line):
+            if match.group(2):
+                hour = int(match.group(2)) % 12 + (12 if match.group(4) == "PM" else 0)
+                time = f"{hour:02d}:{match.group(3)}"
+            role = match.group(1).lower()
+            current = _Statement(role, date, time, match.group(5)) if role in ("user", "assistant") else None
+            if current is not None:
+                threads[-1].statements.append(current)
+        elif current is not None:
+            current.text += "\n" + line
+    return [thread for thread in threads if thread.statements]
+
+
+def _observation_lines(statements: list[_Statement]) -> list[str]:
+    """One line per statement, dated; a statement said again the same day is written once,
+    with its count (``merged_repeats``): a conversation of one greeting over and over is one
+    observation, not a log that repeats itself and fails the degenerate check."""
+    lines: list[str] = []
+    date: str | None = None
+    for statement in statements:
+        line = _observation(statement)
+        if line is None:
+            continue
+        if statement.date and statement.date != date:
+            lines.append(f"Date: {statement.date}")
+            date = statement.date
+        lines.append(line)
+    return merged_repeats(lines)
+
+
+def _observation(statement: _Statement) -> str | None:
+    text = _flat(_OBSERVER_TRIGGER.sub(" ", statement.text))
+    if statement.role == "tool":
+        return f"* 🟡 ({statement.time}) Called {statement.text}"
+    if not text:
+        return None
+    if statement.role == "user":
+        if text.endswith("?"):
+            return f"* 🟡 ({statement.time}) User asked: {_quote(text, QUOTE_CHARS)}"
+        return f"* 🔴 ({statement.time}) User stated: {_quote(text, QUOTE_CHARS)}"
+    sentence = _FIRST_SENTENCE.match(text)
+    first = sentence.group(1) if sentence else text
+    return f"* 🟢 ({statement.time}) Assistant replied: {_quote(first, QUOTE_CHARS)}"
+
+
+def _hint_sections(statements: list[_Statement], sections: dict[str, bool]) -> list[str]:
+    users = [_flat(_TRIGGER.sub(" ", s.text)) for s in statements if s.role == "user"]
+    users = [text for text in users if text]
+    if not users:
+        return []
+    hints = []
+    if sections["current-task"]:
+        hints.append(f"<current-task>Respond to: {_quote(users[-1], QUOTE_CHARS)}</current-task>")
+    if sections["suggested-response"]:
+        hints.append(f"<suggested-response>Continue the conversation about {_quote(users[-1], _TOPIC_CHARS)}"
+                     "</suggested-response>")
+    if sections["thread-title"]:
+        words = [w.strip("\"'`:") for w in users[0].replace(":", " ").split()][:_TITLE_WORDS]
+        hints.append(f"<thread-title>{' '.join(w for w in words if w).rstrip('.,!?;')}</thread-title>")
+    return hints
+
+
+def _last_user_statement(messages: Sequence[dict[str, Any]]) -> str:
+    users = [s.text for t in _read_transcript(user_text_under(messages, HISTORY_HEADING))
+             for s in t.statements if s.role == "user"]
+    return users[-1] if users else ""
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _quote(text: str, limit: int) -> str:
+    if len(text) > limit:
+        text = text[: limit - 1].rstrip() + "…"
+    return f'"{text}"'

@@ -1,0 +1,315 @@
+"""OTLP export requests -> rows of ``spans``, ``traces`` and ``logs`` (pure, no I/O).
+
+The gateway cannot open the DuckDB file (the design notes decision 5), so its spans and logs
+arrive at the studio as OTLP/HTTP; the studio's own go through the same mapping. The
+``mastra.*`` attributes our instrumentation sets become the Mastra row fields of
+Mastra's Studio REST contract section 6; every other attribute (third-party instrumentation) is kept in
+the row's ``attributes`` (spans) or ``data`` (logs) JSON.
+
+A request is decoded whole or refused whole (``OtlpDecodeError``, a 400): ids of the
+wrong length or bad timestamps fail the request instead of leaving half a trace. Rows are
+tuples in the fixed order of ``SPAN_COLUMNS``/``TRACE_COLUMNS``/``LOG_COLUMNS``, ready for
+DuckDB's appender. Ids leave as lowercase hex (trace 32 chars, span 16 chars). Turning an
+HTTP body (protobuf or OTLP/JSON, gzip) into the request message is ``dev_server.api.otlp``'s job.
+
+Ownership: with ``resource`` given (an authenticated user's ``user:<principal>``), every row
+gets that resource, whatever ``mastra.resource_id`` the sender claims.
+
+Identity: a span is (traceId, spanId). A log record has no id in OTLP; ``log_id`` is the
+sender's ``log.record.uid`` when it sets one, else a digest of the record with its resource
+and scope, so the same record sent twice (a retried batch, in either encoding) has the same
+id and is stored once. A record with no timestamp at all is told apart from an identical
+one by its position in the request too (such records cannot be deduplicated across retries).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import orjson
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+SPAN_COLUMNS = ("trace_id", "span_id", "parent_span_id", "name", "span_type", "is_event", "status", "started_at",
+                "ended_at", "entity_type", "entity_id", "entity_name", "run_id", "thread_id", "resource_id",
+                "user_id", "environment", "service_name", "attributes", "metadata", "input", "output", "error",
+                "tags", "links", "created_at", "updated_at")
+TRACE_COLUMNS = ("trace_id", "root_span_id", "name", "status", "started_at", "ended_at", "entity_type", "entity_id",
+                 "entity_name", "thread_id", "resource_id", "run_id", "environment", "service_name", "metadata",
+                 "input_preview", "created_at")
+LOG_COLUMNS = ("log_id", "timestamp", "level", "message", "data", "tags", "trace_id", "span_id", "entity_type",
+               "entity_id", "entity_name", "thread_id", "resource_id", "run_id", "service_name", "environment",
+               "metadata")
+
+PREVIEW_CHARS = 200
+STATUS_CODE_ERROR = 2
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_FIELDS = ("entity_type", "entity_id", "entity_name", "thread_id", "resource_id", "run_id")
+_TEXT_LEVELS = {"trace": "debug", "debug": "debug", "info": "info", "information": "info", "warn": "warn",
+                "warning": "warn", "error": "error", "err": "error", "fatal": "fatal", "critical": "fatal"}
+
+
+class OtlpDecodeError(ValueError):
+    """A payload this receiver refuses (400); ``issues`` names the fields at fault."""
+
+    def __init__(self, message: str, issues: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.issues = issues
+
+
+def _any(value) -> Any:
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return [_any(item) for item in value.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: _any(kv.value) for kv in value.kvlist_value.values}
+    if kind == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode()
+    return getattr(value, kind)
+
+
+def _attributes(pairs) -> dict[str, Any]:
+    return {kv.key: _any(kv.value) for kv in pairs}
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return value
+
+
+def _json(value: Any) -> str | None:
+    if value is None:
+        return None
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError:  # NaN/Infinity are not JSON; DuckDB would refuse the row
+        return json.dumps(_finite(value), separators=(",", ":"), ensure_ascii=False)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # json.loads takes NaN; DuckDB's JSON does not
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)  # one, not one per json.loads call
+
+def _decoded(raw: Any) -> tuple[Any, str | None]:
+    """A ``mastra.*`` JSON-encoded attribute -> (value, JSON text); plain text stays a string."""
+    if raw is None:
+        return None, None
+    if isinstance(raw, str):
+        try:
+            return _DECODER.decode(raw), raw
+        except ValueError:
+            return raw, _json(raw)
+    return raw, _json(raw)
+
+
+def _payload(raw: Any) -> tuple[Any, str | None]:
+    """``_decoded`` for ``mastra.input`` and ``mastra.output``, orjson first: a model
+    generation's input is the whole prompt (tens of kilobytes on a long thread), parsed on
+    every span at twice json's speed. Their JSON text is stored as sent and the value only
+    feeds the trace's input preview, so orjson's one liberty (an integer past 64 bits read as
+    a float) shows at most in the preview of an input that is such a number; what orjson
+    refuses goes through json as before."""
+    if isinstance(raw, str):
+        try:
+            return orjson.loads(raw), raw
+        except orjson.JSONDecodeError:
+            pass
+    return _decoded(raw)
+
+
+def _moment(nanos: int, field: str) -> datetime:
+    try:
+        return _EPOCH + timedelta(microseconds=nanos // 1000)
+    except OverflowError:
+        raise OtlpDecodeError(f"{field} is out of range", [{"field": field, "message": "out of range"}]) from None
+
+
+def _hex_id(raw: bytes, size: int, field: str, *, required: bool) -> str | None:
+    """Lowercase hex; an empty or all-zero id is absent (OTLP's "invalid id")."""
+    if (not raw or not any(raw)) and not required:
+        return None
+    if len(raw) != size or not any(raw):
+        raise OtlpDecodeError(f"{field} must be {size} non-zero bytes, got {raw.hex() or 'none'}",
+                              [{"field": field, "message": f"must be {size} non-zero bytes"}])
+    return raw.hex()
+
+
+def _resource(resource) -> tuple[str | None, str | None]:
+    attrs = _attributes(resource.attributes)
+    env = attrs.get("deployment.environment") or attrs.get("deployment.environment.name")
+    return _text(attrs.get("service.name")), _text(env)
+
+
+def _tags(raw: Any) -> str | None:
+    tags = _decoded(raw)[0]
+    return None if tags is None else _json(tags if isinstance(tags, list) else [tags])
+
+
+def input_preview(value: Any) -> str | None:
+    """The Studio's Input column: the text itself, the last user message, else JSON cut short."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value[:PREVIEW_CHARS]
+    messages = value.get("messages") if isinstance(value, dict) else value
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            if isinstance(message, dict) and message.get("role") == "user":
+                text = _message_text(message)
+                if text is not None:
+                    return text[:PREVIEW_CHARS]
+    return (_json(value) or "")[:PREVIEW_CHARS]
+
+
+def _message_text(message: dict[str, Any]) -> str | None:
+    content = message.get("content", message.get("parts"))
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):  # Mastra's stored format 2: {format, parts}
+        content = content.get("parts")
+    if isinstance(content, list):
+        texts = [p.get("text") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        return " ".join(texts) if texts else None
+    return None
+
+
+def _error(span, decoded: Any, failed: bool) -> Any:
+    if decoded is not None:
+        return decoded if isinstance(decoded, dict) else {"message": str(decoded)}
+    if not failed:
+        return None
+    for event in span.events:
+        if event.name == "exception":
+            attrs = _attributes(event.attributes)
+            error = {"message": attrs.get("exception.message") or span.status.message or "error",
+                     "name": attrs.get("exception.type"), "stack": attrs.get("exception.stacktrace")}
+            return {k: v for k, v in error.items() if v is not None}
+    return {"message": span.status.message or "error"}
+
+
+def _span_rows(span, service: str | None, resource_env: str | None, received_at: datetime) -> tuple[tuple, tuple | None]:
+    attrs = _attributes(span.attributes)
+    mastra = {key[7:]: attrs.pop(key) for key in [k for k in attrs if k.startswith("mastra.")]}
+    fields = {name: _text(mastra.pop(name, None)) for name in (*_FIELDS, "user_id", "span_type", "environment")}
+    extra, _ = _decoded(mastra.pop("attributes", None))
+    attrs.update({f"mastra.{k}": v for k, v in mastra.items()
+                  if k not in ("input", "output", "metadata", "tags", "error")})
+    if extra is not None:
+        attrs.update(extra if isinstance(extra, dict) else {"mastra.attributes": extra})
+    input_value, input_json = _payload(mastra.get("input"))
+    metadata = _decoded(mastra.get("metadata"))[1]
+    failed = span.status.code == STATUS_CODE_ERROR
+    error = _error(span, _decoded(mastra.get("error"))[0], failed)
+    trace_id = _hex_id(span.trace_id, 16, "traceId", required=True)
+    span_id = _hex_id(span.span_id, 8, "spanId", required=True)
+    parent = _hex_id(span.parent_span_id, 8, "parentSpanId", required=False)
+    started = _moment(span.start_time_unix_nano, "startTimeUnixNano")
+    ended = _moment(span.end_time_unix_nano, "endTimeUnixNano") if span.end_time_unix_nano else None
+    status = "error" if failed else "success"
+    environment = fields["environment"] or resource_env
+    links = [{"traceId": link.trace_id.hex(), "spanId": link.span_id.hex(),
+              "attributes": _attributes(link.attributes) or None} for link in span.links]
+    row = (trace_id, span_id, parent, span.name, fields["span_type"] or "generic", False, status, started, ended,
+           fields["entity_type"], fields["entity_id"], fields["entity_name"], fields["run_id"], fields["thread_id"],
+           fields["resource_id"], fields["user_id"], environment, service, _json(attrs or None), metadata,
+           input_json, _payload(mastra.get("output"))[1], _json(error), _tags(mastra.get("tags")),
+           _json(links or None), received_at, received_at)
+    if parent is not None:
+        return row, None
+    trace = (trace_id, span_id, span.name, status, started, ended, fields["entity_type"], fields["entity_id"],
+             fields["entity_name"], fields["thread_id"], fields["resource_id"], fields["run_id"], environment,
+             service, metadata, input_preview(input_value), received_at)
+    return row, trace
+
+
+_SPAN_RESOURCE = SPAN_COLUMNS.index("resource_id")
+_TRACE_RESOURCE = TRACE_COLUMNS.index("resource_id")
+_LOG_NAMESPACE = uuid.UUID("0f4b7d52-5d1e-4b1c-9a51-2f6f3f1f0b6e")
+
+
+def _owned(row: tuple, index: int, resource: str | None) -> tuple:
+    return row if resource is None else (*row[:index], resource, *row[index + 1:])
+
+
+def spans_from_request(req: ExportTraceServiceRequest, received_at: datetime,
+                       resource: str | None = None) -> tuple[list[tuple], list[tuple]]:
+    """Span rows (``SPAN_COLUMNS``) and one trace row (``TRACE_COLUMNS``) per root span;
+    ``resource`` (when given) replaces every row's resource."""
+    spans, traces = [], []
+    for resource_spans in req.resource_spans:
+        service, env = _resource(resource_spans.resource)
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                row, trace = _span_rows(span, service, env, received_at)
+                spans.append(_owned(row, _SPAN_RESOURCE, resource))
+                if trace is not None:
+                    traces.append(_owned(trace, _TRACE_RESOURCE, resource))
+    return spans, traces
+
+
+def log_id(record, resource_bytes: bytes, scope_bytes: bytes, position: int) -> str:
+    """A stable id for a log record that carries none (see the module docstring)."""
+    digest = hashlib.sha1(_LOG_NAMESPACE.bytes)
+    for part in (resource_bytes, scope_bytes, record.SerializeToString(deterministic=True)):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    if not (record.time_unix_nano or record.observed_time_unix_nano):
+        digest.update(position.to_bytes(8, "big"))
+    return str(uuid.UUID(bytes=digest.digest()[:16], version=5))
+
+
+def logs_from_request(req: ExportLogsServiceRequest, received_at: datetime,
+                      resource: str | None = None) -> list[tuple]:
+    """Log rows in ``LOG_COLUMNS`` order; a record without any timestamp gets the receive time;
+    ``resource`` (when given) replaces every row's resource."""
+    rows = []
+    position = 0
+    for resource_logs in req.resource_logs:
+        service, env = _resource(resource_logs.resource)
+        resource_bytes = resource_logs.resource.SerializeToString(deterministic=True)
+        for scope_logs in resource_logs.scope_logs:
+            scope_bytes = scope_logs.scope.SerializeToString(deterministic=True)
+            for record in scope_logs.log_records:
+                position += 1
+                attrs = _attributes(record.attributes)
+                mastra = {name: _text(attrs.pop(f"mastra.{name}", None)) for name in (*_FIELDS, "environment")}
+                given_ids = attrs.pop("log.record.uid", None), attrs.pop("mastra.log_id", None)
+                level = _TEXT_LEVELS.get(record.severity_text.strip().lower(), "info")
+                if 1 <= record.severity_number <= 24:
+                    level = ("debug", "debug", "info", "warn", "error", "fatal")[(record.severity_number - 1) // 4]
+                nanos = record.time_unix_nano or record.observed_time_unix_nano
+                moment = _moment(nanos, "timeUnixNano") if nanos else received_at
+                body = _any(record.body) if record.HasField("body") else None
+                message = body if isinstance(body, str) else ("" if body is None else _json(body))
+                tags, metadata = attrs.pop("mastra.tags", None), attrs.pop("mastra.metadata", None)
+                given = given_ids[0] or given_ids[1]
+                key = str(given) if given else log_id(record, resource_bytes, scope_bytes, position)
+                if resource is not None:
+                    mastra["resource_id"] = resource
+                rows.append((key, moment, level, message,
+                             _json(attrs or None), _tags(tags),
+                             _hex_id(record.trace_id, 16, "traceId", required=False),
+                             _hex_id(record.span_id, 8, "spanId", required=False),
+                             *(mastra[name] for name in _FIELDS),
+                             service, mastra["environment"] or env, _decoded(metadata)[1]))
+    return rows
+

@@ -1,0 +1,205 @@
+"""One process's OpenTelemetry: a tracer for agent runs and a handler for ``dev_server`` logs.
+
+Where the spans and logs go depends on who owns the DuckDB file (the design notes decision 5):
+
+- the studio writes them straight into its observability store, through the same OTLP
+  mapping its ``/v1/traces`` and ``/v1/logs`` receivers use;
+- the gateway sends them with OpenTelemetry's OTLP/HTTP exporters to the studio, or to
+  any collector named by the standard ``OTEL_EXPORTER_OTLP_*`` variables.
+
+Both go through an ``ExportQueue``: bounded, retrying, never blocking a chat.
+
+The log handler listens on the process's one ``dev_server`` logger. A process may hold more than
+one app (the tests run a gateway and a studio side by side), so each record goes to the
+telemetry of the app whose code logged it (none, if that app's telemetry is off): what its
+lifespan starts and its requests run in its context (``logging_to``, ``TelemetryScope``),
+which tasks and worker threads inherit. A record logged outside every app goes to each.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+from urllib.parse import urlsplit
+
+from opentelemetry.instrumentation.logging.handler import LoggingHandler
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+
+from dev_server import __version__
+from dev_server.auth import service_token
+from dev_server.clock import now_iso, parse_iso
+from dev_server.observability.export_queue import ExportQueue, QueueLogProcessor, QueueSpanProcessor, log_size, span_size
+from dev_server.settings import Settings
+from dev_server.storage.composite import OBSERVABILITY, CompositeStore
+
+log = logging.getLogger(__name__)
+
+# The telemetry of the app whose code runs in this context: None outside every app,
+# _TELEMETRY_OFF in an app without telemetry.
+_TELEMETRY_OFF = object()
+_current: ContextVar[object | None] = ContextVar("dev_server_telemetry", default=None)
+
+# The exporters log every failed attempt; the queue already counts and reports them.
+logging.getLogger("opentelemetry.exporter.otlp").setLevel(logging.CRITICAL)
+
+# Seconds one export request may take: OTLP's default. A request that times out is sent
+# again whole while the receiver may still be writing it, so a short timeout on a busy
+# studio turns into the same work done twice; the queue's batches are bounded in bytes.
+EXPORT_TIMEOUT_S = 10
+
+
+class Telemetry:
+    def __init__(self, role: str, settings: Settings, storage: CompositeStore) -> None:
+        self.role = role
+        resource = Resource.create({"service.name": f"dev-server-{role}", "service.version": __version__,
+                                    "deployment.environment": settings.environment})
+        if role == "studio":
+            span_target, log_target = _direct_exports(storage)
+        else:
+            span_target, log_target = _otlp_exports(settings)
+        bounds = {"max_items": settings.telemetry_queue_size, "max_bytes": settings.telemetry_queue_mb * 2**20}
+        self.span_queue = ExportQueue("spans", *span_target, size=span_size, **bounds)
+        self.log_queue = ExportQueue("logs", *log_target, size=log_size, **bounds)
+        self.tracer_provider = TracerProvider(resource=resource)
+        self.tracer_provider.add_span_processor(QueueSpanProcessor(self.span_queue))
+        self.logger_provider = LoggerProvider(resource=resource)
+        self.logger_provider.add_log_record_processor(QueueLogProcessor(self.log_queue))
+        self.handler = LoggingHandler(level=logging.INFO, logger_provider=self.logger_provider)
+        self.handler.addFilter(self._logged_here)
+        logging.getLogger("dev_server").addHandler(self.handler)
+        self.tracer = self.tracer_provider.get_tracer("dev-server", __version__)
+
+    def _logged_here(self, _: logging.LogRecord) -> bool:
+        return _current.get() in (None, self)
+
+    def stats(self) -> dict[str, Any]:
+        return {"spans": self.span_queue.stats(), "logs": self.log_queue.stats()}
+
+    def shutdown(self) -> None:
+        logging.getLogger("dev_server").removeHandler(self.handler)
+        self.tracer_provider.shutdown()
+        self.logger_provider.shutdown()
+
+
+@contextmanager
+def logging_to(telemetry: Telemetry | None) -> Iterator[None]:
+    """What runs inside (and every task or thread started from it) logs to ``telemetry``
+    only; with None, to no app's telemetry."""
+    token = _current.set(_TELEMETRY_OFF if telemetry is None else telemetry)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+class TelemetryScope:
+    """ASGI middleware: each request of the app runs in its telemetry's context (``logging_to``).
+    ``telemetry`` is read per request: the app's lifespan makes it (None when it is off)."""
+
+    def __init__(self, app: Any, telemetry: Callable[[], Telemetry | None]) -> None:
+        self.app = app
+        self.telemetry = telemetry
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":  # the lifespan sets its own (it makes the telemetry)
+            await self.app(scope, receive, send)
+            return
+        with logging_to(self.telemetry()):
+            await self.app(scope, receive, send)
+
+
+def _otlp_exports(settings: Settings):
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk._logs.export import LogRecordExportResult
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    traces, trace_headers = otlp_target(settings, "traces")
+    logs, log_headers = otlp_target(settings, "logs")
+    span_exporter = OTLPSpanExporter(endpoint=traces, timeout=EXPORT_TIMEOUT_S, headers=trace_headers)
+    log_exporter = OTLPLogExporter(endpoint=logs, timeout=EXPORT_TIMEOUT_S, headers=log_headers)
+
+    def export_spans(batch: Sequence[Any]) -> bool:
+        return span_exporter.export(batch) == SpanExportResult.SUCCESS
+
+    def export_logs(batch: Sequence[Any]) -> bool:
+        return log_exporter.export(batch) == LogRecordExportResult.SUCCESS
+
+    # The exporters' shutdown closes their HTTP sessions (pooled keep-alive connections to
+    # the studio, otherwise left to the garbage collector when an app in a process stops).
+    return ((export_spans, accepts_connections(traces), span_exporter.shutdown),
+            (export_logs, accepts_connections(logs), log_exporter.shutdown))
+
+
+def accepts_connections(url: str, timeout_s: float = 1.0) -> Callable[[], bool]:
+    """A check that something listens at ``url``'s host and port: a receiver that is not
+    running refuses at once. Through a proxy it cannot tell, and says yes."""
+    import requests.utils
+
+    parts = urlsplit(url)
+    address = (parts.hostname or "localhost", parts.port or (443 if parts.scheme == "https" else 80))
+
+    def check() -> bool:
+        if requests.utils.get_environ_proxies(url):
+            return True
+        try:
+            with socket.create_connection(address, timeout=timeout_s):
+                return True
+        except OSError:
+            return False
+
+    return check
+
+
+def otlp_target(settings: Settings, signal: str) -> tuple[str, dict[str, str] | None]:
+    """The URL the gateway's ``signal`` (``traces`` or ``logs``) exporter posts to, and its headers.
+
+    The standard variables win, as the OTLP exporter specification reads them: the
+    per-signal ``OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT`` as is, else ``OTEL_EXPORTER_OTLP_ENDPOINT``
+    plus ``/v1/<signal>``. They come from the settings (the environment or the .env), so a
+    value in the .env is honoured too; the exporter would only look at the environment.
+    Otherwise the studio's receiver, which with auth on wants the service token. Headers of
+    None let the exporter read ``OTEL_EXPORTER_OTLP_HEADERS`` for a collector.
+    """
+    specific = settings.otel_traces_endpoint if signal == "traces" else settings.otel_logs_endpoint
+    if specific:
+        return specific, None
+    if settings.otel_endpoint:
+        return f"{settings.otel_endpoint.rstrip('/')}/v1/{signal}", None
+    base = (settings.studio_url or f"http://{settings.host}:{settings.studio_port}").rstrip("/")
+    headers = {"Authorization": f"Bearer {service_token(settings.auth_tokens)}"} if settings.auth_tokens else None
+    return f"{base}/v1/{signal}", headers
+
+
+def _direct_exports(storage: CompositeStore):
+    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from dev_server.observability.otlp_mapping import logs_from_request, spans_from_request
+    from dev_server.observability.writer import ObservabilityWriter
+
+    def writer() -> ObservabilityWriter | None:
+        return ObservabilityWriter(storage.domain(OBSERVABILITY)) if storage.has(OBSERVABILITY) else None
+
+    def export_spans(batch: Sequence[Any]) -> bool:
+        target = writer()
+        if target is None:
+            return False  # kept queued (bounded) until the store can be written
+        span_rows, trace_rows = spans_from_request(encode_spans(batch), parse_iso(now_iso()))
+        target.write_spans_blocking(span_rows, trace_rows)
+        return True
+
+    def export_logs(batch: Sequence[Any]) -> bool:
+        target = writer()
+        if target is None:
+            return False
+        target.write_logs_blocking(logs_from_request(encode_logs(batch), parse_iso(now_iso())))
+        return True
+
+    return (export_spans, None), (export_logs, None)

@@ -1,0 +1,158 @@
+"""Writes span, trace and log rows into the observability store, one request at a time.
+
+Rows come from ``otlp_mapping`` (the studio's OTLP receivers, and the studio's own spans
+through its in-process exporter). Each call is all-or-nothing: its batches (one per table)
+run inside one explicit transaction, as ONE job on the store's worker thread, so a trace
+row never lands without its spans and no other caller's statement can slip in between.
+
+Ingest is idempotent (migration 0002 gives every table its natural key): rows go through
+DuckDB's appender into a per-connection TEMP staging table, then one
+``INSERT ... ON CONFLICT DO UPDATE`` moves them in. A batch sent again (a sender whose
+acknowledgement was lost retries it) replaces its own rows instead of adding copies. A row
+may only replace a row of the same resource: a span id that another resource already holds
+is left as it is and counted as rejected (``Written.rejected``), so one user cannot
+overwrite another's spans by reusing their ids. Log records never change once written, so
+a known ``log_id`` is skipped.
+
+Errors are split by who can fix them: ``RowsRejected`` (the rows themselves: a NULL in a
+NOT NULL column, a value DuckDB cannot convert) is the sender's; any other ``StorageError``
+is the store's, and a sender should retry later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from dev_server.observability.otlp_mapping import LOG_COLUMNS, SPAN_COLUMNS, TRACE_COLUMNS
+from dev_server.storage.duckdb_store import DuckDBStore
+from dev_server.storage.errors import StorageError, first_line
+
+Rows = Sequence[Sequence[Any]]
+
+
+class RowsRejected(StorageError):
+    """The store refused the rows' values; nothing of the request was written."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """How one table takes upserts: its columns (row order), key, and what a conflict does."""
+
+    name: str
+    columns: Sequence[str]
+    key: tuple[str, ...]
+    immutable: bool = False  # True: a known key is skipped instead of updated
+
+    def upsert_sql(self) -> str:
+        columns = ", ".join(self.columns)
+        sql = (f"INSERT INTO {self.name} ({columns}) SELECT {columns} FROM stage_{self.name} "
+               f"ON CONFLICT ({', '.join(self.key)}) ")
+        if self.immutable:
+            return sql + "DO NOTHING"
+        kept = set(self.key) | {"created_at"}  # a replaced row keeps when it was first stored
+        updates = ", ".join(f"{c} = excluded.{c}" for c in self.columns if c not in kept)
+        return sql + f"DO UPDATE SET {updates} WHERE {self.name}.resource_id IS NOT DISTINCT FROM excluded.resource_id"
+
+    def unique(self, rows: Rows) -> list[Sequence[Any]]:
+        """One row per key (the last wins): one INSERT may not touch a key twice."""
+        index = [self.columns.index(c) for c in self.key]
+        return list({tuple(row[i] for i in index): row for row in rows}.values())
+
+
+SPANS = Table("spans", SPAN_COLUMNS, ("trace_id", "span_id"))
+TRACES = Table("traces", TRACE_COLUMNS, ("trace_id",))
+LOGS = Table("logs", LOG_COLUMNS, ("log_id",), immutable=True)
+
+
+@dataclass(frozen=True)
+class Written:
+    """What one write did: rows stored (inserted or replaced) and rows left out because
+    their key belongs to another resource (spans) or is already stored (logs)."""
+
+    stored: int
+    rejected: int
+
+
+class ObservabilityWriter:
+    def __init__(self, store: DuckDBStore) -> None:
+        self.store = store
+
+    async def write_spans(self, span_rows: Rows, trace_rows: Rows = ()) -> Written:
+        """Spans and their trace rows (``SPAN_COLUMNS``, ``TRACE_COLUMNS``) in one transaction."""
+        return await self.store.run(_job([(SPANS, span_rows), (TRACES, trace_rows)]))
+
+    def write_spans_blocking(self, span_rows: Rows, trace_rows: Rows = (), timeout: float | None = 30.0) -> Written:
+        """``write_spans`` from a non-event-loop thread (an OpenTelemetry processor thread)."""
+        return self.store.run_blocking(_job([(SPANS, span_rows), (TRACES, trace_rows)]), timeout)
+
+    async def write_logs(self, rows: Rows) -> Written:
+        return await self.store.run(_job([(LOGS, rows)]))
+
+    def write_logs_blocking(self, rows: Rows, timeout: float | None = 30.0) -> Written:
+        return self.store.run_blocking(_job([(LOGS, rows)]), timeout)
+
+    async def delete_older_than(self, days: int) -> int:
+        """Retention: drop spans and traces that started, and logs stamped, over ``days`` ago."""
+        if days < 0:
+            raise ValueError("days must be >= 0")
+        cutoff = datetime.now(timezone.utc) - timedelta(days=days)
+
+        def delete(con) -> int:
+            statements = ("DELETE FROM spans WHERE started_at < ?", "DELETE FROM traces WHERE started_at < ?",
+                          "DELETE FROM logs WHERE timestamp < ?")
+            return _in_transaction(con, lambda: sum(con.execute(sql, [cutoff]).fetchone()[0] for sql in statements))
+
+        return await self.store.run(delete)
+
+
+def _job(batches: list[tuple[Table, Rows]]):
+    """The write as one function of the connection; the first table's counts are reported
+    (spans for a span write: the trace rows are derived from them)."""
+    batches = [(table, table.unique(rows)) for table, rows in batches if rows]
+    sent = len(batches[0][1]) if batches else 0
+
+    def upsert_all(con) -> Written:
+        if not batches:
+            return Written(0, 0)
+
+        def upserts() -> int:
+            first = None
+            for table, rows in batches:
+                # TEMP: private to this connection, so staging never shows in the schema
+                con.execute(f"CREATE TEMP TABLE IF NOT EXISTS stage_{table.name} AS "
+                            f"SELECT {', '.join(table.columns)} FROM {table.name} LIMIT 0")
+                with con.appender(f"stage_{table.name}") as appender:
+                    appender.append_rows(rows)
+                (count,) = con.execute(table.upsert_sql()).fetchone()
+                con.execute(f"DELETE FROM stage_{table.name}")
+                first = count if first is None else first
+            return first
+
+        stored = _in_transaction(con, upserts)
+        return Written(stored, sent - stored)
+
+    return upsert_all
+
+
+def _in_transaction(con, work):
+    import duckdb  # the gateway never imports DuckDB; only the studio gets here
+
+    con.execute("BEGIN TRANSACTION")
+    try:
+        result = work()
+        con.execute("COMMIT")
+        return result
+    except BaseException as exc:
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass  # a failed COMMIT has already ended the transaction
+        if isinstance(exc, (duckdb.DataError, duckdb.IntegrityError, duckdb.InvalidInputException,
+                            TypeError, ValueError, OverflowError)):
+            raise RowsRejected(f"rows rejected by the observability store: {first_line(exc)}") from exc
+        if isinstance(exc, duckdb.Error):
+            raise StorageError(f"observability write failed: {first_line(exc)}") from exc
+        raise

@@ -1,0 +1,135 @@
+"""Semantic recall of one process: the embedder, the index, its in-memory copy, the indexer.
+
+Built once by the app (``from_settings``) and shared by every memory that has semantic
+recall (``DEV_SERVER_SEMANTIC_RECALL``) or OM retrieval with vectors; the lifespan starts
+and stops its indexer. ``search`` embeds the query with the same model as the index and
+returns the nearest messages of a thread or a resource; ``SemanticSearchUnavailable`` when
+the embedder fails (counted in ``/health``), so the caller goes on without recall.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from dev_server.llm.embeddings import Embedder, describe
+from dev_server.recall.hits import SemanticHit, SemanticSearchUnavailable
+from dev_server.recall.index import VectorIndex, messages_by_seq
+from dev_server.recall.indexer import POLL_S, Indexer
+from dev_server.recall.matrix import VectorCache
+from dev_server.storage.libsql import LibSQLStore
+
+log = logging.getLogger(__name__)
+
+QUERY_TIMEOUT_S = 10.0
+
+
+@dataclass
+class QueryStats:
+    queries: int = 0
+    failures: int = 0
+    last_error: str | None = None
+
+
+class SemanticIndex:
+    """``embedder`` is an ``Embedder`` or an async factory of one: the app resolves its
+    embedder in the background (that may import litellm), so start-up does not wait."""
+
+    def __init__(self, db: LibSQLStore, embedder: Embedder | Callable[[], Awaitable[Embedder]], *,
+                 poll_s: float = POLL_S, requested: str | None = None) -> None:
+        self.db = db
+        self.requested = requested  # the configured Mastra id (the local embedder may stand in for it)
+        self._factory = embedder if callable(embedder) and not hasattr(embedder, "embed") else None
+        self.embedder: Embedder | None = None if self._factory is not None else embedder  # type: ignore[assignment]
+        self.poll_s = poll_s
+        self.index = VectorIndex(db)
+        self.cache = VectorCache(self.index)
+        self.indexer: Indexer | None = None
+        self.queries = QueryStats()
+        self.error: str | None = None
+        self._starting: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        """Resolve the embedder, repair the index and start the indexer, in the background."""
+        if self._starting is None:
+            self._starting = asyncio.create_task(self._start(), name="semantic-index-start")
+
+    async def _start(self) -> None:
+        try:
+            if self.embedder is None:
+                self.embedder = await self._factory()
+            indexer = Indexer(self.index, self.embedder, poll_s=self.poll_s)
+            await indexer.start()  # repairs the index first: /health says ready only after that
+            self.indexer = indexer
+        except Exception as exc:  # recall stays off in this process; /health says why
+            self.error = f"{type(exc).__name__}: {exc}"[:500]
+            log.warning("semantic recall unavailable: %s", self.error)
+
+    async def ready(self, timeout_s: float = 60.0) -> bool:
+        """Wait for the start (tests, the benchmark); True when the indexer runs."""
+        await self.start()
+        async with asyncio.timeout(timeout_s):
+            await asyncio.shield(self._starting)
+        return self.indexer is not None
+
+    async def stop(self) -> None:
+        if self._starting is not None and not self._starting.done():
+            self._starting.cancel()
+        if self.indexer is not None:
+            await self.indexer.stop()
+
+    def saved(self) -> None:
+        """Messages were written: the indexer looks at the queue now."""
+        if self.indexer is not None:
+            self.indexer.nudge()
+
+    async def embed_query(self, text: str) -> Any:
+        if self.embedder is None or self.indexer is None:
+            raise SemanticSearchUnavailable(self.error or "semantic recall is starting")
+        try:
+            async with asyncio.timeout(QUERY_TIMEOUT_S):
+                return (await self.embedder.embed([text]))[0]
+        except Exception as exc:
+            self.queries.failures += 1
+            self.queries.last_error = f"{type(exc).__name__}: {exc}"[:500]
+            raise SemanticSearchUnavailable(f"the embedder failed: {self.queries.last_error}") from exc
+
+    async def search(self, query: str, *, resource_id: str, thread_id: str | None = None, top_k: int = 4,
+                     exclude_ids: Iterable[str] = (), threshold: float | None = None) -> list[SemanticHit]:
+        """Nearest messages, best first, of the thread or of the whole resource."""
+        self.queries.queries += 1
+        vector = await self.embed_query(query)
+        return await self.search_vector(vector, resource_id=resource_id, thread_id=thread_id, top_k=top_k,
+                                        exclude_ids=exclude_ids, threshold=threshold)
+
+    async def search_vector(self, vector: Any, *, resource_id: str, thread_id: str | None = None, top_k: int = 4,
+                            exclude_ids: Iterable[str] = (), threshold: float | None = None) -> list[SemanticHit]:
+        exclude = set(exclude_ids)
+        excluded_seqs = set()
+        if exclude:
+            rows = await self.db.fetch_all(
+                f"SELECT seq FROM messages WHERE id IN ({','.join('?' * len(exclude))})", list(exclude))
+            excluded_seqs = {r[0] for r in rows}
+        if self.embedder is None:
+            raise SemanticSearchUnavailable(self.error or "semantic recall is starting")
+        found = await self.cache.search(self.embedder.key, len(vector), resource_id, vector, top_k,
+                                        thread_id=thread_id, exclude=excluded_seqs)
+        if threshold is not None:
+            found = [(seq, score) for seq, score in found if score >= threshold]
+        messages = await messages_by_seq(self.db, [seq for seq, _ in found], resource_id)
+        return [SemanticHit(messages[seq][0], score, messages[seq][1]) for seq, score in found if seq in messages]
+
+    def describe(self) -> dict[str, Any] | None:
+        described = describe(self.embedder)
+        if described is not None and self.requested:
+            described["model"] = self.requested
+        return described
+
+    async def health(self) -> dict[str, Any]:
+        index = await self.indexer.stats() if self.indexer is not None else {"running": False}
+        return {"ready": self.indexer is not None, "error": self.error, "embedder": self.describe(), "index": index,
+                "queries": {"total": self.queries.queries, "failures": self.queries.failures,
+                            "lastError": self.queries.last_error}}

@@ -1,0 +1,369 @@
+"""Every setting in one place, read from the environment (prefix ``DEV_SERVER_``) and an
+optional ``.env`` at the package root. Nothing else in the code reads ``os.environ`` for
+configuration; the settings object is built once and passed into ``create_app``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from dotenv import dotenv_values
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from dev_server import paths
+from dev_server.om.config import merged_options, observational_memory_options
+from dev_server.recall.options import semantic_recall_options
+
+ENV_PREFIX = "DEV_SERVER_"
+# Variables model providers are configured with (read by litellm and its SDKs): keys, base
+# URLs, API versions, and the AWS / Azure / Vertex / Google families (and the two names
+# litellm reads for the providers of dev_server.llm.known_providers that the patterns would miss).
+PROVIDER_VARIABLE = re.compile(
+    r"^(?!DEV_SERVER_)(?:[A-Z0-9_]+_(?:API_KEY|API_BASE|BASE_URL|API_VERSION|API_TOKEN|AUTH_TOKEN|ACCOUNT_ID)"
+    r"|(?:AWS|AZURE|VERTEXAI|VERTEX|WATSONX|OLLAMA|DATABRICKS)_[A-Z0-9_]+"
+    r"|GOOGLE_APPLICATION_CREDENTIALS|GOOGLE_CLOUD_PROJECT|TOGETHER_AI_TOKEN|USE_LITELLM_PROXY)$")
+
+
+class SettingsError(Exception):
+    """Invalid configuration; the message is one line naming the variable."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, populate_by_name=True)
+
+    data_dir: Path | None = Field(None, description="Directory of the databases (default <package root>/.temp)")
+    db_url: str | None = Field(None, description="Conversation DB: file:PATH (default file:<data dir>/dev-server.db),"
+                               " or a libsql server: http(s)://host:port, libsql://host")
+    db_auth_token: str | None = Field(None, description="Bearer token for a libsql server that asks for one")
+    db_timeout_s: float = Field(10.0, gt=0, description="A libsql server unanswered this long: 503")
+    observability_url: str | None = Field(
+        None, description="Traces DB: file:PATH (default file:<data dir>/observability.duckdb)"
+    )
+    host: str = Field("127.0.0.1", description="Interface both processes listen on")
+    gateway_port: int = Field(8787, ge=0, le=65535, description="Port of the gateway (chat over SSE)")
+    studio_port: int = Field(4111, ge=0, le=65535, description="Port of the studio (Mastra REST + UI)")
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level")
+    busy_timeout_ms: int = Field(5000, ge=0, description="SQLite busy_timeout for concurrent writers")
+    max_body_bytes: int = Field(4_500_000, ge=1024, description="Largest accepted request body")
+    local_model_only: bool = Field(
+        False, description="Answer every agent with the built-in local model, even when provider keys are set"
+    )
+    studio_ui_dir: Path | None = Field(
+        None, description="Directory of the Studio web build (default <package root>/studio-ui, made by make studio-ui)"
+    )
+    environment: str = Field("development", description="deployment.environment of spans and logs")
+    telemetry: bool = Field(True, description="Record spans and logs of agent runs")
+    telemetry_queue_size: int = Field(10_000, ge=100, description="Spans (and logs) kept while the receiver is down")
+    telemetry_queue_mb: int = Field(64, ge=1, description="Megabytes of spans (and of logs) kept while the receiver "
+                                                         "is down or behind; past either bound the oldest go")
+    trace_retention_days: int | None = Field(None, ge=1, description="Drop spans and logs older than this (studio)")
+    studio_url: str | None = Field(
+        None, description="Where the gateway reaches the studio's OTLP receivers (default http://<host>:<studio port>)"
+    )
+    # The standard OpenTelemetry variables, read here so nothing else reads the environment:
+    # when one is set, the gateway's exporters use it instead of the studio's receiver.
+    otel_endpoint: str | None = Field(None, validation_alias="OTEL_EXPORTER_OTLP_ENDPOINT")
+    otel_traces_endpoint: str | None = Field(None, validation_alias="OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    otel_logs_endpoint: str | None = Field(None, validation_alias="OTEL_EXPORTER_OTLP_LOGS_ENDPOINT")
+    auth_tokens: str | None = Field(
+        None, description="Comma-separated token=principal pairs; when set, auth is on (Bearer tokens)"
+    )
+    # -- model providers (dev_server.llm) ----------------------------------------------------------
+    local_fallback: bool = Field(
+        True, description="Answer with the local model when an agent's provider is not configured; "
+                          "false: such a turn fails with a 503 naming the missing variables")
+    model_timeout_s: float = Field(60.0, gt=0, description="Timeout of each HTTP read from a model provider")
+    model_first_token_timeout_s: float = Field(
+        30.0, gt=0, description="Deadline for a provider's first text, per attempt (then a timeout error)")
+    model_total_timeout_s: float = Field(
+        300.0, gt=0, description="Deadline for a whole model call, retries included (then a timeout error)")
+    model_retries: int = Field(
+        1, ge=0, le=10, description="Retries of a call that failed (connection, 429, 5xx) before any text; "
+                                    "the provider SDK's own retries are off")
+    scripted_model: Path | None = Field(
+        None, description="A JSON script (dev_server.llm.scripted): a scripted model answers the model calls instead of "
+                          "the providers, for tests of a server process; never on unless set")
+    provider_env: dict[str, str] = Field(
+        default_factory=dict, exclude=True,
+        description="Provider variables (*_API_KEY, *_API_BASE, OPENAI_BASE_URL, AWS_*, AZURE_*, VERTEXAI_*, ...) "
+                    "from the .env and the environment (the environment wins); filled by load()")
+    # The HTTP layer: CORS and connection reuse.
+    cors_origins: str | None = Field(
+        None, description="Origins that may read responses in a browser: comma-separated scheme://host[:port], "
+        "or * (any origin, without credentials); default localhost, 127.0.0.1 and [::1] on any port"
+    )
+    workers: int | None = Field(
+        None, ge=1, le=256, description="Gateway processes serving its port (default: one per core, os.cpu_count());"
+        " the studio is always one process (it alone opens the DuckDB file)")
+    keep_alive_s: int = Field(
+        75, ge=1, le=3600, description="Seconds an idle keep-alive connection stays open (advertised in Keep-Alive)"
+    )
+    # Slow clients and floods (dev_server.connection_limits; the turn rate limit is dev_server.api.turn_limit).
+    header_timeout_s: float = Field(
+        10.0, gt=0, le=3600, description="A request's line and headers must arrive within this of the connection"
+        " (or of its first byte after a keep-alive pause), else 408 and the connection is closed")
+    body_timeout_s: float = Field(
+        60.0, gt=0, le=3600, description="A request's whole body must arrive within this of its headers, else 408"
+        " and the connection is closed")
+    max_connections: int | None = Field(
+        1000, ge=1, description="Connections (or running requests) one process serves; a request beyond them gets"
+        " 503 with Retry-After. Unset (empty): no cap")
+    forwarded_allow_ips: str = Field(
+        "127.0.0.1,::1", description="Proxies trusted to name the client in X-Forwarded-For (the turn rate"
+        " limit's key without auth): comma-separated addresses or networks, or * for any")
+    turn_rate_limit: int | None = Field(
+        None, ge=1, description="Turns each principal (without auth: each client address) may start per"
+        " DEV_SERVER_TURN_RATE_WINDOW_S, counted in the database across processes; then 429. Unset: no limit")
+    turn_rate_window_s: float = Field(60.0, gt=0, le=86400, description="The window of DEV_SERVER_TURN_RATE_LIMIT")
+
+    @field_validator("max_connections", "turn_rate_limit", "scripted_model", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins_are_origins(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        items = [item.strip().rstrip("/") for item in value.split(",") if item.strip()]
+        if items != ["*"]:
+            for item in items:
+                scheme, sep, rest = item.partition("://")
+                if scheme not in ("http", "https") or not sep or not rest or "/" in rest or "*" in rest:
+                    raise ValueError(f"{item!r} is not an origin (scheme://host[:port]); * must stand alone")
+        return ",".join(items)
+
+    # Turns on one thread are serialised across processes by a lease row (dev_server.agents.turns).
+    turn_wait_s: float = Field(
+        30.0, gt=0, description="How long a turn waits for another turn on the same thread before a 409"
+    )
+    turn_lease_s: float = Field(
+        15.0, gt=0, description="Expiry of a thread's turn lease, renewed while the reply streams; a killed"
+        " process's lease is taken over after this"
+    )
+    checkpoint_interval_s: float = Field(
+        1.0, gt=0, description="A streaming reply is saved at most this often, so a crash keeps what was streamed"
+    )
+    # Chat streams are recorded in the database while they run (dev_server.streaming.recorder).
+    stream_resume: bool = Field(
+        True, description="Record chat streams so GET /api/chat/{chatId}/stream resumes them on any process; a"
+        " client that hangs up no longer stops its reply. false: a hang-up interrupts the reply, resume answers 204"
+    )
+    stream_retention_s: float = Field(
+        30.0, gt=0, description="How long a finished chat stream's chunks are kept for a late resume"
+    )
+    stream_dead_after_s: float = Field(
+        10.0, ge=0.5, description="A running chat stream whose producer has not written for this long is dead:"
+        " resume says so, and its partial reply is rebuilt into the thread from its recorded frames"
+    )
+
+    working_memory: str | None = Field(
+        None, description="Agents whose memory keeps a working memory: comma-separated agent ids, each optionally "
+        "with :thread or :resource (the default), e.g. chat-agent,docs-agent:thread")
+
+    @field_validator("working_memory")
+    @classmethod
+    def _working_memory_items(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        items = [item.strip() for item in value.split(",") if item.strip()]
+        for item in items:
+            agent, _, scope = item.partition(":")
+            if not agent or scope not in ("", "thread", "resource"):
+                raise ValueError(f"{item!r} is not <agent id> or <agent id>:thread|resource")
+        return ",".join(items)
+
+    semantic_recall: str | None = Field(
+        None, description="Agents whose memory has semantic recall (off by default): comma-separated agent ids,"
+        " each optionally with :thread or :resource (the default), e.g. chat-agent,docs-agent:thread")
+    semantic_recall_options: dict[str, Any] | None = Field(
+        None, description="Mastra's semanticRecall options as a JSON object, for every agent of"
+        " DEV_SERVER_SEMANTIC_RECALL, e.g. {\"topK\": 6, \"messageRange\": {\"before\": 1, \"after\": 2}}")
+    embedder: str = Field(
+        "openai/text-embedding-3-small", description="Embedding model (Mastra id) of semantic recall; without its"
+        " provider's key the built-in local embedder (all-MiniLM-L6-v2 on the CPU) embeds instead")
+
+    @field_validator("semantic_recall")
+    @classmethod
+    def _semantic_recall_items(cls, value: str | None) -> str | None:
+        return cls._working_memory_items(value)
+
+    @model_validator(mode="after")
+    def _semantic_recall_options_are_valid(self) -> "Settings":
+        if self.semantic_recall_options is not None:
+            try:
+                semantic_recall_options(self.semantic_recall_options)
+            except ValueError as exc:
+                raise ValueError(f"DEV_SERVER_SEMANTIC_RECALL_OPTIONS: {exc}") from None
+        return self
+
+    @property
+    def semantic_recall_agents(self) -> dict[str, dict[str, Any]]:
+        """Agent id -> its ``semanticRecall`` options object, from ``semantic_recall``."""
+        found = {}
+        for item in (self.semantic_recall or "").split(","):
+            if item:
+                agent, _, scope = item.partition(":")
+                options = dict(self.semantic_recall_options or {})
+                if scope:
+                    options["scope"] = scope
+                found[agent] = options
+        return found
+
+    # Observational Memory of the agents that have it (chat-agent): dev_server.om.config's options.
+    om_enabled: bool = Field(True, description="Observational Memory on chat-agent (false: its last-messages window only)")
+    om_message_tokens: int | None = Field(
+        None, ge=1, description="Unobserved message tokens that trigger an observation (default 30000)")
+    om_observation_tokens: int | None = Field(
+        None, ge=1, description="Observation tokens that trigger a reflection (default 40000)")
+    om_buffer_tokens: str | None = Field(
+        None, description="Async buffering interval: a token count, a fraction of the message tokens, or false"
+        " (default 0.2)")
+    om_scope: Literal["thread", "resource"] | None = Field(None, description="OM record per thread (default) or resource")
+    om_model: str | None = Field(
+        None, description="Observer and reflector model (default google/gemini-2.5-flash when its key is set, else"
+        " the agent's model)")
+    om_thread_title: bool = Field(
+        False, description="The observer proposes each thread's title (observation.threadTitle), shown in the"
+        " Studio's thread list")
+    om_options: dict[str, Any] | None = Field(
+        None, description="Any of Mastra's observationalMemory options as a JSON object, merged over the"
+        " DEV_SERVER_OM_* values above, e.g. {\"activateAfterIdle\": \"5m\", \"temporalMarkers\": true}")
+
+    @field_validator("om_buffer_tokens")
+    @classmethod
+    def _buffer_tokens(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip().lower()
+        if value != "false":
+            try:
+                float(value)
+            except ValueError:
+                raise ValueError(f"{value!r} is not a token count, a fraction or false") from None
+        return value
+
+    @field_validator("scripted_model")
+    @classmethod
+    def _script_is_valid(cls, value: Path | None) -> Path | None:
+        if value is None:
+            return None
+        from dev_server.llm.scripted_file import load_script  # only when set
+
+        load_script(value)  # ValueError: one line naming what is wrong
+        return value.resolve()
+
+    @model_validator(mode="after")
+    def _om_options_are_valid(self) -> "Settings":
+        if self.observational_memory is not False:
+            try:
+                observational_memory_options(self.observational_memory)
+            except ValueError as exc:
+                raise ValueError(f"DEV_SERVER_OM_*: {exc}") from None
+        return self
+
+    @property
+    def observational_memory(self) -> dict[str, Any] | Literal[False]:
+        """The ``DEV_SERVER_OM_*`` settings as Mastra's options object, or False (off)."""
+        if not self.om_enabled:
+            return False
+        options: dict[str, Any] = {}
+        observation: dict[str, Any] = {}
+        if self.om_scope:
+            options["scope"] = self.om_scope
+        if self.om_model:
+            options["model"] = self.om_model
+        if self.om_message_tokens:
+            observation["messageTokens"] = self.om_message_tokens
+        if self.om_buffer_tokens:
+            number = None if self.om_buffer_tokens == "false" else float(self.om_buffer_tokens)
+            observation["bufferTokens"] = False if number is None else int(number) if number >= 1 else number
+        if self.om_thread_title:
+            observation["threadTitle"] = True
+        if observation:
+            options["observation"] = observation
+        if self.om_observation_tokens:
+            options["reflection"] = {"observationTokens": self.om_observation_tokens}
+        return merged_options(options, self.om_options or {})  # one level deep: observation / reflection merge
+
+    @property
+    def working_memory_agents(self) -> dict[str, str]:
+        """Agent id -> working memory scope, from ``working_memory``."""
+        found = {}
+        for item in (self.working_memory or "").split(","):
+            if item:
+                agent, _, scope = item.partition(":")
+                found[agent] = scope or "resource"
+        return found
+
+    @classmethod
+    def load(cls, env_file: Path | None = None) -> "Settings":
+        if env_file is None:
+            root = paths.find_package_root()
+            env_file = root / ".env" if root else None
+        env_file = env_file if env_file and env_file.is_file() else None
+        try:
+            return cls(_env_file=env_file, provider_env=collect_provider_env(os.environ, env_file))
+        except ValidationError as exc:
+            raise SettingsError(_one_line(exc)) from None
+
+    @cached_property
+    def resolved_data_dir(self) -> Path:
+        return paths.resolve_data_dir(self.data_dir)
+
+    @cached_property
+    def default_db_url(self) -> str:
+        return paths.database_url(self.db_url, self.resolved_data_dir, "dev-server.db")
+
+    @cached_property
+    def observability_db_url(self) -> str:
+        return paths.database_url(self.observability_url, self.resolved_data_dir, "observability.duckdb")
+
+    @cached_property
+    def resolved_studio_ui_dir(self) -> Path | None:
+        if self.studio_ui_dir is not None:
+            return self.studio_ui_dir.expanduser().resolve()
+        root = paths.find_package_root()
+        return root / "studio-ui" if root else None
+
+    @property
+    def cors_origin_list(self) -> tuple[str, ...] | None:
+        """The configured origins (``("*",)`` for any), or None for the local default."""
+        return tuple(self.cors_origins.split(",")) if self.cors_origins else None
+
+    def workers_for(self, role: str) -> int:
+        """How many processes serve ``role``: ``workers`` (default one per core) for the
+        gateway, always one for the studio."""
+        if role != "gateway":
+            return 1
+        return self.workers or os.cpu_count() or 1
+
+    def port_for(self, role: str) -> int:
+        return self.gateway_port if role == "gateway" else self.studio_port
+
+
+def collect_provider_env(environ: Mapping[str, str], env_file: Path | None) -> dict[str, str]:
+    """Provider variables from ``env_file`` and ``environ`` (which wins), empty values dropped."""
+    found: dict[str, str] = {}
+    sources = [dotenv_values(env_file) if env_file else {}, environ]
+    for source in sources:
+        for name, value in source.items():
+            if value and value.strip() and PROVIDER_VARIABLE.match(name):
+                found[name] = value.strip()
+    return found
+
+
+def _one_line(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    if not error["loc"]:  # a check across settings (the DEV_SERVER_OM_* options): its message names them
+        return f"invalid setting: {error['msg'].removeprefix('Value error, ')}"
+    field = str(error["loc"][0])
+    value = error.get("input")
+    return f"invalid setting {ENV_PREFIX}{field.upper()}={value!r}: {error['msg']}"

@@ -1,0 +1,245 @@
+"""The default store: the SQLite file format (what LibSQL speaks) through ``sqlite3``.
+
+Several processes (gateway and studio) write the same file, so every connection runs in
+WAL mode with a ``busy_timeout``, and every write is a short ``BEGIN IMMEDIATE``
+transaction: the write lock is taken up front, so a writer waits in SQLite's busy handler
+instead of failing half-way with "database is locked" on lock upgrade.
+
+Each process keeps one writer connection and a small pool of reader connections handed
+out from a queue (datasette's pattern): a slow read (a search over 300k messages) holds one
+reader while the others keep answering, and WAL lets every reader proceed while another
+process writes. Each reader is an ``aiosqlite`` connection, which owns a thread, so no query
+blocks the event loop; but every call is a thread hop (~0.1 ms measured here), which would
+dominate a short write transaction. So the writer is a plain ``sqlite3`` connection owned by
+one thread of its own (a one-worker ``ThreadPoolExecutor``), and a write is a whole
+function, ``run_write(work)``: ``work(conn)`` runs there between ``BEGIN IMMEDIATE`` and
+``COMMIT`` (``ROLLBACK`` if it raises), one hop however many statements it runs. Writes are
+serialised by that one thread, in the order they were asked for; nothing awaits while a
+transaction is open, so one transaction never waits on the event loop for another's next
+statement. ``work`` is plain code: it must not touch the event loop or anything it owns.
+
+A caller cancelled while its write waits in the queue skips it; once ``work`` has started
+it runs to ``COMMIT`` or ``ROLLBACK`` whatever the caller does, so a write is still all or
+nothing.
+
+Opening is retried: on a fresh file, ``PRAGMA journal_mode = WAL`` (and the first
+migration transaction) can fail at once with "database is locked" while another process
+does the same, because SQLite's busy handler does not cover a journal-mode change. Those
+steps are retried with backoff for up to ``busy_timeout``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sqlite3
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+
+from dev_server.clock import now_iso
+from dev_server.paths import PathError, ensure_db_dir, file_path
+from dev_server.storage.errors import StorageBusy, StorageError
+from dev_server.storage.migrate import apply_libsql, load_migrations
+
+_REMOTE_PREFIXES = ("http://", "https://", "libsql://", "ws://", "wss://")
+DEFAULT_READERS = 4
+T = TypeVar("T")
+Work = Callable[[sqlite3.Connection], T]
+
+
+class LibSQLStore:
+    engine = "libsql"
+
+    def __init__(self, url: str, *, busy_timeout_ms: int = 5000, readers: int = DEFAULT_READERS) -> None:
+        self.url = url
+        self.busy_timeout_ms = busy_timeout_ms
+        self.reader_count = max(1, readers)
+        self._writer: sqlite3.Connection | None = None
+        self._writer_thread: ThreadPoolExecutor | None = None
+        self._readers: list[aiosqlite.Connection] = []
+        self._idle: deque[aiosqlite.Connection] = deque()
+        self._waiting: deque[asyncio.Future[aiosqlite.Connection]] = deque()
+        self.applied_migrations: list[int] = []
+
+    @property
+    def path(self) -> Path | None:
+        return file_path(self.url)
+
+    @property
+    def is_open(self) -> bool:
+        return self._writer is not None
+
+    async def open(self) -> None:
+        if self._writer is not None:
+            return
+        if self.url.startswith(_REMOTE_PREFIXES):
+            raise StorageError(
+                f"{self.url}: a libsql server is reached over HTTP (http://, https:// or libsql://), not WebSocket"
+            )
+        try:
+            target = ensure_db_dir(self.url) or self.url
+        except PathError as exc:
+            raise StorageError(str(exc)) from exc
+        try:
+            self._writer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-writer")
+            writer = await self._on_writer(sqlite3.connect, str(target), isolation_level=None)
+            self._writer = writer
+            writer.row_factory = sqlite3.Row
+            await self._set_pragmas(target, lambda sql: self._on_writer(_fetch_sync, writer, sql))
+            migrations = load_migrations("libsql")
+            self.applied_migrations = await self._retry_locked(lambda: self._on_writer(
+                _transaction, writer, partial(apply_libsql, migrations=migrations, now=now_iso())))
+            for _ in range(self.reader_count):
+                reader = await self._connect(target)
+                self._readers.append(reader)
+                self._idle.append(reader)
+        except sqlite3.Error as exc:
+            await self.close()
+            raise StorageError(f"cannot open database {target}: {exc}") from exc
+
+    def _on_writer(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Awaitable[T]:
+        """Run ``fn`` on the writer's thread (the only thread that touches the writer)."""
+        return asyncio.get_running_loop().run_in_executor(self._writer_thread, partial(fn, *args, **kwargs))
+
+    async def _retry_locked(self, step: Callable[[], Awaitable[T]]) -> T:
+        return await retry_locked(step, self.busy_timeout_ms)
+
+    async def _set_pragmas(self, target: Path | str, run: Callable[[str], Awaitable[Any]]) -> None:
+        await run(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+        if target != ":memory:":
+            await self._retry_locked(lambda: run("PRAGMA journal_mode = WAL"))
+        await run("PRAGMA synchronous = NORMAL")
+        await run("PRAGMA foreign_keys = ON")
+
+    async def _connect(self, target: Path | str) -> aiosqlite.Connection:
+        conn = await aiosqlite.connect(str(target), isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        try:
+            await self._set_pragmas(target, partial(_fetch_pragma, conn))
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+    async def close(self) -> None:
+        for conn in self._readers:
+            await conn.close()
+        if self._writer is not None:
+            await self._on_writer(self._writer.close)
+        if self._writer_thread is not None:
+            self._writer_thread.shutdown(wait=True)  # idle by now: its last job closed the connection
+        self._readers, self._writer, self._writer_thread = [], None, None
+        self._idle.clear()
+
+    @asynccontextmanager
+    async def reader(self) -> AsyncIterator[aiosqlite.Connection]:
+        """A reader connection from the pool, returned when the block ends.
+
+        First come, first served: a released connection goes straight to the longest
+        waiter (``asyncio.Queue`` would let a task that releases and asks again jump the
+        queue, and a stream of searches could starve a ``get_thread``)."""
+        if not self._readers:
+            raise StorageError(f"store {self.url} is not open")
+        if self._idle and not self._waiting:
+            conn = self._idle.popleft()
+        else:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+            try:
+                conn = await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._release(waiter.result())
+                else:
+                    self._waiting.remove(waiter)
+                raise
+        try:
+            yield conn
+        finally:
+            self._release(conn)
+
+    def _release(self, conn: aiosqlite.Connection) -> None:
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(conn)
+                return
+        self._idle.append(conn)
+
+    # One hop to the connection's thread per read (a cursor would take three: execute,
+    # fetch, close); every ``fetch_one`` query selects a single row by key or an aggregate.
+    async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        async with self.reader() as conn:
+            return list(await conn.execute_fetchall(sql, params))
+
+    async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        rows = await self.fetch_all(sql, params)
+        return rows[0] if rows else None
+
+    async def run_write(self, work: Work[T]) -> T:
+        """Run ``work(conn)`` as one transaction on the writer thread and return its result;
+        commits if it returns, rolls back (and re-raises) if it raises.
+
+        ``BEGIN IMMEDIATE`` takes the write lock first, waiting up to ``busy_timeout`` for
+        another process's; past that, ``StorageBusy``. Reads in ``work`` see its own writes.
+        """
+        if self._writer is None:
+            raise StorageError(f"store {self.url} is not open")
+        try:
+            return await self._on_writer(_transaction, self._writer, work)
+        except sqlite3.OperationalError as exc:
+            if is_locked(exc):
+                raise StorageBusy(f"database {self.url} is locked by another writer") from exc
+            raise
+
+    def health(self) -> dict[str, Any]:
+        return {"engine": self.engine, "url": self.url, "path": str(self.path) if self.path else None,
+                "open": self.is_open, "readers": len(self._readers)}
+
+
+def _transaction(conn: sqlite3.Connection, work: Work[T]) -> T:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = work(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+def _fetch_sync(conn: sqlite3.Connection, sql: str) -> Any:
+    return conn.execute(sql).fetchone()
+
+
+async def _fetch_pragma(conn: aiosqlite.Connection, sql: str) -> Any:
+    async with conn.execute(sql) as cursor:
+        return await cursor.fetchone()
+
+
+async def retry_locked(step: Callable[[], Awaitable[T]], busy_timeout_ms: int) -> T:
+    """Run ``step``; while it fails with "locked"/"busy", retry with jittered backoff until
+    ``busy_timeout_ms`` has passed, then let the last error through."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    delay = 0.005
+    while True:
+        try:
+            return await step()
+        except sqlite3.OperationalError as exc:
+            if not is_locked(exc) or time.monotonic() + delay > deadline:
+                raise
+        await asyncio.sleep(delay * (0.5 + random.random()))
+        delay = min(delay * 2, 0.25)
+
+
+def is_locked(exc: sqlite3.OperationalError) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)

@@ -1,0 +1,409 @@
+"""Observational Memory records on the default store; the only module that writes their SQL.
+
+One row per generation (``mastra_observational_memory``, Mastra's Observational Memory contract 1.1): the
+row with the highest ``generation_count`` for a lookup key (``thread:<id>`` or
+``resource:<id>``) is the active record, and a reflection inserts the next generation
+instead of changing the old one. Both processes open the same database, so what the
+gateway observes the studio reads at once.
+
+The in-progress flags (``is_observing``, ``is_reflecting``, ...) hold the time they were
+set. ``claim_flag`` sets one in a single conditional UPDATE unless another holder set it
+less than ``stale_after_s`` ago: two processes (or two threads of one resource) never run
+the same operation on one record at once, and a flag left by a killed process expires.
+
+The thread-level OM metadata (current task, suggested response, cursors: 1.2) lives on the
+thread row at ``metadata.mastra.om`` and is merged shallowly, read and written in one
+transaction so a concurrent change of the thread's other metadata is not lost.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal
+
+from dev_server.clock import now_iso, parse_iso, to_iso
+from dev_server.om.context import message_boundary
+from dev_server.om.tokenx import estimate_tokens as estimate
+from dev_server.storage.libsql import LibSQLStore
+from dev_server.storage.message_writes import stored_json
+
+Flag = Literal["is_observing", "is_reflecting", "is_buffering_observation", "is_buffering_reflection"]
+_FLAGS = ("is_observing", "is_reflecting", "is_buffering_observation", "is_buffering_reflection")
+_JSON_COLUMNS = ("config", "observed_message_ids", "buffered_observation_chunks", "metadata")
+
+
+def lookup_key(thread_id: str | None, resource_id: str) -> str:
+    return f"thread:{thread_id}" if thread_id else f"resource:{resource_id}"
+
+
+@dataclass
+class OMRecord:
+    id: str
+    lookup_key: str
+    scope: str
+    resource_id: str
+    thread_id: str | None
+    origin_type: str
+    config: dict[str, Any]
+    created_at: str
+    updated_at: str
+    active_observations: str = ""
+    generation_count: int = 0
+    last_observed_at: str | None = None
+    last_reflection_at: str | None = None
+    pending_message_tokens: int = 0
+    total_tokens_observed: int = 0
+    observation_token_count: int = 0
+    is_observing: str | None = None
+    is_reflecting: str | None = None
+    observed_message_ids: list[str] | None = None
+    observed_timezone: str | None = None
+    buffered_observation_chunks: list[dict[str, Any]] | None = None
+    buffered_reflection: str | None = None
+    buffered_reflection_tokens: int | None = None
+    buffered_reflection_input_tokens: int | None = None
+    reflected_observation_line_count: int | None = None
+    is_buffering_observation: str | None = None
+    is_buffering_reflection: str | None = None
+    last_buffered_at_tokens: int = 0
+    last_buffered_at_time: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_api(self) -> dict[str, Any]:
+        """The record as Mastra's REST API sends it (camelCase; flags as booleans)."""
+        return {
+            "id": self.id, "lookupKey": self.lookup_key, "scope": self.scope, "resourceId": self.resource_id,
+            "threadId": self.thread_id, "activeObservations": self.active_observations,
+            "originType": self.origin_type, "config": self.config, "generationCount": self.generation_count,
+            "lastObservedAt": self.last_observed_at, "lastReflectionAt": self.last_reflection_at,
+            "pendingMessageTokens": self.pending_message_tokens, "totalTokensObserved": self.total_tokens_observed,
+            "observationTokenCount": self.observation_token_count,
+            "isObserving": self.is_observing is not None, "isReflecting": self.is_reflecting is not None,
+            "observedMessageIds": self.observed_message_ids, "observedTimezone": self.observed_timezone,
+            "bufferedObservationChunks": self.buffered_observation_chunks,
+            "bufferedReflection": self.buffered_reflection,
+            "bufferedReflectionTokens": self.buffered_reflection_tokens,
+            "bufferedReflectionInputTokens": self.buffered_reflection_input_tokens,
+            "reflectedObservationLineCount": self.reflected_observation_line_count,
+            "isBufferingObservation": self.is_buffering_observation is not None,
+            "isBufferingReflection": self.is_buffering_reflection is not None,
+            "lastBufferedAtTokens": self.last_buffered_at_tokens, "lastBufferedAtTime": self.last_buffered_at_time,
+            "metadata": self.metadata, "createdAt": self.created_at, "updatedAt": self.updated_at,
+        }
+
+
+def _record(row: sqlite3.Row) -> OMRecord:
+    values = {key: row[key] for key in row.keys()}
+    for column in _JSON_COLUMNS:
+        if values[column] is not None:
+            values[column] = json.loads(values[column])
+    values["metadata"] = values["metadata"] or {}
+    values.pop("active_observations_pending_update", None)
+    return OMRecord(**values)
+
+
+_SELECT = "SELECT * FROM mastra_observational_memory"
+
+
+class OMRecordStore:
+    def __init__(self, db: LibSQLStore) -> None:
+        self.db = db
+
+    async def active(self, key: str) -> OMRecord | None:
+        row = await self.db.fetch_one(f"{_SELECT} WHERE lookup_key = ? ORDER BY generation_count DESC LIMIT 1",
+                                      (key,))
+        return _record(row) if row else None
+
+    async def history(self, key: str, *, limit: int = 10, offset: int = 0, created_from: str | None = None,
+                      created_to: str | None = None) -> list[OMRecord]:
+        """Every generation for the key, newest first, filtered on ``created_at``."""
+        where, params = ["lookup_key = ?"], [key]
+        if created_from is not None:
+            where.append("created_at >= ?")
+            params.append(created_from)
+        if created_to is not None:
+            where.append("created_at <= ?")
+            params.append(created_to)
+        rows = await self.db.fetch_all(f"{_SELECT} WHERE {' AND '.join(where)} ORDER BY generation_count DESC"
+                                       " LIMIT ? OFFSET ?", [*params, limit, offset])
+        return [_record(r) for r in rows]
+
+    async def initialize(self, *, scope: str, thread_id: str | None, resource_id: str, config: dict[str, Any],
+                         timezone: str | None) -> OMRecord:
+        """The active record, or generation 0 created now (``originType: initial``)."""
+        key = lookup_key(thread_id if scope == "thread" else None, resource_id)
+        now = now_iso()
+
+        def work(conn: sqlite3.Connection) -> sqlite3.Row:
+            conn.execute(
+                "INSERT OR IGNORE INTO mastra_observational_memory (id, lookup_key, scope, resource_id, thread_id,"
+                " origin_type, config, generation_count, observed_timezone, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, 'initial', ?, 0, ?, ?, ?)",
+                (str(uuid.uuid4()), key, scope, resource_id, thread_id if scope == "thread" else None,
+                 stored_json(config), timezone, now, now))
+            return conn.execute(f"{_SELECT} WHERE lookup_key = ? ORDER BY generation_count DESC LIMIT 1",
+                                (key,)).fetchone()
+
+        return _record(await self.db.run_write(work))
+
+    async def update_active_observations(self, record_id: str, *, observations: str, token_count: int,
+                                         last_observed_at: str | None, observed_ids: Sequence[str],
+                                         tokens_observed: int) -> OMRecord:
+        """After a sync observation: the new log, its size, the cursor, the observed ids
+        (old and new), the running total, and no pending tokens. A buffered chunk holding
+        any of the messages just observed is dropped: this cycle observed them (a manual
+        observe does not wait for activation), and activating the chunk would write them
+        into the log a second time."""
+        def work(conn: sqlite3.Connection) -> sqlite3.Row:
+            row = conn.execute("SELECT observed_message_ids, buffered_observation_chunks"
+                               " FROM mastra_observational_memory WHERE id = ?", (record_id,)).fetchone()
+            known = json.loads(row[0]) if row and row[0] else []
+            merged = list(dict.fromkeys([*known, *observed_ids]))
+            chunks = json.loads(row[1]) if row and row[1] else []
+            kept = [c for c in chunks if not _holds_any(c, observed_ids)]
+            return conn.execute(
+                "UPDATE mastra_observational_memory SET active_observations = ?, observation_token_count = ?,"
+                " last_observed_at = coalesce(?, last_observed_at), observed_message_ids = ?,"
+                " total_tokens_observed = total_tokens_observed + ?, pending_message_tokens = 0,"
+                " buffered_observation_chunks = ?, updated_at = ? WHERE id = ? RETURNING *",
+                (observations, token_count, last_observed_at, stored_json(merged), tokens_observed,
+                 stored_json(kept) if kept else None, now_iso(), record_id)).fetchone()
+
+        return _record(await self.db.run_write(work))
+
+    async def create_reflection_generation(self, previous: OMRecord, *, observations: str,
+                                           token_count: int) -> OMRecord:
+        """The next generation (``originType: reflection``) holding the reflector's log; the
+        cursor and the totals carry over, observed ids and buffering state start empty."""
+        return _record(await self.db.run_write(
+            lambda conn: _insert_generation(conn, previous.id, observations, token_count)))
+
+    # -- async buffering (2.4-2.6) -----------------------------------------------------
+
+    async def add_buffered_chunk(self, key: str, chunk: dict[str, Any]) -> OMRecord | None:
+        """Append a background observer's chunk to the key's active record (whichever
+        generation is active by then; deduplicated by ``cycleId``); the buffer cursor moves
+        past its messages and the interval boundary becomes its size (2.4, steps 8-9).
+        None when there is no record (cleared meanwhile)."""
+        def work(conn: sqlite3.Connection) -> sqlite3.Row | None:
+            row = conn.execute("SELECT id, buffered_observation_chunks, last_observed_at, observed_message_ids"
+                               " FROM mastra_observational_memory WHERE lookup_key = ?"
+                               " ORDER BY generation_count DESC LIMIT 1", (key,)).fetchone()
+            if row is None or (row[2] is not None and chunk["lastObservedAt"] <= row[2]):
+                return None  # gone, or its messages were observed meanwhile (a sync observation)
+            if _holds_any(chunk, json.loads(row[3]) if row[3] else ()):
+                return None  # a sync observation of the same messages landed first
+            record_id = row[0]
+            chunks = json.loads(row[1]) if row[1] else []
+            if any(c.get("cycleId") == chunk["cycleId"] for c in chunks):
+                return conn.execute(f"{_SELECT} WHERE id = ?", (record_id,)).fetchone()
+            return conn.execute(
+                "UPDATE mastra_observational_memory SET buffered_observation_chunks = ?, last_buffered_at_time = ?,"
+                " last_buffered_at_tokens = ?, updated_at = ? WHERE id = ? RETURNING *",
+                (stored_json([*chunks, chunk]), chunk["lastObservedAt"], chunk["messageTokens"], now_iso(),
+                 record_id)).fetchone()
+
+        row = await self.db.run_write(work)
+        return _record(row) if row else None
+
+    async def set_buffer_boundary(self, record_id: str, tokens: int) -> None:
+        """``lastBufferedAtTokens``: the pending count at the last buffering trigger (0 resets it)."""
+        await self.db.run_write(lambda conn: conn.execute(
+            "UPDATE mastra_observational_memory SET last_buffered_at_tokens = ? WHERE id = ?", (tokens, record_id)))
+
+    async def activate_chunks(self, record_id: str, chunk_ids: Sequence[str]) -> OMRecord | None:
+        """Swap the oldest buffered chunks, which must still be exactly ``chunk_ids``, into
+        the active log (2.5, ``swapBufferedToActive``). One transaction, and the chunks are
+        checked inside it: two processes never activate the same chunk twice, the second
+        gets None."""
+        def work(conn: sqlite3.Connection) -> sqlite3.Row | None:
+            row = conn.execute(f"{_SELECT} WHERE id = ?", (record_id,)).fetchone()
+            if row is None or not _is_newest(conn, row):  # a reflection made a newer generation meanwhile
+                return None
+            chunks = json.loads(row["buffered_observation_chunks"] or "[]")
+            chosen, rest = chunks[:len(chunk_ids)], chunks[len(chunk_ids):]
+            if not chunk_ids or [c.get("id") for c in chosen] != list(chunk_ids):
+                return None
+            last = chosen[-1]["lastObservedAt"]
+            joined = "\n\n".join(c["observations"] for c in chosen)
+            active = row["active_observations"] or ""
+            merged = f"{active}{message_boundary(last)}{joined}" if active else joined
+            observation_tokens = sum(int(c.get("tokenCount") or 0) for c in chosen)
+            return conn.execute(
+                "UPDATE mastra_observational_memory SET active_observations = ?,"
+                " observation_token_count = observation_token_count + ?,"
+                " pending_message_tokens = max(0, pending_message_tokens - ?), buffered_observation_chunks = ?,"
+                " last_observed_at = ?, total_tokens_observed = total_tokens_observed + ?, updated_at = ?"
+                " WHERE id = ? RETURNING *",
+                (merged, observation_tokens, sum(int(c.get("messageTokens") or 0) for c in chosen),
+                 stored_json(rest) if rest else None, last, observation_tokens, now_iso(), record_id)).fetchone()
+
+        row = await self.db.run_write(work)
+        return _record(row) if row else None
+
+    async def store_buffered_reflection(self, record_id: str, *, reflection: str, tokens: int, input_tokens: int,
+                                        line_count: int) -> OMRecord | None:
+        """Keep a background reflection of the log's first ``line_count`` lines for later
+        activation (appended to one already waiting, 2.6)."""
+        def work(conn: sqlite3.Connection) -> sqlite3.Row | None:
+            return conn.execute(
+                "UPDATE mastra_observational_memory SET"
+                " buffered_reflection = CASE WHEN buffered_reflection IS NULL OR buffered_reflection = ''"
+                "   THEN ? ELSE buffered_reflection || char(10) || char(10) || ? END,"
+                " buffered_reflection_tokens = coalesce(buffered_reflection_tokens, 0) + ?,"
+                " buffered_reflection_input_tokens = coalesce(buffered_reflection_input_tokens, 0) + ?,"
+                " reflected_observation_line_count = ?, updated_at = ? WHERE id = ? RETURNING *",
+                (reflection, reflection, tokens, input_tokens, line_count, now_iso(), record_id)).fetchone()
+
+        row = await self.db.run_write(work)
+        return _record(row) if row else None
+
+    async def activate_buffered_reflection(self, record_id: str) -> tuple[OMRecord, OMRecord] | None:
+        """The buffered reflection replaces the lines it reflected: a new generation holds
+        ``reflection + the log's remaining lines``, the old row's buffered fields are
+        cleared. One transaction that checks the row is still the active one and still has
+        a buffered reflection (a second process gets None). Returns (old, new)."""
+        def work(conn: sqlite3.Connection) -> tuple[sqlite3.Row, sqlite3.Row] | None:
+            row = conn.execute(f"{_SELECT} WHERE id = ?", (record_id,)).fetchone()
+            if row is None or not row["buffered_reflection"]:
+                return None
+            if not _is_newest(conn, row):
+                return None
+            lines = (row["active_observations"] or "").split("\n")
+            tail = "\n".join(lines[row["reflected_observation_line_count"] or 0:]).strip()
+            text = f"{row['buffered_reflection']}\n\n{tail}" if tail else row["buffered_reflection"]
+            new = _insert_generation(conn, record_id, text, estimate(text))
+            old = conn.execute(
+                "UPDATE mastra_observational_memory SET buffered_reflection = NULL, buffered_reflection_tokens = NULL,"
+                " buffered_reflection_input_tokens = NULL, reflected_observation_line_count = NULL,"
+                " updated_at = ? WHERE id = ? RETURNING *", (now_iso(), record_id)).fetchone()
+            return old, new
+
+        rows = await self.db.run_write(work)
+        return (_record(rows[0]), _record(rows[1])) if rows else None
+
+    async def seal_messages(self, message_ids: Sequence[str], sealed_at_ms: int) -> None:
+        """Mark messages handed to a background observer as sealed (1.4, mechanism 4):
+        ``content.metadata.mastra.sealed`` and their last part's ``metadata.mastra.sealedAt``."""
+        await self.db.run_write(lambda conn: conn.executemany(
+            "UPDATE messages SET content = json_set(content, '$.metadata.mastra.sealed', json('true'),"
+            " '$.parts[#-1].metadata.mastra.sealedAt', ?) WHERE id = ? AND json_array_length(content, '$.parts') > 0",
+            [(sealed_at_ms, mid) for mid in message_ids]))
+
+    async def add_parts_to_last_reply(self, thread_id: str, parts: Sequence[dict[str, Any]]) -> bool:
+        """Keep marker parts that arrived after their turn's reply was saved: appended to the
+        thread's newest assistant message (2.4, "persist the marker into storage"), one
+        statement per part. False when the thread has no assistant message."""
+        def work(conn: sqlite3.Connection) -> bool:
+            row = conn.execute("SELECT seq FROM messages WHERE thread_id = ? AND role = 'assistant'"
+                               " ORDER BY created_at DESC, seq DESC LIMIT 1", (thread_id,)).fetchone()
+            if row is None:
+                return False
+            for part in parts:
+                conn.execute("UPDATE messages SET content = json_insert(content, '$.parts[#]', json(?)) WHERE seq = ?",
+                             (stored_json(part), row[0]))
+            return True
+
+        return await self.db.run_write(work)
+
+    async def set_pending_message_tokens(self, record_id: str, tokens: int) -> None:
+        await self.db.run_write(lambda conn: conn.execute(
+            "UPDATE mastra_observational_memory SET pending_message_tokens = ? WHERE id = ?"
+            " AND pending_message_tokens != ?", (tokens, record_id, tokens)))
+
+    async def claim_flag(self, record_id: str, flag: Flag, *, stale_after_s: float) -> bool:
+        """Set ``flag`` unless a live holder has it; True when this caller now holds it."""
+        if flag not in _FLAGS:
+            raise ValueError(flag)
+        now = now_iso()
+        stale = to_iso(parse_iso(now) - timedelta(seconds=stale_after_s))
+        return await self.db.run_write(lambda conn: conn.execute(
+            f"UPDATE mastra_observational_memory SET {flag} = ? WHERE id = ? AND ({flag} IS NULL OR {flag} < ?)",
+            (now, record_id, stale)).rowcount > 0)
+
+    async def renew_flag(self, record_id: str, flag: Flag) -> None:
+        """Move a held flag's time to now (a heartbeat: the holder is alive)."""
+        if flag not in _FLAGS:
+            raise ValueError(flag)
+        await self.db.run_write(lambda conn: conn.execute(
+            f"UPDATE mastra_observational_memory SET {flag} = ? WHERE id = ? AND {flag} IS NOT NULL",
+            (now_iso(), record_id)))
+
+    async def release_flag(self, record_id: str, flag: Flag) -> None:
+        if flag not in _FLAGS:
+            raise ValueError(flag)
+        await self.db.run_write(lambda conn: conn.execute(
+            f"UPDATE mastra_observational_memory SET {flag} = NULL WHERE id = ?", (record_id,)))
+
+    async def clear(self, key: str) -> int:
+        return await self.db.run_write(lambda conn: conn.execute(
+            "DELETE FROM mastra_observational_memory WHERE lookup_key = ?", (key,)).rowcount)
+
+    async def threads_om(self, thread_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Each thread's ``metadata.mastra.om`` (``{}`` when it has none), in one read."""
+        if not thread_ids:
+            return {}
+        rows = await self.db.fetch_all(
+            f"SELECT id, metadata FROM threads WHERE id IN ({', '.join('?' * len(thread_ids))})", tuple(thread_ids))
+        return {row[0]: thread_om(json.loads(row[1]) if row[1] else None) for row in rows}
+
+    async def patch_thread_om(self, thread_id: str, values: dict[str, Any]) -> dict[str, Any] | None:
+        """Merge ``values`` into the thread's ``metadata.mastra.om`` (a None value removes
+        its key); returns the merged OM metadata, None when the thread does not exist."""
+        def work(conn: sqlite3.Connection) -> dict[str, Any] | None:
+            row = conn.execute("SELECT metadata FROM threads WHERE id = ?", (thread_id,)).fetchone()
+            if row is None:
+                return None
+            metadata = json.loads(row[0]) if row[0] else {}
+            mastra = metadata.get("mastra") if isinstance(metadata.get("mastra"), dict) else {}
+            om = dict(mastra.get("om") or {}) if isinstance(mastra.get("om"), dict) else {}
+            for key, value in values.items():
+                if value is None:
+                    om.pop(key, None)
+                else:
+                    om[key] = value
+            metadata["mastra"] = {**mastra, "om": om}
+            conn.execute("UPDATE threads SET metadata = ? WHERE id = ?", (stored_json(metadata), thread_id))
+            return om
+
+        return await self.db.run_write(work)
+
+
+def _holds_any(chunk: dict[str, Any], message_ids: Sequence[str]) -> bool:
+    return not set(chunk.get("messageIds") or ()).isdisjoint(message_ids)
+
+
+def _is_newest(conn: sqlite3.Connection, row: sqlite3.Row) -> bool:
+    newest = conn.execute("SELECT max(generation_count) FROM mastra_observational_memory WHERE lookup_key = ?",
+                          (row["lookup_key"],)).fetchone()[0]
+    return newest == row["generation_count"]
+
+
+def _insert_generation(conn: sqlite3.Connection, previous_id: str, observations: str,
+                       token_count: int) -> sqlite3.Row:
+    """Insert the generation after ``previous_id``; buffered chunks not yet activated carry
+    over (their messages are still unobserved), everything else of the buffering state
+    starts empty."""
+    now = now_iso()
+    return conn.execute(
+        "INSERT INTO mastra_observational_memory (id, lookup_key, scope, resource_id, thread_id,"
+        " active_observations, origin_type, config, generation_count, last_observed_at,"
+        " pending_message_tokens, total_tokens_observed, observation_token_count, observed_timezone,"
+        " buffered_observation_chunks, last_buffered_at_time, metadata, created_at, updated_at)"
+        " SELECT ?, lookup_key, scope, resource_id, thread_id, ?, 'reflection', config, generation_count + 1,"
+        " last_observed_at, 0, total_tokens_observed, ?, observed_timezone, buffered_observation_chunks,"
+        " last_buffered_at_time, metadata, ?, ?"
+        " FROM mastra_observational_memory WHERE id = ? RETURNING *",
+        (str(uuid.uuid4()), observations, token_count, now, now, previous_id)).fetchone()
+
+
+def thread_om(metadata: dict[str, Any] | None) -> dict[str, Any]:
+    """The OM part of a thread's metadata (``metadata.mastra.om``), or {}."""
+    mastra = (metadata or {}).get("mastra")
+    om = mastra.get("om") if isinstance(mastra, dict) else None
+    return om if isinstance(om, dict) else {}

@@ -1,0 +1,54 @@
+"""Server-sent events framing shared by both streams: ``data: <json>\\n\\n``, ending ``[DONE]``.
+
+``encode`` must never fail: the frame is turned into UTF-8 bytes by sse-starlette *after*
+our generator yielded it, where an error can only drop the connection (no ``error``
+chunk, no ``[DONE]``). UTF-8 cannot encode a lone UTF-16 surrogate (``"\\ud800"`` is
+valid JSON, so one can arrive in a request, come back from storage, or be echoed by a
+model), so ``repair_text`` replaces each with U+FFFD; well-formed text is returned as is.
+Nor can a number JSON has no form for (an infinity, an integer too long to write out) fail
+it or reach the client as invalid JSON: ``dev_server.json_text``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dev_server.json_text import Encoder
+
+DONE = "[DONE]"
+
+STREAM_HEADERS = {
+    "Cache-Control": "no-cache",
+    "Connection": "keep-alive",
+    "X-Accel-Buffering": "no",
+}
+UI_STREAM_HEADERS = {**STREAM_HEADERS, "x-vercel-ai-ui-message-stream": "v1"}
+
+
+def repair_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (pairs are recombined)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def repair_value(value: Any) -> Any:
+    """``repair_text`` applied to every string inside a JSON-like value."""
+    if isinstance(value, str):
+        return repair_text(value)
+    if isinstance(value, list):
+        return [repair_value(item) for item in value]
+    if isinstance(value, dict):
+        return {repair_text(k) if isinstance(k, str) else k: repair_value(v) for k, v in value.items()}
+    return value
+
+
+_CHUNK_JSON = Encoder(separators=(",", ":"), ensure_ascii=False, default=str)  # strict JSON, dev_server.json_text
+
+
+def encode(chunk: dict[str, Any]) -> str:
+    return repair_text(_CHUNK_JSON.encode(chunk))
