@@ -95,7 +95,7 @@ def readers(base: str) -> dict[str, Reader]:
     import httpx
     from openai import AsyncOpenAI
 
-    from dev_server.llm import ModelRequest, TextDelta
+    from dev_server.kernel.model import ModelRequest, TextDelta
     from dev_server.llm.client import LiteLLMClient
     from dev_server.llm.offline import prepare_litellm
 

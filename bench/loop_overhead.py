@@ -4,7 +4,7 @@ Same run, same client, three shapes of turn:
 
 * ``single``: today's single-call turn: one plain ``llm.stream`` call, read to its finish
   (no loop, no processors, no tools).
-* ``loop, 0 tools``: ``dev_server.agents.loop.run_steps`` over the same client, no tools: one step.
+* ``loop, 0 tools``: ``dev_server.kernel.loop.run_steps`` over the same client, no tools: one step.
 * ``loop, 3 tools``: three tools offered; the model calls all three in step 0 (each tool
   answers at once) and answers in step 1: two steps, so the figure is per step.
 
@@ -34,10 +34,10 @@ sys.path.insert(0, str(REPO))
 
 from pydantic import BaseModel  # noqa: E402
 
-from dev_server.agents.loop import ReplyParts, run_steps  # noqa: E402
-from dev_server.agents.processors import StepContext  # noqa: E402
-from dev_server.agents.tools import Tool, ToolContext  # noqa: E402
-from dev_server.llm import Finish, ModelRequest, ResolvedModel, TextDelta, ToolCall, Usage  # noqa: E402
+from dev_server.kernel.loop import ReplyParts, run_steps  # noqa: E402
+from dev_server.kernel.processors import StepContext  # noqa: E402
+from dev_server.kernel.tools import Tool, ToolContext  # noqa: E402
+from dev_server.kernel.model import Finish, ModelRequest, ResolvedModel, TextDelta, ToolCall, Usage
 
 PIECES = tuple(f" word{i}" for i in range(40))  # a 40-piece answer, as a short real reply streams
 USER = "use the echo_0 tool: hello"  # what the local model needs to call a tool

@@ -46,15 +46,15 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from dev_server.agents.events import DataPart  # noqa: E402
+from dev_server.kernel.events import DataPart  # noqa: E402
 from dev_server.agents.registry import DEFINITIONS, AgentRegistry  # noqa: E402
 from dev_server.agents.runner import TurnRunner  # noqa: E402
 from dev_server.api.deps import Readiness  # noqa: E402
 from dev_server.background import BackgroundWork  # noqa: E402
-from dev_server.clock import now_iso  # noqa: E402
+from dev_server.kernel.clock import now_iso  # noqa: E402
 from dev_server.factory import storage_for, warm_up  # noqa: E402
 from dev_server.llm import LiteLLMClient  # noqa: E402
-from dev_server.memory.convert import ui_to_stored  # noqa: E402
+from dev_server.kernel.convert import ui_to_stored  # noqa: E402
 from dev_server.om.tokens import count_messages, estimate_tokens  # noqa: E402
 from dev_server.settings import Settings  # noqa: E402
 from dev_server.storage.conversations import ConversationStore  # noqa: E402

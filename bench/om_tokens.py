@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from dev_server.llm.offline import prepare_litellm  # noqa: E402
 from dev_server.om.tokens import count_messages, estimate_tokens  # noqa: E402
-from dev_server.storage.conversations import Message  # noqa: E402
+from dev_server.kernel.messages import Message
 
 CORPUS_CHARS = 2_000_000
 WORDS = ("the of and to in is that for it as was with be by on not he this are or his from at which but have an "

@@ -35,7 +35,8 @@ from dev_server.recall.index import Embedded, VectorIndex, text_hash  # noqa: E4
 from dev_server.recall.indexer import BATCH, Indexer  # noqa: E402
 from dev_server.recall.matrix import VectorCache  # noqa: E402
 from dev_server.recall.service import SemanticIndex  # noqa: E402
-from dev_server.storage.conversations import ConversationStore, Message  # noqa: E402
+from dev_server.storage.conversations import ConversationStore
+from dev_server.kernel.messages import Message
 from dev_server.storage.libsql import LibSQLStore  # noqa: E402
 from bench.report import commit, machine  # noqa: E402
 

@@ -62,9 +62,9 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from dev_server.clock import now_iso  # noqa: E402
+from dev_server.kernel.clock import now_iso  # noqa: E402
 from dev_server.om.tokens import count_message  # noqa: E402
-from dev_server.storage.conversations import Message  # noqa: E402
+from dev_server.kernel.messages import Message
 from bench.chat_turn import store_thread  # noqa: E402
 from bench.report import commit, machine  # noqa: E402
 from bench.servers import Server, server_env  # noqa: E402

@@ -1,6 +1,6 @@
 """Cost of the working-memory processor per step, at a 4 KB document.
 
-What is timed is what the step loop does before each model call (``dev_server.agents.loop``):
+What is timed is what the step loop does before each model call (``dev_server.kernel.loop``):
 ``begin_step``, the input processors, ``messages()`` and the tools' litellm specs; the
 model is not called. Baseline, measured in the same run: the same steps of chat-agent's
 memory without working memory (history window only). Each turn is a fresh
@@ -25,12 +25,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dev_server.agents.calculator import calculator  # noqa: E402
-from dev_server.agents.processors import StepContext  # noqa: E402
-from dev_server.agents.tools import ToolContext, execute  # noqa: E402
-from dev_server.clock import now_iso  # noqa: E402
+from dev_server.kernel.processors import StepContext  # noqa: E402
+from dev_server.kernel.tools import ToolContext, execute  # noqa: E402
+from dev_server.kernel.clock import now_iso  # noqa: E402
 from dev_server.memory.memory import Memory, MemoryOptions  # noqa: E402
 from dev_server.memory.working_document import TOOL_NAME, WorkingMemoryOptions  # noqa: E402
-from dev_server.storage.conversations import ConversationStore, Message  # noqa: E402
+from dev_server.storage.conversations import ConversationStore
+from dev_server.kernel.messages import Message
 from dev_server.storage.libsql import LibSQLStore  # noqa: E402
 
 STEPS = 5

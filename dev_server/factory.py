@@ -49,7 +49,8 @@ from dev_server.api.input_guard import InputGuard
 from dev_server.api.studio.ui import studio_ui_router
 from dev_server.auth import Authenticator, AuthMiddleware, BearerTokens
 from dev_server.errors import document_errors, install_error_handlers
-from dev_server.llm import LiteLLMClient, LLMClient
+from dev_server.llm import LiteLLMClient
+from dev_server.kernel.model import LLMClient
 from dev_server.llm.embeddings import Embedder, local_embedder
 from dev_server.observability.telemetry import Telemetry, TelemetryScope, logging_to
 from dev_server.settings import Settings

@@ -5,7 +5,7 @@ double's range (``1e999``) has no float value, yet Python's ``json.loads`` turns
 into floats; SQLite's and DuckDB's JSON functions refuse them later, far from the request.
 ``loads_finite`` parses client JSON (request bodies, JSON query parameters, OTLP/JSON) and
 raises ``NonFiniteNumber`` with the dotted path of the first one, for a 400 naming the field.
-(What the server itself writes is made valid JSON by ``dev_server.json_text`` instead.)
+(What the server itself writes is made valid JSON by ``dev_server.kernel.json_text`` instead.)
 
 It costs nothing on the usual document: the parse hooks run only for float literals and
 the three constants, and the path is searched only once one was found.

@@ -21,7 +21,7 @@ EARLIER = re.compile(r"I can see (\d+) earlier messages?")
 
 WRITER = """
 import asyncio, sys
-from dev_server.clock import now_iso
+from dev_server.kernel.clock import now_iso
 from dev_server.storage.conversations import ConversationStore, Message
 from dev_server.storage.libsql import LibSQLStore
 

@@ -177,7 +177,8 @@ FRESH_PROCESS = textwrap.dedent(
     socket.getaddrinfo = refuse
 
     from dev_server.agents.registry import DEFINITIONS
-    from dev_server.llm import LiteLLMClient, ModelRequest
+    from dev_server.kernel.model import ModelRequest
+    from dev_server.llm import LiteLLMClient
 
     def text(events):
         return "".join(getattr(e, "text", "") for e in events)

@@ -17,17 +17,8 @@ from typing import Any
 
 import pytest
 
-from dev_server.llm import (
-    Finish,
-    LiteLLMClient,
-    ModelProviderError,
-    ModelRequest,
-    ModelResolver,
-    TextDelta,
-    Usage,
-    prepare_litellm,
-    translate,
-)
+from dev_server.kernel.model import Finish, ModelRequest, TextDelta, Usage
+from dev_server.llm import LiteLLMClient, ModelProviderError, ModelResolver, prepare_litellm, translate
 from dev_server.llm.local_model import compose_reply
 from dev_server.llm.tokens import count_tokens
 
@@ -427,6 +418,7 @@ OFFLINE_SCRIPT = textwrap.dedent(
     socket.getaddrinfo = refuse("getaddrinfo")
 
     import dev_server.llm
+    import dev_server.kernel.model
     imported_eagerly = "litellm" in sys.modules
     t0 = time.perf_counter()
     dev_server.llm.prepare_litellm()
@@ -434,7 +426,7 @@ OFFLINE_SCRIPT = textwrap.dedent(
 
     async def run():
         client = dev_server.llm.LiteLLMClient(environ={})
-        request = dev_server.llm.ModelRequest("openai/gpt-4o-mini", [{"role": "user", "content": "hi"}])
+        request = dev_server.kernel.model.ModelRequest("openai/gpt-4o-mini", [{"role": "user", "content": "hi"}])
         return [e async for e in client.stream(request)]
 
     events = asyncio.run(run())

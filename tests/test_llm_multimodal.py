@@ -20,7 +20,7 @@ import pytest
 
 from dev_server.llm.content import fit_to_model, for_trace
 from dev_server.llm.local_model import compose_reply
-from dev_server.memory.convert import stored_to_model, ui_to_model, ui_to_stored
+from dev_server.kernel.convert import stored_to_model, ui_to_model, ui_to_stored
 from tests.fake_provider import FakeProvider
 from tests.support import sqlite_rows
 from tests.kit.servers import serving

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from dev_server.llm import LiteLLMClient, ModelProviderError, ModelRequest, TextDelta
+from dev_server.llm import LiteLLMClient, ModelProviderError
+from dev_server.kernel.model import ModelRequest, TextDelta
 from dev_server.llm.local_model import compose_reply, stream_local
 from dev_server.llm.local_observer import is_observer_request, is_reflector_request, observer_answer, om_reply
 from dev_server.llm.local_reflector import reflector_answer
@@ -23,7 +24,7 @@ from dev_server.om.prompts import (observer_messages, observer_system_prompt, re
                             reflector_system_prompt)
 from dev_server.om.tokens import estimate_tokens
 from dev_server.om.transcript import format_transcript
-from dev_server.storage.conversations import Message
+from dev_server.kernel.messages import Message
 
 TIME = re.compile(r"\(\d{2}:\d{2}\)")
 

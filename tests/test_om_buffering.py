@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from dev_server.agents.events import DataPart
+from dev_server.kernel.events import DataPart
 from dev_server.background import BackgroundWork
 from dev_server.llm import LiteLLMClient
-from dev_server.llm.types import ResolvedModel
+from dev_server.kernel.model import ResolvedModel
 from dev_server.om.activation import Trigger, activate, activation_ratio, chunks_to_activate, interval_crossed, plan
 from dev_server.om.buffering import Buffering, PartSink, QueuedCandidates, safe_prefix
 from dev_server.om.flags import flag_live, settled
@@ -22,7 +22,8 @@ from dev_server.om.config import observational_memory_options
 from dev_server.om.engine import CycleContext, ObservationalMemory
 from dev_server.om.idle import StepModel, auto_ttl_ms, last_activity_ms, last_step_model, provider_changed
 from dev_server.om.temporal import gap_marker
-from dev_server.storage.conversations import ConversationStore, Message, Thread
+from dev_server.storage.conversations import ConversationStore
+from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.libsql import LibSQLStore
 from dev_server.storage.om_records import OMRecord, OMRecordStore
 

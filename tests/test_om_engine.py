@@ -12,7 +12,8 @@ from dev_server.llm import LiteLLMClient
 from dev_server.om.config import observational_memory_options
 from dev_server.om.engine import CycleContext, ObservationalMemory
 from dev_server.om.tokens import count_messages
-from dev_server.storage.conversations import ConversationStore, Message, Thread
+from dev_server.storage.conversations import ConversationStore
+from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.libsql import LibSQLStore
 from dev_server.storage.om_records import OMRecordStore
 

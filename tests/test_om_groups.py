@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from dev_server.agents.processors import StepContext
+from dev_server.kernel.processors import StepContext
 from dev_server.memory.memory import MemoryOptions
 from dev_server.om.config import RetrievalConfig, describe_om, observational_memory_options
 from dev_server.om.context import build_context_system_messages

@@ -18,12 +18,13 @@ from typing import Any
 
 import pytest
 
-from dev_server.agents.events import DataPart
-from dev_server.agents.processors import StepContext
+from dev_server.kernel.events import DataPart
+from dev_server.kernel.processors import StepContext
 from dev_server.background import BackgroundWork
-from dev_server.llm import LiteLLMClient, LLMClient
+from dev_server.llm import LiteLLMClient
+from dev_server.kernel.model import LLMClient
 from dev_server.llm.scripted import Reply, ScriptedModel
-from dev_server.llm.types import Usage
+from dev_server.kernel.model import Usage
 from dev_server.om import manual
 from dev_server.om.activation import Trigger, activate
 from dev_server.om.buffering import Buffering, PartSink
@@ -32,7 +33,8 @@ from dev_server.om.engine import CycleContext, ObservationalMemory
 from dev_server.om.flags import settled
 from dev_server.om.output_check import format_problem, reflection_problem
 from dev_server.om.tokens import count_messages, estimate_tokens
-from dev_server.storage.conversations import ConversationStore, Message, Thread
+from dev_server.storage.conversations import ConversationStore
+from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.libsql import LibSQLStore
 from dev_server.storage.om_records import OMRecordStore
 

@@ -19,7 +19,7 @@ from dev_server.om.prompts import (COMPRESSION_GUIDANCE, HISTORY_HEADING, OBSERV
                             observer_messages, observer_system_prompt, reflection_max_level, reflection_start_level,
                             reflector_messages, reflector_system_prompt)
 from dev_server.om.transcript import TOOL_OUTPUT_TOKEN_CAP, attachment_parts, format_transcript
-from dev_server.storage.conversations import Message
+from dev_server.kernel.messages import Message
 
 PNG = "data:image/png;base64,iVBORw0KGgo="
 PDF = "data:application/pdf;base64,JVBERi0x"

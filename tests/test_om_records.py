@@ -7,7 +7,8 @@ import asyncio
 
 import pytest
 
-from dev_server.storage.conversations import ConversationStore, Message, Thread
+from dev_server.storage.conversations import ConversationStore
+from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.libsql import LibSQLStore
 from dev_server.storage.om_records import OMRecordStore, lookup_key, thread_om
 from dev_server.om.window import drop_observed, has_incomplete_tool_calls, unobserved

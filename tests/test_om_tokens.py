@@ -22,7 +22,7 @@ import pytest
 from dev_server.om.attachment_tokens import estimate_attachment, image_dimensions
 from dev_server.om.tokens import (TOKEN_ESTIMATE_SOURCE, count_message, count_messages, count_string, estimate_tokens,
                            format_tool_result, json_stringify, strip_token_estimates)
-from dev_server.storage.conversations import Message
+from dev_server.kernel.messages import Message
 
 # --- a literal port of tokenx 1.3.0, the oracle ------------------------------------------------
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from dev_server.agents.agent_tools import ask_agent_tool
-from dev_server.agents.tools import ToolContext, execute
+from dev_server.kernel.tools import ToolContext, execute
 from tests.kit.servers import server_fixture
 from tests.support import sqlite_rows
 

@@ -15,7 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from dev_server.llm import Finish, LiteLLMClient, ModelProviderError, ModelRequest, TextDelta
+from dev_server.kernel.model import Finish, ModelRequest, TextDelta
+from dev_server.llm import LiteLLMClient, ModelProviderError
 from tests.fake_provider import INBAND_MESSAGE, REPLY, FakeProvider
 from tests.kit.servers import ProcessServer, Servers
 from tests.support import sqlite_rows, user_message, wait_models_ready

@@ -8,11 +8,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from dev_server.clock import now_iso
+from dev_server.kernel.clock import now_iso
 from dev_server.factory import storage_for
 from dev_server.settings import Settings
 from dev_server.storage.composite import OBSERVABILITY, CompositeStore, DomainUnavailable
-from dev_server.storage.conversations import ConversationStore, Message
+from dev_server.storage.conversations import ConversationStore
+from dev_server.kernel.messages import Message
 from dev_server.storage.duckdb_store import DuckDBStore
 from tests.support import sqlite_rows
 
@@ -173,7 +174,7 @@ async def test_thread_pages_with_tied_timestamps_read_the_index_in_order(setting
     """Threads created in one transaction share created_at; a page must still come straight
     from an index (no sort of every tied row) and in (created_at, id) order."""
     from dev_server.storage import message_writes
-    from dev_server.storage.conversations import Thread
+    from dev_server.kernel.messages import Thread
 
     storage = storage_for("gateway", settings)
     await storage.open()
@@ -274,7 +275,8 @@ async def test_a_turn_that_fails_half_way_writes_nothing(settings: Settings, dat
 
 
 async def test_clone_and_save_messages_are_all_or_nothing(settings: Settings, data_dir: Path):
-    from dev_server.storage.conversations import MessageNotVisible, Thread
+    from dev_server.storage.conversations import MessageNotVisible
+    from dev_server.kernel.messages import Thread
 
     storage = storage_for("gateway", settings)
     await storage.open()
@@ -328,7 +330,7 @@ async def test_readers_are_handed_out_first_come_first_served(settings: Settings
 
 
 async def test_stored_messages_are_read_fast_and_repaired(libsql) -> None:
-    from dev_server.storage.conversations import Thread
+    from dev_server.kernel.messages import Thread
 
     store = ConversationStore(libsql)
     await store.save_thread(Thread("t", "r"))
@@ -347,7 +349,7 @@ async def test_thread_metadata_with_non_finite_numbers_is_stored_as_null(libsql)
     """A metadata update the server makes itself (OM's extracted values come from a model's
     JSON) is valid JSON in the column: an infinity there would make every later metadata
     filter (json_extract) fail."""
-    from dev_server.storage.conversations import Thread
+    from dev_server.kernel.messages import Thread
 
     store = ConversationStore(libsql)
     await store.save_thread(Thread("t-nf", "r"))

@@ -17,13 +17,15 @@ import httpx
 import pytest
 
 from dev_server.background import BackgroundWork
-from dev_server.clock import now_iso
+from dev_server.kernel.clock import now_iso
 from dev_server.factory import storage_for
-from dev_server.llm import LiteLLMClient, ResolvedModel
+from dev_server.llm import LiteLLMClient
+from dev_server.kernel.model import ResolvedModel
 from dev_server.llm.scripted import Reply, ScriptedModel
 from dev_server.memory.memory import Memory, MemoryOptions
 from dev_server.memory.titles import TitleGenerator, clean_title
-from dev_server.storage.conversations import ConversationStore, Message
+from dev_server.storage.conversations import ConversationStore
+from dev_server.kernel.messages import Message
 from tests.support import run_node, sqlite_rows, user_message
 from tests.kit.servers import serving
 
@@ -162,7 +164,7 @@ async def test_nothing_is_written_for_a_deleted_thread(memory: Memory, settings)
 
 @pytest.mark.anyio
 async def test_a_failing_title_model_is_logged_and_forgotten(memory: Memory, caplog) -> None:
-    from dev_server.agents.processors import ReplyContext
+    from dev_server.kernel.processors import ReplyContext
 
     work = memory.background
     await work.start()

@@ -1,10 +1,10 @@
 """Where a tool's work runs and what its results may hold (issue 25, items 2 and 3), in-process.
 
 ``execute`` runs a plain function in a thread and a ``cpu_bound`` one in a child process
-killed at its deadline (``dev_server.agents.tool_runs``); the calculator bounds every intermediate
+killed at its deadline (``dev_server.kernel.tool_runs``); the calculator bounds every intermediate
 result (``dev_server.agents.calculator``); an output JSON cannot carry is a tool error, and the
 serialisers of spans, stored messages and stream chunks write such numbers as valid JSON
-(``dev_server.json_text``). That the event loop is free while a plain function runs is shown
+(``dev_server.kernel.json_text``). That the event loop is free while a plain function runs is shown
 without a clock: the function waits for an event only a coroutine on the loop can set.
 The HTTP side, with a bound on /health, is ``tests/test_tools_off_loop.py``.
 """
@@ -23,7 +23,7 @@ import pytest
 from pydantic import BaseModel
 
 from dev_server.agents.calculator import MAX_DIGITS, calculator
-from dev_server.agents.tools import Tool, ToolContext, execute
+from dev_server.kernel.tools import Tool, ToolContext, execute
 from dev_server.observability.spans import to_json
 from dev_server.storage.message_writes import content_json
 from dev_server.streaming.sse import encode

@@ -37,7 +37,7 @@ import pytest
 
 from dev_server.agents.agent_tools import AskInput
 from dev_server.agents.registry import DEFINITIONS
-from dev_server.agents.tools import Tool
+from dev_server.kernel.tools import Tool
 from tests.kit.servers import running
 from tests.support import sqlite_rows, user_message, wait_models_ready
 

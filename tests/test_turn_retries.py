@@ -16,8 +16,9 @@ from dev_server.memory.memory import Memory
 from dev_server.memory.turn_rules import TurnIntent
 from dev_server.settings import Settings
 from dev_server.factory import storage_for
-from dev_server.storage.conversations import ConversationStore, Message
-from dev_server.clock import now_iso
+from dev_server.storage.conversations import ConversationStore
+from dev_server.kernel.messages import Message
+from dev_server.kernel.clock import now_iso
 from tests.kit.builders import ui_message
 from tests.kit.chat import chat_turn, judge, streamed_text
 from tests.kit.servers import serve, server_fixture

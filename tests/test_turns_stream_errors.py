@@ -17,8 +17,8 @@ import pytest
 
 from dev_server.llm.scripted import Reply, ScriptedModel
 from dev_server.settings import Settings
-from dev_server.streaming.sse import repair_text
-from dev_server.streaming.text_events import INTERNAL_MESSAGE
+from dev_server.kernel.text import repair_text
+from dev_server.kernel.stream_errors import INTERNAL_MESSAGE
 from tests.kit.chat import judge
 from tests.kit.servers import in_process, server_fixture
 from tests.support import sqlite_rows, user_message

@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from dev_server.agents.definition import AgentDefinition
-from dev_server.agents.processors import StepContext
-from dev_server.agents.tools import ToolContext, execute
+from dev_server.kernel.processors import StepContext
+from dev_server.kernel.tools import ToolContext, execute
 from dev_server.factory import create_app, storage_for
 from dev_server.memory.memory import Memory, MemoryOptions
 from dev_server.memory.working_document import (DEFAULT_TEMPLATE, TOOL_NAME, WorkingMemoryInvalid, WorkingMemoryOptions,

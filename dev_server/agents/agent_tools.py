@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from dev_server.agents.tools import Tool, ToolContext
+from dev_server.kernel.tools import Tool, ToolContext
 
 ASK_TIMEOUT_S = 120.0  # a whole turn of the other agent, its own tool calls included
 

@@ -10,7 +10,7 @@ since computing them first is what took tens of seconds (``(((9**99)**99)**99)**
 ``+ - // %`` cannot grow past the bound's next power of ten from bounded operands, and are
 checked after. With at most ~100 operations on numbers of at most 4,000 digits, an
 evaluation takes well under a millisecond. Any refusal is a ``ValueError``, which the tool
-reports as its error (``dev_server.agents.tools.execute``).
+reports as its error (``dev_server.kernel.tools.execute``).
 
 The function is synchronous: ``execute`` runs it in a worker thread under the tool's
 deadline, so even it never runs on the event loop.
@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from dev_server.agents.tools import Tool, ToolContext
+from dev_server.kernel.tools import Tool, ToolContext
 
 MAX_DIGITS = 4000
 _LIMIT = 10**MAX_DIGITS  # an integer result must be below this in magnitude

@@ -1,6 +1,6 @@
 from dev_server.agents.definition import AgentDefinition
 from dev_server.agents.calculator import calculator
-from dev_server.agents.tools import get_user_location
+from dev_server.kernel.tools import get_user_location
 from dev_server.memory.memory import Memory, MemoryOptions
 
 definition = AgentDefinition(

@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dev_server.agents.tools import Tool
+from dev_server.kernel.tools import Tool
 from dev_server.memory.memory import Memory
 
 DEFAULT_RESOURCE = "ai-chat"

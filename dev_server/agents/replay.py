@@ -2,7 +2,7 @@
 
 A client that sends a turn whose reply is already stored (its connection dropped, it failed
 over to another replica) gets that reply, not a second one: the stored parts become the
-events a live turn would have produced (``dev_server.agents.events``), so each edge encodes them
+events a live turn would have produced (``dev_server.kernel.events``), so each edge encodes them
 as it encodes any turn (AI SDK chunks on the gateway, Mastra chunks on the studio), under
 the stored reply's id. Transient parts (OM status, progress) were never stored and are not
 replayed; durable ``data-*`` parts are.
@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from dev_server.agents.events import (DataPart, LoopEvent, StepFinish, StepStart, ToolCallEvent, ToolErrorEvent,
+from dev_server.kernel.events import (DataPart, LoopEvent, StepFinish, StepStart, ToolCallEvent, ToolErrorEvent,
                                ToolResultEvent)
-from dev_server.llm import Finish, ReasoningDelta, TextDelta, Usage
-from dev_server.storage.conversations import Message
+from dev_server.kernel.model import Finish, ReasoningDelta, TextDelta, Usage
+from dev_server.kernel.messages import Message
 
 
 def reply_events(reply: Message) -> Iterator[LoopEvent]:

@@ -3,8 +3,8 @@
 ``prepare`` does everything that can fail cleanly before a response starts: it opens the
 thread inside its resource, stores the user's message (so a crash mid-stream cannot lose
 it), and builds the model context from storage (tool calls re-fed as ``tool_calls`` +
-``tool`` messages). ``run`` drives the step loop (``dev_server.agents.loop``: model, tools,
-results back, up to the agent's ``max_steps``), yields its events (``dev_server.agents.events``)
+``tool`` messages). ``run`` drives the step loop (``dev_server.kernel.loop``: model, tools,
+results back, up to the agent's ``max_steps``), yields its events (``dev_server.kernel.events``)
 and, in a ``finally`` that also runs when the client disconnects, stores the reply with
 its parts (text and ``tool-invocation``): complete, or what was generated so far marked
 ``interrupted``. The gateway (AI SDK stream) and the studio (Mastra chunks) both encode
@@ -37,22 +37,23 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span
 
-from dev_server.agents.events import DataPart, LoopEvent, StepFinish
-from dev_server.agents.loop import LoopHooks, ReplyParts, run_steps
-from dev_server.agents.processors import InputProcessor, OutputProcessor, ReplyContext, StepContext
-from dev_server.agents.tools import Tool, ToolOutcome
+from dev_server.kernel.events import DataPart, LoopEvent, StepFinish
+from dev_server.kernel.loop import LoopHooks, ReplyParts, run_steps
+from dev_server.kernel.processors import InputProcessor, OutputProcessor, ReplyContext, StepContext
+from dev_server.kernel.tools import Tool, ToolOutcome
 from dev_server.agents.registry import AgentRegistry, RegisteredAgent
 from dev_server.agents.replay import reply_events
-from dev_server.clock import now_iso
-from dev_server.llm import Finish, LLMClient, ModelProviderError, ResolvedModel, ToolCall
+from dev_server.kernel.clock import now_iso
+from dev_server.kernel.model import Finish, LLMClient, ResolvedModel, ToolCall
+from dev_server.llm import ModelProviderError
 from dev_server.llm.content import for_trace
-from dev_server.memory.convert import assistant_message
+from dev_server.kernel.convert import assistant_message
 from dev_server.memory.tool_results import ContinuedReply
 from dev_server.memory.turn_rules import TurnIntent
 from dev_server.observability import spans
-from dev_server.storage.conversations import Message, Thread
-from dev_server.streaming.sse import repair_value
-from dev_server.streaming.text_events import INTERNAL_MESSAGE
+from dev_server.kernel.messages import Message, Thread
+from dev_server.kernel.text import repair_value
+from dev_server.kernel.stream_errors import INTERNAL_MESSAGE
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ class TurnFailed(Exception):
 class Turn:
     agent: RegisteredAgent
     model: ResolvedModel
-    step: StepContext  # what each step's model call is built from (dev_server.agents.processors)
+    step: StepContext  # what each step's model call is built from (dev_server.kernel.processors)
     thread: Thread | None
     resource_id: str | None
     reply_id: str = field(default_factory=new_id)
@@ -191,7 +192,7 @@ class TurnRunner:
         return turn
 
     async def run(self, turn: Turn, *, checkpoint_every_s: float | None = None) -> AsyncIterator[LoopEvent]:
-        """The turn's events (``dev_server.agents.events``); the reply is stored however the stream ends.
+        """The turn's events (``dev_server.kernel.events``); the reply is stored however the stream ends.
 
         With ``checkpoint_every_s``, the partial reply is also stored while streaming,
         whenever that long has passed since the turn's last write.

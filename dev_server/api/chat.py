@@ -26,7 +26,7 @@ from fastapi import APIRouter, Header, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.background import BackgroundTask
 
-from dev_server.agents.events import (DataPart, EdgeEvent, ErrorEvent, ReasoningEnd, ReasoningStart, StepFinish, StepStart,
+from dev_server.kernel.events import (DataPart, EdgeEvent, ErrorEvent, ReasoningEnd, ReasoningStart, StepFinish, StepStart,
                                TextEnd, TextStart, ToolCallEvent, ToolErrorEvent, ToolInputStart, ToolResultEvent,
                                edge_events)
 from dev_server.agents.registry import DEFAULT_AGENT_ID, RegisteredAgent
@@ -35,19 +35,20 @@ from dev_server.agents.turns import LiveTurn, TurnStarter
 from dev_server.api.chat_request import MAX_CONVERSATION_ID, ChatRequest
 from dev_server.api.deps import AgentDep, AgentsDep, ForcedResource, LimitTurns, RecordingDep, StreamLogDep, TurnsDep
 from dev_server.api.resume import parse_last_event_id, replay, resume
-from dev_server.clock import spaced_iso
+from dev_server.kernel.clock import spaced_iso
 from dev_server.errors import NotFound, upstream
-from dev_server.llm import Finish, ModelProviderError, ReasoningDelta, TextDelta, ToolCallDelta
-from dev_server.memory.convert import ui_to_stored
+from dev_server.kernel.model import Finish, ReasoningDelta, TextDelta, ToolCallDelta
+from dev_server.llm import ModelProviderError
+from dev_server.kernel.convert import ui_to_stored
 from dev_server.memory.memory import ThreadNotOwned
 from dev_server.memory.turn_rules import TurnIntent
-from dev_server.storage.conversations import Message
+from dev_server.kernel.messages import Message
 from dev_server.storage.stream_log import StreamOwner
 from dev_server.streaming import ui_chunks as ui
 from dev_server.streaming.coalesce import coalesced
 from dev_server.streaming.recorder import StreamRecording
 from dev_server.streaming.sse import DONE, UI_STREAM_HEADERS, encode
-from dev_server.streaming.text_events import stream_error
+from dev_server.kernel.stream_errors import stream_error
 
 router = APIRouter(tags=["chat"])
 

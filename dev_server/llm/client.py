@@ -53,7 +53,7 @@ from dev_server.llm.models import ModelResolver
 from dev_server.llm.offline import close_loop_clients, ensure_litellm, litellm_ready, loaded_litellm
 from dev_server.llm.tokens import count_tokens
 from dev_server.llm.local_model import stream_local
-from dev_server.llm.types import (Finish, ModelEvent, ModelRequest, ReasoningDelta, ResolvedModel, TextDelta, ToolCall,
+from dev_server.kernel.model import (Finish, ModelEvent, ModelRequest, ReasoningDelta, ResolvedModel, TextDelta, ToolCall,
                            ToolCallDelta, Usage)
 
 log = logging.getLogger(__name__)
@@ -69,12 +69,6 @@ _FINISH_REASONS = {
 }
 RETRYABLE_KINDS = frozenset({"connection", "rate_limit", "provider"})
 RETRY_BACKOFF_S = 0.25  # doubled per retry, never past the total deadline
-
-
-class LLMClient(Protocol):
-    async def resolve(self, mastra_id: str) -> ResolvedModel: ...
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
 
 
 class LiteLLMClient:

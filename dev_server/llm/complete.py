@@ -11,8 +11,8 @@ from __future__ import annotations
 from contextlib import aclosing
 from dataclasses import dataclass
 
-from dev_server.llm.client import LLMClient
-from dev_server.llm.types import Finish, ModelRequest, TextDelta, Usage
+from dev_server.kernel.model import LLMClient
+from dev_server.kernel.model import Finish, ModelRequest, TextDelta, Usage
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Attachments in model messages, fitted to what the model accepts.
 
-``dev_server.memory.convert`` turns a stored ``file`` part into OpenAI's content parts: an image
+``dev_server.kernel.convert`` turns a stored ``file`` part into OpenAI's content parts: an image
 becomes ``{"type": "image_url", "image_url": {"url": ...}}``, any other file
 ``{"type": "file", "file": {"file_data": <data URL>, "filename": ...}}``, beside the text
 parts. Before a call, ``fit_to_model`` keeps those parts only where litellm's model map says

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from dev_server.llm.errors import ModelProviderError, translate
 from dev_server.llm.local_embedder import LocalEmbedder
-from dev_server.llm.types import ResolvedModel
+from dev_server.kernel.model import ResolvedModel
 
 if TYPE_CHECKING:
     import numpy as np

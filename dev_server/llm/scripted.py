@@ -76,7 +76,7 @@ from dev_server.llm.local_observer import is_extractor_request, is_observer_requ
 from dev_server.llm.models import split_model_id
 from dev_server.llm.offline import litellm_ready
 from dev_server.llm.tokens import count_tokens
-from dev_server.llm.types import (Finish, ModelEvent, ModelRequest, ReasoningDelta, ResolvedModel, TextDelta, ToolCall,
+from dev_server.kernel.model import (Finish, ModelEvent, ModelRequest, ReasoningDelta, ResolvedModel, TextDelta, ToolCall,
                            ToolCallDelta, Usage)
 
 Purpose = Literal["agent", "title", "observer", "reflector", "extractor"]

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dev_server.llm.errors import KIND_STATUS, provider_error
 from dev_server.llm.scripted import PURPOSES, Call, Reply
-from dev_server.llm.types import Usage
+from dev_server.kernel.model import Usage
 
 
 class _Strict(BaseModel):

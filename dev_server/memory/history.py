@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dev_server.agents.processors import StepContext
-from dev_server.memory.convert import to_model_messages
-from dev_server.streaming.sse import repair_value
+from dev_server.kernel.processors import StepContext
+from dev_server.kernel.convert import to_model_messages
+from dev_server.kernel.text import repair_value
 
 if TYPE_CHECKING:
     from dev_server.memory.memory import Memory

@@ -32,8 +32,9 @@ from dev_server.om.config import ObservationalMemoryOptions, describe_om, merged
 from dev_server.om.engine import ObservationalMemory
 from dev_server.om import manual
 from dev_server.om.manual import ManualResult
-from dev_server.agents.processors import no_span
-from dev_server.llm import LiteLLMClient, ResolvedModel
+from dev_server.kernel.processors import no_span
+from dev_server.llm import LiteLLMClient
+from dev_server.kernel.model import ResolvedModel
 from dev_server.om.buffering import Buffering
 from dev_server.om.cycles import HookedBuffering, HookedEngine
 from dev_server.om.processor import BufferOnIdle, ObservationalMemoryStep, TokenEstimates
@@ -41,11 +42,12 @@ from dev_server.om.tokens import count_message
 from dev_server.recall.hits import SemanticHit, SemanticSearchUnavailable
 from dev_server.recall.options import SemanticRecallOptions, semantic_recall_options
 from dev_server.recall.processor import SemanticRecallStep
-from dev_server.storage.conversations import ConversationStore, Following, Message, Thread, TurnWrites
+from dev_server.storage.conversations import ConversationStore, Following, TurnWrites
+from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.om_records import OMRecordStore
 
 if TYPE_CHECKING:
-    from dev_server.agents.processors import InputProcessor, OutputProcessor
+    from dev_server.kernel.processors import InputProcessor, OutputProcessor
     from dev_server.background import BackgroundWork
     from dev_server.recall.service import SemanticIndex
 
@@ -237,7 +239,7 @@ class Memory:
         return await self.store.recent_messages(thread_id, self.options.window(input_count))
 
     def input_processors(self) -> list[InputProcessor]:
-        """What builds each step's context from this memory, in order (``dev_server.agents.processors``)."""
+        """What builds each step's context from this memory, in order (``dev_server.kernel.processors``)."""
         om = self.observational_memory()
         processors: list[InputProcessor] = [
             ObservationalMemoryStep(self, om, self._om_buffering) if om else HistoryWindow(self)]

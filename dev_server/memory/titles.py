@@ -20,9 +20,9 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from dev_server.agents.processors import ReplyContext
-from dev_server.llm import LLMClient, ModelRequest, ResolvedModel, TextDelta
-from dev_server.memory.convert import flat_text
+from dev_server.kernel.processors import ReplyContext
+from dev_server.kernel.model import LLMClient, ModelRequest, ResolvedModel, TextDelta
+from dev_server.kernel.convert import flat_text
 
 if TYPE_CHECKING:
     from dev_server.background import BackgroundWork

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dev_server.errors import BadRequest
-from dev_server.memory.convert import flat_text
-from dev_server.storage.conversations import ConversationStore, Message, Thread
+from dev_server.kernel.convert import flat_text
+from dev_server.storage.conversations import ConversationStore
+from dev_server.kernel.messages import Message, Thread
 
 
 class ContinuedReply(Message):

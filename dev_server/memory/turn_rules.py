@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dev_server.errors import Conflict
-from dev_server.storage.conversations import Message
+from dev_server.kernel.messages import Message
 
 Trigger = Literal["submit-message", "regenerate-message"]
 

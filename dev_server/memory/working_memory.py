@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dev_server.agents.processors import StepContext
-from dev_server.agents.tools import Tool, ToolContext
+from dev_server.kernel.processors import StepContext
+from dev_server.kernel.tools import Tool, ToolContext
 from dev_server.memory.working_document import MAX_DOCUMENT_CHARS, TOOL_NAME, WorkingMemoryOptions, instruction
 
 if TYPE_CHECKING:
     from dev_server.memory.memory import Memory
-    from dev_server.storage.conversations import Thread
+    from dev_server.kernel.messages import Thread
 
 
 class MarkdownUpdate(BaseModel):

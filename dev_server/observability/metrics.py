@@ -23,7 +23,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from dev_server.clock import to_iso
+from dev_server.kernel.clock import to_iso
 from dev_server.storage.duckdb_store import DuckDBStore
 
 _USAGE = "TRY_CAST(json_extract_string(s.attributes, '$.usage.{}') AS DOUBLE)"

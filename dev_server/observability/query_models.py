@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from dev_server.clock import parse_iso
+from dev_server.kernel.clock import parse_iso
 from dev_server.observability.query_fields import SCOPES
 from dev_server.observability.where import TraceQueryInvalid, check_text
 

@@ -13,7 +13,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from dev_server.clock import parse_iso, to_iso
+from dev_server.kernel.clock import parse_iso, to_iso
 from dev_server.observability.where import compile_where
 from dev_server.storage.duckdb_store import DuckDBStore
 

@@ -10,7 +10,7 @@
 The ``mastra.*`` attributes are the contract with ``otlp_mapping`` (the receiving side):
 plain strings for ids and types, JSON strings for input/output/attributes/error (always
 valid JSON: an infinity is null, an integer too long to write out a string saying so,
-``dev_server.json_text``; anything else JSON has no form for is its ``str``).
+``dev_server.kernel.json_text``; anything else JSON has no form for is its ``str``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
 
-from dev_server.json_text import Encoder
+from dev_server.kernel.json_text import Encoder
 
 _JSON = Encoder(default=str, separators=(",", ":"))
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dev_server.agents.events import DataPart
+from dev_server.kernel.events import DataPart
 from dev_server.om.config import ObservationalMemoryOptions, activation_ratio
 from dev_server.om.parts import OBSERVATION, activation_part, marker_config
 from dev_server.storage.om_records import OMRecord, OMRecordStore

@@ -35,8 +35,8 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from dev_server.agents.events import DataPart
-from dev_server.clock import now_iso, parse_iso, to_iso
+from dev_server.kernel.events import DataPart
+from dev_server.kernel.clock import now_iso, parse_iso, to_iso
 from dev_server.om.engine import CycleContext, describe_error, om_model
 from dev_server.om.extract_run import end_fields, observed_source
 from dev_server.om.flags import BUFFER_STALE_S, flag_live, holding, settled
@@ -45,11 +45,11 @@ from dev_server.om.parts import OBSERVATION, REFLECTION, BufferCycle, marker_con
 from dev_server.om.prompts import reflection_max_level, reflection_start_level
 from dev_server.om.tokens import count_messages, estimate_tokens
 from dev_server.om.window import has_incomplete_tool_calls
-from dev_server.storage.conversations import Message
+from dev_server.kernel.messages import Message
 from dev_server.storage.om_records import Flag, OMRecord
 
 if TYPE_CHECKING:
-    from dev_server.agents.processors import StepContext
+    from dev_server.kernel.processors import StepContext
     from dev_server.background import BackgroundWork
     from dev_server.om.engine import ObservationalMemory
     from dev_server.storage.conversations import ConversationStore

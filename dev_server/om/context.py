@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from dev_server.clock import parse_iso, to_iso
+from dev_server.kernel.clock import parse_iso, to_iso
 from dev_server.om.groups import has_groups, render_groups_for_context
 from dev_server.om.relative_time import add_relative_time_to_observations
 

@@ -21,8 +21,8 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
-from dev_server.agents.events import DataPart
-from dev_server.llm import ModelRequest, ResolvedModel
+from dev_server.kernel.events import DataPart
+from dev_server.kernel.model import ModelRequest, ResolvedModel
 from dev_server.llm.complete import Completion, complete
 from dev_server.observability import spans
 from dev_server.om.buffering import Buffering, PartSink, QueuedCandidates
@@ -30,7 +30,7 @@ from dev_server.om.engine import OBSERVER_AGENT, CycleContext, ObservationalMemo
 from dev_server.om.hooks import CycleRun, Trigger, current_run, current_trigger
 from dev_server.om.models import DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MODEL, uses_default_output_limit
 from dev_server.om.tokens import estimate_tokens
-from dev_server.storage.conversations import Message
+from dev_server.kernel.messages import Message
 from dev_server.storage.om_records import OMRecord
 
 log = logging.getLogger(__name__)

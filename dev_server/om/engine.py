@@ -34,8 +34,8 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dev_server.agents.processors import SpanOpener, no_span
-from dev_server.llm import LLMClient, ModelRequest, ResolvedModel
+from dev_server.kernel.processors import SpanOpener, no_span
+from dev_server.kernel.model import LLMClient, ModelRequest, ResolvedModel
 from dev_server.llm.complete import Completion, complete
 from dev_server.observability import spans
 from dev_server.om.config import DEFAULT_MODEL, ObservationalMemoryOptions
@@ -51,7 +51,7 @@ from dev_server.om.prompts import (observer_messages, observer_system_prompt, re
                             reflector_messages, reflector_system_prompt)
 from dev_server.om.tokens import estimate_tokens
 from dev_server.om.transcript import format_transcript
-from dev_server.storage.conversations import Message
+from dev_server.kernel.messages import Message
 from dev_server.storage.om_records import OMRecord, OMRecordStore, lookup_key
 
 if TYPE_CHECKING:

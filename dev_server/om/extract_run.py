@@ -24,14 +24,14 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dev_server.agents.events import DataPart
-from dev_server.clock import now_iso
+from dev_server.kernel.events import DataPart
+from dev_server.kernel.clock import now_iso
 from dev_server.om.extract import (BUILT_IN_KEYS, CURRENT_TASK, SUGGESTED_RESPONSE, THREAD_TITLE, WORKING_MEMORY,
                             ExtractContext, Extractor, check_against, object_schema, read_json_object, read_path,
                             shown, structured_messages, thread_title_extractor, working_memory_extractor, write_path)
 
 if TYPE_CHECKING:
-    from dev_server.llm import ResolvedModel
+    from dev_server.kernel.model import ResolvedModel
     from dev_server.memory.memory import Memory
     from dev_server.om.config import ObservationalMemoryOptions
     from dev_server.om.engine import CycleContext

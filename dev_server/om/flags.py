@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
-from dev_server.clock import parse_iso
+from dev_server.kernel.clock import parse_iso
 from dev_server.storage.om_records import Flag, OMRecord, OMRecordStore
 
 STALE_FLAG_S = 300.0

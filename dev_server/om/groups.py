@@ -28,7 +28,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from dev_server.storage.conversations import Message
+from dev_server.kernel.messages import Message
 
 __all__ = ["ObservationGroup", "aligned_cut", "cut_points", "group_of_message", "has_groups", "is_visible", "message_range",
            "new_group_id", "parse_groups", "render_groups_for_context", "rewrap_reflection", "strip_groups",

@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dev_server.clock import parse_iso
-from dev_server.llm import ResolvedModel
+from dev_server.kernel.clock import parse_iso
+from dev_server.kernel.model import ResolvedModel
 from dev_server.om.activation import Trigger
 from dev_server.om.config import IdleSetting
-from dev_server.storage.conversations import Message
+from dev_server.kernel.messages import Message
 
 MINUTE_MS = 60_000
 HOUR_MS = 60 * MINUTE_MS

@@ -30,10 +30,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dev_server.agents.events import DataPart
-from dev_server.agents.processors import SpanOpener, no_span
-from dev_server.clock import now_iso
-from dev_server.llm import LLMClient, LiteLLMClient, ResolvedModel
+from dev_server.kernel.events import DataPart
+from dev_server.kernel.processors import SpanOpener, no_span
+from dev_server.kernel.clock import now_iso
+from dev_server.kernel.model import LLMClient, ResolvedModel
+from dev_server.llm import LiteLLMClient
 from dev_server.om.config import ObservationalMemoryOptions, observational_memory_options
 from dev_server.om.cycles import HookedEngine, cycle_run
 from dev_server.om.engine import ObservationalMemory as Engine, CycleContext
@@ -42,7 +43,8 @@ from dev_server.om.hooks import current_trigger
 from dev_server.om.resource import observe_resource, other_threads
 from dev_server.om.tokens import count_messages
 from dev_server.om.window import unobserved
-from dev_server.storage.conversations import ConversationStore, Message
+from dev_server.storage.conversations import ConversationStore
+from dev_server.kernel.messages import Message
 from dev_server.storage.om_records import OMRecord, OMRecordStore, thread_om
 
 

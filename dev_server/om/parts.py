@@ -16,8 +16,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from dev_server.agents.events import DataPart
-from dev_server.clock import now_iso
+from dev_server.kernel.events import DataPart
+from dev_server.kernel.clock import now_iso
 from dev_server.om.config import ObservationalMemoryOptions
 from dev_server.storage.om_records import OMRecord
 

@@ -36,11 +36,11 @@ from datetime import date, datetime, time
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
-from dev_server.agents.events import DataPart
-from dev_server.agents.processors import ReplyContext, StepContext
-from dev_server.agents.tools import Tool
-from dev_server.clock import now_iso
-from dev_server.memory.convert import to_model_messages
+from dev_server.kernel.events import DataPart
+from dev_server.kernel.processors import ReplyContext, StepContext
+from dev_server.kernel.tools import Tool
+from dev_server.kernel.clock import now_iso
+from dev_server.kernel.convert import to_model_messages
 from dev_server.om.activation import Activation, Trigger, activate, interval_crossed, projected_removal
 from dev_server.om.buffering import Buffering, PartSink, buffer_candidates, safe_prefix
 from dev_server.om.config import IdleSetting
@@ -57,7 +57,7 @@ from dev_server.om.retrieval import retrieval_instructions
 from dev_server.om.temporal import gap_marker, is_gap_marker, now_ms
 from dev_server.om.tokens import count_message, count_messages
 from dev_server.om.window import drop_observed, has_incomplete_tool_calls, unobserved
-from dev_server.storage.conversations import Message
+from dev_server.kernel.messages import Message
 from dev_server.storage.om_records import OMRecord, thread_om
 
 if TYPE_CHECKING:

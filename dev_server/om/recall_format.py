@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dev_server.clock import parse_iso
+from dev_server.kernel.clock import parse_iso
 from dev_server.om.tokens import format_tool_result
 from dev_server.om.tokenx import estimate_tokens
-from dev_server.storage.conversations import Message
+from dev_server.kernel.messages import Message
 
 PAGE_TOKENS = 2_000
 HIGH_TOOL_RESULT_TOKENS = 4_000

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from dev_server.om.groups import ObservationGroup, group_of_message, parse_groups
 from dev_server.om.recall_format import PAGE_TOKENS, cut_to_tokens, low_detail, message_parts, render, timestamp
 from dev_server.recall.hits import SemanticSearchUnavailable
-from dev_server.storage.conversations import ConversationStore, Message, Thread
+from dev_server.storage.conversations import ConversationStore
+from dev_server.kernel.messages import Message, Thread
 
 if TYPE_CHECKING:
     from dev_server.memory.memory import Memory

@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dev_server.agents.tools import Tool, ToolContext
-from dev_server.clock import parse_iso
+from dev_server.kernel.tools import Tool, ToolContext
+from dev_server.kernel.clock import parse_iso
 from dev_server.om.config import RetrievalConfig
 from dev_server.om.groups import is_visible
 from dev_server.om.recall_format import (ShownPart, low_detail, matches, message_parts, read_chunk, read_hint,
                                   render_page, timestamp)
 from dev_server.om.recall_search import search
-from dev_server.storage.conversations import Message, Thread
+from dev_server.kernel.messages import Message, Thread
 
 if TYPE_CHECKING:
     from dev_server.memory.memory import Memory

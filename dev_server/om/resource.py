@@ -43,7 +43,8 @@ from dev_server.om.prompts import observer_messages, observer_system_prompt
 from dev_server.om.tokens import count_messages, estimate_tokens
 from dev_server.om.transcript import format_transcript
 from dev_server.om.window import unobserved
-from dev_server.storage.conversations import ConversationStore, Message
+from dev_server.storage.conversations import ConversationStore
+from dev_server.kernel.messages import Message
 from dev_server.storage.om_records import OMRecord
 
 log = logging.getLogger(__name__)

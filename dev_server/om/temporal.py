@@ -19,8 +19,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from dev_server.clock import parse_iso, to_iso
-from dev_server.storage.conversations import Message
+from dev_server.kernel.clock import parse_iso, to_iso
+from dev_server.kernel.messages import Message
 
 TEMPORAL_GAP_MS = 10 * 60_000
 clock: Callable[[], float] = time.time  # seconds since the epoch

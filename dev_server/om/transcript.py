@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 
-from dev_server.clock import parse_iso
+from dev_server.kernel.clock import parse_iso
 
 if TYPE_CHECKING:
-    from dev_server.storage.conversations import Message
+    from dev_server.kernel.messages import Message
 
 TOOL_OUTPUT_TOKEN_CAP = 5000
 ENCRYPTED_CONTENT_LIMIT = 256

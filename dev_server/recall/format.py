@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from dev_server.recall.text import message_text
-from dev_server.storage.conversations import Message
+from dev_server.kernel.messages import Message
 
 _ROLE_ORDER = {"system": 0, "user": 1, "assistant": 2, "tool": 3}
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")

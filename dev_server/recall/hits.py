@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dev_server.storage.conversations import Message
+from dev_server.kernel.messages import Message
 
 
 @dataclass(frozen=True)

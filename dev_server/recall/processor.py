@@ -20,13 +20,13 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from dev_server.agents.processors import StepContext
-from dev_server.memory.convert import to_model_messages
+from dev_server.kernel.processors import StepContext
+from dev_server.kernel.convert import to_model_messages
 from dev_server.recall.format import other_threads_message, recall_order
 from dev_server.recall.hits import SemanticSearchUnavailable
 from dev_server.recall.options import SemanticRecallOptions
 from dev_server.recall.text import message_text
-from dev_server.storage.conversations import Message
+from dev_server.kernel.messages import Message
 
 if TYPE_CHECKING:
     from dev_server.memory.memory import Memory

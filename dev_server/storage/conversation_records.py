@@ -1,55 +1,18 @@
-"""The rows of the conversation store as values: threads and messages (Mastra's content
-format 2, kept whole as JSON), how a row decodes, and the store's refusals. Plain data: the
-SQL that reads and writes them is ``dev_server.storage.conversations``'s.
+"""How a row of the conversation store decodes into a thread or a message (the values live
+in ``dev_server.kernel.messages``), and the store's refusals. The SQL that reads and writes
+them is ``dev_server.storage.conversations``'s.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.errors import StorageError
-from dev_server.streaming.sse import repair_value
-
-
-@dataclass
-class Thread:
-    id: str
-    resource_id: str
-    title: str = ""
-    metadata: dict[str, Any] | None = None
-    created_at: str = ""
-    updated_at: str = ""
-    agent_id: str | None = None  # the agent the thread was created for (not part of Mastra's shape)
-
-    def to_api(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"id": self.id, "title": self.title, "resourceId": self.resource_id,
-                                "createdAt": self.created_at, "updatedAt": self.updated_at}
-        if self.metadata is not None:
-            body["metadata"] = self.metadata
-        return body
-
-
-@dataclass
-class Message:
-    id: str
-    thread_id: str
-    resource_id: str
-    role: str
-    content: dict[str, Any]
-    created_at: str
-    type: str = "text"
-    seq: int | None = field(default=None, compare=False)
-    # hash of the stored JSON, set when read from the database: equal digests, equal content
-    # (an in-process memo key; ``dataclasses.replace`` with new content must reset it)
-    stored_digest: int | None = field(default=None, compare=False, repr=False)
-
-    def to_api(self) -> dict[str, Any]:
-        return {"id": self.id, "role": self.role, "type": self.type, "createdAt": self.created_at,
-                "threadId": self.thread_id, "resourceId": self.resource_id, "content": self.content}
+from dev_server.kernel.text import repair_value
 
 
 def thread_from_row(row: Any) -> Thread:

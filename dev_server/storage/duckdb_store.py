@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from dev_server.clock import now_iso
+from dev_server.kernel.clock import now_iso
 from dev_server.paths import PathError, ensure_db_dir, file_path
 from dev_server.storage.errors import StorageError, first_line
 from dev_server.storage.migrate import apply_duckdb, load_migrations

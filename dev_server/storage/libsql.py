@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from dev_server.clock import now_iso
+from dev_server.kernel.clock import now_iso
 from dev_server.paths import PathError, ensure_db_dir, file_path
 from dev_server.storage.errors import StorageBusy, StorageError
 from dev_server.storage.migrate import apply_libsql, load_migrations

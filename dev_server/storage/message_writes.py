@@ -16,8 +16,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from dev_server.clock import now_iso
-from dev_server.json_text import Encoder
+from dev_server.kernel.clock import now_iso
+from dev_server.kernel.json_text import Encoder
 
 _INSERT_BATCH = 500  # 7 parameters a row: 3,500 a statement, well under SQLite's 32,766 limit
 _ID_BATCH = 900
@@ -25,7 +25,7 @@ _MESSAGE_COLUMNS = "(id, thread_id, resource_id, role, type, content, created_at
 
 
 # built once (json.dumps with options builds one a call); strict JSON, whatever numbers a part
-# holds: an infinity is stored as null (SQLite's JSON functions refuse Infinity), dev_server.json_text
+# holds: an infinity is stored as null (SQLite's JSON functions refuse Infinity), dev_server.kernel.json_text
 _COMPACT = Encoder(separators=(",", ":"))
 _PLAIN = Encoder()
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
-from dev_server.clock import now_iso, parse_iso, to_iso
+from dev_server.kernel.clock import now_iso, parse_iso, to_iso
 from dev_server.om.context import message_boundary
 from dev_server.om.tokenx import estimate_tokens as estimate
 from dev_server.storage.libsql import LibSQLStore

@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 
-from dev_server.clock import now_iso
+from dev_server.kernel.clock import now_iso
 from dev_server.storage.errors import StorageBusy, StorageError
 from dev_server.storage.hrana import PipelineClient, Row, Transaction, read_result, statement
 from dev_server.storage.libsql import is_locked, retry_locked

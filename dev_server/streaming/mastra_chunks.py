@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dev_server.llm import ResolvedModel, Usage
-from dev_server.streaming.text_events import StreamError
+from dev_server.kernel.model import ResolvedModel, Usage
+from dev_server.kernel.stream_errors import StreamError
 
 
 @dataclass(frozen=True)

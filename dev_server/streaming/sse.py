@@ -4,16 +4,17 @@
 our generator yielded it, where an error can only drop the connection (no ``error``
 chunk, no ``[DONE]``). UTF-8 cannot encode a lone UTF-16 surrogate (``"\\ud800"`` is
 valid JSON, so one can arrive in a request, come back from storage, or be echoed by a
-model), so ``repair_text`` replaces each with U+FFFD; well-formed text is returned as is.
+model), so ``repair_text`` (``dev_server.kernel.text``) replaces each with U+FFFD.
 Nor can a number JSON has no form for (an infinity, an integer too long to write out) fail
-it or reach the client as invalid JSON: ``dev_server.json_text``.
+it or reach the client as invalid JSON: ``dev_server.kernel.json_text``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from dev_server.json_text import Encoder
+from dev_server.kernel.json_text import Encoder
+from dev_server.kernel.text import repair_text
 
 DONE = "[DONE]"
 
@@ -25,29 +26,7 @@ STREAM_HEADERS = {
 UI_STREAM_HEADERS = {**STREAM_HEADERS, "x-vercel-ai-ui-message-stream": "v1"}
 
 
-def repair_text(text: str) -> str:
-    """``text`` with every lone surrogate replaced by U+FFFD (pairs are recombined)."""
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-
-
-def repair_value(value: Any) -> Any:
-    """``repair_text`` applied to every string inside a JSON-like value."""
-    if isinstance(value, str):
-        return repair_text(value)
-    if isinstance(value, list):
-        return [repair_value(item) for item in value]
-    if isinstance(value, dict):
-        return {repair_text(k) if isinstance(k, str) else k: repair_value(v) for k, v in value.items()}
-    return value
-
-
-_CHUNK_JSON = Encoder(separators=(",", ":"), ensure_ascii=False, default=str)  # strict JSON, dev_server.json_text
+_CHUNK_JSON = Encoder(separators=(",", ":"), ensure_ascii=False, default=str)  # strict JSON, dev_server.kernel.json_text
 
 
 def encode(chunk: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dev_server.storage.conversations import Message
+from dev_server.kernel.messages import Message
 from tests.kit.servers import DB_NAME
 from tests.support import run_node, sqlite_rows
 

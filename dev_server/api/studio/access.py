@@ -25,7 +25,7 @@ from dev_server.agents.registry import AgentRegistry, RegisteredAgent
 from dev_server.api.deps import AgentsDep, ForcedResource, MastraQuery
 from dev_server.api.studio.query import Query
 from dev_server.errors import NotFound
-from dev_server.storage.conversations import Thread
+from dev_server.kernel.messages import Thread
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from dev_server.agents.tools import Tool, client_tool
-from dev_server.clock import spaced_iso
+from dev_server.kernel.tools import Tool, client_tool
+from dev_server.kernel.clock import spaced_iso
 from dev_server.errors import BadRequest, invalid
-from dev_server.memory.convert import flat_text, ui_part_to_stored
-from dev_server.storage.conversations import Message
+from dev_server.kernel.convert import flat_text, ui_part_to_stored
+from dev_server.kernel.messages import Message
 
 ROLES = ("user", "assistant", "system", "tool")
 

@@ -27,16 +27,16 @@ from fastapi import APIRouter, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.background import BackgroundTask
 
-from dev_server.agents.events import StepFinish
+from dev_server.kernel.events import StepFinish
 from dev_server.agents.registry import RegisteredAgent
 from dev_server.agents.signals import Key, ThreadHub
-from dev_server.agents.tools import Tool
+from dev_server.kernel.tools import Tool
 from dev_server.agents.turns import LiveTurn, TurnStarter
 from dev_server.api.deps import AgentDep, AgentsDep, ConversationsDep, ForcedResource, LimitTurns, SignalsDep, TurnsDep
 from dev_server.api.studio.access import effective_resource
 from dev_server.api.studio.agent_input import (AbortBody, AgentRunBody, SendMessageBody, ThreadRef, input_messages,
                                         signal_contents)
-from dev_server.clock import now_iso
+from dev_server.kernel.clock import now_iso
 from dev_server.errors import ApiError, NotFound, upstream
 from dev_server.llm import ModelProviderError
 from dev_server.memory.memory import ThreadNotOwned
@@ -46,7 +46,7 @@ from dev_server.api.studio.run_chunks import encode_run
 from dev_server.streaming.mastra_chunks import RunIds, chunk, error_chunk, usage_payload
 from dev_server.streaming.coalesce import coalesced
 from dev_server.streaming.sse import DONE, STREAM_HEADERS, encode
-from dev_server.streaming.text_events import StreamError, stream_error
+from dev_server.kernel.stream_errors import StreamError, stream_error
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/agents", tags=["agents"])

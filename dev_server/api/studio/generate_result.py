@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dev_server.agents.events import StepFinish, ToolCallEvent, ToolErrorEvent, ToolResultEvent
+from dev_server.kernel.events import StepFinish, ToolCallEvent, ToolErrorEvent, ToolResultEvent
 from dev_server.streaming.mastra_chunks import chunk, usage_payload
 
 

@@ -22,13 +22,13 @@ from dev_server.api.studio.memory_bodies import (CloneBody, CreateThreadBody, De
                                           SaveMessagesBody, SavedMessage, StoredContent, TransferBody,
                                           WorkingMemoryBody)
 from dev_server.api.studio.query import ISO_TIME, Query, iso_time, order_by
-from dev_server.clock import parse_iso, spaced_iso, to_iso
-from dev_server.memory.convert import flat_text
+from dev_server.kernel.clock import parse_iso, spaced_iso, to_iso
+from dev_server.kernel.convert import flat_text
 from dev_server.memory.working_document import WorkingMemoryInvalid
 from dev_server.recall.hits import SemanticSearchUnavailable
 from dev_server.errors import BadRequest, NotFound, invalid
-from dev_server.storage.conversations import (ConversationStore, Message, MessageNotVisible, Thread, ThreadExists,
-                                       ThreadNotVisible)
+from dev_server.storage.conversations import ConversationStore, MessageNotVisible, ThreadExists, ThreadNotVisible
+from dev_server.kernel.messages import Message, Thread
 
 router = APIRouter(prefix="/api/memory")
 

@@ -14,7 +14,7 @@ from typing import Any
 from dev_server.api.studio.access import Scope
 from dev_server.memory.memory import Memory
 from dev_server.recall.hits import SemanticHit
-from dev_server.storage.conversations import Message
+from dev_server.kernel.messages import Message
 
 
 def _brief(message: Message) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any
 from starlette.requests import Request
 
 from dev_server.api.input_guard import MAX_DEPTH, query_json_too_deep, replace_surrogates
-from dev_server.clock import parse_iso
+from dev_server.kernel.clock import parse_iso
 from dev_server.errors import invalid
 from dev_server.json_finite import NonFiniteNumber, loads_finite
 

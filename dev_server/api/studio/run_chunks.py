@@ -1,6 +1,6 @@
 """A run's events as Mastra's chunk stream (Mastra's Studio REST contract 4.3), what the Studio and client-js read.
 
-``encode_run`` translates the turn's events (``dev_server.agents.events``) into the sequence
+``encode_run`` translates the turn's events (``dev_server.kernel.events``) into the sequence
 Mastra's server sends: start, then per step step-start, reasoning-start/-delta/-end,
 text-start, text-delta..., text-end, per tool call tool-call-input-streaming-start,
 tool-call-delta (``argsTextDelta``)..., tool-call-input-streaming-end, tool-call, then
@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from dev_server.agents.events import (DataPart, ErrorEvent, LoopEvent, ReasoningEnd, ReasoningStart, StepFinish, StepStart,
+from dev_server.kernel.events import (DataPart, ErrorEvent, LoopEvent, ReasoningEnd, ReasoningStart, StepFinish, StepStart,
                                TextEnd, TextStart, ToolCallEvent, ToolErrorEvent, ToolInputStart, ToolResultEvent,
                                edge_events)
-from dev_server.llm import Finish, ReasoningDelta, TextDelta, ToolCallDelta
+from dev_server.kernel.model import Finish, ReasoningDelta, TextDelta, ToolCallDelta
 from dev_server.streaming.mastra_chunks import RunIds, chunk, error_chunk, usage_payload
 
 

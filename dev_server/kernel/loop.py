@@ -1,13 +1,13 @@
 """The step loop: model call, tool calls, results back to the model, until it answers.
 
 A turn runs at most ``max_steps`` steps. Each step first runs the input processors on the
-turn's ``StepContext`` (``dev_server.agents.processors``: they build the messages and may add
+turn's ``StepContext`` (``dev_server.kernel.processors``: they build the messages and may add
 tools), then streams the model with the step's tools (litellm function calling); the
 step's ``StepStart`` is yielded only once the model's first event arrived, so a provider
 (or a processor) that fails at once still fails before any response starts. Reasoning,
 text and each call's argument text (``ToolInputStart`` + ``ToolCallDelta``) stream as they
 come. The complete tool calls (``ToolCall``, assembled by the client) are then executed
-one by one (``dev_server.agents.tools.execute``: a bad argument, a raise or a timeout is a tool
+one by one (``dev_server.kernel.tools.execute``: a bad argument, a raise or a timeout is a tool
 error, and the step goes on) and fed back as an assistant ``tool_calls`` message plus one
 ``tool`` message per call (``StepContext.progress``). Each execution is wrapped in
 ``LoopHooks.tool_call`` (the runner's ``tool_call`` span). A step without tool calls ends
@@ -41,13 +41,13 @@ from typing import Any
 
 from opentelemetry.context import Context
 
-from dev_server.agents.events import (DataPart, LoopEvent, StepFinish, StepStart, ToolCallEvent, ToolErrorEvent, ToolInputStart,
+from dev_server.kernel.events import (DataPart, LoopEvent, StepFinish, StepStart, ToolCallEvent, ToolErrorEvent, ToolInputStart,
                                ToolResultEvent)
-from dev_server.agents.processors import InputProcessor, StepContext
-from dev_server.agents.tools import AskAgent, ToolContext, ToolOutcome, execute, parse_arguments
-from dev_server.llm import (Finish, LLMClient, ModelRequest, ReasoningDelta, ResolvedModel, TextDelta, ToolCall, ToolCallDelta,
-                     Usage)
-from dev_server.streaming.sse import repair_text
+from dev_server.kernel.processors import InputProcessor, StepContext
+from dev_server.kernel.tools import AskAgent, ToolContext, ToolOutcome, execute, parse_arguments
+from dev_server.kernel.model import (Finish, LLMClient, ModelRequest, ReasoningDelta, ResolvedModel, TextDelta,
+                                     ToolCall, ToolCallDelta, Usage)
+from dev_server.kernel.text import repair_text
 
 
 @dataclass
@@ -130,7 +130,7 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
                     processors: list[InputProcessor], max_steps: int, reply: ReplyParts,
                     hooks: LoopHooks | None = None, ask_agent: AskAgent | None = None) -> AsyncIterator[LoopEvent]:
     """The turn's events; ``reply`` accumulates the parts. Each step runs the input
-    processors on ``step`` first (``dev_server.agents.processors``), then the model. Tools get
+    processors on ``step`` first (``dev_server.kernel.processors``), then the model. Tools get
     ``ask_agent`` on their context (agent as tool)."""
     hooks = hooks or LoopHooks()
     max_steps = max(1, max_steps)

@@ -1,6 +1,6 @@
 """Processors: what builds each step's model context, and what sees the finished reply.
 
-The step loop (``dev_server.agents.loop``) owns steps and tool calls; it knows no memory feature.
+The step loop (``dev_server.kernel.loop``) owns steps and tool calls; it knows no memory feature.
 Before every model call it resets the step's system messages (the agent's instructions)
 and tools (the agent's own), then runs each *input processor* on one ``StepContext``, in
 order: the history window loads the thread's messages, working memory adds its system
@@ -31,10 +31,10 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dev_server.agents.events import DataPart
-from dev_server.agents.tools import Tool
-from dev_server.llm import LLMClient, ResolvedModel
-from dev_server.storage.conversations import Message, Thread
+from dev_server.kernel.events import DataPart
+from dev_server.kernel.tools import Tool
+from dev_server.kernel.model import LLMClient, ResolvedModel
+from dev_server.kernel.messages import Message, Thread
 
 
 SpanOpener = Callable[..., AbstractContextManager[Any]]

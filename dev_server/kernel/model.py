@@ -1,6 +1,6 @@
-"""Plain values that cross the model seam.
+"""The model port: plain values that cross the model seam, and the client protocol.
 
-The chat route, the memory layer and the tests speak only these types; nothing here knows
+The loop, the memory features and the tests speak only these types; nothing here knows
 about litellm, so the rest of the app can be read (and faked) without it. A stream from
 ``LLMClient.stream`` is zero or more ``TextDelta`` / ``ReasoningDelta`` / ``ToolCallDelta``
 (a tool call's argument text as it streams), then the step's ``ToolCall``s (assembled from
@@ -10,7 +10,8 @@ those deltas, in index order), then exactly one ``Finish``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import AsyncIterator
+from typing import Any, Literal, Protocol
 
 FinishReason = Literal["stop", "length", "content-filter", "tool-calls", "error", "other"]
 
@@ -121,3 +122,11 @@ class ResolvedModel:
 
 
 ModelEvent = TextDelta | ReasoningDelta | ToolCallDelta | ToolCall | Finish
+
+
+class LLMClient(Protocol):
+    """What answers a model call: the model id resolved, then one streamed step."""
+
+    async def resolve(self, mastra_id: str) -> ResolvedModel: ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...

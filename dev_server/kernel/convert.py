@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dev_server.storage.conversations import Message
+from dev_server.kernel.messages import Message
 
 MODEL_ROLES = {"system", "user", "assistant"}
 

@@ -7,7 +7,7 @@ refuse) and integers longer than Python's int-to-str limit (``sys.get_int_max_st
 and, only when that fails, the value with such numbers replaced (``representable``), so a
 span attribute, a stored message or a stream chunk is always written and always valid.
 ``unrepresentable`` names the first such number, for a caller that refuses the value instead
-(a tool's output is a tool error, ``dev_server.agents.tools``).
+(a tool's output is a tool error, ``dev_server.kernel.tools``).
 """
 
 from __future__ import annotations

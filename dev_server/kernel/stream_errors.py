@@ -1,4 +1,4 @@
-"""What a client is told when a stream fails after it started (``dev_server.agents.events.edge_events``).
+"""What a client is told when a stream fails after it started (``dev_server.kernel.events.edge_events``).
 
 A failure becomes a ``StreamError``: a ``ModelProviderError`` (or any failure carrying a
 string ``kind`` and ``message``, as the runner's own do) keeps its kind and message;

@@ -1,6 +1,6 @@
 """Running a synchronous tool function off the event loop, under a deadline that holds.
 
-A tool's function decides where it runs (``dev_server.agents.tools.execute``):
+A tool's function decides where it runs (``dev_server.kernel.tools.execute``):
 
 * a coroutine function is awaited on the event loop under ``asyncio.timeout``: it must only
   await (I/O, another agent's turn), which is what lets the timeout interrupt it;
@@ -97,7 +97,7 @@ def _context() -> Any:
     with _forkserver_lock:
         if _forkserver is None:
             _forkserver = multiprocessing.get_context("forkserver")
-            _forkserver.set_forkserver_preload(["dev_server.agents.tools"])  # pydantic, imported once for all children
+            _forkserver.set_forkserver_preload(["dev_server.kernel.tools"])  # pydantic, imported once for all children
         return _forkserver
 
 

@@ -6,14 +6,14 @@ validated input and a ``ToolContext`` (who is calling, in which thread, and the 
 context of the call's ``tool_call`` span, for spans of its own). ``execute`` never raises
 for the tool's own faults: arguments that are not JSON or do not validate, a function that
 raises, one that runs past the tool's ``timeout_s``, or an output JSON cannot carry (an
-infinity, an integer of thousands of digits: ``dev_server.json_text``) all become a ``ToolOutcome``
+infinity, an integer of thousands of digits: ``dev_server.kernel.json_text``) all become a ``ToolOutcome``
 with ``error`` set, which the loop reports (``tool-output-error``) and feeds back to the
 model, and the step goes on.
 
 No tool call holds the event loop, where it would stall every request of the
 process: a coroutine function is awaited there and must only await (I/O, another agent's
 turn); a plain function runs in a thread, or in a child process killed at the deadline
-when the tool is marked ``cpu_bound`` (``dev_server.agents.tool_runs`` says which to choose).
+when the tool is marked ``cpu_bound`` (``dev_server.kernel.tool_runs`` says which to choose).
 
 A tool without a function is a *client tool*: the model may call it, but the client runs
 it (useChat's ``addToolResult``, client-js's ``clientTools``), so the loop stops the turn at
@@ -40,8 +40,8 @@ from typing import Any
 from opentelemetry.context import Context
 from pydantic import BaseModel, Field, ValidationError
 
-from dev_server.agents.tool_runs import run_sync
-from dev_server.json_text import unrepresentable
+from dev_server.kernel.tool_runs import run_sync
+from dev_server.kernel.json_text import unrepresentable
 
 log = logging.getLogger(__name__)
 

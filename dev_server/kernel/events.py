@@ -1,6 +1,6 @@
 """The one event union a turn produces, and the walk both wire encoders read it through.
 
-The loop (``dev_server.agents.loop``) yields ``StepStart``, ``ReasoningDelta``, ``TextDelta``,
+The loop (``dev_server.kernel.loop``) yields ``StepStart``, ``ReasoningDelta``, ``TextDelta``,
 ``ToolInputStart`` + ``ToolCallDelta``s (a call's argument text as the model streams it),
 ``ToolCallEvent`` (the input complete), ``ToolResultEvent`` / ``ToolErrorEvent`` (none for a
 client tool: the turn stops there), ``DataPart`` (a ``data-<name>`` part, stored unless
@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from dev_server.llm import Finish, ReasoningDelta, TextDelta, ToolCallDelta, Usage
-from dev_server.streaming.text_events import StreamError, stream_error
+from dev_server.kernel.model import Finish, ReasoningDelta, TextDelta, ToolCallDelta, Usage
+from dev_server.kernel.stream_errors import StreamError, stream_error
 
 
 @dataclass(frozen=True)
