@@ -307,7 +307,8 @@ async def test_a_failing_background_observer_reports_and_never_raises(libsql: Li
 
 
 def test_resource_sections_merge_by_thread_and_date() -> None:
-    from dev_server.om.resource import batches, merge_section, section_id, xxh32
+    from dev_server.om.resource import batches, merge_section, section_id
+    from xxhash import xxh32_intdigest as xxh32
 
     assert [xxh32(b""), xxh32(b"abc"), xxh32(b"Nobody inspects the spammish repetition")] == [
         0x02CC5D05, 0x32D153FF, 0xE2293B2F]

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import io
 import json
 import math
 import re
@@ -41,6 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, unquote_to_bytes, urlsplit
+
+import imagesize
 
 CLIENT_SOURCE = "client"
 
@@ -57,8 +60,7 @@ BYTES_PER_TOKEN = 4
 _KIB, _MIB = 1024, 1024 * 1024
 _IMAGE_EXTENSIONS = frozenset({"png", "jpg", "jpeg", "webp", "gif", "bmp", "tiff", "tif", "heic", "heif", "avif"})
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
-_JPEG_SIZE_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # SOFn; C4/C8/CC are not frames
-_MAX_JPEG_SEGMENTS = 256
+_MAX_HEADER_BYTES = 16 * _MIB  # where a JPEG's frame header is looked for at most (256 full segments)
 
 ByteReader = Callable[[int, int], bytes]  # (offset, length) -> at most that many bytes
 
@@ -321,52 +323,54 @@ def _base64_reader(encoded: str) -> ByteReader:
 
 
 def image_dimensions(read: ByteReader) -> tuple[int, int] | None:
-    """Width and height from a PNG, GIF, WebP or JPEG header; None for anything else."""
-    head = read(0, 30)
-    if head.startswith(b"\x89PNG\r\n\x1a\n") and len(head) >= 24:
-        return _nonzero(int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big"))
-    if head[:6] in (b"GIF87a", b"GIF89a") and len(head) >= 10:
-        return _nonzero(int.from_bytes(head[6:8], "little"), int.from_bytes(head[8:10], "little"))
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP" and len(head) >= 30:
-        return _webp_dimensions(head)
-    if head[:2] == b"\xff\xd8":
-        return _jpeg_dimensions(read)
-    return None
+    """Width and height from a PNG, GIF, WebP or JPEG header (read by ``imagesize``); None
+    for anything else. Other formats ``imagesize`` knows (BMP, TIFF, SVG...) are not
+    measured: their parts are priced without dimensions, as Mastra prices them."""
+    head = read(0, 16)
+    if not (head.startswith((b"\x89PNG\r\n\x1a\n", b"GIF87a", b"GIF89a", b"\xff\xd8"))
+            or (head[:4] == b"RIFF" and head[8:12] == b"WEBP")):
+        return None
+    width, height = imagesize.get(_ReaderFile(read), exif_rotation=False)
+    return (width, height) if width > 0 and height > 0 else None
 
 
-def _webp_dimensions(head: bytes) -> tuple[int, int] | None:
-    chunk = head[12:16]
-    if chunk == b"VP8 ":
-        return _nonzero(int.from_bytes(head[26:28], "little") & 0x3FFF, int.from_bytes(head[28:30], "little") & 0x3FFF)
-    if chunk == b"VP8L":
-        bits = int.from_bytes(head[21:25], "little")
-        return _nonzero(1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF))
-    if chunk == b"VP8X":
-        return _nonzero(1 + int.from_bytes(head[24:27], "little"), 1 + int.from_bytes(head[27:30], "little"))
-    return None
+class _ReaderFile:
+    """A ``ByteReader`` as the seekable binary file ``imagesize`` reads: a block at a time,
+    so that only the bytes around the header are ever decoded."""
 
+    _BLOCK = 4096
 
-def _jpeg_dimensions(read: ByteReader) -> tuple[int, int] | None:
-    offset = 2
-    for _ in range(_MAX_JPEG_SEGMENTS):
-        header = read(offset, 9)
-        if len(header) < 4 or header[0] != 0xFF:
-            return None
-        marker = header[1]
-        if marker == 0xD9:  # end of image before any frame header
-            return None
-        if marker == 0xFF:  # fill byte before a marker
-            offset += 1
-            continue
-        if marker in _JPEG_SIZE_MARKERS:
-            if len(header) < 9:
-                return None
-            return _nonzero(int.from_bytes(header[7:9], "big"), int.from_bytes(header[5:7], "big"))
-        if marker == 0x01 or 0xD0 <= marker <= 0xD8:  # markers without a length
-            offset += 2
-            continue
-        offset += 2 + int.from_bytes(header[2:4], "big")
-    return None
+    def __init__(self, read: ByteReader) -> None:
+        self._read = read
+        self._position = 0
+        self._block_start = -1
+        self._block = b""
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_CUR:
+            offset += self._position
+        elif whence != io.SEEK_SET:
+            raise io.UnsupportedOperation("an attachment's size is not known here")
+        self._position = max(0, offset)
+        return self._position
+
+    def tell(self) -> int:
+        return self._position
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0:
+            size = _MAX_HEADER_BYTES
+        out = bytearray()
+        while len(out) < size and self._position < _MAX_HEADER_BYTES:
+            start = self._position - self._position % self._BLOCK
+            if start != self._block_start:
+                self._block_start, self._block = start, self._read(start, self._BLOCK)
+            piece = self._block[self._position - start:self._position - start + size - len(out)]
+            if not piece:
+                break
+            out += piece
+            self._position += len(piece)
+        return bytes(out)
 
 
 # --- small helpers ----------------------------------------------------------------------
@@ -412,10 +416,6 @@ def _is_count(value: Any) -> bool:
 
 def _positive(value: Any) -> float | None:
     return value if _is_count(value) and value > 0 else None
-
-
-def _nonzero(width: int, height: int) -> tuple[int, int] | None:
-    return (width, height) if width > 0 and height > 0 else None
 
 
 def _js_round(value: float) -> int:

@@ -30,6 +30,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import xxhash
+
 from dev_server.om.context import message_boundary
 from dev_server.om.engine import OBSERVER_AGENT, CycleContext, CycleFailed, ObservationalMemory, describe_error, om_model
 from dev_server.om.extract import take_inline_values
@@ -54,41 +56,8 @@ THREAD_CURSOR_PATH = "$.mastra.om.lastObservedAt"  # each thread's own cursor, i
 _THREAD_BLOCK = re.compile(r'^[ \t]*<thread id="([^"]*)">[ \t]*\n([\s\S]*?)^[ \t]*</thread>[ \t]*$', re.M)
 _DATE_LINE = re.compile(r"^Date: .+$", re.M)
 
-_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
-_MASK = 0xFFFFFFFF
-
-
-def _rotl(value: int, bits: int) -> int:
-    return ((value << bits) | (value >> (32 - bits))) & _MASK
-
-
-def xxh32(data: bytes, seed: int = 0) -> int:
-    """XXH32 (the reference algorithm), for ``obscureThreadIds``."""
-    length, index = len(data), 0
-    if length >= 16:
-        lanes = [(seed + _P1 + _P2) & _MASK, (seed + _P2) & _MASK, seed & _MASK, (seed - _P1) & _MASK]
-        while index <= length - 16:
-            for lane in range(4):
-                word = int.from_bytes(data[index:index + 4], "little")
-                lanes[lane] = (_rotl((lanes[lane] + word * _P2) & _MASK, 13) * _P1) & _MASK
-                index += 4
-        acc = (_rotl(lanes[0], 1) + _rotl(lanes[1], 7) + _rotl(lanes[2], 12) + _rotl(lanes[3], 18)) & _MASK
-    else:
-        acc = (seed + _P5) & _MASK
-    acc = (acc + length) & _MASK
-    while index <= length - 4:
-        acc = (_rotl((acc + int.from_bytes(data[index:index + 4], "little") * _P3) & _MASK, 17) * _P4) & _MASK
-        index += 4
-    while index < length:
-        acc = (_rotl((acc + data[index] * _P5) & _MASK, 11) * _P1) & _MASK
-        index += 1
-    acc = ((acc ^ (acc >> 15)) * _P2) & _MASK
-    acc = ((acc ^ (acc >> 13)) * _P3) & _MASK
-    return acc ^ (acc >> 16)
-
-
 def section_id(thread_id: str, obscure: bool) -> str:
-    return format(xxh32(thread_id.encode()), "08x") if obscure else thread_id
+    return xxhash.xxh32_hexdigest(thread_id.encode()) if obscure else thread_id
 
 
 async def other_threads(store: ConversationStore, record: OMRecord, resource_id: str,
