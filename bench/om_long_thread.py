@@ -19,7 +19,7 @@ Per turn:
   on ``BackgroundWork`` workers (other tasks): not model time of the turn, but they share
   the event loop, so a turn that overlaps one pays for it in its own time. Garbage
   collector pauses inside the turn are shown apart (they are part of its time);
-* the context of the actor's step-0 call: ``dev_server.om.tokens.estimate_tokens`` over each
+* the context of the actor's step-0 call: ``dev_server.om.tokens.counting.estimate_tokens`` over each
   model message's text content, summed (the instructions and observations included).
 
 At the end: the thread's raw size (``count_messages`` over every stored message, and the
@@ -55,7 +55,7 @@ from dev_server.kernel.clock import now_iso  # noqa: E402
 from dev_server.factory import storage_for, warm_up  # noqa: E402
 from dev_server.llm import LiteLLMClient  # noqa: E402
 from dev_server.kernel.convert import ui_to_stored  # noqa: E402
-from dev_server.om.tokens import count_messages, estimate_tokens  # noqa: E402
+from dev_server.om.tokens.counting import count_messages, estimate_tokens  # noqa: E402
 from dev_server.settings import Settings  # noqa: E402
 from dev_server.storage.conversations import ConversationStore  # noqa: E402
 from bench.report import commit, machine  # noqa: E402

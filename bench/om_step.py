@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 from dev_server.kernel.processors import StepContext  # noqa: E402
 from dev_server.kernel.clock import to_iso  # noqa: E402
 from dev_server.memory.memory import Memory, MemoryOptions  # noqa: E402
-from dev_server.om.tokens import count_message, count_messages  # noqa: E402
+from dev_server.om.tokens.counting import count_message, count_messages  # noqa: E402
 from dev_server.storage.conversations import ConversationStore
 from dev_server.kernel.messages import Message
 from dev_server.storage.libsql import LibSQLStore  # noqa: E402

@@ -1,4 +1,4 @@
-"""Speed of Observational Memory's token estimates (``dev_server.om.tokens``).
+"""Speed of Observational Memory's token estimates (``dev_server.om.tokens.counting``).
 
 ``estimate_tokens`` (the tokenx 1.3.0 port) against tiktoken's ``cl100k_base`` encoder, in
 the same run, over a ~2 MB generated corpus of English prose, Python code and JSON (and, as
@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dev_server.llm.offline import prepare_litellm  # noqa: E402
-from dev_server.om.tokens import count_messages, estimate_tokens  # noqa: E402
+from dev_server.om.tokens.counting import count_messages, estimate_tokens  # noqa: E402
 from dev_server.kernel.messages import Message
 
 CORPUS_CHARS = 2_000_000

@@ -63,7 +63,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dev_server.kernel.clock import now_iso  # noqa: E402
-from dev_server.om.tokens import count_message  # noqa: E402
+from dev_server.om.tokens.counting import count_message  # noqa: E402
 from dev_server.kernel.messages import Message
 from bench.chat_turn import store_thread  # noqa: E402
 from bench.report import commit, machine  # noqa: E402
@@ -306,7 +306,7 @@ def om_activity(db_path: Path, conversations: int) -> str:
 async def seed_history(db_path: Path, thread_id: str, count: int) -> None:
     """``count`` stored messages in the shape of the run's own turns (a user's "hello", the
     local model's answer), stored as the gateway stores them: with their token estimates
-    (``dev_server.om.tokens``), under the resource ``make dev`` uses."""
+    (``dev_server.om.tokens.counting``), under the resource ``make dev`` uses."""
     messages = []
     for i in range(count):
         role = "user" if i % 2 == 0 else "assistant"

@@ -17,7 +17,7 @@ from dotenv import dotenv_values
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dev_server import paths
-from dev_server.om.config import merged_options, observational_memory_options
+from dev_server.om.options.config import merged_options, observational_memory_options
 from dev_server.recall.options import semantic_recall_options
 
 ENV_PREFIX = "DEV_SERVER_"
@@ -217,7 +217,7 @@ class Settings(BaseSettings):
                 found[agent] = options
         return found
 
-    # Observational Memory of the agents that have it (chat-agent): dev_server.om.config's options.
+    # Observational Memory of the agents that have it (chat-agent): dev_server.om.options.config's options.
     om_enabled: bool = Field(True, description="Observational Memory on chat-agent (false: its last-messages window only)")
     om_message_tokens: int | None = Field(
         None, ge=1, description="Unobserved message tokens that trigger an observation (default 30000)")

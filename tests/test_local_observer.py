@@ -1,7 +1,7 @@
 """dev_server.llm.local_observer: the local model answers observer and reflector requests offline.
 
-Requests are built exactly as Observational Memory builds them (``dev_server.om.prompts`` around a
-transcript from ``dev_server.om.transcript``), and answers are read with ``dev_server.om.parsing``, so
+Requests are built exactly as Observational Memory builds them (``dev_server.om.prompting.prompts`` around a
+transcript from ``dev_server.om.prompting.transcript``), and answers are read with ``dev_server.om.prompting.parsing``, so
 what passes here is what a keyless OM cycle sees. One test goes through ``LiteLLMClient``.
 """
 
@@ -18,12 +18,12 @@ from dev_server.kernel.model import ModelRequest, TextDelta
 from dev_server.llm.local_model import compose_reply, stream_local
 from dev_server.llm.local_observer import is_observer_request, is_reflector_request, observer_answer, om_reply
 from dev_server.llm.local_reflector import reflector_answer
-from dev_server.om.output_check import distinct_observations, observer_problem, reflection_problem
-from dev_server.om.parsing import parse_observer_output, parse_reflector_output
-from dev_server.om.prompts import (observer_messages, observer_system_prompt, reflector_messages,
+from dev_server.om.engine.output_check import distinct_observations, observer_problem, reflection_problem
+from dev_server.om.prompting.parsing import parse_observer_output, parse_reflector_output
+from dev_server.om.prompting.prompts import (observer_messages, observer_system_prompt, reflector_messages,
                             reflector_system_prompt)
-from dev_server.om.tokens import estimate_tokens
-from dev_server.om.transcript import format_transcript
+from dev_server.om.tokens.counting import estimate_tokens
+from dev_server.om.prompting.transcript import format_transcript
 from dev_server.kernel.messages import Message
 
 TIME = re.compile(r"\(\d{2}:\d{2}\)")

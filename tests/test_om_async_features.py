@@ -19,8 +19,8 @@ import pytest
 
 from dev_server.agents import chat_agent
 from dev_server.agents.registry import DEFINITIONS
-from dev_server.om import temporal
-from dev_server.om.resource import section_id
+from dev_server.om.engine import temporal
+from dev_server.om.engine.resource import section_id
 from tests.kit.builders import user_message
 from tests.kit.chat import chat_turn, turn
 from tests.kit.om import FACT, parts, pending, record_row, settled, status

@@ -15,13 +15,14 @@ from dev_server.kernel.events import DataPart
 from dev_server.background import BackgroundWork
 from dev_server.llm import LiteLLMClient
 from dev_server.kernel.model import ResolvedModel
-from dev_server.om.activation import Trigger, activate, activation_ratio, chunks_to_activate, interval_crossed, plan
-from dev_server.om.buffering import Buffering, PartSink, QueuedCandidates, safe_prefix
-from dev_server.om.flags import flag_live, settled
-from dev_server.om.config import observational_memory_options
-from dev_server.om.engine import CycleContext, ObservationalMemory
-from dev_server.om.idle import StepModel, auto_ttl_ms, last_activity_ms, last_step_model, provider_changed
-from dev_server.om.temporal import gap_marker
+from dev_server.om.engine.activation import Trigger, activate, activation_ratio, chunks_to_activate, interval_crossed, plan
+from dev_server.om.engine.buffering import Buffering, PartSink, QueuedCandidates, safe_prefix
+from dev_server.om.engine.flags import flag_live, settled
+from dev_server.om.options.config import observational_memory_options
+from dev_server.om.engine.cycle_context import CycleContext
+from dev_server.om.engine.observation_engine import ObservationEngine
+from dev_server.om.engine.idle import StepModel, auto_ttl_ms, last_activity_ms, last_step_model, provider_changed
+from dev_server.om.engine.temporal import gap_marker
 from dev_server.storage.conversations import ConversationStore
 from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.libsql import LibSQLStore
@@ -225,7 +226,7 @@ async def with_background(db: LibSQLStore, messages: list[Message], buffer_token
     conversations = ConversationStore(db)
     await conversations.save_thread(Thread("t", "r"))
     await conversations.append_messages("t", messages)
-    engine = ObservationalMemory(observational_memory_options(
+    engine = ObservationEngine(observational_memory_options(
         {"observation": {"messageTokens": 1000, "bufferTokens": buffer_tokens}}), OMRecordStore(db))
     record = await engine.records.initialize(scope="thread", thread_id="t", resource_id="r", config={}, timezone="UTC")
     background = BackgroundWork()
@@ -307,7 +308,7 @@ async def test_a_failing_background_observer_reports_and_never_raises(libsql: Li
 
 
 def test_resource_sections_merge_by_thread_and_date() -> None:
-    from dev_server.om.resource import batches, merge_section, section_id
+    from dev_server.om.engine.resource import batches, merge_section, section_id
     from xxhash import xxh32_intdigest as xxh32
 
     assert [xxh32(b""), xxh32(b"abc"), xxh32(b"Nobody inspects the spammish repetition")] == [

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from dev_server.memory.memory import Memory, MemoryOptions
-from dev_server.om.config import DEFAULT_MODEL, ObservationalMemoryOptions, describe_om, observational_memory_options
+from dev_server.om.options.config import DEFAULT_MODEL, ObservationalMemoryOptions, describe_om, observational_memory_options
 from dev_server.settings import Settings, SettingsError
 
 
@@ -134,8 +134,8 @@ def test_settings_make_the_options_and_name_the_variable(monkeypatch: pytest.Mon
 
 
 def test_previous_observations_are_cut_to_the_budget_only_behind_the_flag() -> None:
-    from dev_server.om.observer_context import truncate_previous_observations
-    from dev_server.om.tokens import estimate_tokens
+    from dev_server.om.prompting.observer_context import truncate_previous_observations
+    from dev_server.om.tokens.counting import estimate_tokens
 
     assert observational_memory_options(True).observation.truncate_previous_observations is False
     assert observational_memory_options({"observation": {"truncatePreviousObservations": True}}) \

@@ -1,4 +1,4 @@
-"""Context injection (dev_server.om.context, dev_server.om.relative_time; Mastra's Observational Memory contract §3, §8).
+"""Context injection (dev_server.om.prompting.context, dev_server.om.prompting.relative_time; Mastra's Observational Memory contract §3, §8).
 
 Pure functions, checked directly: each optimisation rule on its own, relative dates and
 gap lines against a fixed "now", the order and count of the injected system messages,
@@ -11,7 +11,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from dev_server.om.context import (
+from dev_server.om.prompting.context import (
     END_OTHER_CONVERSATIONS_BLOCK,
     OBSERVATION_CONTEXT_INSTRUCTIONS,
     OBSERVATION_CONTEXT_PROMPT,
@@ -26,7 +26,7 @@ from dev_server.om.context import (
     optimize_observations_for_context,
     split_observation_chunks,
 )
-from dev_server.om.relative_time import (
+from dev_server.om.prompting.relative_time import (
     add_relative_time_to_observations,
     gap_line,
     parse_mentioned_date,

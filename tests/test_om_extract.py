@@ -18,10 +18,10 @@ import pytest
 from dev_server.agents import chat_agent
 from dev_server.memory.memory import MemoryOptions
 from dev_server.memory.working_document import WorkingMemoryOptions
-from dev_server.om.config import observational_memory_options
-from dev_server.om.extract import take_inline_values
-from dev_server.om.parsing import parse_observer_output
-from dev_server.om.prompts import observer_system_prompt, reflector_system_prompt
+from dev_server.om.options.config import observational_memory_options
+from dev_server.om.extraction.extractors import take_inline_values
+from dev_server.om.prompting.parsing import parse_observer_output
+from dev_server.om.prompting.prompts import observer_system_prompt, reflector_system_prompt
 from dev_server.settings import Settings
 from tests.kit.chat import turn
 from tests.kit.om import FACT, parts, settled, stored_messages, thread_om

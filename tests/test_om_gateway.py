@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from dev_server.om.tokens import count_messages
+from dev_server.om.tokens.counting import count_messages
 from tests.kit.chat import judged_turn, reply_text, turn
 from tests.kit.om import (ASYNC_ENV, FACT, OM_ENV, await_buffer, om_chunks, parts, pending, record_row, settled,
                           status, stored_messages, thread_om)

@@ -16,7 +16,7 @@ import httpx
 
 from dev_server.agents import chat_agent
 from dev_server.memory.memory import Memory, MemoryOptions
-from dev_server.om.models import ModelByInputTokens
+from dev_server.om.options.models import ModelByInputTokens
 from tests.kit.chat import turn
 from tests.kit.om import FACT
 from tests.kit.servers import InProcessServer, serve

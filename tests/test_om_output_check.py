@@ -1,4 +1,4 @@
-"""A model answer is checked before it becomes memory (``dev_server.om.output_check``, issue 25).
+"""A model answer is checked before it becomes memory (``dev_server.om.engine.output_check``, issue 25).
 
 An observer or reflector answer that is not observations (prose, a refusal, an empty block,
 repetition, a reflection far too small) is a failed cycle: a ``-failed`` part naming the
@@ -26,13 +26,14 @@ from dev_server.kernel.model import LLMClient
 from dev_server.llm.scripted import Reply, ScriptedModel
 from dev_server.kernel.model import Usage
 from dev_server.om import manual
-from dev_server.om.activation import Trigger, activate
-from dev_server.om.buffering import Buffering, PartSink
-from dev_server.om.config import observational_memory_options
-from dev_server.om.engine import CycleContext, ObservationalMemory
-from dev_server.om.flags import settled
-from dev_server.om.output_check import format_problem, reflection_problem
-from dev_server.om.tokens import count_messages, estimate_tokens
+from dev_server.om.engine.activation import Trigger, activate
+from dev_server.om.engine.buffering import Buffering, PartSink
+from dev_server.om.options.config import observational_memory_options
+from dev_server.om.engine.cycle_context import CycleContext
+from dev_server.om.engine.observation_engine import ObservationEngine
+from dev_server.om.engine.flags import settled
+from dev_server.om.engine.output_check import format_problem, reflection_problem
+from dev_server.om.tokens.counting import count_messages, estimate_tokens
 from dev_server.storage.conversations import ConversationStore
 from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.libsql import LibSQLStore
@@ -77,7 +78,7 @@ async def engine_with(db: LibSQLStore, options: dict[str, Any], llm: LLMClient |
     await conversations.save_thread(Thread("t", "r"))
     if messages:
         await conversations.append_messages("t", list(messages))
-    engine = ObservationalMemory(observational_memory_options(options), OMRecordStore(db))
+    engine = ObservationEngine(observational_memory_options(options), OMRecordStore(db))
     record = await engine.records.initialize(scope="thread", thread_id="t", resource_id="r", config={},
                                              timezone="UTC")
     llm = llm or LiteLLMClient(force_local=True)
@@ -87,7 +88,7 @@ async def engine_with(db: LibSQLStore, options: dict[str, Any], llm: LLMClient |
     return conversations, engine, record, ctx, parts
 
 
-async def with_log(engine: ObservationalMemory, record: Any, log: str) -> Any:
+async def with_log(engine: ObservationEngine, record: Any, log: str) -> Any:
     return await engine.records.update_active_observations(
         record.id, observations=log, token_count=estimate_tokens(log), last_observed_at="2026-01-01T09:00:00.000Z",
         observed_ids=[], tokens_observed=0)

@@ -1,4 +1,4 @@
-"""dev_server.om.prompts, dev_server.om.transcript, dev_server.om.parsing: what the observer and reflector are told,
+"""dev_server.om.prompting.prompts, dev_server.om.prompting.transcript, dev_server.om.prompting.parsing: what the observer and reflector are told,
 how history is shown to the observer, and how their answers are read (Mastra's Observational Memory contract §4).
 
 Pure functions, no model: transcripts are built from ``Message`` values in UTC.
@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from dev_server.om.parsing import (detect_degenerate_repetition, parse_observer_output, parse_reflector_output,
+from dev_server.om.prompting.parsing import (detect_degenerate_repetition, parse_observer_output, parse_reflector_output,
                             sanitize_observation_lines)
-from dev_server.om.prompts import (COMPRESSION_GUIDANCE, HISTORY_HEADING, OBSERVER_IDENTITY, PREVIOUS_OBSERVATIONS_HEADING,
+from dev_server.om.prompting.prompts import (COMPRESSION_GUIDANCE, HISTORY_HEADING, OBSERVER_IDENTITY, PREVIOUS_OBSERVATIONS_HEADING,
                             PRIOR_METADATA_HEADING, REFLECT_HEADING, REFLECTOR_IDENTITY, TASK_HEADING,
                             observer_messages, observer_system_prompt, reflection_max_level, reflection_start_level,
                             reflector_messages, reflector_system_prompt)
-from dev_server.om.transcript import TOOL_OUTPUT_TOKEN_CAP, attachment_parts, format_transcript
+from dev_server.om.prompting.transcript import TOOL_OUTPUT_TOKEN_CAP, attachment_parts, format_transcript
 from dev_server.kernel.messages import Message
 
 PNG = "data:image/png;base64,iVBORw0KGgo="

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from dev_server.memory.memory import Memory
-from dev_server.om.groups import parse_groups
-from dev_server.om.recall_tool import Caller, Recall, RecallInput
+from dev_server.om.engine.groups import parse_groups
+from dev_server.om.retrieval.recall_tool import Caller, Recall, RecallInput
 from dev_server.storage.libsql import LibSQLStore
 from tests.kit.builders import stored_data, stored_text, stored_tool_invocation
 from tests.kit.chat import reply_text, turn
@@ -260,7 +260,7 @@ async def test_search_by_meaning_reports_the_group_holding_each_hit(libsql: LibS
 
 @anyio
 async def test_resource_scope_keeps_a_group_per_thread_and_search_finds_it(libsql: LibSQLStore) -> None:
-    from dev_server.om.resource import observe_resource
+    from dev_server.om.engine.resource import observe_resource
 
     trip = [stored_text("a1", "user", FACT, 1, thread="trip"), stored_text("a2", "assistant", "Lovely.", 2,
                                                                              thread="trip")]

@@ -11,7 +11,7 @@ from dev_server.storage.conversations import ConversationStore
 from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.libsql import LibSQLStore
 from dev_server.storage.om_records import OMRecordStore, lookup_key, thread_om
-from dev_server.om.window import drop_observed, has_incomplete_tool_calls, unobserved
+from dev_server.om.engine.window import drop_observed, has_incomplete_tool_calls, unobserved
 
 pytestmark = pytest.mark.anyio
 

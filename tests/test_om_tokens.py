@@ -1,4 +1,4 @@
-"""Token estimation for Observational Memory (``dev_server.om.tokens``, ``dev_server.om.attachment_tokens``).
+"""Token estimation for Observational Memory (``dev_server.om.tokens.counting``, ``dev_server.om.tokens.attachments``).
 
 The tokenx vectors and message examples are those of Mastra's Observational Memory contract §5. The fast
 ``estimate_tokens`` is checked against ``reference_tokenx`` below, a line-by-line port of
@@ -19,8 +19,8 @@ import zlib
 
 import pytest
 
-from dev_server.om.attachment_tokens import estimate_attachment, image_dimensions
-from dev_server.om.tokens import (TOKEN_ESTIMATE_SOURCE, count_message, count_messages, count_string, estimate_tokens,
+from dev_server.om.tokens.attachments import estimate_attachment, image_dimensions
+from dev_server.om.tokens.counting import (TOKEN_ESTIMATE_SOURCE, count_message, count_messages, count_string, estimate_tokens,
                            format_tool_result, json_stringify, strip_token_estimates)
 from dev_server.kernel.messages import Message
 

@@ -317,7 +317,7 @@ class TurnRunner:
 
     async def _save_reply(self, turn: Turn) -> None:
         # What background work reported since the loop's last look goes into the reply;
-        # anything later is kept by the work itself (dev_server.om.buffering.PartSink).
+        # anything later is kept by the work itself (dev_server.om.engine.buffering.PartSink).
         turn.step.live = False
         for part, durable in turn.step.take_emitted():
             if durable:

@@ -5,7 +5,41 @@ Fixed width, so text order is time order (SQLite compares them as strings).
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta, timezone
+from typing import Protocol
+
+
+class Clock(Protocol):
+    """Wall time (``now``, ``time``) and a monotonic reading for measured durations."""
+
+    def now(self) -> datetime:
+        """The current moment, an aware UTC datetime."""
+        ...
+
+    def time(self) -> float:
+        """Seconds since the epoch."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back, for durations that are stored or decide."""
+        ...
+
+
+class SystemClock:
+    """The machine's clocks."""
+
+    def now(self) -> datetime:
+        return datetime.now(timezone.utc)
+
+    def time(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+SYSTEM_CLOCK = SystemClock()
 
 
 def to_iso(moment: datetime) -> str:

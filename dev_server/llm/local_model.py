@@ -64,9 +64,9 @@ request of ``dev_server.memory.titles``), the answer is the title alone, without
 first six words of the last user message, test triggers and quotes, colons and trailing
 punctuation removed (``What is the weather in Rome?`` -> ``What is the weather in Rome``).
 
-Observational Memory: an observer or reflector request (``dev_server.om.prompts``, recognised by
+Observational Memory: an observer or reflector request (``dev_server.om.prompting.prompts``, recognised by
 the first sentence of its system prompt) is answered by ``dev_server.llm.local_observer``, without
-the prefix: dated observations in the format ``dev_server.om.parsing`` reads. The triggers below do
+the prefix: dated observations in the format ``dev_server.om.prompting.parsing`` reads. The triggers below do
 not apply to it (the observed transcript is full of old user messages); it has its own.
 
 Test triggers, in the last user message:

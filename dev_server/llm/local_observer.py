@@ -3,14 +3,14 @@
 Without a provider key the observer and reflector calls of ``dev_server.om`` reach the local
 model like any other request. ``dev_server.llm.local_model.compose_reply`` hands them here; they
 are recognised by the first sentence of their system prompt (``OBSERVER_IDENTITY``,
-``REFLECTOR_IDENTITY`` in ``dev_server.om.prompts``), and the answer is the text itself, in the
-format ``dev_server.om.parsing`` reads, so a whole observe-then-reflect cycle runs in tests.
+``REFLECTOR_IDENTITY`` in ``dev_server.om.prompting.prompts``), and the answer is the text itself, in the
+format ``dev_server.om.prompting.parsing`` reads, so a whole observe-then-reflect cycle runs in tests.
 
 The reflector's answers are ``dev_server.llm.local_reflector``'s; both write the observation-log
 lines of ``dev_server.llm.local_om_text``.
 
 Observer: it reads the transcript under ``## New Message History to Observe`` (the format
-of ``dev_server.om.transcript``: date lines, ``User (2:30 PM): ...`` lines whose time carries
+of ``dev_server.om.prompting.transcript``: date lines, ``User (2:30 PM): ...`` lines whose time carries
 forward when omitted) and writes, under a ``Date: Dec 4, 2025`` line per date, one line per
 statement:
 
@@ -27,7 +27,7 @@ holding that thread's hint and extractor sections (its prior values read from it
 ``<thread id>`` block of the prior metadata); the sections the prompt calls shared are
 written once, after ``</observations>``, from every thread's statements.
 
-Extractors (``dev_server.om.extract``): for every other ``<slug>`` section its system prompt
+Extractors (``dev_server.om.extraction.extractors``): for every other ``<slug>`` section its system prompt
 describes, the observer writes ``<slug>run N: "<last user text>"</slug>``, N being one more
 than the N of the prior value it was shown (so a test sees that the previous extraction
 reached the next run); for ``<working-memory>`` the prior document plus one ``- <text>`` line
@@ -43,7 +43,7 @@ Test triggers, in the last user message of the observed transcript:
   long, which ``detect_degenerate_repetition`` rejects;
 * ``[[observer-prose]]`` -- the answer is an ``<observations>`` block holding prose, not
   observation lines; ``[[observer-refusal]]`` -- a refusal, with one refusing list line
-  (both rejected by ``dev_server.om.output_check``).
+  (both rejected by ``dev_server.om.engine.output_check``).
 
 (The reflector's triggers are in ``dev_server.llm.local_reflector``.)
 
@@ -58,11 +58,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dev_server.om.extract import EXTRACTOR_IDENTITY, SCHEMA_CLOSE, SCHEMA_OPEN, SOURCE_HEADING
+from dev_server.om.extraction.extractors import EXTRACTOR_IDENTITY, SCHEMA_CLOSE, SCHEMA_OPEN, SOURCE_HEADING
 from dev_server.llm.local_om_text import (QUOTE_CHARS, degenerate_log, first_text, merged_repeats, system_text,
                                    user_text_under)
 from dev_server.llm.local_reflector import reflector_answer
-from dev_server.om.prompts import (CURRENT_TASK_SECTION, HISTORY_HEADING, OBSERVER_IDENTITY, PRIOR_METADATA_HEADING,
+from dev_server.om.prompting.prompts import (CURRENT_TASK_SECTION, HISTORY_HEADING, OBSERVER_IDENTITY, PRIOR_METADATA_HEADING,
                             REFLECTOR_IDENTITY, SHARED_SECTIONS_NOTE, SKIP_HINTS_NOTE, SUGGESTED_RESPONSE_SECTION,
                             TASK_HEADING, THREAD_TITLE_SECTION)
 

@@ -28,17 +28,18 @@ from dev_server.memory.tool_results import complete_tool_calls
 from dev_server.memory.turn_rules import AnchorDecision, TurnIntent, decide_anchor
 from dev_server.memory.working_document import WorkingMemoryOptions
 from dev_server.memory.working_memory import WorkingMemory
-from dev_server.om.config import ObservationalMemoryOptions, describe_om, merged_options, observational_memory_options
-from dev_server.om.engine import ObservationalMemory
+from dev_server.om.options.config import ObservationalMemoryOptions, describe_om, merged_options, observational_memory_options
+from dev_server.om.engine.observation_engine import ObservationEngine
 from dev_server.om import manual
 from dev_server.om.manual import ManualResult
 from dev_server.kernel.processors import no_span
 from dev_server.llm import LiteLLMClient
 from dev_server.kernel.model import ResolvedModel
-from dev_server.om.buffering import Buffering
-from dev_server.om.cycles import HookedBuffering, HookedEngine
+from dev_server.om.engine.buffering import Buffering
+from dev_server.om.engine.cycle_hooks import HookedCycles
+from dev_server.om.engine.model_calls import ModelChoiceCaller
 from dev_server.om.processor import BufferOnIdle, ObservationalMemoryStep, TokenEstimates
-from dev_server.om.tokens import count_message
+from dev_server.om.tokens.counting import count_message
 from dev_server.recall.hits import SemanticHit, SemanticSearchUnavailable
 from dev_server.recall.options import SemanticRecallOptions, semantic_recall_options
 from dev_server.recall.processor import SemanticRecallStep
@@ -138,7 +139,7 @@ class Memory:
         self.agent_id: str | None = None
         self.agent_resource: str | None = None
         self.background: BackgroundWork | None = None
-        self._om_engine: ObservationalMemory | None = None
+        self._om_engine: ObservationEngine | None = None
         self._om_buffering: Buffering | None = None  # the engine's background observer and reflector
         self.semantic_index: SemanticIndex | None = None  # the process's vector search, when this memory uses it
 
@@ -260,13 +261,15 @@ class Memory:
             processors.append(TitleGenerator(self, self.background))
         return processors
 
-    def observational_memory(self) -> ObservationalMemory | None:
+    def observational_memory(self) -> ObservationEngine | None:
         """The OM engine of this memory (built on first use), None when OM is off."""
         if self.options.om is None:
             return None
         if self._om_engine is None or self._om_engine.options is not self.options.om:
-            self._om_engine = HookedEngine(self.options.om, OMRecordStore(self.store.db), self)
-            self._om_buffering = HookedBuffering(self._om_engine, self.background, self.store)
+            self._om_engine = ObservationEngine(self.options.om, OMRecordStore(self.store.db), self,
+                                                ask=ModelChoiceCaller(self.options.om),
+                                                hooks=HookedCycles(self.options.om.hooks))
+            self._om_buffering = Buffering(self._om_engine, self.background, self.store)
         return self._om_engine
 
     def enable_observational_memory(self, options: Mapping[str, Any] | ObservationalMemoryOptions | Literal[False]
@@ -285,7 +288,7 @@ class Memory:
             options = replace(options, hooks=self.options.om.hooks)
         self.options = replace(self.options, observational_memory=options or False)
 
-    async def _om_call(self, llm: Any, model: Any) -> tuple[ObservationalMemory, Any, Any]:
+    async def _om_call(self, llm: Any, model: Any) -> tuple[ObservationEngine, Any, Any]:
         engine = self.observational_memory()
         if engine is None:
             raise ValueError("Observational Memory is not enabled for this memory")

@@ -8,7 +8,7 @@ on its own with a store and a model, outside any agent (Mastra's standalone ``ob
 * ``reflect``: the whole log is reflected now, whatever its size (a new generation), like
   Mastra's ``reflect()``; an empty log is left alone.
 
-The cycles are the engine's (``dev_server.om.cycles``), with ``trigger: "manual"`` in hooks and
+The cycles are the engine's (``dev_server.om.engine.observation_engine``, with its model choice and hooks), with ``trigger: "manual"`` in hooks and
 spans, the same flags (a cycle already running on the record makes this a no-op) and the
 same failure rule (a failed cycle leaves the record as it was; its error is in the end hook
 and in the returned ``parts``). Buffered chunks waiting for activation do not hold ``observe``
@@ -17,7 +17,7 @@ cycle covered (``OMRecordStore.update_active_observations``), so activation neve
 them into the log a second time.
 
 In resource scope the record is the resource's: ``observe`` gathers, as a turn does
-(``dev_server.om.resource``), the thread's unobserved messages from its own cursor (or the
+(``dev_server.om.engine.resource``), the thread's unobserved messages from its own cursor (or the
 ``messages`` given) and the unobserved messages of the resource's other threads, and
 observes them in one cycle (batched by ``maxTokensPerBatch``); each thread's cursor moves.
 ``reflect`` reflects the resource's log.
@@ -35,14 +35,16 @@ from dev_server.kernel.processors import SpanOpener, no_span
 from dev_server.kernel.clock import now_iso
 from dev_server.kernel.model import LLMClient, ResolvedModel
 from dev_server.llm import LiteLLMClient
-from dev_server.om.config import ObservationalMemoryOptions, observational_memory_options
-from dev_server.om.cycles import HookedEngine, cycle_run
-from dev_server.om.engine import ObservationalMemory as Engine, CycleContext
-from dev_server.om.flags import STALE_FLAG_S
-from dev_server.om.hooks import current_trigger
-from dev_server.om.resource import observe_resource, other_threads
-from dev_server.om.tokens import count_messages
-from dev_server.om.window import unobserved
+from dev_server.om.options.config import ObservationalMemoryOptions, observational_memory_options
+from dev_server.om.engine.cycle_context import CycleContext
+from dev_server.om.engine.cycle_hooks import HookedCycles
+from dev_server.om.engine.model_calls import ModelChoiceCaller
+from dev_server.om.engine.observation_engine import ObservationEngine
+from dev_server.om.engine.flags import STALE_FLAG_S
+from dev_server.om.engine.hooks import current_trigger
+from dev_server.om.engine.resource import observe_resource, other_threads
+from dev_server.om.tokens.counting import count_messages
+from dev_server.om.engine.window import unobserved
 from dev_server.storage.conversations import ConversationStore
 from dev_server.kernel.messages import Message
 from dev_server.storage.om_records import OMRecord, OMRecordStore, thread_om
@@ -67,17 +69,17 @@ def _context(llm: LLMClient, agent_model: ResolvedModel, thread_id: str, hints: 
     return CycleContext(llm, agent_model, thread_id, hints, emit, open_span)
 
 
-async def _record(engine: Engine, thread_id: str, resource_id: str) -> OMRecord:
+async def _record(engine: ObservationEngine, thread_id: str, resource_id: str) -> OMRecord:
     """The thread's record (thread scope) or its resource's (resource scope), created if none."""
     return await engine.records.active(engine.key(thread_id, resource_id)) or await engine.records.initialize(
         scope=engine.options.scope, thread_id=thread_id, resource_id=resource_id, config=engine.options.snapshot(),
         timezone=None)
 
 
-async def _observe_resource(engine: Engine, store: ConversationStore, ctx: CycleContext, record: OMRecord,
+async def _observe_resource(engine: ObservationEngine, store: ConversationStore, ctx: CycleContext, record: OMRecord,
                             thread_id: str, resource_id: str, given: Sequence[Message] | None,
                             cursor: str | None) -> OMRecord | None:
-    """Resource scope, as a turn does it (``dev_server.om.resource``): this thread's unobserved
+    """Resource scope, as a turn does it (``dev_server.om.engine.resource``): this thread's unobserved
     messages from its own cursor (or the ``given`` ones) and those of the resource's other
     threads, observed together; None when there was nothing to observe or nothing observed."""
     if given is None:
@@ -87,11 +89,11 @@ async def _observe_resource(engine: Engine, store: ConversationStore, ctx: Cycle
     by_thread = {t: ms for t, ms in {thread_id: mine, **others}.items() if ms}
     if not by_thread:
         return None
-    async with cycle_run(engine, ctx, record, "observation", "manual") as (run_ctx, _):
+    async with engine.hooks.cycle(ctx, record, "observation", "manual") as run_ctx:
         return await observe_resource(engine, run_ctx, record, by_thread)
 
 
-async def observe(engine: Engine, store: ConversationStore, llm: LLMClient, agent_model: ResolvedModel, *,
+async def observe(engine: ObservationEngine, store: ConversationStore, llm: LLMClient, agent_model: ResolvedModel, *,
                   thread_id: str, resource_id: str, messages: Sequence[Message] | None = None,
                   open_span: SpanOpener = no_span) -> ManualResult:
     token = current_trigger.set("manual")
@@ -125,7 +127,7 @@ async def observe(engine: Engine, store: ConversationStore, llm: LLMClient, agen
         current_trigger.reset(token)
 
 
-async def reflect(engine: Engine, store: ConversationStore, llm: LLMClient, agent_model: ResolvedModel, *,
+async def reflect(engine: ObservationEngine, store: ConversationStore, llm: LLMClient, agent_model: ResolvedModel, *,
                   thread_id: str, resource_id: str, open_span: SpanOpener = no_span) -> ManualResult:
     token = current_trigger.set("manual")
     try:
@@ -139,7 +141,7 @@ async def reflect(engine: Engine, store: ConversationStore, llm: LLMClient, agen
         if not await engine.records.claim_flag(record.id, "is_reflecting", stale_after_s=STALE_FLAG_S):
             return result
         try:
-            new = await engine._reflect(ctx, record, engine.options.reflection.observation_tokens)
+            new = await engine.reflect(ctx, record, engine.options.reflection.observation_tokens)
         finally:
             await engine.records.release_flag(record.id, "is_reflecting")
         result.record, result.reflected = new, new.id != record.id
@@ -180,7 +182,8 @@ class ObservationalMemory:
         self.store = store
         self.options = parsed
         self.llm = llm or LiteLLMClient()
-        self.engine = HookedEngine(parsed, OMRecordStore(store.db))
+        self.engine = ObservationEngine(parsed, OMRecordStore(store.db), ask=ModelChoiceCaller(parsed),
+                                        hooks=HookedCycles(parsed.hooks))
 
     async def _agent_model(self) -> ResolvedModel:
         # "the agent's model" for the default choice: there is no agent, so Mastra's default id

@@ -27,8 +27,8 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from dev_server.kernel.clock import now_iso, parse_iso, to_iso
-from dev_server.om.context import message_boundary
-from dev_server.om.tokenx import estimate_tokens as estimate
+from dev_server.om.prompting.context import message_boundary
+from dev_server.om.tokens.tokenx import estimate_tokens as estimate
 from dev_server.storage.libsql import LibSQLStore
 from dev_server.storage.message_writes import stored_json
 

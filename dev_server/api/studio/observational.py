@@ -22,9 +22,9 @@ from dev_server.api.studio.memory_bodies import BufferStatusBody, ManualCycleBod
 from dev_server.api.studio.query import iso_time
 from dev_server.kernel.clock import to_iso
 from dev_server.errors import BadRequest, NotFound, invalid
-from dev_server.om.flags import settled
-from dev_server.om.config import describe_om
-from dev_server.om.engine import om_model
+from dev_server.om.engine.flags import settled
+from dev_server.om.options.config import describe_om
+from dev_server.om.engine.observation_engine import om_model
 from dev_server.observability import spans
 from opentelemetry import trace
 from dev_server.storage.conversations import ConversationStore

@@ -1,0 +1,180 @@
+"""The ``data-om-*`` stream parts (Mastra's Observational Memory contract 6), built in one place.
+
+Every part is streamed ``transient`` (the UI shows it; the stream's own persistence skips
+it). The observation and reflection markers (``-start``, ``-end``, ``-failed``) are also kept
+*durably*: a copy goes into the parts of the reply being written (the last assistant
+message), which is what marks the messages before it as observed (1.4, mechanism 3).
+``data-om-status`` is never kept. Field names and meanings follow the table of section 6;
+times are ISO strings, durations milliseconds.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from dev_server.kernel.events import DataPart
+from dev_server.kernel.clock import now_iso
+from dev_server.om.options.config import ObservationalMemoryOptions
+from dev_server.storage.om_records import OMRecord
+
+OBSERVATION = "observation"
+REFLECTION = "reflection"
+
+
+def marker_config(options: ObservationalMemoryOptions, observation_tokens: int = 0) -> dict[str, Any]:
+    """``ObservationMarkerConfig``: the thresholds in force and the scope."""
+    return {"messageTokens": options.message_threshold(observation_tokens),
+            "observationTokens": options.reflection.observation_tokens, "scope": options.scope}
+
+
+def status_part(options: ObservationalMemoryOptions, record: OMRecord, *, pending_tokens: int,
+                step: int, projected_removal: int = 0) -> DataPart:
+    buffered_chunks = record.buffered_observation_chunks or []
+    chunk_message_tokens = sum(int(c.get("messageTokens") or 0) for c in buffered_chunks)
+    chunk_observation_tokens = sum(int(c.get("tokenCount") or 0) for c in buffered_chunks)
+    observations_status = ("running" if record.is_buffering_observation else "complete" if buffered_chunks
+                           else "idle")
+    reflection_status = ("running" if record.is_buffering_reflection else "complete" if record.buffered_reflection
+                         else "idle")
+    data = {
+        "windows": {
+            "active": {
+                "messages": {"tokens": pending_tokens,
+                             "threshold": options.message_threshold(record.observation_token_count)},
+                "observations": {"tokens": record.observation_token_count,
+                                 "threshold": options.reflection_threshold_for_status(record.observation_token_count)},
+            },
+            "buffered": {
+                "observations": {"chunks": len(buffered_chunks),
+                                 "messageTokens": min(chunk_message_tokens, pending_tokens),
+                                 "projectedMessageRemoval": projected_removal, "observationTokens": chunk_observation_tokens,
+                                 "status": observations_status},
+                "reflection": {"inputObservationTokens": record.buffered_reflection_input_tokens or 0,
+                               "observationTokens": record.buffered_reflection_tokens or 0,
+                               "status": reflection_status},
+            },
+        },
+        "recordId": record.id, "threadId": record.thread_id, "stepNumber": step,
+        "generationCount": record.generation_count,
+    }
+    return DataPart("om-status", data, transient=True)
+
+
+@dataclass
+class Cycle:
+    """One observation or reflection attempt, from its start part to its end or failure."""
+
+    operation: str
+    record: OMRecord
+    thread_id: str
+    config: dict[str, Any]
+    tokens: int  # tokens to observe (messages) or to reflect (observations)
+    id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    started: float = field(default_factory=time.monotonic)
+
+    def _duration_ms(self) -> int:
+        return round((time.monotonic() - self.started) * 1000)
+
+    def start(self) -> DataPart:
+        return DataPart("om-observation-start", {
+            "cycleId": self.id, "operationType": self.operation, "startedAt": now_iso(),
+            "tokensToObserve": self.tokens, "recordId": self.record.id, "threadId": self.thread_id,
+            "threadIds": [self.thread_id], "config": self.config}, transient=True)
+
+    def end(self, *, record: OMRecord, observation_tokens: int, observations: str | None,
+            current_task: str | None = None, suggested_response: str | None = None,
+            extra: dict[str, Any] | None = None) -> DataPart:
+        """``extra``: the extraction's ``extractedValues`` / ``extractionFailures``."""
+        data: dict[str, Any] = {
+            "cycleId": self.id, "operationType": self.operation, "completedAt": now_iso(),
+            "durationMs": self._duration_ms(), "tokensObserved": self.tokens,
+            "observationTokens": observation_tokens, "recordId": record.id, "threadId": self.thread_id}
+        if observations is not None:
+            data["observations"] = observations
+        if current_task:
+            data["currentTask"] = current_task
+        if suggested_response:
+            data["suggestedResponse"] = suggested_response
+        data.update(extra or {})
+        return DataPart("om-observation-end", data, transient=True)
+
+    def failed(self, error: str) -> DataPart:
+        return DataPart("om-observation-failed", {
+            "cycleId": self.id, "operationType": self.operation, "failedAt": now_iso(),
+            "durationMs": self._duration_ms(), "tokensAttempted": self.tokens, "error": error[:2000],
+            "recordId": self.record.id, "threadId": self.thread_id}, transient=True)
+
+
+def _cycle_id(prefix: str) -> str:
+    return f"{prefix}-{int(time.time() * 1000)}-{random.randbytes(5).hex()[:9]}"
+
+
+@dataclass
+class BufferCycle:
+    """One background run (``dev_server.om.engine.buffering``): its ``data-om-buffering-*`` parts."""
+
+    operation: str
+    record: OMRecord
+    thread_id: str
+    config: dict[str, Any]
+    tokens: int  # message tokens to buffer, or the observation tokens of the slice to reflect
+    id: str = ""
+    started: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.id = self.id or _cycle_id("buffer-obs" if self.operation == OBSERVATION else "reflect-buf")
+
+    def _duration_ms(self) -> int:
+        return round((time.monotonic() - self.started) * 1000)
+
+    def start(self) -> DataPart:
+        return DataPart("om-buffering-start", {
+            "cycleId": self.id, "operationType": self.operation, "startedAt": now_iso(),
+            "tokensToBuffer": self.tokens, "recordId": self.record.id, "threadId": self.thread_id,
+            "threadIds": [self.thread_id], "config": self.config}, transient=True)
+
+    def end(self, *, buffered_tokens: int, observations: str | None, extra: dict[str, Any] | None = None) -> DataPart:
+        """``observations``: the chunk's; a buffered reflection's text is left out (it can be
+        most of the log, and the part is stored on a reply every later turn reads)."""
+        data = {"cycleId": self.id, "operationType": self.operation, "completedAt": now_iso(),
+                "durationMs": self._duration_ms(), "tokensBuffered": self.tokens, "bufferedTokens": buffered_tokens,
+                "recordId": self.record.id, "threadId": self.thread_id}
+        if observations is not None:
+            data["observations"] = observations
+        data.update(extra or {})
+        return DataPart("om-buffering-end", data, transient=True)
+
+    def failed(self, error: str) -> DataPart:
+        return DataPart("om-buffering-failed", self._failure(error), transient=True)
+
+    def observation_failed(self, error: str) -> DataPart:
+        """The ``data-om-observation-failed`` copy of a failed background observation, which
+        is stored on the reply but not streamed (2.4, "On failure")."""
+        return DataPart("om-observation-failed", self._failure(error), transient=True)
+
+    def _failure(self, error: str) -> dict[str, Any]:
+        return {
+            "cycleId": self.id, "operationType": self.operation, "failedAt": now_iso(),
+            "durationMs": self._duration_ms(), "tokensAttempted": self.tokens, "error": error[:2000],
+            "recordId": self.record.id, "threadId": self.thread_id}
+
+
+def activation_part(*, cycle_id: str | None, operation: str, record: OMRecord, thread_id: str,
+                    config: dict[str, Any], tokens_activated: int, observation_tokens: int,
+                    messages_activated: int, triggered_by: str, observations: str | None = None,
+                    details: dict[str, Any] | None = None) -> DataPart:
+    """``data-om-activation``: one buffered chunk (or a buffered reflection) swapped in;
+    ``record`` is the record after the swap, ``details`` the trigger's own fields."""
+    data: dict[str, Any] = {
+        "cycleId": cycle_id, "operationType": operation, "activatedAt": now_iso(), "chunksActivated": 1,
+        "tokensActivated": tokens_activated, "observationTokens": observation_tokens,
+        "messagesActivated": messages_activated, "recordId": record.id, "threadId": thread_id,
+        "generationCount": record.generation_count, "config": config, "triggeredBy": triggered_by,
+        **(details or {})}
+    if observations is not None:
+        data["observations"] = observations
+    return DataPart("om-activation", data, transient=True)

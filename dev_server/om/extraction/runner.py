@@ -1,0 +1,257 @@
+"""Running a cycle's extractors and writing what they found (``dev_server.om.extraction.extractors`` has the model).
+
+An observation (or a reflection) asks its model for the inline extractors in the same
+call; ``Extraction.run`` then takes those values from the parsed answer, makes one
+follow-up call per schema extractor (the answer must be a JSON object fitting the schema,
+checked here), and passes every user value through its ``transform``. What fails (a
+missing schema answer, an invalid one, a transform that raises, a working memory update
+that does not fit) is an *extraction failure*: reported by slug on the cycle's end part,
+never a failed cycle.
+
+``Extraction.commit`` writes after the cycle's record is stored: user values under their
+``metadataKey`` of the thread's OM metadata (one patch with the hints), the built-ins at
+``currentTask`` / ``suggestedResponse`` / ``threadTitle``; a proposed title becomes the
+thread's title (trimmed, three characters or more, different, not ``titlePinned``) with a
+``data-om-thread-update`` part; the working-memory value goes through ``Memory`` (the only
+writer), merged when the memory has a schema, and is not copied into the metadata.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dev_server.kernel.events import DataPart
+from dev_server.kernel.clock import now_iso
+from dev_server.om.extraction.extractors import (BUILT_IN_KEYS, CURRENT_TASK, SUGGESTED_RESPONSE, THREAD_TITLE, WORKING_MEMORY,
+                            ExtractContext, Extractor, check_against, object_schema, read_json_object, read_path,
+                            shown, structured_messages, thread_title_extractor, working_memory_extractor, write_path)
+
+if TYPE_CHECKING:
+    from dev_server.kernel.model import ResolvedModel
+    from dev_server.memory.memory import Memory
+    from dev_server.om.options.config import ObservationalMemoryOptions
+    from dev_server.om.engine.observation_engine import CycleContext
+
+log = logging.getLogger(__name__)
+OBSERVATION, REFLECTION = "observation", "reflection"
+MIN_TITLE_CHARS = 3
+MAX_TITLE_CHARS = 200
+Ask = Callable[["CycleContext", str, "ResolvedModel", list[dict[str, Any]], dict[str, Any]], Awaitable["Completion"]]
+
+
+@dataclass
+class ExtractionResult:
+    values: dict[str, Any] = field(default_factory=dict)  # slug -> value, transformed
+    failures: dict[str, str] = field(default_factory=dict)  # slug -> what went wrong
+    patch: dict[str, Any] = field(default_factory=dict)  # the thread's OM metadata to write
+
+    @property
+    def title(self) -> str | None:
+        value = self.values.get(THREAD_TITLE)
+        return value if isinstance(value, str) else None
+
+
+class Extraction:
+    """The extractors of one OM configuration and the ``Memory`` they write through."""
+
+    def __init__(self, options: ObservationalMemoryOptions, memory: Memory | None = None) -> None:
+        self.options = options
+        self.memory = memory
+
+    # -- which extractors --------------------------------------------------------------
+
+    def working_memory_on(self) -> bool:
+        return (self.options.observation.manage_working_memory and self.memory is not None
+                and self.memory.options.working is not None)
+
+    def extractors(self, operation: str) -> list[Extractor]:
+        """The extractors beyond the hints of the prompt flags: the user's, the title, working memory."""
+        if operation == REFLECTION:
+            return list(self.options.reflection.extract)
+        found = list(self.options.observation.extract)
+        if self.options.observation.thread_title:
+            found.append(thread_title_extractor())
+        if self.working_memory_on():
+            assert self.memory is not None and self.memory.options.working is not None
+            found.append(working_memory_extractor(self.memory.options.working.schema))
+        return found
+
+    def prompt_extractors(self, operation: str) -> list[Extractor]:
+        """The inline extractors a prompt describes itself (the title has its own section)."""
+        return [e for e in self.extractors(operation) if e.inline and e.slug != THREAD_TITLE]
+
+    def slugs(self, operation: str) -> list[str]:
+        return [e.slug for e in self.extractors(operation)]
+
+    def shared(self, operation: str) -> frozenset[str]:
+        """The slugs a resource-scope observation answers once for all its threads rather
+        than per thread: working memory, when the user's threads share one document."""
+        if operation != OBSERVATION or self.options.scope != "resource" or not self.working_memory_on():
+            return frozenset()
+        assert self.memory is not None and self.memory.options.working is not None  # working_memory_on
+        return frozenset({WORKING_MEMORY}) if self.memory.options.working.scope == "resource" else frozenset()
+
+    async def priors(self, ctx: CycleContext, operation: str, *,
+                     slugs: Collection[str] | None = None) -> list[tuple[str, str]]:
+        """(slug, shown value) of the extractors whose previous value the next run sees
+        (only those of ``slugs`` when given)."""
+        hints = ctx.hints or {}
+        found: list[tuple[str, str]] = []
+        for extractor in self.prompt_extractors(operation):
+            if not extractor.include_previous or (slugs is not None and extractor.slug not in slugs):
+                continue
+            value = await self._previous(ctx, extractor, hints)
+            if value not in (None, "", {}, []):
+                found.append((extractor.slug, shown(value)))
+        return found
+
+    async def _previous(self, ctx: CycleContext, extractor: Extractor, hints: dict[str, Any]) -> Any:
+        if extractor.slug == WORKING_MEMORY:
+            thread = await self._thread(ctx)
+            return await self.memory.get_working_memory(thread) if self.memory and thread else None
+        return read_path(hints, extractor.metadata_key)
+
+    # -- running -----------------------------------------------------------------------
+
+    async def run(self, ctx: CycleContext, operation: str, inline: dict[str, Any], *, ask: Ask,
+                  model: ResolvedModel, source: str, resource_id: str | None = None,
+                  buffered: bool = False, slugs: Collection[str] | None = None) -> ExtractionResult:
+        """The values of this cycle: ``inline`` (the parsed answer's, by slug) for the
+        inline extractors and the hints, a follow-up call per schema extractor; only the
+        extractors of ``slugs`` when given."""
+        chosen = [e for e in self.extractors(operation) if slugs is None or e.slug in slugs]
+        result = ExtractionResult()
+        hint_slugs = () if buffered or operation == REFLECTION else (CURRENT_TASK, SUGGESTED_RESPONSE)
+        if operation == REFLECTION and not buffered:
+            hint_slugs = (SUGGESTED_RESPONSE,)  # the reflector's current task is ignored (4.4)
+        for slug in hint_slugs:
+            if isinstance(inline.get(slug), str) and inline[slug]:
+                result.values[slug] = inline[slug]
+        hints = ctx.hints or {}
+        for extractor in chosen:
+            previous = read_path(hints, extractor.metadata_key) if extractor.include_previous and \
+                extractor.metadata_key else None
+            context = ExtractContext(ctx.thread_id, resource_id, operation, previous)
+            try:
+                if extractor.inline:
+                    value = inline.get(extractor.slug)
+                else:
+                    value = await self._structured(ctx, extractor, context, ask=ask, model=model, source=source)
+                if value is not None and extractor.transform is not None:
+                    value = await _call(extractor.transform, value, context)
+            except Exception as exc:
+                result.failures[extractor.slug] = _message(exc)
+                log.info("extractor %r of thread %s failed: %s", extractor.name, ctx.thread_id, _message(exc))
+                continue
+            if value not in (None, "", {}, []):
+                result.values[extractor.slug] = value
+        for slug, value in result.values.items():
+            if slug in BUILT_IN_KEYS:
+                result.patch[BUILT_IN_KEYS[slug]] = value
+        for extractor in chosen:
+            if not extractor.built_in and extractor.slug in result.values:
+                merged = {**hints, **result.patch}
+                result.patch.update(write_path(merged, extractor.metadata_key, result.values[extractor.slug]))
+        return result
+
+    async def _structured(self, ctx: CycleContext, extractor: Extractor, context: ExtractContext, *, ask: Ask,
+                          model: ResolvedModel, source: str) -> dict[str, Any]:
+        schema = extractor.schema
+        if callable(schema):
+            schema = await _call(schema, context)
+        field = f"extractor {extractor.name!r} schema"
+        schema = object_schema(field, schema)
+        previous = context.previous if extractor.slug != WORKING_MEMORY else None
+        messages = structured_messages(extractor, schema, source, previous)
+        completion = await ask(ctx, f"observational-memory-extractor-{extractor.slug}", model, messages,
+                               {"temperature": 0})
+        value = read_json_object(completion.text)
+        if extractor.slug != WORKING_MEMORY:  # a working memory update is partial: Memory checks the merge
+            check_against(schema, value)
+        return value
+
+    # -- writing -----------------------------------------------------------------------
+
+    async def commit(self, ctx: CycleContext, result: ExtractionResult, cycle_id: str) -> None:
+        """After the cycle's record is stored: the title and working memory (the metadata
+        patch goes with the engine's own hint write)."""
+        if WORKING_MEMORY in result.values:
+            await self._update_working_memory(ctx, result)
+        if result.title is not None:
+            await self.update_title(ctx, result.title, cycle_id)
+
+    async def _update_working_memory(self, ctx: CycleContext, result: ExtractionResult) -> None:
+        thread = await self._thread(ctx)
+        if self.memory is None or thread is None:
+            return
+        try:
+            await self.memory.apply_working_memory_update(result.values[WORKING_MEMORY], thread)
+        except Exception as exc:  # WorkingMemoryInvalid: the stored document is unchanged
+            result.failures[WORKING_MEMORY] = _message(exc)
+            result.values.pop(WORKING_MEMORY, None)
+
+    async def update_title(self, ctx: CycleContext, proposed: str, cycle_id: str) -> bool:
+        """Give the thread the observer's title; True (and a ``data-om-thread-update``) when written."""
+        title = " ".join(proposed.split())[:MAX_TITLE_CHARS]
+        thread = await self._thread(ctx)
+        if self.memory is None or thread is None or len(title) < MIN_TITLE_CHARS or title == thread.title:
+            return False
+        if (thread.metadata or {}).get("titlePinned") is True:
+            return False
+        updated = await self.memory.store.update_thread(thread.id, title=title)
+        if updated is None:
+            return False
+        data: dict[str, Any] = {"cycleId": cycle_id, "threadId": thread.id, "newTitle": title,
+                                "timestamp": now_iso()}
+        if thread.title:
+            data["oldTitle"] = thread.title
+        ctx.emit(DataPart("om-thread-update", data, transient=True), durable=False)
+        return True
+
+    async def _thread(self, ctx: CycleContext) -> Any:
+        return await self.memory.store.get_thread(ctx.thread_id) if self.memory is not None else None
+
+
+def end_fields(result: ExtractionResult | None) -> dict[str, Any]:
+    """``extractedValues`` / ``extractionFailures`` of an end part, when there are any."""
+    fields: dict[str, Any] = {}
+    if result is not None and result.values:
+        fields["extractedValues"] = dict(result.values)
+    if result is not None and result.failures:
+        fields["extractionFailures"] = dict(result.failures)
+    return fields
+
+
+async def _call(function: Callable[..., Any], value: Any, context: ExtractContext | None = None) -> Any:
+    """``function(value, context)``, or ``function(value)`` when it takes one argument; awaited if async."""
+    args: Sequence[Any] = (value,) if context is None else (value, context)
+    if context is not None and _positional_count(function) < 2:
+        args = (value,)
+    outcome = function(*args)
+    return await outcome if inspect.isawaitable(outcome) else outcome
+
+
+def _positional_count(function: Callable[..., Any]) -> int:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return 2
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return 2
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
+
+
+def _message(exc: BaseException) -> str:
+    return (str(exc) or type(exc).__name__)[:500]
+
+
+def observed_source(observations: str, messages: Sequence[Any]) -> str:
+    """What a schema extractor of an observation reads: the new observations and the messages."""
+    from dev_server.om.prompting.transcript import format_transcript  # the transcript module imports storage types
+
+    transcript, _ = format_transcript(list(messages))
+    return f"New observations:\n{observations.strip()}\n\nMessages observed:\n{transcript.strip()}"

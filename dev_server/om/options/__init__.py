@@ -1,0 +1,1 @@
+"""How Observational Memory is configured: Mastra's options object, resolved, and its model choices."""

@@ -1,0 +1,1 @@
+"""What the observer and reflector are asked and how their answers are read; what the actor is shown."""

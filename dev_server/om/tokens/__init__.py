@@ -1,0 +1,1 @@
+"""Token counting for Observational Memory's thresholds: text (tokenx), messages and attachments."""
