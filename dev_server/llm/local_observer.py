@@ -3,7 +3,7 @@
 Without a provider key the observer and reflector calls of ``dev_server.om`` reach the local
 model like any other request. ``dev_server.llm.local_model.compose_reply`` hands them here; they
 are recognised by the first sentence of their system prompt (``OBSERVER_IDENTITY``,
-``REFLECTOR_IDENTITY`` in ``dev_server.om.prompting.prompts``), and the answer is the text itself, in the
+``REFLECTOR_IDENTITY`` in ``dev_server.kernel.prompt_marks``), and the answer is the text itself, in the
 format ``dev_server.om.prompting.parsing`` reads, so a whole observe-then-reflect cycle runs in tests.
 
 The reflector's answers are ``dev_server.llm.local_reflector``'s; both write the observation-log
@@ -58,13 +58,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dev_server.om.extraction.extractors import EXTRACTOR_IDENTITY, SCHEMA_CLOSE, SCHEMA_OPEN, SOURCE_HEADING
+from dev_server.kernel.prompt_marks import (CURRENT_TASK_SECTION, EXTRACTOR_IDENTITY, HISTORY_HEADING, OBSERVER_IDENTITY,
+                                            PRIOR_METADATA_HEADING, REFLECTOR_IDENTITY, SCHEMA_CLOSE, SCHEMA_OPEN,
+                                            SHARED_SECTIONS_NOTE, SKIP_HINTS_NOTE, SOURCE_HEADING,
+                                            SUGGESTED_RESPONSE_SECTION, TASK_HEADING, THREAD_TITLE_SECTION)
 from dev_server.llm.local_om_text import (QUOTE_CHARS, degenerate_log, first_text, merged_repeats, system_text,
                                    user_text_under)
 from dev_server.llm.local_reflector import reflector_answer
-from dev_server.om.prompting.prompts import (CURRENT_TASK_SECTION, HISTORY_HEADING, OBSERVER_IDENTITY, PRIOR_METADATA_HEADING,
-                            REFLECTOR_IDENTITY, SHARED_SECTIONS_NOTE, SKIP_HINTS_NOTE, SUGGESTED_RESPONSE_SECTION,
-                            TASK_HEADING, THREAD_TITLE_SECTION)
 
 OBSERVER_FAIL_TRIGGER = "[[observer-fail]]"
 OBSERVER_DEGENERATE_TRIGGER = "[[observer-degenerate]]"

@@ -1,7 +1,7 @@
 """The built-in local model as Observational Memory's reflector, offline.
 
 ``dev_server.llm.local_observer.om_reply`` hands it the requests whose system prompt starts with
-``REFLECTOR_IDENTITY`` (``dev_server.om.prompting.prompts``); the answer is the text itself, in the format
+``REFLECTOR_IDENTITY`` (``dev_server.kernel.prompt_marks``); the answer is the text itself, in the format
 ``dev_server.om.prompting.parsing`` reads.
 
 It takes the observations under ``## OBSERVATIONS TO REFLECT ON`` and the compression level
@@ -32,8 +32,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from dev_server.kernel.prompt_marks import COMPRESSION_HEADINGS, REFLECT_HEADING, REFLECTION_REQUEST
 from dev_server.llm.local_om_text import TIME, degenerate_log, is_observation, is_thread_tag, merged_repeats, user_text_under
-from dev_server.om.prompting.prompts import COMPRESSION_HEADINGS, REFLECT_HEADING, REFLECTION_REQUEST
 
 REFLECTOR_ANSWERS = {
     "[[reflector-prose]]": "I have reviewed these observations. The user has shared a number of personal details and "

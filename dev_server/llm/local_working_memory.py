@@ -1,7 +1,7 @@
 """The local model's working-memory phrases (documented in ``dev_server.llm.local_model``).
 
 It reads the working memory from the system message ``dev_server.memory.working_document``
-writes (between its data and template tags), so what it answers is what was injected.
+writes (between its data and template tags, ``dev_server.kernel.prompt_marks``), so what it answers is what was injected.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dev_server.memory.working_document import (DATA_CLOSE, DATA_OPEN, EMPTY_DATA, INSTRUCTION_HEADER, TEMPLATE_CLOSE,
-                                         TEMPLATE_OPEN)
-from dev_server.memory.working_document import TOOL_NAME as WORKING_MEMORY_TOOL
+from dev_server.kernel.prompt_marks import (DATA_CLOSE, DATA_OPEN, EMPTY_DATA, INSTRUCTION_HEADER, TEMPLATE_CLOSE,
+                                            TEMPLATE_OPEN)
+from dev_server.kernel.prompt_marks import TOOL_NAME as WORKING_MEMORY_TOOL
 
 _REMEMBER = re.compile(r"\bremember\s+that\s+(.+)", re.I | re.S)
 _ABOUT_ME = re.compile(r"\bwhat\s+do\s+you\s+(?:know|remember)\s+about\s+me\b", re.I)

@@ -19,6 +19,9 @@ from typing import Any, Literal
 from jsonschema import SchemaError
 from jsonschema.validators import validator_for
 
+from dev_server.kernel.prompt_marks import (DATA_CLOSE, DATA_OPEN, EMPTY_DATA, INSTRUCTION_HEADER, TEMPLATE_CLOSE,
+                                            TEMPLATE_OPEN, TOOL_NAME)
+
 DEFAULT_TEMPLATE = """# User Information
 - **First Name**:
 - **Last Name**:
@@ -32,11 +35,6 @@ DEFAULT_TEMPLATE = """# User Information
 """
 
 MAX_DOCUMENT_CHARS = 100_000
-INSTRUCTION_HEADER = "WORKING_MEMORY_SYSTEM_INSTRUCTION:"
-DATA_OPEN, DATA_CLOSE = "<working_memory_data>", "</working_memory_data>"
-TEMPLATE_OPEN, TEMPLATE_CLOSE = "<working_memory_template>", "</working_memory_template>"
-TOOL_NAME = "updateWorkingMemory"
-EMPTY_DATA = "(nothing stored yet)"
 
 
 class WorkingMemoryInvalid(ValueError):

@@ -33,6 +33,8 @@ from typing import Any
 from jsonschema import SchemaError
 from jsonschema.validators import validator_for
 
+from dev_server.kernel.prompt_marks import EXTRACTOR_IDENTITY, SCHEMA_CLOSE, SCHEMA_OPEN, SOURCE_HEADING
+
 CURRENT_TASK = "current-task"
 SUGGESTED_RESPONSE = "suggested-response"
 THREAD_TITLE = "thread-title"
@@ -240,9 +242,6 @@ def write_path(metadata: Mapping[str, Any], key: str, value: Any) -> dict[str, A
     return {head: inner}
 
 
-EXTRACTOR_IDENTITY = "You extract one structured value from an AI assistant's memory of a conversation."
-SCHEMA_OPEN, SCHEMA_CLOSE = "<schema>", "</schema>"
-SOURCE_HEADING = "## Source"
 PREVIOUS_VALUE_HEADING = "## Previous Value"
 
 

@@ -23,27 +23,19 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from dev_server.kernel.prompt_marks import (COMPRESSION_HEADINGS, CURRENT_TASK_SECTION, HISTORY_HEADING,
+                                            OBSERVATIONS_EVERY_TIME, OBSERVER_IDENTITY, PRIOR_METADATA_HEADING,
+                                            REFLECT_HEADING, REFLECTION_REQUEST, REFLECTOR_IDENTITY,
+                                            SHARED_SECTIONS_NOTE, SKIP_HINTS_NOTE, SUGGESTED_RESPONSE_SECTION,
+                                            TASK_HEADING, THREAD_TITLE_SECTION)
 from dev_server.om.extraction.extractors import Extractor
 from dev_server.om.extraction.extractors import output_sections as extractor_sections
 from dev_server.om.prompting.transcript import Attachment, attachment_parts
 
-OBSERVER_IDENTITY = ("You are the memory consciousness of an AI assistant, and you watch its conversations "
-                     "so it can remember them.")
-REFLECTOR_IDENTITY = ("You are the memory consciousness of an AI assistant, and you are reflecting on "
-                      "everything it has observed so far.")
-
 PREVIOUS_OBSERVATIONS_HEADING = "## Previous Observations"
-PRIOR_METADATA_HEADING = "## Prior Thread Metadata"
-TASK_HEADING = "## Your Task"
-HISTORY_HEADING = "## New Message History to Observe"
-REFLECT_HEADING = "## OBSERVATIONS TO REFLECT ON"
 GUIDANCE_HEADING = "## SPECIFIC GUIDANCE"
 PRIOR_EXTRACTED_HEADING = "## Prior Extracted Values"
 ADDITIONAL_SECTIONS_HEADING = "## Additional Output Sections"
-OBSERVATIONS_EVERY_TIME = "Output <observations> every time."
-SKIP_HINTS_NOTE = f"Leave out <current-task> and <suggested-response> this time. {OBSERVATIONS_EVERY_TIME}"
-REFLECTION_REQUEST = ("Rewrite these observations into a refined, condensed version. What you write replaces "
-                      "them and becomes the assistant's entire memory from now on.")
 
 EXTRACTION_INSTRUCTIONS = """1. ASSERTIONS, QUESTIONS AND INTENTIONS ARE DIFFERENT THINGS
 When the user tells you something about themselves or their world, record it as an assertion:
@@ -125,24 +117,6 @@ GUIDELINES = """- Be specific: "User wants the report as a PDF by Friday (meanin
 - Start every observation line with a priority emoji.
 - Use ✅ only for things that are really done."""
 
-CURRENT_TASK_SECTION = """<current-task>
-What the assistant is working on now:
-- Primary: the task in progress
-- Secondary: other pending work (mark it "waiting for user" when it waits on them)
-</current-task>"""
-
-SUGGESTED_RESPONSE_SECTION = """<suggested-response>
-A hint for the assistant's next message, for example:
-- "I've finished the migration. Here is what changed..."
-- "Wait for the user's answer before going on."
-- Open src/config.ts again to continue the refactor.
-</suggested-response>"""
-
-THREAD_TITLE_SECTION = """<thread-title>
-A few words naming what this conversation is about, for a list of conversations. Change it only
-when the topic has clearly changed.
-</thread-title>"""
-
 _THREAD_ATTRIBUTION = """=== IMPORTANT: THREAD ATTRIBUTION ===
 
 All the messages you observe belong to one conversation. Do not write thread ids, and do not
@@ -170,9 +144,6 @@ Date: Dec 5, 2025
 <suggested-response>Explain the deployment steps</suggested-response>
 </thread>
 </observations>"""
-
-SHARED_SECTIONS_NOTE = ("These sections belong to the user, not to one conversation: write each of them once, "
-                        "after the </observations> block and outside every <thread> block:")
 
 _RESOURCE_SCOPE_REFLECTION = """=== THREAD ATTRIBUTION (RESOURCE SCOPE) ===
 
@@ -202,13 +173,6 @@ Date: Dec 4, 2025
 <thread id="thread-b">
 * 🟡 (15:05) Debugging the orders endpoint
 </thread>"""
-
-COMPRESSION_HEADINGS: dict[int, str] = {
-    1: "## COMPRESSION REQUIRED",
-    2: "## AGGRESSIVE COMPRESSION REQUIRED",
-    3: "## CRITICAL COMPRESSION REQUIRED",
-    4: "## EXTREME COMPRESSION REQUIRED",
-}
 
 _COMPRESSION_BODIES: dict[int, str] = {
     1: """Your last reflection was not smaller than the observations it replaced. Compress a little more:
