@@ -36,6 +36,7 @@ from dev_server.storage.conversations import ConversationStore
 from dev_server.kernel.messages import Message
 from dev_server.storage.libsql import LibSQLStore  # noqa: E402
 from dev_server.storage.om_records import OMRecordStore  # noqa: E402
+from dev_server.om.engine.record_store import om_record_store
 
 STEPS = 5
 SENTENCE = ("I would like to plan a trip to Lisbon in the spring with my partner, and we care about food, "
@@ -97,7 +98,7 @@ async def main(turns: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = LibSQLStore(f"file:{Path(tmp) / 'bench.db'}")
         await db.open()
-        store, records = ConversationStore(db), OMRecordStore(db)
+        store, records = ConversationStore(db), om_record_store(db)
         await seed(store, records)
         plain = Memory(MemoryOptions(last_messages=10))
         om = Memory(MemoryOptions(last_messages=10, observational_memory=True))

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dev_server.llm.local_embedder import LocalEmbedder  # noqa: E402
-from dev_server.recall.index import Embedded, VectorIndex, text_hash  # noqa: E402
+from dev_server.storage.message_vectors import Embedded, VectorIndex, text_hash  # noqa: E402
 from dev_server.recall.indexer import BATCH, Indexer  # noqa: E402
 from dev_server.recall.matrix import VectorCache  # noqa: E402
 from dev_server.recall.service import SemanticIndex  # noqa: E402

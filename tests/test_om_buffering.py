@@ -26,7 +26,8 @@ from dev_server.om.engine.temporal import gap_marker
 from dev_server.storage.conversations import ConversationStore
 from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.libsql import LibSQLStore
-from dev_server.storage.om_records import OMRecord, OMRecordStore
+from dev_server.storage.om_records import OMRecord
+from dev_server.om.engine.record_store import om_record_store
 
 FACT = "My name is Ada and I keep bees on the roof of my flat in Leeds."
 
@@ -144,7 +145,7 @@ def test_a_gap_of_ten_minutes_gets_a_reminder() -> None:
 
 async def _record_with_chunks(db: LibSQLStore, chunks: list[dict[str, Any]]):
     await ConversationStore(db).save_thread(Thread("t", "r"))
-    store = OMRecordStore(db)
+    store = om_record_store(db)
     record = await store.initialize(scope="thread", thread_id="t", resource_id="r", config={}, timezone="UTC")
     for item in chunks:
         record = await store.add_buffered_chunk("thread:t", item)
@@ -158,7 +159,7 @@ async def test_two_processes_never_activate_the_same_chunk(libsql: LibSQLStore, 
     record.pending_message_tokens = 1000
     second_process = LibSQLStore(f"file:{tmp_path / 'store.db'}")  # its own connections to the same file
     await second_process.open()
-    other = OMRecordStore(second_process)  # the studio (or a second worker) with the same stale record
+    other = om_record_store(second_process)  # the studio (or a second worker) with the same stale record
     try:
         (first, first_parts), (second, second_parts) = await asyncio.gather(
             activate(options, store, record, Trigger("threshold"), "t"),
@@ -211,7 +212,7 @@ async def test_a_buffered_reflection_replaces_its_lines_once(libsql: LibSQLStore
     await store.store_buffered_reflection(record.id, reflection="- 🔴 lines 0-5 condensed", tokens=8,
                                           input_tokens=60, line_count=6)
     swapped, again = await asyncio.gather(store.activate_buffered_reflection(record.id),
-                                          OMRecordStore(libsql).activate_buffered_reflection(record.id))
+                                          om_record_store(libsql).activate_buffered_reflection(record.id))
     assert [swapped is None, again is None].count(True) == 1
     old, new = swapped or again
     assert new.generation_count == 1 and new.origin_type == "reflection"
@@ -227,7 +228,7 @@ async def with_background(db: LibSQLStore, messages: list[Message], buffer_token
     await conversations.save_thread(Thread("t", "r"))
     await conversations.append_messages("t", messages)
     engine = ObservationEngine(observational_memory_options(
-        {"observation": {"messageTokens": 1000, "bufferTokens": buffer_tokens}}), OMRecordStore(db))
+        {"observation": {"messageTokens": 1000, "bufferTokens": buffer_tokens}}), om_record_store(db))
     record = await engine.records.initialize(scope="thread", thread_id="t", resource_id="r", config={}, timezone="UTC")
     background = BackgroundWork()
     await background.start()

@@ -16,7 +16,7 @@ from dev_server.om.tokens.counting import count_messages
 from dev_server.storage.conversations import ConversationStore
 from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.libsql import LibSQLStore
-from dev_server.storage.om_records import OMRecordStore
+from dev_server.om.engine.record_store import om_record_store
 
 pytestmark = pytest.mark.anyio
 FACT = "My name is Ada and I keep bees on the roof of my flat in Leeds."
@@ -34,7 +34,7 @@ async def setup(db: LibSQLStore, texts: list[str], **options: Any):
                         {"format": 2, "parts": [{"type": "text", "text": text}], "content": text},
                         f"2026-01-01T10:{i:02d}:00.000Z") for i, text in enumerate(texts)]
     await conversations.append_messages("t", messages)
-    engine = ObservationEngine(observational_memory_options(options or True), OMRecordStore(db))
+    engine = ObservationEngine(observational_memory_options(options or True), om_record_store(db))
     record = await engine.records.initialize(scope="thread", thread_id="t", resource_id="r", config={}, timezone="UTC")
     llm = LiteLLMClient(force_local=True)
     parts: list[tuple[Any, bool]] = []
@@ -48,7 +48,7 @@ async def test_a_second_process_with_a_stale_record_does_not_observe_again(db: L
     observed = await engine.observe(ctx, record, messages, count_messages(messages))
     assert observed is not None and "Ada" in observed.active_observations
     assert [p.name for p, _ in parts] == ["om-observation-start", "om-observation-end"] and all(d for _, d in parts)
-    other = ObservationEngine(engine.options, OMRecordStore(db))  # another process, still holding `record`
+    other = ObservationEngine(engine.options, om_record_store(db))  # another process, still holding `record`
     assert await other.observe(ctx, record, messages, 100) is None
     assert (await engine.records.active("thread:t")).active_observations == observed.active_observations
     assert (await engine.records.active("thread:t")).is_observing is None  # the flag was released

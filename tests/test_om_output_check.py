@@ -37,7 +37,7 @@ from dev_server.om.tokens.counting import count_messages, estimate_tokens
 from dev_server.storage.conversations import ConversationStore
 from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.libsql import LibSQLStore
-from dev_server.storage.om_records import OMRecordStore
+from dev_server.om.engine.record_store import om_record_store
 
 pytestmark = pytest.mark.anyio
 FACT = "My name is Ada and I keep bees on the roof of my flat in Leeds."
@@ -78,7 +78,7 @@ async def engine_with(db: LibSQLStore, options: dict[str, Any], llm: LLMClient |
     await conversations.save_thread(Thread("t", "r"))
     if messages:
         await conversations.append_messages("t", list(messages))
-    engine = ObservationEngine(observational_memory_options(options), OMRecordStore(db))
+    engine = ObservationEngine(observational_memory_options(options), om_record_store(db))
     record = await engine.records.initialize(scope="thread", thread_id="t", resource_id="r", config={},
                                              timezone="UTC")
     llm = llm or LiteLLMClient(force_local=True)
@@ -280,7 +280,7 @@ async def test_a_manual_observe_while_chunks_wait_then_activation_does_not_dupli
 
 
 async def test_a_chunk_of_messages_a_sync_observation_already_observed_is_not_stored(libsql: LibSQLStore) -> None:
-    store = OMRecordStore(libsql)
+    store = om_record_store(libsql)
     record = await store.initialize(scope="thread", thread_id="t", resource_id="r", config={}, timezone="UTC")
     # the sync observation of m1 and m2 landed first; its cursor is m2's time exactly
     await store.update_active_observations(record.id, observations="* 🔴 m1 and m2", token_count=5,

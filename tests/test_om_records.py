@@ -10,7 +10,8 @@ import pytest
 from dev_server.storage.conversations import ConversationStore
 from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.libsql import LibSQLStore
-from dev_server.storage.om_records import OMRecordStore, lookup_key, thread_om
+from dev_server.storage.om_records import lookup_key, thread_om
+from dev_server.om.engine.record_store import om_record_store
 from dev_server.om.engine.window import drop_observed, has_incomplete_tool_calls, unobserved
 
 pytestmark = pytest.mark.anyio
@@ -22,7 +23,7 @@ async def db(libsql: LibSQLStore) -> LibSQLStore:
 
 
 async def test_generations_history_and_the_active_record(db: LibSQLStore) -> None:
-    records = OMRecordStore(db)
+    records = om_record_store(db)
     first = await records.initialize(scope="thread", thread_id="t1", resource_id="r1", config={"scope": "thread"},
                                      timezone="UTC")
     again = await records.initialize(scope="thread", thread_id="t1", resource_id="r1", config={}, timezone="UTC")
@@ -54,7 +55,7 @@ async def test_a_flag_is_held_by_one_claimant_across_connections_and_a_stale_one
     other = type(db)(db.url)  # a second process's connections to the same file (or server)
     await other.open()
     try:
-        mine, theirs = OMRecordStore(db), OMRecordStore(other)
+        mine, theirs = om_record_store(db), om_record_store(other)
         record = await mine.initialize(scope="thread", thread_id="t", resource_id="r", config={}, timezone=None)
         claims = await asyncio.gather(mine.claim_flag(record.id, "is_observing", stale_after_s=60),
                                       theirs.claim_flag(record.id, "is_observing", stale_after_s=60))
@@ -74,7 +75,7 @@ async def test_a_flag_is_held_by_one_claimant_across_connections_and_a_stale_one
 async def test_thread_om_metadata_is_merged_not_replaced(db: LibSQLStore) -> None:
     conversations = ConversationStore(db)
     await conversations.save_thread(Thread("t", "r", metadata={"topic": "trips", "mastra": {"other": 1}}))
-    records = OMRecordStore(db)
+    records = om_record_store(db)
     assert await records.patch_thread_om("t", {"currentTask": "plan", "suggestedResponse": "ask"}) == {
         "currentTask": "plan", "suggestedResponse": "ask"}
     merged = await records.patch_thread_om("t", {"suggestedResponse": None, "lastObservedAt": "x"})

@@ -373,7 +373,7 @@ def test_om_retrieval_with_vectors_uses_the_same_index_through_the_gateway(tmp_p
 def test_top_k_gives_k_messages_even_when_long_messages_crowd_the_best_pieces() -> None:
     import numpy as np
 
-    from dev_server.recall.index import VectorRow
+    from dev_server.storage.message_vectors import VectorRow
     from dev_server.recall.matrix import _Copy
 
     rng = np.random.default_rng(7)

@@ -45,7 +45,7 @@ from dev_server.recall.options import SemanticRecallOptions, semantic_recall_opt
 from dev_server.recall.processor import SemanticRecallStep
 from dev_server.storage.conversations import ConversationStore, Following, TurnWrites
 from dev_server.kernel.messages import Message, Thread
-from dev_server.storage.om_records import OMRecordStore
+from dev_server.om.engine.record_store import om_record_store
 
 if TYPE_CHECKING:
     from dev_server.kernel.processors import InputProcessor, OutputProcessor
@@ -266,7 +266,7 @@ class Memory:
         if self.options.om is None:
             return None
         if self._om_engine is None or self._om_engine.options is not self.options.om:
-            self._om_engine = ObservationEngine(self.options.om, OMRecordStore(self.store.db), self,
+            self._om_engine = ObservationEngine(self.options.om, om_record_store(self.store.db), self,
                                                 ask=ModelChoiceCaller(self.options.om),
                                                 hooks=HookedCycles(self.options.om.hooks))
             self._om_buffering = Buffering(self._om_engine, self.background, self.store)

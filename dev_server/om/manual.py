@@ -48,6 +48,7 @@ from dev_server.om.engine.window import unobserved
 from dev_server.storage.conversations import ConversationStore
 from dev_server.kernel.messages import Message
 from dev_server.storage.om_records import OMRecord, OMRecordStore, thread_om
+from dev_server.om.engine.record_store import om_record_store
 
 
 @dataclass
@@ -182,7 +183,7 @@ class ObservationalMemory:
         self.store = store
         self.options = parsed
         self.llm = llm or LiteLLMClient()
-        self.engine = ObservationEngine(parsed, OMRecordStore(store.db), ask=ModelChoiceCaller(parsed),
+        self.engine = ObservationEngine(parsed, om_record_store(store.db), ask=ModelChoiceCaller(parsed),
                                         hooks=HookedCycles(parsed.hooks))
 
     async def _agent_model(self) -> ResolvedModel:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dev_server.recall.index import VectorIndex
+from dev_server.storage.message_vectors import VectorIndex
 
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 THREADED_ROWS = 20_000  # a scan of a larger copy runs in a worker thread, not on the event loop

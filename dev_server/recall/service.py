@@ -17,7 +17,7 @@ from typing import Any
 
 from dev_server.llm.embeddings import Embedder, describe
 from dev_server.recall.hits import SemanticHit, SemanticSearchUnavailable
-from dev_server.recall.index import VectorIndex, messages_by_seq
+from dev_server.storage.message_vectors import VectorIndex, message_seqs, messages_by_seq
 from dev_server.recall.indexer import POLL_S, Indexer
 from dev_server.recall.matrix import VectorCache
 from dev_server.storage.libsql import LibSQLStore
@@ -107,12 +107,7 @@ class SemanticIndex:
 
     async def search_vector(self, vector: Any, *, resource_id: str, thread_id: str | None = None, top_k: int = 4,
                             exclude_ids: Iterable[str] = (), threshold: float | None = None) -> list[SemanticHit]:
-        exclude = set(exclude_ids)
-        excluded_seqs = set()
-        if exclude:
-            rows = await self.db.fetch_all(
-                f"SELECT seq FROM messages WHERE id IN ({','.join('?' * len(exclude))})", list(exclude))
-            excluded_seqs = {r[0] for r in rows}
+        excluded_seqs = await message_seqs(self.db, list(set(exclude_ids)))
         if self.embedder is None:
             raise SemanticSearchUnavailable(self.error or "semantic recall is starting")
         found = await self.cache.search(self.embedder.key, len(vector), resource_id, vector, top_k,

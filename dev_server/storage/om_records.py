@@ -14,6 +14,10 @@ the same operation on one record at once, and a flag left by a killed process ex
 The thread-level OM metadata (current task, suggested response, cursors: 1.2) lives on the
 thread row at ``metadata.mastra.om`` and is merged shallowly, read and written in one
 transaction so a concurrent change of the thread's other metadata is not lost.
+
+What the log's text looks like is Observational Memory's to say, not the store's: the store
+is handed ``LogRules`` (``dev_server.om.engine.record_store``) and applies them inside the
+transactions that write a log from parts (an activation, a buffered reflection swapped in).
 """
 
 from __future__ import annotations
@@ -21,14 +25,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
 from dev_server.kernel.clock import now_iso, parse_iso, to_iso
-from dev_server.om.prompting.context import message_boundary
-from dev_server.om.tokens.tokenx import estimate_tokens as estimate
 from dev_server.storage.libsql import LibSQLStore
 from dev_server.storage.message_writes import stored_json
 
@@ -110,8 +112,19 @@ def _record(row: sqlite3.Row) -> OMRecord:
 _SELECT = "SELECT * FROM mastra_observational_memory"
 
 
+@dataclass(frozen=True)
+class LogRules:
+    """What Observational Memory decides about its log, applied by the store where a
+    transaction builds one: the separator written before a batch of observations (given
+    the newest observed message's time) and a text's token count."""
+
+    boundary: Callable[[str], str]
+    count_tokens: Callable[[str], int]
+
+
 class OMRecordStore:
-    def __init__(self, db: LibSQLStore) -> None:
+    def __init__(self, db: LibSQLStore, rules: LogRules) -> None:
+        self.rules = rules
         self.db = db
 
     async def active(self, key: str) -> OMRecord | None:
@@ -232,7 +245,7 @@ class OMRecordStore:
             last = chosen[-1]["lastObservedAt"]
             joined = "\n\n".join(c["observations"] for c in chosen)
             active = row["active_observations"] or ""
-            merged = f"{active}{message_boundary(last)}{joined}" if active else joined
+            merged = f"{active}{self.rules.boundary(last)}{joined}" if active else joined
             observation_tokens = sum(int(c.get("tokenCount") or 0) for c in chosen)
             return conn.execute(
                 "UPDATE mastra_observational_memory SET active_observations = ?,"
@@ -277,7 +290,7 @@ class OMRecordStore:
             lines = (row["active_observations"] or "").split("\n")
             tail = "\n".join(lines[row["reflected_observation_line_count"] or 0:]).strip()
             text = f"{row['buffered_reflection']}\n\n{tail}" if tail else row["buffered_reflection"]
-            new = _insert_generation(conn, record_id, text, estimate(text))
+            new = _insert_generation(conn, record_id, text, self.rules.count_tokens(text))
             old = conn.execute(
                 "UPDATE mastra_observational_memory SET buffered_reflection = NULL, buffered_reflection_tokens = NULL,"
                 " buffered_reflection_input_tokens = NULL, reflected_observation_line_count = NULL,"

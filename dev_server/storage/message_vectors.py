@@ -1,5 +1,5 @@
-"""The vector index's SQL: the one module that reads and writes ``message_vectors`` and
-``embedding_queue`` (migration 0008).
+"""Semantic recall's vector index (``dev_server.recall``) in SQL: the one module that reads
+and writes ``message_vectors`` and ``embedding_queue`` (migration 0008).
 
 On the embedded SQLite file, vectors are float32 BLOBs and a query is an exact scan in
 numpy (``dev_server.recall.matrix``): this Python's ``sqlite3`` cannot load extensions, so
@@ -234,6 +234,15 @@ class VectorIndex:
             "SELECT (SELECT count(*) FROM message_vectors WHERE model = ? AND vector IS NOT NULL),"
             " (SELECT count(*) FROM embedding_queue)", (model,))
         return {"vectors": row[0], "backlog": row[1]} if row else {"vectors": 0, "backlog": 0}
+
+
+async def message_seqs(db: LibSQLStore, message_ids: Sequence[str]) -> set[int]:
+    """The seqs of the stored messages among ``message_ids``."""
+    if not message_ids:
+        return set()
+    rows = await db.fetch_all(
+        f"SELECT seq FROM messages WHERE id IN ({','.join('?' * len(message_ids))})", list(message_ids))
+    return {r[0] for r in rows}
 
 
 async def messages_by_seq(db: LibSQLStore, seqs: Sequence[int], resource_id: str) -> dict[int, tuple[Message, str]]:

@@ -1,0 +1,18 @@
+"""The OM record store as Observational Memory uses it: the storage layer's ``OMRecordStore``
+handed OM's rules for the log it keeps (``LOG_RULES``: the message boundary of
+``dev_server.om.prompting.context`` and tokenx's count).
+"""
+
+from __future__ import annotations
+
+from dev_server.om.prompting.context import message_boundary
+from dev_server.om.tokens.tokenx import estimate_tokens
+from dev_server.storage.libsql import LibSQLStore
+from dev_server.storage.om_records import LogRules, OMRecordStore
+
+LOG_RULES = LogRules(boundary=message_boundary, count_tokens=estimate_tokens)
+
+
+def om_record_store(db: LibSQLStore) -> OMRecordStore:
+    """The records of ``db`` (the default store's database), written by OM's rules."""
+    return OMRecordStore(db, LOG_RULES)
