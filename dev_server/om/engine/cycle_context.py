@@ -24,6 +24,7 @@ from dev_server.kernel.model import LLMClient, ModelRequest, ResolvedModel
 from dev_server.kernel.processors import SpanOpener, no_span
 from dev_server.llm.complete import Completion, complete
 from dev_server.observability import spans
+from dev_server.om.engine.hooks import CycleTrigger
 from dev_server.om.options.config import DEFAULT_MODEL
 from dev_server.storage.om_records import OMRecord
 
@@ -96,7 +97,7 @@ class CycleHooks(Protocol):
     go to ``sink``. Each yields what the cycle runs with instead."""
 
     def cycle(self, ctx: CycleContext, record: OMRecord, operation: str,
-              trigger: str | None = None) -> AbstractAsyncContextManager[CycleContext]: ...
+              trigger: CycleTrigger | None = None) -> AbstractAsyncContextManager[CycleContext]: ...
 
     def background(self, ctx: CycleContext, record: OMRecord, operation: str,
                    sink: PartSink) -> AbstractAsyncContextManager[tuple[CycleContext, PartSink]]: ...
@@ -107,7 +108,7 @@ class NoCycleHooks:
 
     @asynccontextmanager
     async def cycle(self, ctx: CycleContext, record: OMRecord, operation: str,
-                    trigger: str | None = None) -> AsyncIterator[CycleContext]:
+                    trigger: CycleTrigger | None = None) -> AsyncIterator[CycleContext]:
         yield ctx
 
     @asynccontextmanager

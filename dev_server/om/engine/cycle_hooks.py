@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dev_server.kernel.events import DataPart
 from dev_server.om.engine.cycle_context import CycleContext, describe_error
-from dev_server.om.engine.hooks import CycleRun, Hooks, Trigger, current_run, current_trigger
+from dev_server.om.engine.hooks import CycleRun, CycleTrigger, Hooks, current_run, current_trigger
 from dev_server.storage.om_records import OMRecord
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class HookedCycles:
 
     @asynccontextmanager
     async def cycle(self, ctx: CycleContext, record: OMRecord, operation: str,
-                    trigger: str | None = None) -> AsyncIterator[CycleContext]:
+                    trigger: CycleTrigger | None = None) -> AsyncIterator[CycleContext]:
         async with self._run(ctx, record, operation, trigger or current_trigger.get()) as (run_ctx, _):
             yield run_ctx
 
@@ -56,12 +56,12 @@ class HookedCycles:
         try:
             async with self._run(ctx, record, operation, "async-buffer", started=True) as (_, run):
                 tap = _TapSink(sink, run)
-                yield replace(ctx, emit=tap.emit), tap  # type: ignore[misc]  # a PartSink by its methods
+                yield replace(ctx, emit=tap.emit), cast("PartSink", tap)  # a PartSink by its methods
         finally:
             current_trigger.reset(token)
 
     @asynccontextmanager
-    async def _run(self, ctx: CycleContext, record: OMRecord, operation: str, trigger: Trigger, *,
+    async def _run(self, ctx: CycleContext, record: OMRecord, operation: str, trigger: CycleTrigger, *,
                    started: bool = False) -> AsyncIterator[tuple[CycleContext, CycleRun]]:
         """Run one cycle under a ``CycleRun``: its parts tapped, its end hook called after it."""
         run = CycleRun(self.hooks, operation, trigger, ctx.thread_id, record.resource_id, record.id,
@@ -102,7 +102,7 @@ class _TapSink:
 
 @asynccontextmanager
 async def cycle_run(engine: ObservationEngine, ctx: CycleContext, record: OMRecord, operation: str,
-                    trigger: str) -> AsyncIterator[tuple[CycleContext, None]]:
+                    trigger: CycleTrigger) -> AsyncIterator[tuple[CycleContext, None]]:
     """A cycle run outside the engine's own methods (a resource-scope observation,
     ``dev_server.om.engine.resource``) under the engine's hooks, as ``(context, None)``."""
     async with engine.hooks.cycle(ctx, record, operation, trigger) as run_ctx:

@@ -36,13 +36,13 @@ from typing import Any, Literal
 
 log = logging.getLogger(__name__)
 
-Trigger = Literal["manual", "turn-sync", "async-buffer"]
+CycleTrigger = Literal["manual", "turn-sync", "async-buffer"]
 HOOK_NAMES = ("onObservationStart", "onObservationEnd", "onReflectionStart", "onReflectionEnd",
               "onBufferingStart", "onBufferingEnd")
 
 # What started the cycles run in this context: the manual API sets "manual", the background
 # jobs "async-buffer"; a turn's own cycles are "turn-sync".
-current_trigger: ContextVar[Trigger] = ContextVar("om_trigger", default="turn-sync")
+current_trigger: ContextVar[CycleTrigger] = ContextVar("om_trigger", default="turn-sync")
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ class CycleRun:
 
     hooks: Hooks
     operation: str  # "observation" | "reflection"
-    trigger: Trigger
+    trigger: CycleTrigger
     thread_id: str
     resource_id: str | None
     record_id: str | None
