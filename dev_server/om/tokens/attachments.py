@@ -325,12 +325,14 @@ def _base64_reader(encoded: str) -> ByteReader:
 def image_dimensions(read: ByteReader) -> tuple[int, int] | None:
     """Width and height from a PNG, GIF, WebP or JPEG header (read by ``imagesize``); None
     for anything else. Other formats ``imagesize`` knows (BMP, TIFF, SVG...) are not
-    measured: their parts are priced without dimensions, as Mastra prices them."""
+    measured: their parts are priced without dimensions, as they always were."""
     head = read(0, 16)
     if not (head.startswith((b"\x89PNG\r\n\x1a\n", b"GIF87a", b"GIF89a", b"\xff\xd8"))
             or (head[:4] == b"RIFF" and head[8:12] == b"WEBP")):
         return None
     width, height = imagesize.get(_ReaderFile(read), exif_rotation=False)
+    if head[12:16] == b"VP8 ":  # imagesize keeps a lossy WebP's two scaling bits on each side
+        width, height = width & 0x3FFF, height & 0x3FFF
     return (width, height) if width > 0 and height > 0 else None
 
 
