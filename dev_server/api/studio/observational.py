@@ -24,7 +24,7 @@ from dev_server.kernel.clock import to_iso
 from dev_server.errors import BadRequest, NotFound, invalid
 from dev_server.om.engine.flags import settled
 from dev_server.om.options.config import describe_om
-from dev_server.om.engine.observation_engine import om_model
+from dev_server.om.engine.cycle_context import om_model
 from dev_server.observability import spans
 from opentelemetry import trace
 from dev_server.storage.conversations import ConversationStore
