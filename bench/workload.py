@@ -143,8 +143,8 @@ def reads(base: str, path: str, count: int) -> list[float]:
 
 
 async def seed_threads(db_path: Path, resource: str, count: int) -> None:
-    from dev_server.storage import message_writes
     from dev_server.kernel.messages import Thread
+    from dev_server.storage import message_writes
     from dev_server.storage.libsql import LibSQLStore
 
     db = LibSQLStore(f"file:{db_path}")

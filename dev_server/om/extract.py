@@ -144,18 +144,6 @@ def parse_extractors(field: str, value: Any) -> tuple[Extractor, ...]:
     return tuple(found.values())
 
 
-def current_task_extractor() -> Extractor:
-    return Extractor("currentTask", CURRENT_TASK, "What the assistant is working on now: the primary task in "
-                     "progress, and other pending work (say \"waiting for user\" when it waits on them).",
-                     metadata_key="currentTask", built_in=True)
-
-
-def suggested_response_extractor() -> Extractor:
-    return Extractor("suggestedResponse", SUGGESTED_RESPONSE, "A hint for the assistant's next message, such "
-                     "as what to say next or that it should wait for the user's answer.",
-                     metadata_key="suggestedResponse", built_in=True)
-
-
 def thread_title_extractor() -> Extractor:
     return Extractor("threadTitle", THREAD_TITLE, "A few words naming what this conversation is about, for a "
                      "list of conversations. Change it only when the topic has clearly changed.",
