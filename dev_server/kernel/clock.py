@@ -7,14 +7,22 @@ flags and their staleness, cycle parts and their durations, idle TTLs, leases, r
 windows, stream-log heartbeats, the semantic index's retry times. A test can then run a
 conversation at fixed times, minutes or days apart, and replay it exactly.
 
-Reads left on the process's own clocks, because they only measure or bound a wait and
-nothing stored or decided about the conversation depends on them: ``time.monotonic`` /
-``perf_counter`` deadlines and poll timeouts (turn lease waits, tool timeouts, ``om.flags.
-settled``, SQLite busy retries, connection limits, export queue flushes, worker stops, the
-stream recorder's flush pacing, the recall indexer's progress reports), warm-up and
-export timings, the OTLP ingest's ``receivedAt`` and observability retention and metric
-windows (telemetry about the process, not the conversation), migration ``applied_at``,
-and the local time zone OM records (a property of the host, not a moment).
+Reads left on other clocks, and why:
+
+* ``time.monotonic`` / ``perf_counter`` where a wait is paced or bounded by real
+  ``asyncio.sleep``s (a manual clock would never let them end): turn lease waits and
+  renewals, reply checkpoints, the stream recorder's flushes and heartbeat pacing (the
+  heartbeat *values* it stores are the clock's), tool timeouts, ``om.flags.settled``,
+  SQLite busy retries, connection limits, export queue flushes, worker stops, the recall
+  indexer's progress reports, model warm-up and start-up timings.
+* The database's own ``strftime('now')`` in the trigger that moves ``threads.updated_at``
+  when a message is inserted (migrations 0001/0002): following the clock there needs a
+  migration or one more statement per insert.
+* Observability about the process, not the conversation: OTLP ``receivedAt``, the
+  telemetry exporter's ingest time, trace retention and metric query windows.
+* Migration ``applied_at``, the host's time zone OM records (a place, not a moment), and
+  ``recall.format``'s stand-in for a ``createdAt`` it cannot parse.
+* Scripts under ``bench/`` and test fixtures, through ``now_iso()``'s default.
 
 Timestamps are ISO-8601 UTC with milliseconds and a trailing ``Z``: fixed width, so text
 order is time order (SQLite compares them as strings).
