@@ -265,7 +265,7 @@ class Memory:
         if self.options.om is None:
             return None
         if self._om_engine is None or self._om_engine.options is not self.options.om:
-            self._om_engine = HookedEngine(self.options.om, OMRecordStore(self.store.db), self)
+            self._om_engine = HookedEngine(self.options.om, OMRecordStore(self.store.db, clock=self.store.clock), self)
             self._om_buffering = HookedBuffering(self._om_engine, self.background, self.store)
         return self._om_engine
 

@@ -179,7 +179,7 @@ class ObservationalMemory:
             await self.records.release_flag(record.id, "is_observing")
             return None
         cycle = Cycle(OBSERVATION, record, ctx.thread_id,
-                      marker_config(self.options, record.observation_token_count), message_tokens)
+                      marker_config(self.options, record.observation_token_count), message_tokens, clock=self.records.clock)
         ctx.emit(cycle.start(), durable=True)
         try:
             output = await self.run_observer(ctx, record, messages)
@@ -313,7 +313,7 @@ class ObservationalMemory:
             return None
         _, new = swapped
         # without the new log: the part is stored on the reply, and the log can be most of 40k tokens
-        ctx.emit(activation_part(cycle_id=f"reflect-act-{new.id}", operation=REFLECTION, record=new,
+        ctx.emit(activation_part(cycle_id=f"reflect-act-{new.id}", operation=REFLECTION, record=new, clock=self.records.clock,
                                  thread_id=ctx.thread_id,
                                  config=marker_config(self.options, new.observation_token_count),
                                  tokens_activated=record.observation_token_count,
@@ -356,7 +356,7 @@ class ObservationalMemory:
         top = reflection_max_level(level)
         marker = marker_config(self.options, record.observation_token_count)
         before = record.observation_token_count
-        cycle = Cycle(REFLECTION, record, ctx.thread_id, marker, before)
+        cycle = Cycle(REFLECTION, record, ctx.thread_id, marker, before, clock=self.records.clock)
         ctx.emit(cycle.start(), durable=True)
         result: Reflection | None = None
         while True:
@@ -377,7 +377,7 @@ class ObservationalMemory:
                     break
             ctx.emit(cycle.failed(f"{problem}, retrying at level {level + 1}"), durable=True)
             level += 1
-            cycle = Cycle(REFLECTION, record, ctx.thread_id, marker, before)
+            cycle = Cycle(REFLECTION, record, ctx.thread_id, marker, before, clock=self.records.clock)
             ctx.emit(cycle.start(), durable=True)
         if result is None:  # memory is never replaced by an answer that is not observations
             ctx.emit(cycle.failed(f"{problem}; no retry left after compression level {level}"), durable=True)

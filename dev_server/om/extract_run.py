@@ -206,7 +206,7 @@ class Extraction:
         if updated is None:
             return False
         data: dict[str, Any] = {"cycleId": cycle_id, "threadId": thread.id, "newTitle": title,
-                                "timestamp": now_iso()}
+                                "timestamp": now_iso(self.memory.store.clock)}
         if thread.title:
             data["oldTitle"] = thread.title
         ctx.emit(DataPart("om-thread-update", data, transient=True), durable=False)

@@ -32,7 +32,7 @@ from typing import Any
 
 from dev_server.kernel.events import DataPart
 from dev_server.kernel.processors import SpanOpener, no_span
-from dev_server.kernel.clock import now_iso
+from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso
 from dev_server.kernel.model import LLMClient, ResolvedModel
 from dev_server.llm import LiteLLMClient
 from dev_server.om.config import ObservationalMemoryOptions, observational_memory_options
@@ -148,7 +148,8 @@ async def reflect(engine: Engine, store: ConversationStore, llm: LLMClient, agen
         current_trigger.reset(token)
 
 
-def as_message(item: Message | dict[str, Any], thread_id: str, resource_id: str) -> Message:
+def as_message(item: Message | dict[str, Any], thread_id: str, resource_id: str, *,
+               clock: Clock = SYSTEM_CLOCK) -> Message:
     """A message given to the standalone API: a ``Message``, or ``{role, content, id?, createdAt?}``
     with ``content`` a string or Mastra's ``{parts: [...]}``."""
     if isinstance(item, Message):
@@ -157,7 +158,7 @@ def as_message(item: Message | dict[str, Any], thread_id: str, resource_id: str)
     if isinstance(content, str):
         content = {"format": 2, "parts": [{"type": "text", "text": content}]}
     return Message(str(item.get("id") or uuid.uuid4()), thread_id, resource_id, str(item.get("role", "user")),
-                   content, str(item.get("createdAt") or now_iso()))
+                   content, str(item.get("createdAt") or now_iso(clock)))
 
 
 class ObservationalMemory:
@@ -180,7 +181,7 @@ class ObservationalMemory:
         self.store = store
         self.options = parsed
         self.llm = llm or LiteLLMClient()
-        self.engine = HookedEngine(parsed, OMRecordStore(store.db))
+        self.engine = HookedEngine(parsed, OMRecordStore(store.db, clock=store.clock))
 
     async def _agent_model(self) -> ResolvedModel:
         # "the agent's model" for the default choice: there is no agent, so Mastra's default id
@@ -189,7 +190,8 @@ class ObservationalMemory:
 
     async def observe(self, thread_id: str, resource_id: str, *,
                       messages: Sequence[Message | dict[str, Any]] | None = None) -> ManualResult:
-        given = None if messages is None else [as_message(m, thread_id, resource_id) for m in messages]
+        given = None if messages is None else [as_message(m, thread_id, resource_id, clock=self.store.clock)
+                                          for m in messages]
         return await observe(self.engine, self.store, self.llm, await self._agent_model(), thread_id=thread_id,
                              resource_id=resource_id, messages=given)
 

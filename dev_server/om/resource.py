@@ -237,7 +237,7 @@ async def _observe_batch(engine: ObservationalMemory, ctx: CycleContext, record:
     shared = extraction.shared(OBSERVATION)
     per_thread = [s for s in extraction.slugs(OBSERVATION) if s not in shared]
     config = marker_config(options, record.observation_token_count)
-    cycles = {t: Cycle(OBSERVATION, record, t, config, count_messages(ms)) for t, ms in group.items()}
+    cycles = {t: Cycle(OBSERVATION, record, t, config, count_messages(ms), clock=engine.records.clock) for t, ms in group.items()}
     for thread_id, cycle in cycles.items():
         contexts[thread_id].emit(cycle.start(), durable=True)
     ids = {section_id(t, obscure): t for t in group}
