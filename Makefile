@@ -1,4 +1,5 @@
 # The two commands: `make dev` and `make test`. Both install what they need on first use.
+# `make lint` is the checks `make test` runs first.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -6,7 +7,7 @@ JS_DIR := tests/js
 
 STUDIO_UI := studio-ui
 
-.PHONY: dev test test-fast install install-test js-deps studio-ui browser nginx bench bench-all clean
+.PHONY: dev test test-fast lint install install-test js-deps studio-ui browser nginx bench bench-all clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -57,12 +58,21 @@ dev: install
 TEST_WORKERS ?= 4
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --durations=25
 test: install-test js-deps studio-ui browser nginx
+	@$(MAKE) --no-print-directory lint
 	$(PY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 # The inner loop: everything but the e2e lane (browser, topology, scale-out) and the slow one
 # (fuzzing, kill loops, deliberate waits). Run make test before you push.
 test-fast: install-test js-deps studio-ui
+	@$(MAKE) --no-print-directory lint
 	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not e2e and not slow" $(PYTEST_ARGS)
+
+# The layers contract (.importlinter: imports point down, om and recall apart, no cycles),
+# style (ruff, [tool.ruff] in pyproject.toml) and dead code (vulture, vulture_whitelist.py).
+lint: install-test
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check dev_server tests bench
+	$(VENV)/bin/vulture
 
 # The workload of issue 16 against a bare server; results in bench/results/<date>-<commit>.md.
 # `make bench QUICK=1` is a short run. `make bench-all` then runs every other benchmark too.

@@ -21,8 +21,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dev_server.kernel.clock import now_iso  # noqa: E402
-from dev_server.storage.conversations import ConversationStore
-from dev_server.kernel.messages import Message
+from dev_server.kernel.messages import Message  # noqa: E402
+from dev_server.storage.conversations import ConversationStore  # noqa: E402
 from dev_server.storage.libsql import LibSQLStore  # noqa: E402
 
 CONTENT = json.dumps({"format": 2, "parts": [{"type": "text", "text": "x" * 200}]})

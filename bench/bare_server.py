@@ -12,6 +12,7 @@ Run: ``python bench/bare_server.py PORT CANNED_JSON`` (written by ``bench.canned
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import sys
@@ -74,7 +75,5 @@ async def serve(port: int, canned: dict) -> None:
 if __name__ == "__main__":
     with open(sys.argv[2]) as file:
         recorded = json.load(file)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         uvloop.run(serve(int(sys.argv[1]), recorded))
-    except KeyboardInterrupt:
-        pass

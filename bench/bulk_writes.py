@@ -34,7 +34,8 @@ def main() -> None:
         data.mkdir()
         studio_port, gateway_port = free_port(), free_port()
         env = server_env(data, studio_port)
-        studio = Server("studio", [sys.executable, "-m", "dev_server", "studio", "--port", str(studio_port)], studio_port, env)
+        studio = Server("studio", [sys.executable, "-m", "dev_server", "studio", "--port", str(studio_port)],
+                        studio_port, env)
         gateway = Server("gateway", [sys.executable, "-m", "dev_server", "gateway", "--port", str(gateway_port)],
                          gateway_port, env)
         try:

@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dev_server.kernel.clock import now_iso  # noqa: E402
-from dev_server.storage.conversations import ConversationStore
-from dev_server.kernel.messages import Message
+from dev_server.kernel.messages import Message  # noqa: E402
+from dev_server.storage.conversations import ConversationStore  # noqa: E402
 from dev_server.storage.libsql import LibSQLStore  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
@@ -137,8 +137,8 @@ def main() -> None:
                 _, _, recorded = turn(client, url, "recording", 0)
                 frames = [line[6:].rstrip("\r") for line in recorded.decode().splitlines() if line.startswith("data: ")]
                 (tmp_path / "frames.json").write_text(json.dumps(frames))
-                baseline = start([sys.executable, "-c", BASELINE_APP, str(baseline_port), str(tmp_path / "frames.json")],
-                                 baseline_port, env)
+                baseline = start([sys.executable, "-c", BASELINE_APP, str(baseline_port),
+                                  str(tmp_path / "frames.json")], baseline_port, env)
                 try:
                     results = {"baseline (bare SSE)": measure(client, f"http://127.0.0.1:{baseline_port}/api/chat",
                                                               "b", turns)}
@@ -153,9 +153,11 @@ def main() -> None:
 
     base_ttfb, base_total = (statistics.median(v) for v in results["baseline (bare SSE)"])
     print(f"{turns} turns per scenario, {len(frames)} frames per reply")
-    print(f"{'scenario':<22} {'ttfb p50':>9} {'ttfb p99':>9} {'total p50':>10} {'total p99':>10}  ratio(p50 ttfb, total)")
+    print(f"{'scenario':<22} {'ttfb p50':>9} {'ttfb p99':>9} {'total p50':>10} {'total p99':>10}"
+          "  ratio(p50 ttfb, total)")
     for name, (ttfb, total) in results.items():
-        print(f"{name:<22} {pct(ttfb, .5):8.2f}ms {pct(ttfb, .99):8.2f}ms {pct(total, .5):9.2f}ms {pct(total, .99):9.2f}ms"
+        print(f"{name:<22} {pct(ttfb, .5):8.2f}ms {pct(ttfb, .99):8.2f}ms"
+              f" {pct(total, .5):9.2f}ms {pct(total, .99):9.2f}ms"
               f"  {statistics.median(ttfb) / base_ttfb:5.2f}x, {statistics.median(total) / base_total:5.2f}x")
 
 

@@ -58,7 +58,6 @@ def httpx_ops(url: str, pool: ThreadPoolExecutor) -> dict[str, Callable[[int], A
     import threading
 
     import httpx
-
     import orjson
 
     from dev_server.storage.hrana import JSON_HEADERS, Transaction, answer_of, read_result, statement

@@ -171,9 +171,9 @@ async def measure(base: str, repeats: int) -> None:
 
 
 def main() -> None:
-    from tests.support import free_port
-
     import httpx
+
+    from tests.support import free_port
 
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 15
     port = free_port()

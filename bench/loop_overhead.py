@@ -35,9 +35,9 @@ sys.path.insert(0, str(REPO))
 from pydantic import BaseModel  # noqa: E402
 
 from dev_server.kernel.loop import ReplyParts, run_steps  # noqa: E402
+from dev_server.kernel.model import Finish, ModelRequest, ResolvedModel, TextDelta, ToolCall, Usage  # noqa: E402
 from dev_server.kernel.processors import StepContext  # noqa: E402
 from dev_server.kernel.tools import Tool, ToolContext  # noqa: E402
-from dev_server.kernel.model import Finish, ModelRequest, ResolvedModel, TextDelta, ToolCall, Usage
 
 PIECES = tuple(f" word{i}" for i in range(40))  # a 40-piece answer, as a short real reply streams
 USER = "use the echo_0 tool: hello"  # what the local model needs to call a tool

@@ -46,19 +46,19 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from dev_server.kernel.events import DataPart  # noqa: E402
+from bench.report import commit, machine  # noqa: E402
 from dev_server.agents.registry import DEFINITIONS, AgentRegistry  # noqa: E402
 from dev_server.agents.runner import TurnRunner  # noqa: E402
 from dev_server.api.deps import Readiness  # noqa: E402
 from dev_server.background import BackgroundWork  # noqa: E402
-from dev_server.kernel.clock import now_iso  # noqa: E402
 from dev_server.factory import storage_for, warm_up  # noqa: E402
-from dev_server.llm import LiteLLMClient  # noqa: E402
+from dev_server.kernel.clock import now_iso  # noqa: E402
 from dev_server.kernel.convert import ui_to_stored  # noqa: E402
+from dev_server.kernel.events import DataPart  # noqa: E402
+from dev_server.llm import LiteLLMClient  # noqa: E402
 from dev_server.om.tokens.counting import count_messages, estimate_tokens  # noqa: E402
 from dev_server.settings import Settings  # noqa: E402
 from dev_server.storage.conversations import ConversationStore  # noqa: E402
-from bench.report import commit, machine  # noqa: E402
 
 TOPICS = [
     "I'm planning a trip to Lisbon in April with my partner Ana; we love food markets and long walks.",
@@ -207,7 +207,7 @@ async def run(turns: int, watch: Watch) -> tuple[list[dict[str, Any]], dict[str,
             bytes_by_part[part.get("type", "?")] += len(json.dumps(part))
     final.update(
         background=background.stats(), record=generations[-1], generations=len(generations),
-        unchanged=sum(1 for a, b in zip(generations, generations[1:])
+        unchanged=sum(1 for a, b in zip(generations, generations[1:], strict=False)
                       if a["active_observations"] == b["active_observations"]),
         options=(om.observation.message_tokens, om.reflection.observation_tokens, om.observation.buffer_tokens),
         stored=len(stored), raw_count=count_messages(stored, cache=False), bytes=bytes_by_part,

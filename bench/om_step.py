@@ -22,21 +22,21 @@ import copy
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from dev_server.kernel.processors import StepContext  # noqa: E402
 from dev_server.kernel.clock import to_iso  # noqa: E402
+from dev_server.kernel.messages import Message  # noqa: E402
+from dev_server.kernel.processors import StepContext  # noqa: E402
 from dev_server.memory.memory import Memory, MemoryOptions  # noqa: E402
+from dev_server.om.engine.record_store import om_record_store  # noqa: E402
 from dev_server.om.tokens.counting import count_message, count_messages  # noqa: E402
-from dev_server.storage.conversations import ConversationStore
-from dev_server.kernel.messages import Message
+from dev_server.storage.conversations import ConversationStore  # noqa: E402
 from dev_server.storage.libsql import LibSQLStore  # noqa: E402
 from dev_server.storage.om_records import OMRecordStore  # noqa: E402
-from dev_server.om.engine.record_store import om_record_store
 
 STEPS = 5
 SENTENCE = ("I would like to plan a trip to Lisbon in the spring with my partner, and we care about food, "
@@ -51,7 +51,7 @@ def messages_for(thread_id: str, count: int, words: int, start: datetime) -> lis
 
 
 async def seed(store: ConversationStore, records: OMRecordStore) -> None:
-    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
     for thread_id in ("plain", "cold", "warm", "observed"):
         await store.ensure_thread(thread_id, "r1", agent_id="chat-agent")
     window = messages_for("cold", 300, 70, start)

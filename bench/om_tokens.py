@@ -24,9 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from dev_server.kernel.messages import Message  # noqa: E402
 from dev_server.llm.offline import prepare_litellm  # noqa: E402
 from dev_server.om.tokens.counting import count_messages, estimate_tokens  # noqa: E402
-from dev_server.kernel.messages import Message
 
 CORPUS_CHARS = 2_000_000
 WORDS = ("the of and to in is that for it as was with be by on not he this are or his from at which but have an "
@@ -123,8 +123,8 @@ def main(passes: int) -> None:
     encoding = tiktoken.get_encoding("cl100k_base")
     print(f"best of {passes} passes; MB = 10^6 characters")
     for label, text in (("english/code/json", corpus(CORPUS_CHARS)), ("non-ASCII mix", wide_corpus(500_000))):
-        ours = best_seconds(lambda: estimate_tokens(text), passes)
-        theirs = best_seconds(lambda: encoding.encode(text, disallowed_special=()), passes)
+        ours = best_seconds(lambda text=text: estimate_tokens(text), passes)
+        theirs = best_seconds(lambda text=text: encoding.encode(text, disallowed_special=()), passes)
         estimated, encoded = estimate_tokens(text), len(encoding.encode(text, disallowed_special=()))
         mb = len(text) / 1e6
         print(f"{label:18s} {mb:5.2f} MB  estimate_tokens {mb / ours:7.1f} MB/s   cl100k encode "

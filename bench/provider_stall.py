@@ -17,8 +17,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from dev_server.llm import LiteLLMClient, ModelProviderError, prepare_litellm
-from dev_server.kernel.model import ModelRequest
+from dev_server.kernel.model import ModelRequest  # noqa: E402
+from dev_server.llm import LiteLLMClient, ModelProviderError, prepare_litellm  # noqa: E402
 from tests.fake_provider import FakeProvider  # noqa: E402
 
 STALL_S = 6

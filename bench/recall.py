@@ -30,15 +30,15 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.report import commit, machine  # noqa: E402
+from dev_server.kernel.messages import Message  # noqa: E402
 from dev_server.llm.local_embedder import LocalEmbedder  # noqa: E402
-from dev_server.storage.message_vectors import Embedded, VectorIndex, text_hash  # noqa: E402
 from dev_server.recall.indexer import BATCH, Indexer  # noqa: E402
 from dev_server.recall.matrix import VectorCache  # noqa: E402
 from dev_server.recall.service import SemanticIndex  # noqa: E402
-from dev_server.storage.conversations import ConversationStore
-from dev_server.kernel.messages import Message
+from dev_server.storage.conversations import ConversationStore  # noqa: E402
 from dev_server.storage.libsql import LibSQLStore  # noqa: E402
-from bench.report import commit, machine  # noqa: E402
+from dev_server.storage.message_vectors import Embedded, VectorIndex, text_hash  # noqa: E402
 
 NOISE = 0.015  # per dimension: |noise| ~ 0.3, cosine to the pool vector ~0.96
 RESOURCE, THREAD = "bench-user", "bench-thread"
@@ -106,7 +106,7 @@ async def store_vectors(index: VectorIndex, key: str, thread: str, todo: list[tu
                         bodies: list[str], vectors: np.ndarray) -> float:
     """Write precomputed vectors as the indexer does (64 a transaction); seconds spent in store."""
     results = [Embedded(seq, version, thread, text_hash(body), [np.asarray(v, dtype="<f4").tobytes()])
-               for (seq, version), body, v in zip(todo, bodies, vectors)]
+               for (seq, version), body, v in zip(todo, bodies, vectors, strict=False)]
     started = time.perf_counter()
     for at in range(0, len(results), BATCH):
         assert await index.store(key, results[at:at + BATCH]) == len(results[at:at + BATCH])
@@ -214,8 +214,8 @@ async def run(n: int, quick: bool) -> tuple[dict, dict, list]:
         for (scope, k), found in hits.items():
             exact = [list(seqs[row[:k]]) for row in truth]
             got = [[h.message.seq for h in result] for result in found]
-            recall.append((scope, k, np.mean([len(set(g) & set(e)) / k for g, e in zip(got, exact)]),
-                           np.mean([g == e for g, e in zip(got, exact)])))
+            recall.append((scope, k, np.mean([len(set(g) & set(e)) / k for g, e in zip(got, exact, strict=False)]),
+                           np.mean([g == e for g, e in zip(got, exact, strict=False)])))
         lat["append"] = []
         for r in range(rounds):  # 64 new messages and their vectors, then one query
             at = n + r * BATCH

@@ -119,8 +119,8 @@ def main() -> None:
         replicas = []
         for name in ("replica-a", "replica-b"):
             port = free_port()
-            replicas.append(Server(name, [sys.executable, "-m", "dev_server", "gateway", "--port", str(port)], port, env,
-                                   log_dir=Path(tmp)))
+            replicas.append(Server(name, [sys.executable, "-m", "dev_server", "gateway", "--port", str(port)],
+                                   port, env, log_dir=Path(tmp)))
         a, b = replicas
         db: Path | Sqld = server if server is not None else data / "dev-server.db"
         try:

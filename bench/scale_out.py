@@ -2,10 +2,10 @@
 2 gateway replicas on a libsql server (sqld), against 1 gateway on the embedded file, all in
 the same run on this machine. "machine busy" is the share of all cores in use during the
 run (the load generator and sqld included): at 100% the machine, not the design, is the
-limit, and a second replica can only show its worth on a second machine. Each client loops on its own conversation (POST /api/chat
-read to [DONE], bench/load.mjs); with two replicas, client i talks to replica i % 2 (what
-a round-robin balancer does, without one in the way). Every gateway runs one worker with
-the local model and telemetry off, so the figures compare the storage paths.
+limit, and a second replica can only show its worth on a second machine. Each client loops
+on its own conversation (POST /api/chat read to [DONE], bench/load.mjs); with two replicas,
+client i talks to replica i % 2 (what a round-robin balancer does, without one in the way).
+Every gateway runs one worker with the local model and telemetry off, so the figures compare the storage paths.
 
 Also reported: the libsql server requests one turn costs (reads and write requests, from
 the gateways' ``/health``), and the CPU time of the gateways and of sqld per turn.

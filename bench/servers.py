@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -108,10 +109,8 @@ class Server:
         while not path.exists():
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{self.name} wrote no snapshot to {path}")
-            try:  # a request wakes the loop, so the signal handler runs now
+            with contextlib.suppress(httpx.TransportError):  # a request wakes the loop, so the signal handler runs now
                 httpx.get(f"{self.url}/health", timeout=5)
-            except httpx.TransportError:
-                pass
             time.sleep(0.2)
         return path
 

@@ -62,13 +62,13 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from dev_server.kernel.clock import now_iso  # noqa: E402
-from dev_server.om.tokens.counting import count_message  # noqa: E402
-from dev_server.kernel.messages import Message
 from bench.chat_turn import store_thread  # noqa: E402
 from bench.report import commit, machine  # noqa: E402
 from bench.servers import Server, server_env  # noqa: E402
 from bench.workload import growth, load, pct  # noqa: E402
+from dev_server.kernel.clock import now_iso  # noqa: E402
+from dev_server.kernel.messages import Message  # noqa: E402
+from dev_server.om.tokens.counting import count_message  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
 RSS_RATIO_MAX = 1.1
@@ -153,7 +153,8 @@ def markdown(args: argparse.Namespace, workers: int, rounds: list[Round], draine
              f"- settings: {args.minutes:g} min at {args.clients} clients after {args.warmup_s:g} s of warm-up, "
              f"{args.threads_per_client} conversations per client"
              + (f" of {args.history:,} stored messages each at the start" if args.history else "")
-             + f", gateway of {workers} worker{'s' if workers > 1 else ''}, chat-agent with its memory (Observational Memory on: "
+             + f", gateway of {workers} worker{'s' if workers > 1 else ''}, "
+             + "chat-agent with its memory (Observational Memory on: "
              + f"observation at {args.om_message_tokens or 30_000:,} message tokens, reflection at "
              + f"{args.om_observation_tokens or 40_000:,} observation tokens), the local model"
              + (", gateway under tracemalloc (figures are off)" if args.trace_memory else ""), "",
@@ -168,7 +169,8 @@ def markdown(args: argparse.Namespace, workers: int, rounds: list[Round], draine
                 if "exportSeconds" in r.spans else "-")
         before = r.spans
         lines.append(f"| {r.name} | {r.seconds:.0f} | {r.rate:.1f} | {r.p50:.0f} | {r.p99:.0f} | {r.gateway_mb:.0f} "
-                     f"| {r.gateway_mb / first.gateway_mb:.2f} | {r.studio_mb:.0f} | {r.studio_mb / first.studio_mb:.2f} "
+                     f"| {r.gateway_mb / first.gateway_mb:.2f} | {r.studio_mb:.0f} "
+                     f"| {r.studio_mb / first.studio_mb:.2f} "
                      f"| {r.spans['exported']:,} | {r.spans['dropped']:,} | {r.spans['queued']:,} | {queued_mb} "
                      f"| {r.spans['failedExports']:,} | {busy} | {r.gateway_cores:.2f} | {r.studio_cores:.2f} "
                      f"| {r.load_1m:.2f} |")
@@ -200,7 +202,8 @@ def main() -> None:
                         help=f"Observational Memory's observation threshold (default {OM_MESSAGE_TOKENS:,}; 0: the "
                              "server's own, 30,000)")
     parser.add_argument("--om-observation-tokens", type=int, default=OM_OBSERVATION_TOKENS,
-                        help=f"its reflection threshold (default {OM_OBSERVATION_TOKENS:,}; 0: the server's own, 40,000)")
+                        help=f"its reflection threshold (default {OM_OBSERVATION_TOKENS:,}; "
+                             "0: the server's own, 40,000)")
     parser.add_argument("--workers", type=int, help="gateway workers (default DEV_SERVER_WORKERS, else one per core "
                                                     "as make dev; 1 with --trace-memory)")
     parser.add_argument("--trace-memory", action="store_true", help="the gateway under tracemalloc: growth sites")
@@ -231,8 +234,8 @@ def main() -> None:
         env = server_env(data, studio_port, DEV_SERVER_WORKERS=str(workers),
                          BENCH_TRACE_OUT=str(tmp / "gateway.snapshot"), **thresholds)
         launcher = [str(REPO / "bench" / "traced.py")] if args.trace_memory else ["-m", "dev_server"]
-        studio = Server("studio", [sys.executable, "-m", "dev_server", "studio", "--port", str(studio_port)], studio_port,
-                        env, tmp)
+        studio = Server("studio", [sys.executable, "-m", "dev_server", "studio", "--port", str(studio_port)],
+                        studio_port, env, tmp)
         gateway = Server("gateway", [sys.executable, *launcher, "gateway", "--port", str(gateway_port)],
                          gateway_port, env, tmp)
         try:
@@ -299,7 +302,8 @@ def om_activity(db_path: Path, conversations: int) -> str:
         messages = conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
     return (f"Observational Memory over the run: {threads or 0} of {conversations} conversations have a record; "
             f"{(rows or 0) - (threads or 0):,} reflections (generations after the first); "
-            f"{active[0] or 0:,} message tokens observed in all, {active[1] or 0:,} observation tokens active at the end; "
+            f"{active[0] or 0:,} message tokens observed in all, "
+            f"{active[1] or 0:,} observation tokens active at the end; "
             f"{messages:,} stored messages.")
 
 
@@ -324,7 +328,7 @@ def traced_table(rounds: list[Round], snapshots: list[Path]) -> str:
     during the round (bench/traced.py writes both beside each snapshot)."""
     lines = ["gateway under tracemalloc (traced since the end of warm-up), MB:", "",
              "| round | alive at its end | peak during it |", "|---|---:|---:|"]
-    for r, path in zip(rounds[1:], snapshots[1:]):
+    for r, path in zip(rounds[1:], snapshots[1:], strict=False):
         current, peak = (int(v) for v in Path(f"{path}.peak").read_text().split())
         lines.append(f"| {r.name} | {current / 2**20:.1f} | {peak / 2**20:.1f} |")
     return "\n".join(lines)

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -97,7 +97,7 @@ def make_batches(count: int) -> list[bytes]:
 
 def fresh_db(directory: Path, name: str) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(str(directory / name))
-    apply_duckdb(con, load_migrations("duckdb"), datetime.now(timezone.utc).isoformat())
+    apply_duckdb(con, load_migrations("duckdb"), datetime.now(UTC).isoformat())
     return con
 
 
@@ -128,7 +128,7 @@ async def through_writer(directory: Path, name: str, bodies: list[bytes], mapped
     for i, body in enumerate(bodies):
         if mapped is None:
             request = ExportTraceServiceRequest.FromString(body)
-            span_rows, trace_rows = spans_from_request(request, datetime.now(timezone.utc))
+            span_rows, trace_rows = spans_from_request(request, datetime.now(UTC))
         else:
             span_rows, trace_rows = mapped[i]
         total += len(span_rows)
@@ -179,7 +179,8 @@ def fill_million(path: Path) -> None:
         INSERT INTO spans (trace_id, span_id, parent_span_id, name, span_type, status, started_at, ended_at,
                            entity_type, entity_id, entity_name, run_id, thread_id, resource_id, service_name,
                            attributes, input, output, created_at, updated_at)
-        SELECT printf('%032x', t), printf('%016x', t * 8 + j + 1), CASE WHEN j = 0 THEN NULL ELSE printf('%016x', t * 8 + 1) END,
+        SELECT printf('%032x', t), printf('%016x', t * 8 + j + 1),
+               CASE WHEN j = 0 THEN NULL ELSE printf('%016x', t * 8 + 1) END,
                'span ' || j, ['agent_run','memory_operation','model_generation','model_step','tool_call','model_step',
                'generic','memory_operation'][j + 1], CASE WHEN t % 20 = 0 THEN 'error' ELSE 'success' END,
                TIMESTAMPTZ '2025-01-01 00:00:00+00' + to_milliseconds(t * 1000 + j),
@@ -238,7 +239,7 @@ def main() -> None:
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 100
     began = time.perf_counter()
     bodies = make_batches(count)
-    mapped = [spans_from_request(ExportTraceServiceRequest.FromString(b), datetime.now(timezone.utc)) for b in bodies]
+    mapped = [spans_from_request(ExportTraceServiceRequest.FromString(b), datetime.now(UTC)) for b in bodies]
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         first = raw_appender(directory, "raw1.duckdb", mapped)

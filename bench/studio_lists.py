@@ -43,20 +43,27 @@ def seed(path: Path) -> None:
     asyncio.run(migrate())
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA synchronous = OFF")
-    stamp = lambda n: f"2026-01-{1 + n // 86_400_000:02d}T{(n // 3_600_000) % 24:02d}:{(n // 60_000) % 60:02d}:{(n // 1000) % 60:02d}.{n % 1000:03d}Z"  # noqa: E731
-    conn.executemany("INSERT INTO threads (id, resource_id, title, metadata, created_at, updated_at) VALUES (?, ?, ?, NULL, ?, ?)",
-                     ((f"t{i}", "big-resource" if i < 10_000 else f"r{i % 900}", f"thread {i}", stamp(i * 10), stamp(i * 10))
+    stamp = lambda n: (f"2026-01-{1 + n // 86_400_000:02d}T{(n // 3_600_000) % 24:02d}:"  # noqa: E731
+                       f"{(n // 60_000) % 60:02d}:{(n // 1000) % 60:02d}.{n % 1000:03d}Z")
+    conn.executemany("INSERT INTO threads (id, resource_id, title, metadata, created_at, updated_at)"
+                     " VALUES (?, ?, ?, NULL, ?, ?)",
+                     ((f"t{i}", "big-resource" if i < 10_000 else f"r{i % 900}", f"thread {i}",
+                       stamp(i * 10), stamp(i * 10))
                       for i in range(THREADS)))
     content = json.dumps({"format": 2, "parts": [{"type": "text", "text": "x" * 120}], "content": "x" * 120})
     conn.execute("DROP TRIGGER messages_added")  # seeding only: set counts once at the end
     rows = ((f"m{i}", "big" if i < BIG_THREAD_MESSAGES else f"t{i % THREADS}", "big-resource",
              "user" if i % 2 else "assistant", "text", content, stamp(i)) for i in range(MESSAGES))
-    conn.execute("INSERT INTO threads (id, resource_id, title, created_at, updated_at) VALUES ('big', 'big-resource', 'big', ?, ?)",
+    conn.execute("INSERT INTO threads (id, resource_id, title, created_at, updated_at)"
+                 " VALUES ('big', 'big-resource', 'big', ?, ?)",
                  (stamp(0), stamp(0)))
-    conn.executemany("INSERT INTO messages (id, thread_id, resource_id, role, type, content, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    conn.executemany("INSERT INTO messages (id, thread_id, resource_id, role, type, content, created_at)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
     conn.commit()
-    conn.execute("UPDATE threads SET message_count = (SELECT count(*) FROM messages WHERE messages.thread_id = threads.id)")
-    conn.execute("CREATE TRIGGER messages_added AFTER INSERT ON messages BEGIN UPDATE threads SET message_count = message_count + 1,"
+    conn.execute("UPDATE threads SET message_count ="
+                 " (SELECT count(*) FROM messages WHERE messages.thread_id = threads.id)")
+    conn.execute("CREATE TRIGGER messages_added AFTER INSERT ON messages BEGIN UPDATE threads"
+                 " SET message_count = message_count + 1,"
                  " updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = NEW.thread_id; END")
     conn.execute("ANALYZE")
     conn.commit()
@@ -64,15 +71,19 @@ def seed(path: Path) -> None:
 
 
 RAW = {
-    "threads, 1 resource": ("SELECT * FROM threads WHERE resource_id = 'big-resource' ORDER BY created_at DESC, id DESC LIMIT 100", "threads"),
+    "threads, 1 resource": ("SELECT * FROM threads WHERE resource_id = 'big-resource'"
+                            " ORDER BY created_at DESC, id DESC LIMIT 100", "threads"),
     "threads, all": ("SELECT * FROM threads ORDER BY created_at DESC, id DESC LIMIT 100", "threads"),
-    "messages, newest 40": ("SELECT * FROM messages WHERE thread_id = 'big' ORDER BY created_at DESC, seq DESC LIMIT 40", "messages"),
-    "messages, page 1000": ("SELECT * FROM messages WHERE thread_id = 'big' ORDER BY created_at DESC, seq DESC LIMIT 40 OFFSET 40000", "messages"),
+    "messages, newest 40": ("SELECT * FROM messages WHERE thread_id = 'big'"
+                            " ORDER BY created_at DESC, seq DESC LIMIT 40", "messages"),
+    "messages, page 1000": ("SELECT * FROM messages WHERE thread_id = 'big'"
+                            " ORDER BY created_at DESC, seq DESC LIMIT 40 OFFSET 40000", "messages"),
 }
 HTTP = {
     "threads, 1 resource": "/api/memory/threads?resourceId=big-resource&perPage=100",
     "threads, all": "/api/memory/threads?perPage=100",
-    "messages, newest 40": "/api/memory/threads/big/messages?perPage=40&orderBy=%7B%22field%22%3A%22createdAt%22%2C%22direction%22%3A%22DESC%22%7D",
+    "messages, newest 40": "/api/memory/threads/big/messages?perPage=40"
+                           "&orderBy=%7B%22field%22%3A%22createdAt%22%2C%22direction%22%3A%22DESC%22%7D",
     "messages, page 1000": "/api/memory/threads/big/messages?perPage=40&page=1000",
 }
 
@@ -100,8 +111,8 @@ def main() -> None:
         print(f"seeded {THREADS} threads, {MESSAGES} messages in {time.perf_counter() - started:.1f}s")
         port = free_port()
         env = {**os.environ, "DEV_SERVER_DATA_DIR": str(data_dir), "DEV_SERVER_LOG_LEVEL": "warning"}
-        studio = subprocess.Popen([sys.executable, "-m", "dev_server", "studio", "--port", str(port)], env=env, cwd=REPO,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        studio = subprocess.Popen([sys.executable, "-m", "dev_server", "studio", "--port", str(port)],
+                                  env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", transport=transport, timeout=30) as client:
@@ -125,7 +136,8 @@ def main() -> None:
                     raw = time_raw(data_dir / "dev-server.db", *RAW[name], n)
                     ours, base = statistics.median(times), statistics.median(raw)
                     p99 = sorted(times)[int(0.99 * len(times))]
-                    print(f"{name:<22} {base * 1000:8.2f}ms {ours * 1000:8.2f}ms {p99 * 1000:8.2f}ms  {ours / base:6.1f}x")
+                    print(f"{name:<22} {base * 1000:8.2f}ms {ours * 1000:8.2f}ms {p99 * 1000:8.2f}ms"
+                          f"  {ours / base:6.1f}x")
         finally:
             studio.send_signal(signal.SIGINT)
             studio.wait(10)

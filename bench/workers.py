@@ -44,18 +44,21 @@ def main() -> None:
         data.mkdir()
         studio_port = free_port()
         env = server_env(data, studio_port)
-        studio = Server("studio", [sys.executable, "-m", "dev_server", "studio", "--port", str(studio_port)], studio_port, env)
+        studio = Server("studio", [sys.executable, "-m", "dev_server", "studio", "--port", str(studio_port)],
+                        studio_port, env)
         studio.wait_ready()
         gateways: dict[int, Server] = {}
         for count in (1, args.workers):
             port = free_port()
-            gateways[count] = Server(f"gateway x{count}", [sys.executable, "-m", "dev_server", "gateway", "--port", str(port)],
+            gateways[count] = Server(f"gateway x{count}",
+                                     [sys.executable, "-m", "dev_server", "gateway", "--port", str(port)],
                                      port, {**env, "DEV_SERVER_WORKERS": str(count)})
         try:
             for gateway in gateways.values():
                 gateway.wait_ready()
             time.sleep(2)  # every worker warm, not only the one that answered /health
-            print(f"machine: {'; '.join(machine())}; {args.clients} clients, {args.rounds} rounds of {args.seconds:g} s")
+            print(f"machine: {'; '.join(machine())}; {args.clients} clients, "
+                  f"{args.rounds} rounds of {args.seconds:g} s")
             results: dict[int, list[tuple[float, float, float]]] = {count: [] for count in gateways}
             for round_ in range(args.rounds + 1):  # round 0 warms up every worker and is dropped
                 for count, gateway in gateways.items():
@@ -73,7 +76,7 @@ def main() -> None:
             print(f"{'workers':>8} {'turns/s (median)':>17} {'gateway cores':>14} {'+ studio':>9} {'client':>7}"
                   f" {'gateway CPU ms/turn':>20}")
             for count, rows in results.items():
-                m = [statistics.median(column) for column in zip(*rows)]
+                m = [statistics.median(column) for column in zip(*rows, strict=False)]
                 print(f"{count:>8} {m[0]:>17.1f} {m[1]:>14.2f} {m[2]:>9.2f} {m[3]:>7.2f} {m[4]:>20.2f}")
             base, more = (statistics.median(r[0] for r in results[c]) for c in (1, args.workers))
             print(f"ratio {args.workers} workers / 1: {more / base:.2f}x")

@@ -25,13 +25,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dev_server.agents.calculator import calculator  # noqa: E402
+from dev_server.kernel.clock import now_iso  # noqa: E402
+from dev_server.kernel.messages import Message  # noqa: E402
 from dev_server.kernel.processors import StepContext  # noqa: E402
 from dev_server.kernel.tools import ToolContext, execute  # noqa: E402
-from dev_server.kernel.clock import now_iso  # noqa: E402
 from dev_server.memory.memory import Memory, MemoryOptions  # noqa: E402
 from dev_server.memory.working_document import TOOL_NAME, WorkingMemoryOptions  # noqa: E402
-from dev_server.storage.conversations import ConversationStore
-from dev_server.kernel.messages import Message
+from dev_server.storage.conversations import ConversationStore  # noqa: E402
 from dev_server.storage.libsql import LibSQLStore  # noqa: E402
 
 STEPS = 5
@@ -102,7 +102,8 @@ async def main(turns: int) -> None:
         p50b, p99b = pct(with_wm, 0.5) * 1e6, pct(with_wm, 0.99) * 1e6
         print(f"{label:24s} without {p50a:8.1f} / {p99a:8.1f} us  with {p50b:8.1f} / {p99b:8.1f} us"
               f"  ratio p50 {p50b / p50a:.2f}  p99 {p99b / p99a:.2f}  (p50 / p99)")
-    print(f"mean later-step overhead: {(statistics.mean(runs['working']['later']) - statistics.mean(base['later'])) * 1e6:.1f} us")
+    overhead = statistics.mean(runs['working']['later']) - statistics.mean(base['later'])
+    print(f"mean later-step overhead: {overhead * 1e6:.1f} us")
 
 
 if __name__ == "__main__":

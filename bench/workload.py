@@ -143,14 +143,15 @@ def reads(base: str, path: str, count: int) -> list[float]:
 
 
 async def seed_threads(db_path: Path, resource: str, count: int) -> None:
-    from dev_server.storage import message_writes
+    from dev_server.kernel.clock import now_iso
     from dev_server.kernel.messages import Thread
+    from dev_server.storage import message_writes
     from dev_server.storage.libsql import LibSQLStore
 
     db = LibSQLStore(f"file:{db_path}")
     await db.open()
     threads = [Thread(f"{resource}-{i:05d}", resource, agent_id=AGENT) for i in range(count)]
-    await db.run_write(lambda conn: message_writes.ensure_threads(conn, threads))  # one transaction
+    await db.run_write(lambda conn: message_writes.ensure_threads(conn, threads, now_iso()))  # one transaction
     await db.close()
 
 

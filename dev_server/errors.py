@@ -10,7 +10,6 @@ Anything else becomes a logged 500 with a generic message.
     ├── NotFound              404
     ├── Conflict              409
     ├── TooManyRequests       429 (with Retry-After)
-    ├── ServiceUnavailable    503
     └── UpstreamModelError    502 (provider failures, translated in dev_server.llm)
 """
 
@@ -23,7 +22,6 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
@@ -82,10 +80,6 @@ class UpstreamModelError(ApiError):
     status = 502
 
 
-class ServiceUnavailable(ApiError):
-    status = 503
-
-
 # Provider failures as our clients see them: a bad provider key is the server's problem
 # (502), not the caller's (401); a rate limit or a timeout keeps its meaning.
 _PROVIDER_STATUS = {"rate_limit": 429, "timeout": 504, "bad_request": 400, "not_configured": 503}
@@ -104,27 +98,18 @@ def invalid(kind: str, field: str, message: str) -> BadRequest:
     return BadRequest(_TITLES[kind], [{"field": field, "message": message}])
 
 
-def validation_issues(errors: Iterable[Mapping[str, Any]], *, located: bool = True) -> list[dict[str, str]]:
-    """Pydantic errors as ``[{"field", "message"}]``: the field is the dotted location inside
-    the body / query / path (``messages.0.id``), or ``body`` for a body that is not JSON.
-    ``located`` errors (FastAPI's) start with where the value came from; a model validated
-    by hand (``Model.model_validate``) has no such prefix."""
+def validation_issues(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """FastAPI's validation errors as ``[{"field", "message"}]``: the field is the dotted location
+    inside the body / query / path (``messages.0.id``), or ``body`` for a body that is not JSON.
+    A location starts with where the value came from, which the field leaves out."""
     issues = []
     for error in errors:
         loc = [str(part) for part in error.get("loc", ())]
-        if located and loc:
-            field = ".".join(loc[1:]) or loc[0]
-        else:
-            field = ".".join(loc) or "body"
+        field = (".".join(loc[1:]) or loc[0]) if loc else "body"
         if error.get("type") == "json_invalid":
             field = "body"
         issues.append({"field": field, "message": str(error.get("msg", "invalid"))})
     return issues
-
-
-def invalid_model(exc: ValidationError, kind: str = "body") -> BadRequest:
-    """The 400 for a pydantic model a handler validated itself: ``raise invalid_model(exc) from None``."""
-    return BadRequest(_TITLES[kind], validation_issues(exc.errors(), located=False))
 
 
 def _request_kind(exc: RequestValidationError) -> str:

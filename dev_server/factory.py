@@ -50,6 +50,7 @@ from dev_server.api.studio.ui import studio_ui_router
 from dev_server.auth import Authenticator, AuthMiddleware, BearerTokens
 from dev_server.errors import document_errors, install_error_handlers
 from dev_server.llm import LiteLLMClient
+from dev_server.kernel.clock import SYSTEM_CLOCK, Clock
 from dev_server.kernel.model import LLMClient
 from dev_server.llm.embeddings import Embedder, local_embedder
 from dev_server.observability.telemetry import Telemetry, TelemetryScope, logging_to
@@ -165,12 +166,14 @@ def create_app(
     agents: Iterable[AgentDefinition] = DEFINITIONS,
     worker: WorkerSlot | None = None,
     freeze_heap: bool = False,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> FastAPI:
     """Build one process's app. Tests inject ``storage`` (temp dirs), ``llm`` (a
     ``ScriptedModel``, ``dev_server.llm.scripted``) and ``authenticator``; by default they come from ``settings``.
     ``worker`` says which of the gateway's processes this is (``/health``). ``freeze_heap``:
     the server process's own app (see ``warm_up``); never in a test process, where it would
-    keep every later test's cyclic garbage."""
+    keep every later test's cyclic garbage. ``clock``: every time the app reads to decide or
+    to store (``dev_server.kernel.clock``); a test gives a ``ManualClock``."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
     settings = settings or Settings.load()
@@ -179,7 +182,7 @@ def create_app(
     llm = llm or model_layer(settings, agents)
     if authenticator is None and settings.auth_tokens:
         authenticator = BearerTokens.parse(settings.auth_tokens)
-    conversations = ConversationStore(storage.default)
+    conversations = ConversationStore(storage.default, clock=clock)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -224,10 +227,10 @@ def create_app(
         from dev_server.recall.service import SemanticIndex  # numpy: only in a process that searches by meaning
 
         semantic_index = SemanticIndex(storage.default, partial(_embedder, llm, settings.embedder),
-                                       requested=settings.embedder)
+                                       requested=settings.embedder, clock=clock)
         for memory_of_agent in registry.memories_using_vectors():
             memory_of_agent.semantic_index = semantic_index
-    runner = TurnRunner(llm, agents=registry)
+    runner = TurnRunner(llm, agents=registry, clock=clock)
     signals = ThreadHub()
     readiness = Readiness()
     # What every handler gets, through dev_server.api.deps.

@@ -1,5 +1,5 @@
 """Observational Memory's triggers and budgets through a live gateway (real uvicorn, in this
-process so the OM clock can be moved; issue 12): idle and provider-change activation,
+process so its clock can be moved; issue 12): idle and provider-change activation,
 the shared token budget, and the background work's counts in ``/health``. Buffered
 reflection and temporal markers are tested in ``tests/test_om_gateway.py``, where the real
 ``ai`` package judges their parts."""
@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from dev_server.agents import chat_agent
 from dev_server.agents.registry import DEFINITIONS
-from dev_server.om.engine import temporal
+from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, ShiftedClock
 from dev_server.om.engine.resource import section_id
 from tests.kit.builders import user_message
 from tests.kit.chat import chat_turn, turn
@@ -29,9 +28,10 @@ from tests.kit.servers import InProcessServer, serve
 BUFFERED = {"observation": {"messageTokens": 600, "bufferTokens": 200}, "reflection": {"observationTokens": 5000}}
 
 
-def gateway(data: Path, options: dict[str, Any], agents: Any = DEFINITIONS
+def gateway(data: Path, options: dict[str, Any], agents: Any = DEFINITIONS, clock: Clock = SYSTEM_CLOCK
             ) -> AbstractContextManager[InProcessServer]:
-    return serve("gateway", data, inprocess=True, settings={"telemetry": False, "om_options": options}, agents=agents)
+    return serve("gateway", data, inprocess=True, settings={"telemetry": False, "om_options": options}, agents=agents,
+                 clock=clock)
 
 
 def chat_until_chunks(server: InProcessServer, db: Path, thread: str) -> list[dict[str, Any]]:
@@ -43,15 +43,14 @@ def chat_until_chunks(server: InProcessServer, db: Path, thread: str) -> list[di
     raise AssertionError("no chunk was buffered")
 
 
-def test_an_idle_thread_activates_its_chunks_when_the_cache_would_be_cold(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_idle_thread_activates_its_chunks_when_the_cache_would_be_cold(tmp_path: Path) -> None:
     db = tmp_path / "dev-server.db"
-    with gateway(tmp_path, {**BUFFERED, "activateAfterIdle": "5m"}) as server:
+    clock = ShiftedClock()
+    with gateway(tmp_path, {**BUFFERED, "activateAfterIdle": "5m"}, clock=clock) as server:
         results = chat_until_chunks(server, db, "idle")
         assert not any(parts(r, "activation") for r in results)  # below the threshold: nothing yet
         chunks = settled(db, "idle")["buffered_observation_chunks"]
-        later = time.time() + 6 * 60
-        monkeypatch.setattr(temporal, "clock", lambda: later)
+        clock.advance(minutes=6)
         result = turn(server, "idle", "idle-back", "I am back. What was I planning?")
     activations = parts(result, "activation")
     assert activations and all(a["triggeredBy"] == "ttl" for a in activations)

@@ -19,7 +19,7 @@ from dev_server.agents import chat_agent
 from dev_server.memory.memory import MemoryOptions
 from dev_server.memory.working_document import WorkingMemoryOptions
 from dev_server.om.options.config import observational_memory_options
-from dev_server.om.extraction.extractors import take_inline_values
+from dev_server.om.options.extractors import take_inline_values
 from dev_server.om.prompting.parsing import parse_observer_output
 from dev_server.om.prompting.prompts import observer_system_prompt, reflector_system_prompt
 from dev_server.settings import Settings

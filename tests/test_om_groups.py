@@ -19,7 +19,7 @@ from dev_server.kernel.processors import StepContext
 from dev_server.memory.memory import MemoryOptions
 from dev_server.om.options.config import RetrievalConfig, describe_om, observational_memory_options
 from dev_server.om.prompting.context import build_context_system_messages
-from dev_server.om.engine.groups import message_range, parse_groups, rewrap_reflection, strip_groups, wrap_group
+from dev_server.om.prompting.groups import message_range, parse_groups, rewrap_reflection, strip_groups, wrap_group
 from dev_server.om.prompting.prompts import reflector_messages
 from dev_server.om.retrieval.instructions import ADDITIONAL_GUIDANCE_HEADING, retrieval_instructions
 from dev_server.settings import Settings
@@ -196,7 +196,7 @@ async def test_every_step_gets_the_instructions_and_the_recall_tool(libsql: LibS
 async def test_a_buffered_reflection_never_cuts_a_group_in_two(libsql: LibSQLStore) -> None:
     from dev_server.background import BackgroundWork
     from dev_server.om.engine.buffering import Buffering, PartSink
-    from dev_server.om.engine.groups import cut_points
+    from dev_server.om.prompting.groups import cut_points
 
     reply = "That sounds like a wonderful plan for the whole family, and I would be glad to help you prepare."
     messages = [text_message(f"m{i:02d}", "user" if i % 2 == 0 else "assistant",

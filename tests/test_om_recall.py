@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from dev_server.memory.memory import Memory
-from dev_server.om.engine.groups import parse_groups
+from dev_server.om.prompting.groups import parse_groups
 from dev_server.om.retrieval.recall_tool import Caller, Recall, RecallInput
 from dev_server.storage.libsql import LibSQLStore
 from tests.kit.builders import stored_data, stored_text, stored_tool_invocation

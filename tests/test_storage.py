@@ -179,7 +179,7 @@ async def test_thread_pages_with_tied_timestamps_read_the_index_in_order(setting
     storage = storage_for("gateway", settings)
     await storage.open()
     threads = [Thread(f"t{i:03d}", "r1") for i in range(300)]
-    await storage.default.run_write(lambda conn: message_writes.ensure_threads(conn, threads))
+    await storage.default.run_write(lambda conn: message_writes.ensure_threads(conn, threads, now_iso()))
     store = ConversationStore(storage.default)
     for order_by in ("createdAt", "updatedAt"):
         page, total = await store.list_threads(resource_id="r1", order_by=order_by, page=1, per_page=100)

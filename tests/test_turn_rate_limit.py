@@ -9,11 +9,13 @@ an ordinary HTTP error.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 import httpx
 import pytest
 
+from dev_server.kernel.clock import ManualClock
 from dev_server.storage.rate_windows import RateWindows
 from tests.support import pinned_clients, run_node, sqlite_rows, user_message
 from tests.kit.servers import serving
@@ -39,37 +41,33 @@ def assert_limited(response: httpx.Response, limit: int) -> None:
 
 # -- the counter --------------------------------------------------------------------------
 
-class Clock:
-    def __init__(self) -> None:
-        self.ms = 5_000_000
-
-    def __call__(self) -> int:
-        return self.ms
+def at_ms(epoch_ms: int) -> ManualClock:
+    return ManualClock(datetime.fromtimestamp(epoch_ms / 1000, timezone.utc))
 
 
 @pytest.mark.anyio
 async def test_a_window_counts_hits_per_key_and_the_next_one_starts_again(libsql) -> None:
-    clock = Clock()
-    windows = RateWindows(libsql, clock_ms=clock)
+    clock = at_ms(5_000_000)
+    windows = RateWindows(libsql, clock=clock)
     assert [(await windows.hit("a", 2, 1000)).allowed for _ in range(3)] == [True, True, False]
     assert (await windows.hit("b", 2, 1000)).allowed  # keys are counted apart
     # Another process (its own counter object) counts in the same rows.
-    assert not (await RateWindows(libsql, clock_ms=clock).hit("b", 1, 1000)).allowed
-    clock.ms += 999
+    assert not (await RateWindows(libsql, clock=clock).hit("b", 1, 1000)).allowed
+    clock.advance(milliseconds=999)
     refused = await windows.hit("a", 2, 1000)
     assert not refused.allowed and refused.count == 4 and refused.window_end_ms == 5_001_000
-    clock.ms += 1  # a's window has ended: the next hit opens a new one
+    clock.advance(milliseconds=1)  # a's window has ended: the next hit opens a new one
     fresh = await windows.hit("a", 2, 1000)
     assert fresh.allowed and fresh.count == 1 and fresh.window_end_ms == 5_002_000
 
 
 @pytest.mark.anyio
 async def test_rows_of_ended_windows_are_swept(libsql) -> None:
-    clock = Clock()
-    windows = RateWindows(libsql, clock_ms=clock)
+    clock = at_ms(5_000_000)
+    windows = RateWindows(libsql, clock=clock)
     for key in ("a", "b", "c"):
         await windows.hit(key, 5, 1000)
-    clock.ms += 5000
+    clock.advance(milliseconds=5000)
     await windows.hit("d", 5, 1000)
     assert [tuple(row) for row in await libsql.fetch_all("SELECT key FROM rate_windows")] == [("d",)]
 

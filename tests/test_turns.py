@@ -15,11 +15,13 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 
 import httpx
 import pytest
 
+from dev_server.kernel.clock import ManualClock
 from dev_server.storage.leases import ThreadLeases
 from dev_server.storage.libsql import LibSQLStore
 from tests.support import pinned_clients, sqlite_rows, user_message
@@ -154,21 +156,17 @@ def wait_for_rows(db: Path, thread_id: str, count: int, timeout: float = 30.0) -
 # -- the lease table ----------------------------------------------------------------------
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.ms = 1_000_000
-
-    def __call__(self) -> int:
-        return self.ms
+def at_ms(epoch_ms: int) -> ManualClock:
+    return ManualClock(datetime.fromtimestamp(epoch_ms / 1000, timezone.utc))
 
 
 @pytest.fixture
 async def leases_and_clock(tmp_path: Path):
     store = LibSQLStore(f"file:{tmp_path / 'leases.db'}")
     await store.open()
-    clock = Clock()
+    clock = at_ms(1_000_000)
     try:
-        yield ThreadLeases(store, clock_ms=clock), clock
+        yield ThreadLeases(store, clock=clock), clock
     finally:
         await store.close()
 
@@ -190,9 +188,9 @@ async def test_a_lease_is_exclusive_until_released_or_expired(leases_and_clock) 
 async def test_an_expired_lease_is_taken_over_and_its_holder_loses_it(leases_and_clock) -> None:
     leases, clock = leases_and_clock
     assert await leases.try_acquire("t", "killed", ttl_s=5)
-    clock.ms += 4_999
+    clock.advance(milliseconds=4_999)
     assert not await leases.try_acquire("t", "next", ttl_s=5)
-    clock.ms += 1
+    clock.advance(milliseconds=1)
     assert await leases.try_acquire("t", "next", ttl_s=5)  # expired: taken over
     assert not await leases.renew("t", "killed", ttl_s=5)  # the old holder cannot renew it back
     assert (await leases.current("t")).holder == "next"

@@ -43,7 +43,7 @@ from dev_server.kernel.processors import InputProcessor, OutputProcessor, ReplyC
 from dev_server.kernel.tools import Tool, ToolOutcome
 from dev_server.agents.registry import AgentRegistry, RegisteredAgent
 from dev_server.agents.replay import reply_events
-from dev_server.kernel.clock import now_iso
+from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso
 from dev_server.kernel.model import Finish, LLMClient, ResolvedModel, ToolCall
 from dev_server.llm import ModelProviderError
 from dev_server.llm.content import for_trace
@@ -126,8 +126,9 @@ class Turn:
 
 class TurnRunner:
     def __init__(self, llm: LLMClient, tracer: trace.Tracer | None = None,
-                 agents: AgentRegistry | None = None) -> None:
+                 agents: AgentRegistry | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.llm = llm
+        self.clock = clock  # stamps the replies
         self.tracer = tracer or trace.NoOpTracer()
         self.agents = agents  # what tools may ask (``ask``); None: no agent as tool
 
@@ -352,7 +353,7 @@ class TurnRunner:
     def _reply(self, turn: Turn, metadata: dict[str, Any]) -> Message:
         thread = turn.thread or Thread("", "")
         return assistant_message(turn.reply_id, thread.id, turn.resource_id or thread.resource_id,
-                                 turn.reply.snapshot(), now_iso(), metadata)
+                                 turn.reply.snapshot(), now_iso(self.clock), metadata)
 
 
 def _continue_reply(turn: Turn, reply: Message) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from dev_server.kernel.events import DataPart
 from dev_server.kernel.loop import ReplyParts
 from dev_server.agents.registry import AgentRegistry
-from dev_server.kernel.clock import now_iso
+from dev_server.kernel.clock import Clock, now_iso
 from dev_server.kernel.convert import assistant_message
 from dev_server.kernel.messages import Message
 from dev_server.storage.stream_log import Chunk, StreamLog, StreamRow
@@ -28,8 +28,8 @@ from dev_server.storage.stream_log import Chunk, StreamLog, StreamRow
 log = logging.getLogger(__name__)
 
 
-def reply_from_frames(row: StreamRow, chunks: list[Chunk]) -> Message | None:
-    """The reply a stream's frames describe, or None when they hold nothing it generated."""
+def reply_from_frames(row: StreamRow, chunks: list[Chunk], clock: Clock) -> Message | None:
+    """The reply a stream's frames describe (stamped by ``clock``), or None when they hold nothing it generated."""
     reply_id, metadata = None, {}
     parts = ReplyParts()
     tools: dict[str, dict[str, Any]] = {}
@@ -62,7 +62,7 @@ def reply_from_frames(row: StreamRow, chunks: list[Chunk]) -> Message | None:
     if reply_id is None or parts.empty or row.thread_id is None:
         return None
     metadata.update(interrupted=True, salvaged=True, answers=row.message_id)
-    return assistant_message(reply_id, row.thread_id, row.resource_id, parts.snapshot(), now_iso(), metadata)
+    return assistant_message(reply_id, row.thread_id, row.resource_id, parts.snapshot(), now_iso(clock), metadata)
 
 
 async def salvage_dead_streams(stream_log: StreamLog, agents: AgentRegistry) -> int:
@@ -73,7 +73,7 @@ async def salvage_dead_streams(stream_log: StreamLog, agents: AgentRegistry) -> 
         if agent is None or agent.memory is None or row.thread_id is None or row.message_id is None:
             continue
         try:
-            reply = reply_from_frames(row, await stream_log.all_chunks(row.stream_id))
+            reply = reply_from_frames(row, await stream_log.all_chunks(row.stream_id), stream_log.clock)
             if reply is not None and await agent.memory.salvage_reply(row.thread_id, reply, row.message_id):
                 stored += 1
                 log.info("rebuilt the reply %s of thread %s from its recorded stream", reply.id, row.thread_id)

@@ -132,6 +132,7 @@ class TurnStarter:
     def __init__(self, runner: TurnRunner, leases: ThreadLeases, *, wait_s: float, lease_s: float,
                  checkpoint_every_s: float) -> None:
         self.runner = runner
+        self.clock = runner.clock  # stamps the turn's input
         self.leases = leases
         self.wait_s = wait_s
         self.lease_s = lease_s
@@ -192,7 +193,7 @@ class TurnStarter:
         try:
             await self._take_lease(thread_id, holder, deadline, before_waiting=check_owner_once)
             renewal = asyncio.create_task(self._renew(thread_id, holder))
-            for message, stamp in zip(incoming, spaced_iso(len(incoming))):
+            for message, stamp in zip(incoming, spaced_iso(len(incoming), self.clock)):
                 message.created_at = stamp  # stored after the previous reply, so stamped now
             turn = await self.runner.prepare(agent, thread_id=thread_id, resource_id=resource_id,
                                              incoming=incoming, client_context=[], run_id=run_id,

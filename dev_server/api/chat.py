@@ -35,7 +35,7 @@ from dev_server.agents.turns import LiveTurn, TurnStarter
 from dev_server.api.chat_request import MAX_CONVERSATION_ID, ChatRequest
 from dev_server.api.deps import AgentDep, AgentsDep, ForcedResource, LimitTurns, RecordingDep, StreamLogDep, TurnsDep
 from dev_server.api.resume import parse_last_event_id, replay, resume
-from dev_server.kernel.clock import spaced_iso
+from dev_server.kernel.clock import Clock, spaced_iso
 from dev_server.errors import NotFound, upstream
 from dev_server.kernel.model import Finish, ReasoningDelta, TextDelta, ToolCallDelta
 from dev_server.llm import ModelProviderError
@@ -111,7 +111,7 @@ async def _chat(body: ChatRequest, agent: RegisteredAgent, turns: TurnStarter, f
         when_busy = partial(_resume_if_running, recording, thread_id, body.messages[-1].id)
     try:
         live = await turns.start(agent, thread_id=thread_id, resource_id=resource,
-                                 incoming=_incoming(body, thread_id or "", resource), intent=intent,
+                                 incoming=_incoming(body, thread_id or "", resource, turns.clock), intent=intent,
                                  when_busy=when_busy)
     except ThreadNotOwned:
         raise NotFound("Thread not found") from None
@@ -153,9 +153,9 @@ def _chat_key(chat_id: str | None) -> str | None:
     return chat_id
 
 
-def _incoming(body: ChatRequest, thread_id: str, resource: str) -> list[Message]:
+def _incoming(body: ChatRequest, thread_id: str, resource: str, clock: Clock) -> list[Message]:
     return [ui_to_stored(m.model_dump(exclude_none=True), thread_id, resource, stamp)
-            for m, stamp in zip(body.messages, spaced_iso(len(body.messages)))]
+            for m, stamp in zip(body.messages, spaced_iso(len(body.messages), clock))]
 
 
 async def _frames(live: LiveTurn) -> AsyncGenerator[ServerSentEvent, None]:

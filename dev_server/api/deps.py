@@ -83,12 +83,13 @@ class Services:
 
     def __post_init__(self) -> None:
         limit = self.settings.turn_rate_limit
-        self.turn_limit = (TurnLimit(RateWindows(self.conversations.db), limit, self.settings.turn_rate_window_s)
+        self.turn_limit = (TurnLimit(RateWindows(self.conversations.db, clock=self.conversations.clock), limit, self.settings.turn_rate_window_s)
                            if limit else None)
         self.stream_log = StreamLog(self.conversations.db, retention_ms=int(self.settings.stream_retention_s * 1000),
-                                    dead_after_ms=int(self.settings.stream_dead_after_s * 1000))
+                                    dead_after_ms=int(self.settings.stream_dead_after_s * 1000),
+                                    clock=self.conversations.clock)
         self.recording = StreamRecording(self.stream_log) if self.settings.stream_resume else None
-        self.turns = TurnStarter(self.runner, ThreadLeases(self.conversations.db), wait_s=self.settings.turn_wait_s,
+        self.turns = TurnStarter(self.runner, ThreadLeases(self.conversations.db, clock=self.conversations.clock), wait_s=self.settings.turn_wait_s,
                                  lease_s=self.settings.turn_lease_s,
                                  checkpoint_every_s=self.settings.checkpoint_interval_s)
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from collections.abc import AsyncIterator
-from typing import Any, Literal, Protocol
-
-FinishReason = Literal["stop", "length", "content-filter", "tool-calls", "error", "other"]
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 model (``dev_server.llm.local_observer``, ``local_reflector``, ``local_working_memory``) looks for.
 
 Observational Memory's prompts (``dev_server.om.prompting.prompts``, the extractors of
-``dev_server.om.extraction.extractors``) and working memory's system message
+``dev_server.om.options.extractors``) and working memory's system message
 (``dev_server.memory.working_document``) are written above the model port; the local model
 answers them from below it. What both sides must spell the same way lives here, so that
 neither imports the other: the observer's and reflector's identities and headings, the

@@ -27,7 +27,7 @@ holding that thread's hint and extractor sections (its prior values read from it
 ``<thread id>`` block of the prior metadata); the sections the prompt calls shared are
 written once, after ``</observations>``, from every thread's statements.
 
-Extractors (``dev_server.om.extraction.extractors``): for every other ``<slug>`` section its system prompt
+Extractors (``dev_server.om.options.extractors``): for every other ``<slug>`` section its system prompt
 describes, the observer writes ``<slug>run N: "<last user text>"</slug>``, N being one more
 than the N of the prior value it was shown (so a test sees that the previous extraction
 reached the next run); for ``<working-memory>`` the prior document plus one ``- <text>`` line

@@ -266,8 +266,8 @@ class Memory:
         if self.options.om is None:
             return None
         if self._om_engine is None or self._om_engine.options is not self.options.om:
-            self._om_engine = ObservationEngine(self.options.om, om_record_store(self.store.db), self,
-                                                ask=ModelChoiceCaller(self.options.om),
+            self._om_engine = ObservationEngine(self.options.om, om_record_store(self.store.db, clock=self.store.clock),
+                                                self, ask=ModelChoiceCaller(self.options.om),
                                                 hooks=HookedCycles(self.options.om.hooks))
             self._om_buffering = Buffering(self._om_engine, self.background, self.store)
         return self._om_engine

@@ -32,7 +32,7 @@ from typing import Any
 
 from dev_server.kernel.events import DataPart
 from dev_server.kernel.processors import SpanOpener, no_span
-from dev_server.kernel.clock import now_iso
+from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso
 from dev_server.kernel.model import LLMClient, ResolvedModel
 from dev_server.llm import LiteLLMClient
 from dev_server.om.options.config import ObservationalMemoryOptions, observational_memory_options
@@ -41,13 +41,13 @@ from dev_server.om.engine.cycle_hooks import HookedCycles
 from dev_server.om.engine.model_calls import ModelChoiceCaller
 from dev_server.om.engine.observation_engine import ObservationEngine
 from dev_server.om.engine.flags import STALE_FLAG_S
-from dev_server.om.engine.hooks import current_trigger
+from dev_server.om.options.hooks import current_trigger
 from dev_server.om.engine.resource import observe_resource, other_threads
 from dev_server.om.tokens.counting import count_messages
 from dev_server.om.engine.window import unobserved
 from dev_server.storage.conversations import ConversationStore
 from dev_server.kernel.messages import Message
-from dev_server.storage.om_records import OMRecord, OMRecordStore, thread_om
+from dev_server.storage.om_records import OMRecord, thread_om
 from dev_server.om.engine.record_store import om_record_store
 
 
@@ -151,7 +151,8 @@ async def reflect(engine: ObservationEngine, store: ConversationStore, llm: LLMC
         current_trigger.reset(token)
 
 
-def as_message(item: Message | dict[str, Any], thread_id: str, resource_id: str) -> Message:
+def as_message(item: Message | dict[str, Any], thread_id: str, resource_id: str, *,
+               clock: Clock = SYSTEM_CLOCK) -> Message:
     """A message given to the standalone API: a ``Message``, or ``{role, content, id?, createdAt?}``
     with ``content`` a string or Mastra's ``{parts: [...]}``."""
     if isinstance(item, Message):
@@ -160,7 +161,7 @@ def as_message(item: Message | dict[str, Any], thread_id: str, resource_id: str)
     if isinstance(content, str):
         content = {"format": 2, "parts": [{"type": "text", "text": content}]}
     return Message(str(item.get("id") or uuid.uuid4()), thread_id, resource_id, str(item.get("role", "user")),
-                   content, str(item.get("createdAt") or now_iso()))
+                   content, str(item.get("createdAt") or now_iso(clock)))
 
 
 class ObservationalMemory:
@@ -183,8 +184,8 @@ class ObservationalMemory:
         self.store = store
         self.options = parsed
         self.llm = llm or LiteLLMClient()
-        self.engine = ObservationEngine(parsed, om_record_store(store.db), ask=ModelChoiceCaller(parsed),
-                                        hooks=HookedCycles(parsed.hooks))
+        self.engine = ObservationEngine(parsed, om_record_store(store.db, clock=store.clock),
+                                        ask=ModelChoiceCaller(parsed), hooks=HookedCycles(parsed.hooks))
 
     async def _agent_model(self) -> ResolvedModel:
         # "the agent's model" for the default choice: there is no agent, so Mastra's default id
@@ -193,7 +194,8 @@ class ObservationalMemory:
 
     async def observe(self, thread_id: str, resource_id: str, *,
                       messages: Sequence[Message | dict[str, Any]] | None = None) -> ManualResult:
-        given = None if messages is None else [as_message(m, thread_id, resource_id) for m in messages]
+        given = None if messages is None else [as_message(m, thread_id, resource_id, clock=self.store.clock)
+                                          for m in messages]
         return await observe(self.engine, self.store, self.llm, await self._agent_model(), thread_id=thread_id,
                              resource_id=resource_id, messages=given)
 

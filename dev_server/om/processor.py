@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from dev_server.kernel.events import DataPart
 from dev_server.kernel.processors import ReplyContext, StepContext
 from dev_server.kernel.tools import Tool
-from dev_server.kernel.clock import now_iso
+from dev_server.kernel.clock import epoch_ms, now_iso
 from dev_server.kernel.convert import to_model_messages
 from dev_server.om.engine.activation import Activation, Trigger, activate, interval_crossed, projected_removal
 from dev_server.om.engine.buffering import Buffering, PartSink, buffer_candidates, safe_prefix
@@ -47,14 +47,14 @@ from dev_server.om.options.config import IdleSetting
 from dev_server.om.prompting.context import build_context_system_messages, continuation_model_message, other_conversations_message
 from dev_server.om.engine.cycle_hooks import cycle_run
 from dev_server.om.engine.observation_engine import CycleContext, ObservationEngine as ObservationalMemory
-from dev_server.om.extraction.extractors import read_path, shown
+from dev_server.om.options.extractors import read_path, shown
 from dev_server.om.engine.flags import clear_stale, flag_live
 from dev_server.om.engine.idle import cold_cache, last_assistant
 from dev_server.om.engine.parts import status_part
 from dev_server.om.retrieval.recall_tool import Recall
 from dev_server.om.engine.resource import observe_resource, other_conversations, other_threads, other_tokens
 from dev_server.om.retrieval.instructions import retrieval_instructions
-from dev_server.om.engine.temporal import gap_marker, is_gap_marker, now_ms
+from dev_server.om.engine.temporal import gap_marker, is_gap_marker
 from dev_server.om.tokens.counting import count_message, count_messages
 from dev_server.om.engine.window import drop_observed, has_incomplete_tool_calls, unobserved
 from dev_server.kernel.messages import Message
@@ -124,7 +124,7 @@ class ObservationalMemoryStep:
             step.window = view.messages
             retrieval = self.engine.options.retrieval
             view.system = [{"role": "system", "content": text} for text in observation_messages(
-                view.record.active_observations, datetime.now().astimezone().date(),
+                view.record.active_observations, self.engine.records.clock.now().astimezone().date(),
                 view.hints.get("currentTask"), view.hints.get("suggestedResponse"), view.others,
                 retrieval_instructions(retrieval) if retrieval else None,
                 retrieval is not None and retrieval.scope == "resource", self._extracted(view.hints))]
@@ -247,13 +247,13 @@ class ObservationalMemoryStep:
         boundary = record.last_buffered_at_tokens
         if boundary > 0 and pending < 0.5 * boundary:  # a stale boundary (the window shrank meanwhile)
             boundary = 0
-        if flag_live(record.is_buffering_observation) or not interval_crossed(pending, boundary, threshold,
+        if flag_live(record.is_buffering_observation, clock=records.clock) or not interval_crossed(pending, boundary, threshold,
                                                                              buffer_tokens):
             return
         await records.set_buffer_boundary(record.id, pending)
         record.last_buffered_at_tokens = pending
         if await self.buffering.start_observation(ctx, record, safe_prefix(buffer_candidates(messages, record)), sink):
-            record.is_buffering_observation = now_iso()  # this turn's status shows it running
+            record.is_buffering_observation = now_iso(records.clock)  # this turn's status shows it running
 
     async def _activation_trigger(self, step: StepContext, record: OMRecord, messages: list[Message],
                                   pending: int) -> Trigger | None:
@@ -275,7 +275,8 @@ class ObservationalMemoryStep:
         if "om-last-reply" not in step.state:
             step.state["om-last-reply"] = last_assistant(messages) or await self._last_reply(step)
         last = step.state["om-last-reply"]
-        return cold_cache(step.model, last, idle, on_provider_change, now_ms()) if last is not None else None
+        return cold_cache(step.model, last, idle, on_provider_change,
+                          epoch_ms(self.engine.records.clock)) if last is not None else None
 
     async def _last_reply(self, step: StepContext) -> Message | None:
         assert step.thread is not None
@@ -384,7 +385,7 @@ class BufferOnIdle:
         if done.failed or done.interrupted or done.llm is None or done.model is None:
             return
         record = await self.engine.records.active(self.engine.key(done.thread.id, done.thread.resource_id))
-        if record is None or flag_live(record.is_buffering_observation):
+        if record is None or flag_live(record.is_buffering_observation, clock=self.engine.records.clock):
             return
         stored = await self.memory.store.messages_since(done.thread.id, record.last_observed_at)
         candidates = safe_prefix(buffer_candidates(unobserved([*stored, done.reply], record), record))

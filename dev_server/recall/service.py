@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from dev_server.kernel.clock import SYSTEM_CLOCK, Clock
 from dev_server.llm.embeddings import Embedder, describe
 from dev_server.recall.hits import SemanticHit, SemanticSearchUnavailable
 from dev_server.storage.message_vectors import VectorIndex, message_seqs, messages_by_seq
@@ -39,13 +40,13 @@ class SemanticIndex:
     embedder in the background (that may import litellm), so start-up does not wait."""
 
     def __init__(self, db: LibSQLStore, embedder: Embedder | Callable[[], Awaitable[Embedder]], *,
-                 poll_s: float = POLL_S, requested: str | None = None) -> None:
+                 poll_s: float = POLL_S, requested: str | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.db = db
         self.requested = requested  # the configured Mastra id (the local embedder may stand in for it)
         self._factory = embedder if callable(embedder) and not hasattr(embedder, "embed") else None
         self.embedder: Embedder | None = None if self._factory is not None else embedder  # type: ignore[assignment]
         self.poll_s = poll_s
-        self.index = VectorIndex(db)
+        self.index = VectorIndex(db, clock=clock)
         self.cache = VectorCache(self.index)
         self.indexer: Indexer | None = None
         self.queries = QueryStats()

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from dev_server.kernel.clock import now_iso
+from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso
 from dev_server.storage import message_writes as writes
 from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.conversation_records import (MessageNotVisible, ThreadExists, ThreadNotVisible,
@@ -54,8 +54,9 @@ _MESSAGE_SELECT = "SELECT seq, id, thread_id, resource_id, role, type, content, 
 
 
 class ConversationStore:
-    def __init__(self, db: LibSQLStore) -> None:
+    def __init__(self, db: LibSQLStore, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.db = db
+        self.clock = clock  # what the stores and features built on this one read the time from
 
     # -- threads -------------------------------------------------------------------------
 
@@ -70,7 +71,8 @@ class ConversationStore:
         The caller checks ownership: an existing thread keeps its own resource.
         """
         new = Thread(thread_id, resource_id, title, metadata, agent_id=agent_id)
-        stored = await self.db.run_write(lambda conn: writes.ensure_threads(conn, [new]))
+        now = now_iso(self.clock)
+        stored = await self.db.run_write(lambda conn: writes.ensure_threads(conn, [new], now))
         return thread_from_row(stored[thread_id])
 
     async def save_thread(self, thread: Thread, *, unless_owned_by_other_than: str | None = None) -> Thread:
@@ -78,7 +80,7 @@ class ConversationStore:
         its ``created_at``); returns it as stored. With ``unless_owned_by_other_than``, an
         existing thread of another resource is left alone and ``ThreadExists`` raised: one
         statement, so no other write comes between the check and the write."""
-        now = now_iso()
+        now = now_iso(self.clock)
         owner = unless_owned_by_other_than
         params = (thread.id, thread.resource_id, thread.title, writes.json_or_null(thread.metadata),
                   thread.created_at or now, now, thread.agent_id, owner, owner)
@@ -100,7 +102,7 @@ class ConversationStore:
                             metadata: dict[str, Any] | None = None,
                             resource_id: str | None = None) -> Thread | None:
         """Change the given fields; returns the thread as stored (None if it does not exist)."""
-        sets, params = ["updated_at = ?"], [now_iso()]
+        sets, params = ["updated_at = ?"], [now_iso(self.clock)]
         for column, value in (("title", title), ("resource_id", resource_id)):
             if value is not None:
                 sets.append(f"{column} = ?")
@@ -171,8 +173,10 @@ class ConversationStore:
         thread as stored and the plan's writes; ``append`` holds only the ids inserted.
 
         ``plan`` runs on the writer thread, inside the transaction: plain code, no awaits."""
+        now = now_iso(self.clock)
+
         def work(conn: sqlite3.Connection) -> tuple[Thread, TurnWrites]:
-            stored = thread_from_row(writes.ensure_threads(conn, [thread])[thread.id])
+            stored = thread_from_row(writes.ensure_threads(conn, [thread], now)[thread.id])
             ids = [m.id for m in incoming]
             found = writes.locate(conn, ids + [f"{i}@{thread.id}" for i in ids])
 
@@ -194,9 +198,10 @@ class ConversationStore:
         message id stored under another resource (``MessageNotVisible``) writes nothing."""
         owner_of = {t.id: t.resource_id for t in threads}
         target = {m.id: owner_of[m.thread_id] for m in messages}
+        now = now_iso(self.clock)
 
         def work(conn: sqlite3.Connection) -> None:
-            stored = writes.ensure_threads(conn, threads)
+            stored = writes.ensure_threads(conn, threads, now)
             for thread in threads:
                 if stored[thread.id]["resource_id"] != thread.resource_id:
                     raise ThreadNotVisible(thread.id)
@@ -341,7 +346,7 @@ class ConversationStore:
     async def clone_thread(self, source: Thread, new_thread: Thread, message_limit: int | None) -> list[Message]:
         """Copy a thread and its newest ``message_limit`` messages (all when None) under new
         ids, in one transaction; ``ThreadExists`` if the new id is taken."""
-        now = now_iso()
+        now = now_iso(self.clock)
         new_thread.created_at = new_thread.updated_at = now
         sql = f"{_MESSAGE_SELECT} WHERE thread_id = ? ORDER BY created_at DESC, seq DESC"
         params: list[Any] = [source.id]
@@ -375,7 +380,7 @@ class ConversationStore:
 
     async def set_working_memory(self, text: str, *, thread_id: str | None = None,
                                  resource_id: str | None = None) -> None:
-        now = now_iso()
+        now = now_iso(self.clock)
         await self.db.run_write(lambda conn: _put_working_memory(conn, text, now, thread_id, resource_id))
 
     async def change_working_memory(self, change: Callable[[str | None], str], *, thread_id: str | None = None,
@@ -384,7 +389,7 @@ class ConversationStore:
         (``BEGIN IMMEDIATE``: the lock is taken before the read), so two concurrent merges
         (two threads of one resource, or two processes) both land. ``change`` runs on the
         writer thread: plain code."""
-        now = now_iso()
+        now = now_iso(self.clock)
 
         def work(conn: sqlite3.Connection) -> str:
             table, key = ("threads", thread_id) if thread_id is not None else ("resources", resource_id)

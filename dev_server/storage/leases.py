@@ -18,10 +18,9 @@ is injectable so tests can expire a lease without sleeping.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, epoch_ms
 from dev_server.storage.libsql import LibSQLStore
 
 
@@ -33,14 +32,13 @@ class Lease:
     expires_at: int
 
 
-def _epoch_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class ThreadLeases:
-    def __init__(self, db: LibSQLStore, *, clock_ms: Callable[[], int] = _epoch_ms) -> None:
+    def __init__(self, db: LibSQLStore, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.db = db
-        self.clock_ms = clock_ms
+        self.clock = clock
+
+    def clock_ms(self) -> int:
+        return epoch_ms(self.clock)
 
     async def try_acquire(self, thread_id: str, holder: str, ttl_s: float) -> bool:
         now = self.clock_ms()

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from dev_server.kernel.clock import SYSTEM_CLOCK, Clock
 from dev_server.paths import migrations_dir
 from dev_server.kernel.messages import Message
 from dev_server.storage.conversation_records import decode_content, message_from_row
@@ -65,8 +65,9 @@ def text_hash(text: str) -> str:
 
 
 class VectorIndex:
-    def __init__(self, db: LibSQLStore) -> None:
+    def __init__(self, db: LibSQLStore, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.db = db
+        self.clock = clock  # the queue's claim leases and retry times
 
     # -- upkeep --------------------------------------------------------------------------
 
@@ -111,14 +112,14 @@ class VectorIndex:
         row = await self.db.fetch_one("SELECT min(not_before) FROM embedding_queue")
         if row is None or row[0] is None:
             return None
-        return max(0.0, row[0] - time.time())
+        return max(0.0, row[0] - self.clock.time())
 
     # -- the indexer's side ----------------------------------------------------------------
 
     async def claim(self, limit: int, lease_s: float) -> list[Claimed]:
         """Take up to ``limit`` due messages, newest first (recent talk is recalled soonest),
         for ``lease_s`` seconds; another process skips them meanwhile."""
-        now = time.time()
+        now = self.clock.time()
 
         def work(conn: sqlite3.Connection) -> list[Any]:
             rows = conn.execute(
@@ -194,7 +195,7 @@ class VectorIndex:
 
     async def retry_later(self, claimed: Sequence[Claimed], delay_s: float) -> None:
         """The embedder failed: back to the queue, due after ``delay_s``; nothing is dropped."""
-        due = time.time() + delay_s
+        due = self.clock.time() + delay_s
         await self.db.run_write(lambda conn: conn.executemany(
             "UPDATE embedding_queue SET attempts = attempts + 1, not_before = ? WHERE message_seq = ?",
             [(due, c.seq) for c in claimed]))

@@ -16,7 +16,6 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from dev_server.kernel.clock import now_iso
 from dev_server.kernel.json_text import Encoder
 
 _INSERT_BATCH = 500  # 7 parameters a row: 3,500 a statement, well under SQLite's 32,766 limit
@@ -43,9 +42,8 @@ def json_or_null(value: dict[str, Any] | None) -> str | None:
     return None if value is None else stored_json(value)
 
 
-def ensure_threads(conn: sqlite3.Connection, threads: Sequence[Any]) -> dict[str, Any]:
-    """Create the threads that do not exist yet; returns every one of them as stored, by id."""
-    now = now_iso()
+def ensure_threads(conn: sqlite3.Connection, threads: Sequence[Any], now: str) -> dict[str, Any]:
+    """Create the threads that do not exist yet (stamped ``now``); returns every one of them as stored, by id."""
     conn.executemany(
         "INSERT OR IGNORE INTO threads (id, resource_id, title, metadata, created_at, updated_at, agent_id)"
         " VALUES (?, ?, ?, ?, ?, ?, ?)",

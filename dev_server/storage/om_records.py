@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
-from dev_server.kernel.clock import now_iso, parse_iso, to_iso
+from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso, parse_iso, to_iso
 from dev_server.storage.libsql import LibSQLStore
 from dev_server.storage.message_writes import stored_json
 
@@ -123,9 +123,10 @@ class LogRules:
 
 
 class OMRecordStore:
-    def __init__(self, db: LibSQLStore, rules: LogRules) -> None:
+    def __init__(self, db: LibSQLStore, rules: LogRules, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.rules = rules
         self.db = db
+        self.clock = clock
 
     async def active(self, key: str) -> OMRecord | None:
         row = await self.db.fetch_one(f"{_SELECT} WHERE lookup_key = ? ORDER BY generation_count DESC LIMIT 1",
@@ -150,7 +151,7 @@ class OMRecordStore:
                          timezone: str | None) -> OMRecord:
         """The active record, or generation 0 created now (``originType: initial``)."""
         key = lookup_key(thread_id if scope == "thread" else None, resource_id)
-        now = now_iso()
+        now = now_iso(self.clock)
 
         def work(conn: sqlite3.Connection) -> sqlite3.Row:
             conn.execute(
@@ -185,7 +186,7 @@ class OMRecordStore:
                 " total_tokens_observed = total_tokens_observed + ?, pending_message_tokens = 0,"
                 " buffered_observation_chunks = ?, updated_at = ? WHERE id = ? RETURNING *",
                 (observations, token_count, last_observed_at, stored_json(merged), tokens_observed,
-                 stored_json(kept) if kept else None, now_iso(), record_id)).fetchone()
+                 stored_json(kept) if kept else None, now_iso(self.clock), record_id)).fetchone()
 
         return _record(await self.db.run_write(work))
 
@@ -194,7 +195,7 @@ class OMRecordStore:
         """The next generation (``originType: reflection``) holding the reflector's log; the
         cursor and the totals carry over, observed ids and buffering state start empty."""
         return _record(await self.db.run_write(
-            lambda conn: _insert_generation(conn, previous.id, observations, token_count)))
+            lambda conn: _insert_generation(conn, previous.id, observations, token_count, now_iso(self.clock))))
 
     # -- async buffering (2.4-2.6) -----------------------------------------------------
 
@@ -218,7 +219,7 @@ class OMRecordStore:
             return conn.execute(
                 "UPDATE mastra_observational_memory SET buffered_observation_chunks = ?, last_buffered_at_time = ?,"
                 " last_buffered_at_tokens = ?, updated_at = ? WHERE id = ? RETURNING *",
-                (stored_json([*chunks, chunk]), chunk["lastObservedAt"], chunk["messageTokens"], now_iso(),
+                (stored_json([*chunks, chunk]), chunk["lastObservedAt"], chunk["messageTokens"], now_iso(self.clock),
                  record_id)).fetchone()
 
         row = await self.db.run_write(work)
@@ -254,7 +255,7 @@ class OMRecordStore:
                 " last_observed_at = ?, total_tokens_observed = total_tokens_observed + ?, updated_at = ?"
                 " WHERE id = ? RETURNING *",
                 (merged, observation_tokens, sum(int(c.get("messageTokens") or 0) for c in chosen),
-                 stored_json(rest) if rest else None, last, observation_tokens, now_iso(), record_id)).fetchone()
+                 stored_json(rest) if rest else None, last, observation_tokens, now_iso(self.clock), record_id)).fetchone()
 
         row = await self.db.run_write(work)
         return _record(row) if row else None
@@ -271,7 +272,7 @@ class OMRecordStore:
                 " buffered_reflection_tokens = coalesce(buffered_reflection_tokens, 0) + ?,"
                 " buffered_reflection_input_tokens = coalesce(buffered_reflection_input_tokens, 0) + ?,"
                 " reflected_observation_line_count = ?, updated_at = ? WHERE id = ? RETURNING *",
-                (reflection, reflection, tokens, input_tokens, line_count, now_iso(), record_id)).fetchone()
+                (reflection, reflection, tokens, input_tokens, line_count, now_iso(self.clock), record_id)).fetchone()
 
         row = await self.db.run_write(work)
         return _record(row) if row else None
@@ -281,6 +282,8 @@ class OMRecordStore:
         ``reflection + the log's remaining lines``, the old row's buffered fields are
         cleared. One transaction that checks the row is still the active one and still has
         a buffered reflection (a second process gets None). Returns (old, new)."""
+        now = now_iso(self.clock)
+
         def work(conn: sqlite3.Connection) -> tuple[sqlite3.Row, sqlite3.Row] | None:
             row = conn.execute(f"{_SELECT} WHERE id = ?", (record_id,)).fetchone()
             if row is None or not row["buffered_reflection"]:
@@ -290,11 +293,11 @@ class OMRecordStore:
             lines = (row["active_observations"] or "").split("\n")
             tail = "\n".join(lines[row["reflected_observation_line_count"] or 0:]).strip()
             text = f"{row['buffered_reflection']}\n\n{tail}" if tail else row["buffered_reflection"]
-            new = _insert_generation(conn, record_id, text, self.rules.count_tokens(text))
+            new = _insert_generation(conn, record_id, text, self.rules.count_tokens(text), now)
             old = conn.execute(
                 "UPDATE mastra_observational_memory SET buffered_reflection = NULL, buffered_reflection_tokens = NULL,"
                 " buffered_reflection_input_tokens = NULL, reflected_observation_line_count = NULL,"
-                " updated_at = ? WHERE id = ? RETURNING *", (now_iso(), record_id)).fetchone()
+                " updated_at = ? WHERE id = ? RETURNING *", (now, record_id)).fetchone()
             return old, new
 
         rows = await self.db.run_write(work)
@@ -333,7 +336,7 @@ class OMRecordStore:
         """Set ``flag`` unless a live holder has it; True when this caller now holds it."""
         if flag not in _FLAGS:
             raise ValueError(flag)
-        now = now_iso()
+        now = now_iso(self.clock)
         stale = to_iso(parse_iso(now) - timedelta(seconds=stale_after_s))
         return await self.db.run_write(lambda conn: conn.execute(
             f"UPDATE mastra_observational_memory SET {flag} = ? WHERE id = ? AND ({flag} IS NULL OR {flag} < ?)",
@@ -345,7 +348,7 @@ class OMRecordStore:
             raise ValueError(flag)
         await self.db.run_write(lambda conn: conn.execute(
             f"UPDATE mastra_observational_memory SET {flag} = ? WHERE id = ? AND {flag} IS NOT NULL",
-            (now_iso(), record_id)))
+            (now_iso(self.clock), record_id)))
 
     async def release_flag(self, record_id: str, flag: Flag) -> None:
         if flag not in _FLAGS:
@@ -398,11 +401,10 @@ def _is_newest(conn: sqlite3.Connection, row: sqlite3.Row) -> bool:
 
 
 def _insert_generation(conn: sqlite3.Connection, previous_id: str, observations: str,
-                       token_count: int) -> sqlite3.Row:
+                       token_count: int, now: str) -> sqlite3.Row:
     """Insert the generation after ``previous_id``; buffered chunks not yet activated carry
     over (their messages are still unobserved), everything else of the buffering state
     starts empty."""
-    now = now_iso()
     return conn.execute(
         "INSERT INTO mastra_observational_memory (id, lookup_key, scope, resource_id, thread_id,"
         " active_observations, origin_type, config, generation_count, last_observed_at,"

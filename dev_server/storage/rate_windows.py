@@ -11,10 +11,9 @@ next window. At most once per window a process also deletes the rows of ended wi
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, epoch_ms
 from dev_server.storage.libsql import LibSQLStore
 
 
@@ -23,10 +22,6 @@ class Hit:
     allowed: bool
     count: int  # hits in this window, this one included
     window_end_ms: int
-
-
-def _epoch_ms() -> int:
-    return int(time.time() * 1000)
 
 
 _COUNT = ("INSERT INTO rate_windows (key, window_end, hits) VALUES (:key, :now + :window, 1)"
@@ -38,10 +33,13 @@ _COUNT = ("INSERT INTO rate_windows (key, window_end, hits) VALUES (:key, :now +
 
 
 class RateWindows:
-    def __init__(self, db: LibSQLStore, *, clock_ms: Callable[[], int] = _epoch_ms) -> None:
+    def __init__(self, db: LibSQLStore, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.db = db
-        self.clock_ms = clock_ms
+        self.clock = clock
         self._next_sweep_ms = 0
+
+    def clock_ms(self) -> int:
+        return epoch_ms(self.clock)
 
     async def hit(self, key: str, limit: int, window_ms: int) -> Hit:
         now = self.clock_ms()

@@ -16,11 +16,11 @@ CASCADE``); the gateway's lifespan calls it periodically, off the chat path. The
 from __future__ import annotations
 
 import sqlite3
-import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, epoch_ms
 from dev_server.storage.libsql import LibSQLStore
 
 ACTIVE, FINISHED = "active", "finished"
@@ -57,17 +57,16 @@ class StreamOwner:
     message_id: str | None = None
 
 
-def _epoch_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class StreamLog:
     def __init__(self, db: LibSQLStore, *, retention_ms: int = DEFAULT_RETENTION_MS,
-                 dead_after_ms: int = DEFAULT_DEAD_AFTER_MS, clock_ms: Callable[[], int] = _epoch_ms) -> None:
+                 dead_after_ms: int = DEFAULT_DEAD_AFTER_MS, clock: Clock = SYSTEM_CLOCK) -> None:
         self.db = db
         self.retention_ms = retention_ms
         self.dead_after_ms = dead_after_ms
-        self.clock_ms = clock_ms
+        self.clock = clock
+
+    def clock_ms(self) -> int:
+        return epoch_ms(self.clock)
 
     @staticmethod
     def new_id() -> str:

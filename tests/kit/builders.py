@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dev_server.storage.conversations import ConversationStore
 from dev_server.kernel.messages import Message, Thread
+from dev_server.storage.conversations import ConversationStore
 from tests.support import user_message
 
 __all__ = ["user_message", "ui_message", "text_part", "file_part", "data_part", "tool_part", "stored_text",

@@ -11,13 +11,13 @@ from pydantic import BaseModel
 
 from dev_server.agents import chat_agent
 from dev_server.agents.definition import AgentDefinition
+from dev_server.kernel.messages import Message
 from dev_server.kernel.model import LLMClient
 from dev_server.llm.scripted import ScriptedModel
 from dev_server.memory.memory import Memory, MemoryOptions
 from dev_server.memory.working_document import WorkingMemoryOptions
 from dev_server.om.engine.cycle_context import CycleContext
 from dev_server.storage.conversations import ConversationStore
-from dev_server.kernel.messages import Message
 from dev_server.storage.libsql import LibSQLStore
 from tests.kit.builders import seed_threads
 

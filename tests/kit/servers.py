@@ -172,7 +172,8 @@ def in_process(role: str, settings: Settings, **app_kwargs: Any) -> AbstractCont
 
 
 @contextmanager
-def serving(role: str, data_dir: Path, env: dict[str, str] | None = None, **app_kwargs: Any) -> Iterator[InProcessServer]:
+def serving(role: str, data_dir: Path, env: dict[str, str] | None = None,
+            **app_kwargs: Any) -> Iterator[InProcessServer]:
     """``create_app`` in this process on ``data_dir`` with the settings ``env`` makes (see
     ``settings_from_env``), yielded once ``/health`` says ``ok`` (its models warm)."""
     with serve(role, data_dir, inprocess=True, env=env, **app_kwargs) as server:

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dev_server.kernel.tools import Tool, client_tool
-from dev_server.kernel.clock import spaced_iso
+from dev_server.kernel.clock import Clock, spaced_iso
 from dev_server.errors import BadRequest, invalid
 from dev_server.kernel.convert import flat_text, ui_part_to_stored
 from dev_server.kernel.messages import Message
@@ -160,10 +160,10 @@ def message_parts(sent: Any, *, ui: bool) -> list[dict[str, Any]]:
     return _checked(to_parts(sent))
 
 
-def input_messages(messages: str | list[Any], thread_id: str, resource_id: str) -> list[Message]:
+def input_messages(messages: str | list[Any], thread_id: str, resource_id: str, clock: Clock) -> list[Message]:
     """Every input message as a stored message, in order, on distinct milliseconds."""
     items = [{"role": "user", "content": messages}] if isinstance(messages, str) else messages
-    stamps = spaced_iso(len(items))
+    stamps = spaced_iso(len(items), clock)
     stored = []
     for index, item in enumerate(items):
         field = f"messages.{index}"

@@ -108,7 +108,7 @@ async def _start_run(turns: TurnStarter, agent: RegisteredAgent, body: AgentRunB
     """A turn from Mastra-shaped input; memory is used only when a thread is named."""
     thread_id = body.memory.thread_id if body.memory else None
     resource_id = _resource(forced, agent, body.memory.resource if body.memory else None)
-    stored = input_messages(body.messages, thread_id or "", resource_id)
+    stored = input_messages(body.messages, thread_id or "", resource_id, turns.clock)
     try:
         return await turns.start(agent, thread_id=thread_id, resource_id=resource_id, incoming=stored,
                                  run_id=body.runId, client_tools=body.client_tools())
@@ -174,7 +174,7 @@ async def generate(body: AgentRunBody, agent: AgentDep, turns: TurnsDep, forced:
     return {
         "text": turn.text, "usage": usage, "totalUsage": usage, "finishReason": reason, **result,
         "warnings": [], "request": {}, "reasoning": [], "reasoningText": None, "sources": [], "files": [],
-        "response": {"id": turn.reply_id, "modelId": turn.model.model_id, "timestamp": now_iso(),
+        "response": {"id": turn.reply_id, "modelId": turn.model.model_id, "timestamp": now_iso(conversations.clock),
                      "modelMetadata": {"modelId": turn.model.model_id, "modelProvider": turn.model.provider},
                      "messages": response_messages(steps)},
         "runId": turn.run_id, "messages": [reply.to_api()] if reply else [], "rememberedMessages": [],
@@ -235,8 +235,8 @@ async def send_message(body: SendMessageBody, agent: AgentDep, hub: SignalsDep, 
             raise NotFound("Thread not found") from None
     key = await _hub_key(conversations, hub, agent, body.threadId, forced)
     run_id = body.runId or str(uuid.uuid4())
-    stored = input_messages([{"role": "user", "content": contents}], body.threadId, resource_id)
-    now = now_iso()
+    stored = input_messages([{"role": "user", "content": contents}], body.threadId, resource_id, turns.clock)
+    now = now_iso(turns.clock)
     signal = {"id": stored[-1].id, "type": "user", "contents": contents, "metadata": metadata,
               "acceptedAt": now, "createdAt": now}
 

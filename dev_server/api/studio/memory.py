@@ -192,7 +192,7 @@ async def save_messages(agent: QueryAgent, body: SaveMessagesBody, forced: Force
     """Insert or update N messages (creating their threads) in one transaction. A thread or a
     message id of another resource is a 404 and nothing is written."""
     threads: dict[str, Thread] = {}
-    stamps = spaced_iso(len(body.messages))
+    stamps = spaced_iso(len(body.messages), store.clock)
     messages = []
     for index, item in enumerate(body.messages):
         thread = threads.get(item.threadId)

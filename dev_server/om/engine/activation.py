@@ -112,6 +112,7 @@ async def activate(options: ObservationalMemoryOptions, records: OMRecordStore, 
     if "activateAfterIdle" in details:  # the TTL in force goes into the marker's config
         config["activateAfterIdle"] = details.pop("activateAfterIdle")
     parts = [activation_part(cycle_id=chunk.get("cycleId"), operation=OBSERVATION, record=updated, thread_id=thread_id,
+                             clock=records.clock,
                              config=config, tokens_activated=int(chunk.get("messageTokens") or 0),
                              observation_tokens=int(chunk.get("tokenCount") or 0),
                              messages_activated=len(chunk.get("messageIds") or ()), triggered_by=trigger.kind,

@@ -35,11 +35,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from dev_server.kernel.events import DataPart
-from dev_server.kernel.clock import parse_iso, to_iso
-from dev_server.om.engine.cycle_context import CycleContext, describe_error, om_model
-from dev_server.om.extraction.runner import end_fields, observed_source
+from dev_server.kernel.clock import epoch_ms, now_iso, parse_iso, to_iso
+from dev_server.om.engine.cycle_context import CycleContext, JobParts, describe_error, om_model
+from dev_server.om.engine.extraction import end_fields, observed_source
 from dev_server.om.engine.flags import BUFFER_STALE_S, flag_live, holding, settled
-from dev_server.om.engine.groups import aligned_cut, message_range, wrap_group
+from dev_server.om.prompting.groups import aligned_cut, message_range, wrap_group
 from dev_server.om.engine.parts import OBSERVATION, REFLECTION, BufferCycle, marker_config
 from dev_server.om.prompting.prompts import reflection_max_level, reflection_start_level
 from dev_server.om.tokens.counting import count_messages, estimate_tokens
@@ -179,13 +179,14 @@ class Buffering:
         """Hand ``candidates`` (a safe prefix) to a background observer; False when nothing
         was started (too few tokens, one already running, no background work)."""
         buffer_tokens = self.engine.options.observation.buffer_tokens
-        if not candidates or buffer_tokens is False or flag_live(record.is_buffering_observation):
+        if not candidates or buffer_tokens is False or flag_live(record.is_buffering_observation,
+                                                                                  clock=self.engine.clock):
             return False
         tokens = count_messages(candidates)
         if not skip_minimum and tokens < buffer_tokens / 2:
             return False
         config = marker_config(self.engine.options, record.observation_token_count)
-        cycle = BufferCycle(OBSERVATION, record, ctx.thread_id, config, tokens)
+        cycle = BufferCycle(OBSERVATION, record, ctx.thread_id, config, tokens, clock=self.engine.clock)
         job_ctx = replace(ctx, emit=sink.emit)
         queued: list[Message] | QueuedCandidates = (
             list(candidates) if self.store is None else QueuedCandidates.of(ctx.thread_id, candidates))
@@ -212,7 +213,7 @@ class Buffering:
             await self._buffer_observation(job_ctx, record, queued, cycle, job_sink)
 
     async def _buffer_observation(self, ctx: CycleContext, record: OMRecord, queued: list[Message] | QueuedCandidates,
-                                  cycle: BufferCycle, sink: PartSink) -> None:
+                                  cycle: BufferCycle, sink: JobParts) -> None:
         records = self.records
         try:
             async with holding(records, record.id, "is_buffering_observation"):
@@ -225,7 +226,7 @@ class Buffering:
                 if not fresh:
                     sink.emit(cycle.failed("Nothing left to buffer"))
                     return
-                await records.seal_messages([m.id for m in fresh], int(self.engine.clock.time() * 1000))
+                await records.seal_messages([m.id for m in fresh], epoch_ms(self.engine.clock))
                 existing = current.active_observations.strip()
                 chunks = [c.get("observations", "") for c in current.buffered_observation_chunks or ()]
                 if chunks:  # what earlier chunks saw counts as observed for this one
@@ -242,7 +243,7 @@ class Buffering:
                          "tokenCount": estimate_tokens(observations), "messageIds": [m.id for m in fresh],
                          "messageTokens": count_messages(fresh),
                          "lastObservedAt": to_iso(newest + timedelta(milliseconds=1)),
-                         "createdAt": to_iso(self.engine.clock.now())}
+                         "createdAt": now_iso(self.engine.clock)}
                 stored = await records.add_buffered_chunk(current.lookup_key, chunk)
                 total = sum(int(c.get("tokenCount") or 0) for c in (stored or current).buffered_observation_chunks or ())
                 if extraction.patch:
@@ -260,7 +261,7 @@ class Buffering:
 
     async def start_reflection(self, ctx: CycleContext, record: OMRecord, sink: PartSink) -> bool:
         """Reflect the log's oldest lines in the background (2.6, buffered reflection)."""
-        if flag_live(record.is_buffering_reflection) or record.buffered_reflection:
+        if flag_live(record.is_buffering_reflection, clock=self.engine.clock) or record.buffered_reflection:
             return False
         if self._suppressed.get(record.lookup_key) == record.observation_token_count:
             return False  # this very log could not be condensed: wait until it changes
@@ -276,13 +277,13 @@ class Buffering:
             return False
         estimate = round(average * count)
         config = marker_config(self.engine.options, record.observation_token_count)
-        cycle = BufferCycle(REFLECTION, record, ctx.thread_id, config, estimate)
+        cycle = BufferCycle(REFLECTION, record, ctx.thread_id, config, estimate, clock=self.engine.clock)
         job_ctx = replace(ctx, emit=sink.emit)
         started = await self._start(f"om-reflect:{record.lookup_key}", record, "is_buffering_reflection",
                                     lambda: self._reflect(job_ctx, record, lines[:count], estimate, cycle, sink))
         if started:
             sink.emit(cycle.start())
-            record.is_buffering_reflection = to_iso(self.engine.clock.now())  # the turn's status shows it running
+            record.is_buffering_reflection = now_iso(self.engine.clock)  # the turn's status shows it running
         return started
 
     async def _reflect(self, ctx: CycleContext, record: OMRecord, lines: list[str], estimate: int,
@@ -291,7 +292,7 @@ class Buffering:
             await self._buffer_reflection(job_ctx, record, lines, estimate, cycle, job_sink)
 
     async def _buffer_reflection(self, ctx: CycleContext, record: OMRecord, lines: list[str], estimate: int,
-                                 cycle: BufferCycle, sink: PartSink) -> None:
+                                 cycle: BufferCycle, sink: JobParts) -> None:
         records = self.records
         try:
             async with holding(records, record.id, "is_buffering_reflection"):

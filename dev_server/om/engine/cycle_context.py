@@ -18,18 +18,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from dev_server.kernel.events import DataPart
 from dev_server.kernel.model import LLMClient, ModelRequest, ResolvedModel
 from dev_server.kernel.processors import SpanOpener, no_span
 from dev_server.llm.complete import Completion, complete
 from dev_server.observability import spans
-from dev_server.om.engine.hooks import CycleTrigger
+from dev_server.om.options.hooks import CycleTrigger
 from dev_server.om.options.config import DEFAULT_MODEL
 from dev_server.storage.om_records import OMRecord
-
-if TYPE_CHECKING:
-    from dev_server.om.engine.buffering import PartSink
 
 Emit = Callable[..., None]
 # Mastra's observer and reflector are agents by these names (their model calls' spans)
@@ -91,6 +89,17 @@ async def call_model(ctx: CycleContext, agent: str, model: ResolvedModel, messag
         return completion
 
 
+class JobParts(Protocol):
+    """Where a background job's parts go (``dev_server.om.engine.buffering.PartSink``): streamed
+    (``emit``), kept on the stored reply only (``store``), written out when the job ends (``flush``)."""
+
+    def emit(self, part: DataPart, durable: bool = True) -> None: ...
+
+    def store(self, part: DataPart) -> None: ...
+
+    async def flush(self) -> None: ...
+
+
 class CycleHooks(Protocol):
     """Wraps each cycle. ``cycle``: a synchronous one (a turn's or a manual one; ``trigger``
     None: the trigger of the running context); ``background``: a buffering job, whose parts
@@ -100,7 +109,7 @@ class CycleHooks(Protocol):
               trigger: CycleTrigger | None = None) -> AbstractAsyncContextManager[CycleContext]: ...
 
     def background(self, ctx: CycleContext, record: OMRecord, operation: str,
-                   sink: PartSink) -> AbstractAsyncContextManager[tuple[CycleContext, PartSink]]: ...
+                   sink: JobParts) -> AbstractAsyncContextManager[tuple[CycleContext, JobParts]]: ...
 
 
 class NoCycleHooks:
@@ -113,7 +122,7 @@ class NoCycleHooks:
 
     @asynccontextmanager
     async def background(self, ctx: CycleContext, record: OMRecord, operation: str,
-                         sink: PartSink) -> AsyncIterator[tuple[CycleContext, PartSink]]:
+                         sink: JobParts) -> AsyncIterator[tuple[CycleContext, JobParts]]:
         yield ctx, sink
 
 

@@ -1,7 +1,7 @@
 """``HookedCycles``: the ``CycleHooks`` (``dev_server.om.engine.cycle_context``) that call
 ``observationalMemory.hooks`` around every cycle.
 
-Each cycle runs inside a ``CycleRun`` (``dev_server.om.engine.hooks``): its parts are tapped
+Each cycle runs inside a ``CycleRun`` (``dev_server.om.options.hooks``): its parts are tapped
 on their way out (``-start``: the cycle really started; ``-failed``: its error; ``-end``:
 success), so the hooks see exactly what the stream sees, and the end hook runs after the
 cycle, never inside it. A synchronous cycle (a turn's or a manual one) has the trigger of
@@ -14,15 +14,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from dev_server.kernel.events import DataPart
-from dev_server.om.engine.cycle_context import CycleContext, describe_error
-from dev_server.om.engine.hooks import CycleRun, CycleTrigger, Hooks, current_run, current_trigger
+from dev_server.om.engine.cycle_context import CycleContext, JobParts, describe_error
+from dev_server.om.options.hooks import CycleRun, CycleTrigger, Hooks, current_run, current_trigger
 from dev_server.storage.om_records import OMRecord
 
 if TYPE_CHECKING:
-    from dev_server.om.engine.buffering import PartSink
     from dev_server.om.engine.observation_engine import ObservationEngine
 
 
@@ -51,12 +50,12 @@ class HookedCycles:
 
     @asynccontextmanager
     async def background(self, ctx: CycleContext, record: OMRecord, operation: str,
-                         sink: PartSink) -> AsyncIterator[tuple[CycleContext, PartSink]]:
+                         sink: JobParts) -> AsyncIterator[tuple[CycleContext, JobParts]]:
         token = current_trigger.set("async-buffer")
         try:
             async with self._run(ctx, record, operation, "async-buffer", started=True) as (_, run):
                 tap = _TapSink(sink, run)
-                yield replace(ctx, emit=tap.emit), cast("PartSink", tap)  # a PartSink by its methods
+                yield replace(ctx, emit=tap.emit), tap
         finally:
             current_trigger.reset(token)
 
@@ -84,9 +83,9 @@ class HookedCycles:
 
 
 class _TapSink:
-    """A ``PartSink`` whose parts a ``CycleRun`` also sees."""
+    """A job's ``JobParts`` whose parts a ``CycleRun`` also sees."""
 
-    def __init__(self, sink: PartSink, run: CycleRun) -> None:
+    def __init__(self, sink: JobParts, run: CycleRun) -> None:
         self.sink, self.run = sink, run
 
     def emit(self, part: DataPart, durable: bool = True) -> None:

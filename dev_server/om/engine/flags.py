@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
-from dev_server.kernel.clock import parse_iso
+from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, parse_iso
 from dev_server.storage.om_records import Flag, OMRecord, OMRecordStore
 
 STALE_FLAG_S = 300.0
@@ -26,11 +26,12 @@ HEARTBEAT_S = 5.0
 WAIT_POLL_S = 0.05
 
 
-def flag_live(value: str | None, stale_after_s: float = BUFFER_STALE_S) -> bool:
-    """An in-progress flag that is set and was renewed within ``stale_after_s``."""
+def flag_live(value: str | None, stale_after_s: float = BUFFER_STALE_S, *, clock: Clock = SYSTEM_CLOCK) -> bool:
+    """An in-progress flag that is set and was renewed within ``stale_after_s`` of ``clock``'s now
+    (the clock of the record store that set it)."""
     if not value:
         return False
-    return time.time() - parse_iso(value).timestamp() < stale_after_s
+    return clock.time() - parse_iso(value).timestamp() < stale_after_s
 
 
 @asynccontextmanager
@@ -57,7 +58,8 @@ async def settled(records: OMRecordStore, key: str, *,
     deadline = time.monotonic() + timeout_s
     while True:
         record = await records.active(key)
-        if record is None or time.monotonic() >= deadline or not any(flag_live(getattr(record, f)) for f in flags):
+        live = record is not None and any(flag_live(getattr(record, f), clock=records.clock) for f in flags)
+        if record is None or time.monotonic() >= deadline or not live:
             return record
         await asyncio.sleep(WAIT_POLL_S)
 
@@ -66,7 +68,7 @@ async def clear_stale(records: OMRecordStore, record: OMRecord) -> list[Flag]:
     """Release the background flags of ``record`` that a dead process left; the ones cleared."""
     cleared: list[Flag] = []
     for flag in ("is_buffering_observation", "is_buffering_reflection"):
-        if getattr(record, flag) and not flag_live(getattr(record, flag)):
+        if getattr(record, flag) and not flag_live(getattr(record, flag), clock=records.clock):
             await records.release_flag(record.id, flag)
             setattr(record, flag, None)
             cleared.append(flag)

@@ -5,7 +5,7 @@ standalone API hand their engine. Each call picks the model (``dev_server.om.opt
 the configured id, ``ModelByInputTokens`` by the call's input tokens, or each entry of a model
 list in turn with its own retry count), passes ``modelSettings`` and the answering provider's
 ``providerOptions`` to litellm, records the call's usage on the running cycle (the hooks'
-``CycleRun``, ``dev_server.om.engine.hooks``), and reports the chosen model and the trigger in
+``CycleRun``, ``dev_server.om.options.hooks``), and reports the chosen model and the trigger in
 its span.
 """
 
@@ -19,7 +19,7 @@ from dev_server.kernel.model import ModelRequest, ResolvedModel
 from dev_server.llm.complete import Completion, complete
 from dev_server.observability import spans
 from dev_server.om.engine.cycle_context import OBSERVER_AGENT, CycleContext, describe_error
-from dev_server.om.engine.hooks import CycleRun, current_run, current_trigger
+from dev_server.om.options.hooks import CycleRun, current_run, current_trigger
 from dev_server.om.options.config import ObservationalMemoryOptions
 from dev_server.om.options.models import DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MODEL, uses_default_output_limit
 from dev_server.om.tokens.counting import estimate_tokens

@@ -34,16 +34,16 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dev_server.kernel.clock import SYSTEM_CLOCK, Clock
+from dev_server.kernel.clock import Clock
 from dev_server.kernel.model import ResolvedModel
 from dev_server.llm.complete import Completion
 from dev_server.om.engine.cycle_context import (NO_CYCLE_HOOKS, OBSERVER_AGENT, REFLECTOR_AGENT, CycleContext,
                                                CycleHooks, ModelCaller, call_model, describe_error, om_model)
 from dev_server.om.options.config import ObservationalMemoryOptions
 from dev_server.om.prompting.context import message_boundary
-from dev_server.om.extraction.runner import Extraction, ExtractionResult, end_fields, observed_source
+from dev_server.om.engine.extraction import Extraction, ExtractionResult, end_fields, observed_source
 from dev_server.om.engine.flags import STALE_FLAG_S, settled
-from dev_server.om.engine.groups import message_range, rewrap_reflection, wrap_group
+from dev_server.om.prompting.groups import message_range, rewrap_reflection, wrap_group
 from dev_server.om.prompting.observer_context import truncate_previous_observations
 from dev_server.om.engine.output_check import distinct_observations, observer_problem, reflection_problem
 from dev_server.om.prompting.parsing import parse_observer_output, parse_reflector_output
@@ -81,17 +81,17 @@ class Reflection:
 class ObservationEngine:
     """Observes and reflects one memory's records. Handed, not subclassed: ``ask`` (every
     model call, ``call_model`` by default), ``hooks`` (around every cycle, none by default)
-    and ``clock`` (what the background jobs stamp)."""
+    and ``clock`` (what its cycles and background jobs stamp; the record store's by default)."""
 
     def __init__(self, options: ObservationalMemoryOptions, records: OMRecordStore,
                  memory: Memory | None = None, *, ask: ModelCaller = call_model, hooks: CycleHooks = NO_CYCLE_HOOKS,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock | None = None) -> None:
         self.options = options
         self.records = records
         self.model_caller = ask
         self.hooks = hooks
-        self.clock = clock
-        self.extraction = Extraction(options, memory)  # extractors, title and working memory (dev_server.om.extraction.runner)
+        self.clock = clock or records.clock  # by default the record store's, which stamps the records
+        self.extraction = Extraction(options, memory)  # extractors, title and working memory (dev_server.om.engine.extraction)
         self._suppressed: dict[str, int] = {}  # lookup key -> log size whose reflection failed
 
     def key(self, thread_id: str, resource_id: str) -> str:
@@ -128,7 +128,7 @@ class ObservationEngine:
     async def extract(self, ctx: CycleContext, record: OMRecord, operation: str, inline: dict[str, Any],
                       source: str, *, buffered: bool = False,
                       slugs: Collection[str] | None = None) -> ExtractionResult:
-        """The cycle's extracted values (``dev_server.om.extraction.runner``); never raises for an extractor."""
+        """The cycle's extracted values (``dev_server.om.engine.extraction``); never raises for an extractor."""
         configured = self.options.observer_model if operation == OBSERVATION else self.options.reflector_model
         model = await om_model(ctx.llm, configured, ctx.agent_model)
         return await self.extraction.run(ctx, operation, inline, ask=self.ask, model=model, source=source,
@@ -150,7 +150,7 @@ class ObservationEngine:
             await self.records.release_flag(record.id, "is_observing")
             return None
         cycle = Cycle(OBSERVATION, record, ctx.thread_id,
-                      marker_config(self.options, record.observation_token_count), message_tokens)
+                      marker_config(self.options, record.observation_token_count), message_tokens, clock=self.clock)
         ctx.emit(cycle.start(), durable=True)
         try:
             output = await self.run_observer(ctx, record, messages)
@@ -284,7 +284,7 @@ class ObservationEngine:
             return None
         _, new = swapped
         # without the new log: the part is stored on the reply, and the log can be most of 40k tokens
-        ctx.emit(activation_part(cycle_id=f"reflect-act-{new.id}", operation=REFLECTION, record=new,
+        ctx.emit(activation_part(cycle_id=f"reflect-act-{new.id}", operation=REFLECTION, record=new, clock=self.clock,
                                  thread_id=ctx.thread_id,
                                  config=marker_config(self.options, new.observation_token_count),
                                  tokens_activated=record.observation_token_count,
@@ -333,7 +333,7 @@ class ObservationEngine:
         top = reflection_max_level(level)
         marker = marker_config(self.options, record.observation_token_count)
         before = record.observation_token_count
-        cycle = Cycle(REFLECTION, record, ctx.thread_id, marker, before)
+        cycle = Cycle(REFLECTION, record, ctx.thread_id, marker, before, clock=self.clock)
         ctx.emit(cycle.start(), durable=True)
         result: Reflection | None = None
         while True:
@@ -354,7 +354,7 @@ class ObservationEngine:
                     break
             ctx.emit(cycle.failed(f"{problem}, retrying at level {level + 1}"), durable=True)
             level += 1
-            cycle = Cycle(REFLECTION, record, ctx.thread_id, marker, before)
+            cycle = Cycle(REFLECTION, record, ctx.thread_id, marker, before, clock=self.clock)
             ctx.emit(cycle.start(), durable=True)
         if result is None:  # memory is never replaced by an answer that is not observations
             ctx.emit(cycle.failed(f"{problem}; no retry left after compression level {level}"), durable=True)

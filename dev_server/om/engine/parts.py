@@ -11,13 +11,12 @@ times are ISO strings, durations milliseconds.
 from __future__ import annotations
 
 import random
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from dev_server.kernel.events import DataPart
-from dev_server.kernel.clock import now_iso
+from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, epoch_ms, now_iso
 from dev_server.om.options.config import ObservationalMemoryOptions
 from dev_server.storage.om_records import OMRecord
 
@@ -74,14 +73,18 @@ class Cycle:
     config: dict[str, Any]
     tokens: int  # tokens to observe (messages) or to reflect (observations)
     id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    started: float = field(default_factory=time.monotonic)
+    clock: Clock = field(default=SYSTEM_CLOCK, repr=False)
+    started: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.started = self.clock.monotonic()
 
     def _duration_ms(self) -> int:
-        return round((time.monotonic() - self.started) * 1000)
+        return round((self.clock.monotonic() - self.started) * 1000)
 
     def start(self) -> DataPart:
         return DataPart("om-observation-start", {
-            "cycleId": self.id, "operationType": self.operation, "startedAt": now_iso(),
+            "cycleId": self.id, "operationType": self.operation, "startedAt": now_iso(self.clock),
             "tokensToObserve": self.tokens, "recordId": self.record.id, "threadId": self.thread_id,
             "threadIds": [self.thread_id], "config": self.config}, transient=True)
 
@@ -90,7 +93,7 @@ class Cycle:
             extra: dict[str, Any] | None = None) -> DataPart:
         """``extra``: the extraction's ``extractedValues`` / ``extractionFailures``."""
         data: dict[str, Any] = {
-            "cycleId": self.id, "operationType": self.operation, "completedAt": now_iso(),
+            "cycleId": self.id, "operationType": self.operation, "completedAt": now_iso(self.clock),
             "durationMs": self._duration_ms(), "tokensObserved": self.tokens,
             "observationTokens": observation_tokens, "recordId": record.id, "threadId": self.thread_id}
         if observations is not None:
@@ -104,13 +107,13 @@ class Cycle:
 
     def failed(self, error: str) -> DataPart:
         return DataPart("om-observation-failed", {
-            "cycleId": self.id, "operationType": self.operation, "failedAt": now_iso(),
+            "cycleId": self.id, "operationType": self.operation, "failedAt": now_iso(self.clock),
             "durationMs": self._duration_ms(), "tokensAttempted": self.tokens, "error": error[:2000],
             "recordId": self.record.id, "threadId": self.thread_id}, transient=True)
 
 
-def _cycle_id(prefix: str) -> str:
-    return f"{prefix}-{int(time.time() * 1000)}-{random.randbytes(5).hex()[:9]}"
+def _cycle_id(prefix: str, clock: Clock) -> str:
+    return f"{prefix}-{epoch_ms(clock)}-{random.randbytes(5).hex()[:9]}"
 
 
 @dataclass
@@ -123,24 +126,26 @@ class BufferCycle:
     config: dict[str, Any]
     tokens: int  # message tokens to buffer, or the observation tokens of the slice to reflect
     id: str = ""
-    started: float = field(default_factory=time.monotonic)
+    clock: Clock = field(default=SYSTEM_CLOCK, repr=False)
+    started: float = field(init=False)
 
     def __post_init__(self) -> None:
-        self.id = self.id or _cycle_id("buffer-obs" if self.operation == OBSERVATION else "reflect-buf")
+        self.id = self.id or _cycle_id("buffer-obs" if self.operation == OBSERVATION else "reflect-buf", self.clock)
+        self.started = self.clock.monotonic()
 
     def _duration_ms(self) -> int:
-        return round((time.monotonic() - self.started) * 1000)
+        return round((self.clock.monotonic() - self.started) * 1000)
 
     def start(self) -> DataPart:
         return DataPart("om-buffering-start", {
-            "cycleId": self.id, "operationType": self.operation, "startedAt": now_iso(),
+            "cycleId": self.id, "operationType": self.operation, "startedAt": now_iso(self.clock),
             "tokensToBuffer": self.tokens, "recordId": self.record.id, "threadId": self.thread_id,
             "threadIds": [self.thread_id], "config": self.config}, transient=True)
 
     def end(self, *, buffered_tokens: int, observations: str | None, extra: dict[str, Any] | None = None) -> DataPart:
         """``observations``: the chunk's; a buffered reflection's text is left out (it can be
         most of the log, and the part is stored on a reply every later turn reads)."""
-        data = {"cycleId": self.id, "operationType": self.operation, "completedAt": now_iso(),
+        data = {"cycleId": self.id, "operationType": self.operation, "completedAt": now_iso(self.clock),
                 "durationMs": self._duration_ms(), "tokensBuffered": self.tokens, "bufferedTokens": buffered_tokens,
                 "recordId": self.record.id, "threadId": self.thread_id}
         if observations is not None:
@@ -158,19 +163,19 @@ class BufferCycle:
 
     def _failure(self, error: str) -> dict[str, Any]:
         return {
-            "cycleId": self.id, "operationType": self.operation, "failedAt": now_iso(),
+            "cycleId": self.id, "operationType": self.operation, "failedAt": now_iso(self.clock),
             "durationMs": self._duration_ms(), "tokensAttempted": self.tokens, "error": error[:2000],
             "recordId": self.record.id, "threadId": self.thread_id}
 
 
-def activation_part(*, cycle_id: str | None, operation: str, record: OMRecord, thread_id: str,
+def activation_part(*, cycle_id: str | None, operation: str, record: OMRecord, thread_id: str, clock: Clock,
                     config: dict[str, Any], tokens_activated: int, observation_tokens: int,
                     messages_activated: int, triggered_by: str, observations: str | None = None,
                     details: dict[str, Any] | None = None) -> DataPart:
     """``data-om-activation``: one buffered chunk (or a buffered reflection) swapped in;
     ``record`` is the record after the swap, ``details`` the trigger's own fields."""
     data: dict[str, Any] = {
-        "cycleId": cycle_id, "operationType": operation, "activatedAt": now_iso(), "chunksActivated": 1,
+        "cycleId": cycle_id, "operationType": operation, "activatedAt": now_iso(clock), "chunksActivated": 1,
         "tokensActivated": tokens_activated, "observationTokens": observation_tokens,
         "messagesActivated": messages_activated, "recordId": record.id, "threadId": thread_id,
         "generationCount": record.generation_count, "config": config, "triggeredBy": triggered_by,

@@ -5,6 +5,7 @@ handed OM's rules for the log it keeps (``LOG_RULES``: the message boundary of
 
 from __future__ import annotations
 
+from dev_server.kernel.clock import SYSTEM_CLOCK, Clock
 from dev_server.om.prompting.context import message_boundary
 from dev_server.om.tokens.tokenx import estimate_tokens
 from dev_server.storage.libsql import LibSQLStore
@@ -13,6 +14,7 @@ from dev_server.storage.om_records import LogRules, OMRecordStore
 LOG_RULES = LogRules(boundary=message_boundary, count_tokens=estimate_tokens)
 
 
-def om_record_store(db: LibSQLStore) -> OMRecordStore:
-    """The records of ``db`` (the default store's database), written by OM's rules."""
-    return OMRecordStore(db, LOG_RULES)
+def om_record_store(db: LibSQLStore, *, clock: Clock = SYSTEM_CLOCK) -> OMRecordStore:
+    """The records of ``db`` (the default store's database), written by OM's rules and
+    stamped by ``clock`` (the conversation store's)."""
+    return OMRecordStore(db, LOG_RULES, clock=clock)

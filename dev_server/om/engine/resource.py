@@ -35,10 +35,10 @@ import xxhash
 from dev_server.om.prompting.context import message_boundary
 from dev_server.om.engine.cycle_context import OBSERVER_AGENT, CycleContext, describe_error, om_model
 from dev_server.om.engine.observation_engine import CycleFailed, ObservationEngine
-from dev_server.om.extraction.extractors import take_inline_values
-from dev_server.om.extraction.runner import OBSERVATION, ExtractionResult, end_fields, observed_source
+from dev_server.om.options.extractors import take_inline_values
+from dev_server.om.engine.extraction import OBSERVATION, ExtractionResult, end_fields, observed_source
 from dev_server.om.engine.flags import STALE_FLAG_S
-from dev_server.om.engine.groups import message_range, wrap_group
+from dev_server.om.prompting.groups import message_range, wrap_group
 from dev_server.om.engine.output_check import observer_problem
 from dev_server.om.prompting.parsing import ObserverOutput, parse_observer_output
 from dev_server.om.engine.parts import Cycle, marker_config
@@ -207,7 +207,7 @@ async def _observe_batch(engine: ObservationEngine, ctx: CycleContext, record: O
     shared = extraction.shared(OBSERVATION)
     per_thread = [s for s in extraction.slugs(OBSERVATION) if s not in shared]
     config = marker_config(options, record.observation_token_count)
-    cycles = {t: Cycle(OBSERVATION, record, t, config, count_messages(ms)) for t, ms in group.items()}
+    cycles = {t: Cycle(OBSERVATION, record, t, config, count_messages(ms), clock=engine.records.clock) for t, ms in group.items()}
     for thread_id, cycle in cycles.items():
         contexts[thread_id].emit(cycle.start(), durable=True)
     ids = {section_id(t, obscure): t for t in group}

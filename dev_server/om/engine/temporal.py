@@ -1,7 +1,6 @@
-"""Time as Observational Memory sees it: the clock, and the gap reminders of ``temporalMarkers``.
-
-``clock`` is the one place OM reads the time for idle activation and gap reminders; tests
-replace it (``dev_server.om.engine.temporal.clock = lambda: ...``) to move time without waiting.
+"""The gap reminders of ``temporalMarkers``: they follow the stored messages' ``createdAt``,
+which the app's clock stamped (``dev_server.kernel.clock``), so a test moves that clock to
+make a gap without waiting.
 
 With ``temporalMarkers`` a user message that comes ``TEMPORAL_GAP_MS`` (10 minutes) or
 more after the message before it gets a reminder stored just before it (1 ms older): a
@@ -13,9 +12,7 @@ part of what gets observed.
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -23,11 +20,6 @@ from dev_server.kernel.clock import parse_iso, to_iso
 from dev_server.kernel.messages import Message
 
 TEMPORAL_GAP_MS = 10 * 60_000
-clock: Callable[[], float] = time.time  # seconds since the epoch
-
-
-def now_ms() -> int:
-    return int(clock() * 1000)
 
 
 def describe_gap(gap_ms: int) -> str:

@@ -21,7 +21,7 @@ order (``dev_server.om.options.models``); resolution happens per call. ``modelSe
 ``maxOutputTokens``, ``topP``, ``topK``, ``presencePenalty``, ``frequencyPenalty``,
 ``stopSequences``, ``seed``, ``maxRetries``) and ``providerOptions`` (``{provider: {litellm
 parameter: value}}``, the entry of the provider that answers is passed to litellm) are per
-observation / reflection. ``hooks`` are the cycles' lifecycle callbacks (``dev_server.om.engine.hooks``).
+observation / reflection. ``hooks`` are the cycles' lifecycle callbacks (``dev_server.om.options.hooks``).
 
 Retrieval (§7): ``retrieval`` takes ``True`` (Mastra's defaults: no vector search, scope
 ``resource``), ``False``, or ``{"vector": bool, "scope": "thread" | "resource",
@@ -37,10 +37,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from dev_server.om.engine.hooks import NO_HOOKS, Hooks, parse_hooks
+from dev_server.om.options.hooks import NO_HOOKS, Hooks, parse_hooks
 from dev_server.om.options.models import (DEFAULT_MODEL, ModelChoice, parse_model_choice, parse_model_settings,
                            parse_provider_options)
-from dev_server.om.extraction.extractors import Extractor, parse_extractors
+from dev_server.om.options.extractors import Extractor, parse_extractors
 
 MESSAGE_TOKENS = 30_000
 OBSERVATION_TOKENS = 40_000
@@ -170,7 +170,7 @@ class ObservationConfig:
     block_after: float | None = None  # resolved: absolute tokens, or None
     model_choice: ModelChoice | None = None  # ``model`` as given (dev_server.om.options.models); None: not set here
     provider_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    extract: tuple[Extractor, ...] = ()  # the user's extractors (dev_server.om.extraction.extractors)
+    extract: tuple[Extractor, ...] = ()  # the user's extractors (dev_server.om.options.extractors)
     thread_title: bool = False  # the observer proposes the thread's title
     manage_working_memory: bool = False  # the observer keeps working memory (the agent's tool is then off)
 
@@ -240,7 +240,7 @@ class ObservationalMemoryOptions:
     obscure_thread_ids: bool = False  # resource scope: hash thread ids in what the observer reads
     retrieval: RetrievalConfig | None = None  # observation groups and the recall tool (§7); None: off
     model_choice: ModelChoice | None = None  # the top-level ``model`` (dev_server.om.options.models)
-    hooks: Hooks = NO_HOOKS  # lifecycle callbacks (dev_server.om.engine.hooks); never from the environment
+    hooks: Hooks = NO_HOOKS  # lifecycle callbacks (dev_server.om.options.hooks); never from the environment
 
     @property
     def async_buffering(self) -> bool:

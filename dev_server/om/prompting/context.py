@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from dev_server.kernel.clock import parse_iso, to_iso
-from dev_server.om.engine.groups import has_groups, render_groups_for_context
+from dev_server.om.prompting.groups import has_groups, render_groups_for_context
 from dev_server.om.prompting.relative_time import add_relative_time_to_observations
 
 __all__ = [
@@ -172,7 +172,7 @@ def build_context_system_messages(
     ``other_conversations`` holds (thread id, transcript already formatted for the observer)
     for the resource's other threads; ``now`` dates the observations relative to today.
     With ``retrieval_instructions`` (retrieval on) a log holding observation groups is not
-    optimised: each group is shown with its id and message range (``dev_server.om.engine.groups``)."""
+    optimised: each group is shown with its id and message range (``dev_server.om.prompting.groups``)."""
     if not observations.strip():
         return [retrieval_instructions] if retrieval_instructions else []
     guidance = f"{OBSERVATION_CONTEXT_PROMPT}\n\n{OBSERVATION_CONTEXT_INSTRUCTIONS}"

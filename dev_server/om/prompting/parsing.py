@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dev_server.om.extraction.extractors import take_inline_values
+from dev_server.om.options.extractors import take_inline_values
 
 MAX_OBSERVATION_LINE_CHARS = 10_000
 HINT_TAGS = ("current-task", "suggested-response", "thread-title")

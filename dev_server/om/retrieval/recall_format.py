@@ -33,7 +33,6 @@ LOW_TOKENS = {"text": 100, "tool-call": 20, "tool-result": 20}
 LOW_OTHER_TOKENS = 30
 EXPAND_USER_TEXT_TOKENS = 200
 EXPAND_OTHER_TOKENS = 50
-PART_TYPES = ("text", "tool-call", "tool-result", "reasoning", "image", "file")
 _EXPAND_ORDER = {"text": 1, "reasoning": 1, "tool-result": 2, "tool-call": 3}
 
 

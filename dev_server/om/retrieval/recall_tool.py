@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dev_server.kernel.tools import Tool, ToolContext
 from dev_server.kernel.clock import parse_iso
 from dev_server.om.options.config import RetrievalConfig
-from dev_server.om.engine.groups import is_visible
+from dev_server.om.prompting.groups import is_visible
 from dev_server.om.retrieval.recall_format import (ShownPart, low_detail, matches, message_parts, read_chunk, read_hint,
                                   render_page, timestamp)
 from dev_server.om.retrieval.recall_search import search

@@ -133,10 +133,6 @@ def count_string(text: str | None) -> int:
     return estimate_tokens(text) if isinstance(text, str) else 0
 
 
-def count_observations(text: str | None) -> int:
-    return count_string(text)
-
-
 def count_messages(messages: Iterable[Any], *, provider: str | None = None, cache: bool = True,
                    memo: dict[Any, int] | None = None) -> int:
     """Tokens of a prompt made of ``messages``: 24 plus each message; nothing at all is 0."""

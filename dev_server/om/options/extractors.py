@@ -8,7 +8,7 @@ class, or a function of the run's ``ExtractContext`` returning either),
 ``includePreviousExtraction`` (default true: the last value is shown to the next run and to
 the actor), ``metadataKey`` (default ``extracted.<slug>``: a dotted path under the thread's
 ``metadata.mastra.om``) and an optional ``transform`` whose return value replaces the value
-(``dev_server.om.extraction.runner``).
+(``dev_server.om.engine.extraction``).
 
 Without a schema an extractor is *inline*: the observer or reflector writes it in its own
 answer, as a ``<slug>...</slug>`` section or inside an ``<extracted-values>`` JSON object
@@ -144,18 +144,6 @@ def parse_extractors(field: str, value: Any) -> tuple[Extractor, ...]:
                              f"{extractor.slug!r}, already used by {found[extractor.slug].name!r}")
         found[extractor.slug] = extractor
     return tuple(found.values())
-
-
-def current_task_extractor() -> Extractor:
-    return Extractor("currentTask", CURRENT_TASK, "What the assistant is working on now: the primary task in "
-                     "progress, and other pending work (say \"waiting for user\" when it waits on them).",
-                     metadata_key="currentTask", built_in=True)
-
-
-def suggested_response_extractor() -> Extractor:
-    return Extractor("suggestedResponse", SUGGESTED_RESPONSE, "A hint for the assistant's next message, such "
-                     "as what to say next or that it should wait for the user's answer.",
-                     metadata_key="suggestedResponse", built_in=True)
 
 
 def thread_title_extractor() -> Extractor:

@@ -1,4 +1,4 @@
-"""Running a cycle's extractors and writing what they found (``dev_server.om.extraction.extractors`` has the model).
+"""Running a cycle's extractors and writing what they found (``dev_server.om.options.extractors`` has the model).
 
 An observation (or a reflection) asks its model for the inline extractors in the same
 call; ``Extraction.run`` then takes those values from the parsed answer, makes one
@@ -20,27 +20,26 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dev_server.kernel.events import DataPart
 from dev_server.kernel.clock import now_iso
-from dev_server.om.extraction.extractors import (BUILT_IN_KEYS, CURRENT_TASK, SUGGESTED_RESPONSE, THREAD_TITLE, WORKING_MEMORY,
+from dev_server.om.engine.parts import OBSERVATION, REFLECTION
+from dev_server.om.options.extractors import (BUILT_IN_KEYS, CURRENT_TASK, SUGGESTED_RESPONSE, THREAD_TITLE, WORKING_MEMORY,
                             ExtractContext, Extractor, check_against, object_schema, read_json_object, read_path,
                             shown, structured_messages, thread_title_extractor, working_memory_extractor, write_path)
 
 if TYPE_CHECKING:
     from dev_server.kernel.model import ResolvedModel
     from dev_server.memory.memory import Memory
+    from dev_server.om.engine.cycle_context import CycleContext, ModelCaller
     from dev_server.om.options.config import ObservationalMemoryOptions
-    from dev_server.om.engine.observation_engine import CycleContext
 
 log = logging.getLogger(__name__)
-OBSERVATION, REFLECTION = "observation", "reflection"
 MIN_TITLE_CHARS = 3
 MAX_TITLE_CHARS = 200
-Ask = Callable[["CycleContext", str, "ResolvedModel", list[dict[str, Any]], dict[str, Any]], Awaitable["Completion"]]
 
 
 @dataclass
@@ -117,7 +116,7 @@ class Extraction:
 
     # -- running -----------------------------------------------------------------------
 
-    async def run(self, ctx: CycleContext, operation: str, inline: dict[str, Any], *, ask: Ask,
+    async def run(self, ctx: CycleContext, operation: str, inline: dict[str, Any], *, ask: ModelCaller,
                   model: ResolvedModel, source: str, resource_id: str | None = None,
                   buffered: bool = False, slugs: Collection[str] | None = None) -> ExtractionResult:
         """The values of this cycle: ``inline`` (the parsed answer's, by slug) for the
@@ -158,7 +157,7 @@ class Extraction:
                 result.patch.update(write_path(merged, extractor.metadata_key, result.values[extractor.slug]))
         return result
 
-    async def _structured(self, ctx: CycleContext, extractor: Extractor, context: ExtractContext, *, ask: Ask,
+    async def _structured(self, ctx: CycleContext, extractor: Extractor, context: ExtractContext, *, ask: ModelCaller,
                           model: ResolvedModel, source: str) -> dict[str, Any]:
         schema = extractor.schema
         if callable(schema):
@@ -206,7 +205,7 @@ class Extraction:
         if updated is None:
             return False
         data: dict[str, Any] = {"cycleId": cycle_id, "threadId": thread.id, "newTitle": title,
-                                "timestamp": now_iso()}
+                                "timestamp": now_iso(self.memory.store.clock)}
         if thread.title:
             data["oldTitle"] = thread.title
         ctx.emit(DataPart("om-thread-update", data, transient=True), durable=False)
