@@ -71,7 +71,7 @@ from dev_server.storage.leases import ThreadLeases
 from dev_server.storage.rate_windows import RateWindows
 from dev_server.storage.stream_log import StreamLog
 from dev_server.streaming.recorder import StreamRecording
-from dev_server.workers import WorkerSlot
+from dev_server.api.worker_slot import WorkerSlot
 
 ROLES = ("gateway", "studio")
 log = logging.getLogger(__name__)

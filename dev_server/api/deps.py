@@ -34,7 +34,7 @@ from dev_server.storage.composite import CompositeStore
 from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.stream_log import StreamLog
 from dev_server.streaming.recorder import StreamRecording
-from dev_server.workers import WorkerSlot
+from dev_server.api.worker_slot import WorkerSlot
 
 if TYPE_CHECKING:  # numpy: imported only by a process that searches by meaning
     from dev_server.recall.service import SemanticIndex
