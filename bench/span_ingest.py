@@ -57,7 +57,11 @@ from dev_server.api import otlp
 from dev_server.factory import create_app
 from dev_server.settings import Settings
 options = {"telemetry": False} if "telemetry" in Settings.model_fields else {}
-class NoModel: pass  # no litellm warm-up competing for the CPU
+try:
+    from dev_server.llm.base import ModelClientBase
+except ImportError:  # a revision from before the model client's defaults
+    ModelClientBase = object
+class NoModel(ModelClientBase): pass  # no litellm warm-up competing for the CPU
 app = create_app("studio", Settings(data_dir=sys.argv[1], **options), llm=NoModel())
 if not any(getattr(r, "path", None) == "/v1/traces" for r in app.routes):
     app.include_router(otlp.router)

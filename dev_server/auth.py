@@ -9,7 +9,6 @@ a deployment plugs its own in through ``create_app(..., authenticator=...)``.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from collections.abc import Awaitable, Callable
 
@@ -18,6 +17,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dev_server.errors import Unauthorized
+from dev_server.settings import service_token
 
 Authenticator = Callable[[HTTPConnection], Awaitable[str]]
 
@@ -29,12 +29,6 @@ SERVICE_PRINCIPAL = "@service"
 
 def resource_for(principal: str) -> str:
     return f"user:{principal}"
-
-
-def service_token(spec: str) -> str:
-    """The service principal's token, derived from the configured user tokens, so both
-    processes (and every replica) know it with no extra setting."""
-    return hashlib.sha256(f"dev-server service principal\n{spec}".encode()).hexdigest()
 
 
 class BearerTokens:

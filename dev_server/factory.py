@@ -1,13 +1,21 @@
-"""The one app factory: ``create_app("gateway" | "studio")``.
+"""The one app factory: ``create_app("gateway" | "studio")``, the composition root.
 
 Both processes are the same app with different routers switched on, over the same default
-database. Building the app does no I/O; the lifespan opens the stores (default first, then
-each extra domain), starts warming the model layer up in the background (the tokenizer and
-the local model, plus litellm's import of seconds when an agent's model needs litellm:
-``/health`` says ``status: "starting"`` until it is done, so the server answers at once and
-a probe can wait for ``"ok"``), starts the background work
-(``dev_server.background``) and, on shutdown, drains it, closes the model layer's provider
-connections, then the stores in reverse order.
+database. ``create_app`` builds everything in one pass, each part from explicit arguments
+and from the parts built before it: the stores, the model layer, the background work, the
+agents (their memories), telemetry, the agents' runner and how turns start, the
+``Services`` every handler gets (``dev_server.api.deps``), then the app, its middleware and
+its routers. Nothing is patched afterwards, and building does no I/O.
+
+The lifespan opens what needs opening, each closed in reverse order at shutdown (an
+``AsyncExitStack``): the stores (default first, then each extra domain), telemetry, the
+model layer (its provider connections), the signal hub, semantic recall's indexer, the
+background work (``dev_server.background``: drained before the stores close, its jobs write
+to them), the recorded streams still running, then the chores: warming the model layer up
+in the background (the tokenizer and the local model, plus litellm's import of seconds when
+an agent's model needs litellm: ``/health`` says ``status: "starting"`` until it is done, so
+the server answers at once and a probe can wait for ``"ok"``), trace retention (studio) and
+the stream sweep (gateway).
 
 Middleware, outermost first: the telemetry scope (what a request logs is this app's, when
 a process holds more than one: ``dev_server.observability.telemetry``), CORS (a preflight is
@@ -22,8 +30,8 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from functools import partial
 from typing import Any
 
@@ -36,6 +44,7 @@ from dev_server.agents.registry import DEFINITIONS, AgentRegistry
 from dev_server.agents.runner import TurnRunner
 from dev_server.agents.salvage import salvage_dead_streams
 from dev_server.agents.signals import ThreadHub
+from dev_server.agents.turns import TurnStarter
 from dev_server.api import chat, health, otlp
 from dev_server.api.cors import CorsPolicy, LocalCORS
 from dev_server.api.deps import Readiness, Services
@@ -46,18 +55,23 @@ from dev_server.api.studio import tools as tool_routes
 from dev_server.api.studio import metrics as metric_routes
 from dev_server.api.limits import BodySizeLimit
 from dev_server.api.input_guard import InputGuard
+from dev_server.api.turn_limit import TurnLimit
 from dev_server.api.studio.ui import studio_ui_router
 from dev_server.auth import Authenticator, AuthMiddleware, BearerTokens
 from dev_server.errors import document_errors, install_error_handlers
 from dev_server.llm import LiteLLMClient
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock
 from dev_server.kernel.model import LLMClient
-from dev_server.llm.embeddings import Embedder, local_embedder
+from dev_server.llm.embeddings import Embedder
 from dev_server.observability.telemetry import Telemetry, TelemetryScope, logging_to
 from dev_server.settings import Settings
 from dev_server.storage.composite import OBSERVABILITY, CompositeStore
 from dev_server.storage.conversations import ConversationStore
-from dev_server.workers import WorkerSlot
+from dev_server.storage.leases import ThreadLeases
+from dev_server.storage.rate_windows import RateWindows
+from dev_server.storage.stream_log import StreamLog
+from dev_server.streaming.recorder import StreamRecording
+from dev_server.api.worker_slot import WorkerSlot
 
 ROLES = ("gateway", "studio")
 log = logging.getLogger(__name__)
@@ -104,13 +118,11 @@ async def warm_up(llm: LLMClient, readiness: Readiness, *, freeze_heap: bool = F
     garbage collector's sight (``gc.freeze``) before the process reports ready: start-up
     (litellm's import above all, when a model needs it) leaves a large heap that every full
     collection would otherwise walk again (a fifth of save-messages' CPU, measured)."""
-    warm = getattr(llm, "warm_up", None)
     started = time.perf_counter()
     error = None
     try:
-        if warm is not None:
-            async with asyncio.timeout(WARM_UP_LIMIT_S):
-                await warm()
+        async with asyncio.timeout(WARM_UP_LIMIT_S):
+            await llm.warm_up()
     except Exception as exc:  # a failed warm-up only means the first chat pays instead
         error = str(exc) or type(exc).__name__
     if freeze_heap:
@@ -125,10 +137,9 @@ async def warm_up(llm: LLMClient, readiness: Readiness, *, freeze_heap: bool = F
 
 
 async def _embedder(llm: LLMClient, mastra_id: str) -> Embedder:
-    """The embedder of semantic recall: by the model seam when it has one (a provider's
-    through litellm, or the local one), else the built-in local model (a scripted test client)."""
-    choose = getattr(llm, "embedder", None)
-    return await choose(mastra_id) if choose is not None else local_embedder()
+    """The embedder of semantic recall, by the model layer (a provider's through litellm, or
+    the built-in local model)."""
+    return await llm.embedder(mastra_id)
 
 
 def model_layer(settings: Settings, agents: Iterable[AgentDefinition]) -> LLMClient:
@@ -154,6 +165,45 @@ def _openapi(app: FastAPI, generate: Callable[[FastAPI], dict[str, Any]]) -> dic
     if app.openapi_schema is None:  # generated once, on the first /openapi.json
         app.openapi_schema = document_errors(generate(app))
     return app.openapi_schema
+
+
+def _lifespan(services: Services, freeze_heap: bool) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Open what the factory built, in order; at shutdown each is closed in reverse order."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            stack.enter_context(logging_to(services.telemetry))  # what the lifespan starts logs to this app's only
+            await services.storage.open()
+            stack.push_async_callback(services.storage.close)
+            if services.telemetry is not None:  # flushed before the stores close: the studio writes its own spans
+                services.telemetry.open()
+                stack.push_async_callback(anyio.to_thread.run_sync, services.telemetry.shutdown)
+            stack.push_async_callback(services.llm.aclose)  # the provider connections made on this loop
+            stack.push_async_callback(services.signals.close)
+            if services.semantic_index is not None:
+                await services.semantic_index.start()  # resolves the embedder and backfills in the background
+                stack.push_async_callback(services.semantic_index.stop)
+            await services.background.start()
+            stack.push_async_callback(services.background.drain)  # before the stores close: its jobs write to them
+            if services.recording is not None:  # replies still streaming after their client left
+                stack.push_async_callback(services.recording.producers.drain, STREAM_DRAIN_S)
+            for chore in _chores(services, freeze_heap):
+                stack.callback(asyncio.create_task(chore).cancel)
+            yield
+
+    return lifespan
+
+
+def _chores(services: Services, freeze_heap: bool) -> list[Coroutine[None, None, None]]:
+    """What a process does in the background for as long as it runs."""
+    settings = services.settings
+    chores = [warm_up(services.llm, services.readiness, freeze_heap=freeze_heap)]
+    if services.role == "studio" and settings.trace_retention_days:
+        chores.append(_retention(services.storage, settings.trace_retention_days))
+    if services.role == "gateway":
+        chores.append(_sweep_streams(services))
+    return chores
 
 
 def create_app(
@@ -183,41 +233,6 @@ def create_app(
     if authenticator is None and settings.auth_tokens:
         authenticator = BearerTokens.parse(settings.auth_tokens)
     conversations = ConversationStore(storage.default, clock=clock)
-
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        await storage.open()
-        telemetry = Telemetry(role, settings, storage) if settings.telemetry else None
-        services.telemetry = telemetry
-        if telemetry is not None:
-            runner.tracer = telemetry.tracer
-        with logging_to(telemetry):  # what the lifespan starts logs to this app's telemetry only
-            chores = [asyncio.create_task(warm_up(llm, readiness, freeze_heap=freeze_heap))]
-            if role == "studio" and settings.trace_retention_days:
-                chores.append(asyncio.create_task(_retention(storage, settings.trace_retention_days)))
-            if role == "gateway":
-                chores.append(asyncio.create_task(_sweep_streams(services)))
-            await background.start()
-            if semantic_index is not None:
-                await semantic_index.start()  # resolves the embedder and backfills in the background
-            try:
-                yield
-            finally:
-                for task in chores:
-                    task.cancel()
-                if services.recording is not None:  # replies still streaming after their client left
-                    await services.recording.producers.drain(STREAM_DRAIN_S)
-                await background.drain()  # before the stores close: its jobs write to them
-                if semantic_index is not None:
-                    await semantic_index.stop()
-                await signals.close()
-                close_llm = getattr(llm, "aclose", None)  # a scripted test client may have none
-                if close_llm is not None:
-                    await close_llm()
-                if telemetry is not None:  # flush before the stores close: the studio writes its own spans
-                    await anyio.to_thread.run_sync(telemetry.shutdown)
-                await storage.close()
-
     background = BackgroundWork()
     registry = AgentRegistry(agents, conversations, settings.working_memory_agents,
                              background, settings.observational_memory,
@@ -230,16 +245,24 @@ def create_app(
                                        requested=settings.embedder, clock=clock)
         for memory_of_agent in registry.memories_using_vectors():
             memory_of_agent.semantic_index = semantic_index
-    runner = TurnRunner(llm, agents=registry, clock=clock)
-    signals = ThreadHub()
-    readiness = Readiness()
+    telemetry = Telemetry(role, settings, storage) if settings.telemetry else None
+    runner = TurnRunner(llm, tracer=telemetry.tracer if telemetry is not None else None, agents=registry, clock=clock)
+    db = conversations.db
+    stream_log = StreamLog(db, retention_ms=int(settings.stream_retention_s * 1000),
+                           dead_after_ms=int(settings.stream_dead_after_s * 1000), clock=clock)
+    turns = TurnStarter(runner, ThreadLeases(db, clock=clock), wait_s=settings.turn_wait_s,
+                        lease_s=settings.turn_lease_s, checkpoint_every_s=settings.checkpoint_interval_s)
+    limit = settings.turn_rate_limit
     # What every handler gets, through dev_server.api.deps.
-    services = Services(role=role, settings=settings, storage=storage, conversations=conversations,
-                        agents=registry, runner=runner, signals=signals, auth_enabled=authenticator is not None,
-                        readiness=readiness, background=background, worker=worker or WorkerSlot(),
-                        semantic_index=semantic_index)
+    services = Services(role=role, settings=settings, storage=storage, conversations=conversations, llm=llm,
+                        agents=registry, runner=runner, turns=turns, signals=ThreadHub(), stream_log=stream_log,
+                        recording=StreamRecording(stream_log) if settings.stream_resume else None,
+                        turn_limit=(TurnLimit(RateWindows(db, clock=clock), limit, settings.turn_rate_window_s)
+                                    if limit else None),
+                        background=background, telemetry=telemetry, semantic_index=semantic_index,
+                        readiness=Readiness(), worker=worker or WorkerSlot(), auth_enabled=authenticator is not None)
 
-    app = FastAPI(title=f"dev-server {role}", version=__version__, lifespan=lifespan,
+    app = FastAPI(title=f"dev-server {role}", version=__version__, lifespan=_lifespan(services, freeze_heap),
                   docs_url="/docs", redoc_url=None, openapi_url="/openapi.json")
     app.state.services = services  # the one thing on app.state; handlers read it through dev_server.api.deps
 
@@ -251,7 +274,7 @@ def create_app(
     if authenticator is not None:  # outside the body limit: a refused caller's body is never read
         app.add_middleware(AuthMiddleware, authenticator=authenticator)
     app.add_middleware(LocalCORS, policy=CorsPolicy.for_origins(settings.cors_origin_list))
-    app.add_middleware(TelemetryScope, telemetry=lambda: services.telemetry)  # outermost: all a request logs
+    app.add_middleware(TelemetryScope, telemetry=telemetry)  # outermost: all a request logs
     app.include_router(health.router)
     if role == "gateway":
         app.include_router(chat.router)

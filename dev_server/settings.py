@@ -5,6 +5,7 @@ configuration; the settings object is built once and passed into ``create_app``.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Mapping
@@ -347,6 +348,13 @@ class Settings(BaseSettings):
 
     def port_for(self, role: str) -> int:
         return self.gateway_port if role == "gateway" else self.studio_port
+
+
+def service_token(auth_tokens: str) -> str:
+    """The service principal's token, derived from the configured user tokens
+    (``DEV_SERVER_AUTH_TOKENS``), so both processes (and every replica) know it with no
+    extra setting: the gateway's telemetry export presents it, the studio's auth accepts it."""
+    return hashlib.sha256(f"dev-server service principal\n{auth_tokens}".encode()).hexdigest()
 
 
 def collect_provider_env(environ: Mapping[str, str], env_file: Path | None) -> dict[str, str]:

@@ -38,32 +38,12 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+
+from dev_server.api.worker_slot import WorkerSlot
 
 log = logging.getLogger(__name__)
 
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-STUDIO_NOTE = "the studio is always one process: it alone opens the DuckDB file"
-
-
-@dataclass(frozen=True)
-class WorkerSlot:
-    """Which worker this process is: ``index`` of ``count``; ``parent_pid`` is the
-    supervisor's (None for a single process, which has no supervisor)."""
-
-    index: int = 0
-    count: int = 1
-    parent_pid: int | None = None
-
-    def report(self, role: str) -> dict[str, Any]:
-        """What ``/health`` says under ``worker``."""
-        report: dict[str, Any] = {"pid": os.getpid(), "index": self.index, "count": self.count}
-        if role == "studio":
-            report["note"] = STUDIO_NOTE
-        return report
-
-
 def supervise(count: int, serve: Callable[[WorkerSlot], int], *, stop_timeout_s: float = 10.0) -> int:
     """Fork ``count`` workers running ``serve(slot)``; wait for them; the exit code."""
     _join_other_threads()

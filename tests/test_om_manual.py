@@ -58,7 +58,7 @@ def chat(n: int) -> list[dict[str, Any]]:
 async def test_standalone_observe_and_reflect_call_every_hook_with_manual_and_usage(libsql: LibSQLStore) -> None:
     events: list[tuple[str, dict[str, Any]]] = []
     om = ObservationalMemory(await store_with(libsql), model="local/observer",
-                             options={**SMALL, "hooks": all_hooks(events)})
+                             options={**SMALL, "hooks": all_hooks(events)}, llm=LiteLLMClient())
     observed = await om.observe("t1", "r1", messages=chat(4))
     assert observed.observed and "Ada Lovelace" in observed.record.active_observations
     assert [n for n, _ in events] == ["onObservationStart", "onObservationEnd"]
@@ -85,7 +85,7 @@ async def test_a_raising_hook_is_logged_and_the_cycle_goes_on(libsql: LibSQLStor
         raise RuntimeError("hook bug")
 
     om = ObservationalMemory(await store_with(libsql), model="local/observer",
-                             options={**SMALL, "hooks": {"onObservationStart": broken, "onObservationEnd": ends.append}})
+                             options={**SMALL, "hooks": {"onObservationStart": broken, "onObservationEnd": ends.append}}, llm=LiteLLMClient())
     result = await om.observe("t1", "r1", messages=chat(2))
     assert result.observed and result.record.active_observations
     assert ends and ends[0]["error"] is None
@@ -96,7 +96,7 @@ async def test_a_raising_hook_is_logged_and_the_cycle_goes_on(libsql: LibSQLStor
 async def test_a_failed_cycle_reaches_the_end_hook_with_its_error(libsql: LibSQLStore) -> None:
     ends: list[dict[str, Any]] = []
     om = ObservationalMemory(await store_with(libsql), model="local/observer",
-                             options={**SMALL, "hooks": {"onObservationEnd": ends.append}})
+                             options={**SMALL, "hooks": {"onObservationEnd": ends.append}}, llm=LiteLLMClient())
     result = await om.observe("t1", "r1", messages=[{"role": "user", "content": "Please [[observer-fail]] now"}])
     assert not result.observed and result.record.active_observations == ""
     assert ends and ends[0]["error"] and ends[0]["trigger"] == "manual"
@@ -114,7 +114,7 @@ async def test_resource_scope_observes_every_threads_unobserved_messages_and_ref
         await store.append_messages(thread, [as_message(m, thread, "r2" if thread == "other" else "r1")
                                              for m in chat(3)])
     om = ObservationalMemory(store, model="local/observer",
-                             options={**SMALL, "scope": "resource", "hooks": all_hooks(events)})
+                             options={**SMALL, "scope": "resource", "hooks": all_hooks(events)}, llm=LiteLLMClient())
     observed = await om.observe("t1", "r1")
     assert observed.observed
     record = observed.record
@@ -140,7 +140,7 @@ async def test_model_by_input_tokens_picks_the_small_and_the_large_model(libsql:
     ends: list[dict[str, Any]] = []
     choice = ModelByInputTokens({3000: "local/small", 200000: "local/large"})
     om = ObservationalMemory(await store_with(libsql), model=choice,
-                             options={**SMALL, "hooks": {"onObservationEnd": ends.append}})
+                             options={**SMALL, "hooks": {"onObservationEnd": ends.append}}, llm=LiteLLMClient())
     await om.observe("t1", "r1", messages=chat(1))
     long = [{"role": "user", "content": f"Turn {i}. {FACT} " * 20, "createdAt": f"2026-01-02T10:{i:02d}:00.000Z"}
             for i in range(12)]

@@ -201,7 +201,7 @@ async def test_a_rejected_observer_answer_is_asked_again_and_the_second_is_used(
 async def test_resource_scope_rejects_a_prose_answer_for_the_thread(libsql: LibSQLStore) -> None:
     store = ConversationStore(libsql)
     await store.save_thread(Thread("t1", "r1"))
-    om = manual.ObservationalMemory(store, model="local/observer", options={
+    om = manual.ObservationalMemory(store, model="local/observer", llm=LiteLLMClient(), options={
         "scope": "resource", "observation": {"messageTokens": 500, "bufferTokens": False}})
     result = await om.observe("t1", "r1", messages=[{"role": "user", "content": f"{FACT} [[observer-prose]]"}])
     assert not result.observed and result.record.active_observations == ""

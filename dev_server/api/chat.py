@@ -23,32 +23,26 @@ from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Response
-from sse_starlette import EventSourceResponse, ServerSentEvent
-from starlette.background import BackgroundTask
+from sse_starlette import ServerSentEvent
 
-from dev_server.kernel.events import (DataPart, EdgeEvent, ErrorEvent, ReasoningEnd, ReasoningStart, StepFinish, StepStart,
-                               TextEnd, TextStart, ToolCallEvent, ToolErrorEvent, ToolInputStart, ToolResultEvent,
-                               edge_events)
 from dev_server.agents.registry import DEFAULT_AGENT_ID, RegisteredAgent
-from dev_server.agents.runner import Turn, new_id
+from dev_server.agents.runner import new_id
 from dev_server.agents.turns import LiveTurn, TurnStarter
 from dev_server.api.chat_request import MAX_CONVERSATION_ID, ChatRequest
 from dev_server.api.deps import AgentDep, AgentsDep, ForcedResource, LimitTurns, RecordingDep, StreamLogDep, TurnsDep
 from dev_server.api.resume import parse_last_event_id, replay, resume
 from dev_server.kernel.clock import Clock, spaced_iso
 from dev_server.errors import NotFound, upstream
-from dev_server.kernel.model import Finish, ReasoningDelta, TextDelta, ToolCallDelta
 from dev_server.llm import ModelProviderError
 from dev_server.kernel.convert import ui_to_stored
 from dev_server.memory.memory import ThreadNotOwned
 from dev_server.memory.turn_rules import TurnIntent
 from dev_server.kernel.messages import Message
+from dev_server.kernel.stream_errors import StreamError
 from dev_server.storage.stream_log import StreamOwner
 from dev_server.streaming import ui_chunks as ui
-from dev_server.streaming.coalesce import coalesced
 from dev_server.streaming.recorder import StreamRecording
-from dev_server.streaming.sse import DONE, UI_STREAM_HEADERS, encode
-from dev_server.kernel.stream_errors import stream_error
+from dev_server.streaming.sse import UI_STREAM_HEADERS, sse_frames, sse_response
 
 router = APIRouter(tags=["chat"])
 
@@ -116,19 +110,17 @@ async def _chat(body: ChatRequest, agent: RegisteredAgent, turns: TurnStarter, f
     except ThreadNotOwned:
         raise NotFound("Thread not found") from None
     except _StillRunning as running:  # a retry of the turn that holds the thread: its reply, live
-        return EventSourceResponse(coalesced(replay(recording.log, running.stream_id, 0)),
-                                   headers=UI_STREAM_HEADERS, sep="\n", ping=15)
+        return sse_response(replay(recording.log, running.stream_id, 0), UI_STREAM_HEADERS)
     except ModelProviderError as exc:
         raise upstream(exc.kind, exc.message) from exc
     chat_key = _chat_key(body.id)
     if recording is not None and (chat_key or thread_id):  # else nothing could name it to resume
         owner = StreamOwner(chat_key, thread_id, agent.id, resource, live.turn.user_message_id)
         recorded = recording.record(_frames(live), owner)  # runs to the end whether or not the client stays
-        return EventSourceResponse(coalesced(recorded.frames()), headers=UI_STREAM_HEADERS, sep="\n", ping=15)
+        return sse_response(recorded.frames(), UI_STREAM_HEADERS)
     # The frames' own finally closes the turn; the background task covers a response that
     # never started streaming (closing is idempotent).
-    return EventSourceResponse(coalesced(_frames(live)), headers=UI_STREAM_HEADERS, sep="\n", ping=15,
-                               background=BackgroundTask(live.aclose))
+    return sse_response(_frames(live), UI_STREAM_HEADERS, close=live.aclose)
 
 
 class _StillRunning(Exception):
@@ -158,83 +150,15 @@ def _incoming(body: ChatRequest, thread_id: str, resource: str, clock: Clock) ->
             for m, stamp in zip(body.messages, spaced_iso(len(body.messages), clock))]
 
 
-async def _frames(live: LiveTurn) -> AsyncGenerator[ServerSentEvent, None]:
-    count = 0
-
-    def frame(chunk: dict[str, Any] | str) -> ServerSentEvent:
-        nonlocal count
-        count += 1
-        return ServerSentEvent(data=chunk if isinstance(chunk, str) else encode(chunk), id=str(count), sep="\n")
-
+def _frames(live: LiveTurn) -> AsyncGenerator[ServerSentEvent, None]:
+    """The reply's frames, numbered (a client resumes from an id)."""
     turn = live.turn
-    try:
-        yield frame(ui.start(turn.reply_id, _start_metadata(turn)))
-        part_id = _part_id("text", turn, 0)
-        async for event in edge_events(live.first, live):
-            if isinstance(event, (TextStart, ReasoningStart)):
-                part_id = _part_id("text" if isinstance(event, TextStart) else "reasoning", turn, event.step)
-            for chunk in _ui_chunks(event, part_id):
-                yield frame(chunk)
-    except Exception as exc:  # this encoder itself broke: still say so, and end the stream
-        yield frame(ui.error(stream_error(exc).message))
-    finally:
-        await live.aclose()
-    yield frame(DONE)
+    ids = ui.ReplyIds(turn.reply_id, turn.agent.id, turn.model,
+                      thread_id=turn.thread.id if turn.thread is not None else None,
+                      resource_id=turn.thread.resource_id if turn.thread is not None else None,
+                      first_step=turn.first_step)
+    return sse_frames(ui.encode_reply(ids, live.first, live), error=_error_chunk, close=live.aclose, numbered=True)
 
 
-def _part_id(kind: str, turn: Turn, step: int) -> str:
-    """A text (or reasoning) part per step: ``text-<reply id>`` for the first, ``-<step>`` after.
-    A continued reply (after a client tool's output) counts its steps on from the stored ones."""
-    step += turn.first_step
-    return f"{kind}-{turn.reply_id}" if step == 0 else f"{kind}-{turn.reply_id}-{step}"
-
-
-def _ui_chunks(event: EdgeEvent, part_id: str) -> list[dict[str, Any]]:
-    """The AI SDK chunks of one turn event."""
-    match event:
-        case StepStart():
-            return [ui.start_step()]
-        case TextStart():
-            return [ui.text_start(part_id)]
-        case TextDelta(text=text):
-            return [ui.text_delta(part_id, text)]
-        case TextEnd():
-            return [ui.text_end(part_id)]
-        case ReasoningStart():
-            return [ui.reasoning_start(part_id)]
-        case ReasoningDelta(text=text):
-            return [ui.reasoning_delta(part_id, text)]
-        case ReasoningEnd():
-            return [ui.reasoning_end(part_id)]
-        case ToolInputStart(call_id=call_id, name=name):
-            return [ui.tool_input_start(call_id, name)]
-        case ToolCallDelta(call_id=call_id, delta=delta):
-            return [ui.tool_input_delta(call_id, delta)]
-        case ToolCallEvent(call_id=call_id, name=name, input=input):
-            return [ui.tool_input_available(call_id, name, input)]
-        case ToolResultEvent(call_id=call_id, output=output):
-            return [ui.tool_output_available(call_id, output)]
-        case ToolErrorEvent(call_id=call_id, error=error):
-            return [ui.tool_output_error(call_id, error)]
-        case DataPart(name=name, data=data, id=data_id, transient=transient):
-            return [ui.data_part(name, data, data_id, transient)]
-        case StepFinish():
-            return [ui.finish_step()]
-        case Finish():
-            return [ui.finish(event.finish_reason, _finish_metadata(event))]
-        case ErrorEvent(error=error):
-            return [ui.error(error.message)]
-    return []
-
-
-def _start_metadata(turn: Turn) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"agentId": turn.agent.id, "model": turn.model.mastra_id,
-                                "provider": turn.model.provider, "local": turn.model.is_local}
-    if turn.thread is not None:
-        metadata["threadId"] = turn.thread.id
-        metadata["resourceId"] = turn.thread.resource_id
-    return metadata
-
-
-def _finish_metadata(finish: Finish) -> dict[str, Any]:
-    return {"usage": {"inputTokens": finish.usage.input_tokens, "outputTokens": finish.usage.output_tokens}}
+def _error_chunk(error: StreamError) -> dict[str, Any]:
+    return ui.error(error.message)

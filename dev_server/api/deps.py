@@ -12,8 +12,8 @@ into asks for ``ForcedResource`` (``user:<principal>``, or None with auth off).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends
 from starlette.requests import HTTPConnection, Request
@@ -27,14 +27,17 @@ from dev_server.api.turn_limit import TurnLimit
 from dev_server.auth import resource_for
 from dev_server.background import BackgroundWork
 from dev_server.errors import NotFound
+from dev_server.kernel.model import LLMClient
+from dev_server.observability.telemetry import Telemetry
 from dev_server.settings import Settings
 from dev_server.storage.composite import CompositeStore
 from dev_server.storage.conversations import ConversationStore
-from dev_server.storage.leases import ThreadLeases
-from dev_server.storage.rate_windows import RateWindows
 from dev_server.storage.stream_log import StreamLog
 from dev_server.streaming.recorder import StreamRecording
-from dev_server.workers import WorkerSlot
+from dev_server.api.worker_slot import WorkerSlot
+
+if TYPE_CHECKING:  # numpy: imported only by a process that searches by meaning
+    from dev_server.recall.service import SemanticIndex
 
 
 @dataclass
@@ -59,39 +62,29 @@ class Readiness:
         return report
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class Services:
-    """The long-lived parts of one process, shared by every request."""
+    """The long-lived parts of one process, shared by every request: built once by the
+    factory (``dev_server.factory``), from what it built before, and never changed after."""
 
     role: str
     settings: Settings
     storage: CompositeStore
     conversations: ConversationStore
+    llm: LLMClient
     agents: AgentRegistry
     runner: TurnRunner
+    turns: TurnStarter  # the one way a turn starts (dev_server.agents.turns)
     signals: ThreadHub
-    auth_enabled: bool = False
-    telemetry: Any = None  # set by the lifespan when telemetry is on
-    readiness: Readiness = field(default_factory=Readiness)  # the model warm-up, for /health
-    background: BackgroundWork = field(default_factory=BackgroundWork)  # started and drained by the lifespan
-    worker: WorkerSlot = field(default_factory=WorkerSlot)  # which of the gateway's processes this is
-    semantic_index: Any = None  # dev_server.recall.service.SemanticIndex when an agent searches by meaning
-    turns: TurnStarter = field(init=False)  # the one way a turn starts (dev_server.agents.turns)
-    stream_log: StreamLog = field(init=False)  # recorded chat streams, read by resume on any process
-    recording: StreamRecording | None = field(init=False)  # None: chat streams are not recorded
-    turn_limit: TurnLimit | None = field(init=False)  # None: turns are not rate limited
-
-    def __post_init__(self) -> None:
-        limit = self.settings.turn_rate_limit
-        self.turn_limit = (TurnLimit(RateWindows(self.conversations.db, clock=self.conversations.clock), limit, self.settings.turn_rate_window_s)
-                           if limit else None)
-        self.stream_log = StreamLog(self.conversations.db, retention_ms=int(self.settings.stream_retention_s * 1000),
-                                    dead_after_ms=int(self.settings.stream_dead_after_s * 1000),
-                                    clock=self.conversations.clock)
-        self.recording = StreamRecording(self.stream_log) if self.settings.stream_resume else None
-        self.turns = TurnStarter(self.runner, ThreadLeases(self.conversations.db, clock=self.conversations.clock), wait_s=self.settings.turn_wait_s,
-                                 lease_s=self.settings.turn_lease_s,
-                                 checkpoint_every_s=self.settings.checkpoint_interval_s)
+    stream_log: StreamLog  # recorded chat streams, read by resume on any process
+    recording: StreamRecording | None  # None: chat streams are not recorded
+    turn_limit: TurnLimit | None  # None: turns are not rate limited
+    background: BackgroundWork  # started and drained by the lifespan
+    telemetry: Telemetry | None  # None: telemetry is off; opened and shut down by the lifespan
+    semantic_index: SemanticIndex | None  # when an agent searches by meaning
+    readiness: Readiness  # the model warm-up, for /health
+    worker: WorkerSlot  # which of the gateway's processes this is
+    auth_enabled: bool
 
 
 async def get_services(conn: HTTPConnection) -> Services:

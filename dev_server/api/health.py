@@ -22,8 +22,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from dev_server import __version__
-from dev_server.api.deps import ServicesDep
-from dev_server.llm import litellm_ready
+from dev_server.api.deps import Services, ServicesDep
 
 router = APIRouter()
 
@@ -38,7 +37,7 @@ async def health(services: ServicesDep) -> dict[str, Any]:
         "version": __version__,
         "dataDir": str(services.settings.resolved_data_dir),
         "stores": storage.health(),
-        "models": _models(services.runner.llm) | readiness.report(),
+        "models": services.llm.status() | readiness.report(),
         "telemetry": services.telemetry.stats() if services.telemetry else None,
         "background": services.background.stats(),
         "worker": services.worker.report(services.role),
@@ -46,7 +45,7 @@ async def health(services: ServicesDep) -> dict[str, Any]:
     }
 
 
-async def _recall(services: Any) -> dict[str, Any]:
+async def _recall(services: Services) -> dict[str, Any]:
     """The embedder in use, the index's size and backlog, the failures counted (provider down)."""
     index = services.semantic_index
     if index is None:
@@ -55,9 +54,3 @@ async def _recall(services: Any) -> dict[str, Any]:
         return {"enabled": True, **await index.health()}
     except Exception as exc:  # the store is closing or busy: /health still answers
         return {"enabled": True, "error": f"{type(exc).__name__}: {exc}"}
-
-
-def _models(llm: Any) -> dict[str, Any]:
-    """Whether the model layer is warm, and who answers each agent (and why)."""
-    status = getattr(llm, "status", None)
-    return status() if status is not None else {"ready": litellm_ready()}

@@ -22,12 +22,12 @@ import asyncio
 from collections.abc import AsyncGenerator
 
 from fastapi import Response
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import ServerSentEvent
 
 from dev_server.errors import BadRequest
 from dev_server.storage.stream_log import FINISHED, StreamLog
 from dev_server.streaming import ui_chunks as ui
-from dev_server.streaming.sse import DONE, UI_STREAM_HEADERS, encode
+from dev_server.streaming.sse import DONE, UI_STREAM_HEADERS, encode, sse_response
 
 POLL_S = 0.05
 _MAX_EVENT_ID_DIGITS = 18
@@ -58,8 +58,7 @@ async def resume(stream_log: StreamLog, chat_id: str, *, resource: str | None, a
     if row.status == FINISHED or stream_log.is_dead(row):
         if last_event_id is None or last_event_id >= await stream_log.last_seq(row.stream_id):
             return Response(status_code=204)
-    return EventSourceResponse(replay(stream_log, row.stream_id, last_event_id or 0), headers=UI_STREAM_HEADERS,
-                               sep="\n", ping=15)
+    return sse_response(replay(stream_log, row.stream_id, last_event_id or 0), UI_STREAM_HEADERS, coalesce=False)
 
 
 async def replay(stream_log: StreamLog, stream_id: str, after: int) -> AsyncGenerator[ServerSentEvent, None]:

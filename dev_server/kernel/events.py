@@ -8,8 +8,8 @@ client tool: the turn stops there), ``DataPart`` (a ``data-<name>`` part, stored
 needs: ``TextStart``/``TextEnd`` and ``ReasoningStart``/``ReasoningEnd`` around each run of
 text or reasoning (a new part per run), and an ``ErrorEvent`` for a failure at any point
 (an open part is closed first), so a stream never ends without saying why. The gateway
-(AI SDK UI chunks, ``dev_server.api.chat``) and the studio (Mastra chunks,
-``dev_server.api.studio.run_chunks``) only translate these. This module imports nothing from
+(AI SDK UI chunks, ``dev_server.streaming.ui_chunks``) and the studio (Mastra chunks,
+``dev_server.streaming.mastra_chunks``) only translate these. This module imports nothing from
 the rest of the agents layer, so the streaming layer may use it.
 """
 

@@ -5,13 +5,22 @@ about litellm, so the rest of the app can be read (and faked) without it. A stre
 ``LLMClient.stream`` is zero or more ``TextDelta`` / ``ReasoningDelta`` / ``ToolCallDelta``
 (a tool call's argument text as it streams), then the step's ``ToolCall``s (assembled from
 those deltas, in index order), then exactly one ``Finish``.
+
+``LLMClient`` is everything the app asks of its model layer, so nothing probes a client
+for what it can do: the loop and the memory features call ``resolve`` and ``stream``, the
+app's lifespan ``warm_up`` and ``aclose``, ``/health`` ``status``, semantic recall
+``embedder``. ``dev_server.llm.base.ModelClientBase`` gives a client that needs no
+warm-up, no closing and the built-in embedder those as defaults.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -122,9 +131,43 @@ class ResolvedModel:
 ModelEvent = TextDelta | ReasoningDelta | ToolCallDelta | ToolCall | Finish
 
 
+class Embedder(Protocol):
+    """Who turns texts into vectors for semantic recall: one unit vector per text (a float32 matrix)."""
+
+    id: str  # the Mastra id asked for
+    answered_by: str  # what really embeds (``local/...`` for the built-in model)
+    is_local: bool
+    chunk_chars: int
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def dimensions(self) -> int | None: ...
+
+    async def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
 class LLMClient(Protocol):
-    """What answers a model call: the model id resolved, then one streamed step."""
+    """What answers a model call (the model id resolved, then one streamed step), and what
+    the app's lifespan, ``/health`` and semantic recall ask of the model layer."""
 
     async def resolve(self, mastra_id: str) -> ResolvedModel: ...
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
+
+    async def warm_up(self) -> None:
+        """Pay the start-up cost (imports, the local model) before the first call does."""
+        ...
+
+    def status(self) -> dict[str, Any]:
+        """``/health``'s ``models``: at least ``ready``, whether the warm-up has run."""
+        ...
+
+    async def embedder(self, mastra_id: str) -> Embedder:
+        """Who embeds for ``mastra_id``."""
+        ...
+
+    async def aclose(self) -> None:
+        """At the app's shutdown: close what the client holds open (provider connections)."""
+        ...

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from dev_server.llm.errors import ModelProviderError, translate
 from dev_server.llm.local_embedder import LocalEmbedder
-from dev_server.kernel.model import ResolvedModel
+from dev_server.kernel.model import Embedder, ResolvedModel
 
 if TYPE_CHECKING:
     import numpy as np
@@ -33,21 +33,6 @@ PROVIDER_BATCH = 96
 PROVIDER_CHUNK_CHARS = 6000  # well under the 8k-token input of the providers' embedding models
 _RETRYABLE = frozenset({"connection", "rate_limit", "provider"})
 _BACKOFF_S = 0.25
-
-
-class Embedder(Protocol):
-    id: str  # the Mastra id asked for
-    answered_by: str  # what really embeds (``local/...`` for the built-in model)
-    is_local: bool
-    chunk_chars: int
-
-    @property
-    def key(self) -> str: ...
-
-    @property
-    def dimensions(self) -> int | None: ...
-
-    async def embed(self, texts: list[str]) -> np.ndarray: ...
 
 
 def normalized(matrix: Any) -> np.ndarray:

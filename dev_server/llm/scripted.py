@@ -69,6 +69,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Union
 
+from dev_server.llm.base import ModelClientBase
 from dev_server.llm.content import fit_to_model
 from dev_server.llm.errors import ModelProviderError, provider_error
 from dev_server.llm.local_model import is_title_request, message_text, stream_local
@@ -163,8 +164,9 @@ def purpose_of(messages: Sequence[dict[str, Any]]) -> Purpose:
     return "agent"
 
 
-class ScriptedModel:
-    """An ``LLMClient`` that answers from a script and records every request (module docstring)."""
+class ScriptedModel(ModelClientBase):
+    """An ``LLMClient`` that answers from a script and records every request (module docstring);
+    it embeds with the built-in local model and holds nothing to close (``ModelClientBase``)."""
 
     def __init__(self, script: Script | None = None, *, title: Script | None = None, observer: Script | None = None,
                  reflector: Script | None = None, extractor: Script | None = None,

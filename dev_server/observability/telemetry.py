@@ -32,10 +32,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
 from dev_server import __version__
-from dev_server.auth import service_token
 from dev_server.kernel.clock import now_iso, parse_iso
 from dev_server.observability.export_queue import ExportQueue, QueueLogProcessor, QueueSpanProcessor, log_size, span_size
-from dev_server.settings import Settings
+from dev_server.settings import Settings, service_token
 from dev_server.storage.composite import OBSERVABILITY, CompositeStore
 
 log = logging.getLogger(__name__)
@@ -55,34 +54,52 @@ EXPORT_TIMEOUT_S = 10
 
 
 class Telemetry:
+    """Built with the app (no thread, no log handler yet: building an app does no I/O), so
+    the agents' runner is handed its ``tracer`` at construction; the lifespan ``open``s it
+    (the export queues start, the log handler is attached) and ``shutdown`` flushes and
+    detaches it. Spans ended before ``open`` go nowhere. Opened once."""
+
     def __init__(self, role: str, settings: Settings, storage: CompositeStore) -> None:
         self.role = role
+        self._settings = settings
+        self._storage = storage
         resource = Resource.create({"service.name": f"dev-server-{role}", "service.version": __version__,
                                     "deployment.environment": settings.environment})
-        if role == "studio":
-            span_target, log_target = _direct_exports(storage)
+        self.tracer_provider = TracerProvider(resource=resource)
+        self.logger_provider = LoggerProvider(resource=resource)
+        self.tracer = self.tracer_provider.get_tracer("dev-server", __version__)
+        self.span_queue: ExportQueue | None = None  # set by open
+        self.log_queue: ExportQueue | None = None
+        self.handler: LoggingHandler | None = None
+
+    def open(self) -> None:
+        """Start exporting: the studio into its own store, the gateway over OTLP."""
+        if self.role == "studio":
+            span_target, log_target = _direct_exports(self._storage)
         else:
-            span_target, log_target = _otlp_exports(settings)
-        bounds = {"max_items": settings.telemetry_queue_size, "max_bytes": settings.telemetry_queue_mb * 2**20}
+            span_target, log_target = _otlp_exports(self._settings)
+        bounds = {"max_items": self._settings.telemetry_queue_size,
+                  "max_bytes": self._settings.telemetry_queue_mb * 2**20}
         self.span_queue = ExportQueue("spans", *span_target, size=span_size, **bounds)
         self.log_queue = ExportQueue("logs", *log_target, size=log_size, **bounds)
-        self.tracer_provider = TracerProvider(resource=resource)
         self.tracer_provider.add_span_processor(QueueSpanProcessor(self.span_queue))
-        self.logger_provider = LoggerProvider(resource=resource)
         self.logger_provider.add_log_record_processor(QueueLogProcessor(self.log_queue))
         self.handler = LoggingHandler(level=logging.INFO, logger_provider=self.logger_provider)
         self.handler.addFilter(self._logged_here)
         logging.getLogger("dev_server").addHandler(self.handler)
-        self.tracer = self.tracer_provider.get_tracer("dev-server", __version__)
 
     def _logged_here(self, _: logging.LogRecord) -> bool:
         return _current.get() in (None, self)
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, Any] | None:
+        """The export queues' counts for ``/health``; None before ``open``."""
+        if self.span_queue is None or self.log_queue is None:
+            return None
         return {"spans": self.span_queue.stats(), "logs": self.log_queue.stats()}
 
     def shutdown(self) -> None:
-        logging.getLogger("dev_server").removeHandler(self.handler)
+        if self.handler is not None:
+            logging.getLogger("dev_server").removeHandler(self.handler)
         self.tracer_provider.shutdown()
         self.logger_provider.shutdown()
 
@@ -99,18 +116,18 @@ def logging_to(telemetry: Telemetry | None) -> Iterator[None]:
 
 
 class TelemetryScope:
-    """ASGI middleware: each request of the app runs in its telemetry's context (``logging_to``).
-    ``telemetry`` is read per request: the app's lifespan makes it (None when it is off)."""
+    """ASGI middleware: each request of the app runs in its telemetry's context (``logging_to``;
+    None: telemetry is off)."""
 
-    def __init__(self, app: Any, telemetry: Callable[[], Telemetry | None]) -> None:
+    def __init__(self, app: Any, telemetry: Telemetry | None) -> None:
         self.app = app
         self.telemetry = telemetry
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":  # the lifespan sets its own (it makes the telemetry)
+        if scope["type"] == "lifespan":  # the lifespan sets its own
             await self.app(scope, receive, send)
             return
-        with logging_to(self.telemetry()):
+        with logging_to(self.telemetry):
             await self.app(scope, receive, send)
 
 

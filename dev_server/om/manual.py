@@ -34,7 +34,6 @@ from dev_server.kernel.events import DataPart
 from dev_server.kernel.processors import SpanOpener, no_span
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso
 from dev_server.kernel.model import LLMClient, ResolvedModel
-from dev_server.llm import LiteLLMClient
 from dev_server.om.options.config import ObservationalMemoryOptions, observational_memory_options
 from dev_server.om.engine.cycle_context import CycleContext
 from dev_server.om.engine.cycle_hooks import HookedCycles
@@ -167,12 +166,13 @@ def as_message(item: Message | dict[str, Any], thread_id: str, resource_id: str,
 class ObservationalMemory:
     """Observational Memory on its own: a conversation store, a model, Mastra's options.
 
-    ``ObservationalMemory(store, model="openai/gpt-4o-mini", options={"hooks": {...}})``;
+    ``ObservationalMemory(store, model="openai/gpt-4o-mini", options={"hooks": {...}}, llm=client)``;
     ``store`` is an open ``ConversationStore`` (its database also holds the OM records);
-    ``llm`` defaults to a ``LiteLLMClient`` with no provider keys (the local model answers)."""
+    ``llm`` is the caller's model client (a ``LiteLLMClient`` with no provider keys: the
+    local model answers): a feature never builds its own."""
 
     def __init__(self, store: ConversationStore, model: Any = "default", *, options: Any = None,
-                 llm: LLMClient | None = None) -> None:
+                 llm: LLMClient) -> None:
         given = dict(options or {}) if not isinstance(options, ObservationalMemoryOptions) else None
         if given is not None:
             given.setdefault("model", model)
@@ -183,7 +183,7 @@ class ObservationalMemory:
             raise ValueError("observationalMemory.enabled must not be false for a standalone ObservationalMemory")
         self.store = store
         self.options = parsed
-        self.llm = llm or LiteLLMClient()
+        self.llm = llm
         self.engine = ObservationEngine(parsed, om_record_store(store.db, clock=store.clock),
                                         ask=ModelChoiceCaller(parsed), hooks=HookedCycles(parsed.hooks))
 

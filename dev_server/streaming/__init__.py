@@ -1,1 +1,2 @@
-"""Streams: chunk values built in ``ui_chunks`` (AI SDK) and encoded only at the edge (``sse``)."""
+"""Streams: a turn's events in, chunks out (``ui_chunks``: AI SDK; ``mastra_chunks``: Mastra), encoded
+only at the edge, in frames and a response both processes share (``sse``)."""

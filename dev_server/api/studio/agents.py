@@ -20,12 +20,12 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Response
-from sse_starlette import EventSourceResponse, ServerSentEvent
-from starlette.background import BackgroundTask
+from sse_starlette import ServerSentEvent
 
 from dev_server.kernel.events import StepFinish
 from dev_server.agents.registry import RegisteredAgent
@@ -42,10 +42,8 @@ from dev_server.llm import ModelProviderError
 from dev_server.memory.memory import ThreadNotOwned
 from dev_server.storage.conversations import ConversationStore
 from dev_server.api.studio.generate_result import generate_result, response_messages
-from dev_server.api.studio.run_chunks import encode_run
-from dev_server.streaming.mastra_chunks import RunIds, chunk, error_chunk, usage_payload
-from dev_server.streaming.coalesce import coalesced
-from dev_server.streaming.sse import DONE, STREAM_HEADERS, encode
+from dev_server.streaming.mastra_chunks import RunIds, chunk, encode_run, error_chunk, usage_payload
+from dev_server.streaming.sse import STREAM_HEADERS, encode, sse_frames, sse_response
 from dev_server.kernel.stream_errors import StreamError, stream_error
 
 log = logging.getLogger(__name__)
@@ -127,32 +125,23 @@ def _ids(live: LiveTurn) -> RunIds:
     return RunIds(run_id=turn.run_id, message_id=turn.reply_id, agent_id=turn.agent.id, model=turn.model)
 
 
-async def _stream_response(live: LiveTurn) -> Response:
-    async def frames() -> AsyncGenerator[ServerSentEvent, None]:
-        ids = _ids(live)
-        try:
-            async for item in encode_run(ids, live.first, live, live.turn.first_step):
-                yield ServerSentEvent(data=encode(item), sep="\n")
-        except Exception as exc:  # this encoder itself broke: still say so, and end the stream
-            yield ServerSentEvent(data=encode(error_chunk(ids.run_id, stream_error(exc))), sep="\n")
-        finally:
-            await live.aclose()
-        yield ServerSentEvent(data=DONE, sep="\n")
-
-    return EventSourceResponse(coalesced(frames()), headers=STREAM_HEADERS, sep="\n", ping=15,
-                               background=BackgroundTask(live.aclose))
+def _stream_response(live: LiveTurn) -> Response:
+    ids = _ids(live)
+    frames = sse_frames(encode_run(ids, live.first, live, live.turn.first_step), error=partial(error_chunk, ids.run_id),
+                        close=live.aclose, numbered=False)
+    return sse_response(frames, STREAM_HEADERS, close=live.aclose)
 
 
 @router.post("/{agent_id}/stream", responses=_SSE | _LIMITED, response_class=Response, dependencies=[LimitTurns])
 async def stream(body: AgentRunBody, agent: AgentDep, turns: TurnsDep, forced: ForcedResource) -> Response:
-    return await _stream_response(await _start_run(turns, agent, body, forced))
+    return _stream_response(await _start_run(turns, agent, body, forced))
 
 
 @router.post("/{agent_id}/stream-until-idle", responses=_SSE | _LIMITED, response_class=Response,
              dependencies=[LimitTurns])
 async def stream_until_idle(body: AgentRunBody, agent: AgentDep, turns: TurnsDep,
                             forced: ForcedResource) -> Response:
-    return await _stream_response(await _start_run(turns, agent, body, forced))
+    return _stream_response(await _start_run(turns, agent, body, forced))
 
 
 @router.post("/{agent_id}/generate", responses=_LIMITED, dependencies=[LimitTurns])
@@ -212,7 +201,7 @@ async def subscribe(body: ThreadRef, agent: AgentDep, hub: SignalsDep, forced: F
     key = await _hub_key(conversations, hub, agent, body.threadId, forced)
     queue = hub.subscribe(key)
 
-    async def frames() -> AsyncIterator[ServerSentEvent]:
+    async def frames() -> AsyncGenerator[ServerSentEvent, None]:
         try:
             yield ServerSentEvent(comment="connected", sep="\n")
             while True:
@@ -220,7 +209,7 @@ async def subscribe(body: ThreadRef, agent: AgentDep, hub: SignalsDep, forced: F
         finally:
             hub.unsubscribe(key, queue)
 
-    return EventSourceResponse(frames(), headers=STREAM_HEADERS, sep="\n", ping=15)
+    return sse_response(frames(), STREAM_HEADERS, coalesce=False)
 
 
 @router.post("/{agent_id}/send-message", responses=_LIMITED, dependencies=[LimitTurns])
