@@ -147,10 +147,10 @@ def model_layer(settings: Settings, agents: Iterable[AgentDefinition]) -> LLMCli
     ``DEV_SERVER_SCRIPTED_MODEL`` when (and only when) that is set."""
     if settings.scripted_model is None:
         return LiteLLMClient.from_settings(settings, agents)
-    from dev_server.llm.scripted import ScriptedModel
+    from dev_server.llm.scripted_file import scripted_model_from_file
 
     log.warning("a scripted model answers the model calls (DEV_SERVER_SCRIPTED_MODEL=%s)", settings.scripted_model)
-    return ScriptedModel.from_file(settings.scripted_model, agent_models={a.id: a.model for a in agents})
+    return scripted_model_from_file(settings.scripted_model, agent_models={a.id: a.model for a in agents})
 
 
 def storage_for(role: str, settings: Settings) -> CompositeStore:

@@ -20,7 +20,7 @@ import pytest
 from starlette.requests import Request
 
 from dev_server.api.input_guard import repair_target
-from dev_server.api.studio.query import Query
+from dev_server.api.query import Query
 from tests.kit.servers import server_fixture
 from tests.support import sqlite_rows, user_message
 

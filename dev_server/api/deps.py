@@ -22,7 +22,7 @@ from dev_server.agents.registry import AgentRegistry, RegisteredAgent
 from dev_server.agents.runner import TurnRunner
 from dev_server.agents.signals import ThreadHub
 from dev_server.agents.turns import TurnStarter
-from dev_server.api.studio.query import Query
+from dev_server.api.query import Query
 from dev_server.api.turn_limit import TurnLimit
 from dev_server.auth import resource_for
 from dev_server.background import BackgroundWork

@@ -47,7 +47,7 @@ so replies carry ``local: true``, and Observational Memory observes with the age
 model); ``local=False`` resolves them as configured providers (``answeredBy`` ``scripted/...``).
 
 From a server process: ``DEV_SERVER_SCRIPTED_MODEL`` names a JSON script file
-(``load_script``), used only when set, and said at start and in ``/health``
+(``dev_server.llm.scripted_file``), used only when set, and said at start and in ``/health``
 (``models.scripted``). The file is a list of replies, or an object ``{"replies": [...],
 "title": [...], "observer": [...], "reflector": [...], "extractor": [...], "then": "local",
 "local": true, "record": "requests.jsonl"}``; a reply is a string or ``{"text", "reasoning",
@@ -185,15 +185,6 @@ class ScriptedModel(ModelClientBase):
         self.agent_models = dict(agent_models or {})
         self.calls: list[Recorded] = []
         self._served: dict[str, int] = {}
-
-    @classmethod
-    def from_file(cls, path: Path, *, agent_models: Mapping[str, str] | None = None) -> "ScriptedModel":
-        """The scripted model of a JSON script file (``load_script``)."""
-        from dev_server.llm.scripted_file import load_script
-
-        loaded = load_script(path)
-        return cls(loaded.replies, **loaded.by_purpose, then=loaded.then, local=loaded.local,
-                   record_to=loaded.record_to, agent_models=agent_models)
 
     @property
     def requests(self) -> list[ModelRequest]:

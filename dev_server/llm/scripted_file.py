@@ -7,6 +7,7 @@ read (at start, by the settings), so a typo is one line naming the field, not a 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -14,7 +15,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dev_server.llm.errors import KIND_STATUS, provider_error
-from dev_server.llm.scripted import PURPOSES, Call, Reply
+from dev_server.llm.scripted import PURPOSES, Call, Reply, ScriptedModel
 from dev_server.kernel.model import Usage
 
 
@@ -123,3 +124,10 @@ def load_script(path: Path) -> LoadedScript:
     record_to = Path(path).resolve().parent / script.record if script.record else None
     agent = replies(script.replies) if script.replies is not None else None
     return LoadedScript(agent, by_purpose, script.then, script.local, record_to)
+
+
+def scripted_model_from_file(path: Path, *, agent_models: Mapping[str, str] | None = None) -> ScriptedModel:
+    """The scripted model of a JSON script file (``load_script``)."""
+    loaded = load_script(path)
+    return ScriptedModel(loaded.replies, **loaded.by_purpose, then=loaded.then, local=loaded.local,
+                         record_to=loaded.record_to, agent_models=agent_models)

@@ -21,7 +21,7 @@ from dev_server.api.studio.memory_search import semantic_results
 from dev_server.api.studio.memory_bodies import (CloneBody, CreateThreadBody, DeleteMessagesBody, PatchThreadBody,
                                           SaveMessagesBody, SavedMessage, StoredContent, TransferBody,
                                           WorkingMemoryBody)
-from dev_server.api.studio.query import ISO_TIME, Query, iso_time, order_by
+from dev_server.api.query import ISO_TIME, Query, iso_time, order_by
 from dev_server.kernel.clock import parse_iso, spaced_iso, to_iso
 from dev_server.kernel.convert import flat_text
 from dev_server.memory.working_document import WorkingMemoryInvalid

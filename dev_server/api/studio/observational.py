@@ -19,7 +19,7 @@ from dev_server.agents.registry import RegisteredAgent
 from dev_server.api.deps import AgentsDep, ConversationsDep, ForcedResource, MastraQuery, RunnerDep
 from dev_server.api.studio.access import OptionalAgent, QueryAgent, Scope, ScopeDep, scope_for
 from dev_server.api.studio.memory_bodies import BufferStatusBody, ManualCycleBody
-from dev_server.api.studio.query import iso_time
+from dev_server.api.query import iso_time
 from dev_server.kernel.clock import to_iso
 from dev_server.errors import BadRequest, NotFound, invalid
 from dev_server.om.engine.flags import settled
