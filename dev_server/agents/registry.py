@@ -101,9 +101,6 @@ class AgentRegistry:
                 semantic_index=semantic_index if own.uses_vectors else None)
             self._agents[definition.id] = RegisteredAgent(definition, memory)
 
-    def memories_using_vectors(self) -> list[Memory]:
-        return [a.memory for a in self._agents.values() if a.memory is not None and a.memory.uses_vectors]
-
     def get(self, agent_id: str) -> RegisteredAgent | None:
         return self._agents.get(agent_id)
 

@@ -1,4 +1,4 @@
-"""Working memory as an input processor of the step loop (token tier 3).
+"""Working memory as a processor of the step loop (token tier 3).
 
 Each step it adds one system message (the memory's instructions, template and current
 document: ``working_document.instruction``) and the ``updateWorkingMemory`` tool. The

@@ -3,7 +3,8 @@
 With OM on, ``ObservationalMemoryStep`` takes the history window's place. Its turn object
 (``OMTurn``, ``dev_server.kernel.processors``) decides once per turn, on its first
 ``before_step``, and keeps what it decided (``TurnView``) for the later steps: it reads
-the active record (created on first use) and the thread's unobserved messages (``dev_server.om.window``), counts them (``dev_server.om.tokens``), then follows the decision
+the active record (created on first use) and the thread's unobserved messages
+(``dev_server.om.window``), counts them (``dev_server.om.tokens``), then follows the decision
 order of Mastra's Observational Memory contract 2.3: buffered chunks are activated when the window reached
 its threshold or the provider's cache went cold (``dev_server.om.activation``, ``dev_server.om.idle``);
 the log is reflected, or a buffered reflection swapped in or started (``dev_server.om.engine``);

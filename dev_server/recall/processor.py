@@ -1,9 +1,10 @@
 """``semanticRecall``, token tier 2: the stored messages nearest to the user's new message.
 
 A processor of the step loop, after the history window (or Observational Memory): its turn
-object (``RecallTurn``) searches once, on the turn's first step, and keeps what it found. As Mastra's ``SemanticRecall``: the query is the text of the
-last user message of the turn; the index gives the ``topK`` nearest messages of the thread
-(scope ``thread``) or of every thread of the user (``resource``); each comes with
+object (``RecallTurn``) searches once, on the turn's first step, and keeps what it found.
+As Mastra's ``SemanticRecall``: the query is the text of the last user message of the
+turn; the index gives the ``topK`` nearest messages of the thread (scope ``thread``) or of
+every thread of the user (``resource``); each comes with
 ``messageRange`` neighbours of its own thread; whatever the window already holds is left
 out. Recalled messages of this thread join the history, oldest first, before the window;
 those of other threads (resource scope only) become one system message
