@@ -55,7 +55,7 @@ from dev_server.kernel.messages import Message
 from dev_server.storage.om_records import OMRecord, OMRecordStore, lookup_key
 
 if TYPE_CHECKING:
-    from dev_server.memory.memory import Memory
+    from dev_server.kernel.ports import ThreadMessages, WorkingMemoryDocument
 
 log = logging.getLogger(__name__)
 
@@ -111,11 +111,14 @@ def describe_error(exc: BaseException) -> str:
 
 
 class ObservationalMemory:
-    def __init__(self, options: ObservationalMemoryOptions, records: OMRecordStore,
-                 memory: Memory | None = None) -> None:
+    def __init__(self, options: ObservationalMemoryOptions, records: OMRecordStore, *,
+                 working: WorkingMemoryDocument | None = None, threads: ThreadMessages | None = None) -> None:
+        """``working``: the memory's working memory document, when it has one; ``threads``:
+        where the observer's titles go (None: a bare engine, no titles or working memory)."""
         self.options = options
         self.records = records
-        self.extraction = Extraction(options, memory)  # extractors, title and working memory (dev_server.om.extract_run)
+        # extractors, title and working memory (dev_server.om.extract_run)
+        self.extraction = Extraction(options, working, threads)
         self._suppressed: dict[str, int] = {}  # lookup key -> log size whose reflection failed
 
     def key(self, thread_id: str, resource_id: str) -> str:
