@@ -17,6 +17,7 @@ _.get_record        # dev_server/om/manual.py: the standalone OM API's read of a
 VectorRow           # dev_server/recall/index.py: tests/test_semantic_recall.py builds rows with it
 _.applied_migrations  # dev_server/storage/libsql.py, remote.py: tests/test_migrations.py
 ping                # dev_server/storage/remote.py: tests/sqld.py waits for a libsql server with it
+_.apply_working_memory_update  # dev_server/memory/memory.py: tests/test_working_memory.py races updates through it
 ManualClock         # dev_server/kernel/clock.py: the clock a test hands create_app to run a conversation at fixed times
 ShiftedClock        # dev_server/kernel/clock.py: system time plus an offset a test advances (time keeps running)
 _.advance           # dev_server/kernel/clock.py: both test clocks move forward with it

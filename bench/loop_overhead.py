@@ -36,7 +36,7 @@ from pydantic import BaseModel  # noqa: E402
 
 from dev_server.kernel.loop import ReplyParts, run_steps  # noqa: E402
 from dev_server.kernel.model import Finish, ModelRequest, ResolvedModel, TextDelta, ToolCall, Usage  # noqa: E402
-from dev_server.kernel.processors import StepContext  # noqa: E402
+from dev_server.kernel.processors import StepContext, TurnProcessor, TurnProcessors  # noqa: E402
 from dev_server.kernel.tools import Tool, ToolContext  # noqa: E402
 
 PIECES = tuple(f" word{i}" for i in range(40))  # a 40-piece answer, as a short real reply streams
@@ -73,13 +73,17 @@ async def _echo(args: EchoInput, _: ToolContext) -> dict[str, str]:
 TOOLS = tuple(Tool(f"echo_{i}", "Echo the text back.", EchoInput, _echo) for i in range(3))
 
 
-class InMemoryHistory:
-    """The history window's shape (loaded on step 0) without storage: the loop's cost only."""
+class InMemoryHistory(TurnProcessor):
+    """The history window's shape (loaded on the first step) without storage: the loop's cost only."""
 
     name = "history"
 
-    async def process_step(self, step: StepContext) -> None:
-        if step.index == 0:
+    def __init__(self) -> None:
+        self.loaded = False
+
+    async def before_step(self, step: StepContext) -> None:
+        if not self.loaded:
+            self.loaded = True
             step.history = [{"role": "user", "content": USER}]
 
 
@@ -102,7 +106,7 @@ async def loop_turn(llm: Any, model: ResolvedModel, tools: tuple[Tool, ...]) -> 
     step = StepContext("bench-agent", "run-1", "bench", thread=None, resource_id=None, agent_tools=tools)
     hooks = _RunSpans(trace.NoOpTracer(), _FakeTurn(), trace.INVALID_SPAN)
     steps = 0
-    events = run_steps(llm, model, step, [InMemoryHistory()], 5, ReplyParts(), hooks)
+    events = run_steps(llm, model, step, TurnProcessors([InMemoryHistory()]), 5, ReplyParts(), hooks)
     try:
         async for event in events:
             if type(event).__name__ == "StepStart":

@@ -47,7 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.report import commit, machine  # noqa: E402
-from dev_server.agents.registry import DEFINITIONS, AgentRegistry  # noqa: E402
+from dev_server.agents.registry import DEFINITIONS, AgentRegistry, MemorySettings, memory_options  # noqa: E402
 from dev_server.agents.runner import TurnRunner  # noqa: E402
 from dev_server.api.deps import Readiness  # noqa: E402
 from dev_server.background import BackgroundWork  # noqa: E402
@@ -162,8 +162,9 @@ async def run(turns: int, watch: Watch) -> tuple[list[dict[str, Any]], dict[str,
         await warm_up(llm, Readiness(), freeze_heap=True)  # as the server process starts
         background = BackgroundWork()
         await background.start()
-        registry = AgentRegistry(DEFINITIONS, ConversationStore(storage.default), settings.working_memory_agents,
-                                 background, settings.observational_memory)
+        memories = memory_options(DEFINITIONS, MemorySettings(settings.working_memory_agents,
+                                                              settings.observational_memory))
+        registry = AgentRegistry(DEFINITIONS, ConversationStore(storage.default), memories, background=background)
         runner, agent = TurnRunner(llm, agents=registry), registry.get("chat-agent")
         assert agent is not None and agent.memory is not None and agent.memory.options.om is not None
         resource, thread_id = agent.definition.resource, f"om-long-{uuid.uuid4().hex[:8]}"

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from dev_server.kernel.clock import to_iso  # noqa: E402
 from dev_server.kernel.messages import Message  # noqa: E402
-from dev_server.kernel.processors import StepContext  # noqa: E402
+from dev_server.kernel.processors import StepContext, TurnProcessors, start_turn  # noqa: E402
 from dev_server.memory.memory import Memory, MemoryOptions  # noqa: E402
 from dev_server.om.engine.record_store import om_record_store  # noqa: E402
 from dev_server.om.tokens.counting import count_message, count_messages  # noqa: E402
@@ -79,12 +79,11 @@ async def seed(store: ConversationStore, records: OMRecordStore) -> None:
 
 async def timed_turn(memory: Memory, thread, samples: dict[str, list[float]]) -> None:
     step = StepContext("chat-agent", "run", "You are a helpful assistant.", thread=thread, resource_id="r1")
-    processors = memory.input_processors()
+    processors = TurnProcessors(start_turn(memory.processors, step))
     for index in range(STEPS):
         started = time.perf_counter()
         step.begin_step(index)
-        for processor in processors:
-            await processor.process_step(step)
+        await processors.before_step(step)
         step.messages()
         step.take_emitted()
         samples["first" if index == 0 else "later"].append(time.perf_counter() - started)
@@ -100,10 +99,9 @@ async def main(turns: int) -> None:
         await db.open()
         store, records = ConversationStore(db), om_record_store(db)
         await seed(store, records)
-        plain = Memory(MemoryOptions(last_messages=10))
-        om = Memory(MemoryOptions(last_messages=10, observational_memory=True))
-        for memory in (plain, om):
-            memory.attach(store, "chat-agent", "ai-chat")
+        plain = Memory(MemoryOptions(last_messages=10), store, agent_id="chat-agent", agent_resource="ai-chat")
+        om = Memory(MemoryOptions(last_messages=10, observational_memory=True), store, agent_id="chat-agent",
+                    agent_resource="ai-chat")
         cases = {"plain (last 10)": (plain, "plain"), "OM 30k window, cold": (om, "cold"),
                  "OM 30k window, warm": (om, "warm"), "OM 1,000 observed": (om, "observed")}
         threads = {name: await store.get_thread(thread_id) for name, (_, thread_id) in cases.items()}

@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 from dev_server.agents.calculator import calculator  # noqa: E402
 from dev_server.kernel.clock import now_iso  # noqa: E402
 from dev_server.kernel.messages import Message  # noqa: E402
-from dev_server.kernel.processors import StepContext  # noqa: E402
+from dev_server.kernel.processors import StepContext, TurnProcessors, start_turn  # noqa: E402
 from dev_server.kernel.tools import ToolContext, execute  # noqa: E402
 from dev_server.memory.memory import Memory, MemoryOptions  # noqa: E402
 from dev_server.memory.working_document import TOOL_NAME, WorkingMemoryOptions  # noqa: E402
@@ -39,10 +39,9 @@ DOCUMENT = "# User Information\n" + "".join(f"- **Fact {i}**: the user mentioned
                                             for i in range(80))
 
 
-async def prepare_step(step: StepContext, processors, index: int) -> None:
+async def prepare_step(step: StepContext, processors: TurnProcessors, index: int) -> None:
     step.begin_step(index)
-    for processor in processors:
-        await processor.process_step(step)
+    await processors.before_step(step)
     step.messages()
     [tool.openai_spec() for tool in step.tools.values()]
 
@@ -50,7 +49,7 @@ async def prepare_step(step: StepContext, processors, index: int) -> None:
 async def timed_turn(memory: Memory, thread, update_at: int | None, samples: dict[str, list[float]]) -> None:
     step = StepContext("chat-agent", "run", "You are a helpful assistant.", thread=thread, resource_id="r1",
                        agent_tools=(calculator,))
-    processors = memory.input_processors()
+    processors = TurnProcessors(start_turn(memory.processors, step))
     for index in range(STEPS):
         started = time.perf_counter()
         await prepare_step(step, processors, index)
@@ -79,10 +78,9 @@ async def main(turns: int) -> None:
                     {"format": 2, "parts": [{"type": "text", "text": f"message {i} " + "x" * 200}]}, now_iso())
             for i in range(10)])
         await store.set_working_memory(DOCUMENT, resource_id="r1")
-        plain = Memory(MemoryOptions(last_messages=10))
-        working = Memory(MemoryOptions(last_messages=10, working_memory=WorkingMemoryOptions()))
-        for memory in (plain, working):
-            memory.attach(store, "chat-agent", "ai-chat")
+        plain = Memory(MemoryOptions(last_messages=10), store, agent_id="chat-agent", agent_resource="ai-chat")
+        working = Memory(MemoryOptions(last_messages=10, working_memory=WorkingMemoryOptions()), store,
+                         agent_id="chat-agent", agent_resource="ai-chat")
         runs = {name: {"first": [], "later": [], "updated": []} for name in ("plain", "working", "working+update")}
         for _ in range(20):  # warm-up
             await timed_turn(plain, thread, None, {"first": [], "later": [], "updated": []})

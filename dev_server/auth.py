@@ -16,7 +16,7 @@ from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from dev_server.errors import Unauthorized
+from dev_server.kernel.errors import Unauthorized
 from dev_server.settings import service_token
 
 Authenticator = Callable[[HTTPConnection], Awaitable[str]]

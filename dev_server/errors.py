@@ -1,16 +1,10 @@
-"""The error tree and the one place that renders errors as JSON.
+"""The one place that renders errors as JSON, at the HTTP edge.
 
-Every error a client can cause is an ``ApiError`` carrying its status; the body is always
-``{"error": <message>, "issues"?: [{"field", "message"}]}`` (Mastra's Studio REST contract section 1).
-Anything else becomes a logged 500 with a generic message.
-
-    ApiError
-    ├── BadRequest            400
-    ├── Unauthorized          401
-    ├── NotFound              404
-    ├── Conflict              409
-    ├── TooManyRequests       429 (with Retry-After)
-    └── UpstreamModelError    502 (provider failures, translated in dev_server.llm)
+The errors themselves are the kernel's (``dev_server.kernel.errors``): every error a client
+can cause is an ``ApiError`` carrying its status, raised wherever the rule lives. Here they
+become ``{"error": <message>, "issues"?: [{"field", "message"}]}`` (Mastra's Studio REST
+contract, section 1); FastAPI's own validation errors take the same shape, and anything
+else becomes a logged 500 with a generic message.
 """
 
 from __future__ import annotations
@@ -29,73 +23,9 @@ from dev_server.llm.errors import ModelProviderError
 from dev_server.storage.errors import StorageBusy
 from dev_server.storage.hrana import StorageUnavailable
 
+from dev_server.kernel.errors import REQUEST_PARTS, ApiError, BadRequest, upstream
+
 log = logging.getLogger(__name__)
-
-
-class ApiError(Exception):
-    status = 500
-    headers: dict[str, str] | None = None
-
-    def __init__(self, error: str, issues: list[dict[str, str]] | None = None, *,
-                 status: int | None = None, **extra: Any) -> None:
-        super().__init__(error)
-        if status is not None:
-            self.status = status
-        self.message = error
-        self.issues = issues
-        self.extra = extra
-
-    def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"error": self.message, **self.extra}
-        if self.issues:
-            body["issues"] = self.issues
-        return body
-
-
-class BadRequest(ApiError):
-    status = 400
-
-
-class Unauthorized(ApiError):
-    status = 401
-
-
-class NotFound(ApiError):
-    status = 404
-
-
-class Conflict(ApiError):
-    status = 409
-
-
-class TooManyRequests(ApiError):
-    status = 429
-
-    def __init__(self, error: str, *, retry_after_s: int) -> None:
-        super().__init__(error)
-        self.headers = {"Retry-After": str(retry_after_s)}
-
-
-class UpstreamModelError(ApiError):
-    status = 502
-
-
-# Provider failures as our clients see them: a bad provider key is the server's problem
-# (502), not the caller's (401); a rate limit or a timeout keeps its meaning.
-_PROVIDER_STATUS = {"rate_limit": 429, "timeout": 504, "bad_request": 400, "not_configured": 503}
-
-
-def upstream(kind: str, message: str) -> UpstreamModelError:
-    """The API error for a model provider failure of the given kind (dev_server.llm's kinds)."""
-    return UpstreamModelError(message, status=_PROVIDER_STATUS.get(kind, 502), kind=kind)
-
-
-_TITLES = {"body": "Invalid request body", "query": "Invalid query parameters", "path": "Invalid path parameters"}
-
-
-def invalid(kind: str, field: str, message: str) -> BadRequest:
-    """A 400 in Mastra's shape: kind is "body", "query" or "path"."""
-    return BadRequest(_TITLES[kind], [{"field": field, "message": message}])
 
 
 def validation_issues(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
@@ -114,7 +44,7 @@ def validation_issues(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, str
 
 def _request_kind(exc: RequestValidationError) -> str:
     kinds = {str(error["loc"][0]) if error.get("loc") else "body" for error in exc.errors()}
-    return kinds.pop() if len(kinds) == 1 and kinds <= set(_TITLES) else "body"
+    return kinds.pop() if len(kinds) == 1 and kinds <= set(REQUEST_PARTS) else "body"
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -131,7 +61,7 @@ def install_error_handlers(app: FastAPI) -> None:
     # becomes Mastra's 400 shape; FastAPI's default would be a 422 {"detail": [...]}.
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        error = BadRequest(_TITLES[_request_kind(exc)], validation_issues(exc.errors()))
+        error = BadRequest(REQUEST_PARTS[_request_kind(exc)], validation_issues(exc.errors()))
         return JSONResponse(error.body(), status_code=error.status)
 
     @app.exception_handler(StarletteHTTPException)

@@ -40,7 +40,7 @@ from fastapi import FastAPI
 
 from dev_server import __version__
 from dev_server.agents.definition import AgentDefinition
-from dev_server.agents.registry import DEFINITIONS, AgentRegistry
+from dev_server.agents.registry import DEFINITIONS, AgentRegistry, MemorySettings, memory_options
 from dev_server.agents.runner import TurnRunner
 from dev_server.agents.salvage import salvage_dead_streams
 from dev_server.agents.signals import ThreadHub
@@ -234,17 +234,15 @@ def create_app(
         authenticator = BearerTokens.parse(settings.auth_tokens)
     conversations = ConversationStore(storage.default, clock=clock)
     background = BackgroundWork()
-    registry = AgentRegistry(agents, conversations, settings.working_memory_agents,
-                             background, settings.observational_memory,
-                             settings.semantic_recall_agents)  # calls each memory factory once
+    memories = memory_options(agents, MemorySettings(settings.working_memory_agents, settings.observational_memory,
+                                                     settings.semantic_recall_agents))  # each factory once
     semantic_index = None
-    if registry.memories_using_vectors():
+    if any(options.uses_vectors for options in memories.values()):
         from dev_server.recall.service import SemanticIndex  # numpy: only in a process that searches by meaning
 
         semantic_index = SemanticIndex(storage.default, partial(_embedder, llm, settings.embedder),
                                        requested=settings.embedder, clock=clock)
-        for memory_of_agent in registry.memories_using_vectors():
-            memory_of_agent.semantic_index = semantic_index
+    registry = AgentRegistry(agents, conversations, memories, background=background, semantic_index=semantic_index)
     telemetry = Telemetry(role, settings, storage) if settings.telemetry else None
     runner = TurnRunner(llm, tracer=telemetry.tracer if telemetry is not None else None, agents=registry, clock=clock)
     db = conversations.db

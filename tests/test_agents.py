@@ -7,16 +7,16 @@ import pytest
 from dev_server.agents.definition import AgentDefinition
 from dev_server.agents.registry import DEFINITIONS, AgentRegistry
 from dev_server.factory import create_app
-from dev_server.memory.memory import Memory, MemoryOptions
+from dev_server.memory.memory import MemoryOptions
 from dev_server.settings import Settings
 
 
 def test_each_memory_factory_runs_once_per_app(settings: Settings):
     calls = []
 
-    def factory() -> Memory:
+    def factory() -> MemoryOptions:
         calls.append(1)
-        return Memory(MemoryOptions(last_messages=3))
+        return MemoryOptions(last_messages=3)
 
     counted = AgentDefinition(id="counted", name="Counted", instructions="", model="local/echo", memory=factory)
     app = create_app("gateway", settings, agents=[*DEFINITIONS, counted])

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from dev_server.memory.memory import Memory, MemoryOptions
+from dev_server.memory.overrides import with_observational_memory
+from dev_server.storage.conversations import ConversationStore
 from dev_server.om.options.config import DEFAULT_MODEL, ObservationalMemoryOptions, describe_om, observational_memory_options
 from dev_server.settings import Settings, SettingsError
 
@@ -99,11 +101,13 @@ def test_shared_budget_moves_the_threshold_with_the_observations() -> None:
 
 
 def test_memory_describes_and_turns_om_on_and_off() -> None:
-    memory = Memory(MemoryOptions(observational_memory={"observation": {"messageTokens": 300}}))
+    memory = Memory(MemoryOptions(observational_memory={"observation": {"messageTokens": 300}}),
+                    ConversationStore(None))
     described = memory.options.describe()["observationalMemory"]
     assert described["enabled"] is True and described["messageTokens"] == 300
-    assert Memory().options.describe()["observationalMemory"] == {"enabled": False}
-    memory.enable_observational_memory(None)
+    assert Memory(MemoryOptions(), ConversationStore(None)).options.describe()["observationalMemory"] == {
+        "enabled": False}
+    memory = Memory(with_observational_memory(memory.options, None), ConversationStore(None))
     assert memory.options.om is None and describe_om(None) == {"enabled": False}
 
 
@@ -178,8 +182,10 @@ def test_settings_merge_over_the_agents_own_options_and_keep_what_only_code_give
     extractor = {"name": "Mood", "instructions": "The user's mood.", "transform": str.upper}
     memory = Memory(MemoryOptions(observational_memory={
         "hooks": {"onObservationEnd": on_end},
-        "observation": {"messageTokens": 500, "extract": [extractor]}}))
-    memory.enable_observational_memory({"observation": {"threadTitle": True}, "reflection": {"observationTokens": 900}})
+        "observation": {"messageTokens": 500, "extract": [extractor]}}), ConversationStore(None))
+    memory = Memory(with_observational_memory(memory.options, {"observation": {"threadTitle": True},
+                                                               "reflection": {"observationTokens": 900}}),
+                    ConversationStore(None))
     om = memory.options.om
     assert om.observation.thread_title and om.observation.message_tokens == 500
     assert [e.name for e in om.observation.extract] == ["Mood"] and om.reflection.observation_tokens == 900
@@ -187,6 +193,7 @@ def test_settings_merge_over_the_agents_own_options_and_keep_what_only_code_give
 
 
 def test_settings_that_turn_om_off_turn_it_off() -> None:
-    memory = Memory(MemoryOptions(observational_memory=True))
-    memory.enable_observational_memory(Settings(om_enabled=False).observational_memory)
+    memory = Memory(MemoryOptions(observational_memory=True), ConversationStore(None))
+    memory = Memory(with_observational_memory(memory.options, Settings(om_enabled=False).observational_memory),
+                    ConversationStore(None))
     assert memory.options.om is None

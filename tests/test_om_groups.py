@@ -170,12 +170,13 @@ async def test_every_step_gets_the_instructions_and_the_recall_tool(libsql: LibS
                                              timezone="UTC")
     await engine.observe(ctx, record, messages, 500)
     await memory.store.append_messages("t", [text_message("m3", "user", "What did I say?", 3)])
-    [processor] = memory.input_processors()
+    [processor, _] = memory.processors  # OM, its token estimates
     thread = await memory.store.get_thread("t")
     step = StepContext("chat-agent", "run", "You are helpful.", thread, "r")
+    processor = processor.start_turn(step)
     for index in range(2):
         step.begin_step(index)
-        await processor.process_step(step)
+        await processor.before_step(step)
         system = [m["content"] for m in step.system]
         assert "## Recall: reading the original messages" in system[1] and "Recall often." in system[1]
         assert any("## Group `" in s and "_range: `m1:m2`_" in s for s in system)
@@ -184,7 +185,7 @@ async def test_every_step_gets_the_instructions_and_the_recall_tool(libsql: LibS
     fresh, _, _ = await om_setup(libsql, [text_message("n1", "user", "Hello", 1, thread="new")], {"retrieval": True})
     step = StepContext("chat-agent", "run", "You are helpful.", await fresh.store.get_thread("new"), "r")
     step.begin_step(0)
-    await fresh.input_processors()[0].process_step(step)
+    await fresh.processors[0].start_turn(step).before_step(step)
     assert len(step.system) == 2 and "## Recall" in step.system[1]["content"] and "recall" in step.tools
 
 

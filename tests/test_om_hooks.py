@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from dev_server.agents import chat_agent
-from dev_server.memory.memory import Memory, MemoryOptions
+from dev_server.memory.memory import MemoryOptions
 from dev_server.om.options.models import ModelByInputTokens
 from tests.kit.chat import turn
 from tests.kit.om import FACT
@@ -38,8 +38,8 @@ def hooks_into(events: Events, **override: Callable[..., Any]) -> dict[str, Any]
 
 def live(role: str, data: Path, options: dict[str, Any], hooks: dict[str, Any], *,
          telemetry: bool = False) -> AbstractContextManager[InProcessServer]:
-    agent = dataclasses.replace(chat_agent.definition, memory=lambda: Memory(MemoryOptions(
-        last_messages=10, observational_memory={"hooks": hooks})))
+    agent = dataclasses.replace(chat_agent.definition, memory=lambda: MemoryOptions(
+        last_messages=10, observational_memory={"hooks": hooks}))
     return serve(role, data, inprocess=True, settings={"telemetry": telemetry, "om_options": options},
                  agents=(agent,))
 

@@ -55,7 +55,7 @@ async def recall_setup(db: LibSQLStore, scope: str = "resource", vector: bool = 
     record = await engine.records.initialize(scope="thread", thread_id="t", resource_id="r", config={},
                                              timezone="UTC")
     await engine.observe(ctx, record, messages[:10], 500)
-    recall = Recall(memory, engine, engine.options.retrieval)
+    recall = Recall(memory.store, memory.vectors, engine, engine.options.retrieval)
     caller = Caller(await memory.store.get_thread("t"), "r")
     return recall, memory, caller
 
@@ -234,6 +234,7 @@ def test_the_model_calls_recall_in_a_real_turn_and_reads_what_was_observed(tmp_p
 @anyio
 async def test_search_by_meaning_reports_the_group_holding_each_hit(libsql: LibSQLStore) -> None:
     from dev_server.llm.embeddings import local_embedder
+    from dev_server.memory.vector_search import VectorSearch
     from dev_server.recall.service import SemanticIndex
 
     texts = ["The weather was grey all week.", FACT, "Our kettle broke again.", "Football on Sunday.",
@@ -243,12 +244,12 @@ async def test_search_by_meaning_reports_the_group_holding_each_hit(libsql: LibS
     record = await engine.records.initialize(scope="thread", thread_id="t", resource_id="r", config={},
                                              timezone="UTC")
     record = await engine.observe(ctx, record, messages[:3], 500)
-    memory.semantic_index = index = SemanticIndex(libsql, local_embedder())
+    index = SemanticIndex(libsql, local_embedder())
     try:
         await index.start()
         assert await index.ready()
         await index.indexer.settled()
-        recall = Recall(memory, engine, engine.options.retrieval)
+        recall = Recall(memory.store, VectorSearch(index), engine, engine.options.retrieval)
         found = await recall.run(RecallInput(mode="search", query="mountain holiday with the children", limit=1),
                                  Caller(await memory.store.get_thread("t"), "r"))
     finally:
@@ -272,7 +273,7 @@ async def test_resource_scope_keeps_a_group_per_thread_and_search_finds_it(libsq
     log = observed.active_observations
     assert re.search(r'<thread id="trip">\n<observation-group id="[0-9a-f]{16}" range="a1:a2">', log)
     assert re.search(r'<thread id="chores">\n<observation-group id="[0-9a-f]{16}" range="b1:b1">', log)
-    recall = Recall(memory, engine, engine.options.retrieval)
+    recall = Recall(memory.store, memory.vectors, engine, engine.options.retrieval)
     found = await recall.run(RecallInput(mode="search", query="water the ferns"),
                              Caller(await memory.store.get_thread("trip"), "r"))
     [group] = [g for g in parse_groups(log) if g.range == "b1:b1"]

@@ -246,9 +246,9 @@ async def _recalled(tmp_path: Path, options: dict[str, Any], query: str) -> list
     await db.open()
     try:
         store = ConversationStore(db)
-        memory = Memory(MemoryOptions(last_messages=4, semantic_recall=options))
-        memory.attach(store, "chat-agent", "ai-chat")
-        memory.semantic_index = index = SemanticIndex(db, local_embedder())
+        index = SemanticIndex(db, local_embedder())
+        memory = Memory(MemoryOptions(last_messages=4, semantic_recall=options), store, agent_id="chat-agent",
+                        agent_resource="ai-chat", semantic_index=index)
         thread = Thread("range", "ai-chat")
         await store.ensure_thread(thread.id, thread.resource_id)
         texts = [FACT if i == 10 else filler(i) for i in range(30)] + [query]
@@ -260,9 +260,10 @@ async def _recalled(tmp_path: Path, options: dict[str, Any], query: str) -> list
         await index.indexer.settled()
         step = StepContext("chat-agent", "run", "", thread, "ai-chat")
         step.begin_step(0)
-        for processor in memory.input_processors():
-            await processor.process_step(step)
-        recalled = step.state["semantic-recall"].messages
+        turns = [processor.start_turn(step) for processor in memory.processors]
+        for turn in turns:
+            await turn.before_step(step)
+        recalled = turns[1].recalled.messages
         assert [m["content"] for m in step.history[:len(recalled)]] == [m.content["content"] for m in recalled]
         await index.stop()
         return [m.id for m in recalled]

@@ -247,13 +247,12 @@ async def fail_on_insert_of(path: Path, message_id: str) -> None:
 
 
 async def test_a_turn_that_fails_half_way_writes_nothing(settings: Settings, data_dir: Path):
-    from dev_server.memory.memory import Memory
+    from dev_server.memory.memory import Memory, MemoryOptions
 
     storage = storage_for("gateway", settings)
     await storage.open()
     store = ConversationStore(storage.default)
-    memory = Memory()
-    memory.attach(store, "chat-agent")
+    memory = Memory(MemoryOptions(), store, agent_id="chat-agent")
     thread = await memory.open_thread("t1", "r1")
     await memory.record_turn(thread, [a_text("u1", "first")])
     await store.append_messages("t1", [Message("a1", "t1", "r1", "assistant", {"format": 2, "parts": []}, now_iso())])

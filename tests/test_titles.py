@@ -113,8 +113,8 @@ def test_a_title_still_appears_after_the_client_hung_up(data_dir: Path):
 async def memory(settings) -> AsyncIterator[Memory]:
     storage = storage_for("gateway", settings)
     await storage.open()
-    memory = Memory(MemoryOptions(generate_title=True))
-    memory.attach(ConversationStore(storage.default), "chat-agent", "ai-chat", BackgroundWork())
+    memory = Memory(MemoryOptions(generate_title=True), ConversationStore(storage.default), agent_id="chat-agent",
+                    agent_resource="ai-chat", background=BackgroundWork())
     yield memory
     await storage.close()
 
@@ -135,7 +135,7 @@ async def local_model(settings) -> tuple[LiteLLMClient, ResolvedModel]:
 @pytest.mark.anyio
 async def test_the_job_titles_an_untitled_thread_and_leaves_others_alone(memory: Memory, settings) -> None:
     llm, model = await local_model(settings)
-    titles = TitleGenerator(memory, memory.background)
+    titles = TitleGenerator(memory.store, memory.background)
     await seeded(memory, "t-new")
     await seeded(memory, "t-placeholder", title="New Thread 2026-12-02T06:00:00.000Z")
     await seeded(memory, "t-titled", title="Mine")
@@ -152,7 +152,7 @@ async def test_nothing_is_written_for_a_deleted_thread(memory: Memory, settings)
     llm, model = await local_model(settings)
     await seeded(memory, "t-gone")
     await memory.store.delete_thread("t-gone")
-    await TitleGenerator(memory, memory.background).write_title(llm, model, "t-gone", "r1")
+    await TitleGenerator(memory.store, memory.background).write_title(llm, model, "t-gone", "r1")
     assert await memory.store.get_thread("t-gone") is None
     # deleted between the job's read and its write: the conditional update writes nothing
     assert await memory.set_title("t-gone", "r1", "Too late") is False
@@ -175,7 +175,7 @@ async def test_a_failing_title_model_is_logged_and_forgotten(memory: Memory, cap
     llm = ScriptedModel(title=[Reply(error=RuntimeError("the title model is down"))], local=False)
     done = ReplyContext("chat-agent", thread, "r1", reply, llm=llm, model=await llm.resolve("test/broken"))
     with caplog.at_level(logging.WARNING, logger="dev_server.background"):
-        await TitleGenerator(memory, work).process_reply(done)  # returns at once
+        await TitleGenerator(memory.store, work).finish(done)  # returns at once
         await work.drain()
     assert work.stats()["failed"] == 1 and "the title model is down" in caplog.text
     assert (await memory.store.get_thread("t-broken")).title == ""

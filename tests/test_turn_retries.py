@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from dev_server.errors import Conflict
-from dev_server.memory.memory import Memory
+from dev_server.kernel.errors import Conflict
+from dev_server.memory.memory import Memory, MemoryOptions
 from dev_server.memory.turn_rules import TurnIntent
 from dev_server.settings import Settings
 from dev_server.factory import storage_for
@@ -155,8 +155,7 @@ def text(mid: str, body: str, role: str = "user", **metadata: Any) -> Message:
 async def memory(settings: Settings):
     storage = storage_for("gateway", settings)
     await storage.open()
-    memory = Memory()
-    memory.attach(ConversationStore(storage.default), "chat-agent")
+    memory = Memory(MemoryOptions(), ConversationStore(storage.default), agent_id="chat-agent")
     yield memory
     await storage.close()
 

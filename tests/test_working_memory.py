@@ -101,8 +101,8 @@ async def test_the_processor_reads_once_per_turn_and_the_tool_updates_its_copy(s
     await storage.open()
     try:
         store = ConversationStore(storage.default)
-        memory = Memory(MemoryOptions(working_memory=WorkingMemoryOptions()))
-        memory.attach(store, "chat-agent", "ai-chat")
+        memory = Memory(MemoryOptions(working_memory=WorkingMemoryOptions()), store, agent_id="chat-agent",
+                        agent_resource="ai-chat")
         thread = await store.ensure_thread("t1", "r1", agent_id="chat-agent")
         await store.set_working_memory("# Me\n- likes tea", resource_id="r1")
         reads = []
@@ -113,12 +113,13 @@ async def test_the_processor_reads_once_per_turn_and_the_tool_updates_its_copy(s
             return await real_read(**kwargs)
 
         monkeypatch.setattr(store, "working_memory", counted)
-        [history, working] = memory.input_processors()
+        [history, working] = memory.processors
         step = StepContext("chat-agent", "run-1", "Be brief.", thread=thread, resource_id="r1")
+        working = working.start_turn(step)
         systems = []
         for index in range(3):
             step.begin_step(index)
-            await working.process_step(step)
+            await working.before_step(step)
             systems.append(step.system[-1])
             if index == 0:
                 outcome = await execute(step.tools, TOOL_NAME, json.dumps({"memory": "# Me\n- likes coffee"}),
@@ -143,8 +144,8 @@ async def test_two_turns_merging_one_resources_memory_at_once_both_land(settings
     try:
         memories = []
         for index, storage in enumerate(stores):
-            memory = Memory(MemoryOptions(working_memory=WorkingMemoryOptions(schema=SCHEMA)))
-            memory.attach(ConversationStore(storage.default), "chat-agent", "ai-chat")
+            memory = Memory(MemoryOptions(working_memory=WorkingMemoryOptions(schema=SCHEMA)),
+                            ConversationStore(storage.default), agent_id="chat-agent", agent_resource="ai-chat")
             memories.append((memory, await memory.store.ensure_thread(f"t{index}", "r1", agent_id="chat-agent")))
         await memories[0][0].update_working_memory(json.dumps({"tags": ["start"]}), memories[0][1])
         updates = [{"name": "Ada"}, {"age": 36}, {"prefs": {"tea": True}}, {"prefs": {"jazz": True}}]
@@ -225,7 +226,7 @@ def test_two_users_never_see_each_others_memory(data_dir: Path):
 
 PROFILE = AgentDefinition(
     id="profile-agent", name="Profile Agent", instructions="Keep the user's profile.", model="openai/gpt-4o-mini",
-    memory=lambda: Memory(MemoryOptions(working_memory=WorkingMemoryOptions(scope="thread", schema=SCHEMA))))
+    memory=lambda: MemoryOptions(working_memory=WorkingMemoryOptions(scope="thread", schema=SCHEMA)))
 
 
 @needs_node

@@ -1,5 +1,5 @@
 from dev_server.agents.definition import AgentDefinition
-from dev_server.memory.memory import Memory, MemoryOptions
+from dev_server.memory.options import MemoryOptions
 
 definition = AgentDefinition(
     id="docs-agent",
@@ -7,5 +7,5 @@ definition = AgentDefinition(
     description="Answers questions about documentation, with a short conversation memory.",
     instructions="You answer questions about software documentation. Quote the relevant part when you can.",
     model="openai/gpt-4o-mini",
-    memory=lambda: Memory(MemoryOptions(last_messages=10)),
+    memory=lambda: MemoryOptions(last_messages=10),
 )

@@ -39,7 +39,8 @@ from opentelemetry.trace import Span
 
 from dev_server.kernel.events import DataPart, LoopEvent, StepFinish
 from dev_server.kernel.loop import LoopHooks, ReplyParts, run_steps
-from dev_server.kernel.processors import InputProcessor, OutputProcessor, ReplyContext, StepContext
+from dev_server.kernel.processors import (Processor, ReplyContext, StepContext, TurnProcessor, TurnProcessors,
+                                          start_turn)
 from dev_server.kernel.tools import Tool, ToolOutcome
 from dev_server.agents.registry import AgentRegistry, RegisteredAgent
 from dev_server.agents.replay import reply_events
@@ -88,9 +89,9 @@ class Turn:
     first_step: int = 0  # steps the reply already has: it continues a stored one (client tool output)
     user_message_id: str | None = None
     replay: Message | None = None  # a retried turn's stored reply: told again, no model is called
-    input_processors: list[InputProcessor] = field(default_factory=list)
-    output_processors: list[OutputProcessor] = field(default_factory=list)
+    processors: tuple[Processor, ...] = ()  # the memory's (dev_server.kernel.processors)
     # filled in while running
+    processing: TurnProcessors = field(default_factory=TurnProcessors)  # the processors' turn objects
     reply: ReplyParts = field(default_factory=ReplyParts)
     finish: Finish | None = None
     last_step: StepFinish | None = None
@@ -176,8 +177,7 @@ class TurnRunner:
                 step.thread, step.resource_id, step.input_count = thread, resource_id, len(recorded.stored)
                 turn = Turn(agent, model, step, thread=thread, resource_id=resource_id,
                             user_message_id=incoming[-1].id, run_id=run_id,
-                            input_processors=memory.input_processors(),
-                            output_processors=memory.output_processors())
+                            processors=memory.processors)
                 if recorded.replay is not None:
                     turn.replay, turn.reply_id = recorded.replay, recorded.replay.id
                 elif isinstance(incoming[-1], ContinuedReply):
@@ -210,8 +210,9 @@ class TurnRunner:
         hooks = _RunSpans(self.tracer, turn, generation)
         turn.step.open_span = hooks.open_span
         definition = turn.agent.definition
-        processors = [_TracedProcessor(p, hooks) for p in turn.input_processors]
-        stream = run_steps(self.llm, model, turn.step, processors, definition.max_steps, turn.reply, hooks,
+        turn.processing = TurnProcessors([_TracedProcessor(p, hooks) if p.shapes_steps() else p
+                                          for p in start_turn(turn.processors, turn.step)])
+        stream = run_steps(self.llm, model, turn.step, turn.processing, definition.max_steps, turn.reply, hooks,
                            ask_agent=self.ask if self.agents is not None else None)
         last_write = time.monotonic()  # prepare stored the input just before
         turn.interrupted = True  # until the stream ends on its own
@@ -331,8 +332,7 @@ class TurnRunner:
         done = ReplyContext(turn.agent.id, turn.thread, turn.thread.resource_id, reply,
                             interrupted=turn.interrupted, failed=turn.error is not None,
                             llm=self.llm, model=turn.model)
-        for processor in turn.output_processors:
-            await processor.process_reply(done)
+        await turn.processing.finish(done)
         if turn.checkpointed:
             await turn.agent.memory.upsert_reply(turn.thread, reply)
         else:
@@ -378,13 +378,13 @@ def _last_user_text(incoming: list[Message], client_context: list[dict[str, Any]
 
 class _RunSpans(LoopHooks):
     """The loop's spans: ``model_step`` per step under the generation, ``tool_call`` per
-    tool under its step, ``processor_run`` per input processor under its step."""
+    tool under its step, ``processor_run`` per processor's ``before_step`` under its step."""
 
     def __init__(self, tracer: trace.Tracer, turn: Turn, generation: Span) -> None:
         self.tracer, self.turn, self.generation = tracer, turn, generation
         self.steps: list[Span] = []
         self._tool: Span | None = None
-        self.processor_context: Context | None = None  # while an input processor runs: its span
+        self.processor_context: Context | None = None  # while a processor's before_step runs: its span
 
     def open_span(self, name: str, span_type: str, **kwargs: Any) -> Any:
         """A span under the running processor's (else the step's): a processor's own model call."""
@@ -424,20 +424,27 @@ class _RunSpans(LoopHooks):
             spans.set_output(self._tool, outcome.output)
 
 
-class _TracedProcessor:
-    """An input processor run inside its own ``processor_run`` span, under the step."""
+class _TracedProcessor(TurnProcessor):
+    """A processor's turn object whose ``before_step`` runs inside its own ``processor_run``
+    span, under the step; its other moments are its own."""
 
-    def __init__(self, processor: InputProcessor, hooks: _RunSpans) -> None:
+    def __init__(self, processor: TurnProcessor, hooks: _RunSpans) -> None:
         self.processor, self.hooks = processor, hooks
         self.name = processor.name
 
-    async def process_step(self, step: StepContext) -> None:
+    async def after_step(self, step: StepContext, output: StepFinish) -> None:
+        await self.processor.after_step(step, output)
+
+    async def finish(self, done: ReplyContext) -> None:
+        await self.processor.finish(done)
+
+    async def before_step(self, step: StepContext) -> None:
         turn = self.hooks.turn
         with spans.child(self.hooks.tracer, f"input processor: {self.name}", "processor_run", turn.ids,
                          self.hooks.step_context(),
                          attributes={"processorName": self.name, "stepIndex": step.index}) as span:
             self.hooks.processor_context = trace.set_span_in_context(span)
             try:
-                await self.processor.process_step(step)
+                await self.processor.before_step(step)
             finally:
                 self.hooks.processor_context = None

@@ -37,7 +37,7 @@ from dev_server.agents.registry import RegisteredAgent
 from dev_server.agents.runner import Turn, TurnFailed, TurnRunner
 from dev_server.kernel.tools import Tool
 from dev_server.kernel.clock import spaced_iso
-from dev_server.errors import ApiError
+from dev_server.kernel.errors import ApiError
 from dev_server.kernel.events import LoopEvent
 from dev_server.kernel.convert import to_model_messages
 from dev_server.memory.turn_rules import TurnIntent

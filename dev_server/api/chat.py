@@ -32,7 +32,7 @@ from dev_server.api.chat_request import MAX_CONVERSATION_ID, ChatRequest
 from dev_server.api.deps import AgentDep, AgentsDep, ForcedResource, LimitTurns, RecordingDep, StreamLogDep, TurnsDep
 from dev_server.api.resume import parse_last_event_id, replay, resume
 from dev_server.kernel.clock import Clock, spaced_iso
-from dev_server.errors import NotFound, upstream
+from dev_server.kernel.errors import NotFound, upstream
 from dev_server.llm import ModelProviderError
 from dev_server.kernel.convert import ui_to_stored
 from dev_server.memory.memory import ThreadNotOwned

@@ -26,7 +26,7 @@ from dev_server.api.query import Query
 from dev_server.api.turn_limit import TurnLimit
 from dev_server.auth import resource_for
 from dev_server.background import BackgroundWork
-from dev_server.errors import NotFound
+from dev_server.kernel.errors import NotFound
 from dev_server.kernel.model import LLMClient
 from dev_server.observability.telemetry import Telemetry
 from dev_server.settings import Settings

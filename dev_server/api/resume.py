@@ -24,7 +24,7 @@ from collections.abc import AsyncGenerator
 from fastapi import Response
 from sse_starlette import ServerSentEvent
 
-from dev_server.errors import BadRequest
+from dev_server.kernel.errors import BadRequest
 from dev_server.storage.stream_log import FINISHED, StreamLog
 from dev_server.streaming import ui_chunks as ui
 from dev_server.streaming.sse import DONE, UI_STREAM_HEADERS, encode, sse_response

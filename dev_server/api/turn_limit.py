@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from dev_server.errors import TooManyRequests
+from dev_server.kernel.errors import TooManyRequests
 from dev_server.storage.rate_windows import RateWindows
 
 

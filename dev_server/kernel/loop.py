@@ -1,8 +1,8 @@
 """The step loop: model call, tool calls, results back to the model, until it answers.
 
-A turn runs at most ``max_steps`` steps. Each step first runs the input processors on the
-turn's ``StepContext`` (``dev_server.kernel.processors``: they build the messages and may add
-tools), then streams the model with the step's tools (litellm function calling); the
+A turn runs at most ``max_steps`` steps. Each step first calls the turn's processors'
+``before_step`` on the turn's ``StepContext`` (``dev_server.kernel.processors``: they build the
+messages and may add tools), then streams the model with the step's tools (litellm function calling); the
 step's ``StepStart`` is yielded only once the model's first event arrived, so a provider
 (or a processor) that fails at once still fails before any response starts. Reasoning,
 text and each call's argument text (``ToolInputStart`` + ``ToolCallDelta``) stream as they
@@ -10,8 +10,10 @@ come. The complete tool calls (``ToolCall``, assembled by the client) are then e
 one by one (``dev_server.kernel.tools.execute``: a bad argument, a raise or a timeout is a tool
 error, and the step goes on) and fed back as an assistant ``tool_calls`` message plus one
 ``tool`` message per call (``StepContext.progress``). Each execution is wrapped in
-``LoopHooks.tool_call`` (the runner's ``tool_call`` span). A step without tool calls ends
-the turn with its own finish reason.
+``LoopHooks.tool_call`` (the runner's ``tool_call`` span). Every step the model answered
+ends with the processors' ``after_step``, given the step's ``StepFinish`` (its text, tool
+calls and results), before that event is yielded. A step without tool calls ends the turn
+with its own finish reason.
 
 A call of a *client tool* (no server function) is not executed: the step's server tools
 still run, then the turn ends with ``tool-calls`` and the call stays pending (stored in
@@ -43,7 +45,7 @@ from opentelemetry.context import Context
 
 from dev_server.kernel.events import (DataPart, LoopEvent, StepFinish, StepStart, ToolCallEvent, ToolErrorEvent, ToolInputStart,
                                ToolResultEvent)
-from dev_server.kernel.processors import InputProcessor, StepContext
+from dev_server.kernel.processors import StepContext, TurnProcessor
 from dev_server.kernel.tools import AskAgent, ToolContext, ToolOutcome, execute, parse_arguments
 from dev_server.kernel.model import (Finish, LLMClient, ModelRequest, ReasoningDelta, ResolvedModel, TextDelta,
                                      ToolCall, ToolCallDelta, Usage)
@@ -127,19 +129,19 @@ class LoopHooks:
 
 
 async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
-                    processors: list[InputProcessor], max_steps: int, reply: ReplyParts,
+                    processors: TurnProcessor, max_steps: int, reply: ReplyParts,
                     hooks: LoopHooks | None = None, ask_agent: AskAgent | None = None) -> AsyncIterator[LoopEvent]:
-    """The turn's events; ``reply`` accumulates the parts. Each step runs the input
-    processors on ``step`` first (``dev_server.kernel.processors``), then the model. Tools get
-    ``ask_agent`` on their context (agent as tool)."""
+    """The turn's events; ``reply`` accumulates the parts. Each step calls the processors'
+    ``before_step`` on ``step`` first (``dev_server.kernel.processors``: the turn's, seen as
+    one), then the model, then their ``after_step``. Tools get ``ask_agent`` on their
+    context (agent as tool)."""
     hooks = hooks or LoopHooks()
     max_steps = max(1, max_steps)
     input_tokens = output_tokens = 0
     for index in range(max_steps):
         step.begin_step(index)
         hooks.step_started(index)
-        for processor in processors:
-            await processor.process_step(step)
+        await processors.before_step(step)
         emitted = step.take_emitted()
         for part, durable in emitted:
             if durable:
@@ -218,7 +220,9 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
             results.append({"role": "tool", "tool_call_id": call.id, "content": content})
         reason = "tool-calls" if calls else (finish.finish_reason if finish else "other")
         continued = bool(calls) and not waiting and index + 1 < max_steps
-        yield StepFinish(index, reason, usage, continued, step_text, tuple(announced), tuple(outcomes))
+        output = StepFinish(index, reason, usage, continued, step_text, tuple(announced), tuple(outcomes))
+        await processors.after_step(step, output)
+        yield output
         if not continued:
             if calls and not waiting:
                 async for event in _max_steps_note(index + 1, max_steps, reply):

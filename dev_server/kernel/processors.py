@@ -1,37 +1,47 @@
-"""Processors: what builds each step's model context, and what sees the finished reply.
+"""Processors: what takes part in every step of a turn, and what sees the finished reply.
 
-The step loop (``dev_server.kernel.loop``) owns steps and tool calls; it knows no memory feature.
-Before every model call it resets the step's system messages (the agent's instructions)
-and tools (the agent's own), then runs each *input processor* on one ``StepContext``, in
-order: the history window loads the thread's messages, working memory adds its system
-message and its update tool, and later semantic recall and Observational Memory add
-theirs. The model then gets ``StepContext.messages()`` and the tools in
-``StepContext.tools``. The context lives for the whole turn, so a processor may keep
-what it loaded on step 0 (``history``) or per-turn scratch in ``state``; only ``system``
-and ``tools`` start over each step.
+The step loop (``dev_server.kernel.loop``) owns steps and tool calls; it knows no memory
+feature. A memory gives the runner its ``Processor``s; for each turn the runner asks every
+one for its ``TurnProcessor`` (``start_turn``), the object that holds what that processor
+keeps for the turn (the history it loaded, the document it read, what Observational
+Memory decided): per-turn state belongs to the processor, not to a shared dictionary.
+The loop sees the turn's processors as one (``TurnProcessors``) and calls their moments in
+order, each a no-op unless the processor overrides it (pydantic-ai's capabilities,
+Mastra's ``processInputStep`` / ``processOutputStep``):
 
-A processor may also ``emit`` data parts (``data-om-status``, observation markers): the
-loop streams them once the step's model answered, and keeps the ``durable`` ones in the
-reply's stored parts, ahead of the step. Background work a processor started (buffered
+* ``before_step(step)``, before every model call, after the loop reset the step's system
+  messages (the agent's instructions) and tools (the agent's own): the history window
+  loads the thread's messages, working memory adds its system message and its update tool,
+  semantic recall and Observational Memory add theirs. The model then gets
+  ``StepContext.messages()`` and the tools in ``StepContext.tools``. A processor that loads
+  something once per turn does it on its first ``before_step`` and keeps it on its turn
+  object; only ``system`` and ``tools`` start over each step.
+* ``after_step(step, output)``, after every step the model answered: ``output`` is the
+  step's ``StepFinish`` (its text, tool calls and tool results), for a processor that
+  persists or seals what a step produced.
+* ``finish(done)``, once the reply is finished and before it is saved (``ReplyContext``):
+  a processor may add metadata to it or queue background work (a title), but must not
+  block the reply for long.
+
+A processor may ``emit`` data parts (``data-om-status``, observation markers): the loop
+streams them once the step's model answered, and keeps the ``durable`` ones in the reply's
+stored parts, ahead of the step. Background work a processor started (buffered
 observation) may emit too while the turn is ``live``: what arrives after the last step is
-streamed before the turn's finish and kept in the reply. ``llm`` and ``model`` are what answers the turn
-(a processor that asks a model itself, Observational Memory's observer, starts from them);
-``open_span`` opens a span under the processor's own, so such a call shows in the trace.
-
-*Output processors* see the finished reply (``ReplyContext``) before it is saved: they
-may add metadata to it or queue background work (a title), but must not block the reply
-for long. A memory provides its processors (``Memory.input_processors``); an agent
-without memory gets none, and the model sees the client's messages.
+streamed before the turn's finish and kept in the reply. ``llm`` and ``model`` are what
+answers the turn (a processor that asks a model itself, Observational Memory's observer,
+starts from them); ``open_span`` opens a span under the processor's own, so such a call
+shows in the trace. An agent without memory has no processors, and the model sees the
+client's messages.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dev_server.kernel.events import DataPart
+from dev_server.kernel.events import DataPart, StepFinish
 from dev_server.kernel.tools import Tool
 from dev_server.kernel.model import LLMClient, ResolvedModel
 from dev_server.kernel.messages import Message, Thread
@@ -59,7 +69,6 @@ class StepContext:
     window: list[Message] = field(default_factory=list)  # the stored messages ``history`` was built from
     progress: list[dict[str, Any]] = field(default_factory=list)  # this turn's tool rounds so far
     tools: dict[str, Tool] = field(default_factory=dict)
-    state: dict[str, Any] = field(default_factory=dict)  # processors' per-turn scratch, by name
     llm: LLMClient | None = None
     model: ResolvedModel | None = None
     open_span: SpanOpener = no_span  # (name, span_type, input=, attributes=) -> span context manager
@@ -79,13 +88,12 @@ class StepContext:
         self.tools = {tool.name: tool for tool in self.agent_tools}
 
     def release(self) -> None:
-        """The turn is over: drop what it loaded (the history, the processors' state). The
+        """The turn is over: drop what it loaded (the history, the window, the tools). The
         runner's span hooks and this context refer to each other, so without this a turn's
         whole window would wait for the cyclic garbage collector (full collections of 100+ ms
         on a long thread, measured) instead of being freed at once."""
         self.live = False
         self.system, self.history, self.progress, self.emitted, self.window = [], [], [], [], []
-        self.state.clear()
         self.tools = {}
         self.open_span = no_span
 
@@ -94,13 +102,6 @@ class StepContext:
 
     def messages(self) -> list[dict[str, Any]]:
         return [*self.system, *self.history, *self.progress]
-
-
-class InputProcessor(Protocol):
-    name: str
-
-    async def process_step(self, step: StepContext) -> None:
-        """Shape ``step`` for its model call (messages, system, tools)."""
 
 
 @dataclass
@@ -115,8 +116,59 @@ class ReplyContext:
     model: ResolvedModel | None = None
 
 
-class OutputProcessor(Protocol):
+class TurnProcessor:
+    """One processor's part in one turn: the moments the loop calls, each a no-op here.
+    A processor's turn object overrides the moments it takes part in and keeps, as its own
+    attributes, what it carries from one step to the next."""
+
+    name = "processor"
+
+    async def before_step(self, step: StepContext) -> None:
+        """Shape ``step`` for its model call (messages, system, tools); may emit parts."""
+
+    async def after_step(self, step: StepContext, output: StepFinish) -> None:
+        """See what the step produced (its text, tool calls and results)."""
+
+    async def finish(self, done: ReplyContext) -> None:
+        """See (and possibly annotate) the finished reply before it is saved."""
+
+    def shapes_steps(self) -> bool:
+        """Whether this turn object takes part before the model calls (the runner traces
+        only those: a ``processor_run`` span per step)."""
+        return type(self).before_step is not TurnProcessor.before_step
+
+
+class Processor(Protocol):
+    """What a memory assembles: built once, asked for a fresh ``TurnProcessor`` per turn."""
+
     name: str
 
-    async def process_reply(self, done: ReplyContext) -> None:
-        """See (and possibly annotate) the reply before it is saved."""
+    def start_turn(self, step: StepContext) -> TurnProcessor:
+        """This processor's part in the turn ``step`` belongs to (``step.thread`` is set)."""
+
+
+class TurnProcessors(TurnProcessor):
+    """A turn's processors as the loop sees them: one object whose moments call each
+    processor's, in order."""
+
+    name = "processors"
+
+    def __init__(self, parts: Sequence[TurnProcessor] = ()) -> None:
+        self.parts = tuple(parts)
+
+    async def before_step(self, step: StepContext) -> None:
+        for part in self.parts:
+            await part.before_step(step)
+
+    async def after_step(self, step: StepContext, output: StepFinish) -> None:
+        for part in self.parts:
+            await part.after_step(step, output)
+
+    async def finish(self, done: ReplyContext) -> None:
+        for part in self.parts:
+            await part.finish(done)
+
+
+def start_turn(processors: Iterable[Processor], step: StepContext) -> list[TurnProcessor]:
+    """Every processor's turn object for the turn of ``step``, in order."""
+    return [processor.start_turn(step) for processor in processors]

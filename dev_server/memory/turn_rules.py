@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from dev_server.errors import Conflict
+from dev_server.kernel.errors import Conflict
 from dev_server.kernel.messages import Message
 
 Trigger = Literal["submit-message", "regenerate-message"]

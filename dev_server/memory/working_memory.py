@@ -1,9 +1,10 @@
-"""Working memory as an input processor of the step loop (token tier 3).
+"""Working memory as a processor of the step loop (token tier 3).
 
 Each step it adds one system message (the memory's instructions, template and current
 document: ``working_document.instruction``) and the ``updateWorkingMemory`` tool. The
-document is read from storage once per turn, on the first step; the tool writes through
-``Memory.update_working_memory`` and then updates the turn's cached copy, so a later step
+document is read from storage once per turn, on the first step, into the turn's object
+(``WorkingMemoryTurn``); the tool writes through the memory's document (the kernel's
+``WorkingMemoryDocument`` port) and then updates the turn's copy, so a later step
 sees the new document without reading it again, and a step without an update reuses the
 message it rendered before (a step costs a list append and a dict insert).
 
@@ -16,18 +17,17 @@ the model sees, and the stored document is unchanged.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dev_server.kernel.processors import StepContext
+from dev_server.kernel.ports import WorkingMemoryDocument
+from dev_server.kernel.processors import StepContext, TurnProcessor
 from dev_server.kernel.tools import Tool, ToolContext
 from dev_server.memory.working_document import MAX_DOCUMENT_CHARS, TOOL_NAME, WorkingMemoryOptions, instruction
 
 if TYPE_CHECKING:
-    from dev_server.memory.memory import Memory
     from dev_server.kernel.messages import Thread
 
 
@@ -61,46 +61,58 @@ def _json_update_model(schema_json: str) -> type[BaseModel]:
     return JsonUpdate
 
 
-@dataclass
-class _TurnDocument:
-    """The turn's copy of the document, the system message rendered from it (None: to be
-    rendered again) and the turn's update tool."""
-
-    document: str | None
-    message: dict[str, Any] | None = None
-    tool: Tool | None = None
-
-
 class WorkingMemory:
     name = "working-memory"
 
-    def __init__(self, memory: Memory, options: WorkingMemoryOptions, agent_managed: bool = True) -> None:
-        self.memory = memory
+    def __init__(self, document: WorkingMemoryDocument, options: WorkingMemoryOptions,
+                 agent_managed: bool = True) -> None:
+        self.document = document
         self.options = options
         self.agent_managed = agent_managed  # False: OM keeps it (manageWorkingMemory), no tool
         self.input_model = update_model(options)
 
-    async def process_step(self, step: StepContext) -> None:
+    def start_turn(self, step: StepContext) -> WorkingMemoryTurn:
+        return WorkingMemoryTurn(self)
+
+
+class WorkingMemoryTurn(TurnProcessor):
+    """The turn's copy of the document (None until the first step read it), the system
+    message rendered from it (None: to be rendered again) and the turn's update tool."""
+
+    name = "working-memory"
+
+    def __init__(self, processor: WorkingMemory) -> None:
+        self.processor = processor
+        self.read = False
+        self.document: str | None = None
+        self.message: dict[str, Any] | None = None
+        self.tool: Tool | None = None
+
+    async def before_step(self, step: StepContext) -> None:
         if step.thread is None:
             return
-        copy: _TurnDocument | None = step.state.get(self.name)
-        if copy is None:
-            copy = step.state[self.name] = _TurnDocument(await self.memory.get_working_memory(step.thread,
-                                                                                             step.resource_id))
-            copy.tool = self._tool(step.thread, step.resource_id, copy)
-        if copy.message is None:
-            copy.message = {"role": "system", "content": instruction(self.options, copy.document, self.agent_managed)}
-        step.system.append(copy.message)
-        if self.agent_managed:
-            step.add_tool(copy.tool)
+        processor = self.processor
+        if not self.read:
+            self.document = await processor.document.read(step.thread, step.resource_id)
+            self.read = True
+            self.tool = self._tool(step.thread, step.resource_id)
+        if self.message is None:
+            self.message = {"role": "system",
+                            "content": instruction(processor.options, self.document, processor.agent_managed)}
+        step.system.append(self.message)
+        if processor.agent_managed:
+            assert self.tool is not None
+            step.add_tool(self.tool)
 
-    def _tool(self, thread: Thread, resource_id: str | None, copy: _TurnDocument) -> Tool:
+    def _tool(self, thread: Thread, resource_id: str | None) -> Tool:
+        processor = self.processor
+
         async def update(args: BaseModel, _: ToolContext) -> dict[str, Any]:
-            copy.document = await self.memory.apply_working_memory_update(args.memory, thread, resource_id)
-            copy.message = None  # rendered again on the next step
+            self.document = await processor.document.apply_update(args.memory, thread, resource_id)
+            self.message = None  # rendered again on the next step
             return {"success": True}
 
-        kind = "JSON object" if self.options.schema is not None else "Markdown document"
-        return Tool(name=TOOL_NAME, input_model=self.input_model, function=update,
+        kind = "JSON object" if processor.options.schema is not None else "Markdown document"
+        return Tool(name=TOOL_NAME, input_model=processor.input_model, function=update,
                     description=f"Update the working memory ({kind}) with new or changed information about "
                                 "the user or the conversation.")

@@ -4,7 +4,7 @@
     ├── memory_operation  "memory: save messages" / "memory: save reply"
     └── model_generation  "llm: '<model>'"   model, provider, streaming; input messages; output text; usage
         └── model_step    "step: N"          stepIndex, usage, finishReason
-            ├── processor_run  "input processor: <name>"   one per input processor (history, ...)
+            ├── processor_run  "input processor: <name>"   one per processor that shapes the step (history, ...)
             └── tool_call      "tool: '<name>'"            input, output or error
 
 The ``mastra.*`` attributes are the contract with ``otlp_mapping`` (the receiving side):

@@ -1,8 +1,10 @@
 """Observational Memory as processors of the step loop (the design notes decision 10).
 
-With OM on, ``ObservationalMemoryStep`` takes the history window's place. On a turn's first
-step it reads the active record (created on first use) and the thread's unobserved
-messages (``dev_server.om.window``), counts them (``dev_server.om.tokens``), then follows the decision
+With OM on, ``ObservationalMemoryStep`` takes the history window's place. Its turn object
+(``OMTurn``, ``dev_server.kernel.processors``) decides once per turn, on its first
+``before_step``, and keeps what it decided (``TurnView``) for the later steps: it reads
+the active record (created on first use) and the thread's unobserved messages
+(``dev_server.om.window``), counts them (``dev_server.om.tokens``), then follows the decision
 order of Mastra's Observational Memory contract 2.3: buffered chunks are activated when the window reached
 its threshold or the provider's cache went cold (``dev_server.om.activation``, ``dev_server.om.idle``);
 the log is reflected, or a buffered reflection swapped in or started (``dev_server.om.engine``);
@@ -15,16 +17,16 @@ messages join the window and the observation (``dev_server.om.resource``).
 Every step then gets, after the agent's instructions, the observation system messages
 (``dev_server.om.context``), a continuation reminder as the first conversation message when there
 are observations, the remaining messages, and a transient ``data-om-status`` part; the
-pending-token count is written to the record once per turn. Later steps reuse what step 0
-loaded: the turn holds the thread's lease, so nothing else writes it meanwhile.
+pending-token count is written to the record once per turn. Later steps reuse what the
+first loaded: the turn holds the thread's lease, so nothing else writes it meanwhile.
 
 With ``retrieval`` on, the observation messages also carry the recall instructions
 (``dev_server.om.retrieval``; in retrieval scope ``resource`` even before anything was observed),
 and every step offers the ``recall`` tool (``dev_server.om.recall_tool``), built once per turn.
 
-Output processors: ``TokenEstimates`` writes each part's token estimate into the reply
-before it is saved, so later turns count it from the cache (5.2); ``BufferOnIdle`` buffers
-what a finished turn left (``bufferOnIdle``).
+At the reply's ``finish``: ``TokenEstimates`` writes each part's token estimate into the
+reply before it is saved, so later turns count it from the cache (5.2); ``BufferOnIdle``
+buffers what a finished turn left (``bufferOnIdle``).
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
 from dev_server.kernel.events import DataPart
-from dev_server.kernel.processors import ReplyContext, StepContext
+from dev_server.kernel.ports import SemanticSearch
+from dev_server.kernel.processors import ReplyContext, StepContext, TurnProcessor
 from dev_server.kernel.tools import Tool
 from dev_server.kernel.clock import epoch_ms, now_iso
 from dev_server.kernel.convert import to_model_messages
@@ -61,7 +64,7 @@ from dev_server.kernel.messages import Message
 from dev_server.storage.om_records import OMRecord, thread_om
 
 if TYPE_CHECKING:
-    from dev_server.memory.memory import Memory
+    from dev_server.storage.conversations import ConversationStore
 
 log = logging.getLogger(__name__)
 ReflectAhead = Callable[[OMRecord], Awaitable[bool]]  # starts a buffered reflection (dev_server.om.buffering)
@@ -93,7 +96,7 @@ def local_timezone() -> str:
 
 @dataclass
 class TurnView:
-    """What step 0 found, kept for the turn's later steps."""
+    """What the turn's first step decided, kept for the turn's later steps."""
 
     record: OMRecord
     messages: list[Message]
@@ -105,32 +108,59 @@ class TurnView:
     recall: Tool | None = None  # retrieval: the turn's recall tool
 
 
+class OMTurn(TurnProcessor):
+    """Observational Memory's part in one turn: ``view`` is None until the first step
+    decided (activation, reflection, buffering, observation); every step then shows it."""
+
+    name = "observational-memory"
+
+    def __init__(self, processor: ObservationalMemoryStep) -> None:
+        self.processor = processor
+        self.view: TurnView | None = None
+        self.last_reply: Message | None = None  # the thread's last reply, for a cold cache
+        self.last_reply_read = False  # read once per turn: observations and reflections may both ask
+
+    async def before_step(self, step: StepContext) -> None:
+        if step.thread is None:
+            return
+        if self.view is None:
+            self.view = await self.processor.decide(step, self)
+        self.processor.show(step, self.view)
+
+
 class ObservationalMemoryStep:
     name = "observational-memory"
 
-    def __init__(self, memory: Memory, engine: ObservationalMemory, buffering: Buffering) -> None:
-        self.memory = memory
+    def __init__(self, store: ConversationStore, search: SemanticSearch, engine: ObservationalMemory,
+                 buffering: Buffering) -> None:
+        self.store = store
+        self.search = search  # the recall tool's search by meaning (retrieval ``vector``)
         self.engine = engine
         self.buffering = buffering
 
-    async def process_step(self, step: StepContext) -> None:
-        if step.thread is None:
-            return
-        view: TurnView | None = step.state.get(self.name)
-        if view is None:
-            view = await self._first_step(step)
-            step.state[self.name] = view
-            step.history = self._history(view)  # stored messages are read repaired (conversations._loads)
-            step.window = view.messages
-            retrieval = self.engine.options.retrieval
-            view.system = [{"role": "system", "content": text} for text in observation_messages(
-                view.record.active_observations, self.engine.records.clock.now().astimezone().date(),
-                view.hints.get("currentTask"), view.hints.get("suggestedResponse"), view.others,
-                retrieval_instructions(retrieval) if retrieval else None,
-                retrieval is not None and retrieval.scope == "resource", self._extracted(view.hints))]
-            if retrieval is not None:
-                turn_input = {m.id for m in view.messages[-max(1, step.input_count):] if m.role == "user"}
-                view.recall = Recall(self.memory, self.engine, retrieval).tool(step.thread, turn_input)
+    def start_turn(self, step: StepContext) -> OMTurn:
+        return OMTurn(self)
+
+    async def decide(self, step: StepContext, turn: OMTurn) -> TurnView:
+        """The turn's decision (on its first step): what the model sees of the thread, and
+        the observation messages and tool every step of the turn gets."""
+        assert step.thread is not None
+        view = await self._first_step(step, turn)
+        step.history = self._history(view)  # stored messages are read repaired (conversations._loads)
+        step.window = view.messages
+        retrieval = self.engine.options.retrieval
+        view.system = [{"role": "system", "content": text} for text in observation_messages(
+            view.record.active_observations, self.engine.records.clock.now().astimezone().date(),
+            view.hints.get("currentTask"), view.hints.get("suggestedResponse"), view.others,
+            retrieval_instructions(retrieval) if retrieval else None,
+            retrieval is not None and retrieval.scope == "resource", self._extracted(view.hints))]
+        if retrieval is not None:
+            turn_input = {m.id for m in view.messages[-max(1, step.input_count):] if m.role == "user"}
+            view.recall = Recall(self.store, self.search, self.engine, retrieval).tool(step.thread, turn_input)
+        return view
+
+    def show(self, step: StepContext, view: TurnView) -> None:
+        """Every step: the observation messages, the recall tool and the status part."""
         step.system.extend(view.system)
         if view.recall is not None:
             step.add_tool(view.recall)
@@ -153,9 +183,9 @@ class ObservationalMemoryStep:
             history.insert(0, continuation_model_message())
         return history
 
-    async def _first_step(self, step: StepContext) -> TurnView:
-        """Mastra's Observational Memory contract 2.3 at step 0: activation, reflection, buffering, and the
-        threshold's observation, in that order."""
+    async def _first_step(self, step: StepContext, turn: OMTurn) -> TurnView:
+        """Mastra's Observational Memory contract 2.3 on the turn's first step: activation,
+        reflection, buffering, and the threshold's observation, in that order."""
         thread = step.thread
         assert thread is not None
         options = self.engine.options
@@ -169,7 +199,7 @@ class ObservationalMemoryStep:
             log.info("thread %s: cleared a stale %s flag left by a process that died", thread.id, flag)
         if options.scope == "resource":
             return await self._resource_step(step, ctx, record)
-        stored = await self.memory.store.messages_since(thread.id, record.last_observed_at)
+        stored = await self.store.messages_since(thread.id, record.last_observed_at)
         messages = unobserved(stored, record)
         if options.temporal_markers and step.input_count > 0:
             messages = await self._temporal_gap(step, messages)
@@ -179,13 +209,13 @@ class ObservationalMemoryStep:
             buffering = options.async_buffering
             reflect_ahead = (lambda r: self.buffering.start_reflection(ctx, r, sink)) if buffering else None
             if buffering and record.buffered_observation_chunks:
-                trigger = await self._activation_trigger(step, record, messages, pending)
+                trigger = await self._activation_trigger(step, turn, record, messages, pending)
                 if trigger is not None:
                     record, messages = await self._activate(ctx, record, trigger, messages)
                     pending = count_messages(messages, memo=ctx.counted)
             reflect_trigger = None
             if record.buffered_reflection:
-                cold = await self._cold_cache(step, messages, options.reflection.activate_after_idle,
+                cold = await self._cold_cache(step, turn, messages, options.reflection.activate_after_idle,
                                               options.reflection.activate_on_provider_change)
                 reflect_trigger = cold.kind if cold else None
             record = await self.engine.maybe_reflect(ctx, record, trigger=reflect_trigger, buffer=reflect_ahead)
@@ -212,7 +242,7 @@ class ObservationalMemoryStep:
         thread = step.thread
         assert thread is not None
         options = self.engine.options
-        store = self.memory.store
+        store = self.store
         cursor = thread_om(thread.metadata).get("lastObservedAt")
         messages = unobserved(await store.messages_since(thread.id, cursor), record, cursor=cursor)
         if options.temporal_markers and step.input_count > 0:
@@ -255,32 +285,33 @@ class ObservationalMemoryStep:
         if await self.buffering.start_observation(ctx, record, safe_prefix(buffer_candidates(messages, record)), sink):
             record.is_buffering_observation = now_iso(records.clock)  # this turn's status shows it running
 
-    async def _activation_trigger(self, step: StepContext, record: OMRecord, messages: list[Message],
+    async def _activation_trigger(self, step: StepContext, turn: OMTurn, record: OMRecord, messages: list[Message],
                                   pending: int) -> Trigger | None:
-        """Why buffered chunks activate at step 0 (2.5): a cold cache, else the threshold."""
+        """Why buffered chunks activate on the turn's first step (2.5): a cold cache, else the threshold."""
         options = self.engine.options
-        cold = await self._cold_cache(step, messages, options.activate_after_idle, options.activate_on_provider_change)
+        cold = await self._cold_cache(step, turn, messages, options.activate_after_idle,
+                                      options.activate_on_provider_change)
         if cold is not None:
             return cold
         if pending >= options.message_threshold(record.observation_token_count):
             return Trigger("threshold")
         return None
 
-    async def _cold_cache(self, step: StepContext, messages: list[Message], idle: IdleSetting,
+    async def _cold_cache(self, step: StepContext, turn: OMTurn, messages: list[Message], idle: IdleSetting,
                           on_provider_change: bool) -> Trigger | None:
         """``dev_server.om.idle.cold_cache`` against the thread's last reply: from the window, else
         read from storage once per turn (observations and reflections may both ask)."""
         if step.model is None or (idle is None and not on_provider_change):
             return None
-        if "om-last-reply" not in step.state:
-            step.state["om-last-reply"] = last_assistant(messages) or await self._last_reply(step)
-        last = step.state["om-last-reply"]
+        if not turn.last_reply_read:
+            turn.last_reply, turn.last_reply_read = last_assistant(messages) or await self._last_reply(step), True
+        last = turn.last_reply
         return cold_cache(step.model, last, idle, on_provider_change,
                           epoch_ms(self.engine.records.clock)) if last is not None else None
 
     async def _last_reply(self, step: StepContext) -> Message | None:
         assert step.thread is not None
-        found, _ = await self.memory.store.page_messages(step.thread.id, per_page=1, direction="DESC",
+        found, _ = await self.store.page_messages(step.thread.id, per_page=1, direction="DESC",
                                                          roles=["assistant"])
         return found[0] if found else None
 
@@ -351,43 +382,52 @@ class ObservationalMemoryStep:
             return messages
         previous = messages[-2] if len(messages) > 1 else None
         if previous is None:  # everything before the input was observed: the stored message before it
-            newest_two, _ = await self.memory.store.page_messages(step.thread.id, per_page=2, direction="DESC")
+            newest_two, _ = await self.store.page_messages(step.thread.id, per_page=2, direction="DESC")
             previous = newest_two[0] if len(newest_two) == 2 else None
         if previous is None or is_gap_marker(previous):
             return messages
         gap = gap_marker(newest, previous)
         if gap is None:
             return messages
-        await self.memory.store.append_messages(step.thread.id, [gap])
+        await self.store.append_messages(step.thread.id, [gap])
         step.emit(DataPart("om-temporal-gap", gap.content["metadata"]["mastra"]["temporalGap"], transient=True))
         return [*messages[:-1], gap, newest]
 
 
-class TokenEstimates:
+class TokenEstimates(TurnProcessor):
+    """Stateless: its own turn object."""
+
     name = "token-estimates"
 
-    async def process_reply(self, done: ReplyContext) -> None:
+    def start_turn(self, step: StepContext) -> TokenEstimates:
+        return self
+
+    async def finish(self, done: ReplyContext) -> None:
         count_message(done.reply)  # fills the per-part cache in place; the reply is saved with it
 
 
-class BufferOnIdle:
+class BufferOnIdle(TurnProcessor):
     """``bufferOnIdle``: once a turn ends, buffer what is unobserved (the reply included),
-    whatever its size, so an idle thread's next activation has a chunk ready (2.3, turn end)."""
+    whatever its size, so an idle thread's next activation has a chunk ready (2.3, turn end).
+    Stateless: its own turn object."""
 
     name = "om-buffer-on-idle"
 
-    def __init__(self, memory: Memory, engine: ObservationalMemory, buffering: Buffering) -> None:
-        self.memory = memory
+    def __init__(self, store: ConversationStore, engine: ObservationalMemory, buffering: Buffering) -> None:
+        self.store = store
         self.engine = engine
         self.buffering = buffering
 
-    async def process_reply(self, done: ReplyContext) -> None:
+    def start_turn(self, step: StepContext) -> BufferOnIdle:
+        return self
+
+    async def finish(self, done: ReplyContext) -> None:
         if done.failed or done.interrupted or done.llm is None or done.model is None:
             return
         record = await self.engine.records.active(self.engine.key(done.thread.id, done.thread.resource_id))
         if record is None or flag_live(record.is_buffering_observation, clock=self.engine.records.clock):
             return
-        stored = await self.memory.store.messages_since(done.thread.id, record.last_observed_at)
+        stored = await self.store.messages_since(done.thread.id, record.last_observed_at)
         candidates = safe_prefix(buffer_candidates(unobserved([*stored, done.reply], record), record))
         sink = PartSink(self.engine.records, done.thread.id)
         ctx = CycleContext(done.llm, done.model, done.thread.id, thread_om(done.thread.metadata), sink.emit)

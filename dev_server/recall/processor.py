@@ -1,9 +1,10 @@
 """``semanticRecall``, token tier 2: the stored messages nearest to the user's new message.
 
-An input processor of the step loop, after the history window (or Observational Memory),
-on the turn's first step. As Mastra's ``SemanticRecall``: the query is the text of the
-last user message of the turn; the index gives the ``topK`` nearest messages of the thread
-(scope ``thread``) or of every thread of the user (``resource``); each comes with
+A processor of the step loop, after the history window (or Observational Memory): its turn
+object (``RecallTurn``) searches once, on the turn's first step, and keeps what it found.
+As Mastra's ``SemanticRecall``: the query is the text of the last user message of the
+turn; the index gives the ``topK`` nearest messages of the thread (scope ``thread``) or of
+every thread of the user (``resource``); each comes with
 ``messageRange`` neighbours of its own thread; whatever the window already holds is left
 out. Recalled messages of this thread join the history, oldest first, before the window;
 those of other threads (resource scope only) become one system message
@@ -18,18 +19,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from dev_server.kernel.processors import StepContext
+from dev_server.kernel.ports import SemanticSearch, SemanticSearchUnavailable, ThreadMessages
+from dev_server.kernel.processors import StepContext, TurnProcessor
 from dev_server.kernel.convert import to_model_messages
 from dev_server.recall.format import other_threads_message, recall_order
-from dev_server.recall.hits import SemanticSearchUnavailable
 from dev_server.recall.options import SemanticRecallOptions
 from dev_server.recall.text import message_text
 from dev_server.kernel.messages import Message
-
-if TYPE_CHECKING:
-    from dev_server.memory.memory import Memory
 
 log = logging.getLogger(__name__)
 
@@ -40,25 +37,38 @@ class Recalled:
     system: str | None = None  # the other threads' excerpts
 
 
+class RecallTurn(TurnProcessor):
+    """What the turn recalled (None until its first step searched)."""
+
+    name = "semantic-recall"
+
+    def __init__(self, processor: SemanticRecallStep) -> None:
+        self.processor = processor
+        self.recalled: Recalled | None = None
+
+    async def before_step(self, step: StepContext) -> None:
+        if step.thread is None:
+            return
+        if self.recalled is None:
+            self.recalled = await self.processor.recall(step)
+            if self.recalled.messages:
+                step.history = [*to_model_messages(self.recalled.messages), *step.history]
+        if self.recalled.system:
+            step.system.append({"role": "system", "content": self.recalled.system})
+
+
 class SemanticRecallStep:
     name = "semantic-recall"
 
-    def __init__(self, memory: Memory, options: SemanticRecallOptions) -> None:
-        self.memory = memory
+    def __init__(self, messages: ThreadMessages, search: SemanticSearch, options: SemanticRecallOptions) -> None:
+        self.messages = messages
+        self.search = search
         self.options = options
 
-    async def process_step(self, step: StepContext) -> None:
-        if step.thread is None:
-            return
-        recalled: Recalled | None = step.state.get(self.name)
-        if recalled is None:
-            recalled = step.state[self.name] = await self._recall(step)
-            if recalled.messages:
-                step.history = [*to_model_messages(recalled.messages), *step.history]
-        if recalled.system:
-            step.system.append({"role": "system", "content": recalled.system})
+    def start_turn(self, step: StepContext) -> RecallTurn:
+        return RecallTurn(self)
 
-    async def _recall(self, step: StepContext) -> Recalled:
+    async def recall(self, step: StepContext) -> Recalled:
         thread = step.thread
         assert thread is not None
         query = _last_user_text(step.window)
@@ -67,7 +77,7 @@ class SemanticRecallStep:
         options = self.options
         window_ids = {m.id for m in step.window}
         try:
-            hits = await self.memory.semantic_search(
+            hits = await self.search.search(
                 query, resource_id=thread.resource_id, thread_id=thread.id if options.scope == "thread" else None,
                 top_k=options.top_k, exclude_ids=window_ids, threshold=options.threshold)
         except Exception as exc:  # recall is an extra: the turn goes on without it
@@ -88,7 +98,7 @@ class SemanticRecallStep:
         return Recalled(mine, other_threads_message(others, thread.id) if others else None)
 
     async def _with_neighbours(self, message: Message) -> list[Message]:
-        store = self.memory.store
+        store = self.messages
         before = await store.messages_around(message.thread_id, message.id, after=False,
                                              limit=self.options.before) if self.options.before else []
         after = await store.messages_around(message.thread_id, message.id, after=True,

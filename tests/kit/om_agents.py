@@ -51,11 +51,9 @@ EXTRACTING = {"observation": {"messageTokens": 300, "bufferTokens": False, "thre
               "reflection": {"observationTokens": 100_000}}
 
 
-class PinnedMemory(Memory):
-    """A memory whose OM options stay the agent's own (the settings' would replace them)."""
-
-    def enable_observational_memory(self, options: Any) -> None:
-        pass
+def PinnedMemory(options: MemoryOptions) -> MemoryOptions:
+    """Memory options whose OM options stay the agent's own (the settings' would replace them)."""
+    return dataclasses.replace(options, om_follows_settings=False)
 
 
 def extracting_agent(options: dict[str, Any] = EXTRACTING) -> AgentDefinition:
@@ -72,8 +70,7 @@ async def om_setup(db: LibSQLStore, messages: list[Message], options: dict[str, 
     holds every request)."""
     conversations = ConversationStore(db)
     await seed_threads(conversations, messages)
-    memory = Memory(MemoryOptions(observational_memory=options))
-    memory.attach(conversations)
+    memory = Memory(MemoryOptions(observational_memory=options), conversations)
     engine = memory.observational_memory()
     llm = llm or ScriptedModel()
     ctx = CycleContext(llm, await llm.resolve("openai/gpt-4o-mini"), "t", None, lambda part, durable=False: None)

@@ -24,7 +24,7 @@ from fastapi import Depends
 from dev_server.agents.registry import AgentRegistry, RegisteredAgent
 from dev_server.api.deps import AgentsDep, ForcedResource, MastraQuery
 from dev_server.api.query import Query
-from dev_server.errors import NotFound
+from dev_server.kernel.errors import NotFound
 from dev_server.kernel.messages import Thread
 
 

@@ -37,7 +37,7 @@ from dev_server.api.studio.access import effective_resource
 from dev_server.api.studio.agent_input import (AbortBody, AgentRunBody, SendMessageBody, ThreadRef, input_messages,
                                         signal_contents)
 from dev_server.kernel.clock import now_iso
-from dev_server.errors import ApiError, NotFound, upstream
+from dev_server.kernel.errors import ApiError, NotFound, upstream
 from dev_server.llm import ModelProviderError
 from dev_server.memory.memory import ThreadNotOwned
 from dev_server.storage.conversations import ConversationStore

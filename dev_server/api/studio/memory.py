@@ -26,7 +26,7 @@ from dev_server.kernel.clock import parse_iso, spaced_iso, to_iso
 from dev_server.kernel.convert import flat_text
 from dev_server.memory.working_document import WorkingMemoryInvalid
 from dev_server.recall.hits import SemanticSearchUnavailable
-from dev_server.errors import BadRequest, NotFound, invalid
+from dev_server.kernel.errors import BadRequest, NotFound, invalid
 from dev_server.storage.conversations import ConversationStore, MessageNotVisible, ThreadExists, ThreadNotVisible
 from dev_server.kernel.messages import Message, Thread
 

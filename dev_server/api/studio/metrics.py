@@ -20,7 +20,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from dev_server.api.deps import ForcedResource, MastraQuery
 from dev_server.api.studio.observability import ObservabilityStoreDep
 from dev_server.api.query import Query
-from dev_server.errors import invalid
+from dev_server.kernel.errors import invalid
 from dev_server.observability import metrics
 from dev_server.observability.query_models import IsoTime, Text
 

@@ -28,7 +28,7 @@ from fastapi.routing import APIRoute
 
 from dev_server.api.deps import ForcedResource, MastraQuery, StorageDep
 from dev_server.api.query import Query, iso_time
-from dev_server.errors import NotFound, invalid
+from dev_server.kernel.errors import NotFound, invalid
 from dev_server.observability import discovery, reads
 from dev_server.observability.otlp_mapping import input_preview
 from dev_server.observability.query_fields import field as query_field

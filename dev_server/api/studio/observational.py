@@ -21,7 +21,7 @@ from dev_server.api.studio.access import OptionalAgent, QueryAgent, Scope, Scope
 from dev_server.api.studio.memory_bodies import BufferStatusBody, ManualCycleBody
 from dev_server.api.query import iso_time
 from dev_server.kernel.clock import to_iso
-from dev_server.errors import BadRequest, NotFound, invalid
+from dev_server.kernel.errors import BadRequest, NotFound, invalid
 from dev_server.om.engine.flags import settled
 from dev_server.om.options.config import describe_om
 from dev_server.om.engine.cycle_context import om_model

@@ -27,7 +27,7 @@ from dev_server.agents.runner import TurnRunner, new_id
 from dev_server.kernel.tools import Tool, ToolContext, execute, validation_message
 from dev_server.api.deps import AgentDep, AgentsDep, ForcedResource, RunnerDep
 from dev_server.api.studio.agents import tool_info
-from dev_server.errors import ApiError, BadRequest, NotFound
+from dev_server.kernel.errors import ApiError, BadRequest, NotFound
 from dev_server.observability import spans
 
 router = APIRouter(prefix="/api", tags=["tools"])

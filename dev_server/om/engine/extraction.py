@@ -12,8 +12,9 @@ never a failed cycle.
 ``metadataKey`` of the thread's OM metadata (one patch with the hints), the built-ins at
 ``currentTask`` / ``suggestedResponse`` / ``threadTitle``; a proposed title becomes the
 thread's title (trimmed, three characters or more, different, not ``titlePinned``) with a
-``data-om-thread-update`` part; the working-memory value goes through ``Memory`` (the only
-writer), merged when the memory has a schema, and is not copied into the metadata.
+``data-om-thread-update`` part; the working-memory value goes through the memory's working
+memory document (``dev_server.kernel.ports.WorkingMemoryDocument``, the only writer), merged
+when the memory has a schema, and is not copied into the metadata.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from dev_server.om.options.extractors import (BUILT_IN_KEYS, CURRENT_TASK, SUGGE
                             shown, structured_messages, thread_title_extractor, working_memory_extractor, write_path)
 
 if TYPE_CHECKING:
+    from dev_server.kernel.messages import Thread
     from dev_server.kernel.model import ResolvedModel
-    from dev_server.memory.memory import Memory
+    from dev_server.kernel.ports import ThreadMessages, WorkingMemoryDocument
     from dev_server.om.engine.cycle_context import CycleContext, ModelCaller
     from dev_server.om.options.config import ObservationalMemoryOptions
 
@@ -55,17 +57,19 @@ class ExtractionResult:
 
 
 class Extraction:
-    """The extractors of one OM configuration and the ``Memory`` they write through."""
+    """The extractors of one OM configuration, and what they write through: the memory's
+    working memory document (None: it has none) and its threads (None: a bare engine)."""
 
-    def __init__(self, options: ObservationalMemoryOptions, memory: Memory | None = None) -> None:
+    def __init__(self, options: ObservationalMemoryOptions, working: WorkingMemoryDocument | None = None,
+                 threads: ThreadMessages | None = None) -> None:
         self.options = options
-        self.memory = memory
+        self.working = working
+        self.threads = threads
 
     # -- which extractors --------------------------------------------------------------
 
     def working_memory_on(self) -> bool:
-        return (self.options.observation.manage_working_memory and self.memory is not None
-                and self.memory.options.working is not None)
+        return self.options.observation.manage_working_memory and self.working is not None
 
     def extractors(self, operation: str) -> list[Extractor]:
         """The extractors beyond the hints of the prompt flags: the user's, the title, working memory."""
@@ -75,8 +79,8 @@ class Extraction:
         if self.options.observation.thread_title:
             found.append(thread_title_extractor())
         if self.working_memory_on():
-            assert self.memory is not None and self.memory.options.working is not None
-            found.append(working_memory_extractor(self.memory.options.working.schema))
+            assert self.working is not None
+            found.append(working_memory_extractor(self.working.schema))
         return found
 
     def prompt_extractors(self, operation: str) -> list[Extractor]:
@@ -91,8 +95,8 @@ class Extraction:
         than per thread: working memory, when the user's threads share one document."""
         if operation != OBSERVATION or self.options.scope != "resource" or not self.working_memory_on():
             return frozenset()
-        assert self.memory is not None and self.memory.options.working is not None  # working_memory_on
-        return frozenset({WORKING_MEMORY}) if self.memory.options.working.scope == "resource" else frozenset()
+        assert self.working is not None  # working_memory_on
+        return frozenset({WORKING_MEMORY}) if self.working.scope == "resource" else frozenset()
 
     async def priors(self, ctx: CycleContext, operation: str, *,
                      slugs: Collection[str] | None = None) -> list[tuple[str, str]]:
@@ -111,7 +115,7 @@ class Extraction:
     async def _previous(self, ctx: CycleContext, extractor: Extractor, hints: dict[str, Any]) -> Any:
         if extractor.slug == WORKING_MEMORY:
             thread = await self._thread(ctx)
-            return await self.memory.get_working_memory(thread) if self.memory and thread else None
+            return await self.working.read(thread) if self.working is not None and thread else None
         return read_path(hints, extractor.metadata_key)
 
     # -- running -----------------------------------------------------------------------
@@ -185,10 +189,10 @@ class Extraction:
 
     async def _update_working_memory(self, ctx: CycleContext, result: ExtractionResult) -> None:
         thread = await self._thread(ctx)
-        if self.memory is None or thread is None:
+        if self.working is None or thread is None:
             return
         try:
-            await self.memory.apply_working_memory_update(result.values[WORKING_MEMORY], thread)
+            await self.working.apply_update(result.values[WORKING_MEMORY], thread)
         except Exception as exc:  # WorkingMemoryInvalid: the stored document is unchanged
             result.failures[WORKING_MEMORY] = _message(exc)
             result.values.pop(WORKING_MEMORY, None)
@@ -197,11 +201,11 @@ class Extraction:
         """Give the thread the observer's title; True (and a ``data-om-thread-update``) when written."""
         title = " ".join(proposed.split())[:MAX_TITLE_CHARS]
         thread = await self._thread(ctx)
-        if self.memory is None or thread is None or len(title) < MIN_TITLE_CHARS or title == thread.title:
+        if self.threads is None or thread is None or len(title) < MIN_TITLE_CHARS or title == thread.title:
             return False
         if (thread.metadata or {}).get("titlePinned") is True:
             return False
-        updated = await self.memory.store.update_thread(thread.id, title=title)
+        updated = await self.threads.update_thread(thread.id, title=title)
         if updated is None:
             return False
         data: dict[str, Any] = {"cycleId": cycle_id, "threadId": thread.id, "newTitle": title,
@@ -211,8 +215,8 @@ class Extraction:
         ctx.emit(DataPart("om-thread-update", data, transient=True), durable=False)
         return True
 
-    async def _thread(self, ctx: CycleContext) -> Any:
-        return await self.memory.store.get_thread(ctx.thread_id) if self.memory is not None else None
+    async def _thread(self, ctx: CycleContext) -> Thread | None:
+        return await self.threads.get_thread(ctx.thread_id) if self.threads is not None else None
 
 
 def end_fields(result: ExtractionResult | None) -> dict[str, Any]:

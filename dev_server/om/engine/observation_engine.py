@@ -56,7 +56,7 @@ from dev_server.kernel.messages import Message
 from dev_server.storage.om_records import OMRecord, OMRecordStore, lookup_key
 
 if TYPE_CHECKING:
-    from dev_server.memory.memory import Memory
+    from dev_server.kernel.ports import ThreadMessages, WorkingMemoryDocument
 
 log = logging.getLogger(__name__)
 
@@ -83,15 +83,18 @@ class ObservationEngine:
     model call, ``call_model`` by default), ``hooks`` (around every cycle, none by default)
     and ``clock`` (what its cycles and background jobs stamp; the record store's by default)."""
 
-    def __init__(self, options: ObservationalMemoryOptions, records: OMRecordStore,
-                 memory: Memory | None = None, *, ask: ModelCaller = call_model, hooks: CycleHooks = NO_CYCLE_HOOKS,
-                 clock: Clock | None = None) -> None:
+    def __init__(self, options: ObservationalMemoryOptions, records: OMRecordStore, *,
+                 working: WorkingMemoryDocument | None = None, threads: ThreadMessages | None = None,
+                 ask: ModelCaller = call_model, hooks: CycleHooks = NO_CYCLE_HOOKS, clock: Clock | None = None) -> None:
+        """``working``: the memory's working memory document, when it has one; ``threads``:
+        where the observer's titles go (None: a bare engine, no titles or working memory)."""
         self.options = options
         self.records = records
         self.model_caller = ask
         self.hooks = hooks
         self.clock = clock or records.clock  # by default the record store's, which stamps the records
-        self.extraction = Extraction(options, memory)  # extractors, title and working memory (dev_server.om.engine.extraction)
+        # extractors, title and working memory (dev_server.om.engine.extraction)
+        self.extraction = Extraction(options, working, threads)
         self._suppressed: dict[str, int] = {}  # lookup key -> log size whose reflection failed
 
     def key(self, thread_id: str, resource_id: str) -> str:

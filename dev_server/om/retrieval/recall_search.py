@@ -1,10 +1,10 @@
 """The ``recall`` tool's search mode (Mastra's Observational Memory contract §7): stored messages that
 match a query, each shown through the observation group that remembers it.
 
-With ``retrieval.vector`` the memory searches by meaning (``Memory.semantic_search``); when
-it cannot (no embedder, or the embedder failed: ``SemanticSearchUnavailable``), or without
-``vector``, the thread store's full-text index answers instead (``search_messages``): the
-query as one phrase first, then its words (``keyword_hits``). The result says which kind answered.
+With ``retrieval.vector`` the memory searches by meaning (the ``SemanticSearch`` port,
+``dev_server.kernel.ports``); when it cannot (no embedder, or the embedder failed:
+``SemanticSearchUnavailable``), or without ``vector``, the thread store's full-text index
+answers instead (``search_messages``): the query as one phrase first, then its words (``keyword_hits``). The result says which kind answered.
 
 Each hit is reported as the observation group whose range holds its message, when the
 log of its thread (or resource) has one: the thread, the group's message range, its id,
@@ -23,12 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from dev_server.om.prompting.groups import ObservationGroup, group_of_message, parse_groups
 from dev_server.om.retrieval.recall_format import PAGE_TOKENS, cut_to_tokens, low_detail, message_parts, render, timestamp
-from dev_server.recall.hits import SemanticSearchUnavailable
+from dev_server.kernel.ports import SemanticSearch, SemanticSearchUnavailable
 from dev_server.storage.conversations import ConversationStore
 from dev_server.kernel.messages import Message, Thread
 
 if TYPE_CHECKING:
-    from dev_server.memory.memory import Memory
     from dev_server.om.engine.observation_engine import ObservationEngine
 
 DEFAULT_TOP_K = 10
@@ -113,20 +112,20 @@ def _section(number: int, thread: Thread, current: bool, score: float, message: 
     return "\n".join(lines)
 
 
-async def search(memory: Memory, engine: ObservationEngine, *, query: str, resource_id: str,
+async def search(store: ConversationStore, semantic: SemanticSearch, engine: ObservationEngine, *,
+                 query: str, resource_id: str,
                  current: Thread, thread_id: str | None, vector: bool, top_k: int | None,
                  exclude: Collection[str] = ()) -> dict[str, Any]:
     """The search result ``{results, count, searchMode[, note]}``; ``thread_id`` limits it
     to one thread (the caller has checked it is the resource's)."""
     limit = min(max(top_k or DEFAULT_TOP_K, 1), 20)
-    store = memory.store
     mode, note = "keyword", None
     hits: list[tuple[Message, float]] | None = None
     if vector:
         try:
-            semantic = await memory.semantic_search(query, resource_id=resource_id, thread_id=thread_id,
-                                                    top_k=limit, exclude_ids=exclude)
-            hits = [(hit.message, hit.score) for hit in semantic if hit.message.id not in exclude]
+            found = await semantic.search(query, resource_id=resource_id, thread_id=thread_id, top_k=limit,
+                                          exclude_ids=exclude)
+            hits = [(hit.message, hit.score) for hit in found if hit.message.id not in exclude]
             mode = "vector"
         except SemanticSearchUnavailable as exc:
             note = f"Search by meaning is unavailable ({exc}); these are keyword matches instead."

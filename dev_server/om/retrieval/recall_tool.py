@@ -36,8 +36,9 @@ from dev_server.om.retrieval.recall_search import search
 from dev_server.kernel.messages import Message, Thread
 
 if TYPE_CHECKING:
-    from dev_server.memory.memory import Memory
+    from dev_server.kernel.ports import SemanticSearch
     from dev_server.om.engine.observation_engine import ObservationEngine
+    from dev_server.storage.conversations import ConversationStore
 
 TOOL_NAME = "recall"
 MAX_LIMIT = 20
@@ -102,8 +103,10 @@ class Caller:
 
 
 class Recall:
-    def __init__(self, memory: Memory, engine: ObservationEngine, config: RetrievalConfig) -> None:
-        self.memory = memory
+    def __init__(self, store: ConversationStore, semantic: SemanticSearch, engine: ObservationEngine,
+                 config: RetrievalConfig) -> None:
+        self.store = store
+        self.semantic = semantic  # search by meaning (retrieval ``vector``)
         self.engine = engine
         self.config = config
 
@@ -127,7 +130,7 @@ class Recall:
             if not args.query or not args.query.strip():
                 return _error('mode "search" needs a query')
             limited = caller.thread.id if self.config.scope == "thread" else (target.id if args.threadId else None)
-            return await search(self.memory, self.engine, query=args.query, resource_id=caller.resource_id,
+            return await search(self.store, self.semantic, self.engine, query=args.query, resource_id=caller.resource_id,
                                 current=caller.thread, thread_id=limited, vector=self.config.vector,
                                 top_k=args.limit, exclude=caller.turn_input)
         if args.cursor:
@@ -144,14 +147,14 @@ class Recall:
         if self.config.scope == "thread":
             return _error(f'Recall is limited to the current thread (retrieval scope "thread"): thread '
                           f'"{thread_id}" cannot be read. Leave threadId out.')
-        thread = await self.memory.store.get_thread(thread_id)
+        thread = await self.store.get_thread(thread_id)
         if thread is None or thread.resource_id != caller.resource_id:
             return _error(f'Thread "{thread_id}" was not found. Use mode "threads" to list the threads.')
         return thread
 
     async def _cursor(self, cursor: str, caller: Caller) -> Message | dict[str, Any]:
-        message = await self.memory.store.get_message(cursor)
-        owner = await self.memory.store.get_thread(message.thread_id) if message is not None else None
+        message = await self.store.get_message(cursor)
+        owner = await self.store.get_thread(message.thread_id) if message is not None else None
         if message is None or owner is None or owner.resource_id != caller.resource_id:
             if ":" in cursor.strip(":") or "," in cursor:
                 start = cursor.split(",")[0].split(":")[0].strip()
@@ -179,10 +182,10 @@ class Recall:
         batch = min(max(needed + 10, 50), 500)
         while len(found) < needed:
             if anchor is None:
-                rows, _ = await self.memory.store.page_messages(thread_id, per_page=batch,
+                rows, _ = await self.store.page_messages(thread_id, per_page=batch,
                                                                 direction="ASC" if forward else "DESC")
             else:
-                rows = await self.memory.store.messages_around(thread_id, anchor, after=forward, limit=batch) or []
+                rows = await self.store.messages_around(thread_id, anchor, after=forward, limit=batch) or []
             nearest_first = rows if forward else list(reversed(rows))
             found += [m for m in nearest_first if keep(m)]
             if len(rows) < batch:
@@ -294,7 +297,7 @@ class Recall:
 
     async def _threads(self, args: RecallInput, caller: Caller) -> dict[str, Any]:
         if self.config.scope == "thread":
-            current = await self.memory.store.get_thread(caller.thread.id) or caller.thread
+            current = await self.store.get_thread(caller.thread.id) or caller.thread
             return {"threads": _thread_lines(current, caller.thread.id), "count": 1, "page": 0, "hasMore": False,
                     "note": 'Recall is limited to the current thread (retrieval scope "thread"): no other thread '
                             "is listed or readable."}
@@ -303,7 +306,7 @@ class Recall:
             before, after = _date(args.before), _date(args.after)
         except ValueError as exc:
             return _error(str(exc))
-        store = self.memory.store
+        store = self.store
         if before is None and after is None:
             threads, total = await store.list_threads(resource_id=caller.resource_id, order_by="updatedAt",
                                                       page=page, per_page=limit)

@@ -1,0 +1,120 @@
+"""Ports: the narrow views a memory feature has of storage and of the other features.
+
+History, semantic recall, working memory, titles and Observational Memory each take part
+in a turn as processors (``dev_server.kernel.processors``). None of them reaches into
+another's internals or into ``dev_server.memory``: each is handed, when its memory is
+assembled, the ports below, and the memory (``dev_server.memory``) is the one place that
+knows what answers them (the conversation store, the semantic index, the working memory
+document, the process's background work). A port names only what its features call, so a
+test can hand a feature a few lines instead of a database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from dev_server.kernel.events import DataPart
+from dev_server.kernel.messages import Message, Thread
+
+
+class ThreadMessages(Protocol):
+    """The messages (and threads) a feature reads and writes: the conversation store's
+    methods of the same names (``dev_server.storage.conversations``)."""
+
+    async def get_thread(self, thread_id: str) -> Thread | None: ...
+
+    async def get_message(self, message_id: str) -> Message | None: ...
+
+    async def recent_messages(self, thread_id: str, limit: int | None) -> list[Message]: ...
+
+    async def messages_since(self, thread_id: str, since: str | None) -> list[Message]: ...
+
+    async def messages_around(self, thread_id: str, anchor_id: str, *, after: bool,
+                              limit: int) -> list[Message] | None: ...
+
+    async def page_messages(self, thread_id: str, *, page: int = 0, per_page: int | None = 40,
+                            direction: Literal["ASC", "DESC"] = "DESC", roles: Sequence[str] | None = None,
+                            after: str | None = None, before: str | None = None, after_inclusive: bool = True,
+                            before_inclusive: bool = True) -> tuple[list[Message], int]: ...
+
+    async def append_messages(self, thread_id: str, messages: Sequence[Message]) -> list[str]: ...
+
+    async def update_thread(self, thread_id: str, *, title: str | None = None,
+                            metadata: dict[str, Any] | None = None,
+                            resource_id: str | None = None) -> Thread | None: ...
+
+
+class ThreadTitles(ThreadMessages, Protocol):
+    """The threads, and where a generated title goes: only onto a thread still in
+    ``resource_id`` whose title still starts with ``placeholder`` (or is empty); True when
+    it was written."""
+
+    async def set_title_if_untitled(self, thread_id: str, resource_id: str, title: str,
+                                    placeholder: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class SemanticHit:
+    """A stored message found by meaning."""
+
+    message: Message
+    score: float  # cosine similarity, -1..1 (1 = same direction)
+    thread_title: str = ""
+
+
+class SemanticSearchUnavailable(Exception):
+    """No vector search here: no embedder configured for this memory, or the embedder
+    failed (provider down). Callers fall back (FTS) or go on without recall."""
+
+
+class SemanticSearch(Protocol):
+    """Search by meaning over stored messages; ``SemanticSearchUnavailable`` when there is
+    no vector search for this memory or its embedder failed."""
+
+    async def search(self, query: str, *, resource_id: str, thread_id: str | None = None, top_k: int = 4,
+                     exclude_ids: Iterable[str] = (), threshold: float | None = None) -> list[SemanticHit]: ...
+
+
+class WorkingMemoryDocument(Protocol):
+    """The working memory document of a thread (or of its resource): read, and changed by
+    an update the memory checks (a Markdown replacement, a JSON merge); an update that does
+    not fit raises and leaves the stored document as it was."""
+
+    @property
+    def scope(self) -> Literal["thread", "resource"]: ...
+
+    @property
+    def schema(self) -> Mapping[str, Any] | None: ...
+
+    async def read(self, thread: Thread | None, resource_id: str | None = None) -> str | None: ...
+
+    async def apply_update(self, update: Any, thread: Thread | None, resource_id: str | None = None) -> str: ...
+
+
+class Emit(Protocol):
+    """The part channel into the live stream (``StepContext.emit``): durable parts are also
+    kept in the reply."""
+
+    def __call__(self, part: DataPart, *, durable: bool = False) -> None: ...
+
+
+JobFactory = Callable[[], Awaitable[Any]]
+
+
+class BackgroundJobs(Protocol):
+    """Background work submission (``dev_server.background``): ``factory()`` runs later, one
+    job per ``key`` at a time; False when it was not queued. Never blocks, never raises."""
+
+    def submit(self, key: str, factory: JobFactory) -> bool: ...
+
+
+class Clock(Protocol):
+    """The time a feature stamps what it writes with (``dev_server.kernel.clock``)."""
+
+    def __call__(self) -> str: ...
+
+
+__all__ = ["BackgroundJobs", "Clock", "Emit", "JobFactory", "SemanticHit", "SemanticSearch",
+           "SemanticSearchUnavailable", "ThreadMessages", "ThreadTitles", "WorkingMemoryDocument"]
