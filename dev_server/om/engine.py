@@ -118,7 +118,7 @@ class ObservationalMemory:
         self.options = options
         self.records = records
         # extractors, title and working memory (dev_server.om.extract_run)
-        self.extraction = Extraction(options, working, threads)
+        self.extraction = Extraction(options, records.clock, working, threads)
         self._suppressed: dict[str, int] = {}  # lookup key -> log size whose reflection failed
 
     def key(self, thread_id: str, resource_id: str) -> str:
