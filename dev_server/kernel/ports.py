@@ -6,7 +6,8 @@ another's internals or into ``dev_server.memory``: each is handed, when its memo
 assembled, the ports below, and the memory (``dev_server.memory``) is the one place that
 knows what answers them (the conversation store, the semantic index, the working memory
 document, the process's background work). A port names only what its features call, so a
-test can hand a feature a few lines instead of a database.
+test can hand a feature a few lines instead of a database. The clock every feature reads
+time from is ``dev_server.kernel.clock.Clock``.
 """
 
 from __future__ import annotations
@@ -110,11 +111,5 @@ class BackgroundJobs(Protocol):
     def submit(self, key: str, factory: JobFactory) -> bool: ...
 
 
-class Clock(Protocol):
-    """The time a feature stamps what it writes with (``dev_server.kernel.clock``)."""
-
-    def __call__(self) -> str: ...
-
-
-__all__ = ["BackgroundJobs", "Clock", "Emit", "JobFactory", "SemanticHit", "SemanticSearch",
+__all__ = ["BackgroundJobs", "Emit", "JobFactory", "SemanticHit", "SemanticSearch",
            "SemanticSearchUnavailable", "ThreadMessages", "ThreadTitles", "WorkingMemoryDocument"]

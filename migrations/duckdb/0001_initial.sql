@@ -1,4 +1,4 @@
--- Observability rows (STUDIO-REST.md section 6). Hot fields are real columns; free-form
+-- Observability rows (the Studio REST contract's observability section). Hot fields are real columns; free-form
 -- payloads are JSON. Everything here is derived data and may be rebuilt at any time.
 
 CREATE TABLE spans (

@@ -1,9 +1,9 @@
--- Observational Memory (OBSERVATIONAL-MEMORY.md 1.1): one row per generation of a thread's
+-- Observational Memory (docs/observational-memory.md#record): one row per generation of a thread's
 -- (or a resource's) observation log; the newest generation is the active one. Reflection
 -- never changes an old row, it inserts the next generation, so older rows are the history.
 -- Column names follow Mastra's in snake_case. The in-progress flags hold the ISO time they
 -- were set (NULL = not set): a flag older than the staleness limit belongs to a process
--- that died, and the next claim takes it over (DESIGN.md decision 12).
+-- that died, and the next claim takes it over (coordination between processes lives in the database: docs/architecture.md).
 
 CREATE TABLE mastra_observational_memory (
     id                                TEXT PRIMARY KEY,

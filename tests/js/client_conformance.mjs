@@ -23,7 +23,7 @@
 // Exit code 0 whenever the JSON was printed (also when ok=false), 2 for bad stdin, 1 for a
 // harness bug. Each check is independent: it makes its own thread ids with randomUUID().
 //
-// Contract: /work/shared/docs/STUDIO-REST.md (sections 1, 4, 5, 6, 8); method names and
+// Contract: Mastra's Studio REST contract (errors, agents, memory, observability, tools); method names and
 // signatures are taken from node_modules/@mastra/client-js/dist/*.d.ts and dist/index.js.
 
 import assert from 'node:assert/strict';
@@ -167,7 +167,7 @@ async function storedTurn(client, threadId) {
   return stored;
 }
 
-/** One plain-text agent run in Mastra's chunk format (STUDIO-REST.md 4.3). */
+/** One plain-text agent run in Mastra's chunk format (Mastra's agent stream chunks). */
 function checkRunChunks(allChunks, ctx, { agentId, storedAssistant }) {
   assert.ok(allChunks.length > 0, 'no chunks');
   // data-* chunks are custom chunks (Mastra's writer.custom, e.g. Observational Memory's
@@ -320,7 +320,7 @@ const checks = {
   },
 
   async streamStudioBody(client, ctx) {
-    // exactly what the Studio sends with signals off (STUDIO-REST.md 4.3)
+    // exactly what the Studio sends with signals off (Mastra's agent stream chunks)
     const thread = randomUUID();
     const runId = randomUUID();
     const res = await client.getAgent(MEM).stream([{ role: 'user', content: [{ type: 'text', text: 'What is the weather in Rome?' }] }], {

@@ -23,7 +23,7 @@
 // Recorded as failures: every request whose URL contains "/api/" that failed at network
 // level or answered >= 400, every console message of type error, every pageerror. Exactly
 // one case is expected and skipped: GET /api/memory/threads/<id> -> 404 where <id> is a
-// thread the Studio made up for a brand-new chat (STUDIO-REST.md 5.4), i.e. an id that is
+// thread the Studio made up for a brand-new chat (Mastra's memory routes), i.e. an id that is
 // not the given threadId and has appeared in the page URL as /agents/<agentId>/threads/<id>;
 // the browser's matching "Failed to load resource" console error is skipped with it.
 //
@@ -66,7 +66,7 @@ const agentName = input.agentName || titleCase(input.agentId);
 const out = { ok: false, steps: [], failedRequests: [], consoleErrors: [], pageErrors: [], requests: [],
   abortedRequests: [], externalRequests: [], replyText: null, finalUrl: null, error: null };
 
-// The one allowed 404 (STUDIO-REST.md 5.4): GET /api/memory/threads/<id> for the thread id the
+// The one allowed 404 (Mastra's memory routes): GET /api/memory/threads/<id> for the thread id the
 // Studio made up for a brand-new chat. It is requested before the id shows in the page URL, so
 // candidates are held back and judged at the end: allowed only if <id> is not the given
 // threadId, appeared in the page URL as /agents/<agentId>/threads/<id>, and the 404 was sent

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dev_server.kernel.events import DataPart
-from dev_server.kernel.clock import now_iso
+from dev_server.kernel.clock import Clock, now_iso
 from dev_server.om.engine.parts import OBSERVATION, REFLECTION
 from dev_server.om.options.extractors import (BUILT_IN_KEYS, CURRENT_TASK, SUGGESTED_RESPONSE, THREAD_TITLE, WORKING_MEMORY,
                             ExtractContext, Extractor, check_against, object_schema, read_json_object, read_path,
@@ -60,9 +60,10 @@ class Extraction:
     """The extractors of one OM configuration, and what they write through: the memory's
     working memory document (None: it has none) and its threads (None: a bare engine)."""
 
-    def __init__(self, options: ObservationalMemoryOptions, working: WorkingMemoryDocument | None = None,
+    def __init__(self, options: ObservationalMemoryOptions, clock: Clock, working: WorkingMemoryDocument | None = None,
                  threads: ThreadMessages | None = None) -> None:
         self.options = options
+        self.clock = clock
         self.working = working
         self.threads = threads
 
@@ -209,7 +210,7 @@ class Extraction:
         if updated is None:
             return False
         data: dict[str, Any] = {"cycleId": cycle_id, "threadId": thread.id, "newTitle": title,
-                                "timestamp": now_iso(self.memory.store.clock)}
+                                "timestamp": now_iso(self.clock)}
         if thread.title:
             data["oldTitle"] = thread.title
         ctx.emit(DataPart("om-thread-update", data, transient=True), durable=False)

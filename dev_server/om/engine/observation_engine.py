@@ -94,7 +94,7 @@ class ObservationEngine:
         self.hooks = hooks
         self.clock = clock or records.clock  # by default the record store's, which stamps the records
         # extractors, title and working memory (dev_server.om.engine.extraction)
-        self.extraction = Extraction(options, working, threads)
+        self.extraction = Extraction(options, self.clock, working, threads)
         self._suppressed: dict[str, int] = {}  # lookup key -> log size whose reflection failed
 
     def key(self, thread_id: str, resource_id: str) -> str:
