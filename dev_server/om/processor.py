@@ -4,25 +4,25 @@ With OM on, ``ObservationalMemoryStep`` takes the history window's place. Its tu
 (``OMTurn``, ``dev_server.kernel.processors``) decides once per turn, on its first
 ``before_step``, and keeps what it decided (``TurnView``) for the later steps: it reads
 the active record (created on first use) and the thread's unobserved messages
-(``dev_server.om.window``), counts them (``dev_server.om.tokens``), then follows the decision
+(``dev_server.om.engine.window``), counts them (``dev_server.om.tokens.counting``), then follows the decision
 order of Mastra's Observational Memory contract 2.3: buffered chunks are activated when the window reached
-its threshold or the provider's cache went cold (``dev_server.om.activation``, ``dev_server.om.idle``);
-the log is reflected, or a buffered reflection swapped in or started (``dev_server.om.engine``);
+its threshold or the provider's cache went cold (``dev_server.om.engine.activation``, ``dev_server.om.engine.idle``);
+the log is reflected, or a buffered reflection swapped in or started (``dev_server.om.engine.observation_engine``);
 a background observer is started when the window crossed another buffering interval
-(``dev_server.om.buffering``); at the threshold what is buffered is activated, else the observer
+(``dev_server.om.engine.buffering``); at the threshold what is buffered is activated, else the observer
 runs before the model is called, and the observed messages leave the window down to the
 retention floor, never the turn's own input. In resource scope the other threads' unobserved
-messages join the window and the observation (``dev_server.om.resource``).
+messages join the window and the observation (``dev_server.om.engine.resource``).
 
 Every step then gets, after the agent's instructions, the observation system messages
-(``dev_server.om.context``), a continuation reminder as the first conversation message when there
+(``dev_server.om.prompting.context``), a continuation reminder as the first conversation message when there
 are observations, the remaining messages, and a transient ``data-om-status`` part; the
 pending-token count is written to the record once per turn. Later steps reuse what the
 first loaded: the turn holds the thread's lease, so nothing else writes it meanwhile.
 
 With ``retrieval`` on, the observation messages also carry the recall instructions
-(``dev_server.om.retrieval``; in retrieval scope ``resource`` even before anything was observed),
-and every step offers the ``recall`` tool (``dev_server.om.recall_tool``), built once per turn.
+(``dev_server.om.retrieval.instructions``; in retrieval scope ``resource`` even before anything was observed),
+and every step offers the ``recall`` tool (``dev_server.om.retrieval.recall_tool``), built once per turn.
 
 At the reply's ``finish``: ``TokenEstimates`` writes each part's token estimate into the
 reply before it is saved, so later turns count it from the cache (5.2); ``BufferOnIdle``
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from dev_server.storage.conversations import ConversationStore
 
 log = logging.getLogger(__name__)
-ReflectAhead = Callable[[OMRecord], Awaitable[bool]]  # starts a buffered reflection (dev_server.om.buffering)
+ReflectAhead = Callable[[OMRecord], Awaitable[bool]]  # starts a buffered reflection (dev_server.om.engine.buffering)
 
 
 @lru_cache(maxsize=32)
@@ -236,7 +236,7 @@ class ObservationalMemoryStep:
             record.pending_message_tokens = pending
 
     async def _resource_step(self, step: StepContext, ctx: CycleContext, record: OMRecord) -> TurnView:
-        """Step 0 in resource scope (``dev_server.om.resource``): this thread's unobserved messages
+        """Step 0 in resource scope (``dev_server.om.engine.resource``): this thread's unobserved messages
         from its own cursor, the other threads' as context; at the threshold all of them
         are observed together."""
         thread = step.thread
@@ -299,7 +299,7 @@ class ObservationalMemoryStep:
 
     async def _cold_cache(self, step: StepContext, turn: OMTurn, messages: list[Message], idle: IdleSetting,
                           on_provider_change: bool) -> Trigger | None:
-        """``dev_server.om.idle.cold_cache`` against the thread's last reply: from the window, else
+        """``dev_server.om.engine.idle.cold_cache`` against the thread's last reply: from the window, else
         read from storage once per turn (observations and reflections may both ask)."""
         if step.model is None or (idle is None and not on_provider_change):
             return None
