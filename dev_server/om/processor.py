@@ -48,8 +48,7 @@ from dev_server.om.engine.activation import Activation, Trigger, activate, inter
 from dev_server.om.engine.buffering import Buffering, PartSink, buffer_candidates, safe_prefix
 from dev_server.om.options.config import IdleSetting
 from dev_server.om.prompting.context import build_context_system_messages, continuation_model_message, other_conversations_message
-from dev_server.om.engine.cycle_hooks import cycle_run
-from dev_server.om.engine.observation_engine import CycleContext, ObservationEngine as ObservationalMemory
+from dev_server.om.engine.observation_engine import CycleContext, ObservationEngine
 from dev_server.om.options.extractors import read_path, shown
 from dev_server.om.engine.flags import clear_stale, flag_live
 from dev_server.om.engine.idle import cold_cache, last_assistant
@@ -131,7 +130,7 @@ class OMTurn(TurnProcessor):
 class ObservationalMemoryStep:
     name = "observational-memory"
 
-    def __init__(self, store: ConversationStore, search: SemanticSearch, engine: ObservationalMemory,
+    def __init__(self, store: ConversationStore, search: SemanticSearch, engine: ObservationEngine,
                  buffering: Buffering) -> None:
         self.store = store
         self.search = search  # the recall tool's search by meaning (retrieval ``vector``)
@@ -254,7 +253,7 @@ class ObservationalMemoryStep:
             record = await self.engine.maybe_reflect(ctx, record)
             threshold = options.message_threshold(record.observation_token_count)
             if pending >= threshold and not has_incomplete_tool_calls(messages):
-                async with cycle_run(self.engine, ctx, record, "observation", "turn-sync") as (run_ctx, _):
+                async with self.engine.hooks.cycle(ctx, record, "observation", "turn-sync") as run_ctx:
                     observed = await observe_resource(self.engine, run_ctx, record, {thread.id: messages, **others})
                 if observed is not None:
                     preserve = {m.id for m in messages[-max(1, step.input_count):]}
@@ -413,7 +412,7 @@ class BufferOnIdle(TurnProcessor):
 
     name = "om-buffer-on-idle"
 
-    def __init__(self, store: ConversationStore, engine: ObservationalMemory, buffering: Buffering) -> None:
+    def __init__(self, store: ConversationStore, engine: ObservationEngine, buffering: Buffering) -> None:
         self.store = store
         self.engine = engine
         self.buffering = buffering

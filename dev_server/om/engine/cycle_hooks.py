@@ -22,7 +22,7 @@ from dev_server.om.options.hooks import CycleRun, CycleTrigger, Hooks, current_r
 from dev_server.storage.om_records import OMRecord
 
 if TYPE_CHECKING:
-    from dev_server.om.engine.observation_engine import ObservationEngine
+    pass
 
 
 def _tap(run: CycleRun, part: DataPart) -> None:
@@ -97,12 +97,3 @@ class _TapSink:
 
     async def flush(self) -> None:
         await self.sink.flush()
-
-
-@asynccontextmanager
-async def cycle_run(engine: ObservationEngine, ctx: CycleContext, record: OMRecord, operation: str,
-                    trigger: CycleTrigger) -> AsyncIterator[tuple[CycleContext, None]]:
-    """A cycle run outside the engine's own methods (a resource-scope observation,
-    ``dev_server.om.engine.resource``) under the engine's hooks, as ``(context, None)``."""
-    async with engine.hooks.cycle(ctx, record, operation, trigger) as run_ctx:
-        yield run_ctx, None
