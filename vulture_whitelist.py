@@ -18,6 +18,7 @@ VectorRow           # dev_server/storage/message_vectors.py: tests/test_semantic
 _.applied_migrations  # dev_server/storage/libsql.py, remote.py: tests/test_migrations.py
 ping                # dev_server/storage/remote.py: tests/sqld.py waits for a libsql server with it
 _.apply_working_memory_update  # dev_server/memory/memory.py: tests/test_working_memory.py races updates through it
+ObservationalMemory  # dev_server/om/manual.py: the standalone OM API the README documents (tests/test_om_manual.py)
 ManualClock         # dev_server/kernel/clock.py: the clock a test hands create_app to run a conversation at fixed times
 ShiftedClock        # dev_server/kernel/clock.py: system time plus an offset a test advances (time keeps running)
 _.advance           # dev_server/kernel/clock.py: both test clocks move forward with it
