@@ -41,11 +41,11 @@ import uvicorn
 import uvloop
 
 from dev_server.agents.registry import DEFINITIONS
+from dev_server.api.worker_slot import STUDIO_NOTE, WorkerSlot
 from dev_server.connection_limits import http_protocol
 from dev_server.paths import PathError
 from dev_server.settings import Settings, SettingsError
 from dev_server.storage.errors import StorageError
-from dev_server.api.worker_slot import STUDIO_NOTE, WorkerSlot
 from dev_server.workers import supervise, watch_parent
 
 ROLES = ("gateway", "studio")

@@ -38,7 +38,7 @@ class BearerTokens:
         self._tokens = tokens
 
     @classmethod
-    def parse(cls, spec: str) -> "BearerTokens":
+    def parse(cls, spec: str) -> BearerTokens:
         """``token=principal,token2=principal2``."""
         pairs = {}
         for item in filter(None, (part.strip() for part in spec.split(","))):

@@ -57,7 +57,7 @@ class ConnectionLimits:
     max_connections: int | None  # None: no cap
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "ConnectionLimits":
+    def from_settings(cls, settings: Settings) -> ConnectionLimits:
         return cls(settings.header_timeout_s, settings.body_timeout_s, settings.max_connections)
 
 

@@ -19,11 +19,10 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
+from dev_server.kernel.errors import REQUEST_PARTS, ApiError, BadRequest, upstream
 from dev_server.llm.errors import ModelProviderError
 from dev_server.storage.errors import StorageBusy
 from dev_server.storage.hrana import StorageUnavailable
-
-from dev_server.kernel.errors import REQUEST_PARTS, ApiError, BadRequest, upstream
 
 log = logging.getLogger(__name__)
 

@@ -48,20 +48,21 @@ from dev_server.agents.turns import TurnStarter
 from dev_server.api import chat, health, otlp
 from dev_server.api.cors import CorsPolicy, LocalCORS
 from dev_server.api.deps import Readiness, Services
-from dev_server.background import BackgroundWork
+from dev_server.api.input_guard import InputGuard
+from dev_server.api.limits import BodySizeLimit
 from dev_server.api.studio import agents as agent_routes
 from dev_server.api.studio import memory, observability, observational, shell
-from dev_server.api.studio import tools as tool_routes
 from dev_server.api.studio import metrics as metric_routes
-from dev_server.api.limits import BodySizeLimit
-from dev_server.api.input_guard import InputGuard
-from dev_server.api.turn_limit import TurnLimit
+from dev_server.api.studio import tools as tool_routes
 from dev_server.api.studio.ui import studio_ui_router
+from dev_server.api.turn_limit import TurnLimit
+from dev_server.api.worker_slot import WorkerSlot
 from dev_server.auth import Authenticator, AuthMiddleware, BearerTokens
+from dev_server.background import BackgroundWork
 from dev_server.errors import document_errors, install_error_handlers
-from dev_server.llm import LiteLLMClient
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock
 from dev_server.kernel.model import LLMClient
+from dev_server.llm import LiteLLMClient
 from dev_server.llm.embeddings import Embedder
 from dev_server.observability.telemetry import Telemetry, TelemetryScope, logging_to
 from dev_server.settings import Settings
@@ -71,7 +72,6 @@ from dev_server.storage.leases import ThreadLeases
 from dev_server.storage.rate_windows import RateWindows
 from dev_server.storage.stream_log import StreamLog
 from dev_server.streaming.recorder import StreamRecording
-from dev_server.api.worker_slot import WorkerSlot
 
 ROLES = ("gateway", "studio")
 log = logging.getLogger(__name__)

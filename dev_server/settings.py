@@ -13,8 +13,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
 from dotenv import dotenv_values
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dev_server import paths
@@ -197,7 +197,7 @@ class Settings(BaseSettings):
         return cls._working_memory_items(value)
 
     @model_validator(mode="after")
-    def _semantic_recall_options_are_valid(self) -> "Settings":
+    def _semantic_recall_options_are_valid(self) -> Settings:
         if self.semantic_recall_options is not None:
             try:
                 semantic_recall_options(self.semantic_recall_options)
@@ -262,7 +262,7 @@ class Settings(BaseSettings):
         return value.resolve()
 
     @model_validator(mode="after")
-    def _om_options_are_valid(self) -> "Settings":
+    def _om_options_are_valid(self) -> Settings:
         if self.observational_memory is not False:
             try:
                 observational_memory_options(self.observational_memory)
@@ -305,7 +305,7 @@ class Settings(BaseSettings):
         return found
 
     @classmethod
-    def load(cls, env_file: Path | None = None) -> "Settings":
+    def load(cls, env_file: Path | None = None) -> Settings:
         if env_file is None:
             root = paths.find_package_root()
             env_file = root / ".env" if root else None

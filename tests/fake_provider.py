@@ -92,7 +92,7 @@ class FakeProvider:
         assert self._server is not None
         return f"{self._server.url}/v1"
 
-    def __enter__(self) -> "FakeProvider":
+    def __enter__(self) -> FakeProvider:
         self._server = LiveApp(self.app).__enter__()
         return self
 

@@ -19,9 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-
 from dev_server.storage.hrana import PipelineClient, read_result, statement
-from dev_server.storage.remote import pipeline_url, ping
+from dev_server.storage.remote import ping, pipeline_url
 from tests.support import free_port
 
 

@@ -137,7 +137,7 @@ class LiveApp:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> "LiveApp":
+    def __enter__(self) -> LiveApp:
         import threading
 
         self.thread = threading.Thread(target=self.server.run, daemon=True)

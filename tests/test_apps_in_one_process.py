@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from tests.fake_provider import REPLY, FakeProvider
-from tests.support import user_message
 from tests.kit.servers import serving
+from tests.support import user_message
 
 
 def test_each_apps_log_records_are_exported_by_its_own_telemetry_only(tmp_path: Path,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import logging
+import threading
 
 import httpx
 import pytest

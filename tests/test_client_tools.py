@@ -16,10 +16,10 @@ import pytest
 
 from dev_server.kernel.events import DataPart, ReasoningDelta, StepStart, TextDelta, edge_events
 from dev_server.kernel.loop import max_steps_message
-from dev_server.streaming.ui_chunks import event_chunks as _ui_chunks
 from dev_server.kernel.model import Finish, Usage
-from tests.support import run_node, sqlite_rows, user_message
+from dev_server.streaming.ui_chunks import event_chunks as _ui_chunks
 from tests.kit.servers import serving
+from tests.support import run_node, sqlite_rows, user_message
 
 ASK_LOCATION = 'call getUserLocation with {"reason": "the weather"}'
 

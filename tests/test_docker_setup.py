@@ -30,8 +30,18 @@ import yaml
 from dockerfile_parse import DockerfileParser
 
 from dev_server.settings import ENV_PREFIX, PROVIDER_VARIABLE, Settings
-from tests.kit.compose import (COMPOSE, HEALTHCHECK, NGINX_CONF, app_services, environment, load_compose, needs_nginx,
-                               nginx_command, render_nginx, role_of)
+from tests.kit.compose import (
+    COMPOSE,
+    HEALTHCHECK,
+    NGINX_CONF,
+    app_services,
+    environment,
+    load_compose,
+    needs_nginx,
+    nginx_command,
+    render_nginx,
+    role_of,
+)
 from tests.support import REPO, free_port
 
 OTEL_CONF = REPO / "deploy" / "otel-collector.yaml"

@@ -22,10 +22,18 @@ import pytest
 
 from dev_server.settings import ENV_PREFIX
 from tests.fake_provider import FakeProvider
+from tests.kit.compose import (
+    HEALTHCHECK,
+    NGINX,
+    app_services,
+    environment,
+    load_compose,
+    nginx_command,
+    render_nginx,
+    role_of,
+)
 from tests.sqld import Sqld
 from tests.support import ServerProcess, free_port, run_node, user_message
-from tests.kit.compose import (HEALTHCHECK, NGINX, app_services, environment, load_compose, nginx_command,
-                               render_nginx, role_of)
 
 pytestmark = pytest.mark.e2e
 

@@ -204,8 +204,8 @@ def _hostile_cases(operation: dict, path: str):
     from hypothesis import strategies as st
 
     names = [p["name"] for p in operation.get("parameters", []) if p.get("in") == "query"] or ["page"]
-    body_keys = list(((operation.get("requestBody") or {}).get("content", {}).get("application/json", {})
-                      .get("schema", {}).get("properties") or {"messages": {}}))
+    body_keys = list((operation.get("requestBody") or {}).get("content", {}).get("application/json", {})
+                      .get("schema", {}).get("properties") or {"messages": {}})
     path_values = st.sampled_from(["x", "%ED%A0%80", "a%ED%B0%80b", *AGENT_IDS])
     pieces = st.lists(st.tuples(st.sampled_from(names),
                                 st.sampled_from(["plain", "nested-after", "plain-then-bracket", "bracket-then-plain"]),

@@ -12,7 +12,6 @@ import gzip
 import hashlib
 import json
 from pathlib import Path
-
 from urllib.parse import urlencode
 
 import httpx

@@ -18,12 +18,12 @@ from typing import Any
 import httpx
 import pytest
 
+from dev_server.kernel.convert import stored_to_model, ui_to_model, ui_to_stored
 from dev_server.llm.content import fit_to_model, for_trace
 from dev_server.llm.local_model import compose_reply
-from dev_server.kernel.convert import stored_to_model, ui_to_model, ui_to_stored
 from tests.fake_provider import FakeProvider
-from tests.support import sqlite_rows
 from tests.kit.servers import serving
+from tests.support import sqlite_rows
 
 PNG = "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\n fake image").decode()
 PDF = "data:application/pdf;base64," + base64.b64encode(b"%PDF-1.4 fake").decode()

@@ -8,23 +8,27 @@ what passes here is what a keyless OM cycle sees. One test goes through ``LiteLL
 from __future__ import annotations
 
 import re
-from datetime import timezone
+from datetime import UTC
 from typing import Any
 
 import pytest
 
-from dev_server.llm import LiteLLMClient, ModelProviderError
+from dev_server.kernel.messages import Message
 from dev_server.kernel.model import ModelRequest, TextDelta
+from dev_server.llm import LiteLLMClient, ModelProviderError
 from dev_server.llm.local_model import compose_reply, stream_local
 from dev_server.llm.local_observer import is_observer_request, is_reflector_request, observer_answer, om_reply
 from dev_server.llm.local_reflector import reflector_answer
 from dev_server.om.engine.output_check import distinct_observations, observer_problem, reflection_problem
 from dev_server.om.prompting.parsing import parse_observer_output, parse_reflector_output
-from dev_server.om.prompting.prompts import (observer_messages, observer_system_prompt, reflector_messages,
-                            reflector_system_prompt)
-from dev_server.om.tokens.counting import estimate_tokens
+from dev_server.om.prompting.prompts import (
+    observer_messages,
+    observer_system_prompt,
+    reflector_messages,
+    reflector_system_prompt,
+)
 from dev_server.om.prompting.transcript import format_transcript
-from dev_server.kernel.messages import Message
+from dev_server.om.tokens.counting import estimate_tokens
 
 TIME = re.compile(r"\(\d{2}:\d{2}\)")
 
@@ -49,7 +53,7 @@ CHAT = [
 
 
 def observer_request(messages: list[Message], *, skip_hints: bool = False, **prompt: Any) -> list[dict[str, Any]]:
-    transcript, _ = format_transcript(messages, tz=timezone.utc)
+    transcript, _ = format_transcript(messages, tz=UTC)
     if skip_hints:
         prompt.update(current_task=False, suggested_response=False)
     return [{"role": "system", "content": observer_system_prompt(**prompt)},

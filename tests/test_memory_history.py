@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.support import sqlite_rows, user_message
 from tests.kit.servers import serving
+from tests.support import sqlite_rows, user_message
 
 
 def chat(server, conversation: str, messages: list[dict]) -> tuple[str, dict]:

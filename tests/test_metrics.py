@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -20,7 +20,7 @@ from opentelemetry.trace import Status, StatusCode, set_span_in_context
 from tests.kit.servers import serve
 from tests.kit.traces import observability_store, rows
 
-T0 = datetime(2025, 1, 1, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 1, 10, 0, tzinfo=UTC)
 API = "/api/observability"
 # (start offset, agent ms, thread, resource, agent name, status, model, provider, input, output)
 RUNS = [(timedelta(0), 1000, "t1", "r1", "Chat Agent", "ok", "gpt-4o-mini", "openai", 10, 5),

@@ -20,6 +20,7 @@ from tests.kit.chat import chat_and_drain
 from tests.kit.traces import QUERY, wait_for_traces
 from tests.support import LiveApp, free_port, user_message
 
+
 def chat_studio(studio, thread: str) -> None:
     with httpx.stream("POST", f"{studio.url}/api/agents/chat-agent/stream", timeout=30,
                       json={"messages": [{"role": "user", "content": "hello from the studio"}],

@@ -11,23 +11,30 @@ from typing import Any
 
 import pytest
 
-from dev_server.kernel.events import DataPart
 from dev_server.background import BackgroundWork
-from dev_server.llm import LiteLLMClient
-from dev_server.kernel.model import ResolvedModel
-from dev_server.om.engine.activation import Trigger, activate, activation_ratio, chunks_to_activate, interval_crossed, plan
-from dev_server.om.engine.buffering import Buffering, PartSink, QueuedCandidates, safe_prefix
-from dev_server.om.engine.flags import flag_live, settled
-from dev_server.om.options.config import observational_memory_options
-from dev_server.om.engine.cycle_context import CycleContext
-from dev_server.om.engine.observation_engine import ObservationEngine
-from dev_server.om.engine.idle import StepModel, auto_ttl_ms, last_activity_ms, last_step_model, provider_changed
-from dev_server.om.engine.temporal import gap_marker
-from dev_server.storage.conversations import ConversationStore
+from dev_server.kernel.events import DataPart
 from dev_server.kernel.messages import Message, Thread
+from dev_server.kernel.model import ResolvedModel
+from dev_server.llm import LiteLLMClient
+from dev_server.om.engine.activation import (
+    Trigger,
+    activate,
+    activation_ratio,
+    chunks_to_activate,
+    interval_crossed,
+    plan,
+)
+from dev_server.om.engine.buffering import Buffering, PartSink, QueuedCandidates, safe_prefix
+from dev_server.om.engine.cycle_context import CycleContext
+from dev_server.om.engine.flags import flag_live, settled
+from dev_server.om.engine.idle import StepModel, auto_ttl_ms, last_activity_ms, last_step_model, provider_changed
+from dev_server.om.engine.observation_engine import ObservationEngine
+from dev_server.om.engine.record_store import om_record_store
+from dev_server.om.engine.temporal import gap_marker
+from dev_server.om.options.config import observational_memory_options
+from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.libsql import LibSQLStore
 from dev_server.storage.om_records import OMRecord
-from dev_server.om.engine.record_store import om_record_store
 
 FACT = "My name is Ada and I keep bees on the roof of my flat in Leeds."
 
@@ -309,8 +316,9 @@ async def test_a_failing_background_observer_reports_and_never_raises(libsql: Li
 
 
 def test_resource_sections_merge_by_thread_and_date() -> None:
-    from dev_server.om.engine.resource import batches, merge_section, section_id
     from xxhash import xxh32_intdigest as xxh32
+
+    from dev_server.om.engine.resource import batches, merge_section, section_id
 
     assert [xxh32(b""), xxh32(b"abc"), xxh32(b"Nobody inspects the spammish repetition")] == [
         0x02CC5D05, 0x32D153FF, 0xE2293B2F]

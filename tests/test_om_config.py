@@ -9,9 +9,14 @@ import pytest
 
 from dev_server.memory.memory import Memory, MemoryOptions
 from dev_server.memory.overrides import with_observational_memory
-from dev_server.storage.conversations import ConversationStore
-from dev_server.om.options.config import DEFAULT_MODEL, ObservationalMemoryOptions, describe_om, observational_memory_options
+from dev_server.om.options.config import (
+    DEFAULT_MODEL,
+    ObservationalMemoryOptions,
+    describe_om,
+    observational_memory_options,
+)
 from dev_server.settings import Settings, SettingsError
+from dev_server.storage.conversations import ConversationStore
 
 
 def test_true_gives_mastras_defaults() -> None:

@@ -7,7 +7,7 @@ chunking on message boundaries, the continuation reminder, and observations as o
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
@@ -33,7 +33,7 @@ from dev_server.om.prompting.relative_time import (
     relative_phrase,
 )
 
-NOW = datetime(2025, 12, 10, 15, 30, tzinfo=timezone.utc)
+NOW = datetime(2025, 12, 10, 15, 30, tzinfo=UTC)
 TODAY = NOW.date()
 BOUNDARY_1 = "\n\n--- message boundary (2025-12-05T10:00:00.000Z) ---\n\n"
 BOUNDARY_2 = "\n\n--- message boundary (2025-12-08T18:45:12.345Z) ---\n\n"
@@ -227,7 +227,7 @@ def test_only_real_boundaries_split() -> None:
 
 
 def test_message_boundary_writes_the_iso_the_splitter_reads() -> None:
-    moment = datetime(2025, 12, 5, 10, 0, tzinfo=timezone.utc)
+    moment = datetime(2025, 12, 5, 10, 0, tzinfo=UTC)
     assert message_boundary(moment) == BOUNDARY_1
     assert split_observation_chunks(f"a{message_boundary(moment)}b") == ["a", "b"]
 
@@ -315,10 +315,10 @@ ACTIVE = f"first{BOUNDARY_1}second{BOUNDARY_2}third"
 
 
 @pytest.mark.parametrize(("as_of", "expected"), [
-    (datetime(2025, 12, 1, tzinfo=timezone.utc), "first"),
-    (datetime(2025, 12, 5, 10, 0, tzinfo=timezone.utc), f"first{BOUNDARY_1}second"),
-    (datetime(2025, 12, 8, 18, 45, 12, 344000, tzinfo=timezone.utc), f"first{BOUNDARY_1}second"),
-    (datetime(2025, 12, 8, 18, 45, 12, 345000, tzinfo=timezone.utc), ACTIVE),
+    (datetime(2025, 12, 1, tzinfo=UTC), "first"),
+    (datetime(2025, 12, 5, 10, 0, tzinfo=UTC), f"first{BOUNDARY_1}second"),
+    (datetime(2025, 12, 8, 18, 45, 12, 344000, tzinfo=UTC), f"first{BOUNDARY_1}second"),
+    (datetime(2025, 12, 8, 18, 45, 12, 345000, tzinfo=UTC), ACTIVE),
     (datetime(2025, 12, 6, 0, 0), f"first{BOUNDARY_1}second"),  # naive: UTC
     (datetime(2025, 12, 5, 11, 0, tzinfo=timezone(timedelta(hours=2))), "first"),  # 09:00Z
 ])
@@ -327,7 +327,7 @@ def test_observations_as_of(as_of: datetime, expected: str) -> None:
 
 
 def test_observations_as_of_edge_cases() -> None:
-    late = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    late = datetime(2026, 1, 1, tzinfo=UTC)
     assert observations_as_of("   ", late) == ""
     assert observations_as_of(f"first{BOUNDARY_1}   {BOUNDARY_2}third", late) == f"first{BOUNDARY_2}third"
     bad = "first\n\n--- message boundary (2025-13-45T10:00:00.000Z) ---\n\nsecond"

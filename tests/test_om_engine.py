@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
+from dev_server.kernel.messages import Message, Thread
 from dev_server.llm import LiteLLMClient
-from dev_server.om.options.config import observational_memory_options
 from dev_server.om.engine.cycle_context import CycleContext
 from dev_server.om.engine.observation_engine import ObservationEngine
+from dev_server.om.engine.record_store import om_record_store
+from dev_server.om.options.config import observational_memory_options
 from dev_server.om.tokens.counting import count_messages
 from dev_server.storage.conversations import ConversationStore
-from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.libsql import LibSQLStore
-from dev_server.om.engine.record_store import om_record_store
 
 pytestmark = pytest.mark.anyio
 FACT = "My name is Ada and I keep bees on the roof of my flat in Leeds."

@@ -28,7 +28,6 @@ from tests.kit.om import FACT, parts, settled, stored_messages, thread_om
 from tests.kit.om_agents import EXTRACTORS, PinnedMemory, Summary, broken, extracting_agent
 from tests.kit.servers import InProcessServer, serve, server_fixture
 
-
 # -- option checks ----------------------------------------------------------------------
 
 

@@ -29,8 +29,20 @@ import pytest
 
 from dev_server.om.tokens.counting import count_messages
 from tests.kit.chat import judged_turn, reply_text, turn
-from tests.kit.om import (ASYNC_ENV, FACT, OM_ENV, await_buffer, om_chunks, parts, pending, record_row, settled,
-                          status, stored_messages, thread_om)
+from tests.kit.om import (
+    ASYNC_ENV,
+    FACT,
+    OM_ENV,
+    await_buffer,
+    om_chunks,
+    parts,
+    pending,
+    record_row,
+    settled,
+    status,
+    stored_messages,
+    thread_om,
+)
 from tests.kit.om_agents import extracting_agent
 from tests.kit.servers import running, serve, server_fixture
 from tests.kit.studio_ui import run_studio
@@ -89,7 +101,7 @@ def test_a_thread_is_observed_then_reflected_and_every_part_passes_the_sdk(gatew
     assert observations and reflections, [c["type"] for c in cycles]
     starts = [c["data"] for c in cycles if c["type"] == "data-om-observation-start"]
     ends = [c["data"] for c in cycles if c["type"] == "data-om-observation-end"]
-    assert all(START_FIELDS <= set(s) for s in starts) and all(END_FIELDS <= set(e) for e in ends)
+    assert all(set(s) >= START_FIELDS for s in starts) and all(set(e) >= END_FIELDS for e in ends)
     assert {s["cycleId"] for s in starts} >= {e["cycleId"] for e in ends}
     first_end = next(e for e in ends if e["operationType"] == "observation")
     assert first_end["tokensObserved"] >= 300 and "Ada Lovelace" in first_end["observations"]
@@ -133,7 +145,7 @@ def test_a_failed_observation_is_reported_loses_nothing_and_the_turn_answers(gat
         judged_turn(gateway, "faulty", f"f{i}", f"Turn {i}. {FACT}")
     result = judged_turn(gateway, "faulty", "f-fail", f"{FACT} [[observer-fail]]")
     failed = [c["data"] for c in om_chunks(result, "observation-failed")]
-    assert failed and FAILED_FIELDS <= set(failed[0]) and failed[0]["operationType"] == "observation"
+    assert failed and set(failed[0]) >= FAILED_FIELDS and failed[0]["operationType"] == "observation"
     assert reply_text(result).startswith("[local model]")
     record = sqlite_rows(data / "dev-server.db", "SELECT active_observations, last_observed_at FROM"
                          " mastra_observational_memory WHERE lookup_key = 'thread:faulty'")
@@ -157,7 +169,7 @@ def test_a_reflection_in_prose_is_a_failed_cycle_and_the_log_stays(gateway: Any,
         if failed:
             break
     assert failed, "no reflection was attempted"
-    assert all(FAILED_FIELDS <= set(f) and "no observation lines" in f["error"] for f in failed)
+    assert all(set(f) >= FAILED_FIELDS and "no observation lines" in f["error"] for f in failed)
     assert "no retry left" in failed[-1]["error"]
     assert not [c for c in om_chunks(result, "observation-end") if c["data"]["operationType"] == "reflection"]
     rows = sqlite_rows(data / "dev-server.db", "SELECT generation_count, active_observations, observation_token_count"
@@ -241,14 +253,14 @@ def test_buffering_runs_at_the_intervals_and_activation_swaps_chunks_in(async_ga
     assert first == next(i for i, r in enumerate(results) if pending(r) >= 200)
     starts = [p for r in results for p in parts(r, "buffering-start")]
     assert len(starts) >= 3
-    assert all(BUFFER_START <= set(s) and s["operationType"] == "observation" for s in starts)
+    assert all(set(s) >= BUFFER_START and s["operationType"] == "observation" for s in starts)
     assert all(s["cycleId"].startswith("buffer-obs-") and s["tokensToBuffer"] >= 100 for s in starts)
     assert status(results[first])["windows"]["buffered"]["observations"]["status"] == "running"
     # the end parts are kept on the replies (the local observer answers after the turn's own stream)
     stored = stored_messages(db, "async")
     ends = [p["data"] for m in stored for p in m.content["parts"] if p["type"] == "data-om-buffering-end"]
     ends += [p for r in results for p in parts(r, "buffering-end")]
-    assert ends and all(BUFFER_END <= set(e) for e in ends)
+    assert ends and all(set(e) >= BUFFER_END for e in ends)
     assert {e["cycleId"] for e in ends} <= {s["cycleId"] for s in starts}
     assert all(m.content.get("metadata", {}).get("mastra", {}).get("sealed") for m in stored[:first * 2])
     # the status reports the buffered window as the record holds it
@@ -258,7 +270,7 @@ def test_buffering_runs_at_the_intervals_and_activation_swaps_chunks_in(async_ga
     # activation: the first turn at the threshold swaps the oldest chunks in, with no model call
     at = next(i for i, r in enumerate(results) if parts(r, "activation"))
     activations = parts(results[at], "activation")
-    assert all(ACTIVATION <= set(a) and a["triggeredBy"] == "threshold" and a["chunksActivated"] == 1
+    assert all(set(a) >= ACTIVATION and a["triggeredBy"] == "threshold" and a["chunksActivated"] == 1
                and a["operationType"] == "observation" for a in activations)
     assert not parts(results[at], "observation-start")  # no synchronous observer call
     chunks = before[at]["bufferedObservationChunks"]

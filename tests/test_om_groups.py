@@ -11,6 +11,7 @@ the actor's step. The ``recall`` tool itself: tests/test_om_recall.py.
 from __future__ import annotations
 
 import re
+from datetime import UTC
 from typing import Any
 
 import pytest
@@ -24,10 +25,10 @@ from dev_server.om.prompting.prompts import reflector_messages
 from dev_server.om.retrieval.instructions import ADDITIONAL_GUIDANCE_HEADING, retrieval_instructions
 from dev_server.settings import Settings
 from dev_server.storage.libsql import LibSQLStore
-from tests.kit.builders import stored_data as data_message, stored_text as text_message
+from tests.kit.builders import stored_data as data_message
+from tests.kit.builders import stored_text as text_message
 from tests.kit.om import FACT, HEX16
 from tests.kit.om_agents import om_setup
-
 
 # -- options -------------------------------------------------------------------------------
 
@@ -143,12 +144,12 @@ def test_group_sections_of_a_reflection_map_back_to_their_sources() -> None:
 
 
 def test_the_actor_sees_each_group_with_its_range_and_the_recall_instructions() -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     log = wrap_group("Date: Jan 1, 2026\n* 🔴 (10:00) User stated: [pinned] their name is Ada", "m1:m3",
                      group_id="0123456789abcdef")
     instructions = retrieval_instructions(RetrievalConfig(instructions="Prefer the newest thread."))
-    messages = build_context_system_messages(log, now=datetime(2026, 1, 2, tzinfo=timezone.utc),
+    messages = build_context_system_messages(log, now=datetime(2026, 1, 2, tzinfo=UTC),
                                              retrieval_instructions=instructions)
     assert messages[0].endswith(instructions) and messages[1] == "<observations>"
     assert "## Group `0123456789abcdef`\n_range: `m1:m3`_\n\nDate: Jan 1, 2026 (yesterday)" in messages[2]

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from dev_server.kernel.messages import Thread
 from dev_server.llm import LiteLLMClient
-from dev_server.om.options.config import observational_memory_options
 from dev_server.om.manual import ObservationalMemory, as_message
+from dev_server.om.options.config import observational_memory_options
 from dev_server.om.options.models import ModelByInputTokens, ModelWithRetries, parse_model_choice
 from dev_server.storage.conversations import ConversationStore
-from dev_server.kernel.messages import Thread
 from dev_server.storage.libsql import LibSQLStore
 from tests.fake_provider import FakeProvider
 

@@ -18,26 +18,25 @@ from typing import Any
 
 import pytest
 
-from dev_server.kernel.events import DataPart
-from dev_server.kernel.processors import StepContext
 from dev_server.background import BackgroundWork
+from dev_server.kernel.events import DataPart
+from dev_server.kernel.messages import Message, Thread
+from dev_server.kernel.model import LLMClient, Usage
+from dev_server.kernel.processors import StepContext
 from dev_server.llm import LiteLLMClient
-from dev_server.kernel.model import LLMClient
 from dev_server.llm.scripted import Reply, ScriptedModel
-from dev_server.kernel.model import Usage
 from dev_server.om import manual
 from dev_server.om.engine.activation import Trigger, activate
 from dev_server.om.engine.buffering import Buffering, PartSink
-from dev_server.om.options.config import observational_memory_options
 from dev_server.om.engine.cycle_context import CycleContext
-from dev_server.om.engine.observation_engine import ObservationEngine
 from dev_server.om.engine.flags import settled
+from dev_server.om.engine.observation_engine import ObservationEngine
 from dev_server.om.engine.output_check import format_problem, reflection_problem
+from dev_server.om.engine.record_store import om_record_store
+from dev_server.om.options.config import observational_memory_options
 from dev_server.om.tokens.counting import count_messages, estimate_tokens
 from dev_server.storage.conversations import ConversationStore
-from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.libsql import LibSQLStore
-from dev_server.om.engine.record_store import om_record_store
 
 pytestmark = pytest.mark.anyio
 FACT = "My name is Ada and I keep bees on the roof of my flat in Leeds."

@@ -7,19 +7,35 @@ Pure functions, no model: transcripts are built from ``Message`` values in UTC.
 from __future__ import annotations
 
 import json
-from datetime import timezone
+from datetime import UTC
 from typing import Any
 
 import pytest
 
-from dev_server.om.prompting.parsing import (detect_degenerate_repetition, parse_observer_output, parse_reflector_output,
-                            sanitize_observation_lines)
-from dev_server.om.prompting.prompts import (COMPRESSION_GUIDANCE, HISTORY_HEADING, OBSERVER_IDENTITY, PREVIOUS_OBSERVATIONS_HEADING,
-                            PRIOR_METADATA_HEADING, REFLECT_HEADING, REFLECTOR_IDENTITY, TASK_HEADING,
-                            observer_messages, observer_system_prompt, reflection_max_level, reflection_start_level,
-                            reflector_messages, reflector_system_prompt)
-from dev_server.om.prompting.transcript import TOOL_OUTPUT_TOKEN_CAP, attachment_parts, format_transcript
 from dev_server.kernel.messages import Message
+from dev_server.om.prompting.parsing import (
+    detect_degenerate_repetition,
+    parse_observer_output,
+    parse_reflector_output,
+    sanitize_observation_lines,
+)
+from dev_server.om.prompting.prompts import (
+    COMPRESSION_GUIDANCE,
+    HISTORY_HEADING,
+    OBSERVER_IDENTITY,
+    PREVIOUS_OBSERVATIONS_HEADING,
+    PRIOR_METADATA_HEADING,
+    REFLECT_HEADING,
+    REFLECTOR_IDENTITY,
+    TASK_HEADING,
+    observer_messages,
+    observer_system_prompt,
+    reflection_max_level,
+    reflection_start_level,
+    reflector_messages,
+    reflector_system_prompt,
+)
+from dev_server.om.prompting.transcript import TOOL_OUTPUT_TOKEN_CAP, attachment_parts, format_transcript
 
 PNG = "data:image/png;base64,iVBORw0KGgo="
 PDF = "data:application/pdf;base64,JVBERi0x"
@@ -37,7 +53,7 @@ def tool(state: str, call_id: str, name: str, args: Any, **extra: Any) -> dict[s
 
 
 def transcript(*messages: Message) -> str:
-    return format_transcript(list(messages), tz=timezone.utc)[0]
+    return format_transcript(list(messages), tz=UTC)[0]
 
 
 # --- prompts ---------------------------------------------------------------------------------
@@ -99,7 +115,7 @@ def test_observer_messages_with_attachments() -> None:
 def test_observer_messages_take_transcript_attachments() -> None:
     _, attachments = format_transcript([message(
         "user", "2025-12-04T14:30:00.000Z", {"type": "file", "mimeType": "image/png", "data": PNG},
-        {"type": "file", "mimeType": "text/plain", "data": "data:text/plain;base64,aGk="})], tz=timezone.utc)
+        {"type": "file", "mimeType": "text/plain", "data": "data:text/plain;base64,aGk="})], tz=UTC)
     _, history = observer_messages("t", previous_observations=None, prior_current_task=None,
                                    prior_suggested_response=None, attachments=attachments)
     assert history["content"][1:] == [{"type": "image_url", "image_url": {"url": PNG}}]  # text/plain not observed
@@ -218,7 +234,7 @@ def test_transcript_attachments_numbered_per_kind() -> None:
                 {"type": "file", "mimeType": "application/pdf", "data": PDF},
                 {"type": "file", "mimeType": "image/jpeg", "data": "https://example.com/dog.jpg"},
                 {"type": "file", "mimeType": "text/csv", "data": "https://example.com/a.csv", "filename": "a.csv"})],
-        tz=timezone.utc)
+        tz=UTC)
     assert text.split("\n")[1:] == ["User (2:30 PM): Look", "User: [Image #1: cat.png]",
                                     "User: [File #1: application/pdf]", "User: [Image #2: image/jpeg]",
                                     "User: [File #2: a.csv]"]

@@ -7,12 +7,12 @@ import asyncio
 
 import pytest
 
-from dev_server.storage.conversations import ConversationStore
 from dev_server.kernel.messages import Message, Thread
-from dev_server.storage.libsql import LibSQLStore
-from dev_server.storage.om_records import lookup_key, thread_om
 from dev_server.om.engine.record_store import om_record_store
 from dev_server.om.engine.window import drop_observed, has_incomplete_tool_calls, unobserved
+from dev_server.storage.conversations import ConversationStore
+from dev_server.storage.libsql import LibSQLStore
+from dev_server.storage.om_records import lookup_key, thread_om
 
 pytestmark = pytest.mark.anyio
 

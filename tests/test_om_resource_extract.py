@@ -16,13 +16,13 @@ import httpx
 import pytest
 
 from dev_server.agents import chat_agent
+from dev_server.kernel.messages import Thread
 from dev_server.llm import LiteLLMClient
 from dev_server.memory.memory import Memory, MemoryOptions
 from dev_server.memory.working_document import WorkingMemoryOptions
 from dev_server.om.manual import as_message
 from dev_server.om.prompting.prompts import SHARED_SECTIONS_NOTE, observer_messages, observer_system_prompt
 from dev_server.storage.conversations import ConversationStore
-from dev_server.kernel.messages import Thread
 from dev_server.storage.libsql import LibSQLStore
 from tests.kit.chat import turn
 from tests.kit.om import FACT, parts

@@ -19,10 +19,18 @@ import zlib
 
 import pytest
 
-from dev_server.om.tokens.attachments import estimate_attachment, image_dimensions
-from dev_server.om.tokens.counting import (TOKEN_ESTIMATE_SOURCE, count_message, count_messages, count_string, estimate_tokens,
-                           format_tool_result, json_stringify, strip_token_estimates)
 from dev_server.kernel.messages import Message
+from dev_server.om.tokens.attachments import estimate_attachment, image_dimensions
+from dev_server.om.tokens.counting import (
+    TOKEN_ESTIMATE_SOURCE,
+    count_message,
+    count_messages,
+    count_string,
+    estimate_tokens,
+    format_tool_result,
+    json_stringify,
+    strip_token_estimates,
+)
 
 # --- a literal port of tokenx 1.3.0, the oracle ------------------------------------------------
 

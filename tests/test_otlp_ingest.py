@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -135,7 +135,7 @@ def test_otlp_json_with_hex_ids(studio, compress: bool):
     (span,) = rows(studio, "SELECT trace_id, span_id, status, error, attributes, started_at, service_name FROM spans")
     assert span[:2] == (TRACE_HEX, SPAN_HEX) and span[2] == "error" and json.loads(span[3]) == {"message": "boom"}
     assert json.loads(span[4]) == {"retries": 3} and span[6] == "js"
-    assert span[5] == datetime.fromtimestamp(1_700_000_000, timezone.utc)
+    assert span[5] == datetime.fromtimestamp(1_700_000_000, UTC)
     assert rows(studio, "SELECT input_preview FROM traces") == [("hello there",)]
 
 
@@ -150,7 +150,7 @@ def test_otlp_json_links_and_logs_take_hex_ids(studio):
     body = {"resourceLogs": [{"scopeLogs": [{"logRecords": [record]}]}]}
     assert httpx.post(f"{studio.url}/v1/logs", json=body).json() == {}
     assert rows(studio, "SELECT log_id, level, message, trace_id, span_id, timestamp, data FROM logs") == [
-        ("log-1", "warn", "careful", TRACE_HEX, None, datetime.fromtimestamp(1_700_000_000, timezone.utc), None)]
+        ("log-1", "warn", "careful", TRACE_HEX, None, datetime.fromtimestamp(1_700_000_000, UTC), None)]
 
 
 def test_protobuf_reply_is_an_empty_export_response(studio):
@@ -243,7 +243,7 @@ def sample_rows(n: int = 3, trace: bytes = b"\x0a") -> tuple[list[tuple], list[t
         spans.append(ProtoSpan(trace_id=trace * 16, span_id=bytes([0] * 7 + [i + 1]), name=f"s{i}",
                                parent_span_id=b"" if i == 0 else bytes([0] * 7 + [1]),
                                start_time_unix_nano=1_700_000_000_000_000_000 + i))
-    return spans_from_request(request, datetime.now(timezone.utc))
+    return spans_from_request(request, datetime.now(UTC))
 
 
 @pytest.mark.anyio
@@ -272,7 +272,7 @@ async def test_retention_deletes_old_rows(tmp_path: Path):
     await store.open()
     writer = ObservabilityWriter(store)
     await writer.write_spans(*sample_rows())  # started in 2023
-    fresh = [tuple(datetime.now(timezone.utc) if c == "started_at" else v for c, v in zip(SPAN_COLUMNS, row))
+    fresh = [tuple(datetime.now(UTC) if c == "started_at" else v for c, v in zip(SPAN_COLUMNS, row))
              for row in sample_rows(1, trace=b"\x0b")[0]]
     await writer.write_spans(fresh)
     assert await writer.delete_older_than(30) == 4
@@ -293,9 +293,9 @@ def test_ended_at_is_null_for_an_unfinished_span_and_timestamps_are_microseconds
     request = ExportTraceServiceRequest()
     request.resource_spans.add().scope_spans.add().spans.append(
         ProtoSpan(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name="x", start_time_unix_nano=1_700_000_000_123_456_789))
-    (row,), _ = spans_from_request(request, datetime.now(timezone.utc))
+    (row,), _ = spans_from_request(request, datetime.now(UTC))
     started = row[SPAN_COLUMNS.index("started_at")]
-    assert started - datetime.fromtimestamp(1_700_000_000, timezone.utc) == timedelta(microseconds=123_456)
+    assert started - datetime.fromtimestamp(1_700_000_000, UTC) == timedelta(microseconds=123_456)
     assert row[SPAN_COLUMNS.index("ended_at")] is None
 
 

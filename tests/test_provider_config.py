@@ -17,12 +17,12 @@ from typing import Any
 import httpx
 import pytest
 
-from dev_server.llm import LiteLLMClient, ModelProviderError, ModelResolver, prepare_litellm
 from dev_server.kernel.model import ModelRequest
+from dev_server.llm import LiteLLMClient, ModelProviderError, ModelResolver, prepare_litellm
 from dev_server.settings import Settings, SettingsError, collect_provider_env
 from tests.fake_provider import REPLY, FakeProvider
-from tests.support import sqlite_rows, user_message, wait_models_ready
 from tests.kit.servers import serving
+from tests.support import sqlite_rows, user_message, wait_models_ready
 
 KEY = "sk-test-not-a-real-key-0123456789"
 

@@ -24,8 +24,8 @@ from pydantic import ValidationError
 
 from dev_server.agents.registry import DEFINITIONS
 from dev_server.factory import create_app, model_layer
-from dev_server.llm import LiteLLMClient, ModelProviderError
 from dev_server.kernel.model import ModelRequest, TextDelta
+from dev_server.llm import LiteLLMClient, ModelProviderError
 from dev_server.llm.errors import provider_error
 from dev_server.llm.scripted import Call, Reply, ScriptedModel
 from dev_server.settings import Settings, SettingsError

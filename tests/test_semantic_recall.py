@@ -18,9 +18,9 @@ import pytest
 
 from dev_server.factory import create_app
 from dev_server.settings import Settings
-from tests.support import LiveApp, user_message
-from tests.kit.servers import serving
 from tests.kit.chat import reply_text, turn
+from tests.kit.servers import serving
+from tests.support import LiveApp, user_message
 
 FACT = "My name is Ada Lovelace and I live in London."
 
@@ -92,8 +92,8 @@ def test_resource_scope_recalls_another_thread_and_thread_scope_does_not(tmp_pat
 
 
 def test_the_other_threads_excerpts_are_in_mastras_form(tmp_path: Path) -> None:
-    from dev_server.recall.format import other_threads_message
     from dev_server.kernel.messages import Message
+    from dev_server.recall.format import other_threads_message
 
     messages = [Message("a", "t-old", "r", "user", {"content": "My name is Grace Hopper."}, "2026-03-04T15:07:00.000Z"),
                 Message("b", "t-old", "r", "assistant", {"parts": [{"type": "text", "text": "Noted."}]},
@@ -234,12 +234,12 @@ def test_a_provider_embedder_that_goes_down_costs_recall_not_turns_and_loses_not
 async def _recalled(tmp_path: Path, options: dict[str, Any], query: str) -> list[str]:
     """The ids the recall processor puts before the window, on a 30-message thread whose
     message 10 is the only one about a name (real SQLite file, real local embedder)."""
+    from dev_server.kernel.messages import Message, Thread
     from dev_server.kernel.processors import StepContext
     from dev_server.llm.embeddings import local_embedder
     from dev_server.memory.memory import Memory, MemoryOptions
     from dev_server.recall.service import SemanticIndex
     from dev_server.storage.conversations import ConversationStore
-    from dev_server.kernel.messages import Message, Thread
     from dev_server.storage.libsql import LibSQLStore
 
     db = LibSQLStore(f"file:{tmp_path / 'recall.db'}")
@@ -374,8 +374,8 @@ def test_om_retrieval_with_vectors_uses_the_same_index_through_the_gateway(tmp_p
 def test_top_k_gives_k_messages_even_when_long_messages_crowd_the_best_pieces() -> None:
     import numpy as np
 
-    from dev_server.storage.message_vectors import VectorRow
     from dev_server.recall.matrix import _Copy
+    from dev_server.storage.message_vectors import VectorRow
 
     rng = np.random.default_rng(7)
     query = np.ones(8, dtype=np.float32) / np.sqrt(8)

@@ -43,7 +43,7 @@ def read_until_closed(sock: socket.socket) -> bytes:
     try:
         while chunk := sock.recv(65536):
             received += chunk
-    except socket.timeout:
+    except TimeoutError:
         raise AssertionError(f"the server kept the connection open; received {received!r}") from None
     finally:
         sock.close()

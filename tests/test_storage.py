@@ -8,12 +8,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from dev_server.kernel.clock import now_iso
 from dev_server.factory import storage_for
+from dev_server.kernel.clock import now_iso
+from dev_server.kernel.messages import Message
 from dev_server.settings import Settings
 from dev_server.storage.composite import OBSERVABILITY, CompositeStore, DomainUnavailable
 from dev_server.storage.conversations import ConversationStore
-from dev_server.kernel.messages import Message
 from dev_server.storage.duckdb_store import DuckDBStore
 from tests.support import sqlite_rows
 
@@ -173,8 +173,8 @@ async def test_thread_message_count_stays_exact(settings: Settings):
 async def test_thread_pages_with_tied_timestamps_read_the_index_in_order(settings: Settings, data_dir: Path):
     """Threads created in one transaction share created_at; a page must still come straight
     from an index (no sort of every tied row) and in (created_at, id) order."""
-    from dev_server.storage import message_writes
     from dev_server.kernel.messages import Thread
+    from dev_server.storage import message_writes
 
     storage = storage_for("gateway", settings)
     await storage.open()
@@ -274,8 +274,8 @@ async def test_a_turn_that_fails_half_way_writes_nothing(settings: Settings, dat
 
 
 async def test_clone_and_save_messages_are_all_or_nothing(settings: Settings, data_dir: Path):
-    from dev_server.storage.conversations import MessageNotVisible
     from dev_server.kernel.messages import Thread
+    from dev_server.storage.conversations import MessageNotVisible
 
     storage = storage_for("gateway", settings)
     await storage.open()

@@ -13,7 +13,6 @@ from tests.kit.chat import chat_turn
 from tests.kit.servers import in_process, server_fixture
 from tests.support import sqlite_rows, user_message
 
-
 studio = server_fixture("studio", scope="function", data="data_dir", inprocess=True, client=True)
 
 

@@ -15,7 +15,6 @@ from dev_server.settings import Settings
 from tests.kit.servers import in_process, server_fixture
 from tests.support import user_message
 
-
 studio = server_fixture("studio", scope="function", data="data_dir", inprocess=True, client=True)
 
 

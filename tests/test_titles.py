@@ -17,17 +17,17 @@ import httpx
 import pytest
 
 from dev_server.background import BackgroundWork
-from dev_server.kernel.clock import now_iso
 from dev_server.factory import storage_for
-from dev_server.llm import LiteLLMClient
+from dev_server.kernel.clock import now_iso
+from dev_server.kernel.messages import Message
 from dev_server.kernel.model import ResolvedModel
+from dev_server.llm import LiteLLMClient
 from dev_server.llm.scripted import Reply, ScriptedModel
 from dev_server.memory.memory import Memory, MemoryOptions
 from dev_server.memory.titles import TitleGenerator, clean_title
 from dev_server.storage.conversations import ConversationStore
-from dev_server.kernel.messages import Message
-from tests.support import run_node, sqlite_rows, user_message
 from tests.kit.servers import serving
+from tests.support import run_node, sqlite_rows, user_message
 
 
 @pytest.fixture(scope="module")

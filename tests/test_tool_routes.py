@@ -17,7 +17,6 @@ import pytest
 from tests.kit.servers import server_fixture
 from tests.support import run_node
 
-
 studio = server_fixture("studio", inprocess=True)
 
 

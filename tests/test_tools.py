@@ -16,12 +16,12 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from dev_server.kernel.tools import Tool, ToolContext, execute
 from dev_server.factory import create_app
 from dev_server.kernel.convert import assistant_message, to_model_messages
+from dev_server.kernel.tools import Tool, ToolContext, execute
 from dev_server.settings import Settings
-from tests.support import LiveApp, run_node, sqlite_rows, user_message
 from tests.kit.servers import serving
+from tests.support import LiveApp, run_node, sqlite_rows, user_message
 
 CALL = ToolContext(call_id="call_1", agent_id="chat-agent", run_id="run_1")
 

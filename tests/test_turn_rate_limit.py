@@ -9,7 +9,7 @@ an ordinary HTTP error.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -17,8 +17,8 @@ import pytest
 
 from dev_server.kernel.clock import ManualClock
 from dev_server.storage.rate_windows import RateWindows
-from tests.support import pinned_clients, run_node, sqlite_rows, user_message
 from tests.kit.servers import serving
+from tests.support import pinned_clients, run_node, sqlite_rows, user_message
 
 LONG_WINDOW = "3600"  # the windows never end during a test
 
@@ -42,7 +42,7 @@ def assert_limited(response: httpx.Response, limit: int) -> None:
 # -- the counter --------------------------------------------------------------------------
 
 def at_ms(epoch_ms: int) -> ManualClock:
-    return ManualClock(datetime.fromtimestamp(epoch_ms / 1000, timezone.utc))
+    return ManualClock(datetime.fromtimestamp(epoch_ms / 1000, UTC))
 
 
 @pytest.mark.anyio

@@ -11,19 +11,18 @@ from typing import Any
 import httpx
 import pytest
 
+from dev_server.factory import storage_for
+from dev_server.kernel.clock import now_iso
 from dev_server.kernel.errors import Conflict
+from dev_server.kernel.messages import Message
 from dev_server.memory.memory import Memory, MemoryOptions
 from dev_server.memory.turn_rules import TurnIntent
 from dev_server.settings import Settings
-from dev_server.factory import storage_for
 from dev_server.storage.conversations import ConversationStore
-from dev_server.kernel.messages import Message
-from dev_server.kernel.clock import now_iso
 from tests.kit.builders import ui_message
 from tests.kit.chat import chat_turn, judge, streamed_text
 from tests.kit.servers import serve, server_fixture
 from tests.support import frames_of, sqlite_rows, ui_chunks, user_message
-
 
 gateway = server_fixture("gateway", env={"DEV_SERVER_TELEMETRY": "false"}, models_ready=True)
 

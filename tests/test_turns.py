@@ -15,7 +15,7 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -24,8 +24,8 @@ import pytest
 from dev_server.kernel.clock import ManualClock
 from dev_server.storage.leases import ThreadLeases
 from dev_server.storage.libsql import LibSQLStore
-from tests.support import pinned_clients, sqlite_rows, user_message
 from tests.kit.servers import serving
+from tests.support import pinned_clients, sqlite_rows, user_message
 
 EARLIER = re.compile(r"I can see (\d+) earlier messages?")
 
@@ -157,7 +157,7 @@ def wait_for_rows(db: Path, thread_id: str, count: int, timeout: float = 30.0) -
 
 
 def at_ms(epoch_ms: int) -> ManualClock:
-    return ManualClock(datetime.fromtimestamp(epoch_ms / 1000, timezone.utc))
+    return ManualClock(datetime.fromtimestamp(epoch_ms / 1000, UTC))
 
 
 @pytest.fixture

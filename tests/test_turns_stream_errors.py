@@ -15,10 +15,10 @@ import sqlite3
 import httpx
 import pytest
 
+from dev_server.kernel.stream_errors import INTERNAL_MESSAGE
+from dev_server.kernel.text import repair_text
 from dev_server.llm.scripted import Reply, ScriptedModel
 from dev_server.settings import Settings
-from dev_server.kernel.text import repair_text
-from dev_server.kernel.stream_errors import INTERNAL_MESSAGE
 from tests.kit.chat import judge
 from tests.kit.servers import in_process, server_fixture
 from tests.support import sqlite_rows, user_message

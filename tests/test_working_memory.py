@@ -19,16 +19,21 @@ import httpx
 import pytest
 
 from dev_server.agents.definition import AgentDefinition
+from dev_server.factory import create_app, storage_for
 from dev_server.kernel.processors import StepContext
 from dev_server.kernel.tools import ToolContext, execute
-from dev_server.factory import create_app, storage_for
 from dev_server.memory.memory import Memory, MemoryOptions
-from dev_server.memory.working_document import (DEFAULT_TEMPLATE, TOOL_NAME, WorkingMemoryInvalid, WorkingMemoryOptions,
-                                         merge)
+from dev_server.memory.working_document import (
+    DEFAULT_TEMPLATE,
+    TOOL_NAME,
+    WorkingMemoryInvalid,
+    WorkingMemoryOptions,
+    merge,
+)
 from dev_server.settings import Settings, SettingsError
 from dev_server.storage.conversations import ConversationStore
-from tests.support import JS_DIR, LiveApp, run_node, sqlite_rows, user_message
 from tests.kit.servers import serving
+from tests.support import JS_DIR, LiveApp, run_node, sqlite_rows, user_message
 
 needs_node = pytest.mark.skipif(shutil.which("node") is None or not (JS_DIR / "node_modules" / "ai").exists(),
                                 reason="needs node and tests/js/node_modules")

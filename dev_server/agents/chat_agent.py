@@ -1,5 +1,5 @@
-from dev_server.agents.definition import AgentDefinition
 from dev_server.agents.calculator import calculator
+from dev_server.agents.definition import AgentDefinition
 from dev_server.kernel.tools import get_user_location
 from dev_server.memory.options import MemoryOptions
 

@@ -13,10 +13,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from dev_server.kernel.events import (DataPart, LoopEvent, StepFinish, StepStart, ToolCallEvent, ToolErrorEvent,
-                               ToolResultEvent)
-from dev_server.kernel.model import Finish, ReasoningDelta, TextDelta, Usage
+from dev_server.kernel.events import (
+    DataPart,
+    LoopEvent,
+    StepFinish,
+    StepStart,
+    ToolCallEvent,
+    ToolErrorEvent,
+    ToolResultEvent,
+)
 from dev_server.kernel.messages import Message
+from dev_server.kernel.model import Finish, ReasoningDelta, TextDelta, Usage
 
 
 def reply_events(reply: Message) -> Iterator[LoopEvent]:

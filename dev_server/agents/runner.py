@@ -37,24 +37,23 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span
 
-from dev_server.kernel.events import DataPart, LoopEvent, StepFinish
-from dev_server.kernel.loop import LoopHooks, ReplyParts, run_steps
-from dev_server.kernel.processors import (Processor, ReplyContext, StepContext, TurnProcessor, TurnProcessors,
-                                          start_turn)
-from dev_server.kernel.tools import Tool, ToolOutcome
 from dev_server.agents.registry import AgentRegistry, RegisteredAgent
 from dev_server.agents.replay import reply_events
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso
+from dev_server.kernel.convert import assistant_message
+from dev_server.kernel.events import DataPart, LoopEvent, StepFinish
+from dev_server.kernel.loop import LoopHooks, ReplyParts, run_steps
+from dev_server.kernel.messages import Message, Thread
 from dev_server.kernel.model import Finish, LLMClient, ResolvedModel, ToolCall
+from dev_server.kernel.processors import Processor, ReplyContext, StepContext, TurnProcessor, TurnProcessors, start_turn
+from dev_server.kernel.stream_errors import INTERNAL_MESSAGE
+from dev_server.kernel.text import repair_value
+from dev_server.kernel.tools import Tool, ToolOutcome
 from dev_server.llm import ModelProviderError
 from dev_server.llm.content import for_trace
-from dev_server.kernel.convert import assistant_message
 from dev_server.memory.tool_results import ContinuedReply
 from dev_server.memory.turn_rules import TurnIntent
 from dev_server.observability import spans
-from dev_server.kernel.messages import Message, Thread
-from dev_server.kernel.text import repair_value
-from dev_server.kernel.stream_errors import INTERNAL_MESSAGE
 
 log = logging.getLogger(__name__)
 

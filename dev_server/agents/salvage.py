@@ -17,11 +17,11 @@ import json
 import logging
 from typing import Any
 
-from dev_server.kernel.events import DataPart
-from dev_server.kernel.loop import ReplyParts
 from dev_server.agents.registry import AgentRegistry
 from dev_server.kernel.clock import Clock, now_iso
 from dev_server.kernel.convert import assistant_message
+from dev_server.kernel.events import DataPart
+from dev_server.kernel.loop import ReplyParts
 from dev_server.kernel.messages import Message
 from dev_server.storage.stream_log import Chunk, StreamLog, StreamRow
 

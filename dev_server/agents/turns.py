@@ -35,13 +35,13 @@ import anyio
 
 from dev_server.agents.registry import RegisteredAgent
 from dev_server.agents.runner import Turn, TurnFailed, TurnRunner
-from dev_server.kernel.tools import Tool
 from dev_server.kernel.clock import spaced_iso
+from dev_server.kernel.convert import to_model_messages
 from dev_server.kernel.errors import ApiError
 from dev_server.kernel.events import LoopEvent
-from dev_server.kernel.convert import to_model_messages
-from dev_server.memory.turn_rules import TurnIntent
 from dev_server.kernel.messages import Message
+from dev_server.kernel.tools import Tool
+from dev_server.memory.turn_rules import TurnIntent
 from dev_server.storage.errors import StorageBusy
 from dev_server.storage.hrana import StorageUnavailable
 from dev_server.storage.leases import ThreadLeases

@@ -32,13 +32,13 @@ from dev_server.api.chat_request import MAX_CONVERSATION_ID, ChatRequest
 from dev_server.api.deps import AgentDep, AgentsDep, ForcedResource, LimitTurns, RecordingDep, StreamLogDep, TurnsDep
 from dev_server.api.resume import parse_last_event_id, replay, resume
 from dev_server.kernel.clock import Clock, spaced_iso
-from dev_server.kernel.errors import NotFound, upstream
-from dev_server.llm import ModelProviderError
 from dev_server.kernel.convert import ui_to_stored
-from dev_server.memory.memory import ThreadNotOwned
-from dev_server.memory.turn_rules import TurnIntent
+from dev_server.kernel.errors import NotFound, upstream
 from dev_server.kernel.messages import Message
 from dev_server.kernel.stream_errors import StreamError
+from dev_server.llm import ModelProviderError
+from dev_server.memory.memory import ThreadNotOwned
+from dev_server.memory.turn_rules import TurnIntent
 from dev_server.storage.stream_log import StreamOwner
 from dev_server.streaming import ui_chunks as ui
 from dev_server.streaming.recorder import StreamRecording

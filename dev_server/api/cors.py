@@ -38,7 +38,7 @@ class CorsPolicy:
     credentials: bool = True
 
     @classmethod
-    def for_origins(cls, origins: tuple[str, ...] | None) -> "CorsPolicy":
+    def for_origins(cls, origins: tuple[str, ...] | None) -> CorsPolicy:
         """``None`` = local origins; ``("*",)`` = any origin without credentials; else exact
         origins (``Settings.cors_origin_list`` has checked them)."""
         if origins is None:

@@ -24,6 +24,7 @@ from dev_server.agents.signals import ThreadHub
 from dev_server.agents.turns import TurnStarter
 from dev_server.api.query import Query
 from dev_server.api.turn_limit import TurnLimit
+from dev_server.api.worker_slot import WorkerSlot
 from dev_server.auth import resource_for
 from dev_server.background import BackgroundWork
 from dev_server.kernel.errors import NotFound
@@ -34,7 +35,6 @@ from dev_server.storage.composite import CompositeStore
 from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.stream_log import StreamLog
 from dev_server.streaming.recorder import StreamRecording
-from dev_server.api.worker_slot import WorkerSlot
 
 if TYPE_CHECKING:  # numpy: imported only by a process that searches by meaning
     from dev_server.recall.service import SemanticIndex

@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 import re
 import zlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
@@ -30,9 +30,11 @@ from fastapi.responses import JSONResponse, Response
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest, ExportLogsServiceResponse
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (ExportTracePartialSuccess,
-                                                                      ExportTraceServiceRequest,
-                                                                      ExportTraceServiceResponse)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from starlette.concurrency import run_in_threadpool
 
 from dev_server.api.deps import Principal
@@ -86,7 +88,7 @@ async def _receive(request: Request, writer: ObservabilityWriter, signal: str, r
     except OtlpUnsupported as exc:
         return _error(415, str(exc))
     body = await request.body()
-    received_at = datetime.now(timezone.utc)
+    received_at = datetime.now(UTC)
     try:
         rows = await run_in_threadpool(_rows, signal, body, content_type, encoding, received_at, resource)
     except OtlpUnsupported as exc:

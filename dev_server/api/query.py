@@ -23,9 +23,9 @@ from typing import Any
 from starlette.requests import Request
 
 from dev_server.api.input_guard import MAX_DEPTH, query_json_too_deep, replace_surrogates
+from dev_server.json_finite import NonFiniteNumber, loads_finite
 from dev_server.kernel.clock import parse_iso
 from dev_server.kernel.errors import invalid
-from dev_server.json_finite import NonFiniteNumber, loads_finite
 
 _BRACKET = re.compile(r"^([^\[\]]+)((?:\[[^\[\]]*\])+)$")
 _INTEGER = re.compile(r"-?[0-9]{1,19}")

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 
@@ -56,7 +56,7 @@ class SystemClock:
     """The machine's clocks."""
 
     def now(self) -> datetime:
-        return datetime.now(timezone.utc)
+        return datetime.now(UTC)
 
     def time(self) -> float:
         return time.time()
@@ -127,10 +127,10 @@ class ShiftedClock(SystemClock):
 
 def _aware(moment: datetime | str) -> datetime:
     moment = parse_iso(moment) if isinstance(moment, str) else moment
-    return moment.astimezone(timezone.utc) if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def epoch_ms(clock: Clock) -> int:
@@ -140,7 +140,7 @@ def epoch_ms(clock: Clock) -> int:
 
 
 def to_iso(moment: datetime) -> str:
-    return _iso(moment.astimezone(timezone.utc).replace(tzinfo=None))
+    return _iso(moment.astimezone(UTC).replace(tzinfo=None))
 
 
 def _iso(utc: datetime) -> str:
@@ -158,7 +158,7 @@ def now_iso(clock: Clock = SYSTEM_CLOCK) -> str:
 def spaced_iso(count: int, clock: Clock = SYSTEM_CLOCK) -> list[str]:
     """``count`` timestamps ending now, one millisecond apart, oldest first: a batch of
     messages saved together keeps its order by time, not only by insertion."""
-    base = clock.now().astimezone(timezone.utc).replace(tzinfo=None) - timedelta(milliseconds=count)
+    base = clock.now().astimezone(UTC).replace(tzinfo=None) - timedelta(milliseconds=count)
     return [_iso(base + timedelta(milliseconds=i)) for i in range(1, count + 1)]
 
 
@@ -168,10 +168,10 @@ def parse_iso(text: str) -> datetime:
     past year 9999 there), so that every caller may convert the result with ``to_iso``."""
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     if not moment.tzinfo:
-        return moment.replace(tzinfo=timezone.utc)
+        return moment.replace(tzinfo=UTC)
     if moment.year in (1, 9999):  # an offset (under a day) can only carry these out of range
         try:
-            moment.astimezone(timezone.utc)
+            moment.astimezone(UTC)
         except OverflowError:
             raise ValueError(f"{text!r} is outside the range of UTC date-times (years 1 to 9999)") from None
     return moment

@@ -101,7 +101,7 @@ class StepFinish:
     continued: bool  # another step follows (the model called tools)
     text: str = ""
     tool_calls: tuple[ToolCallEvent, ...] = ()
-    tool_results: tuple["ToolResultEvent | ToolErrorEvent", ...] = ()
+    tool_results: tuple[ToolResultEvent | ToolErrorEvent, ...] = ()
 
 
 @dataclass(frozen=True)

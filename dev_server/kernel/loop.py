@@ -43,13 +43,30 @@ from typing import Any
 
 from opentelemetry.context import Context
 
-from dev_server.kernel.events import (DataPart, LoopEvent, StepFinish, StepStart, ToolCallEvent, ToolErrorEvent, ToolInputStart,
-                               ToolResultEvent)
+from dev_server.kernel.events import (
+    DataPart,
+    LoopEvent,
+    StepFinish,
+    StepStart,
+    ToolCallEvent,
+    ToolErrorEvent,
+    ToolInputStart,
+    ToolResultEvent,
+)
+from dev_server.kernel.model import (
+    Finish,
+    LLMClient,
+    ModelRequest,
+    ReasoningDelta,
+    ResolvedModel,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+)
 from dev_server.kernel.processors import StepContext, TurnProcessor
-from dev_server.kernel.tools import AskAgent, ToolContext, ToolOutcome, execute, parse_arguments
-from dev_server.kernel.model import (Finish, LLMClient, ModelRequest, ReasoningDelta, ResolvedModel, TextDelta,
-                                     ToolCall, ToolCallDelta, Usage)
 from dev_server.kernel.text import repair_text
+from dev_server.kernel.tools import AskAgent, ToolContext, ToolOutcome, execute, parse_arguments
 
 
 @dataclass

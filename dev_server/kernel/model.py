@@ -15,8 +15,8 @@ warm-up, no closing and the built-in embedder those as defaults.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ class ModelRequest:
     string or a list of OpenAI content parts (``text``, ``image_url``, ``file``).
     """
 
-    model: "ResolvedModel | str"
+    model: ResolvedModel | str
     messages: list[dict[str, Any]]
     temperature: float | None = None
     max_tokens: int | None = None

@@ -42,10 +42,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dev_server.kernel.events import DataPart, StepFinish
-from dev_server.kernel.tools import Tool
-from dev_server.kernel.model import LLMClient, ResolvedModel
 from dev_server.kernel.messages import Message, Thread
-
+from dev_server.kernel.model import LLMClient, ResolvedModel
+from dev_server.kernel.tools import Tool
 
 SpanOpener = Callable[..., AbstractContextManager[Any]]
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-
 log = logging.getLogger(__name__)
 
 INTERNAL_MESSAGE = "The reply failed on the server"

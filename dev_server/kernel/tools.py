@@ -40,8 +40,8 @@ from typing import Any
 from opentelemetry.context import Context
 from pydantic import BaseModel, Field, ValidationError
 
-from dev_server.kernel.tool_runs import run_sync
 from dev_server.kernel.json_text import unrepresentable
+from dev_server.kernel.tool_runs import run_sync
 
 log = logging.getLogger(__name__)
 

@@ -44,17 +44,26 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
 from contextlib import aclosing
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
+from dev_server.kernel.model import (
+    Finish,
+    ModelEvent,
+    ModelRequest,
+    ReasoningDelta,
+    ResolvedModel,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+)
 from dev_server.llm.content import fit_to_model
 from dev_server.llm.embeddings import DEFAULT_EMBEDDER, Embedder, ProviderEmbedder, local_embedder
 from dev_server.llm.errors import ModelProviderError, translate
+from dev_server.llm.local_model import stream_local
 from dev_server.llm.models import ModelResolver
 from dev_server.llm.offline import close_loop_clients, ensure_litellm, litellm_ready, loaded_litellm
 from dev_server.llm.tokens import count_tokens
-from dev_server.llm.local_model import stream_local
-from dev_server.kernel.model import (Finish, ModelEvent, ModelRequest, ReasoningDelta, ResolvedModel, TextDelta, ToolCall,
-                           ToolCallDelta, Usage)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -110,7 +119,7 @@ class LiteLLMClient:
         self._warmed = False
 
     @classmethod
-    def from_settings(cls, settings: Any, agents: Iterable[Any] = ()) -> "LiteLLMClient":
+    def from_settings(cls, settings: Any, agents: Iterable[Any] = ()) -> LiteLLMClient:
         """The client the app uses: everything from ``settings``; ``agents`` are definitions."""
         return cls(force_local=settings.local_model_only, local_fallback=settings.local_fallback,
                    environ=settings.provider_env, timeout_s=settings.model_timeout_s,

@@ -11,8 +11,7 @@ from __future__ import annotations
 from contextlib import aclosing
 from dataclasses import dataclass
 
-from dev_server.kernel.model import LLMClient
-from dev_server.kernel.model import Finish, ModelRequest, TextDelta, Usage
+from dev_server.kernel.model import Finish, LLMClient, ModelRequest, TextDelta, Usage
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from dev_server.kernel.model import Embedder, ResolvedModel
 from dev_server.llm.errors import ModelProviderError, translate
 from dev_server.llm.local_embedder import LocalEmbedder
-from dev_server.kernel.model import Embedder, ResolvedModel
 
 if TYPE_CHECKING:
     import numpy as np

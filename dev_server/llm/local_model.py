@@ -89,15 +89,21 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dev_server.kernel.model import Finish, ModelEvent, TextDelta, ToolCall, ToolCallDelta, Usage
+from dev_server.kernel.prompt_marks import TOOL_NAME as WORKING_MEMORY_TOOL
 from dev_server.llm.content import attachments
 from dev_server.llm.errors import ModelProviderError, connection_message
+from dev_server.llm.local_observer import om_reply
+from dev_server.llm.local_working_memory import (
+    InjectedMemory,
+    asks_about_me,
+    injected_memory,
+    known_about_user,
+    remembered,
+    remembered_fact,
+)
 from dev_server.llm.models import LOCAL_PROVIDER
 from dev_server.llm.tokens import count_tokens
-from dev_server.kernel.model import Finish, ModelEvent, TextDelta, ToolCall, ToolCallDelta, Usage
-from dev_server.llm.local_observer import om_reply
-from dev_server.kernel.prompt_marks import TOOL_NAME as WORKING_MEMORY_TOOL
-from dev_server.llm.local_working_memory import (InjectedMemory, asks_about_me, injected_memory, known_about_user,
-                                                 remembered, remembered_fact)
 
 PREFIX = "[local model] "
 SLOW_TRIGGER = "[[slow]]"

@@ -58,12 +58,30 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dev_server.kernel.prompt_marks import (CURRENT_TASK_SECTION, EXTRACTOR_IDENTITY, HISTORY_HEADING, OBSERVER_IDENTITY,
-                                            PRIOR_METADATA_HEADING, REFLECTOR_IDENTITY, SCHEMA_CLOSE, SCHEMA_OPEN,
-                                            SHARED_SECTIONS_NOTE, SKIP_HINTS_NOTE, SOURCE_HEADING,
-                                            SUGGESTED_RESPONSE_SECTION, TASK_HEADING, THREAD_TITLE_SECTION)
-from dev_server.llm.local_om_text import (QUOTE_CHARS, degenerate_log, first_text, merged_repeats, system_text,
-                                   user_text_under)
+from dev_server.kernel.prompt_marks import (
+    CURRENT_TASK_SECTION,
+    EXTRACTOR_IDENTITY,
+    HISTORY_HEADING,
+    OBSERVER_IDENTITY,
+    PRIOR_METADATA_HEADING,
+    REFLECTOR_IDENTITY,
+    SCHEMA_CLOSE,
+    SCHEMA_OPEN,
+    SHARED_SECTIONS_NOTE,
+    SKIP_HINTS_NOTE,
+    SOURCE_HEADING,
+    SUGGESTED_RESPONSE_SECTION,
+    TASK_HEADING,
+    THREAD_TITLE_SECTION,
+)
+from dev_server.llm.local_om_text import (
+    QUOTE_CHARS,
+    degenerate_log,
+    first_text,
+    merged_repeats,
+    system_text,
+    user_text_under,
+)
 from dev_server.llm.local_reflector import reflector_answer
 
 OBSERVER_FAIL_TRIGGER = "[[observer-fail]]"

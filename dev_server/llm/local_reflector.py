@@ -33,7 +33,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from dev_server.kernel.prompt_marks import COMPRESSION_HEADINGS, REFLECT_HEADING, REFLECTION_REQUEST
-from dev_server.llm.local_om_text import TIME, degenerate_log, is_observation, is_thread_tag, merged_repeats, user_text_under
+from dev_server.llm.local_om_text import (
+    TIME,
+    degenerate_log,
+    is_observation,
+    is_thread_tag,
+    merged_repeats,
+    user_text_under,
+)
 
 REFLECTOR_ANSWERS = {
     "[[reflector-prose]]": "I have reviewed these observations. The user has shared a number of personal details and "
@@ -71,9 +78,7 @@ def _reflected(lines: list[str], level: int) -> list[str]:
         elif is_thread_tag(stripped):
             kept.append(stripped)
             date = None
-        elif "🔴" in line or "✅" in line:
-            kept.append(line)
-        elif level < 2 and stripped and not stripped.startswith("--- ") and "🟢" not in line:
+        elif "🔴" in line or "✅" in line or level < 2 and stripped and not stripped.startswith("--- ") and "🟢" not in line:
             kept.append(line)
     kept = merged_repeats(kept)
     if level >= 3:

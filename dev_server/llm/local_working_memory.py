@@ -12,8 +12,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dev_server.kernel.prompt_marks import (DATA_CLOSE, DATA_OPEN, EMPTY_DATA, INSTRUCTION_HEADER, TEMPLATE_CLOSE,
-                                            TEMPLATE_OPEN)
+from dev_server.kernel.prompt_marks import (
+    DATA_CLOSE,
+    DATA_OPEN,
+    EMPTY_DATA,
+    INSTRUCTION_HEADER,
+    TEMPLATE_CLOSE,
+    TEMPLATE_OPEN,
+)
 
 _REMEMBER = re.compile(r"\bremember\s+that\s+(.+)", re.I | re.S)
 _ABOUT_ME = re.compile(r"\bwhat\s+do\s+you\s+(?:know|remember)\s+about\s+me\b", re.I)

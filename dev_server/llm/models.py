@@ -31,9 +31,9 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
+from dev_server.kernel.model import ResolvedModel
 from dev_server.llm.errors import ModelProviderError
 from dev_server.llm.known_providers import required_variables
-from dev_server.kernel.model import ResolvedModel
 
 LOCAL_PROVIDER = "local"
 _LITELLM_PREFIX = {"google": "gemini"}

@@ -69,6 +69,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Union
 
+from dev_server.kernel.model import (
+    Finish,
+    ModelEvent,
+    ModelRequest,
+    ReasoningDelta,
+    ResolvedModel,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+)
 from dev_server.llm.base import ModelClientBase
 from dev_server.llm.content import fit_to_model
 from dev_server.llm.errors import ModelProviderError, provider_error
@@ -77,8 +88,6 @@ from dev_server.llm.local_observer import is_extractor_request, is_observer_requ
 from dev_server.llm.models import split_model_id
 from dev_server.llm.offline import litellm_ready
 from dev_server.llm.tokens import count_tokens
-from dev_server.kernel.model import (Finish, ModelEvent, ModelRequest, ReasoningDelta, ResolvedModel, TextDelta, ToolCall,
-                           ToolCallDelta, Usage)
 
 Purpose = Literal["agent", "title", "observer", "reflector", "extractor"]
 PURPOSES: tuple[Purpose, ...] = ("agent", "title", "observer", "reflector", "extractor")
@@ -122,8 +131,8 @@ class Reply:
 
 
 Answer = Union[Reply, str, None]
-ScriptFunction = Callable[[ModelRequest], Union[Answer, Awaitable[Answer]]]
-Script = Union[Sequence[Union[Reply, str]], ScriptFunction]
+ScriptFunction = Callable[[ModelRequest], Answer | Awaitable[Answer]]
+Script = Union[Sequence[Reply | str], ScriptFunction]
 
 
 @dataclass(frozen=True)

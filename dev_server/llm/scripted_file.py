@@ -10,13 +10,13 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from dev_server.kernel.model import Usage
 from dev_server.llm.errors import KIND_STATUS, provider_error
 from dev_server.llm.scripted import PURPOSES, Call, Reply, ScriptedModel
-from dev_server.kernel.model import Usage
 
 
 class _Strict(BaseModel):
@@ -25,7 +25,7 @@ class _Strict(BaseModel):
 
 class _Call(_Strict):
     name: str = Field(min_length=1)
-    arguments: Union[dict[str, Any], str] = Field(default_factory=dict)
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
     id: str | None = None
 
 
@@ -47,10 +47,10 @@ class _Usage(_Strict):
 
 
 class _Reply(_Strict):
-    text: Union[str, list[str]] = ""
+    text: str | list[str] = ""
     reasoning: str = ""
     tool_calls: list[_Call] = Field(default_factory=list, alias="toolCalls")
-    error: Union[str, _Error, None] = None
+    error: str | _Error | None = None
     delay_s: float = Field(0.0, ge=0, alias="delayS")
     piece_delay_s: float = Field(0.0, ge=0, alias="pieceDelayS")
     finish_reason: str | None = Field(None, alias="finishReason")

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dev_server.kernel.messages import Message
 from dev_server.kernel.model import LLMClient, ResolvedModel
 from dev_server.kernel.ports import BackgroundJobs, WorkingMemoryDocument
 from dev_server.kernel.processors import SpanOpener, no_span
-from dev_server.kernel.messages import Message
 from dev_server.om import manual
-from dev_server.om.options.config import ObservationalMemoryOptions
 from dev_server.om.engine.buffering import Buffering
 from dev_server.om.engine.cycle_hooks import HookedCycles
 from dev_server.om.engine.model_calls import ModelChoiceCaller
 from dev_server.om.engine.observation_engine import ObservationEngine
 from dev_server.om.engine.record_store import om_record_store
 from dev_server.om.manual import ManualResult
+from dev_server.om.options.config import ObservationalMemoryOptions
 from dev_server.storage.conversations import ConversationStore
 
 

@@ -20,10 +20,10 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from dev_server.kernel.processors import ReplyContext, StepContext, TurnProcessor
-from dev_server.kernel.model import LLMClient, ModelRequest, ResolvedModel, TextDelta
 from dev_server.kernel.convert import flat_text
 from dev_server.kernel.messages import Message
+from dev_server.kernel.model import LLMClient, ModelRequest, ResolvedModel, TextDelta
+from dev_server.kernel.processors import ReplyContext, StepContext, TurnProcessor
 
 if TYPE_CHECKING:
     from dev_server.kernel.ports import BackgroundJobs, ThreadMessages, ThreadTitles

@@ -23,10 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dev_server.kernel.errors import BadRequest
 from dev_server.kernel.convert import flat_text
-from dev_server.storage.conversations import ConversationStore
+from dev_server.kernel.errors import BadRequest
 from dev_server.kernel.messages import Message, Thread
+from dev_server.storage.conversations import ConversationStore
 
 
 class ContinuedReply(Message):

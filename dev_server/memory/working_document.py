@@ -19,8 +19,15 @@ from typing import Any, Literal
 from jsonschema import SchemaError
 from jsonschema.validators import validator_for
 
-from dev_server.kernel.prompt_marks import (DATA_CLOSE, DATA_OPEN, EMPTY_DATA, INSTRUCTION_HEADER, TEMPLATE_CLOSE,
-                                            TEMPLATE_OPEN, TOOL_NAME)
+from dev_server.kernel.prompt_marks import (
+    DATA_CLOSE,
+    DATA_OPEN,
+    EMPTY_DATA,
+    INSTRUCTION_HEADER,
+    TEMPLATE_CLOSE,
+    TEMPLATE_OPEN,
+    TOOL_NAME,
+)
 
 DEFAULT_TEMPLATE = """# User Information
 - **First Name**:

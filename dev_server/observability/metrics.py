@@ -20,7 +20,7 @@ tables below; every value a client sends is bound. No pricing is known, so costs
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dev_server.kernel.clock import to_iso
@@ -206,13 +206,13 @@ async def aggregate(store: DuckDBStore, names: list[str], aggregation: str, *, d
     if compare:
         if compare == "previous_period":
             if start is not None:  # the period of equal length just before, ending where this one starts
-                stop = end or datetime.now(timezone.utc)
+                stop = end or datetime.now(UTC)
                 before = {**filters, "timestamp": {**(filters.get("timestamp") or {}), "endExclusive": True}}
                 previous = await _value(store, names, aggregation, distinct, before, start - (stop - start), start)
         else:
             shift = COMPARE_SHIFT[compare]
             previous = await _value(store, names, aggregation, distinct, filters,
-                                    start - shift if start else None, (end or datetime.now(timezone.utc)) - shift)
+                                    start - shift if start else None, (end or datetime.now(UTC)) - shift)
         if previous and value is not None:
             change = (value - previous) / previous * 100
     return {"value": value, "estimatedCost": None, "costUnit": None, "previousValue": previous,
@@ -240,7 +240,7 @@ def _bucket(interval: str) -> str:
 
 
 def _stamp(moment: datetime) -> str:
-    return to_iso(moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment)
+    return to_iso(moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment)
 
 
 async def timeseries(store: DuckDBStore, names: list[str], aggregation: str, interval: str, *,

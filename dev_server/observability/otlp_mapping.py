@@ -29,7 +29,7 @@ import hashlib
 import json
 import math
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -49,7 +49,7 @@ LOG_COLUMNS = ("log_id", "timestamp", "level", "message", "data", "tags", "trace
 
 PREVIEW_CHARS = 200
 STATUS_CODE_ERROR = 2
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FIELDS = ("entity_type", "entity_id", "entity_name", "thread_id", "resource_id", "run_id")
 _TEXT_LEVELS = {"trace": "debug", "debug": "debug", "info": "info", "information": "info", "warn": "warn",
                 "warning": "warn", "error": "error", "err": "error", "fatal": "fatal", "critical": "fatal"}

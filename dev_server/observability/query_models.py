@@ -95,7 +95,7 @@ class DiscoveryRange(BaseModel):
     end: IsoTime = Field(alias="to")
 
     @model_validator(mode="after")
-    def _bounded(self) -> "DiscoveryRange":
+    def _bounded(self) -> DiscoveryRange:
         if not self.start < self.end:
             raise ValueError("from must be earlier than to")
         if self.end - self.start > MAX_DISCOVERY_RANGE:

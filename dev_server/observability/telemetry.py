@@ -33,7 +33,13 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from dev_server import __version__
 from dev_server.kernel.clock import now_iso, parse_iso
-from dev_server.observability.export_queue import ExportQueue, QueueLogProcessor, QueueSpanProcessor, log_size, span_size
+from dev_server.observability.export_queue import (
+    ExportQueue,
+    QueueLogProcessor,
+    QueueSpanProcessor,
+    log_size,
+    span_size,
+)
 from dev_server.settings import Settings, service_token
 from dev_server.storage.composite import OBSERVABILITY, CompositeStore
 

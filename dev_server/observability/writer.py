@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dev_server.observability.otlp_mapping import LOG_COLUMNS, SPAN_COLUMNS, TRACE_COLUMNS
@@ -98,7 +98,7 @@ class ObservabilityWriter:
         """Retention: drop spans and traces that started, and logs stamped, over ``days`` ago."""
         if days < 0:
             raise ValueError("days must be >= 0")
-        cutoff = datetime.now(timezone.utc) - timedelta(days=days)
+        cutoff = datetime.now(UTC) - timedelta(days=days)
 
         def delete(con) -> int:
             statements = ("DELETE FROM spans WHERE started_at < ?", "DELETE FROM traces WHERE started_at < ?",

@@ -30,24 +30,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dev_server.kernel.events import DataPart
-from dev_server.kernel.processors import SpanOpener, no_span
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso
+from dev_server.kernel.events import DataPart
+from dev_server.kernel.messages import Message
 from dev_server.kernel.model import LLMClient, ResolvedModel
-from dev_server.om.options.config import ObservationalMemoryOptions, observational_memory_options
+from dev_server.kernel.processors import SpanOpener, no_span
 from dev_server.om.engine.cycle_context import CycleContext
 from dev_server.om.engine.cycle_hooks import HookedCycles
+from dev_server.om.engine.flags import STALE_FLAG_S
 from dev_server.om.engine.model_calls import ModelChoiceCaller
 from dev_server.om.engine.observation_engine import ObservationEngine
-from dev_server.om.engine.flags import STALE_FLAG_S
-from dev_server.om.options.hooks import current_trigger
-from dev_server.om.engine.resource import observe_resource, other_threads
-from dev_server.om.tokens.counting import count_messages
-from dev_server.om.engine.window import unobserved
-from dev_server.storage.conversations import ConversationStore
-from dev_server.kernel.messages import Message
-from dev_server.storage.om_records import OMRecord, thread_om
 from dev_server.om.engine.record_store import om_record_store
+from dev_server.om.engine.resource import observe_resource, other_threads
+from dev_server.om.engine.window import unobserved
+from dev_server.om.options.config import ObservationalMemoryOptions, observational_memory_options
+from dev_server.om.options.hooks import current_trigger
+from dev_server.om.tokens.counting import count_messages
+from dev_server.storage.conversations import ConversationStore
+from dev_server.storage.om_records import OMRecord, thread_om
 
 
 @dataclass

@@ -38,28 +38,32 @@ from datetime import date, datetime, time
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
+from dev_server.kernel.clock import epoch_ms, now_iso
+from dev_server.kernel.convert import to_model_messages
 from dev_server.kernel.events import DataPart
+from dev_server.kernel.messages import Message
 from dev_server.kernel.ports import SemanticSearch
 from dev_server.kernel.processors import ReplyContext, StepContext, TurnProcessor
 from dev_server.kernel.tools import Tool
-from dev_server.kernel.clock import epoch_ms, now_iso
-from dev_server.kernel.convert import to_model_messages
 from dev_server.om.engine.activation import Activation, Trigger, activate, interval_crossed, projected_removal
 from dev_server.om.engine.buffering import Buffering, PartSink, buffer_candidates, safe_prefix
-from dev_server.om.options.config import IdleSetting
-from dev_server.om.prompting.context import build_context_system_messages, continuation_model_message, other_conversations_message
-from dev_server.om.engine.observation_engine import CycleContext, ObservationEngine
-from dev_server.om.options.extractors import read_path, shown
 from dev_server.om.engine.flags import clear_stale, flag_live
 from dev_server.om.engine.idle import cold_cache, last_assistant
+from dev_server.om.engine.observation_engine import CycleContext, ObservationEngine
 from dev_server.om.engine.parts import status_part
-from dev_server.om.retrieval.recall_tool import Recall
 from dev_server.om.engine.resource import observe_resource, other_conversations, other_threads, other_tokens
-from dev_server.om.retrieval.instructions import retrieval_instructions
 from dev_server.om.engine.temporal import gap_marker, is_gap_marker
-from dev_server.om.tokens.counting import count_message, count_messages
 from dev_server.om.engine.window import drop_observed, has_incomplete_tool_calls, unobserved
-from dev_server.kernel.messages import Message
+from dev_server.om.options.config import IdleSetting
+from dev_server.om.options.extractors import read_path, shown
+from dev_server.om.prompting.context import (
+    build_context_system_messages,
+    continuation_model_message,
+    other_conversations_message,
+)
+from dev_server.om.retrieval.instructions import retrieval_instructions
+from dev_server.om.retrieval.recall_tool import Recall
+from dev_server.om.tokens.counting import count_message, count_messages
 from dev_server.storage.om_records import OMRecord, thread_om
 
 if TYPE_CHECKING:

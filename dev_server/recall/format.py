@@ -10,10 +10,10 @@ each is on its own line, which a model reads more easily and no client parses.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-from dev_server.recall.text import message_text
 from dev_server.kernel.messages import Message
+from dev_server.recall.text import message_text
 
 _ROLE_ORDER = {"system": 0, "user": 1, "assistant": 2, "tool": 3}
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -26,9 +26,9 @@ def recall_order(messages: list[Message]) -> list[Message]:
 
 def _moment(iso: str) -> datetime:
     try:
-        return datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone(timezone.utc)
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone(UTC)
     except ValueError:
-        return datetime.now(timezone.utc)
+        return datetime.now(UTC)
 
 
 def other_threads_message(messages: list[Message], current_thread_id: str) -> str:

@@ -20,13 +20,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from dev_server.kernel.convert import to_model_messages
+from dev_server.kernel.messages import Message
 from dev_server.kernel.ports import SemanticSearch, SemanticSearchUnavailable, ThreadMessages
 from dev_server.kernel.processors import StepContext, TurnProcessor
-from dev_server.kernel.convert import to_model_messages
 from dev_server.recall.format import other_threads_message, recall_order
 from dev_server.recall.options import SemanticRecallOptions
 from dev_server.recall.text import message_text
-from dev_server.kernel.messages import Message
 
 log = logging.getLogger(__name__)
 

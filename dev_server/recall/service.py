@@ -18,10 +18,10 @@ from typing import Any
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock
 from dev_server.llm.embeddings import Embedder, describe
 from dev_server.recall.hits import SemanticHit, SemanticSearchUnavailable
-from dev_server.storage.message_vectors import VectorIndex, message_seqs, messages_by_seq
 from dev_server.recall.indexer import POLL_S, Indexer
 from dev_server.recall.matrix import VectorCache
 from dev_server.storage.libsql import LibSQLStore
+from dev_server.storage.message_vectors import VectorIndex, message_seqs, messages_by_seq
 
 log = logging.getLogger(__name__)
 

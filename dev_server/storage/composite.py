@@ -70,7 +70,7 @@ class CompositeStore:
         observability_domain: Store | None = None,
         db_auth_token: str | None = None,
         db_timeout_s: float = 10.0,
-    ) -> "CompositeStore":
+    ) -> CompositeStore:
         """The stores one process opens: the studio owns the observability file, the
         gateway only knows where it is (plain values: storage does not read settings).
         The default domain is the embedded file, or a libsql server for an http(s)/libsql URL."""

@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 
 from dev_server.kernel.messages import Message, Thread
-from dev_server.storage.errors import StorageError
 from dev_server.kernel.text import repair_value
+from dev_server.storage.errors import StorageError
 
 
 def thread_from_row(row: Any) -> Thread:

@@ -21,10 +21,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso
-from dev_server.storage import message_writes as writes
 from dev_server.kernel.messages import Message, Thread
-from dev_server.storage.conversation_records import (MessageNotVisible, ThreadExists, ThreadNotVisible,
-                                                     message_from_row, thread_from_row)
+from dev_server.storage import message_writes as writes
+from dev_server.storage.conversation_records import (
+    MessageNotVisible,
+    ThreadExists,
+    ThreadNotVisible,
+    message_from_row,
+    thread_from_row,
+)
 from dev_server.storage.libsql import LibSQLStore
 
 OrderField = Literal["createdAt", "updatedAt"]

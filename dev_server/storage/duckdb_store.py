@@ -10,10 +10,10 @@ about 200x faster than ``executemany`` for the same rows.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from dev_server.kernel.clock import now_iso
 from dev_server.paths import PathError, ensure_db_dir, file_path

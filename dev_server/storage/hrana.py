@@ -30,7 +30,6 @@ import orjson
 
 from dev_server.storage.errors import StorageBusy, StorageError
 
-
 JSON_HEADERS = {"content-type": "application/json"}
 
 

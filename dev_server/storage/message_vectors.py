@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock
-from dev_server.paths import migrations_dir
 from dev_server.kernel.messages import Message
+from dev_server.paths import migrations_dir
 from dev_server.storage.conversation_records import decode_content, message_from_row
 from dev_server.storage.libsql import LibSQLStore
 from dev_server.storage.migrate import split_sqlite_statements

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
-
 from dev_server.kernel.clock import now_iso
 from dev_server.storage.errors import StorageBusy, StorageError
 from dev_server.storage.hrana import PipelineClient, Row, Transaction, read_result, statement

@@ -18,9 +18,22 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from dev_server.kernel.events import (DataPart, ErrorEvent, LoopEvent, ReasoningEnd, ReasoningStart, StepFinish,
-                                      StepStart, TextEnd, TextStart, ToolCallEvent, ToolErrorEvent, ToolInputStart,
-                                      ToolResultEvent, edge_events)
+from dev_server.kernel.events import (
+    DataPart,
+    ErrorEvent,
+    LoopEvent,
+    ReasoningEnd,
+    ReasoningStart,
+    StepFinish,
+    StepStart,
+    TextEnd,
+    TextStart,
+    ToolCallEvent,
+    ToolErrorEvent,
+    ToolInputStart,
+    ToolResultEvent,
+    edge_events,
+)
 from dev_server.kernel.model import Finish, ReasoningDelta, ResolvedModel, TextDelta, ToolCallDelta, Usage
 from dev_server.kernel.stream_errors import StreamError
 

@@ -13,9 +13,23 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from dev_server.kernel.events import (DataPart, EdgeEvent, ErrorEvent, LoopEvent, ReasoningEnd, ReasoningStart,
-                                      StepFinish, StepStart, TextEnd, TextStart, ToolCallEvent, ToolErrorEvent,
-                                      ToolInputStart, ToolResultEvent, edge_events)
+from dev_server.kernel.events import (
+    DataPart,
+    EdgeEvent,
+    ErrorEvent,
+    LoopEvent,
+    ReasoningEnd,
+    ReasoningStart,
+    StepFinish,
+    StepStart,
+    TextEnd,
+    TextStart,
+    ToolCallEvent,
+    ToolErrorEvent,
+    ToolInputStart,
+    ToolResultEvent,
+    edge_events,
+)
 from dev_server.kernel.model import Finish, ReasoningDelta, ResolvedModel, TextDelta, ToolCallDelta
 
 FINISH_REASONS = {"stop", "length", "content-filter", "tool-calls", "error", "other"}

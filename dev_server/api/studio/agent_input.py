@@ -23,11 +23,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from dev_server.kernel.tools import Tool, client_tool
 from dev_server.kernel.clock import Clock, spaced_iso
-from dev_server.kernel.errors import BadRequest, invalid
 from dev_server.kernel.convert import flat_text, ui_part_to_stored
+from dev_server.kernel.errors import BadRequest, invalid
 from dev_server.kernel.messages import Message
+from dev_server.kernel.tools import Tool, client_tool
 
 ROLES = ("user", "assistant", "system", "tool")
 

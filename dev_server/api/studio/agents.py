@@ -27,24 +27,30 @@ from typing import Any
 from fastapi import APIRouter, Response
 from sse_starlette import ServerSentEvent
 
-from dev_server.kernel.events import StepFinish
 from dev_server.agents.registry import RegisteredAgent
 from dev_server.agents.signals import Key, ThreadHub
-from dev_server.kernel.tools import Tool
 from dev_server.agents.turns import LiveTurn, TurnStarter
 from dev_server.api.deps import AgentDep, AgentsDep, ConversationsDep, ForcedResource, LimitTurns, SignalsDep, TurnsDep
 from dev_server.api.studio.access import effective_resource
-from dev_server.api.studio.agent_input import (AbortBody, AgentRunBody, SendMessageBody, ThreadRef, input_messages,
-                                        signal_contents)
+from dev_server.api.studio.agent_input import (
+    AbortBody,
+    AgentRunBody,
+    SendMessageBody,
+    ThreadRef,
+    input_messages,
+    signal_contents,
+)
+from dev_server.api.studio.generate_result import generate_result, response_messages
 from dev_server.kernel.clock import now_iso
 from dev_server.kernel.errors import ApiError, NotFound, upstream
+from dev_server.kernel.events import StepFinish
+from dev_server.kernel.stream_errors import StreamError, stream_error
+from dev_server.kernel.tools import Tool
 from dev_server.llm import ModelProviderError
 from dev_server.memory.memory import ThreadNotOwned
 from dev_server.storage.conversations import ConversationStore
-from dev_server.api.studio.generate_result import generate_result, response_messages
 from dev_server.streaming.mastra_chunks import RunIds, chunk, encode_run, error_chunk, usage_payload
 from dev_server.streaming.sse import STREAM_HEADERS, encode, sse_frames, sse_response
-from dev_server.kernel.stream_errors import StreamError, stream_error
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/agents", tags=["agents"])

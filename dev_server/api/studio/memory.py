@@ -15,20 +15,28 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body
 
 from dev_server.api.deps import ConversationsDep, ForcedResource, MastraQuery
+from dev_server.api.query import ISO_TIME, Query, iso_time, order_by
 from dev_server.api.studio.access import OptionalAgent, QueryAgent, Scope, ScopeDep, effective_resource, scope_for
 from dev_server.api.studio.agent_input import fold_tool_results, message_parts
+from dev_server.api.studio.memory_bodies import (
+    CloneBody,
+    CreateThreadBody,
+    DeleteMessagesBody,
+    PatchThreadBody,
+    SavedMessage,
+    SaveMessagesBody,
+    StoredContent,
+    TransferBody,
+    WorkingMemoryBody,
+)
 from dev_server.api.studio.memory_search import semantic_results
-from dev_server.api.studio.memory_bodies import (CloneBody, CreateThreadBody, DeleteMessagesBody, PatchThreadBody,
-                                          SaveMessagesBody, SavedMessage, StoredContent, TransferBody,
-                                          WorkingMemoryBody)
-from dev_server.api.query import ISO_TIME, Query, iso_time, order_by
 from dev_server.kernel.clock import parse_iso, spaced_iso, to_iso
 from dev_server.kernel.convert import flat_text
+from dev_server.kernel.errors import BadRequest, NotFound, invalid
+from dev_server.kernel.messages import Message, Thread
 from dev_server.memory.working_document import WorkingMemoryInvalid
 from dev_server.recall.hits import SemanticSearchUnavailable
-from dev_server.kernel.errors import BadRequest, NotFound, invalid
 from dev_server.storage.conversations import ConversationStore, MessageNotVisible, ThreadExists, ThreadNotVisible
-from dev_server.kernel.messages import Message, Thread
 
 router = APIRouter(prefix="/api/memory")
 

@@ -7,10 +7,10 @@ Unknown keys are ignored (the Studio and ``@mastra/client-js`` send a few we do 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, with_config
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 ThreadId = Field(default=None, min_length=1, max_length=256)
 

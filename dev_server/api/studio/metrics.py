@@ -18,8 +18,8 @@ from fastapi import APIRouter
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, create_model
 
 from dev_server.api.deps import ForcedResource, MastraQuery
-from dev_server.api.studio.observability import ObservabilityStoreDep
 from dev_server.api.query import Query
+from dev_server.api.studio.observability import ObservabilityStoreDep
 from dev_server.kernel.errors import invalid
 from dev_server.observability import metrics
 from dev_server.observability.query_models import IsoTime, Text

@@ -34,7 +34,8 @@ from dev_server.observability.otlp_mapping import input_preview
 from dev_server.observability.query_fields import field as query_field
 from dev_server.observability.query_models import FieldsQuery, TraceQuery, ValuesQuery
 from dev_server.observability.reads import CursorError
-from dev_server.observability.where import TraceQueryInvalid, invalid as query_invalid
+from dev_server.observability.where import TraceQueryInvalid
+from dev_server.observability.where import invalid as query_invalid
 from dev_server.storage.composite import OBSERVABILITY, DomainUnavailable
 from dev_server.storage.duckdb_store import DuckDBStore
 

@@ -14,19 +14,19 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
+from opentelemetry import trace
 
 from dev_server.agents.registry import RegisteredAgent
 from dev_server.api.deps import AgentsDep, ConversationsDep, ForcedResource, MastraQuery, RunnerDep
+from dev_server.api.query import iso_time
 from dev_server.api.studio.access import OptionalAgent, QueryAgent, Scope, ScopeDep, scope_for
 from dev_server.api.studio.memory_bodies import BufferStatusBody, ManualCycleBody
-from dev_server.api.query import iso_time
 from dev_server.kernel.clock import to_iso
 from dev_server.kernel.errors import BadRequest, NotFound, invalid
+from dev_server.observability import spans
+from dev_server.om.engine.cycle_context import om_model
 from dev_server.om.engine.flags import settled
 from dev_server.om.options.config import describe_om
-from dev_server.om.engine.cycle_context import om_model
-from dev_server.observability import spans
-from opentelemetry import trace
 from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.om_records import OMRecord, OMRecordStore, lookup_key
 

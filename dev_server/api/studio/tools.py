@@ -24,10 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dev_server.agents.registry import AgentRegistry, RegisteredAgent
 from dev_server.agents.runner import TurnRunner, new_id
-from dev_server.kernel.tools import Tool, ToolContext, execute, validation_message
 from dev_server.api.deps import AgentDep, AgentsDep, ForcedResource, RunnerDep
 from dev_server.api.studio.agents import tool_info
 from dev_server.kernel.errors import ApiError, BadRequest, NotFound
+from dev_server.kernel.tools import Tool, ToolContext, execute, validation_message
 from dev_server.observability import spans
 
 router = APIRouter(prefix="/api", tags=["tools"])

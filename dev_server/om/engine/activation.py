@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dev_server.kernel.events import DataPart
-from dev_server.om.options.config import ObservationalMemoryOptions, activation_ratio
 from dev_server.om.engine.parts import OBSERVATION, activation_part, marker_config
+from dev_server.om.options.config import ObservationalMemoryOptions, activation_ratio
 from dev_server.storage.om_records import OMRecord, OMRecordStore
 
 Chunk = dict[str, Any]

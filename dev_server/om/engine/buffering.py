@@ -34,22 +34,22 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from dev_server.kernel.events import DataPart
 from dev_server.kernel.clock import epoch_ms, now_iso, parse_iso, to_iso
+from dev_server.kernel.events import DataPart
+from dev_server.kernel.messages import Message
 from dev_server.om.engine.cycle_context import CycleContext, JobParts, describe_error, om_model
 from dev_server.om.engine.extraction import end_fields, observed_source
 from dev_server.om.engine.flags import BUFFER_STALE_S, flag_live, holding, settled
-from dev_server.om.prompting.groups import aligned_cut, message_range, wrap_group
 from dev_server.om.engine.parts import OBSERVATION, REFLECTION, BufferCycle, marker_config
+from dev_server.om.engine.window import has_incomplete_tool_calls
+from dev_server.om.prompting.groups import aligned_cut, message_range, wrap_group
 from dev_server.om.prompting.prompts import reflection_max_level, reflection_start_level
 from dev_server.om.tokens.counting import count_messages, estimate_tokens
-from dev_server.om.engine.window import has_incomplete_tool_calls
-from dev_server.kernel.messages import Message
 from dev_server.storage.om_records import Flag, OMRecord
 
 if TYPE_CHECKING:
-    from dev_server.kernel.processors import StepContext
     from dev_server.background import BackgroundWork
+    from dev_server.kernel.processors import StepContext
     from dev_server.om.engine.observation_engine import ObservationEngine
     from dev_server.storage.conversations import ConversationStore
     from dev_server.storage.om_records import OMRecordStore
@@ -143,7 +143,7 @@ class QueuedCandidates:
     newest: Message
 
     @classmethod
-    def of(cls, thread_id: str, messages: Sequence[Message]) -> "QueuedCandidates":
+    def of(cls, thread_id: str, messages: Sequence[Message]) -> QueuedCandidates:
         return cls(thread_id, tuple(m.id for m in messages), min(m.created_at for m in messages), messages[-1])
 
     async def read(self, store: ConversationStore) -> list[Message]:

@@ -25,8 +25,8 @@ from dev_server.kernel.model import LLMClient, ModelRequest, ResolvedModel
 from dev_server.kernel.processors import SpanOpener, no_span
 from dev_server.llm.complete import Completion, complete
 from dev_server.observability import spans
-from dev_server.om.options.hooks import CycleTrigger
 from dev_server.om.options.config import DEFAULT_MODEL
+from dev_server.om.options.hooks import CycleTrigger
 from dev_server.storage.om_records import OMRecord
 
 Emit = Callable[..., None]

@@ -25,12 +25,27 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dev_server.kernel.events import DataPart
 from dev_server.kernel.clock import Clock, now_iso
+from dev_server.kernel.events import DataPart
 from dev_server.om.engine.parts import OBSERVATION, REFLECTION
-from dev_server.om.options.extractors import (BUILT_IN_KEYS, CURRENT_TASK, SUGGESTED_RESPONSE, THREAD_TITLE, WORKING_MEMORY,
-                            ExtractContext, Extractor, check_against, object_schema, read_json_object, read_path,
-                            shown, structured_messages, thread_title_extractor, working_memory_extractor, write_path)
+from dev_server.om.options.extractors import (
+    BUILT_IN_KEYS,
+    CURRENT_TASK,
+    SUGGESTED_RESPONSE,
+    THREAD_TITLE,
+    WORKING_MEMORY,
+    ExtractContext,
+    Extractor,
+    check_against,
+    object_schema,
+    read_json_object,
+    read_path,
+    shown,
+    structured_messages,
+    thread_title_extractor,
+    working_memory_extractor,
+    write_path,
+)
 
 if TYPE_CHECKING:
     from dev_server.kernel.messages import Thread

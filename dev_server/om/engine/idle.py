@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dev_server.kernel.clock import parse_iso
+from dev_server.kernel.messages import Message
 from dev_server.kernel.model import ResolvedModel
 from dev_server.om.engine.activation import Trigger
 from dev_server.om.options.config import IdleSetting
-from dev_server.kernel.messages import Message
 
 MINUTE_MS = 60_000
 HOUR_MS = 60 * MINUTE_MS

@@ -19,8 +19,8 @@ from dev_server.kernel.model import ModelRequest, ResolvedModel
 from dev_server.llm.complete import Completion, complete
 from dev_server.observability import spans
 from dev_server.om.engine.cycle_context import OBSERVER_AGENT, CycleContext, describe_error
-from dev_server.om.options.hooks import CycleRun, current_run, current_trigger
 from dev_server.om.options.config import ObservationalMemoryOptions
+from dev_server.om.options.hooks import CycleRun, current_run, current_trigger
 from dev_server.om.options.models import DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MODEL, uses_default_output_limit
 from dev_server.om.tokens.counting import estimate_tokens
 

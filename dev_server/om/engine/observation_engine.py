@@ -35,24 +35,39 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dev_server.kernel.clock import Clock
+from dev_server.kernel.messages import Message
 from dev_server.kernel.model import ResolvedModel
 from dev_server.llm.complete import Completion
-from dev_server.om.engine.cycle_context import (NO_CYCLE_HOOKS, OBSERVER_AGENT, REFLECTOR_AGENT, CycleContext,
-                                               CycleHooks, ModelCaller, call_model, describe_error, om_model)
-from dev_server.om.options.config import ObservationalMemoryOptions
-from dev_server.om.prompting.context import message_boundary
+from dev_server.om.engine.cycle_context import (
+    NO_CYCLE_HOOKS,
+    OBSERVER_AGENT,
+    REFLECTOR_AGENT,
+    CycleContext,
+    CycleHooks,
+    ModelCaller,
+    call_model,
+    describe_error,
+    om_model,
+)
 from dev_server.om.engine.extraction import Extraction, ExtractionResult, end_fields, observed_source
 from dev_server.om.engine.flags import STALE_FLAG_S, settled
+from dev_server.om.engine.output_check import distinct_observations, observer_problem, reflection_problem
+from dev_server.om.engine.parts import OBSERVATION, REFLECTION, Cycle, activation_part, marker_config
+from dev_server.om.options.config import ObservationalMemoryOptions
+from dev_server.om.prompting.context import message_boundary
 from dev_server.om.prompting.groups import message_range, rewrap_reflection, wrap_group
 from dev_server.om.prompting.observer_context import truncate_previous_observations
-from dev_server.om.engine.output_check import distinct_observations, observer_problem, reflection_problem
 from dev_server.om.prompting.parsing import parse_observer_output, parse_reflector_output
-from dev_server.om.engine.parts import OBSERVATION, REFLECTION, Cycle, activation_part, marker_config
-from dev_server.om.prompting.prompts import (observer_messages, observer_system_prompt, reflection_max_level, reflection_start_level,
-                            reflector_messages, reflector_system_prompt)
-from dev_server.om.tokens.counting import estimate_tokens
+from dev_server.om.prompting.prompts import (
+    observer_messages,
+    observer_system_prompt,
+    reflection_max_level,
+    reflection_start_level,
+    reflector_messages,
+    reflector_system_prompt,
+)
 from dev_server.om.prompting.transcript import format_transcript
-from dev_server.kernel.messages import Message
+from dev_server.om.tokens.counting import estimate_tokens
 from dev_server.storage.om_records import OMRecord, OMRecordStore, lookup_key
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from dev_server.kernel.events import DataPart
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, epoch_ms, now_iso
+from dev_server.kernel.events import DataPart
 from dev_server.om.options.config import ObservationalMemoryOptions
 from dev_server.storage.om_records import OMRecord
 

@@ -32,22 +32,22 @@ from typing import Any
 
 import xxhash
 
-from dev_server.om.prompting.context import message_boundary
+from dev_server.kernel.messages import Message
 from dev_server.om.engine.cycle_context import OBSERVER_AGENT, CycleContext, describe_error, om_model
-from dev_server.om.engine.observation_engine import CycleFailed, ObservationEngine
-from dev_server.om.options.extractors import take_inline_values
 from dev_server.om.engine.extraction import OBSERVATION, ExtractionResult, end_fields, observed_source
 from dev_server.om.engine.flags import STALE_FLAG_S
-from dev_server.om.prompting.groups import message_range, wrap_group
+from dev_server.om.engine.observation_engine import CycleFailed, ObservationEngine
 from dev_server.om.engine.output_check import observer_problem
-from dev_server.om.prompting.parsing import ObserverOutput, parse_observer_output
 from dev_server.om.engine.parts import Cycle, marker_config
-from dev_server.om.prompting.prompts import observer_messages, observer_system_prompt
-from dev_server.om.tokens.counting import count_messages, estimate_tokens
-from dev_server.om.prompting.transcript import format_transcript
 from dev_server.om.engine.window import unobserved
+from dev_server.om.options.extractors import take_inline_values
+from dev_server.om.prompting.context import message_boundary
+from dev_server.om.prompting.groups import message_range, wrap_group
+from dev_server.om.prompting.parsing import ObserverOutput, parse_observer_output
+from dev_server.om.prompting.prompts import observer_messages, observer_system_prompt
+from dev_server.om.prompting.transcript import format_transcript
+from dev_server.om.tokens.counting import count_messages, estimate_tokens
 from dev_server.storage.conversations import ConversationStore
-from dev_server.kernel.messages import Message
 from dev_server.storage.om_records import OMRecord
 
 log = logging.getLogger(__name__)

@@ -37,10 +37,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from dev_server.om.options.hooks import NO_HOOKS, Hooks, parse_hooks
-from dev_server.om.options.models import (DEFAULT_MODEL, ModelChoice, parse_model_choice, parse_model_settings,
-                           parse_provider_options)
 from dev_server.om.options.extractors import Extractor, parse_extractors
+from dev_server.om.options.hooks import NO_HOOKS, Hooks, parse_hooks
+from dev_server.om.options.models import (
+    DEFAULT_MODEL,
+    ModelChoice,
+    parse_model_choice,
+    parse_model_settings,
+    parse_provider_options,
+)
 
 MESSAGE_TOKENS = 30_000
 OBSERVATION_TOKENS = 40_000

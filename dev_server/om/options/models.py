@@ -20,9 +20,9 @@ Everything is checked at construction; a bad value is a ``ValueError`` naming th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 DEFAULT_MODEL = "google/gemini-2.5-flash"
 DEFAULT_MAX_OUTPUT_TOKENS = 100_000  # Mastra's, for the default model and ModelByInputTokens only (2.1)

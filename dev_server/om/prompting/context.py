@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from dev_server.kernel.clock import parse_iso, to_iso
@@ -103,7 +103,7 @@ def message_boundary(moment: datetime | str) -> str:
     """The separator written between two batches of observations, blank lines included;
     ``moment`` is the newest message the next batch observed (a naive one is UTC)."""
     if isinstance(moment, datetime):
-        moment = to_iso(moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc))
+        moment = to_iso(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
     return f"\n\n--- message boundary ({moment}) ---\n\n"
 
 
@@ -241,7 +241,7 @@ def observations_as_of(active: str, as_of: datetime) -> str:
     not after ``as_of``. Kept chunks are joined with their own boundary lines, so the result
     still splits into the same chunks. A naive ``as_of`` is taken as UTC."""
     if as_of.tzinfo is None:
-        as_of = as_of.replace(tzinfo=timezone.utc)
+        as_of = as_of.replace(tzinfo=UTC)
     first, rest = _split_with_dates(active.strip())
     kept = first.strip()
     for iso, chunk in rest:

@@ -23,11 +23,21 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from dev_server.kernel.prompt_marks import (COMPRESSION_HEADINGS, CURRENT_TASK_SECTION, HISTORY_HEADING,
-                                            OBSERVER_IDENTITY, PRIOR_METADATA_HEADING,
-                                            REFLECT_HEADING, REFLECTION_REQUEST, REFLECTOR_IDENTITY,
-                                            SHARED_SECTIONS_NOTE, SKIP_HINTS_NOTE, SUGGESTED_RESPONSE_SECTION,
-                                            TASK_HEADING, THREAD_TITLE_SECTION)
+from dev_server.kernel.prompt_marks import (
+    COMPRESSION_HEADINGS,
+    CURRENT_TASK_SECTION,
+    HISTORY_HEADING,
+    OBSERVER_IDENTITY,
+    PRIOR_METADATA_HEADING,
+    REFLECT_HEADING,
+    REFLECTION_REQUEST,
+    REFLECTOR_IDENTITY,
+    SHARED_SECTIONS_NOTE,
+    SKIP_HINTS_NOTE,
+    SUGGESTED_RESPONSE_SECTION,
+    TASK_HEADING,
+    THREAD_TITLE_SECTION,
+)
 from dev_server.om.options.extractors import Extractor
 from dev_server.om.options.extractors import output_sections as extractor_sections
 from dev_server.om.prompting.transcript import Attachment, attachment_parts

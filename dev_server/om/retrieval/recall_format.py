@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dev_server.kernel.clock import parse_iso
+from dev_server.kernel.messages import Message
 from dev_server.om.tokens.counting import format_tool_result
 from dev_server.om.tokens.tokenx import estimate_tokens
-from dev_server.kernel.messages import Message
 
 PAGE_TOKENS = 2_000
 HIGH_TOOL_RESULT_TOKENS = 4_000

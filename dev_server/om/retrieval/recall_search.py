@@ -21,11 +21,18 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dev_server.om.prompting.groups import ObservationGroup, group_of_message, parse_groups
-from dev_server.om.retrieval.recall_format import PAGE_TOKENS, cut_to_tokens, low_detail, message_parts, render, timestamp
-from dev_server.kernel.ports import SemanticSearch, SemanticSearchUnavailable
-from dev_server.storage.conversations import ConversationStore
 from dev_server.kernel.messages import Message, Thread
+from dev_server.kernel.ports import SemanticSearch, SemanticSearchUnavailable
+from dev_server.om.prompting.groups import ObservationGroup, group_of_message, parse_groups
+from dev_server.om.retrieval.recall_format import (
+    PAGE_TOKENS,
+    cut_to_tokens,
+    low_detail,
+    message_parts,
+    render,
+    timestamp,
+)
+from dev_server.storage.conversations import ConversationStore
 
 if TYPE_CHECKING:
     from dev_server.om.engine.observation_engine import ObservationEngine

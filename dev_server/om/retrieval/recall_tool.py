@@ -21,19 +21,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dev_server.kernel.tools import Tool, ToolContext
 from dev_server.kernel.clock import parse_iso
+from dev_server.kernel.messages import Message, Thread
+from dev_server.kernel.tools import Tool, ToolContext
 from dev_server.om.options.config import RetrievalConfig
 from dev_server.om.prompting.groups import is_visible
-from dev_server.om.retrieval.recall_format import (ShownPart, low_detail, matches, message_parts, read_chunk, read_hint,
-                                  render_page, timestamp)
+from dev_server.om.retrieval.recall_format import (
+    ShownPart,
+    low_detail,
+    matches,
+    message_parts,
+    read_chunk,
+    read_hint,
+    render_page,
+    timestamp,
+)
 from dev_server.om.retrieval.recall_search import search
-from dev_server.kernel.messages import Message, Thread
 
 if TYPE_CHECKING:
     from dev_server.kernel.ports import SemanticSearch
@@ -341,7 +349,7 @@ def _created(thread: Thread) -> datetime:
     try:
         return parse_iso(thread.created_at)
     except (TypeError, ValueError):
-        return datetime.min.replace(tzinfo=timezone.utc)
+        return datetime.min.replace(tzinfo=UTC)
 
 
 __all__ = ["Caller", "Recall", "RecallInput", "TOOL_NAME"]
