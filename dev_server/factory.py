@@ -64,8 +64,8 @@ from dev_server.kernel.clock import SYSTEM_CLOCK, Clock
 from dev_server.kernel.model import LLMClient
 from dev_server.llm import LiteLLMClient
 from dev_server.llm.embeddings import Embedder
-from dev_server.observability.telemetry import Telemetry, TelemetryScope, logging_to
-from dev_server.settings import Settings
+from dev_server.observability.telemetry import Telemetry, TelemetryConfig, TelemetryScope, logging_to
+from dev_server.settings import Settings, otlp_target
 from dev_server.storage.composite import OBSERVABILITY, CompositeStore
 from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.leases import ThreadLeases
@@ -206,6 +206,11 @@ def _chores(services: Services, freeze_heap: bool) -> list[Coroutine[None, None,
     return chores
 
 
+def _telemetry_config(settings: Settings) -> TelemetryConfig:
+    return TelemetryConfig(settings.environment, settings.telemetry_queue_size, settings.telemetry_queue_mb,
+                           otlp_target(settings, "traces"), otlp_target(settings, "logs"))
+
+
 def create_app(
     role: str,
     settings: Settings | None = None,
@@ -243,7 +248,7 @@ def create_app(
         semantic_index = SemanticIndex(storage.default, partial(_embedder, llm, settings.embedder),
                                        requested=settings.embedder, clock=clock)
     registry = AgentRegistry(agents, conversations, memories, background=background, semantic_index=semantic_index)
-    telemetry = Telemetry(role, settings, storage) if settings.telemetry else None
+    telemetry = Telemetry(role, _telemetry_config(settings), storage) if settings.telemetry else None
     runner = TurnRunner(llm, tracer=telemetry.tracer if telemetry is not None else None, agents=registry, clock=clock)
     db = conversations.db
     stream_log = StreamLog(db, retention_ms=int(settings.stream_retention_s * 1000),

@@ -357,6 +357,26 @@ def service_token(auth_tokens: str) -> str:
     return hashlib.sha256(f"dev-server service principal\n{auth_tokens}".encode()).hexdigest()
 
 
+def otlp_target(settings: Settings, signal: str) -> tuple[str, dict[str, str] | None]:
+    """The URL the gateway's ``signal`` (``traces`` or ``logs``) exporter posts to, and its headers.
+
+    The standard variables win, as the OTLP exporter specification reads them: the
+    per-signal ``OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT`` as is, else ``OTEL_EXPORTER_OTLP_ENDPOINT``
+    plus ``/v1/<signal>``. They come from the settings (the environment or the .env), so a
+    value in the .env is honoured too; the exporter would only look at the environment.
+    Otherwise the studio's receiver, which with auth on wants the service token. Headers of
+    None let the exporter read ``OTEL_EXPORTER_OTLP_HEADERS`` for a collector.
+    """
+    specific = settings.otel_traces_endpoint if signal == "traces" else settings.otel_logs_endpoint
+    if specific:
+        return specific, None
+    if settings.otel_endpoint:
+        return f"{settings.otel_endpoint.rstrip('/')}/v1/{signal}", None
+    base = (settings.studio_url or f"http://{settings.host}:{settings.studio_port}").rstrip("/")
+    headers = {"Authorization": f"Bearer {service_token(settings.auth_tokens)}"} if settings.auth_tokens else None
+    return f"{base}/v1/{signal}", headers
+
+
 def collect_provider_env(environ: Mapping[str, str], env_file: Path | None) -> dict[str, str]:
     """Provider variables from ``env_file`` and ``environ`` (which wins), empty values dropped."""
     found: dict[str, str] = {}

@@ -152,8 +152,7 @@ def test_otlp_targets_follow_the_standard_variables_read_from_the_env_file_too(t
     """An OTEL_EXPORTER_OTLP_* value in the .env counts like one in the environment (the
     exporters alone would read only the environment, and post to localhost:4318)."""
     from dev_server.auth import service_token
-    from dev_server.observability.telemetry import otlp_target
-    from dev_server.settings import Settings
+    from dev_server.settings import Settings, otlp_target
 
     env_file = tmp_path / ".env"
     env_file.write_text("OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318/\n"

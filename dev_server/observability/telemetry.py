@@ -23,6 +23,7 @@ import socket
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -40,7 +41,6 @@ from dev_server.observability.export_queue import (
     log_size,
     span_size,
 )
-from dev_server.settings import Settings, service_token
 from dev_server.storage.composite import OBSERVABILITY, CompositeStore
 
 log = logging.getLogger(__name__)
@@ -59,18 +59,34 @@ logging.getLogger("opentelemetry.exporter.otlp").setLevel(logging.CRITICAL)
 EXPORT_TIMEOUT_S = 10
 
 
+OtlpTarget = tuple[str, dict[str, str] | None]  # the URL an exporter posts to, and its headers
+
+
+@dataclass(frozen=True)
+class TelemetryConfig:
+    """What telemetry needs of the settings, handed in by the factory: the deployment's
+    name, the export queue's bounds, and where the gateway exports its spans and logs
+    (``dev_server.settings.otlp_target``; the studio stores its own)."""
+
+    environment: str
+    queue_items: int
+    queue_mb: int
+    traces: OtlpTarget
+    logs: OtlpTarget
+
+
 class Telemetry:
     """Built with the app (no thread, no log handler yet: building an app does no I/O), so
     the agents' runner is handed its ``tracer`` at construction; the lifespan ``open``s it
     (the export queues start, the log handler is attached) and ``shutdown`` flushes and
     detaches it. Spans ended before ``open`` go nowhere. Opened once."""
 
-    def __init__(self, role: str, settings: Settings, storage: CompositeStore) -> None:
+    def __init__(self, role: str, config: TelemetryConfig, storage: CompositeStore) -> None:
         self.role = role
-        self._settings = settings
+        self._config = config
         self._storage = storage
         resource = Resource.create({"service.name": f"dev-server-{role}", "service.version": __version__,
-                                    "deployment.environment": settings.environment})
+                                    "deployment.environment": config.environment})
         self.tracer_provider = TracerProvider(resource=resource)
         self.logger_provider = LoggerProvider(resource=resource)
         self.tracer = self.tracer_provider.get_tracer("dev-server", __version__)
@@ -83,9 +99,8 @@ class Telemetry:
         if self.role == "studio":
             span_target, log_target = _direct_exports(self._storage)
         else:
-            span_target, log_target = _otlp_exports(self._settings)
-        bounds = {"max_items": self._settings.telemetry_queue_size,
-                  "max_bytes": self._settings.telemetry_queue_mb * 2**20}
+            span_target, log_target = _otlp_exports(self._config)
+        bounds = {"max_items": self._config.queue_items, "max_bytes": self._config.queue_mb * 2**20}
         self.span_queue = ExportQueue("spans", *span_target, size=span_size, **bounds)
         self.log_queue = ExportQueue("logs", *log_target, size=log_size, **bounds)
         self.tracer_provider.add_span_processor(QueueSpanProcessor(self.span_queue))
@@ -137,14 +152,13 @@ class TelemetryScope:
             await self.app(scope, receive, send)
 
 
-def _otlp_exports(settings: Settings):
+def _otlp_exports(config: TelemetryConfig):
     from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk._logs.export import LogRecordExportResult
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    traces, trace_headers = otlp_target(settings, "traces")
-    logs, log_headers = otlp_target(settings, "logs")
+    (traces, trace_headers), (logs, log_headers) = config.traces, config.logs
     span_exporter = OTLPSpanExporter(endpoint=traces, timeout=EXPORT_TIMEOUT_S, headers=trace_headers)
     log_exporter = OTLPLogExporter(endpoint=logs, timeout=EXPORT_TIMEOUT_S, headers=log_headers)
 
@@ -178,26 +192,6 @@ def accepts_connections(url: str, timeout_s: float = 1.0) -> Callable[[], bool]:
             return False
 
     return check
-
-
-def otlp_target(settings: Settings, signal: str) -> tuple[str, dict[str, str] | None]:
-    """The URL the gateway's ``signal`` (``traces`` or ``logs``) exporter posts to, and its headers.
-
-    The standard variables win, as the OTLP exporter specification reads them: the
-    per-signal ``OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT`` as is, else ``OTEL_EXPORTER_OTLP_ENDPOINT``
-    plus ``/v1/<signal>``. They come from the settings (the environment or the .env), so a
-    value in the .env is honoured too; the exporter would only look at the environment.
-    Otherwise the studio's receiver, which with auth on wants the service token. Headers of
-    None let the exporter read ``OTEL_EXPORTER_OTLP_HEADERS`` for a collector.
-    """
-    specific = settings.otel_traces_endpoint if signal == "traces" else settings.otel_logs_endpoint
-    if specific:
-        return specific, None
-    if settings.otel_endpoint:
-        return f"{settings.otel_endpoint.rstrip('/')}/v1/{signal}", None
-    base = (settings.studio_url or f"http://{settings.host}:{settings.studio_port}").rstrip("/")
-    headers = {"Authorization": f"Bearer {service_token(settings.auth_tokens)}"} if settings.auth_tokens else None
-    return f"{base}/v1/{signal}", headers
 
 
 def _direct_exports(storage: CompositeStore):
