@@ -41,11 +41,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import Span  # noqa: E402
 
-from dev_server.observability.otlp_mapping import SPAN_COLUMNS, TRACE_COLUMNS, spans_from_request  # noqa: E402
-from dev_server.observability.where import compile_where  # noqa: E402
-from dev_server.observability.writer import ObservabilityWriter  # noqa: E402
+from dev_server.observability.otlp_mapping import spans_from_request  # noqa: E402
 from dev_server.storage.duckdb_store import DuckDBStore  # noqa: E402
 from dev_server.storage.migrate import apply_duckdb, load_migrations  # noqa: E402
+from dev_server.storage.observability.columns import SPAN_COLUMNS, TRACE_COLUMNS  # noqa: E402
+from dev_server.storage.observability.where import compile_where  # noqa: E402
+from dev_server.storage.observability.writer import ObservabilityWriter  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
 BATCH, TREE, QUERY_SPANS = 512, 8, 1_000_000

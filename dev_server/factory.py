@@ -79,7 +79,7 @@ log = logging.getLogger(__name__)
 
 async def _retention(storage: CompositeStore, days: int) -> None:
     """Drop observability rows older than ``days``, at start and then hourly."""
-    from dev_server.observability.writer import ObservabilityWriter
+    from dev_server.storage.observability.writer import ObservabilityWriter
 
     while True:
         if storage.has(OBSERVABILITY):

@@ -24,10 +24,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from dev_server.api import otlp
-from dev_server.observability.otlp_mapping import SPAN_COLUMNS, TRACE_COLUMNS, input_preview, spans_from_request
-from dev_server.observability.writer import ObservabilityWriter, RowsRejected, Written
+from dev_server.observability.otlp_mapping import input_preview, spans_from_request
 from dev_server.settings import Settings
 from dev_server.storage.duckdb_store import DuckDBStore
+from dev_server.storage.observability.columns import SPAN_COLUMNS, TRACE_COLUMNS
+from dev_server.storage.observability.writer import ObservabilityWriter, RowsRejected, Written
 from tests.kit.servers import serve, server_fixture
 from tests.kit.traces import SPAN_HEX, TRACE_HEX, json_request, log_request, rows
 

@@ -42,8 +42,8 @@ from dev_server.api.studio.observability import ObservabilityStoreDep
 from dev_server.auth import SERVICE_PRINCIPAL, resource_for
 from dev_server.json_finite import NonFiniteNumber, loads_finite
 from dev_server.observability.otlp_mapping import OtlpDecodeError, logs_from_request, spans_from_request
-from dev_server.observability.writer import ObservabilityWriter, RowsRejected
 from dev_server.storage.errors import StorageError
+from dev_server.storage.observability.writer import ObservabilityWriter, RowsRejected
 
 router = APIRouter()
 

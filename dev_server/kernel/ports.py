@@ -47,6 +47,22 @@ class ThreadMessages(Protocol):
                             resource_id: str | None = None) -> Thread | None: ...
 
 
+class ResourceConversations(ThreadMessages, Protocol):
+    """Reads across all the threads of a resource, as Observational Memory needs them in
+    resource scope and for its recall tool: the threads newest first, the messages newer
+    than each thread's own cursor (an ISO time at ``cursor_path`` in the thread's metadata),
+    and a text search with each hit's thread title."""
+
+    async def list_threads(self, *, resource_id: str | None = None, order_by: Literal["createdAt", "updatedAt"] = ...,
+                           page: int = 0, per_page: int | None = 100) -> tuple[list[Thread], int]: ...
+
+    async def resource_messages_after(self, resource_id: str, exclude_thread_id: str,
+                                      cursor_path: str) -> list[Message]: ...
+
+    async def search_messages(self, text: str, *, resource_id: str | None, thread_id: str | None,
+                              limit: int) -> list[tuple[Message, str]]: ...
+
+
 class ThreadTitles(ThreadMessages, Protocol):
     """The threads, and where a generated title goes: only onto a thread still in
     ``resource_id`` whose title still starts with ``placeholder`` (or is empty); True when
@@ -95,10 +111,11 @@ class WorkingMemoryDocument(Protocol):
 
 
 class Emit(Protocol):
-    """The part channel into the live stream (``StepContext.emit``): durable parts are also
-    kept in the reply."""
+    """The part channel into the live stream (``StepContext.emit``, or a background job's
+    sink, which keeps what it emits once the reply is gone): durable parts are also kept in
+    the reply. Each channel has its own default for ``durable``."""
 
-    def __call__(self, part: DataPart, *, durable: bool = False) -> None: ...
+    def __call__(self, part: DataPart, *, durable: bool = ...) -> None: ...
 
 
 JobFactory = Callable[[], Awaitable[Any]]
@@ -111,5 +128,5 @@ class BackgroundJobs(Protocol):
     def submit(self, key: str, factory: JobFactory) -> bool: ...
 
 
-__all__ = ["BackgroundJobs", "Emit", "JobFactory", "SemanticHit", "SemanticSearch",
+__all__ = ["BackgroundJobs", "Emit", "JobFactory", "ResourceConversations", "SemanticHit", "SemanticSearch",
            "SemanticSearchUnavailable", "ThreadMessages", "ThreadTitles", "WorkingMemoryDocument"]

@@ -36,16 +36,7 @@ import orjson
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-SPAN_COLUMNS = ("trace_id", "span_id", "parent_span_id", "name", "span_type", "is_event", "status", "started_at",
-                "ended_at", "entity_type", "entity_id", "entity_name", "run_id", "thread_id", "resource_id",
-                "user_id", "environment", "service_name", "attributes", "metadata", "input", "output", "error",
-                "tags", "links", "created_at", "updated_at")
-TRACE_COLUMNS = ("trace_id", "root_span_id", "name", "status", "started_at", "ended_at", "entity_type", "entity_id",
-                 "entity_name", "thread_id", "resource_id", "run_id", "environment", "service_name", "metadata",
-                 "input_preview", "created_at")
-LOG_COLUMNS = ("log_id", "timestamp", "level", "message", "data", "tags", "trace_id", "span_id", "entity_type",
-               "entity_id", "entity_name", "thread_id", "resource_id", "run_id", "service_name", "environment",
-               "metadata")
+from dev_server.storage.observability.columns import SPAN_COLUMNS, TRACE_COLUMNS
 
 PREVIEW_CHARS = 200
 STATUS_CODE_ERROR = 2

@@ -17,8 +17,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from dev_server.kernel.clock import parse_iso
-from dev_server.observability.query_fields import SCOPES
-from dev_server.observability.where import TraceQueryInvalid, check_text
+from dev_server.storage.observability.query_fields import SCOPES
+from dev_server.storage.observability.where import TraceQueryInvalid, check_text
 
 MAX_DISCOVERY_RANGE = timedelta(days=31)
 

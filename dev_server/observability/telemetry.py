@@ -199,7 +199,7 @@ def _direct_exports(storage: CompositeStore):
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
     from dev_server.observability.otlp_mapping import logs_from_request, spans_from_request
-    from dev_server.observability.writer import ObservabilityWriter
+    from dev_server.storage.observability.writer import ObservabilityWriter
 
     def writer() -> ObservabilityWriter | None:
         return ObservabilityWriter(storage.domain(OBSERVABILITY)) if storage.has(OBSERVABILITY) else None

@@ -67,7 +67,7 @@ from dev_server.om.tokens.counting import count_message, count_messages
 from dev_server.storage.om_records import OMRecord, thread_om
 
 if TYPE_CHECKING:
-    from dev_server.storage.conversations import ConversationStore
+    from dev_server.kernel.ports import ResourceConversations
 
 log = logging.getLogger(__name__)
 ReflectAhead = Callable[[OMRecord], Awaitable[bool]]  # starts a buffered reflection (dev_server.om.engine.buffering)
@@ -134,7 +134,7 @@ class OMTurn(TurnProcessor):
 class ObservationalMemoryStep:
     name = "observational-memory"
 
-    def __init__(self, store: ConversationStore, search: SemanticSearch, engine: ObservationEngine,
+    def __init__(self, store: ResourceConversations, search: SemanticSearch, engine: ObservationEngine,
                  buffering: Buffering) -> None:
         self.store = store
         self.search = search  # the recall tool's search by meaning (retrieval ``vector``)
@@ -416,7 +416,7 @@ class BufferOnIdle(TurnProcessor):
 
     name = "om-buffer-on-idle"
 
-    def __init__(self, store: ConversationStore, engine: ObservationEngine, buffering: Buffering) -> None:
+    def __init__(self, store: ResourceConversations, engine: ObservationEngine, buffering: Buffering) -> None:
         self.store = store
         self.engine = engine
         self.buffering = buffering

@@ -1,5 +1,5 @@
 """Metrics routes of the Mastra API (Mastra's Studio REST contract 6.7), computed from the span rows by
-``dev_server.observability.metrics``: ``POST /observability/metrics/{aggregate,breakdown,timeseries,
+``dev_server.storage.observability.metrics``: ``POST /observability/metrics/{aggregate,breakdown,timeseries,
 percentiles}`` and ``GET /observability/discovery/metric-{names,label-keys,label-values}``.
 
 Bodies are typed models checked against the OpenAPI field lists: a bad metric name,
@@ -21,8 +21,8 @@ from dev_server.api.deps import ForcedResource, MastraQuery
 from dev_server.api.query import Query
 from dev_server.api.studio.observability import ObservabilityStoreDep
 from dev_server.kernel.errors import invalid
-from dev_server.observability import metrics
 from dev_server.observability.query_models import IsoTime, Text
+from dev_server.storage.observability import metrics
 
 router = APIRouter(prefix="/api/observability")
 

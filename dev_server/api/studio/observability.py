@@ -29,15 +29,15 @@ from fastapi.routing import APIRoute
 from dev_server.api.deps import ForcedResource, MastraQuery, StorageDep
 from dev_server.api.query import Query, iso_time
 from dev_server.kernel.errors import NotFound, invalid
-from dev_server.observability import discovery, reads
 from dev_server.observability.otlp_mapping import input_preview
-from dev_server.observability.query_fields import field as query_field
 from dev_server.observability.query_models import FieldsQuery, TraceQuery, ValuesQuery
-from dev_server.observability.reads import CursorError
-from dev_server.observability.where import TraceQueryInvalid
-from dev_server.observability.where import invalid as query_invalid
 from dev_server.storage.composite import OBSERVABILITY, DomainUnavailable
 from dev_server.storage.duckdb_store import DuckDBStore
+from dev_server.storage.observability import discovery, reads
+from dev_server.storage.observability.query_fields import field as query_field
+from dev_server.storage.observability.reads import CursorError
+from dev_server.storage.observability.where import TraceQueryInvalid
+from dev_server.storage.observability.where import invalid as query_invalid
 
 MAX_PER_PAGE = 100
 MAX_PAGE = 2 ** 53 - 1  # Mastra's bound; page * perPage still fits DuckDB's 64-bit OFFSET

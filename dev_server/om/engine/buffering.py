@@ -49,9 +49,9 @@ from dev_server.storage.om_records import Flag, OMRecord
 
 if TYPE_CHECKING:
     from dev_server.background import BackgroundWork
+    from dev_server.kernel.ports import ResourceConversations
     from dev_server.kernel.processors import StepContext
     from dev_server.om.engine.observation_engine import ObservationEngine
-    from dev_server.storage.conversations import ConversationStore
     from dev_server.storage.om_records import OMRecordStore
 
 log = logging.getLogger(__name__)
@@ -146,7 +146,7 @@ class QueuedCandidates:
     def of(cls, thread_id: str, messages: Sequence[Message]) -> QueuedCandidates:
         return cls(thread_id, tuple(m.id for m in messages), min(m.created_at for m in messages), messages[-1])
 
-    async def read(self, store: ConversationStore) -> list[Message]:
+    async def read(self, store: ResourceConversations) -> list[Message]:
         """The messages still stored, in thread order, as they are now (the newest as queued
         while it is not stored yet)."""
         wanted = set(self.ids)
@@ -162,7 +162,7 @@ class Buffering:
     without one (a bare engine) it holds the messages themselves."""
 
     def __init__(self, engine: ObservationEngine, background: BackgroundWork | None,
-                 store: ConversationStore | None = None) -> None:
+                 store: ResourceConversations | None = None) -> None:
         self.engine = engine
         self.background = background
         self.store = store

@@ -15,13 +15,14 @@ Nothing is overridden: an engine built without a caller or hooks runs the bare c
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dev_server.kernel.events import DataPart
 from dev_server.kernel.model import LLMClient, ModelRequest, ResolvedModel
+from dev_server.kernel.ports import Emit
 from dev_server.kernel.processors import SpanOpener, no_span
 from dev_server.llm.complete import Completion, complete
 from dev_server.observability import spans
@@ -29,7 +30,6 @@ from dev_server.om.options.config import DEFAULT_MODEL
 from dev_server.om.options.hooks import CycleTrigger
 from dev_server.storage.om_records import OMRecord
 
-Emit = Callable[..., None]
 # Mastra's observer and reflector are agents by these names (their model calls' spans)
 OBSERVER_AGENT = "observational-memory-observer"
 REFLECTOR_AGENT = "observational-memory-reflector"

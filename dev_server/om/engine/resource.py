@@ -33,6 +33,7 @@ from typing import Any
 import xxhash
 
 from dev_server.kernel.messages import Message
+from dev_server.kernel.ports import ResourceConversations
 from dev_server.om.engine.cycle_context import OBSERVER_AGENT, CycleContext, describe_error, om_model
 from dev_server.om.engine.extraction import OBSERVATION, ExtractionResult, end_fields, observed_source
 from dev_server.om.engine.flags import STALE_FLAG_S
@@ -47,7 +48,6 @@ from dev_server.om.prompting.parsing import ObserverOutput, parse_observer_outpu
 from dev_server.om.prompting.prompts import observer_messages, observer_system_prompt
 from dev_server.om.prompting.transcript import format_transcript
 from dev_server.om.tokens.counting import count_messages, estimate_tokens
-from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.om_records import OMRecord
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def section_id(thread_id: str, obscure: bool) -> str:
     return xxhash.xxh32_hexdigest(thread_id.encode()) if obscure else thread_id
 
 
-async def other_threads(store: ConversationStore, record: OMRecord, resource_id: str,
+async def other_threads(store: ResourceConversations, record: OMRecord, resource_id: str,
                         current: str) -> dict[str, list[Message]]:
     """The unobserved messages of the resource's other threads (each from its own cursor),
     by thread, the thread with the oldest first; one read for the whole resource."""

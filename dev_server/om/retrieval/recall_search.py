@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dev_server.kernel.messages import Message, Thread
-from dev_server.kernel.ports import SemanticSearch, SemanticSearchUnavailable
+from dev_server.kernel.ports import ResourceConversations, SemanticSearch, SemanticSearchUnavailable
 from dev_server.om.prompting.groups import ObservationGroup, group_of_message, parse_groups
 from dev_server.om.retrieval.recall_format import (
     PAGE_TOKENS,
@@ -32,7 +32,6 @@ from dev_server.om.retrieval.recall_format import (
     render,
     timestamp,
 )
-from dev_server.storage.conversations import ConversationStore
 
 if TYPE_CHECKING:
     from dev_server.om.engine.observation_engine import ObservationEngine
@@ -43,7 +42,7 @@ _WORD = re.compile(r"\w{3,}")
 _MAX_WORDS = 8
 
 
-async def keyword_hits(store: ConversationStore, query: str, *, resource_id: str, thread_id: str | None,
+async def keyword_hits(store: ResourceConversations, query: str, *, resource_id: str, thread_id: str | None,
                        limit: int, exclude: Collection[str] = ()) -> list[tuple[Message, float]]:
     """Full-text matches, best first: the whole query as a phrase (score 1); when nothing
     holds the phrase, messages holding some of its words (score: 0.9 times the share of
@@ -75,7 +74,7 @@ async def keyword_hits(store: ConversationStore, query: str, *, resource_id: str
 class _Lookups:
     """What one search reads more than once: threads, records' groups, range ends."""
 
-    store: ConversationStore
+    store: ResourceConversations
     engine: ObservationEngine
     resource_id: str
     threads: dict[str, Thread | None] = field(default_factory=dict)
@@ -119,7 +118,7 @@ def _section(number: int, thread: Thread, current: bool, score: float, message: 
     return "\n".join(lines)
 
 
-async def search(store: ConversationStore, semantic: SemanticSearch, engine: ObservationEngine, *,
+async def search(store: ResourceConversations, semantic: SemanticSearch, engine: ObservationEngine, *,
                  query: str, resource_id: str,
                  current: Thread, thread_id: str | None, vector: bool, top_k: int | None,
                  exclude: Collection[str] = ()) -> dict[str, Any]:

@@ -44,9 +44,8 @@ from dev_server.om.retrieval.recall_format import (
 from dev_server.om.retrieval.recall_search import search
 
 if TYPE_CHECKING:
-    from dev_server.kernel.ports import SemanticSearch
+    from dev_server.kernel.ports import ResourceConversations, SemanticSearch
     from dev_server.om.engine.observation_engine import ObservationEngine
-    from dev_server.storage.conversations import ConversationStore
 
 TOOL_NAME = "recall"
 MAX_LIMIT = 20
@@ -111,7 +110,7 @@ class Caller:
 
 
 class Recall:
-    def __init__(self, store: ConversationStore, semantic: SemanticSearch, engine: ObservationEngine,
+    def __init__(self, store: ResourceConversations, semantic: SemanticSearch, engine: ObservationEngine,
                  config: RetrievalConfig) -> None:
         self.store = store
         self.semantic = semantic  # search by meaning (retrieval ``vector``)

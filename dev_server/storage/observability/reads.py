@@ -14,8 +14,8 @@ from datetime import datetime
 from typing import Any
 
 from dev_server.kernel.clock import parse_iso, to_iso
-from dev_server.observability.where import compile_where
 from dev_server.storage.duckdb_store import DuckDBStore
+from dev_server.storage.observability.where import compile_where
 
 JSON_COLUMNS = {"attributes", "metadata", "input", "output", "error", "tags", "links", "request_context", "data"}
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from dev_server.observability.otlp_mapping import LOG_COLUMNS, SPAN_COLUMNS, TRACE_COLUMNS
 from dev_server.storage.duckdb_store import DuckDBStore
 from dev_server.storage.errors import StorageError, first_line
+from dev_server.storage.observability.columns import LOG_COLUMNS, SPAN_COLUMNS, TRACE_COLUMNS
 
 Rows = Sequence[Sequence[Any]]
 

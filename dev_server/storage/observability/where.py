@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from dev_server.kernel.clock import parse_iso
-from dev_server.observability.query_fields import expression, field
+from dev_server.storage.observability.query_fields import expression, field
 
 MAX_DEPTH, MAX_NODES, MAX_RELATED, MAX_SET, MAX_LITERALS, MAX_STRING_BYTES = 12, 100, 8, 100, 1000, 4096
 _COMPARE = {"eq": "=", "ne": "IS DISTINCT FROM", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}

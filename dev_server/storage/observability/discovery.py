@@ -16,8 +16,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from dev_server.observability.query_fields import MAX_PATH_BYTES, canonical, expression
 from dev_server.storage.duckdb_store import DuckDBStore
+from dev_server.storage.observability.query_fields import MAX_PATH_BYTES, canonical, expression
 
 MAX_VALUE_BYTES = 4096
 

@@ -1,0 +1,15 @@
+"""The columns of the observability tables (migrations/duckdb), in the order rows are
+written: what the OTLP mapping builds its row tuples in and the writer appends. No imports,
+so a process that only maps spans does not load DuckDB.
+"""
+
+SPAN_COLUMNS = ("trace_id", "span_id", "parent_span_id", "name", "span_type", "is_event", "status", "started_at",
+                "ended_at", "entity_type", "entity_id", "entity_name", "run_id", "thread_id", "resource_id",
+                "user_id", "environment", "service_name", "attributes", "metadata", "input", "output", "error",
+                "tags", "links", "created_at", "updated_at")
+TRACE_COLUMNS = ("trace_id", "root_span_id", "name", "status", "started_at", "ended_at", "entity_type", "entity_id",
+                 "entity_name", "thread_id", "resource_id", "run_id", "environment", "service_name", "metadata",
+                 "input_preview", "created_at")
+LOG_COLUMNS = ("log_id", "timestamp", "level", "message", "data", "tags", "trace_id", "span_id", "entity_type",
+               "entity_id", "entity_name", "thread_id", "resource_id", "run_id", "service_name", "environment",
+               "metadata")
