@@ -2,7 +2,7 @@
 
 An ``Authenticator`` turns a request into a principal id, or raises ``Unauthorized``.
 With a principal, the resource of everything the request touches is forced to
-``user:<principal>`` and whatever resource the client sent is ignored (the design notes 6).
+``user:<principal>`` and whatever resource the client sent is ignored (docs/architecture.md#decisions).
 The built-in one maps bearer tokens to principals (``DEV_SERVER_AUTH_TOKENS=tok=alice``);
 a deployment plugs its own in through ``create_app(..., authenticator=...)``.
 """

@@ -66,7 +66,7 @@ def judge(label: str, response, server_errors: Counter) -> str | None:
 
 def is_error_body(body: object) -> bool:
     """The two error shapes of the contract: ``{"error"}``, and the trace-query family's
-    ``{"code", "message"}`` (Mastra's Studio REST contract section 1)."""
+    ``{"code", "message"}`` (Mastra's Studio REST API: conventions)."""
     if not isinstance(body, dict):
         return False
     return isinstance(body.get("error"), str) or (isinstance(body.get("code"), str)

@@ -1,4 +1,4 @@
-"""Async buffering's rules and storage on real SQLite files (Mastra's Observational Memory contract 2.4-2.6):
+"""Async buffering's rules and storage on real SQLite files (docs/observational-memory.md#buffering, #reflection):
 the interval ramp, the safe prefix, the chunk choice, the idle and provider-change
 triggers, and the record operations that must hold across processes (one activation per
 chunk, stale flags taken over, a buffered reflection swapped in once)."""

@@ -1,4 +1,4 @@
-"""Observational Memory's options: Mastra's defaults, resolution and checks (Mastra's Observational Memory contract 2.1),
+"""Observational Memory's options: Mastra's defaults, resolution and checks (docs/observational-memory.md#thresholds),
 and the ``DEV_SERVER_OM_*`` settings."""
 
 from __future__ import annotations

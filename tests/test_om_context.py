@@ -1,4 +1,4 @@
-"""Context injection (dev_server.om.prompting.context, dev_server.om.prompting.relative_time; Mastra's Observational Memory contract §3, §8).
+"""Context injection (dev_server.om.prompting.context, dev_server.om.prompting.relative_time; docs/observational-memory.md#context, #manual-api).
 
 Pure functions, checked directly: each optimisation rule on its own, relative dates and
 gap lines against a fixed "now", the order and count of the injected system messages,

@@ -3,7 +3,7 @@
 
 Small thresholds (300 message tokens, 400 observation tokens, no async buffering) drive a
 whole observe -> reflect cycle with the built-in local model as actor, observer and
-reflector. The fields are those of Mastra's Observational Memory contract 6. The record is
+reflector. The fields are those of docs/observational-memory.md#stream-parts. The record is
 read back through a studio on the same data dir with ``@mastra/client-js``.
 
 The tests whose subject is a part's format make their turns with ``judged_turn`` (the SDK's

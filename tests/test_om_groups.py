@@ -1,5 +1,5 @@
 """Observational Memory's retrieval mode, its observation groups (issue 13, item 6;
-Mastra's Observational Memory contract 4.4, 4.5, 7).
+docs/observational-memory.md#reflection, #retrieval).
 
 On real SQLite files with the built-in local model as observer and reflector: the
 ``retrieval`` options and their checks, observation groups written by a real observation

@@ -1,5 +1,5 @@
 """dev_server.om.prompting.prompts, dev_server.om.prompting.transcript, dev_server.om.prompting.parsing: what the observer and reflector are told,
-how history is shown to the observer, and how their answers are read (Mastra's Observational Memory contract §4).
+how history is shown to the observer, and how their answers are read (docs/observational-memory.md#prompts).
 
 Pure functions, no model: transcripts are built from ``Message`` values in UTC.
 """

@@ -1,4 +1,4 @@
-"""Observational Memory's ``recall`` tool (issue 13, item 6; Mastra's Observational Memory contract 7).
+"""Observational Memory's ``recall`` tool (issue 13, item 6; docs/observational-memory.md#retrieval).
 
 On real SQLite files with the built-in local model: the tool's three modes (messages,
 threads, search by keyword and by meaning), the limits of its scopes, and one real turn in

@@ -1,5 +1,5 @@
 """Observational Memory's records on real SQLite files, and which messages are unobserved
-(Mastra's Observational Memory contract 1.1, 1.4)."""
+(docs/observational-memory.md#record)."""
 
 from __future__ import annotations
 

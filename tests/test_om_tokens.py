@@ -1,6 +1,6 @@
 """Token estimation for Observational Memory (``dev_server.om.tokens.counting``, ``dev_server.om.tokens.attachments``).
 
-The tokenx vectors and message examples are those of Mastra's Observational Memory contract §5. The fast
+The tokenx vectors and message examples are those of docs/observational-memory.md#tokens. The fast
 ``estimate_tokens`` is checked against ``reference_tokenx`` below, a line-by-line port of
 tokenx 1.3.0's ``estimateTokenCount`` (split, then price each segment), on trap characters
 and random text.

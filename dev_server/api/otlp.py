@@ -1,6 +1,6 @@
 """The studio's OTLP/HTTP receivers: ``POST /v1/traces`` and ``POST /v1/logs``.
 
-Only the studio may open the DuckDB file (the design notes decision 5), so the gateway's
+Only the studio may open the DuckDB file (docs/architecture.md#decisions), so the gateway's
 OpenTelemetry exporters send here, and so may any OTLP/HTTP sender. A body is
 ``application/x-protobuf`` (the default) or OTLP/JSON, plain or gzip. Replies follow the
 OTLP spec's HTTP rules where a sender acts on them: 200 with an Export*Response in the

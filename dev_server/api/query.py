@@ -1,4 +1,4 @@
-"""Query strings in the three encodings Mastra's clients send (Mastra's Studio REST contract section 1).
+"""Query strings in the three encodings Mastra's clients send (Mastra's Studio REST API: conventions).
 
 - plain scalars: ``page=0&perPage=40``;
 - JSON in one parameter: ``orderBy={"field":"createdAt","direction":"DESC"}``;

@@ -1,7 +1,7 @@
 """Message shapes and the conversions between them.
 
 - UI message (AI SDK, what ``useChat`` sends): ``{id, role, parts: [...], metadata?}``.
-- Stored message (Mastra's "MastraDBMessage", content format 2; Mastra's Studio REST contract 5.9):
+- Stored message (Mastra's "MastraDBMessage", content format 2; Mastra's Studio REST API: stored message format):
   ``content = {format: 2, parts: [...], content: <flat text>, metadata?}``.
 - Model message (what litellm takes): ``{role, content}``; ``content`` is the flat text, or,
   when a user message carries files, a list of OpenAI content parts: ``text``, an image as

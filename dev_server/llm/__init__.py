@@ -2,7 +2,7 @@
 protocol (``dev_server.kernel.model``), the local model and embedder, a scripted double.
 
 Importing this package does not import litellm (that costs seconds and, unconfigured,
-reaches the network); ``prepare_litellm()`` does it on first use. See the design notes decision 8.
+reaches the network); ``prepare_litellm()`` does it on first use. See docs/architecture.md#decisions.
 """
 
 from dev_server.llm.client import LiteLLMClient

@@ -1,6 +1,6 @@
 """A bounded, retrying export queue between OpenTelemetry and an exporter.
 
-Observability must never block or fail a chat (the design notes decision 5). The SDK's batch
+Observability must never block or fail a chat (docs/architecture.md#decisions). The SDK's batch
 processors drop *new* items when full and give up on a batch whose export failed, so
 spans made while the studio is down would be lost. This queue keeps finished spans (or
 log records) in memory up to ``max_items`` and ``max_bytes``; when full it drops the

@@ -1,9 +1,9 @@
 """OTLP export requests -> rows of ``spans``, ``traces`` and ``logs`` (pure, no I/O).
 
-The gateway cannot open the DuckDB file (the design notes decision 5), so its spans and logs
+The gateway cannot open the DuckDB file (docs/architecture.md#decisions), so its spans and logs
 arrive at the studio as OTLP/HTTP; the studio's own go through the same mapping. The
 ``mastra.*`` attributes our instrumentation sets become the Mastra row fields of
-Mastra's Studio REST contract section 6; every other attribute (third-party instrumentation) is kept in
+Mastra's Studio REST API: observability; every other attribute (third-party instrumentation) is kept in
 the row's ``attributes`` (spans) or ``data`` (logs) JSON.
 
 A request is decoded whole or refused whole (``OtlpDecodeError``, a 400): ids of the

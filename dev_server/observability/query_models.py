@@ -1,4 +1,4 @@
-"""Request bodies of the trace query routes (Mastra's Studio REST contract 6.1, Mastra's trace query).
+"""Request bodies of the trace query routes (Mastra's Studio REST API: trace query, Mastra's trace query).
 
 ``TraceQuery`` is ``POST /observability/traces/query``; ``FieldsQuery`` / ``ValuesQuery`` are
 ``.../query/fields`` and ``.../query/values``. Types are strict, as Mastra's schema is: a

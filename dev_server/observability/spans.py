@@ -1,4 +1,4 @@
-"""Spans of an agent run, in the tree the Studio renders (Mastra's Studio REST contract 6.3):
+"""Spans of an agent run, in the tree the Studio renders (Mastra's Studio REST API: trace detail):
 
     agent_run  "agent run: '<agentId>'"     input = the user's message, output {text}
     ├── memory_operation  "memory: save messages" / "memory: save reply"

@@ -1,6 +1,6 @@
 """One process's OpenTelemetry: a tracer for agent runs and a handler for ``dev_server`` logs.
 
-Where the spans and logs go depends on who owns the DuckDB file (the design notes decision 5):
+Where the spans and logs go depends on who owns the DuckDB file (docs/architecture.md#decisions):
 
 - the studio writes them straight into its observability store, through the same OTLP
   mapping its ``/v1/traces`` and ``/v1/logs`` receivers use;

@@ -1,11 +1,11 @@
-"""Observational Memory as processors of the step loop (the design notes decision 10).
+"""Observational Memory as processors of the step loop (docs/architecture.md#decisions).
 
 With OM on, ``ObservationalMemoryStep`` takes the history window's place. Its turn object
 (``OMTurn``, ``dev_server.kernel.processors``) decides once per turn, on its first
 ``before_step``, and keeps what it decided (``TurnView``) for the later steps: it reads
 the active record (created on first use) and the thread's unobserved messages
 (``dev_server.om.engine.window``), counts them (``dev_server.om.tokens.counting``), then follows the decision
-order of Mastra's Observational Memory contract 2.3: buffered chunks are activated when the window reached
+order of docs/observational-memory.md#decision-order: buffered chunks are activated when the window reached
 its threshold or the provider's cache went cold (``dev_server.om.engine.activation``, ``dev_server.om.engine.idle``);
 the log is reflected, or a buffered reflection swapped in or started (``dev_server.om.engine.observation_engine``);
 a background observer is started when the window crossed another buffering interval
@@ -187,7 +187,7 @@ class ObservationalMemoryStep:
         return history
 
     async def _first_step(self, step: StepContext, turn: OMTurn) -> TurnView:
-        """Mastra's Observational Memory contract 2.3 on the turn's first step: activation,
+        """docs/observational-memory.md#decision-order on the turn's first step: activation,
         reflection, buffering, and the threshold's observation, in that order."""
         thread = step.thread
         assert thread is not None

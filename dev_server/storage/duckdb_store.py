@@ -1,7 +1,7 @@
 """The observability store: spans, traces and logs in one DuckDB file.
 
 DuckDB allows one process to hold a file read-write and refuses every other process, even
-read-only, so only the studio opens it (the design notes decision 5). The Python API is blocking
+read-only, so only the studio opens it (docs/architecture.md#decisions). The Python API is blocking
 and a connection must not be used from two threads at once, so every call runs on one
 dedicated worker thread. Inserts go through DuckDB's appender: measured on this machine,
 about 200x faster than ``executemany`` for the same rows.

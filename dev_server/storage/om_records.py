@@ -1,6 +1,6 @@
 """Observational Memory records on the default store; the only module that writes their SQL.
 
-One row per generation (``mastra_observational_memory``, Mastra's Observational Memory contract 1.1): the
+One row per generation (``mastra_observational_memory``, docs/observational-memory.md#record): the
 row with the highest ``generation_count`` for a lookup key (``thread:<id>`` or
 ``resource:<id>``) is the active record, and a reflection inserts the next generation
 instead of changing the old one. Both processes open the same database, so what the

@@ -1,4 +1,4 @@
-"""The default store on a libsql server (sqld): the way out of one machine (the design notes decision 4).
+"""The default store on a libsql server (sqld): the way out of one machine (docs/architecture.md#decisions).
 
 Same interface as ``LibSQLStore`` (``fetch_all``, ``fetch_one``, ``run_write``), so every
 store above it runs its SQL unchanged. ``DEV_SERVER_DB_URL=http://host:port`` (or

@@ -1,4 +1,4 @@
-"""Mastra's own stream chunks, what the Studio and ``@mastra/client-js`` read (Mastra's Studio REST contract 4.3).
+"""Mastra's own stream chunks, what the Studio and ``@mastra/client-js`` read (Mastra's Studio REST API: agent runs).
 
 Every chunk is ``{type, runId, from: "AGENT", payload}``. ``encode_run`` translates a run's
 events (``dev_server.kernel.events``) into the sequence Mastra's server sends: start, then

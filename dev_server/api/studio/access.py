@@ -2,7 +2,7 @@
 
 With authentication on, every route works inside the principal's resource (``user:<id>``)
 whatever the client asks for; a thread of another resource is "Thread not found", and a
-list without a resource never shows other users' threads (the design notes, the published Mastra
+list without a resource never shows other users' threads (docs/architecture.md#decisions, the published Mastra
 advisory). With it off, a client may name any resource, and the resource it names is the
 one stored (Mastra's semantics).
 

@@ -4,7 +4,7 @@ signal routes), as typed models FastAPI validates before a handler runs (the app
 
 ``messages`` may be a string, ``{role, content}`` items (content a string or parts), AI SDK
 UI messages (``parts``) or stored messages (``content.format == 2``): all become stored
-messages. ``memory: {thread, resource}`` is how a thread is named (Mastra's Studio REST contract 4.3).
+messages. ``memory: {thread, resource}`` is how a thread is named (Mastra's Studio REST API: agent runs).
 
 Client tools (client-js's client-tool loop): ``clientTools`` (name -> ``{description,
 inputSchema}``, JSON schemas) are offered to the model for that run only. When one was

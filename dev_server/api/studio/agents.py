@@ -1,4 +1,4 @@
-"""Agent routes of the Mastra API (Mastra's Studio REST contract section 4): list, detail, and runs.
+"""Agent routes of the Mastra API (Mastra's Studio REST API: agents): list, detail, and runs.
 
 Runs take only the new message(s); with ``memory: {thread, resource}`` the history comes
 from memory and the turn is stored, exactly as on the gateway: every run starts through

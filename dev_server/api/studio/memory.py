@@ -1,4 +1,4 @@
-"""Memory routes of the Mastra API (Mastra's Studio REST contract section 5): threads, messages, working
+"""Memory routes of the Mastra API (Mastra's Studio REST API: memory): threads, messages, working
 memory, search. Every thread route checks the thread against the request's ``Scope``
 (``access``): the forced resource with auth on, else the resource the client names (an
 agent's id also reaching that agent's own threads). A thread, message or working memory of

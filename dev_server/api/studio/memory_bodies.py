@@ -1,4 +1,4 @@
-"""Request bodies of the memory routes (Mastra's Studio REST contract section 5), as pydantic models.
+"""Request bodies of the memory routes (Mastra's Studio REST API: memory), as pydantic models.
 
 A body that does not fit is a 400 ``{"error": "Invalid request body", "issues": [...]}``
 from the app's one validation handler, before a handler runs and before anything is written.

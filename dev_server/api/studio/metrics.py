@@ -1,4 +1,4 @@
-"""Metrics routes of the Mastra API (Mastra's Studio REST contract 6.7), computed from the span rows by
+"""Metrics routes of the Mastra API (Mastra's Studio REST API: metrics), computed from the span rows by
 ``dev_server.storage.observability.metrics``: ``POST /observability/metrics/{aggregate,breakdown,timeseries,
 percentiles}`` and ``GET /observability/discovery/metric-{names,label-keys,label-values}``.
 

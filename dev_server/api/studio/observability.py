@@ -1,4 +1,4 @@
-"""Observability routes of the Mastra API (Mastra's Studio REST contract section 6).
+"""Observability routes of the Mastra API (Mastra's Studio REST API: observability).
 
 Every route gets the observability store through ``ObservabilityStoreDep``: when it is
 unavailable (its DuckDB file locked or corrupt) they answer 503 with the cause and a

@@ -1,4 +1,4 @@
-"""Observational Memory's read routes (Mastra's Studio REST contract 5.1, 5.2, 5.13) and the OM fields of
+"""Observational Memory's read routes (Mastra's Studio REST API: memory status, memory config, observational memory) and the OM fields of
 ``/memory/status`` and ``/memory/config``.
 
 A record is found by the agent's OM scope: in thread scope by the thread (``threadId``),

@@ -1,4 +1,4 @@
-"""Routes the Studio shell calls on every page (Mastra's Studio REST contract sections 3 and 7).
+"""Routes the Studio shell calls on every page (Mastra's Studio REST API: Studio shell, other shell routes).
 
 Most are features this server does not have (workflows, MCP, voice, ...): they answer the
 valid empty body Mastra's own server gives, because a 404 here means an error screen or a

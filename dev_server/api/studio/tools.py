@@ -1,4 +1,4 @@
-"""Tool routes of the Mastra API (Mastra's Studio REST contract section 4): list, detail, execute.
+"""Tool routes of the Mastra API (Mastra's Studio REST API: agents): list, detail, execute.
 
 ``GET /api/tools`` lists the server tools of every agent by id (the first agent listing an
 id wins) as Mastra's ``ToolInfo`` (``dev_server.api.studio.agents.tool_info``: the input schema as

@@ -1,4 +1,4 @@
-"""The real Mastra Studio web app, served unchanged from a build directory (Mastra's Studio REST contract §2).
+"""The real Mastra Studio web app, served unchanged from a build directory (Mastra's Studio REST API: the web app).
 
 The build is ``dist/studio`` of the ``mastra`` npm package (``make studio-ui`` runs
 ``scripts/fetch_studio_ui.sh``): an ``index.html`` with ``%%MASTRA_*%%`` placeholders plus
@@ -163,7 +163,7 @@ def studio_ui_router(ui_dir: Path | None, *, agent_signals: bool = False, teleme
 
     ``agent_signals`` becomes ``window.MASTRA_AGENT_SIGNALS``: False makes the Studio chat
     over ``POST /api/agents/:id/stream``; True over ``send-message`` + ``threads/subscribe``
-    (Mastra's Studio REST contract §4.4). ``telemetry`` False (the default) disables the Studio's PostHog.
+    (Mastra's Studio REST API: chat transport). ``telemetry`` False (the default) disables the Studio's PostHog.
     """
     root = ui_dir.resolve() if ui_dir is not None else None
     index = StudioIndex(root, agent_signals=agent_signals, telemetry=telemetry)

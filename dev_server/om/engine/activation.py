@@ -3,7 +3,7 @@
 The background observer (``dev_server.om.engine.buffering``) leaves chunks on the record; when the
 unobserved window reaches the threshold, or the thread was idle past its prompt cache's
 lifetime, or the model changed (``dev_server.om.engine.idle``), the oldest chunks are swapped into the
-active log and their messages leave the window (Mastra's Observational Memory contract 2.5).
+active log and their messages leave the window (docs/observational-memory.md#activation).
 
 How many chunks: enough to bring the window down to the retention floor that
 ``bufferActivation`` leaves (``threshold * (1 - ratio)``), by the rules of

@@ -5,7 +5,7 @@ Long before the window reaches its threshold, each time it grows by another inte
 hands the newest unobserved messages to a background observer. Its answer is stored as a
 *chunk* on the record (not yet part of the log); activation (``dev_server.om.engine.activation``) swaps
 chunks in later without any model call, so the turn that reaches the threshold does not
-wait for the observer (Mastra's Observational Memory contract 2.4). Likewise, once the log passes
+wait for the observer (docs/observational-memory.md#buffering). Likewise, once the log passes
 ``reflection.bufferActivation`` of its threshold, a background reflector condenses its
 oldest lines into a buffered reflection that replaces them at the threshold (2.6).
 

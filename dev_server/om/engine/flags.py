@@ -1,4 +1,4 @@
-"""The in-progress flags of an OM record, as every process sees them (the design notes decision 12).
+"""The in-progress flags of an OM record, as every process sees them (docs/architecture.md#decisions).
 
 A flag (``is_observing``, ``is_reflecting``, ``is_buffering_observation``,
 ``is_buffering_reflection``) holds the time it was set or last renewed

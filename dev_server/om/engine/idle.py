@@ -2,7 +2,7 @@
 
 A provider's prompt cache expires after a while, and a new provider has no cache of the
 thread at all; either way the next call pays for the whole prompt, so that is the moment
-to swap buffered observations in (Mastra's Observational Memory contract 2.1, 2.5):
+to swap buffered observations in (docs/observational-memory.md#thresholds, #activation):
 
 * ``activateAfterIdle`` (``dev_server.om.options.config.parse_idle``): the time since the thread's last
   activity, the ``createdAt`` of the last assistant message's last part that is not a

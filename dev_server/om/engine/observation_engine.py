@@ -7,7 +7,7 @@ record store (``dev_server.storage.om_records``):
   with the existing observations and the thread's prior hints, and its answer
   (``dev_server.om.prompting.parsing``) is appended to the log after a message boundary; the cursor,
   the observed ids, the token counts and the thread's hints (current task, suggested
-  response) move with it (Mastra's Observational Memory contract 2.3, "Sync observation").
+  response) move with it (docs/observational-memory.md#decision-order, "Sync observation").
 * ``maybe_reflect``: once the log reaches ``reflection.observationTokens`` the reflector
   rewrites it, starting at the compression level for its model and escalating (a new
   cycle each time) until the result fits under the threshold or the highest level is
@@ -122,7 +122,7 @@ class ObservationEngine:
 
     async def _moved_on(self, record: OMRecord) -> bool:
         """Another cycle (another process) observed or reflected since ``record`` was read:
-        what this one would do is done (Mastra's Observational Memory contract 2.3, "skip if another cycle
+        what this one would do is done (docs/observational-memory.md#decision-order, "skip if another cycle
         advanced lastObservedAt")."""
         current = await self.records.active(record.lookup_key)
         return current is None or current.id != record.id or current.last_observed_at != record.last_observed_at \

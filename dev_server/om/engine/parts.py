@@ -1,4 +1,4 @@
-"""The ``data-om-*`` stream parts (Mastra's Observational Memory contract 6), built in one place.
+"""The ``data-om-*`` stream parts (docs/observational-memory.md#stream-parts), built in one place.
 
 Every part is streamed ``transient`` (the UI shows it; the stream's own persistence skips
 it). The observation and reflection markers (``-start``, ``-end``, ``-failed``) are also kept

@@ -1,4 +1,4 @@
-"""Resource scope: one observation log for all of a user's threads (Mastra's Observational Memory contract 1.3).
+"""Resource scope: one observation log for all of a user's threads (docs/observational-memory.md#scope).
 
 Mastra marks it experimental, and so do we. The record is keyed ``resource:<id>``; each
 thread keeps its own cursor (``metadata.mastra.om.lastObservedAt`` on the thread) and its

@@ -1,6 +1,6 @@
 """Which stored messages Observational Memory has not observed yet, and what leaves the window.
 
-A message is observed when any of the marks of Mastra's Observational Memory contract 1.4 says so:
+A message is observed when any of the marks of docs/observational-memory.md#record says so:
 
 * its id is in the record's ``observed_message_ids`` (sync observation's id set);
 * it carries a completed ``data-om-observation-end`` marker: then only the parts after the

@@ -3,7 +3,7 @@
 ``observational_memory`` on ``MemoryOptions`` takes ``True`` (every default), ``False``
 (off), a dict in Mastra's camelCase shape (``{"scope": ..., "observation": {"messageTokens":
 ...}, ...}``) or an ``ObservationalMemoryOptions``. Defaults and rules follow
-Mastra's Observational Memory contract 2.1: 30,000 message tokens before observing, 40,000 observation
+docs/observational-memory.md#thresholds: 30,000 message tokens before observing, 40,000 observation
 tokens before reflecting, ``bufferTokens`` 0.2 of the threshold (a fraction in (0, 1) or an
 absolute count below the threshold; ``False`` turns async buffering off),
 ``bufferActivation`` 0.8 (a ratio in (0, 1], or an absolute retention >= 1000),
@@ -451,7 +451,7 @@ def observational_memory_options(value: Any) -> ObservationalMemoryOptions | Non
 
 
 def describe_om(options: ObservationalMemoryOptions | None) -> dict[str, Any]:
-    """OM's part of ``GET /memory/config`` (Mastra's Studio REST contract 5.13); the routes add the models
+    """OM's part of ``GET /memory/config`` (Mastra's Studio REST API: observational memory); the routes add the models
     that actually answer (``observationModel`` / ``reflectionModel``)."""
     if options is None:
         return {"enabled": False}

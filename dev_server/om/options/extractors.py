@@ -1,7 +1,7 @@
 """Extractors: named values the observer or the reflector pulls out of what it reads.
 
 ``observation.extract`` and ``reflection.extract`` each take a list of extractors
-(Mastra's Observational Memory contract 1.2, 3, 4.3). An extractor has a ``name`` (its *slug*, the name
+(docs/observational-memory.md#record, #context, #prompts). An extractor has a ``name`` (its *slug*, the name
 lowercased with every run of other characters made one ``-``, is its XML tag and its key),
 ``instructions``, an optional JSON ``schema`` (a JSON schema of an object, a Pydantic model
 class, or a function of the run's ``ExtractContext`` returning either),

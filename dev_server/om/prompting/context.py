@@ -1,4 +1,4 @@
-"""What the actor model sees of its observations (Mastra's Observational Memory contract §3, and §8's
+"""What the actor model sees of its observations (docs/observational-memory.md#context, #manual-api
 ``getObservationsAsOf``).
 
 Pure text work, no I/O. Each step, the processor turns the record's active observations

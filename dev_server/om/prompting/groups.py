@@ -1,4 +1,4 @@
-"""Observation groups: which messages each piece of the log came from (Mastra's Observational Memory contract 4.5).
+"""Observation groups: which messages each piece of the log came from (docs/observational-memory.md#retrieval).
 
 With retrieval on, what one observation cycle wrote is kept in the log as
 

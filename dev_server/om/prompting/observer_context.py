@@ -1,6 +1,6 @@
 """The previous observations the observer is shown, cut to ``previousObserverTokens``.
 
-Mastra keeps a helper for this (Mastra's Observational Memory contract 2.1, ``prepareObserverContext``)
+Mastra keeps a helper for this (docs/observational-memory.md#thresholds, ``prepareObserverContext``)
 that its current release no longer calls: the observer gets the whole log. Here it runs
 only when ``observation.truncatePreviousObservations`` is on (off by default, as Mastra
 behaves). Then a log over the budget keeps its newest lines whole (the raw tail, half the

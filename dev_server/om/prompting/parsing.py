@@ -1,4 +1,4 @@
-"""Reading what the observer and the reflector wrote (Mastra's Observational Memory contract §4.3, §4.4).
+"""Reading what the observer and the reflector wrote (docs/observational-memory.md#prompts, #reflection).
 
 A model's answer is free text that should hold an ``<observations>`` block and, for the
 observer, the hint sections ``<current-task>``, ``<suggested-response>`` and

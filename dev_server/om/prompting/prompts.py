@@ -1,4 +1,4 @@
-"""What the observer and the reflector are told (Mastra's Observational Memory contract §4.1, §4.2, §4.4).
+"""What the observer and the reflector are told (docs/observational-memory.md#prompts, #reflection).
 
 The observer reads a slice of a thread's history and writes dated, prioritised observations;
 the reflector rewrites the whole observation log shorter when it has grown too large. Both

@@ -1,4 +1,4 @@
-"""Stored messages as the observer reads them: a plain dated transcript (Mastra's Observational Memory contract §4.2).
+"""Stored messages as the observer reads them: a plain dated transcript (docs/observational-memory.md#prompts).
 
 The observer sees no JSON, only lines a person could read::
 

@@ -1,4 +1,4 @@
-"""How the ``recall`` tool shows stored messages (Mastra's Observational Memory contract §7, messages mode).
+"""How the ``recall`` tool shows stored messages (docs/observational-memory.md#retrieval, messages mode).
 
 Each message is a header ``**role (YYYY-MM-DD HH:MM:SSZ)** [id]:`` and one line per part,
 ``  [pN] <text>``, N being the part's position in the stored message (``data-*`` and

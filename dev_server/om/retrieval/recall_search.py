@@ -1,4 +1,4 @@
-"""The ``recall`` tool's search mode (Mastra's Observational Memory contract §7): stored messages that
+"""The ``recall`` tool's search mode (docs/observational-memory.md#retrieval): stored messages that
 match a query, each shown through the observation group that remembers it.
 
 With ``retrieval.vector`` the memory searches by meaning (the ``SemanticSearch`` port,

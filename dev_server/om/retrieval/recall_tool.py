@@ -1,4 +1,4 @@
-"""The ``recall`` tool: the actor reads the messages behind its observations (Mastra's Observational Memory contract §7).
+"""The ``recall`` tool: the actor reads the messages behind its observations (docs/observational-memory.md#retrieval).
 
 Offered on every step when ``retrieval`` is on (``dev_server.om.processor``). Three modes:
 

@@ -8,7 +8,7 @@ whole image: dimensions come from the part (``width``/``height``, ``imageWidth``
 WebP header of inline data (a ``data:`` URL or bare base64), of which only the few bytes the
 header needs are decoded. A remote URL gives neither dimensions nor size.
 
-The rules, after the providers' published ones (Mastra's Observational Memory contract §5.2):
+The rules, after the providers' published ones (docs/observational-memory.md#tokens):
 
 * OpenAI and no provider: 85 tokens, plus 170 per 512-px tile in high detail, after the
   image is fitted into 2048x2048 and its short side brought down to 768. ``auto`` detail is

@@ -1,7 +1,7 @@
 """Token estimates for Observational Memory's thresholds: tokenx 1.3.0 and Mastra's TokenCounter.
 
 OM decides when to observe and reflect by counting tokens on every step, so counting has to
-be cheap and must agree with Mastra's numbers (Mastra's Observational Memory contract §5). Two layers:
+be cheap and must agree with Mastra's numbers (docs/observational-memory.md#tokens). Two layers:
 
 * ``estimate_tokens`` is a port of the heuristic of tokenx 1.3.0, the version Mastra bundles
   (§5.1): the text is split into whitespace runs, punctuation runs and the words between,

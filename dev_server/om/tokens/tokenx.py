@@ -1,4 +1,4 @@
-"""tokenx 1.3.0's ``estimateTokenCount``, ported to the token (Mastra's Observational Memory contract 5.1).
+"""tokenx 1.3.0's ``estimateTokenCount``, ported to the token (docs/observational-memory.md#tokens).
 
 Mastra bundles this version of tokenx (npm's 2.x prices text differently), and every OM
 threshold is in its tokens. JavaScript semantics are kept: ECMAScript whitespace, ASCII

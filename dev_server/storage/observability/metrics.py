@@ -1,4 +1,4 @@
-"""Mastra metrics (Mastra's Studio REST contract 6.7) computed from the span rows in the observability store.
+"""Mastra metrics (Mastra's Studio REST API: metrics) computed from the span rows in the observability store.
 
 There is no metrics table: every metric is a view over ``spans``, one row per span, timed at
 the span's end (``coalesce(ended_at, started_at)``):

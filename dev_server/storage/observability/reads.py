@@ -1,4 +1,4 @@
-"""Reads for the Studio over the observability store (Mastra's Studio REST contract section 6).
+"""Reads for the Studio over the observability store (Mastra's Studio REST API: observability).
 
 Trace lists read the ``traces`` table (one row per trace, written with its root span), so
 they never scan all spans; ``spans`` is read for one trace's tree, a span, or a

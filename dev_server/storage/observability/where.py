@@ -1,4 +1,4 @@
-"""The trace query's ``where`` predicate (Mastra's Studio REST contract 6.1) checked and compiled to SQL.
+"""The trace query's ``where`` predicate (Mastra's Studio REST API: trace query) checked and compiled to SQL.
 
 Grammar (Mastra's trace query): ``and/or {args}``, ``not {arg}``,
 ``eq/ne/lt/lte/gt/gte {left:{path}, right:{literal}}``, ``in/notIn {value:{path}, set:[...]}``,
