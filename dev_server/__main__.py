@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail("health needs the role to probe: python -m dev_server health gateway|studio")
     try:
         settings = Settings.load()
-        settings.resolved_data_dir  # resolve now so a missing anchor fails here, clearly
+        _ = settings.resolved_data_dir  # resolve now so a missing anchor fails here, clearly
     except (SettingsError, PathError) as exc:
         return _fail(str(exc))
     if args.role == "health":
@@ -165,8 +165,8 @@ async def _serve(role: str, settings: Settings, sock: socket.socket, slot: Worke
                             headers=[("Keep-Alive", f"timeout={settings.keep_alive_s}")])
     host, port = sock.getsockname()[:2]
     served = f"worker {slot.index} of {slot.count} (pid {os.getpid()})" if slot.count > 1 else role
-    logging.getLogger("dev_server").info("%s listening on http://%s:%s (stores open in %.0f ms, data in %s; models warm "
-                                  "up in the background: /health says starting until then)", served, host, port,
+    logging.getLogger("dev_server").info("%s listening on http://%s:%s (stores open in %.0f ms, data in %s; models "
+                                  "warm up in the background: /health says starting until then)", served, host, port,
                                   stores_ms, settings.resolved_data_dir)
     server = uvicorn.Server(config)
     watcher = None

@@ -23,6 +23,7 @@ statement), so the second answer is dropped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -98,10 +99,8 @@ class BackgroundWork:
             log.warning("background work: %d running and %d queued jobs cancelled at shutdown",
                         self._running, len(self._keys) - self._running)
             self._group_task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._group_task
-            except asyncio.CancelledError:
-                pass
         self._group_task = None
 
     def stats(self) -> dict[str, int]:

@@ -88,8 +88,8 @@ class Settings(BaseSettings):
         1, ge=0, le=10, description="Retries of a call that failed (connection, 429, 5xx) before any text; "
                                     "the provider SDK's own retries are off")
     scripted_model: Path | None = Field(
-        None, description="A JSON script (dev_server.llm.scripted): a scripted model answers the model calls instead of "
-                          "the providers, for tests of a server process; never on unless set")
+        None, description="A JSON script (dev_server.llm.scripted): a scripted model answers the model calls "
+                          "instead of the providers, for tests of a server process; never on unless set")
     provider_env: dict[str, str] = Field(
         default_factory=dict, exclude=True,
         description="Provider variables (*_API_KEY, *_API_BASE, OPENAI_BASE_URL, AWS_*, AZURE_*, VERTEXAI_*, ...) "
@@ -219,7 +219,8 @@ class Settings(BaseSettings):
         return found
 
     # Observational Memory of the agents that have it (chat-agent): dev_server.om.options.config's options.
-    om_enabled: bool = Field(True, description="Observational Memory on chat-agent (false: its last-messages window only)")
+    om_enabled: bool = Field(
+        True, description="Observational Memory on chat-agent (false: its last-messages window only)")
     om_message_tokens: int | None = Field(
         None, ge=1, description="Unobserved message tokens that trigger an observation (default 30000)")
     om_observation_tokens: int | None = Field(
@@ -227,7 +228,8 @@ class Settings(BaseSettings):
     om_buffer_tokens: str | None = Field(
         None, description="Async buffering interval: a token count, a fraction of the message tokens, or false"
         " (default 0.2)")
-    om_scope: Literal["thread", "resource"] | None = Field(None, description="OM record per thread (default) or resource")
+    om_scope: Literal["thread", "resource"] | None = Field(
+        None, description="OM record per thread (default) or resource")
     om_model: str | None = Field(
         None, description="Observer and reflector model (default google/gemini-2.5-flash when its key is set, else"
         " the agent's model)")

@@ -30,6 +30,7 @@ titles); the studio stays one process because it alone opens the DuckDB file.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -124,18 +125,14 @@ def _child(serve: Callable[[WorkerSlot], int], slot: WorkerSlot) -> None:
         traceback.print_exc()
     finally:
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(Exception):
                 stream.flush()
-            except Exception:
-                pass
         os._exit(code)  # never run the parent's exit handlers or return into its loop
 
 
 def _signal(pid: int, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signum)
-    except ProcessLookupError:
-        pass
 
 
 def _join_other_threads(timeout_s: float = 2.0) -> None:

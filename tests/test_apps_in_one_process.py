@@ -25,13 +25,13 @@ def test_each_apps_log_records_are_exported_by_its_own_telemetry_only(tmp_path: 
     """Both apps' telemetry listens on the one ``dev_server`` logger: a record is exported by the
     telemetry of the app that logged it, and by that one only."""
     caplog.set_level(logging.INFO, logger="dev_server")  # "agent run started" is logged at INFO
-    with serving("studio", tmp_path) as studio:
-        with serving("gateway", tmp_path, {"DEV_SERVER_STUDIO_URL": studio.url}) as gateway:
-            body = {"conversationId": "from-gateway", "messages": [user_message("g1", "hello")]}
-            assert httpx.post(f"{gateway.url}/api/chat", json=body, timeout=30).status_code == 200
-            run = {"messages": "hello", "memory": {"thread": "from-studio", "resource": "ai-chat"}}
-            assert httpx.post(f"{studio.url}/api/agents/chat-agent/generate", json=run, timeout=30).status_code == 200
-        # the gateway has stopped: what it queued has been sent to the studio
+    with (serving("studio", tmp_path) as studio,
+          serving("gateway", tmp_path, {"DEV_SERVER_STUDIO_URL": studio.url}) as gateway):
+        body = {"conversationId": "from-gateway", "messages": [user_message("g1", "hello")]}
+        assert httpx.post(f"{gateway.url}/api/chat", json=body, timeout=30).status_code == 200
+        run = {"messages": "hello", "memory": {"thread": "from-studio", "resource": "ai-chat"}}
+        assert httpx.post(f"{studio.url}/api/agents/chat-agent/generate", json=run, timeout=30).status_code == 200
+    # the gateway has stopped: what it queued has been sent to the studio
     # the studio has stopped: what it queued itself has been written
     with serving("studio", tmp_path) as studio:
         logs = httpx.get(f"{studio.url}/api/observability/logs", params={"perPage": 100}, timeout=30).json()["logs"]

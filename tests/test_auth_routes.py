@@ -35,7 +35,8 @@ REFUSED = {
 PUBLIC = {"/health", "/{path:path}", "/refresh-events", "/docs", "/docs/oauth2-redirect", "/openapi.json"}
 BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 PARAM = re.compile(r"\{(?P<name>\w+)(?::(?P<kind>\w+))?\}")
-DUMMY = {"str": "dummy", "path": "dummy/deeper", "int": "1", "float": "1.5", "uuid": "00000000-0000-0000-0000-000000000000"}
+DUMMY = {"str": "dummy", "path": "dummy/deeper", "int": "1", "float": "1.5",
+         "uuid": "00000000-0000-0000-0000-000000000000"}
 
 
 def calls(app) -> list[tuple[str, str, str]]:

@@ -39,7 +39,7 @@ def test_the_quick_workload_writes_every_figure_and_a_verdict_per_target(tmp_pat
     assert bare[3].strip() not in ("", "-") and bare[4].strip().endswith("x")  # the bare figure and the ratio
     verdicts = [line for line in text.splitlines() if line.startswith(("- **PASS**", "- **FAIL**"))]
     assert len(verdicts) == len(TARGETS)
-    for target, line in zip(TARGETS, verdicts):
+    for target, line in zip(TARGETS, verdicts, strict=True):
         assert target in line, (target, line)
 
 
@@ -77,8 +77,10 @@ def test_the_scale_out_bench_compares_one_and_two_replicas_on_sqld_with_the_file
     done = subprocess.run([sys.executable, "bench/scale_out.py", "--seconds", "1", "--clients", "4", "--out", str(out)],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    rows = [line.split("|")[1:-1] for line in out.read_text().splitlines() if line.startswith("| ") and "turns/s" not in line]
-    assert [r[0].strip() for r in rows] == ["1 gateway, embedded file (baseline)", "1 gateway, sqld", "2 gateways, sqld"]
+    rows = [line.split("|")[1:-1] for line in out.read_text().splitlines()
+            if line.startswith("| ") and "turns/s" not in line]
+    assert [r[0].strip() for r in rows] == ["1 gateway, embedded file (baseline)", "1 gateway, sqld",
+                                            "2 gateways, sqld"]
     assert all(float(r[1]) > 0 for r in rows) and rows[0][2].strip() == "1.00"
     assert float(rows[1][6]) > 0 and float(rows[2][6]) > 0  # write requests per turn, read from /health
 
@@ -96,7 +98,7 @@ def test_the_soak_bench_reports_rss_ratios_per_round_spans_and_a_verdict_per_tar
     assert "- CPU: " in text and "- commit: " in text and "load average" in text and "2 clients" in text
     header = next(line for line in text.splitlines() if line.startswith("| round |"))
     columns = [cell.strip() for cell in header.split("|")[1:-1]]
-    rows = [dict(zip(columns, (cell.strip() for cell in line.split("|")[1:-1])))
+    rows = [dict(zip(columns, (cell.strip() for cell in line.split("|")[1:-1]), strict=False))
             for line in text.splitlines() if line.startswith(("| warm-up |", "| min "))]
     assert [row["round"] for row in rows] == ["warm-up", "min 1"]
     assert float(rows[1]["ratio"]) == 1.0 and float(rows[0]["turns/s"]) > 0  # min 1 is the ratios' reference

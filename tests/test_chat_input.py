@@ -38,7 +38,8 @@ BAD_BODIES = {
     "missing messages": (json.dumps({"id": "c"}).encode(), 400, "messages"),
     "empty messages": (json.dumps({**GOOD, "messages": []}).encode(), 400, "messages"),
     "last not from user": (json.dumps({**GOOD, "messages": [
-        user_message("u1", "hi"), {"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": "x"}]}]}).encode(),
+        user_message("u1", "hi"),
+        {"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": "x"}]}]}).encode(),
         400, "messages"),
     "unknown role": (json.dumps({**GOOD, "messages": [{"id": "u", "role": "robot", "parts": []}]}).encode(), 400,
                      "messages.0.role"),

@@ -83,7 +83,7 @@ def test_without_conversation_id_each_turn_gets_a_fresh_thread(gateway, db: Path
     assert first["ok"] and second["ok"]
     threads = [first["chunks"][0]["messageMetadata"]["threadId"], second["chunks"][0]["messageMetadata"]["threadId"]]
     assert threads[0] != threads[1] and all(t.startswith("mastra_thread_") for t in threads)
-    for thread, message in zip(threads, ("a1", "a2")):
+    for thread, message in zip(threads, ("a1", "a2"), strict=True):
         assert sqlite_rows(db, "SELECT thread_id FROM messages WHERE id = ?", (message,)) == [(thread,)]
     assert "Linus" not in reply_text(second)
 

@@ -113,7 +113,8 @@ def test_a_tool_result_for_a_call_the_thread_does_not_have_pending_is_a_400(gate
 
 def test_tool_input_streams_in_deltas_the_sdk_assembles(gateway):
     server, _ = gateway
-    payload = {"api": f"{server.url}/api/chat", "messages": [user_message("u1", 'call calculator with {"expression": "6 * 7"}')],
+    payload = {"api": f"{server.url}/api/chat",
+               "messages": [user_message("u1", 'call calculator with {"expression": "6 * 7"}')],
                "body": {"conversationId": "ct-4"}, "headers": {}, "trigger": "submit-message", "chatId": "ct-4"}
     result = run_node("chat_client.mjs", payload)
     assert result["ok"], result["error"]
@@ -128,7 +129,8 @@ def test_tool_input_streams_in_deltas_the_sdk_assembles(gateway):
 
 def test_max_steps_ends_with_a_note_step_the_sdk_and_a_reload_show(gateway):
     server, db = gateway
-    payload = {"api": f"{server.url}/api/chat", "messages": [user_message("u1", "use the calculator tool: 1 + 1 [[loop]]")],
+    payload = {"api": f"{server.url}/api/chat",
+               "messages": [user_message("u1", "use the calculator tool: 1 + 1 [[loop]]")],
                "body": {"conversationId": "ct-5"}, "headers": {}, "trigger": "submit-message", "chatId": "ct-5"}
     result = run_node("chat_client.mjs", payload)
     assert result["ok"], result["error"]

@@ -49,7 +49,7 @@ def test_two_writer_processes_lose_and_duplicate_nothing(tmp_path: Path):
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for name in ("a", "b")]
     outputs = [p.communicate(timeout=120) for p in procs]
-    for p, (_, err) in zip(procs, outputs):
+    for p, (_, err) in zip(procs, outputs, strict=True):
         assert p.returncode == 0, err
         assert "locked" not in err
     with sqlite3.connect(db) as conn:

@@ -252,7 +252,8 @@ def test_the_runtime_is_slim_python_non_root_with_the_studio_baked_in(dockerfile
     users = values(runtime, "USER")
     assert users and users[-1] not in ("root", "0") and any("useradd" in r and users[-1] in r
                                                             for r in values(runtime, "RUN"))
-    studio_stage = next(stage for stage in build if any("scripts/fetch_studio_ui.sh" in r for r in values(stage, "RUN")))
+    studio_stage = next(stage for stage in build
+                        if any("scripts/fetch_studio_ui.sh" in r for r in values(stage, "RUN")))
     assert values(studio_stage, "FROM")[0].startswith("node:20")  # the script needs npm
     alias = values(studio_stage, "FROM")[0].split()[-1]
     baked = [shlex.split(v) for v in values(runtime, "COPY") if f"--from={alias}" in v]
@@ -281,7 +282,8 @@ def test_the_health_check_and_entrypoint_run_commands_that_exist(dockerfile):
     # The probe's ports are the settings' (same variables, same defaults), and it uses only
     # the standard library: nothing listening is one line and exit 1.
     probe = subprocess.run([sys.executable, "-I", str(HEALTHCHECK)], capture_output=True, text=True, timeout=30,
-                           env={"DEV_SERVER_GATEWAY_PORT": str(free_port()), "DEV_SERVER_STUDIO_PORT": str(free_port())})
+                           env={"DEV_SERVER_GATEWAY_PORT": str(free_port()),
+                                "DEV_SERVER_STUDIO_PORT": str(free_port())})
     assert probe.returncode == 1 and probe.stderr.startswith("unhealthy: nothing answers /health")
     source = HEALTHCHECK.read_text()
     assert f'("DEV_SERVER_GATEWAY_PORT", {defaults.gateway_port})' in source

@@ -130,7 +130,7 @@ def topology(tmp_path_factory: pytest.TempPathFactory):
                 nginx = subprocess.Popen(nginx_command(conf, "-g", "daemon off;"), stdout=out,
                                          stderr=subprocess.STDOUT)
             wait_for_port(lb_port, nginx, log)
-            yield {"lb": f"http://127.0.0.1:{lb_port}", "servers": {n: s for n, s in zip(order, started)},
+            yield {"lb": f"http://127.0.0.1:{lb_port}", "servers": {n: s for n, s in zip(order, started, strict=True)},
                    "ports": ports}
         finally:
             if nginx is not None:

@@ -102,14 +102,14 @@ def test_paging_and_limits_out_of_range_are_a_400(studio: httpx.Client, path: st
 
 
 def test_an_integer_of_thousands_of_digits_in_a_body_is_a_400(studio: httpx.Client, gateway: httpx.Client) -> None:
-    body = '{"resourceId": "r", "title": "t", "metadata": {"n": %s}}' % HUGE_INT
+    body = f'{{"resourceId": "r", "title": "t", "metadata": {{"n": {HUGE_INT}}}}}'
     assert_refused(raw_post(studio, "/api/memory/threads?agentId=chat-agent", body), "Invalid request body", "body")
-    chat = '{"messages": [], "n": %s}' % HUGE_INT
+    chat = f'{{"messages": [], "n": {HUGE_INT}}}'
     assert_refused(raw_post(gateway, "/api/chat", chat), "Invalid request body", "body")
 
 
 def test_an_integer_of_thousands_of_digits_in_otlp_json_is_a_400(studio: httpx.Client) -> None:
-    body = '{"resourceSpans": [{"resource": {"attributes": []}, "x": %s}]}' % HUGE_INT
+    body = f'{{"resourceSpans": [{{"resource": {{"attributes": []}}, "x": {HUGE_INT}}}]}}'
     assert_refused(raw_post(studio, "/v1/traces", body), "Invalid request body", "body")
 
 
@@ -125,16 +125,16 @@ def test_deep_json_bodies_are_a_400(studio: httpx.Client, gateway: httpx.Client,
     threads_before = sqlite_rows(db(data_dir), "SELECT count(*) FROM threads")
     nested = deep_json(depth)
     assert_refused(raw_post(studio, "/api/memory/threads?agentId=chat-agent",
-                            '{"resourceId": "r", "metadata": {"x": %s}}' % nested), "Invalid request body", "body")
+                            f'{{"resourceId": "r", "metadata": {{"x": {nested}}}}}'), "Invalid request body", "body")
     assert_refused(raw_post(studio, "/api/agents/chat-agent/generate",
-                            '{"messages": "hi", "x": %s}' % nested), "Invalid request body", "body")
+                            f'{{"messages": "hi", "x": {nested}}}'), "Invalid request body", "body")
     chat = json.dumps({"conversationId": "deep", "messages": [user_message("m1", "hi")]})
-    assert_refused(raw_post(gateway, "/api/chat", chat[:-1] + ', "x": %s}' % nested), "Invalid request body", "body")
+    assert_refused(raw_post(gateway, "/api/chat", chat[:-1] + f', "x": {nested}}}'), "Invalid request body", "body")
     assert sqlite_rows(db(data_dir), "SELECT count(*) FROM threads") == threads_before
 
 
 def test_deep_otlp_json_is_a_400_and_protobuf_passes_untouched(studio: httpx.Client) -> None:
-    body = '{"resourceSpans": [{"resource": {"attributes": [{"key": "k", "value": %s}]}}]}' % deep_json()
+    body = f'{{"resourceSpans": [{{"resource": {{"attributes": [{{"key": "k", "value": {deep_json()}}}]}}}}]}}'
     assert_refused(raw_post(studio, "/v1/traces", body), "Invalid request body", "body")
     # A protobuf body is not JSON: "[[[[" bytes are left to the OTLP decoder (its own 400).
     response = raw_post(studio, "/v1/traces", deep_json().encode(), "application/x-protobuf")
@@ -143,7 +143,7 @@ def test_deep_otlp_json_is_a_400_and_protobuf_passes_untouched(studio: httpx.Cli
 
 
 def test_deep_gzip_otlp_json_is_a_400(studio: httpx.Client) -> None:
-    body = '{"resourceSpans": [{"resource": {"attributes": [{"key": "k", "value": %s}]}}]}' % deep_json(5000)
+    body = f'{{"resourceSpans": [{{"resource": {{"attributes": [{{"key": "k", "value": {deep_json(5000)}}}]}}}}]}}'
     response = studio.post("/v1/traces", content=gzip.compress(body.encode()),
                            headers={"content-type": "application/json", "content-encoding": "gzip",
                                     "connection": "close"})
@@ -152,7 +152,7 @@ def test_deep_gzip_otlp_json_is_a_400(studio: httpx.Client) -> None:
 
 def test_deep_json_sent_as_text_plain_is_a_400(studio: httpx.Client) -> None:
     # CORS-simple clients send JSON as text/plain to skip the preflight; routes parse it anyway.
-    body = '{"resourceId": "r", "metadata": %s}' % deep_json()
+    body = f'{{"resourceId": "r", "metadata": {deep_json()}}}'
     assert_refused(raw_post(studio, "/api/memory/threads?agentId=chat-agent", body, "text/plain"),
                    "Invalid request body", "body")
 
@@ -170,7 +170,7 @@ def test_deep_json_in_a_query_parameter_is_a_400(studio: httpx.Client) -> None:
 def test_json_just_within_the_limit_is_accepted(studio: httpx.Client) -> None:
     nested = "[" * 60 + "]" * 60
     response = raw_post(studio, "/api/memory/threads?agentId=chat-agent",
-                        '{"resourceId": "r", "title": "ok", "metadata": {"x": %s}}' % nested)
+                        f'{{"resourceId": "r", "title": "ok", "metadata": {{"x": {nested}}}}}')
     assert response.status_code == 200, response.text
 
 
@@ -297,8 +297,8 @@ def _chat_body(marker: str, fragment: str, where: str = "metadata") -> str:
     message = {"id": f"{marker}-m", "role": "user", "parts": [{"type": "text", "text": "hi"}]}
     text = json.dumps({"conversationId": marker, "messages": [message]})
     if where == "metadata":
-        return text.replace('"parts"', '"metadata": {"score": %s}, "parts"' % fragment)
-    return text.replace('"text": "hi"', '"text": "hi", "weight": %s' % fragment)
+        return text.replace('"parts"', f'"metadata": {{"score": {fragment}}}, "parts"')
+    return text.replace('"text": "hi"', f'"text": "hi", "weight": {fragment}')
 
 
 # (role, path, body, content type, the field named, the id or resource it would have written)
@@ -349,7 +349,7 @@ def test_non_finite_numbers_in_a_thread_patch_are_a_400_and_the_thread_is_unchan
 
 def _otlp_logs(trace_id: str, value: str) -> bytes:
     return ('{"resourceLogs": [{"scopeLogs": [{"logRecords": [{"timeUnixNano": "1700000000000000000", '
-            '"traceId": "%s", "body": {"doubleValue": %s}}]}]}]}' % (trace_id, value)).encode()
+            f'"traceId": "{trace_id}", "body": {{"doubleValue": {value}}}}}]}}]}}]}}').encode()
 
 
 @pytest.mark.parametrize("encoding", ["identity", "gzip"])
@@ -428,7 +428,8 @@ INT64_MAX = 2**63 - 1
 @pytest.mark.parametrize(("page", "per_page"), [(INT64_MAX, 1000), (INT64_MAX // 1000 + 1, 1000), (2**62, 2)])
 def test_a_page_whose_offset_is_past_64_bits_is_a_400_naming_page(
         studio: httpx.Client, path: str, page: int, per_page: int) -> None:
-    created = studio.post("/api/memory/threads?agentId=chat-agent", json={"threadId": "paging-thread", "resourceId": "r"})
+    created = studio.post("/api/memory/threads?agentId=chat-agent",
+                          json={"threadId": "paging-thread", "resourceId": "r"})
     assert created.status_code in (200, 400), created.text
     params = {"agentId": "chat-agent", "resourceId": "r", "perPage": str(per_page)}
     message = assert_issue(studio.get(path, params={**params, "page": str(page)}), "Invalid query parameters", "page")

@@ -65,7 +65,8 @@ def test_a_user_message_of_several_text_parts_keeps_them_apart() -> None:
 
 def test_files_in_assistant_messages_are_placeholders() -> None:
     stored = ui_to_stored({**ui_message(), "role": "assistant"}, "t", "r", "2026-01-01T00:00:00.000Z")
-    assert stored_to_model(stored)["content"] == "What is in these?[file cat.png (image/png)][file report.pdf (application/pdf)]"
+    assert stored_to_model(stored)["content"] == ("What is in these?[file cat.png (image/png)]"
+                                                  "[file report.pdf (application/pdf)]")
 
 
 def test_fit_to_model_keeps_what_the_model_accepts_and_names_the_rest() -> None:
@@ -74,7 +75,8 @@ def test_fit_to_model_keeps_what_the_model_accepts_and_names_the_rest() -> None:
     assert kept == messages
     text_only = fit_to_model(messages, vision=False, pdf_input=False, model="groq/llama-3.1-8b-instant")[0]["content"]
     assert [p["type"] for p in text_only] == ["text", "text", "text"]
-    assert text_only[1]["text"] == "[attachment image/png: not sent, groq/llama-3.1-8b-instant does not accept image/png]"
+    assert text_only[1]["text"] == ("[attachment image/png: not sent, groq/llama-3.1-8b-instant does not accept "
+                                    "image/png]")
     assert "report.pdf (application/pdf)" in text_only[2]["text"]
 
 

@@ -1,8 +1,8 @@
 """dev_server.llm.local_observer: the local model answers observer and reflector requests offline.
 
 Requests are built exactly as Observational Memory builds them (``dev_server.om.prompting.prompts`` around a
-transcript from ``dev_server.om.prompting.transcript``), and answers are read with ``dev_server.om.prompting.parsing``, so
-what passes here is what a keyless OM cycle sees. One test goes through ``LiteLLMClient``.
+transcript from ``dev_server.om.prompting.transcript``), and answers are read with ``dev_server.om.prompting.parsing``,
+so what passes here is what a keyless OM cycle sees. One test goes through ``LiteLLMClient``.
 """
 
 from __future__ import annotations

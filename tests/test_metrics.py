@@ -40,7 +40,8 @@ def seed(url: str) -> None:
         start = T0 + offset
         common = {"mastra.entity_type": "agent", "mastra.entity_id": name.lower().replace(" ", "-"),
                   "mastra.entity_name": name, "mastra.thread_id": thread, "mastra.resource_id": resource}
-        root = tracer.start_span("agent run", start_time=ns(start), attributes={**common, "mastra.span_type": "agent_run"})
+        root = tracer.start_span("agent run", start_time=ns(start),
+                                 attributes={**common, "mastra.span_type": "agent_run"})
         llm = tracer.start_span("llm", context=set_span_in_context(root), start_time=ns(start), attributes={
             **common, "mastra.span_type": "model_generation", "mastra.attributes": json.dumps(
                 {"model": model, "provider": prov, "usage": {"inputTokens": tokens_in, "outputTokens": tokens_out}})})
@@ -83,7 +84,8 @@ def test_aggregate_matches_the_rows(seeded):
     (avg, low, high, n), = seeded.sql(f"SELECT avg({DURATION}), min({DURATION}), max({DURATION}), count(*) FROM spans"
                                       " WHERE span_type = 'agent_run'")
     for aggregation, expected in (("avg", avg), ("min", low), ("max", high), ("count", n), ("last", 2000)):
-        assert post(seeded, "aggregate", name=["mastra_agent_duration_ms"], aggregation=aggregation)["value"] == expected
+        assert post(seeded, "aggregate", name=["mastra_agent_duration_ms"],
+                    aggregation=aggregation)["value"] == expected
     distinct = post(seeded, "aggregate", name=["mastra_agent_duration_ms"], aggregation="count_distinct",
                     distinctColumn="resourceId")
     assert distinct["value"] == 2
@@ -153,7 +155,8 @@ def test_timeseries_and_percentiles(seeded):
     assert {p["timestamp"] for p in series[0]["points"]} == {"2025-01-01T10:00:00.000Z", "2025-01-01T12:00:00.000Z"}
     grouped = post(seeded, "timeseries", name=["mastra_agent_duration_ms"], interval="1d", aggregation="count",
                    groupBy=["entityName"])["series"]
-    assert [(s["name"], [p["value"] for p in s["points"]]) for s in grouped] == [("Chat Agent", [2]), ("Other Agent", [1])]
+    assert [(s["name"], [p["value"] for p in s["points"]]) for s in grouped] == [("Chat Agent", [2]),
+                                                                                 ("Other Agent", [1])]
     empty = post(seeded, "timeseries", name=["mastra_tool_duration_ms"], interval="5m", aggregation="sum")
     assert empty == {"series": [{"name": "mastra_tool_duration_ms", "costUnit": None, "points": []}]}
 
@@ -161,11 +164,13 @@ def test_timeseries_and_percentiles(seeded):
                              " WHERE span_type = 'agent_run'")
     body = post(seeded, "percentiles", name="mastra_agent_duration_ms", percentiles=[0.5, 0.95], interval="1d",
                 filters=WINDOW)
-    assert body == {"series": [{"percentile": 0.5, "points": [{"timestamp": "2025-01-01T00:00:00.000Z", "value": p50}]},
-                               {"percentile": 0.95, "points": [{"timestamp": "2025-01-01T00:00:00.000Z", "value": p95}]}]}
+    assert body == {"series": [
+        {"percentile": 0.5, "points": [{"timestamp": "2025-01-01T00:00:00.000Z", "value": p50}]},
+        {"percentile": 0.95, "points": [{"timestamp": "2025-01-01T00:00:00.000Z", "value": p95}]}]}
     assert (p50, p95) == pytest.approx((2000, 2900))
     hourly = post(seeded, "percentiles", name="mastra_agent_duration_ms", percentiles=[0.5], interval="1h")
-    assert [(p["timestamp"][11:16], p["value"]) for p in hourly["series"][0]["points"]] == [("10:00", 2000), ("12:00", 2000)]
+    assert [(p["timestamp"][11:16], p["value"]) for p in hourly["series"][0]["points"]] == [("10:00", 2000),
+                                                                                            ("12:00", 2000)]
     none = post(seeded, "percentiles", name="mastra_workflow_duration_ms", percentiles=[0.5], interval="1h")
     assert none == {"series": [{"percentile": 0.5, "points": []}]}
 
@@ -269,7 +274,8 @@ def test_real_agent_turns(data_dir: Path):
         metric = lambda route, **body: client.post(f"{API}/metrics/{route}", json=body).json()  # noqa: E731
         tokens_in = metric("aggregate", name=["mastra_model_total_input_tokens"], aggregation="sum")["value"]
         tokens_out = metric("aggregate", name=["mastra_model_total_output_tokens"], aggregation="sum")["value"]
-        assert (tokens_in, tokens_out) == rows == (sum(u["inputTokens"] for u in usage), sum(u["outputTokens"] for u in usage))
+        assert (tokens_in, tokens_out) == rows == (sum(u["inputTokens"] for u in usage),
+                                                   sum(u["outputTokens"] for u in usage))
         threads = metric("breakdown", name=["mastra_agent_duration_ms"], aggregation="count", groupBy=["threadId"])
         assert {(g["dimensions"]["threadId"], g["value"]) for g in threads["groups"]} == {("t1", 2), ("t2", 1)}
         p50 = metric("percentiles", name="mastra_agent_duration_ms", percentiles=[0.5], interval="1d")

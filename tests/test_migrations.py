@@ -28,11 +28,13 @@ async def test_fresh_database_gets_the_schema_and_records_versions(tmp_path: Pat
     assert store.applied_migrations == [m.version for m in load_migrations("libsql")]
     path = tmp_path / "db.sqlite"
     assert {"id", "resource_id", "title", "metadata", "created_at", "updated_at"} <= set(table_columns(path, "threads"))
-    assert {"id", "thread_id", "resource_id", "role", "type", "content", "created_at"} <= set(table_columns(path, "messages"))
+    assert {"id", "thread_id", "resource_id", "role", "type", "content", "created_at"} <= set(
+        table_columns(path, "messages"))
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         plan = " ".join(r[3] for r in conn.execute(
-            "EXPLAIN QUERY PLAN SELECT * FROM messages WHERE thread_id = 't' ORDER BY created_at DESC, seq DESC LIMIT 10"))
+            "EXPLAIN QUERY PLAN SELECT * FROM messages WHERE thread_id = 't'"
+            " ORDER BY created_at DESC, seq DESC LIMIT 10"))
         assert "messages_by_thread_time" in plan and "TEMP B-TREE" not in plan
 
     again = LibSQLStore(f"file:{path}")
@@ -42,7 +44,8 @@ async def test_fresh_database_gets_the_schema_and_records_versions(tmp_path: Pat
 
 
 def test_statement_splitter_keeps_comments_and_semicolons_in_strings():
-    sql = "-- a comment; still a comment\nCREATE TABLE a (x TEXT DEFAULT ';');\n\nINSERT INTO a VALUES ('1;2');\n-- trailing\n"
+    sql = ("-- a comment; still a comment\nCREATE TABLE a (x TEXT DEFAULT ';');\n\n"
+           "INSERT INTO a VALUES ('1;2');\n-- trailing\n")
     assert split_sqlite_statements(sql) == [
         "-- a comment; still a comment\nCREATE TABLE a (x TEXT DEFAULT ';');", "INSERT INTO a VALUES ('1;2');"]
 

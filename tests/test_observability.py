@@ -259,12 +259,14 @@ def test_where_semantics_over_every_kind_of_field(queried):
     assert found(queried, after) == ["a3a3", "a2a2"]
     assert found(queried, {"op": "notIn", "value": {"path": "entityName"}, "set": ["Docs Agent"]}) == ["a2a2", "a1a1"]
     assert found(queried, {"op": "includes", "path": "entityName", "value": "docs"}) == ["a3a3"]
-    assert found(queried, {"scores": {"some": {"op": "lt", "left": {"path": "score"}, "right": {"literal": 0.5}}}}) == []
+    assert found(queried, {"scores": {"some": {"op": "lt", "left": {"path": "score"},
+                                               "right": {"literal": 0.5}}}}) == []
     assert len(found(queried, {"feedback": {"none": {"op": "exists", "path": "comment"}}})) == 3
 
 
 def test_the_cursor_pages_in_either_order_and_refuses_foreign_cursors(queried):
-    for field, direction, expected in (("startedAt", "desc", ["a3", "a2", "a1"]), ("endedAt", "asc", ["a1", "a2", "a3"])):
+    for field, direction, expected in (("startedAt", "desc", ["a3", "a2", "a1"]),
+                                       ("endedAt", "asc", ["a1", "a2", "a3"])):
         seen, after = [], None
         while True:
             body = {"timeRange": WINDOW, "orderBy": [{"field": field, "direction": direction}],

@@ -112,7 +112,8 @@ def test_resource_scope_observes_a_users_threads_together(tmp_path: Path) -> Non
                 " ORDER BY generation_count DESC LIMIT 1").fetchone()
             metadata = dict(conn.execute("SELECT id, metadata FROM threads").fetchall())
         assert key == "resource:ai-chat" and thread_id is None
-        assert f'<thread id="{section_id("trip", True)}">' in log and f'<thread id="{section_id("chores", True)}">' in log
+        assert (f'<thread id="{section_id("trip", True)}">' in log
+                and f'<thread id="{section_id("chores", True)}">' in log)
         assert '<thread id="trip">' not in log and "Ada Lovelace" in log
         assert json.loads(metadata["trip"])["mastra"]["om"]["lastObservedAt"]  # each thread keeps its own cursor
         # back in the first thread: what was observed there left its window

@@ -115,7 +115,8 @@ def test_the_safe_prefix_never_splits_a_tool_call() -> None:
 
 def test_idle_ttl_table_and_provider_change() -> None:
     assert auto_ttl_ms("anthropic", "claude-sonnet-4-5") == 300_000 and auto_ttl_ms("xai", "grok-4") == 300_000
-    assert auto_ttl_ms("deepseek", "deepseek-chat") == 3_600_000 and auto_ttl_ms("google", "gemini-2.5-pro") == 86_400_000
+    assert (auto_ttl_ms("deepseek", "deepseek-chat") == 3_600_000
+            and auto_ttl_ms("google", "gemini-2.5-pro") == 86_400_000)
     assert auto_ttl_ms("groq", "llama") == 7_200_000 and auto_ttl_ms("who-knows", "m") == 300_000
     assert auto_ttl_ms("openai", "gpt-4o") == 300_000 and auto_ttl_ms("openai", "gpt-5.1") == 300_000
     assert auto_ttl_ms("openai", "o3") == 3_600_000 and auto_ttl_ms("openai.responses", "gpt-4.1-mini") == 300_000
@@ -183,7 +184,8 @@ async def test_two_processes_never_activate_the_same_chunk(libsql: LibSQLStore, 
     assert active.last_observed_at == "2026-01-01T10:02:00.001Z" and done.message_ids == {"m1", "m2"}
     # the next activation appends after a message boundary
     again, _ = await activate(options, store, active, Trigger("ttl"), "t")
-    assert again is not None and "--- message boundary (2026-01-01T10:03:00.001Z) ---" in again.record.active_observations
+    assert (again is not None
+            and "--- message boundary (2026-01-01T10:03:00.001Z) ---" in again.record.active_observations)
 
 
 @pytest.mark.anyio
@@ -259,7 +261,8 @@ async def test_background_observer_stores_a_chunk_and_reports_late_parts_on_the_
     assert active.is_buffering_observation is None
     [stored] = active.buffered_observation_chunks
     assert stored["messageIds"] == ["m0", "m1", "m2", "m3"] and "Ada" in stored["observations"]
-    assert stored["lastObservedAt"] == "2026-01-01T10:03:00.001Z" and active.last_buffered_at_time == stored["lastObservedAt"]
+    assert (stored["lastObservedAt"] == "2026-01-01T10:03:00.001Z"
+            and active.last_buffered_at_time == stored["lastObservedAt"])
     assert active.last_buffered_at_tokens == stored["messageTokens"] and active.active_observations == ""
     reply = await conversations.get_message("m3")
     types = [p["type"] for p in reply.content["parts"]]

@@ -1,5 +1,5 @@
-"""Observational Memory's options: Mastra's defaults, resolution and checks (docs/observational-memory.md#thresholds),
-and the ``DEV_SERVER_OM_*`` settings."""
+"""Observational Memory's options: Mastra's defaults, resolution and checks
+(docs/observational-memory.md#thresholds), and the ``DEV_SERVER_OM_*`` settings."""
 
 from __future__ import annotations
 
@@ -132,7 +132,8 @@ def test_settings_make_the_options_and_name_the_variable(monkeypatch: pytest.Mon
     monkeypatch.setenv("DEV_SERVER_OM_BUFFER_TOKENS", "100")
     assert Settings.load().observational_memory["observation"]["bufferTokens"] == 100
     monkeypatch.setenv("DEV_SERVER_OM_BUFFER_TOKENS", "300")
-    with pytest.raises(SettingsError, match=r"^invalid setting: DEV_SERVER_OM_\*: .*bufferTokens \(300\) must be below"):
+    with pytest.raises(SettingsError,
+                       match=r"^invalid setting: DEV_SERVER_OM_\*: .*bufferTokens \(300\) must be below"):
         Settings.load()
     monkeypatch.setenv("DEV_SERVER_OM_BUFFER_TOKENS", "lots")
     with pytest.raises(SettingsError, match="om_buffer_tokens|OM_BUFFER_TOKENS"):

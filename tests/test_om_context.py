@@ -1,4 +1,5 @@
-"""Context injection (dev_server.om.prompting.context, dev_server.om.prompting.relative_time; docs/observational-memory.md#context, #manual-api).
+"""Context injection (dev_server.om.prompting.context, dev_server.om.prompting.relative_time;
+docs/observational-memory.md#context, #manual-api).
 
 Pure functions, checked directly: each optimisation rule on its own, relative dates and
 gap lines against a fixed "now", the order and count of the injected system messages,
@@ -295,7 +296,7 @@ def test_instructions_cover_the_five_topics() -> None:
     paragraphs = OBSERVATION_CONTEXT_INSTRUCTIONS.split("\n\n")
     assert len(paragraphs) == 5
     for paragraph, topic in zip(paragraphs[1:], ["KNOWLEDGE UPDATES", "PLANNED ACTIONS",
-                                                  "MOST RECENT USER INPUT", "SYSTEM REMINDERS"]):
+                                                  "MOST RECENT USER INPUT", "SYSTEM REMINDERS"], strict=True):
         assert paragraph.startswith(topic)
     assert "<system-reminder>" in paragraphs[4]
 

@@ -79,4 +79,5 @@ async def test_reflection_escalates_until_the_log_fits_and_writes_the_next_gener
     assert all("retrying at level" in error for error in retries)
     assert len(names) == 2 + 2 * len(retries)  # each retry is a failed cycle and a new start
     history = await engine.records.history("thread:t")
-    assert [r.generation_count for r in history] == [1, 0] and history[1].active_observations == observed.active_observations
+    assert ([r.generation_count for r in history] == [1, 0]
+            and history[1].active_observations == observed.active_observations)

@@ -49,7 +49,8 @@ from tests.kit.studio_ui import run_studio
 from tests.kit.traces import wait_for_traces
 from tests.support import free_port, run_node, sqlite_rows
 
-START_FIELDS = {"cycleId", "operationType", "startedAt", "tokensToObserve", "recordId", "threadId", "threadIds", "config"}
+START_FIELDS = {"cycleId", "operationType", "startedAt", "tokensToObserve", "recordId", "threadId", "threadIds",
+                "config"}
 END_FIELDS = {"cycleId", "operationType", "completedAt", "durationMs", "tokensObserved", "observationTokens",
               "recordId", "threadId"}
 FAILED_FIELDS = {"cycleId", "operationType", "failedAt", "durationMs", "tokensAttempted", "error", "recordId",
@@ -85,7 +86,7 @@ titling = server_fixture("gateway", inprocess=True, settings={"telemetry": False
 
 def test_a_thread_is_observed_then_reflected_and_every_part_passes_the_sdk(gateway: Any, data: Path) -> None:
     results = [judged_turn(gateway, "cycle", f"c{i}", f"Turn {i}. {FACT}") for i in range(1, 9)]
-    for index, result in enumerate(results):
+    for result in results:
         statuses = om_chunks(result, "status")
         assert len(statuses) == 1 and statuses[0]["transient"] is True
         status = statuses[0]["data"]
@@ -222,7 +223,8 @@ def test_the_real_studio_shows_the_observation_marker_of_a_gateway_thread(gatewa
 
 def test_the_observer_call_is_a_span_of_the_turns_trace(start_server: Any) -> None:
     studio_port = free_port()
-    studio = start_server("studio", port=studio_port, env={k: v for k, v in OM_ENV.items() if k != "DEV_SERVER_TELEMETRY"})
+    studio = start_server("studio", port=studio_port,
+                          env={k: v for k, v in OM_ENV.items() if k != "DEV_SERVER_TELEMETRY"})
     gateway = start_server("gateway", env={**OM_ENV, "DEV_SERVER_TELEMETRY": "true",
                                            "DEV_SERVER_STUDIO_PORT": str(studio_port)})
     results = [turn(gateway, "traced", f"t{i}", f"Turn {i}. {FACT}") for i in range(1, 6)]

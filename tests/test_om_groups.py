@@ -69,8 +69,9 @@ anyio = pytest.mark.anyio
 
 @anyio
 async def test_an_observation_cycle_is_one_group_ranging_over_its_visible_messages(libsql: LibSQLStore) -> None:
-    messages = [data_message("d0", 0), text_message("m1", "user", FACT, 1), text_message("m2", "assistant", "Noted.", 2),
-                text_message("m3", "user", "We leave in June.", 3), data_message("d4", 4)]
+    messages = [data_message("d0", 0), text_message("m1", "user", FACT, 1),
+                text_message("m2", "assistant", "Noted.", 2), text_message("m3", "user", "We leave in June.", 3),
+                data_message("d4", 4)]
     memory, engine, ctx = await om_setup(libsql, messages, {"retrieval": True})
     record = await engine.records.initialize(scope="thread", thread_id="t", resource_id="r", config={},
                                              timezone="UTC")
@@ -160,7 +161,8 @@ def test_the_actor_sees_each_group_with_its_range_and_the_recall_instructions() 
                    'mode: "threads"', 'mode: "search"', "not needed", "another conversation"):
         assert needed in instructions, needed
     thread_only = retrieval_instructions(RetrievalConfig(scope="thread"))
-    assert "limited to the current conversation thread" in thread_only and ADDITIONAL_GUIDANCE_HEADING not in thread_only
+    assert ("limited to the current conversation thread" in thread_only
+            and ADDITIONAL_GUIDANCE_HEADING not in thread_only)
 
 
 @anyio

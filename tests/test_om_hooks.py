@@ -111,7 +111,8 @@ def test_async_buffer_cycles_call_the_hooks_and_report_a_failure_without_raising
             if failed:
                 break
         failed_event = wait_for(events, lambda n, e: n == "onBufferingEnd" and bool(e["error"]))
-    assert failed_event["trigger"] == "async-buffer" and "could not reach the model provider" in failed_event["error"].lower()
+    assert (failed_event["trigger"] == "async-buffer"
+            and "could not reach the model provider" in failed_event["error"].lower())
 
 
 def test_studio_routes_observe_and_reflect_a_thread_manually(tmp_path: Path) -> None:

@@ -85,7 +85,9 @@ async def test_a_raising_hook_is_logged_and_the_cycle_goes_on(libsql: LibSQLStor
         raise RuntimeError("hook bug")
 
     om = ObservationalMemory(await store_with(libsql), model="local/observer",
-                             options={**SMALL, "hooks": {"onObservationStart": broken, "onObservationEnd": ends.append}}, llm=LiteLLMClient())
+                             options={**SMALL,
+                                      "hooks": {"onObservationStart": broken, "onObservationEnd": ends.append}},
+                             llm=LiteLLMClient())
     result = await om.observe("t1", "r1", messages=chat(2))
     assert result.observed and result.record.active_observations
     assert ends and ends[0]["error"] is None
@@ -161,7 +163,8 @@ async def model_list_om(libsql: LibSQLStore, fake: FakeProvider,
 
 @pytest.mark.anyio
 async def test_a_failing_first_model_falls_over_to_the_second(libsql: LibSQLStore, fake: FakeProvider) -> None:
-    om, ends = await model_list_om(libsql, fake, [{"model": "openai/gpt-4o-mini", "maxRetries": 1}, {"model": "local/backup", "maxRetries": 0}])
+    om, ends = await model_list_om(libsql, fake, [{"model": "openai/gpt-4o-mini", "maxRetries": 1},
+                                                  {"model": "local/backup", "maxRetries": 0}])
     result = await om.observe("t1", "r1", messages=[{"role": "user", "content": f"{FACT} [[fault:status=500]]"}])
     assert result.observed
     assert fake.requests == 2  # the first model: its attempt and its one retry
@@ -177,7 +180,8 @@ async def test_a_failing_first_model_falls_over_to_the_second(libsql: LibSQLStor
 @pytest.mark.anyio
 async def test_a_failed_attempt_that_reported_usage_is_counted_in_the_cycle_usage(libsql: LibSQLStore,
                                                                                  fake: FakeProvider) -> None:
-    om, ends = await model_list_om(libsql, fake, [{"model": "openai/gpt-4o-mini", "maxRetries": 0}, {"model": "local/backup", "maxRetries": 0}])
+    om, ends = await model_list_om(libsql, fake, [{"model": "openai/gpt-4o-mini", "maxRetries": 0},
+                                                  {"model": "local/backup", "maxRetries": 0}])
     # the provider bills 11 input tokens, then sends no content: a failed call that reported usage
     result = await om.observe("t1", "r1", messages=[{"role": "user", "content": f"{FACT} [[fault:empty_usage]]"}])
     assert result.observed and fake.requests == 1
@@ -195,7 +199,8 @@ async def test_a_failed_attempt_that_reported_usage_is_counted_in_the_cycle_usag
 @pytest.mark.anyio
 async def test_when_every_model_fails_each_attempt_reaches_the_end_hook(libsql: LibSQLStore,
                                                                       fake: FakeProvider) -> None:
-    om, ends = await model_list_om(libsql, fake, [{"model": "openai/gpt-4o-mini", "maxRetries": 0}, {"model": "openai/gpt-4o", "maxRetries": 0}])
+    om, ends = await model_list_om(libsql, fake, [{"model": "openai/gpt-4o-mini", "maxRetries": 0},
+                                                  {"model": "openai/gpt-4o", "maxRetries": 0}])
     result = await om.observe("t1", "r1", messages=[{"role": "user", "content": f"{FACT} [[fault:status=500]]"}])
     assert not result.observed and ends[0]["error"]
     assert [(c["model"], bool(c["error"])) for c in ends[0]["calls"]] == [("openai/gpt-4o-mini", True),
@@ -221,7 +226,8 @@ async def test_model_settings_and_provider_options_reach_litellm(libsql: LibSQLS
     ({"model": {"upTo": {5000: "a/b", 1000: "c/d"}}}, "observationalMemory.model.upTo"),
     ({"model": {"upTo": {}}}, "observationalMemory.model.upTo"),
     ({"observation": {"model": []}}, "observationalMemory.observation.model"),
-    ({"reflection": {"model": [{"model": "a/b", "maxRetries": -1}]}}, "observationalMemory.reflection.model[0].maxRetries"),
+    ({"reflection": {"model": [{"model": "a/b", "maxRetries": -1}]}},
+     "observationalMemory.reflection.model[0].maxRetries"),
     ({"model": [{"model": "a/b", "retries": 2}]}, "observationalMemory.model[0].retries"),
     ({"hooks": {"onObservationEnd": "print"}}, "observationalMemory.hooks.onObservationEnd"),
     ({"hooks": {"onObserve": print}}, "observationalMemory.hooks.onObserve"),

@@ -1,5 +1,6 @@
-"""dev_server.om.prompting.prompts, dev_server.om.prompting.transcript, dev_server.om.prompting.parsing: what the observer and reflector are told,
-how history is shown to the observer, and how their answers are read (docs/observational-memory.md#prompts).
+"""dev_server.om.prompting.prompts, dev_server.om.prompting.transcript, dev_server.om.prompting.parsing: what the
+observer and reflector are told, how history is shown to the observer, and how their answers are read
+(docs/observational-memory.md#prompts).
 
 Pure functions, no model: transcripts are built from ``Message`` values in UTC.
 """
@@ -218,7 +219,7 @@ def test_transcript_model_output_and_redaction() -> None:
 
 
 def test_transcript_truncates_large_tool_output() -> None:
-    big = {"rows": ["row %05d with some padding text" % i for i in range(3000)]}
+    big = {"rows": [f"row {i:05d} with some padding text" for i in range(3000)]}
     text = transcript(message("assistant", "2025-12-04T14:31:00.000Z", tool("result", "c1", "query", {}, result=big)))
     result = text.split("Tool Result query: ", 1)[1]
     body, marker = result.rsplit("\n... [truncated ~", 1)

@@ -161,7 +161,8 @@ async def test_search_finds_keywords_across_the_resource_and_reports_the_group(l
     assert f"- observation group: {group.id}" in grouped["results"] and "range `m00:m09`" in grouped["results"]
     assert "- thread: t (About t) ← current" in grouped["results"] and "- score: 1.00" in grouped["results"]
     unobserved = await call(recall, caller, mode="search", query="Message 25 about")
-    assert unobserved["count"] == 1 and "source: message m25 (assistant" in unobserved["results"]  # no group covers it yet
+    # no group covers it yet
+    assert unobserved["count"] == 1 and "source: message m25 (assistant" in unobserved["results"]
     assert (await call(recall, caller, mode="search", query="zeppelin"))["count"] == 0
     assert "needs a query" in (await call(recall, caller, mode="search"))["error"]
     # the turn's own question is not a hit for itself

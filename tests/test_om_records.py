@@ -37,7 +37,8 @@ async def test_generations_history_and_the_active_record(db: LibSQLStore) -> Non
                                                         observed_ids=["m2", "m3"], tokens_observed=2)
     assert observed.observed_message_ids == ["m1", "m2", "m3"] and observed.total_tokens_observed == 9
     reflected = await records.create_reflection_generation(observed, observations="* a and b", token_count=4)
-    assert (reflected.generation_count, reflected.origin_type, reflected.observation_token_count) == (1, "reflection", 4)
+    assert (reflected.generation_count, reflected.origin_type,
+            reflected.observation_token_count) == (1, "reflection", 4)
     assert reflected.last_observed_at == "2026-01-01T11:00:00.000Z" and reflected.observed_message_ids is None
     assert reflected.total_tokens_observed == 9 and reflected.config == {"scope": "thread"}
     assert (await records.active("thread:t1")).id == reflected.id

@@ -47,7 +47,8 @@ async def resource_memory(libsql: LibSQLStore, working: WorkingMemoryOptions,
     await store.append_messages("garden", [as_message(m, "garden", "r1") for m in chat("garden", GARDEN, 3)])
     memory = Memory(MemoryOptions(last_messages=10, working_memory=working, observational_memory={
         "scope": "resource", "observation": {"messageTokens": 500, "threadTitle": True, **observation},
-        "reflection": {"observationTokens": 100_000, "extract": [{"name": "Summary", "instructions": "s", "schema": Summary}]}}),
+        "reflection": {"observationTokens": 100_000,
+                       "extract": [{"name": "Summary", "instructions": "s", "schema": Summary}]}}),
         store, agent_id="chat-agent")
     return memory
 

@@ -79,10 +79,12 @@ def validating_app() -> FastAPI:
      {"error": "Invalid request body", "issues": [{"field": "body", "message": "JSON decode error"}]}),
     ({"url": "/notes/1?limit=many", "json": {"title": "t"}},
      {"error": "Invalid query parameters",
-      "issues": [{"field": "limit", "message": "Input should be a valid integer, unable to parse string as an integer"}]}),
+      "issues": [{"field": "limit",
+                  "message": "Input should be a valid integer, unable to parse string as an integer"}]}),
     ({"url": "/notes/one", "json": {"title": "t"}},
      {"error": "Invalid path parameters",
-      "issues": [{"field": "note_id", "message": "Input should be a valid integer, unable to parse string as an integer"}]}),
+      "issues": [{"field": "note_id",
+                  "message": "Input should be a valid integer, unable to parse string as an integer"}]}),
 ])
 def test_one_validation_handler_answers_in_mastras_400_shape(request_kwargs, expected):
     with TestClient(validating_app()) as client:

@@ -56,7 +56,8 @@ def tracer_for(url: str, **exporter):
 
 def agent_run(tracer) -> str:
     messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "first"},
-                {"role": "assistant", "content": "ok"}, {"role": "user", "content": [{"type": "text", "text": "weather?"}]}]
+                {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": [{"type": "text", "text": "weather?"}]}]
     with tracer.start_as_current_span("agent run: 'chat-agent'", attributes={
             "mastra.span_type": "agent_run", "mastra.entity_type": "agent", "mastra.entity_id": "chat-agent",
             "mastra.entity_name": "Chat Agent", "mastra.thread_id": "t1", "mastra.resource_id": "ai-chat",
@@ -64,10 +65,10 @@ def agent_run(tracer) -> str:
             "mastra.output": json.dumps({"text": "sunny"}), "mastra.metadata": json.dumps({"k": "v"}),
             "mastra.tags": json.dumps(["a", "b"]), "mastra.attributes": json.dumps({"conversationId": "t1"}),
             "http.method": "POST"}) as root:
-        with tracer.start_as_current_span("llm: 'gpt'", attributes={"mastra.span_type": "model_generation"}):
-            with pytest.raises(RuntimeError):
-                with tracer.start_as_current_span("tool: 'weather'", attributes={"mastra.span_type": "tool_call"}):
-                    raise RuntimeError("no network")
+        with (tracer.start_as_current_span("llm: 'gpt'", attributes={"mastra.span_type": "model_generation"}),
+              pytest.raises(RuntimeError),
+              tracer.start_as_current_span("tool: 'weather'", attributes={"mastra.span_type": "tool_call"})):
+            raise RuntimeError("no network")
         with tracer.start_as_current_span("plain"):
             pass
         return format(root.get_span_context().trace_id, "032x")
@@ -93,7 +94,7 @@ def test_sdk_spans_become_a_tree_and_a_trace_row(studio):
     assert json.loads(root[13])[-1]["role"] == "user" and all(s[14] for s in spans.values())
 
     (trace,) = rows(studio, "SELECT * FROM traces")
-    trace = dict(zip(TRACE_COLUMNS, trace))
+    trace = dict(zip(TRACE_COLUMNS, trace, strict=False))
     assert trace["trace_id"] == trace_id and len(trace_id) == 32 and trace["root_span_id"] == root[1]
     assert (trace["entity_id"], trace["run_id"], trace["service_name"]) == ("chat-agent", "run-1", "dev-server-gateway")
     assert trace["input_preview"] == "weather?" and json.loads(trace["metadata"]) == {"k": "v"}
@@ -213,7 +214,8 @@ def test_bad_payloads_are_400_and_write_nothing(studio, body: bytes, headers: di
     assert counts(studio) == before == (1, 1, 0)
 
 
-@pytest.mark.parametrize("body,kind", [(b"\xff\xff", "application/x-protobuf"), (b'{"resourceLogs": 1}', "application/json"),
+@pytest.mark.parametrize("body,kind", [(b"\xff\xff", "application/x-protobuf"),
+                                       (b'{"resourceLogs": 1}', "application/json"),
                                        (b'{"resourceLogs": [{"scopeLogs": [{"logRecords": [{"spanId": "x"}]}]}]}',
                                         "application/json")])
 def test_bad_log_payloads_are_400(studio, body: bytes, kind: str):
@@ -260,7 +262,8 @@ async def test_a_failed_append_rolls_back_the_whole_request(tmp_path: Path):
     broken_span = list(span_rows[-1])
     broken_span[SPAN_COLUMNS.index("attributes")] = "{not json"
     with pytest.raises(RowsRejected):
-        writer.write_spans_blocking([*span_rows[:-1], tuple(broken_span)], trace_rows)  # fails after good rows in the same appender
+        # fails after good rows in the same appender
+        writer.write_spans_blocking([*span_rows[:-1], tuple(broken_span)], trace_rows)
     assert await store.fetch_all("SELECT (SELECT count(*) FROM spans) s, (SELECT count(*) FROM traces) t") == [
         {"s": 0, "t": 0}]
     assert await writer.write_spans(span_rows, trace_rows) == Written(3, 0)  # the connection is usable again
@@ -273,7 +276,7 @@ async def test_retention_deletes_old_rows(tmp_path: Path):
     await store.open()
     writer = ObservabilityWriter(store)
     await writer.write_spans(*sample_rows())  # started in 2023
-    fresh = [tuple(datetime.now(UTC) if c == "started_at" else v for c, v in zip(SPAN_COLUMNS, row))
+    fresh = [tuple(datetime.now(UTC) if c == "started_at" else v for c, v in zip(SPAN_COLUMNS, row, strict=True))
              for row in sample_rows(1, trace=b"\x0b")[0]]
     await writer.write_spans(fresh)
     assert await writer.delete_older_than(30) == 4
@@ -354,7 +357,7 @@ async def test_migration_0002_folds_rows_stored_twice_and_keys_the_tables(tmp_pa
     apply_duckdb(con, load_migrations("duckdb")[:1], "2025-01-01T00:00:00Z")  # the schema before 0002
     span_rows, trace_rows = sample_rows(2)
     older = [tuple(v - timedelta(hours=1) if c == "updated_at" else ("old" if c == "name" else v)
-                   for c, v in zip(SPAN_COLUMNS, row)) for row in span_rows]
+                   for c, v in zip(SPAN_COLUMNS, row, strict=True)) for row in span_rows]
     for table, columns, batch in (("spans", SPAN_COLUMNS, [*older, *span_rows]),
                                   ("traces", TRACE_COLUMNS, [*trace_rows, *trace_rows])):
         with con.appender(table, columns=list(columns)) as appender:
@@ -365,7 +368,8 @@ async def test_migration_0002_folds_rows_stored_twice_and_keys_the_tables(tmp_pa
     assert await store.fetch_all("SELECT name FROM spans ORDER BY span_id") == [{"name": "s0"}, {"name": "s1"}]
     assert await store.fetch_all("SELECT count(*) AS n FROM traces") == [{"n": 1}]
     keys = await store.fetch_all("SELECT table_name, constraint_column_names AS cols FROM duckdb_constraints() "
-                                 "WHERE constraint_type = 'PRIMARY KEY' AND table_name <> '_migrations' ORDER BY table_name")
+                                 "WHERE constraint_type = 'PRIMARY KEY' AND table_name <> '_migrations' "
+                                 "ORDER BY table_name")
     assert [(k["table_name"], k["cols"]) for k in keys] == [
         ("logs", ["log_id"]), ("spans", ["trace_id", "span_id"]), ("traces", ["trace_id"])]
     assert await ObservabilityWriter(store).write_spans(span_rows, trace_rows) == Written(2, 0)

@@ -63,7 +63,8 @@ def chat(gateway: ProcessServer, thread: str, message_id: str, text: str) -> dic
 
 def test_replicas_share_one_database_and_the_migrations_ran_once(topology: Topology) -> None:
     versions = topology.sqld.rows("SELECT version FROM _migrations ORDER BY version")
-    assert [v for (v,) in versions] == sorted({v for (v,) in versions}) and len(versions) == len(load_migrations("libsql"))
+    assert ([v for (v,) in versions] == sorted({v for (v,) in versions})
+            and len(versions) == len(load_migrations("libsql")))
     for server in (*topology.gateways, topology.studio):
         health = httpx.get(f"{server.url}/health").json()
         assert health["stores"]["default"]["url"] == topology.sqld.url, health["stores"]

@@ -54,7 +54,8 @@ def test_spans_from_a_user_get_that_users_resource_whatever_they_claim(secured):
                           headers=as_user(service_token(TOKENS)))
     assert response.status_code == 200
     assert trace_ids(secured, "ta") == [service_trace] and trace_ids(secured, "tb") == [bob_trace]
-    assert httpx.get(f"{secured.url}/api/observability/traces/{service_trace}", headers=as_user("tb")).status_code == 404
+    assert httpx.get(f"{secured.url}/api/observability/traces/{service_trace}",
+                     headers=as_user("tb")).status_code == 404
 
 
 def test_a_user_cannot_overwrite_anothers_span_by_reusing_its_ids(secured):
@@ -105,7 +106,8 @@ def test_discovery_lists_only_what_the_caller_may_see(secured):
     for token, wanted in (("ta", [{"value": "Secret Agent", "count": 1}]), ("tb", [])):
         assert discover("values", token, predicateScope="trace", path="entityName")["values"] == wanted
         assert discover("values", token, predicateScope="spans", path="entityName")["values"] == wanted
-    assert [f["path"] for f in discover("fields", "ta", predicateScope="trace")["observedFields"]] == ["metadata.region"]
+    assert [f["path"] for f in discover("fields", "ta", predicateScope="trace")["observedFields"]] == [
+        "metadata.region"]
     assert discover("fields", "tb", predicateScope="trace")["observedFields"] == []
     assert discover("values", "tb", predicateScope="trace", path="metadata.region")["values"] == []
 

@@ -44,7 +44,8 @@ async def test_domains_route_to_their_engines(settings: Settings, data_dir: Path
         assert "spans" not in {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     with duckdb.connect(str(data_dir / "observability.duckdb")) as con:
         assert con.execute("SELECT count(*) FROM spans").fetchone()[0] == 1
-        assert con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'messages'").fetchone()[0] == 0
+        assert con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'messages'").fetchone()[0] == 0
 
 
 async def test_deleting_the_observability_file_loses_no_thread(settings: Settings, data_dir: Path):

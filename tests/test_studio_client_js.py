@@ -1,7 +1,8 @@
 """The studio's /api routes judged by the real, unchanged ``@mastra/client-js`` 1.47.
 
 One studio process for the module; ``tests/js/client_conformance.mjs`` runs every check in
-one node process per resource mode (every check makes its own thread ids), and each check is still its own pytest result, asserted from that run's JSON report:
+one node process per resource mode (every check makes its own thread ids), and each check is still its own pytest
+result, asserted from that run's JSON report:
 a failure shows the client's error plus the last HTTP exchanges (method, path, body,
 status, response) that led to it. The check names are read from the harness's source, so
 collecting this module starts no process; ``test_the_harness_runs_exactly_the_listed_checks``

@@ -110,7 +110,8 @@ def two_users(data_dir: Path):
 
 
 def snapshot(db: Path) -> tuple:
-    return (sqlite_rows(db, "SELECT * FROM threads ORDER BY id"), sqlite_rows(db, "SELECT * FROM messages ORDER BY seq"))
+    return (sqlite_rows(db, "SELECT * FROM threads ORDER BY id"),
+            sqlite_rows(db, "SELECT * FROM messages ORDER BY seq"))
 
 
 def test_creating_a_thread_over_another_users_id_writes_nothing(two_users):

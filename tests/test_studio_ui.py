@@ -95,7 +95,8 @@ def test_index_fills_placeholders_from_the_request_host(fake_ui: Path):
     ipv6 = client.get("/", headers={"host": "[::1]:4111"})
     assert window_vars(ipv6.text)["MASTRA_SERVER_HOST"] == "[::1]"
     default_port = TestClient(ui_app(fake_ui), base_url="https://studio.example").get("/")
-    assert window_vars(default_port.text).items() >= {"MASTRA_SERVER_PORT": "443", "MASTRA_SERVER_PROTOCOL": "https"}.items()
+    assert window_vars(default_port.text).items() >= {"MASTRA_SERVER_PORT": "443",
+                                                      "MASTRA_SERVER_PROTOCOL": "https"}.items()
     signals = TestClient(ui_app(fake_ui, agent_signals=True)).get("/")
     assert window_vars(signals.text)["MASTRA_AGENT_SIGNALS"] == "true"
 

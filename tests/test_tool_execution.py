@@ -112,7 +112,8 @@ def test_a_cpu_bound_function_runs_in_a_child_process_with_the_calls_ids(tmp_pat
 
 
 def test_a_cpu_bound_function_past_its_deadline_is_killed(tmp_path: Path):
-    assert run(cpu_tool(child_pid), json.dumps({"path": ""})).error is None  # the forkserver is up: the deadline is the tool's
+    # the forkserver is up: the deadline is the tool's
+    assert run(cpu_tool(child_pid), json.dumps({"path": ""})).error is None
     pid_file = tmp_path / "pid"
     outcome = run(cpu_tool(child_spins, timeout_s=2.0), json.dumps({"path": str(pid_file)}))
     assert outcome.error == "The tool child_spins did not finish within 2 s"

@@ -105,7 +105,8 @@ def test_a_tool_result_for_an_unknown_call_is_a_400(studio):
 @pytest.mark.parametrize("content", [[], [{"type": "text", "text": "x"}], "plain text"])
 @pytest.mark.parametrize("route", ["stream", "generate"])
 def test_a_tool_message_without_tool_results_is_a_400(studio, route, content):
-    body = {"messages": [{"role": "tool", "content": content}], "memory": {"thread": f"tr-empty-{route}", "resource": "r1"}}
+    body = {"messages": [{"role": "tool", "content": content}],
+            "memory": {"thread": f"tr-empty-{route}", "resource": "r1"}}
     response = httpx.post(f"{studio.url}/api/agents/chat-agent/{route}", json=body, timeout=30)
     assert response.status_code == 400, response.text
     assert "tool results" in response.json()["error"]

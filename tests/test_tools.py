@@ -2,8 +2,8 @@
 
 Gateway turns (a gateway in this process, over real HTTP) are judged by the real ``ai``
 package (``chat_client.mjs``: every chunk through the SDK's schema, the final UI message
-built by ``readUIMessageStream``); studio turns read Mastra's chunks over real HTTP. The local model's tool phrases are documented
-in ``dev_server.llm.local_model``.
+built by ``readUIMessageStream``); studio turns read Mastra's chunks over real HTTP. The local model's tool phrases are
+documented in ``dev_server.llm.local_model``.
 """
 
 from __future__ import annotations
@@ -184,7 +184,8 @@ def test_a_tool_past_its_timeout_is_an_error_result():
     tool = Tool("slow", "sleeps", Nothing, slow, timeout_s=0.05)
     outcome = asyncio.run(execute({"slow": tool}, "slow", "{}", CALL))
     assert outcome.output is None and "did not finish within 0.05 s" in (outcome.error or "")
-    assert asyncio.run(execute({"slow": tool}, "slow", "{not json", CALL)).error.startswith("The arguments are not valid JSON")
+    assert asyncio.run(execute({"slow": tool}, "slow", "{not json", CALL)).error.startswith(
+        "The arguments are not valid JSON")
     assert asyncio.run(execute({}, "ghost", "{}", CALL)).error == "Unknown tool 'ghost'"
 
 

@@ -7,7 +7,8 @@ inputs, over and over from two threads, on the Studio's execute route and throug
 (``use the <tool> tool: <input>``, the local model's trigger); meanwhile ``/health`` of the
 same process is probed. The load pauses 10 ms between calls: it is there to run the tools,
 not to keep the loop busy with requests (three agent turns back to back keep it busy enough,
-worst inputs or not, to queue a /health past 100 ms on this 2-core machine). The issue sets the bound: every probe of a window answers within
+worst inputs or not, to queue a /health past 100 ms on this 2-core machine). The issue sets the bound: every probe of a
+window answers within
 100 ms (a window's max is what counts). A /health alone takes a few ms, but on a machine
 shared with other work a process sometimes waits longer than that for a core, load or not
 (spikes of 40-60 ms were seen on an idle server), so a window over the bound is measured

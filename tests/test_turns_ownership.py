@@ -6,6 +6,7 @@ subscribes and then becomes alice's never streams her chunks to him.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -63,10 +64,8 @@ class Subscription:
         """Hang up: the stream stays open while the thread exists, and only a shutdown of its
         socket wakes the reading thread (closing the client from here does not)."""
         if self._socket is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self._socket.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         self._thread.join(timeout=10)
         assert not self._thread.is_alive()
         self._client.close()

@@ -56,7 +56,8 @@ def test_gateway_stream_broken_mid_way_ends_with_an_error_chunk_and_done(broken_
     assert [c["type"] for c in result["chunks"]][-2:] == ["text-end", "error"]
     assert result["rawText"].rstrip().endswith("data: [DONE]")
     reply = json.loads(sqlite_rows(settings.resolved_data_dir / "dev-server.db",
-                                   "SELECT content FROM messages WHERE thread_id = 'broken' AND role = 'assistant'")[0][0])
+                                   "SELECT content FROM messages WHERE thread_id = 'broken'"
+                                   " AND role = 'assistant'")[0][0])
     assert reply["content"] == "half a reply" and reply["metadata"]["error"]["kind"] == "internal"
 
 
@@ -81,7 +82,8 @@ def test_a_provider_failure_mid_stream_ends_with_done_on_both_encoders(gateway, 
     assert lines[-1] == "[DONE]" and json.loads(lines[-2])["type"] == "error"
 
 
-LONE = b'{"id":"c","conversationId":"lone","messages":[{"id":"l1","role":"user","parts":[{"type":"text","text":"bad \\ud800 text"}]}]}'
+LONE = (b'{"id":"c","conversationId":"lone","messages":[{"id":"l1","role":"user",'
+        b'"parts":[{"type":"text","text":"bad \\ud800 text"}]}]}')
 
 
 def test_a_lone_surrogate_from_the_client_never_kills_the_stream(gateway, settings: Settings):

@@ -244,7 +244,8 @@ def test_an_update_that_does_not_fit_the_schema_is_returned_to_the_model(data_di
         second = json.dumps({"memory": {"prefs": {"milk": None}, "tags": ["b", "c"]}})
         say(server.url, "p1", "u2", f"call {TOOL_NAME} with {second}", agent="profile-agent")
         db = data_dir / "dev-server.db"
-        read = lambda: json.loads(sqlite_rows(db, "SELECT working_memory FROM threads WHERE id = 'p1'")[0][0])
+        def read():
+            return json.loads(sqlite_rows(db, "SELECT working_memory FROM threads WHERE id = 'p1'")[0][0])
         merged = {"name": "Ada", "prefs": {"tea": True}, "tags": ["b", "c"]}
         assert read() == merged
         text, parts = say(server.url, "p1", "u3", f'call {TOOL_NAME} with {{"memory": {{"age": "old"}}}}',
@@ -285,7 +286,8 @@ def studio_ops(url: str, ops: list[dict], token: str | None = None) -> list[dict
 def test_memory_config_reports_the_truth(data_dir: Path):
     app = create_app("studio", Settings(data_dir=data_dir, working_memory="chat-agent, docs-agent:thread"))
     with LiveApp(app) as server, httpx.Client(base_url=server.url) as client:
-        config = lambda agent: client.get("/api/memory/config", params={"agentId": agent}).json()["config"]
+        def config(agent):
+            return client.get("/api/memory/config", params={"agentId": agent}).json()["config"]
         assert config("chat-agent")["workingMemory"] == {"enabled": True, "scope": "resource",
                                                          "template": DEFAULT_TEMPLATE.strip()}
         assert config("docs-agent")["workingMemory"] == {"enabled": True, "scope": "thread",

@@ -18,6 +18,7 @@ orders them (across processes too) in the order they were started.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -42,10 +43,8 @@ class ThreadHub:
 
     def publish(self, key: Key, chunk: dict[str, Any]) -> None:
         for queue in list(self._subscribers.get(key, ())):
-            try:
+            with contextlib.suppress(asyncio.QueueFull):  # a subscriber that stopped reading loses chunks, not the run
                 queue.put_nowait(chunk)
-            except asyncio.QueueFull:  # a subscriber that stopped reading loses chunks, not the run
-                pass
 
     def has_runs(self, key: Key) -> bool:
         return any(not task.done() for task in self._runs.get(key, {}).values())

@@ -193,7 +193,7 @@ class TurnStarter:
         try:
             await self._take_lease(thread_id, holder, deadline, before_waiting=check_owner_once)
             renewal = asyncio.create_task(self._renew(thread_id, holder))
-            for message, stamp in zip(incoming, spaced_iso(len(incoming), self.clock)):
+            for message, stamp in zip(incoming, spaced_iso(len(incoming), self.clock), strict=True):
                 message.created_at = stamp  # stored after the previous reply, so stamped now
             turn = await self.runner.prepare(agent, thread_id=thread_id, resource_id=resource_id,
                                              incoming=incoming, client_context=[], run_id=run_id,

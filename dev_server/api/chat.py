@@ -147,7 +147,7 @@ def _chat_key(chat_id: str | None) -> str | None:
 
 def _incoming(body: ChatRequest, thread_id: str, resource: str, clock: Clock) -> list[Message]:
     return [ui_to_stored(m.model_dump(exclude_none=True), thread_id, resource, stamp)
-            for m, stamp in zip(body.messages, spaced_iso(len(body.messages), clock))]
+            for m, stamp in zip(body.messages, spaced_iso(len(body.messages), clock), strict=True)]
 
 
 def _frames(live: LiveTurn) -> AsyncGenerator[ServerSentEvent, None]:

@@ -51,7 +51,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # A UTF-16 surrogate encoded as UTF-8 (CESU-8), percent-encoded: ED A0..BF 80..BF.
 _PERCENT_SURROGATE = re.compile(rb"%[eE][dD]%[aAbB][0-9a-fA-F]%[89aAbB][0-9a-fA-F]")
 _REPLACEMENT = b"%EF%BF%BD"
-_LONG_DIGITS = re.compile(r"\d{%d,}" % (MAX_INT_DIGITS + 1))
+_LONG_DIGITS = re.compile(rf"\d{{{MAX_INT_DIGITS + 1},}}")
 
 
 class InputRefused(Exception):

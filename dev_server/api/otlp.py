@@ -217,6 +217,7 @@ def _ids_to_base64(node: Any, key: str = "") -> Any:
         return {k: _ids_to_base64(v, k) for k, v in node.items()}
     if key in _ID_KEYS and isinstance(node, str):
         if not (_HEX.fullmatch(node) and len(node) % 2 == 0):
-            raise OtlpDecodeError(f"invalid OTLP/JSON: {key} must be a hex string", [{"field": key, "message": "not hex"}])
+            raise OtlpDecodeError(f"invalid OTLP/JSON: {key} must be a hex string",
+                                  [{"field": key, "message": "not hex"}])
         return base64.b64encode(bytes.fromhex(node)).decode()
     return node

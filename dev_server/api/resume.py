@@ -55,9 +55,9 @@ async def resume(stream_log: StreamLog, chat_id: str, *, resource: str | None, a
         return Response(status_code=204)
     if agent_id is not None and row.agent_id != agent_id:
         return Response(status_code=204)
-    if row.status == FINISHED or stream_log.is_dead(row):
-        if last_event_id is None or last_event_id >= await stream_log.last_seq(row.stream_id):
-            return Response(status_code=204)
+    if (row.status == FINISHED or stream_log.is_dead(row)) and (
+            last_event_id is None or last_event_id >= await stream_log.last_seq(row.stream_id)):
+        return Response(status_code=204)
     return sse_response(replay(stream_log, row.stream_id, last_event_id or 0), UI_STREAM_HEADERS, coalesce=False)
 
 

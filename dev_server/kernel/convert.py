@@ -137,7 +137,8 @@ def stored_to_model(message: Message) -> dict[str, Any] | None:
 def ui_to_model(ui: dict[str, Any]) -> dict[str, Any] | None:
     if ui.get("role") not in MODEL_ROLES:
         return None
-    return {"role": ui["role"], "content": _model_content(ui["role"], [ui_part_to_stored(p) for p in ui.get("parts", [])])}
+    return {"role": ui["role"],
+            "content": _model_content(ui["role"], [ui_part_to_stored(p) for p in ui.get("parts", [])])}
 
 
 def _model_content(role: str, parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:

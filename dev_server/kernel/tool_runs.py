@@ -24,6 +24,7 @@ A tool's function decides where it runs (``dev_server.kernel.tools.execute``):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import multiprocessing
 import threading
@@ -70,10 +71,8 @@ def _run(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], work: Cal
         result, error = None, RuntimeError(f"the tool raised {type(exc).__name__}")
     finally:
         _slots.release()
-    try:
+    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits for this any more
         loop.call_soon_threadsafe(_settle, future, result, error)
-    except RuntimeError:  # the loop is closed: nobody waits for this any more
-        pass
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

@@ -82,7 +82,7 @@ class Tool:
     def on_loop(self) -> bool:
         """Whether the function is a coroutine function, awaited on the event loop."""
         return inspect.iscoroutinefunction(self.function) or inspect.iscoroutinefunction(
-            getattr(self.function, "__call__", None))
+            getattr(self.function, "__call__", None))  # noqa: B004 -- reads an async __call__, not a callable test
 
     def json_schema(self) -> dict[str, Any]:
         if self.input_model is not None:

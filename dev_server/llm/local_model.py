@@ -42,8 +42,8 @@ message, never by chance:
 * ``[[loop]]`` in the message -- it calls the tool again on every step, results or not, so
   ``max_steps`` can be tested.
 
-Working memory (``dev_server.llm.local_working_memory``; when the request offers the ``updateWorkingMemory`` tool and a system
-message carries the working memory, ``dev_server.memory.working_document.instruction``):
+Working memory (``dev_server.llm.local_working_memory``; when the request offers the ``updateWorkingMemory`` tool and a
+system message carries the working memory, ``dev_server.memory.working_document.instruction``):
 
 * ``remember that <fact>`` -- calls ``updateWorkingMemory`` with the document updated by
   one line. Markdown: the first ``- **Label**:`` line whose label shares a word with the
@@ -140,7 +140,8 @@ class LocalToolCall:
     arguments: str
 
 
-def compose_tool_calls(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> tuple[LocalToolCall, ...]:
+def compose_tool_calls(messages: Sequence[dict[str, Any]],
+                       tools: Sequence[dict[str, Any]]) -> tuple[LocalToolCall, ...]:
     """The tool calls the local model makes for ``messages`` (see the module docstring)."""
     offered = {t.get("function", {}).get("name"): t.get("function", {}) for t in tools or ()}
     if not offered:
@@ -292,7 +293,8 @@ def _answer(messages: Sequence[dict[str, Any]]) -> str:
         quoted = "; ".join(_quote(t) for t in earlier_user)
         count = _plural(len(earlier_user), "message")
         return f"Earlier you said ({count}): {quoted}." + suffix
-    return f"You said: {_quote(last)}. I can see {_plural(last_index, 'earlier message')} in this conversation." + suffix
+    return (f"You said: {_quote(last)}. I can see {_plural(last_index, 'earlier message')} in this conversation."
+            + suffix)
 
 
 def _stated_name(user_texts: Sequence[str]) -> str | None:
@@ -334,7 +336,7 @@ async def stream_local(messages: Sequence[dict[str, Any]],
     of a turn's CPU. Provider calls keep litellm's path."""
     calls = compose_tool_calls(messages, tools)
     if calls:
-        for index, call in enumerate(calls):
+        for call in calls:
             for piece in _argument_pieces(call):
                 yield ToolCallDelta(call.id, call.name, piece)
         for call in calls:

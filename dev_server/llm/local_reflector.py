@@ -78,7 +78,8 @@ def _reflected(lines: list[str], level: int) -> list[str]:
         elif is_thread_tag(stripped):
             kept.append(stripped)
             date = None
-        elif "🔴" in line or "✅" in line or level < 2 and stripped and not stripped.startswith("--- ") and "🟢" not in line:
+        elif ("🔴" in line or "✅" in line
+              or level < 2 and stripped and not stripped.startswith("--- ") and "🟢" not in line):
             kept.append(line)
     kept = merged_repeats(kept)
     if level >= 3:

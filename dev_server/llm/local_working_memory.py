@@ -1,7 +1,8 @@
 """The local model's working-memory phrases (documented in ``dev_server.llm.local_model``).
 
 It reads the working memory from the system message ``dev_server.memory.working_document``
-writes (between its data and template tags, ``dev_server.kernel.prompt_marks``), so what it answers is what was injected.
+writes (between its data and template tags, ``dev_server.kernel.prompt_marks``), so what it answers is what was
+injected.
 """
 
 from __future__ import annotations

@@ -178,7 +178,8 @@ class ModelResolver:
         try:
             _, llm_provider, fixed_key, default_base = self._litellm.get_llm_provider(litellm_model)
         except Exception as exc:
-            raise ValueError(f"unknown model provider {provider!r} in {mastra_id!r} (litellm does not know it)") from exc
+            raise ValueError(
+                f"unknown model provider {provider!r} in {mastra_id!r} (litellm does not know it)") from exc
         return llm_provider, fixed_key, default_base
 
     def _configuration(self, litellm_model: str, llm_provider: str, fixed_key: str | None,

@@ -33,6 +33,7 @@ outlive the loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import inspect
 import logging
@@ -103,10 +104,8 @@ async def ensure_litellm() -> ModuleType:
             outcome: ModuleType | BaseException = prepare_litellm()
         except BaseException as exc:  # handed to the awaiting task
             outcome = exc
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody is waiting
             loop.call_soon_threadsafe(settle, outcome)
-        except RuntimeError:  # the loop closed meanwhile: nobody is waiting
-            pass
 
     threading.Thread(target=work, name="litellm-import", daemon=True).start()
     return await future

@@ -67,7 +67,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from dev_server.kernel.model import (
     Finish,
@@ -130,9 +130,9 @@ class Reply:
         return tuple(_PIECE.findall(self.text)) if isinstance(self.text, str) else tuple(self.text)
 
 
-Answer = Union[Reply, str, None]
+Answer = Reply | str | None
 ScriptFunction = Callable[[ModelRequest], Answer | Awaitable[Answer]]
-Script = Union[Sequence[Reply | str], ScriptFunction]
+Script = Sequence[Reply | str] | ScriptFunction
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,8 @@ def client_outputs(message: Message) -> dict[str, ToolOutput]:
         if part.get("type") == "tool-invocation":
             invocation = part.get("toolInvocation") or {}
             if invocation.get("state") == "result" and isinstance(invocation.get("toolCallId"), str):
-                outputs[invocation["toolCallId"]] = ToolOutput(invocation.get("result"), bool(invocation.get("isError")))
+                outputs[invocation["toolCallId"]] = ToolOutput(invocation.get("result"),
+                                                               bool(invocation.get("isError")))
         elif part.get("type") == "tool-result" and isinstance(part.get("toolCallId"), str):
             outputs[part["toolCallId"]] = ToolOutput(part.get("result", part.get("output")),
                                                      bool(part.get("isError")))

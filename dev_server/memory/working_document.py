@@ -183,7 +183,8 @@ def instruction(options: WorkingMemoryOptions, document: str | None, agent_manag
         "Guidelines:",
         "1. Store anything likely to be useful later: facts about the user, preferences, goals, ongoing work.",
         "2. Update it as soon as something new is learned or something changes, however small.",
-        f"3. Write it as {'JSON matching the schema below' if json_format else 'Markdown following the template below'}.",
+        "3. Write it as "
+        f"{'JSON matching the schema below' if json_format else 'Markdown following the template below'}.",
         "4. Stay natural: do not mention this memory to the user and do not ask for personal details just to "
         "fill it.",
         "",

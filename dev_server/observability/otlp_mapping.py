@@ -197,7 +197,8 @@ def _error(span, decoded: Any, failed: bool) -> Any:
     return {"message": span.status.message or "error"}
 
 
-def _span_rows(span, service: str | None, resource_env: str | None, received_at: datetime) -> tuple[tuple, tuple | None]:
+def _span_rows(span, service: str | None, resource_env: str | None,
+               received_at: datetime) -> tuple[tuple, tuple | None]:
     attrs = _attributes(span.attributes)
     mastra = {key[7:]: attrs.pop(key) for key in [k for k in attrs if k.startswith("mastra.")]}
     fields = {name: _text(mastra.pop(name, None)) for name in (*_FIELDS, "user_id", "span_type", "environment")}

@@ -8,7 +8,8 @@ on its own with a store and a model, outside any agent (Mastra's standalone ``ob
 * ``reflect``: the whole log is reflected now, whatever its size (a new generation), like
   Mastra's ``reflect()``; an empty log is left alone.
 
-The cycles are the engine's (``dev_server.om.engine.observation_engine``, with its model choice and hooks), with ``trigger: "manual"`` in hooks and
+The cycles are the engine's (``dev_server.om.engine.observation_engine``, with its model choice and hooks), with
+``trigger: "manual"`` in hooks and
 spans, the same flags (a cycle already running on the record makes this a no-op) and the
 same failure rule (a failed cycle leaves the record as it was; its error is in the end hook
 and in the returned ``parts``). Buffered chunks waiting for activation do not hold ``observe``

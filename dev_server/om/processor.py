@@ -280,8 +280,8 @@ class ObservationalMemoryStep:
         boundary = record.last_buffered_at_tokens
         if boundary > 0 and pending < 0.5 * boundary:  # a stale boundary (the window shrank meanwhile)
             boundary = 0
-        if flag_live(record.is_buffering_observation, clock=records.clock) or not interval_crossed(pending, boundary, threshold,
-                                                                             buffer_tokens):
+        if flag_live(record.is_buffering_observation, clock=records.clock) or not interval_crossed(
+                pending, boundary, threshold, buffer_tokens):
             return
         await records.set_buffer_boundary(record.id, pending)
         record.last_buffered_at_tokens = pending

@@ -17,6 +17,7 @@ backlog is logged as it shrinks and shown in ``/health``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any
@@ -70,10 +71,8 @@ class Indexer:
         if self._task is None:
             return
         self._task.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await self._task
-        except asyncio.CancelledError:
-            pass
         self._task = None
 
     def nudge(self) -> None:
@@ -107,10 +106,8 @@ class Indexer:
                 continue
             self._idle.set()
             self._wake.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.poll_s if due is None else min(self.poll_s, due))
-            except TimeoutError:
-                pass
 
     async def run_once(self) -> int:
         """One batch: claim, embed, write. Returns how many messages it took (0: none due)."""
@@ -120,7 +117,7 @@ class Indexer:
         texts = [message_text(c.content) for c in claimed]
         hashes = [text_hash(t) for t in texts]
         skip = await self.index.unchanged(self.embedder.key, claimed, hashes)
-        todo = [(c, t, h) for c, t, h in zip(claimed, texts, hashes) if c.seq not in skip]
+        todo = [(c, t, h) for c, t, h in zip(claimed, texts, hashes, strict=True) if c.seq not in skip]
         reuse = await self.index.reusable(self.embedder.key, [h for _, t, h in todo if t])
         wanted = [(c, t, h) for c, t, h in todo if t and h not in reuse]
         split = [pieces(t, self.embedder.chunk_chars) for _, t, _ in wanted]
@@ -132,7 +129,7 @@ class Indexer:
         self._failing_since = None
         fresh: dict[str, list[bytes]] = {}
         row = 0
-        for (_, _, digest), parts in zip(wanted, split):
+        for (_, _, digest), parts in zip(wanted, split, strict=True):
             fresh[digest] = [np.asarray(matrix[row + i], dtype="<f4").tobytes() for i in range(len(parts))]
             row += len(parts)
         results = [Embedded(c.seq, c.version, c.thread_id, h, (fresh.get(h) or reuse.get(h)) if t else None)

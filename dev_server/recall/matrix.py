@@ -49,7 +49,7 @@ class _Copy:
         ``dimensions`` float32s long is left out (a corrupt row: ``repair`` replaces it)."""
         if not rows:
             return
-        ids, seqs, threads, vectors = zip(*rows)
+        ids, seqs, threads, vectors = zip(*rows, strict=True)
         width = self.dimensions * 4
         if any(v is None or len(v) != width for v in vectors):
             keep = [i for i, v in enumerate(vectors) if v is not None and len(v) == width]
@@ -62,7 +62,8 @@ class _Copy:
             capacity = max(need, len(self.ids) + len(self.ids) // 4, 1024)  # a quarter of headroom
             self.matrix = _grow(self.matrix, (capacity, self.dimensions), self.size)
             self.ids, self.seqs = _grow(self.ids, (capacity,), self.size), _grow(self.seqs, (capacity,), self.size)
-            self.threads, self.alive = _grow(self.threads, (capacity,), self.size), _grow(self.alive, (capacity,), self.size)
+            self.threads, self.alive = (_grow(self.threads, (capacity,), self.size),
+                                        _grow(self.alive, (capacity,), self.size))
         end = self.size + count
         self.matrix[self.size:end] = np.frombuffer(b"".join(vectors), dtype="<f4").reshape(count, self.dimensions)
         self.ids[self.size:end] = ids

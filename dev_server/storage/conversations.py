@@ -227,7 +227,8 @@ class ConversationStore:
         def work(conn: sqlite3.Connection) -> bool:
             stored = conn.execute(f"{_MESSAGE_SELECT} WHERE id = ?", (reply.id,)).fetchone()
             if stored is not None:
-                if len(message_from_row(stored).content.get("content") or "") >= len(reply.content.get("content") or ""):
+                if (len(message_from_row(stored).content.get("content") or "")
+                        >= len(reply.content.get("content") or "")):
                     return False
                 return writes.replace_message(conn, reply) > 0
             rows = writes.message_and_following(conn, thread_id, answered_id, 1)

@@ -95,7 +95,7 @@ class DuckDBStore:
         def query_sync() -> list[dict[str, Any]]:
             cursor = self._require().execute(sql, list(params))
             names = [d[0] for d in cursor.description]
-            return [dict(zip(names, row)) for row in cursor.fetchall()]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
         return await self._run(query_sync)
 

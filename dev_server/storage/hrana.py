@@ -18,6 +18,7 @@ catch the error of one statement (check first, inside the transaction, instead).
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import select
 import socket
@@ -202,7 +203,8 @@ class Transaction:
             self._failed = True
             raise error(outcome.get("error") or {})
         result = outcome["response"]["result"]
-        for (_, cursor), step_result, step_error in zip(queue, result["step_results"], result["step_errors"]):
+        for (_, cursor), step_result, step_error in zip(queue, result["step_results"], result["step_errors"],
+                                                        strict=False):
             if step_error is not None:
                 self._failed = True
                 raise error(step_error)
@@ -218,10 +220,8 @@ class Transaction:
         self._queue = []
         if self._baton is None:
             return
-        try:
+        with contextlib.suppress(StorageError):  # the server drops a stream's open transaction when the stream goes
             self._post([{"type": "execute", "stmt": statement("ROLLBACK")}, {"type": "close"}])
-        except StorageError:
-            pass  # the server drops a stream's open transaction when the stream goes
 
     def _post(self, requests: list[dict[str, Any]]) -> dict[str, Any]:
         self.round_trips += 1

@@ -187,7 +187,7 @@ class VectorIndex:
             f"SELECT DISTINCT message_seq, text_hash FROM message_vectors WHERE model = ? AND message_seq IN"
             f" ({','.join('?' * len(seqs))})", [model, *seqs])
         stored = {(r[0], r[1]) for r in rows}
-        same = [(c.seq, c.version) for c, h in zip(claimed, hashes) if (c.seq, h) in stored]
+        same = [(c.seq, c.version) for c, h in zip(claimed, hashes, strict=True) if (c.seq, h) in stored]
         if same:
             await self.db.run_write(lambda conn: conn.executemany(
                 "DELETE FROM embedding_queue WHERE message_seq = ? AND version = ?", same))

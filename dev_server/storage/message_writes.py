@@ -61,7 +61,8 @@ def locate(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tuple[str,
     for start in range(0, len(unique), _ID_BATCH):
         batch = unique[start:start + _ID_BATCH]
         rows = conn.execute(
-            "SELECT m.id, m.thread_id, t.resource_id, t.agent_id, m.role FROM messages m JOIN threads t ON t.id = m.thread_id"
+            "SELECT m.id, m.thread_id, t.resource_id, t.agent_id, m.role FROM messages m"
+            " JOIN threads t ON t.id = m.thread_id"
             f" WHERE m.id IN ({','.join('?' * len(batch))})", batch)
         found.update({r[0]: (r[1], r[2], r[3], r[4]) for r in rows})
     return found

@@ -7,7 +7,8 @@ never edited: a schema change is a new file.
 Two processes may start on a fresh database at the same moment. On SQLite the whole check
 and apply runs inside one ``BEGIN IMMEDIATE`` transaction, so the second process waits on
 the write lock (``busy_timeout``), then sees the versions the first one recorded and applies
-nothing; a "locked" that SQLite reports at once instead of waiting is retried by the store. DuckDB has a single writer process by design, so no lock is needed there.
+nothing; a "locked" that SQLite reports at once instead of waiting is retried by the store. DuckDB has a single writer
+process by design, so no lock is needed there.
 """
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ class OMRecord:
 
 
 def _record(row: sqlite3.Row) -> OMRecord:
-    values = {key: row[key] for key in row.keys()}
+    values = {key: row[key] for key in row.keys()}  # noqa: SIM118 -- iterating a sqlite3.Row gives its values
     for column in _JSON_COLUMNS:
         if values[column] is not None:
             values[column] = json.loads(values[column])
@@ -255,7 +255,8 @@ class OMRecordStore:
                 " last_observed_at = ?, total_tokens_observed = total_tokens_observed + ?, updated_at = ?"
                 " WHERE id = ? RETURNING *",
                 (merged, observation_tokens, sum(int(c.get("messageTokens") or 0) for c in chosen),
-                 stored_json(rest) if rest else None, last, observation_tokens, now_iso(self.clock), record_id)).fetchone()
+                 stored_json(rest) if rest else None, last, observation_tokens, now_iso(self.clock),
+                 record_id)).fetchone()
 
         row = await self.db.run_write(work)
         return _record(row) if row else None

@@ -10,7 +10,8 @@ recorder batches frames so a long reply costs a write per batch, not per token.
 The producer renews ``heartbeat_at`` while it runs; an active stream whose heartbeat is older
 than ``dead_after_ms`` belongs to a process that died. ``sweep`` deletes finished streams
 (and dead ones) once ``retention_ms`` has passed, their chunks with them (``ON DELETE
-CASCADE``); the gateway's lifespan calls it periodically, off the chat path. The clock is injectable so tests can age a stream without sleeping.
+CASCADE``); the gateway's lifespan calls it periodically, off the chat path. The clock is injectable so tests can age a
+stream without sleeping.
 """
 
 from __future__ import annotations

@@ -38,7 +38,8 @@ STREAM_HEADERS = {
 UI_STREAM_HEADERS = {**STREAM_HEADERS, "x-vercel-ai-ui-message-stream": "v1"}
 
 
-_CHUNK_JSON = Encoder(separators=(",", ":"), ensure_ascii=False, default=str)  # strict JSON, dev_server.kernel.json_text
+# strict JSON, dev_server.kernel.json_text
+_CHUNK_JSON = Encoder(separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def encode(chunk: dict[str, Any]) -> str:

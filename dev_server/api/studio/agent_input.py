@@ -139,7 +139,8 @@ def to_parts(content: Any) -> list[dict[str, Any]]:
                     parts.append({"type": "tool-result", "toolCallId": part.get("toolCallId"),
                                   "toolName": part.get("toolName"), "result": _tool_result(part)})
                 elif part["type"] == "image":
-                    parts.append({"type": "file", "mimeType": part.get("mimeType", "image/*"), "data": part.get("image")})
+                    parts.append({"type": "file", "mimeType": part.get("mimeType", "image/*"),
+                                  "data": part.get("image")})
                 elif part["type"] == "file" and "mediaType" in part:
                     parts.append(ui_part_to_stored(part))
                 else:

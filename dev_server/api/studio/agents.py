@@ -6,7 +6,8 @@ from memory and the turn is stored, exactly as on the gateway: every run starts 
 ``/stream-until-idle`` answer Mastra chunks over SSE; ``/generate`` the collected result as
 JSON (its steps, tool calls and results: ``dev_server.api.studio.generate_result``); a run's
 ``clientTools`` are offered to the model for that run (``agent_input``);
-``/send-message`` + ``/threads/subscribe`` are the Studio's default "signals" transport. A failure after the stream started is an ``error`` chunk, then ``[DONE]``.
+``/send-message`` + ``/threads/subscribe`` are the Studio's default "signals" transport. A failure after the stream
+started is an ``error`` chunk, then ``[DONE]``.
 Each run counts against its caller's turn rate limit first (``dev_server.api.turn_limit``).
 
 With authentication on, a thread id of another resource behaves as if it did not exist:
@@ -66,7 +67,8 @@ def summary(agent: RegisteredAgent, *, with_id: bool) -> dict[str, Any]:
     provider, _, model_id = definition.model.partition("/")
     body: dict[str, Any] = {
         "name": definition.name, "description": definition.description, "instructions": definition.instructions,
-        "tools": {tool.name: tool_info(tool) for tool in definition.tools}, "agents": {}, "workflows": {}, "skills": [], "workspaceTools": [], "browserTools": [],
+        "tools": {tool.name: tool_info(tool) for tool in definition.tools}, "agents": {}, "workflows": {}, "skills": [],
+        "workspaceTools": [], "browserTools": [],
         "hasBrowser": False, "inputProcessors": [], "outputProcessors": [], "provider": provider,
         "modelId": model_id, "modelVersion": "v2", "supportsMemory": agent.memory is not None,
         "defaultOptions": {}, "defaultGenerateOptionsLegacy": {}, "defaultStreamOptionsLegacy": {}, "source": "code",

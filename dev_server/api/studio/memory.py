@@ -100,7 +100,8 @@ async def transfer_thread(thread_id: str, body: TransferBody, scope: ScopeDep, s
                           forced: ForcedResource) -> dict[str, Any]:
     """Move a thread to another resource; with auth on it stays in the caller's."""
     thread = await _visible_thread(store, scope, thread_id)
-    return (await store.update_thread(thread.id, resource_id=effective_resource(forced, None, body.resourceId))).to_api()
+    return (await store.update_thread(thread.id,
+                                      resource_id=effective_resource(forced, None, body.resourceId))).to_api()
 
 
 @router.delete("/threads/{thread_id}")

@@ -163,7 +163,8 @@ async def metric_label_keys(query: MastraQuery) -> dict[str, Any]:
 
 
 @router.get("/discovery/metric-label-values")
-async def metric_label_values(query: MastraQuery, store: ObservabilityStoreDep, forced: ForcedResource) -> dict[str, Any]:
+async def metric_label_values(query: MastraQuery, store: ObservabilityStoreDep,
+                              forced: ForcedResource) -> dict[str, Any]:
     name = _metric_param(query)
     key = query.str("labelKey")
     if key not in metrics.label_keys(name):

@@ -9,8 +9,8 @@ names, tags) show only what that resource recorded.
 
 The trace query routes (``/traces/query`` and its discovery pair ``/fields``, ``/values``)
 answer errors in the contract's own family: a body that is not a JSON object is 400
-``{"error": "Invalid request body", "issues": [{"field": "body", ...}]}``; a body that is JSON but not a valid query is 422 ``{"code":
-"TRACE_QUERY_INVALID", "message", "issues": [{"code", "path", "message"}]}`` with the path of
+``{"error": "Invalid request body", "issues": [{"field": "body", ...}]}``; a body that is JSON but not a valid query is
+422 ``{"code": "TRACE_QUERY_INVALID", "message", "issues": [{"code", "path", "message"}]}`` with the path of
 the field at fault; a cursor this server did not issue is 400 TRACE_QUERY_CURSOR_MALFORMED,
 one issued for another ordering 409 TRACE_QUERY_CURSOR_CONFLICT.
 """
@@ -144,7 +144,8 @@ def _filters(query: Query, allowed: dict[str, str], forced: str | None) -> dict[
     return filters
 
 
-async def _root_spans(query: Query, store: DuckDBStore, forced: str | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+async def _root_spans(query: Query, store: DuckDBStore,
+                      forced: str | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     page = query.int("page", 0, maximum=MAX_PAGE)
     per_page = query.int("perPage", 10, minimum=1, maximum=MAX_PER_PAGE)
     field = query.str("field", "startedAt")
@@ -169,7 +170,8 @@ async def list_traces(query: MastraQuery, store: ObservabilityStoreDep, forced: 
 @router.get("/traces/light")
 async def list_traces_light(query: MastraQuery, store: ObservabilityStoreDep, forced: ForcedResource) -> dict[str, Any]:
     spans, pagination = await _root_spans(query, store, forced)
-    light = [{k: s.get(k) for k in reads.LIGHT_SPAN_KEYS} | {"inputPreview": input_preview(s.get("input"))} for s in spans]
+    light = [{k: s.get(k) for k in reads.LIGHT_SPAN_KEYS} | {"inputPreview": input_preview(s.get("input"))}
+             for s in spans]
     return {"spans": light, "pagination": pagination}
 
 

@@ -1,5 +1,5 @@
-"""Observational Memory's read routes (Mastra's Studio REST API: memory status, memory config, observational memory) and the OM fields of
-``/memory/status`` and ``/memory/config``.
+"""Observational Memory's read routes (Mastra's Studio REST API: memory status, memory config,
+observational memory) and the OM fields of ``/memory/status`` and ``/memory/config``.
 
 A record is found by the agent's OM scope: in thread scope by the thread (``threadId``),
 checked against the request's ``Scope`` like every thread route (a foreign thread, like a

@@ -245,7 +245,8 @@ class Buffering:
                          "lastObservedAt": to_iso(newest + timedelta(milliseconds=1)),
                          "createdAt": now_iso(self.engine.clock)}
                 stored = await records.add_buffered_chunk(current.lookup_key, chunk)
-                total = sum(int(c.get("tokenCount") or 0) for c in (stored or current).buffered_observation_chunks or ())
+                total = sum(int(c.get("tokenCount") or 0)
+                            for c in (stored or current).buffered_observation_chunks or ())
                 if extraction.patch:
                     await self.engine.patch_hints(ctx, extraction.patch)
                 await self.engine.extraction.commit(ctx, extraction, cycle.id)

@@ -58,7 +58,8 @@ def usage_dict(usage: Any) -> dict[str, int]:
     inputs = get(usage, "input_tokens", "inputTokens", "prompt_tokens")
     outputs = get(usage, "output_tokens", "outputTokens", "completion_tokens")
     return {"inputTokens": inputs, "outputTokens": outputs, "totalTokens": inputs + outputs,
-            "reasoningTokens": get(usage, "reasoning_tokens", "reasoningTokens") or get(details_out, "reasoning_tokens"),
+            "reasoningTokens": (get(usage, "reasoning_tokens", "reasoningTokens")
+                                or get(details_out, "reasoning_tokens")),
             "cachedInputTokens": get(usage, "cached_input_tokens", "cachedInputTokens") or get(details_in,
                                                                                                "cached_tokens")}
 

@@ -50,7 +50,8 @@ def status_part(options: ObservationalMemoryOptions, record: OMRecord, *, pendin
             "buffered": {
                 "observations": {"chunks": len(buffered_chunks),
                                  "messageTokens": min(chunk_message_tokens, pending_tokens),
-                                 "projectedMessageRemoval": projected_removal, "observationTokens": chunk_observation_tokens,
+                                 "projectedMessageRemoval": projected_removal,
+                                 "observationTokens": chunk_observation_tokens,
                                  "status": observations_status},
                 "reflection": {"inputObservationTokens": record.buffered_reflection_input_tokens or 0,
                                "observationTokens": record.buffered_reflection_tokens or 0,

@@ -207,7 +207,8 @@ async def _observe_batch(engine: ObservationEngine, ctx: CycleContext, record: O
     shared = extraction.shared(OBSERVATION)
     per_thread = [s for s in extraction.slugs(OBSERVATION) if s not in shared]
     config = marker_config(options, record.observation_token_count)
-    cycles = {t: Cycle(OBSERVATION, record, t, config, count_messages(ms), clock=engine.records.clock) for t, ms in group.items()}
+    cycles = {t: Cycle(OBSERVATION, record, t, config, count_messages(ms), clock=engine.records.clock)
+              for t, ms in group.items()}
     for thread_id, cycle in cycles.items():
         contexts[thread_id].emit(cycle.start(), durable=True)
     ids = {section_id(t, obscure): t for t in group}
@@ -255,7 +256,7 @@ async def _observe_batch(engine: ObservationEngine, ctx: CycleContext, record: O
                        observed_source(output.observations, group[t]), slugs=per_thread)
         for t, output in outputs.items()])
     observed = {t: _Observed(contexts[t], cycles[t], output, result)
-                for (t, output), result in zip(outputs.items(), results)}
+                for (t, output), result in zip(outputs.items(), results, strict=True)}
     if shared and observed:
         owner = observed.get(ctx.thread_id) or next(iter(observed.values()))
         source = observed_source("\n".join(item.output.observations for item in observed.values()),

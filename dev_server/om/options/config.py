@@ -27,7 +27,8 @@ Retrieval (§7): ``retrieval`` takes ``True`` (Mastra's defaults: no vector sear
 ``resource``), ``False``, or ``{"vector": bool, "scope": "thread" | "resource",
 "instructions": str}``. With it on, each observation cycle is kept as an
 ``<observation-group>`` with the range of the messages it came from, and the actor gets
-the ``recall`` tool (``dev_server.om.retrieval.recall_tool``) and instructions for it (``dev_server.om.retrieval.instructions``).
+the ``recall`` tool (``dev_server.om.retrieval.recall_tool``) and instructions for it
+(``dev_server.om.retrieval.instructions``).
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ def _text(name: str, value: Any) -> str | None:
 def _unknown(name: str, given: Mapping[str, Any], allowed: set[str]) -> None:
     extra = sorted(set(given) - allowed)
     if extra:
-        raise _fail(f"{name}{extra[0]}" if name else extra[0], f"is not an option (options: {', '.join(sorted(allowed))})")
+        raise _fail(f"{name}{extra[0]}" if name else extra[0],
+                    f"is not an option (options: {', '.join(sorted(allowed))})")
 
 
 def _flag(name: str, value: Any) -> bool:
@@ -337,7 +339,8 @@ def resolve_observation(given: Mapping[str, Any], scope: str, share_budget: bool
     block: float | None = None
     if buffer is not False:
         if isinstance(buffer, bool) or not isinstance(buffer, (int, float)) or buffer <= 0:
-            raise _fail("observation.bufferTokens", f"must be false, a fraction in (0, 1) or a token count, not {buffer!r}")
+            raise _fail("observation.bufferTokens",
+                        f"must be false, a fraction in (0, 1) or a token count, not {buffer!r}")
         resolved_buffer = round(tokens * buffer) if buffer < 1 else int(buffer)
         if resolved_buffer >= tokens:
             raise _fail("observation.bufferTokens", f"({resolved_buffer}) must be below messageTokens ({tokens})")
@@ -439,7 +442,8 @@ def observational_memory_options(value: Any) -> ObservationalMemoryOptions | Non
         raise _fail("bufferOnIdle", "needs async buffering (observation.bufferTokens must not be false)")
     return ObservationalMemoryOptions(enabled=True, model=model, scope=scope, observation=observation,
                                       reflection=reflection, share_token_budget=share,
-                                      activate_after_idle=parse_idle("activateAfterIdle", value.get("activateAfterIdle")),
+                                      activate_after_idle=parse_idle("activateAfterIdle",
+                                                                     value.get("activateAfterIdle")),
                                       activate_on_provider_change=_flag("activateOnProviderChange",
                                                                         value.get("activateOnProviderChange")),
                                       buffer_on_idle=buffer_on_idle,

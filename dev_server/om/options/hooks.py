@@ -17,8 +17,8 @@ retries and escalations included, and failed calls whose error reported usage), 
 ``{model, usage, providerMetadata, error}`` per model call, in order: a call that failed,
 e.g. one a model list fell over from, has its model id, its ``error`` message, ``usage``
 None unless the error reported it, and ``providerMetadata`` None), ``providerMetadata``
-(the last answering call's, keyed by provider) and ``error`` (None, or the failure's message: a failed cycle, including a
-background one, which never raises, is reported here). A hook that raises is logged and
+(the last answering call's, keyed by provider) and ``error`` (None, or the failure's message: a failed cycle, including
+a background one, which never raises, is reported here). A hook that raises is logged and
 ignored: the cycle goes on.
 
 A start hook runs when the cycle really starts (after its flag is claimed), before its

@@ -110,7 +110,7 @@ def message_boundary(moment: datetime | str) -> str:
 def _split_with_dates(text: str) -> tuple[str, list[tuple[str, str]]]:
     """The first chunk, then (boundary ISO, chunk) for each chunk after a boundary."""
     parts = _BOUNDARY.split(text)
-    return parts[0], list(zip(parts[1::2], parts[2::2]))
+    return parts[0], list(zip(parts[1::2], parts[2::2], strict=True))
 
 
 def _optimize_chunk(chunk: str) -> str:

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 
 from dev_server.kernel.messages import Message
 
-__all__ = ["ObservationGroup", "aligned_cut", "cut_points", "group_of_message", "has_groups", "is_visible", "message_range",
-           "new_group_id", "parse_groups", "render_groups_for_context", "rewrap_reflection", "strip_groups",
-           "wrap_group"]
+__all__ = ["ObservationGroup", "aligned_cut", "cut_points", "group_of_message", "has_groups", "is_visible",
+           "message_range", "new_group_id", "parse_groups", "render_groups_for_context", "rewrap_reflection",
+           "strip_groups", "wrap_group"]
 
 _GROUP = re.compile(r"<observation-group(\s[^>]*)?>([\s\S]*?)</observation-group>")
 _ATTRIBUTE = re.compile(r'([\w][\w-]*)="([^"]*)"')

@@ -4,7 +4,8 @@ match a query, each shown through the observation group that remembers it.
 With ``retrieval.vector`` the memory searches by meaning (the ``SemanticSearch`` port,
 ``dev_server.kernel.ports``); when it cannot (no embedder, or the embedder failed:
 ``SemanticSearchUnavailable``), or without ``vector``, the thread store's full-text index
-answers instead (``search_messages``): the query as one phrase first, then its words (``keyword_hits``). The result says which kind answered.
+answers instead (``search_messages``): the query as one phrase first, then its words (``keyword_hits``). The result says
+which kind answered.
 
 Each hit is reported as the observation group whose range holds its message, when the
 log of its thread (or resource) has one: the thread, the group's message range, its id,

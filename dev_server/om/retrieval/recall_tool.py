@@ -1,4 +1,5 @@
-"""The ``recall`` tool: the actor reads the messages behind its observations (docs/observational-memory.md#retrieval).
+"""The ``recall`` tool: the actor reads the messages behind its observations
+(docs/observational-memory.md#retrieval).
 
 Offered on every step when ``retrieval`` is on (``dev_server.om.processor``). Three modes:
 
@@ -137,8 +138,9 @@ class Recall:
             if not args.query or not args.query.strip():
                 return _error('mode "search" needs a query')
             limited = caller.thread.id if self.config.scope == "thread" else (target.id if args.threadId else None)
-            return await search(self.store, self.semantic, self.engine, query=args.query, resource_id=caller.resource_id,
-                                current=caller.thread, thread_id=limited, vector=self.config.vector,
+            return await search(self.store, self.semantic, self.engine, query=args.query,
+                                resource_id=caller.resource_id, current=caller.thread, thread_id=limited,
+                                vector=self.config.vector,
                                 top_k=args.limit, exclude=caller.turn_input)
         if args.cursor:
             return await self._from_cursor(args, caller, target if args.threadId else None)

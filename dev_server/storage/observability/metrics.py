@@ -231,7 +231,7 @@ async def breakdown(store: DuckDBStore, names: list[str], aggregation: str, grou
         sql += " LIMIT ?"
         params.append(limit)
     rows = await store.fetch_all(sql, params)
-    return [{"dimensions": {key: row[column] for key, column in zip(group_by, columns)},
+    return [{"dimensions": {key: row[column] for key, column in zip(group_by, columns, strict=True)},
              "value": _number(row["v"]) or 0, "estimatedCost": None, "costUnit": None} for row in rows]
 
 

@@ -21,6 +21,7 @@ is the store's, and a sender should retry later.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -146,10 +147,8 @@ def _in_transaction(con, work):
         con.execute("COMMIT")
         return result
     except BaseException as exc:
-        try:
+        with contextlib.suppress(duckdb.Error):  # a failed COMMIT has already ended the transaction
             con.execute("ROLLBACK")
-        except duckdb.Error:
-            pass  # a failed COMMIT has already ended the transaction
         if isinstance(exc, (duckdb.DataError, duckdb.IntegrityError, duckdb.InvalidInputException,
                             TypeError, ValueError, OverflowError)):
             raise RowsRejected(f"rows rejected by the observability store: {first_line(exc)}") from exc
