@@ -2,7 +2,8 @@
 
 Every read of the time that decides behaviour or is stored goes through a ``Clock`` handed
 down from ``dev_server.factory.create_app(..., clock=...)`` (``SystemClock`` unless a test
-gives a ``ManualClock``): message ``createdAt``, thread and OM record timestamps, OM cursors,
+gives a ``ManualClock``): message ``createdAt``, thread timestamps (``updated_at`` too,
+written by the insert that adds a message: migration 0012), OM record timestamps, OM cursors,
 flags and their staleness, cycle parts and their durations, idle TTLs, leases, rate
 windows, stream-log heartbeats, the semantic index's retry times. A test can then run a
 conversation at fixed times, minutes or days apart, and replay it exactly.
@@ -15,9 +16,6 @@ Reads left on other clocks, and why:
   heartbeat *values* it stores are the clock's), tool timeouts, ``om.flags.settled``,
   SQLite busy retries, connection limits, export queue flushes, worker stops, the recall
   indexer's progress reports, model warm-up and start-up timings.
-* The database's own ``strftime('now')`` in the trigger that moves ``threads.updated_at``
-  when a message is inserted (migrations 0001/0002): following the clock there needs a
-  migration or one more statement per insert.
 * Observability about the process, not the conversation: OTLP ``receivedAt``, the
   telemetry exporter's ingest time, trace retention and metric query windows.
 * Migration ``applied_at``, the host's time zone OM records (a place, not a moment), and

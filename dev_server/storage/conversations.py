@@ -166,8 +166,9 @@ class ConversationStore:
 
     async def append_messages(self, thread_id: str, messages: Sequence[Message]) -> list[str]:
         """Insert the messages the database does not have yet; returns the ids inserted.
-        The thread's ``updated_at`` moves by trigger."""
-        return await self.db.run_write(lambda conn: writes.insert_messages(conn, thread_id, messages))
+        The thread's ``updated_at`` moves to the clock's now when any was new."""
+        now = now_iso(self.clock)
+        return await self.db.run_write(lambda conn: writes.insert_messages(conn, thread_id, messages, now))
 
     async def record_turn(self, thread: Thread, incoming: Sequence[Message],
                           plan: TurnPlan) -> tuple[Thread, TurnWrites]:
@@ -192,7 +193,7 @@ class ConversationStore:
             turn = plan(stored, {mid: (owner, role) for mid, (owner, _, _, role) in found.items()}, following)
             if turn.replace is not None:
                 writes.replace_and_trim(conn, stored.id, turn.replace)
-            inserted = set(writes.insert_messages(conn, stored.id, turn.append))
+            inserted = set(writes.insert_messages(conn, stored.id, turn.append, now))
             return stored, TurnWrites(turn.replace, [m for m in turn.append if m.id in inserted], turn.replay)
 
         return await self.db.run_write(work)
@@ -210,10 +211,11 @@ class ConversationStore:
             for thread in threads:
                 if stored[thread.id]["resource_id"] != thread.resource_id:
                     raise ThreadNotVisible(thread.id)
-            for mid, (_, resource, _, _) in writes.locate(conn, list(target)).items():
+            located = writes.locate(conn, list(target))
+            for mid, (_, resource, _, _) in located.items():
                 if target[mid] != resource:
                     raise MessageNotVisible(mid)
-            writes.upsert_messages(conn, messages)
+            writes.upsert_messages(conn, messages, now, located)
 
         await self.db.run_write(work)
 
@@ -239,7 +241,7 @@ class ConversationStore:
                             (thread_id, answered_id)).fetchone() is not None:
                 return False
             reply.created_at = rows[0]["created_at"]  # sorts right after it (seq breaks the tie)
-            return bool(writes.insert_messages(conn, thread_id, [reply]))
+            return bool(writes.insert_messages(conn, thread_id, [reply], now_iso(self.clock)))
 
         return await self.db.run_write(work)
 
@@ -372,7 +374,7 @@ class ConversationStore:
             originals = [message_from_row(r) for r in reversed(conn.execute(sql, params).fetchall())]
             copies = [Message(str(uuid.uuid4()), new_thread.id, new_thread.resource_id, m.role, m.content,
                               m.created_at, m.type) for m in originals]
-            writes.insert_messages(conn, new_thread.id, copies)
+            writes.insert_messages(conn, new_thread.id, copies, now)
             return copies
 
         return await self.db.run_write(work)

@@ -13,7 +13,7 @@ one-row statements took 22 ms here where one 500-row statement took 6-8 ms.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from dev_server.kernel.json_text import Encoder
@@ -77,20 +77,33 @@ def _rows(messages: Sequence[Any], thread_id: str | None) -> tuple[str, list[Any
     return ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(messages)), params
 
 
-def insert_messages(conn: sqlite3.Connection, thread_id: str, messages: Sequence[Any]) -> list[str]:
+def touch_threads(conn: sqlite3.Connection, thread_ids: Iterable[str], now: str) -> None:
+    """A thread that got a new message was updated ``now`` (the app's clock)."""
+    ids = sorted(set(thread_ids))
+    if ids:
+        conn.execute(f"UPDATE threads SET updated_at = ? WHERE id IN ({', '.join('?' * len(ids))})", [now, *ids])
+
+
+def insert_messages(conn: sqlite3.Connection, thread_id: str, messages: Sequence[Any], now: str) -> list[str]:
     """Insert the messages the database lacks (``INSERT OR IGNORE ... RETURNING``): the ids
-    it returns are exactly the new ones."""
+    it returns are exactly the new ones. The thread's ``updated_at`` moves to ``now`` when
+    any was new."""
     inserted: list[str] = []
     for start in range(0, len(messages), _INSERT_BATCH):
         values, params = _rows(messages[start:start + _INSERT_BATCH], thread_id)
         rows = conn.execute(f"INSERT OR IGNORE INTO messages {_MESSAGE_COLUMNS} VALUES {values} RETURNING id",
                             params).fetchall()
         inserted += [row[0] for row in rows]
+    if inserted:
+        touch_threads(conn, [thread_id], now)
     return inserted
 
 
-def upsert_messages(conn: sqlite3.Connection, messages: Sequence[Any]) -> None:
-    """Insert, or bring up to date (and into its thread), each message."""
+def upsert_messages(conn: sqlite3.Connection, messages: Sequence[Any], now: str, stored_ids: Iterable[str]) -> None:
+    """Insert, or bring up to date (and into its thread), each message. ``stored_ids``: those
+    already in the database; the threads of the others were updated ``now``."""
+    stored = set(stored_ids)
+    touch_threads(conn, [m.thread_id for m in messages if m.id not in stored], now)
     for start in range(0, len(messages), _INSERT_BATCH):
         values, params = _rows(messages[start:start + _INSERT_BATCH], None)
         conn.execute(
