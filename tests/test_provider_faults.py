@@ -36,7 +36,9 @@ def reset_count(fake: FakeProvider) -> None:
 
 
 def client(fake: FakeProvider, **options: Any) -> LiteLLMClient:
-    settings = {"first_token_s": 1.0, "total_s": 3.0, "timeout_s": 5.0, "retries": 0, **options}
+    """Deadlines far from any healthy call on a loaded machine (a CI run shares two cores
+    with the suite's other workers): the tests whose subject is a deadline set it short."""
+    settings = {"first_token_s": 30.0, "total_s": 60.0, "timeout_s": 30.0, "retries": 0, **options}
     return LiteLLMClient(environ={"OPENAI_API_KEY": DUMMY_KEY, "OPENAI_BASE_URL": fake.base_url}, **settings)
 
 
@@ -70,7 +72,7 @@ async def test_a_stream_without_usage_gets_counted_usage(fake: FakeProvider) -> 
 
 @pytest.mark.anyio
 async def test_stall_before_first_byte_is_a_timeout_without_sdk_retries(fake: FakeProvider) -> None:
-    events, error = await run(client(fake), "[[fault:stall_first=4]]")
+    events, error = await run(client(fake, first_token_s=1.0), "[[fault:stall_first=4]]")
     assert error is not None and (error.kind, error.status) == ("timeout", 504)
     assert "DEV_SERVER_MODEL_FIRST_TOKEN_TIMEOUT_S" in error.message and events == []
     assert fake.requests == 1  # the SDK's own retries are off; timeouts are not retried by us
