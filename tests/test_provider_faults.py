@@ -125,11 +125,12 @@ async def test_retries_happen_only_as_the_settings_say(fake: FakeProvider, retri
 
 @pytest.fixture(scope="module")
 def gateway(fake: FakeProvider, module_servers: Servers) -> ProcessServer:
-    """One gateway for the module, warmed up (``models.ready``) so a 1 s first-token deadline
-    measures the provider and not this process's first-call setup."""
+    """One gateway for the module, warmed up (``models.ready``) so the first-token deadline
+    measures the provider and not this process's first-call setup; 2.5 s, well under the
+    stalling fault's 5 s and well over a healthy first call on a loaded machine."""
     return module_servers.gateway(models_ready=True, env={
         "OPENAI_API_KEY": DUMMY_KEY, "OPENAI_BASE_URL": fake.base_url, "DEV_SERVER_TELEMETRY": "false",
-        "DEV_SERVER_MODEL_FIRST_TOKEN_TIMEOUT_S": "1", "DEV_SERVER_MODEL_TOTAL_TIMEOUT_S": "3",
+        "DEV_SERVER_MODEL_FIRST_TOKEN_TIMEOUT_S": "2.5", "DEV_SERVER_MODEL_TOTAL_TIMEOUT_S": "4",
         "DEV_SERVER_MODEL_RETRIES": "0"})
 
 
