@@ -61,7 +61,7 @@ def reference_tokenx(text: str) -> int:
     return total
 
 
-# --- §5.1 -------------------------------------------------------------------------------------
+# --- docs/observational-memory.md#tokens ----------------------------------------------------------------------------
 
 SPEC_VECTORS = [("Hello, world!", 4), ("The quick brown fox jumps over the lazy dog.", 10),
                 ("internationalization", 4), ("über straße", 4), ("日本語のテキスト", 8), ('{"a":1}', 5),
@@ -115,7 +115,7 @@ def test_matches_the_reference_on_a_large_mixed_document():
     assert count_string(None) == 0
 
 
-# --- §5.2 messages ------------------------------------------------------------------------------
+# --- docs/observational-memory.md#tokens messages -------------------------------------------------------------------
 
 USER_TEXT = "Hello, I have two kids and I work at Acme Corp."
 

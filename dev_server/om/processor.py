@@ -171,7 +171,8 @@ class ObservationalMemoryStep:
                               step=step.index, projected_removal=view.projected_removal))
 
     def _extracted(self, hints: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-        """The user extractors' last values the actor sees (§3 item 5, ``includePreviousExtraction``)."""
+        """The user extractors' last values the actor sees (docs/observational-memory.md#context,
+        ``includePreviousExtraction``)."""
         options = self.engine.options
         found: dict[str, str] = {}
         for extractor in (*options.observation.extract, *options.reflection.extract):

@@ -23,7 +23,8 @@ order (``dev_server.om.options.models``); resolution happens per call. ``modelSe
 parameter: value}}``, the entry of the provider that answers is passed to litellm) are per
 observation / reflection. ``hooks`` are the cycles' lifecycle callbacks (``dev_server.om.options.hooks``).
 
-Retrieval (§7): ``retrieval`` takes ``True`` (Mastra's defaults: no vector search, scope
+Retrieval (docs/observational-memory.md#retrieval): ``retrieval`` takes ``True`` (Mastra's defaults: no vector
+search, scope
 ``resource``), ``False``, or ``{"vector": bool, "scope": "thread" | "resource",
 "instructions": str}``. With it on, each observation cycle is kept as an
 ``<observation-group>`` with the range of the messages it came from, and the actor gets
@@ -206,7 +207,8 @@ class ReflectionConfig:
 
 @dataclass(frozen=True)
 class RetrievalConfig:
-    """``retrieval``: observation groups, the ``recall`` tool and its instructions (§7)."""
+    """``retrieval``: observation groups, the ``recall`` tool and its instructions
+    (docs/observational-memory.md#retrieval)."""
 
     vector: bool = False  # search by meaning (Memory.semantic_search); keyword search otherwise
     scope: Scope = "resource"  # what recall may read: the current thread, or all of the resource's
@@ -245,7 +247,8 @@ class ObservationalMemoryOptions:
     buffer_on_idle: bool = False
     temporal_markers: bool = False
     obscure_thread_ids: bool = False  # resource scope: hash thread ids in what the observer reads
-    retrieval: RetrievalConfig | None = None  # observation groups and the recall tool (§7); None: off
+    # observation groups and the recall tool (docs/observational-memory.md#retrieval); None: off
+    retrieval: RetrievalConfig | None = None
     model_choice: ModelChoice | None = None  # the top-level ``model`` (dev_server.om.options.models)
     hooks: Hooks = NO_HOOKS  # lifecycle callbacks (dev_server.om.options.hooks); never from the environment
 

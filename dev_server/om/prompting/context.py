@@ -124,7 +124,8 @@ def _optimize_chunk(chunk: str) -> str:
 
 
 def optimize_observations_for_context(text: str) -> str:
-    """``text`` without what costs the actor tokens and tells it nothing (spec §3, in order):
+    """``text`` without what costs the actor tokens and tells it nothing, in order
+    (docs/observational-memory.md#context):
     anchor ids ``[O12]``/``[O3-N2]`` at line start, 🟡/🟢 and the whitespace after them (🔴
     and ✅ stay), one-line ``[tags]``, ``->`` arrows with their surrounding whitespace (one
     space instead), runs of spaces, runs of 3+ newlines; then trimmed.
@@ -165,7 +166,7 @@ def build_context_system_messages(
     retrieval_instructions: str | None = None,
     extracted: Sequence[tuple[str, str]] = (),
 ) -> list[str]:
-    """The system messages carrying the observations, in the order of spec §3; each element
+    """The system messages carrying the observations, in the order of docs/observational-memory.md#context; each element
     is sent as its own system message. Blank observations give only the retrieval
     instructions when there are any, else nothing.
 
@@ -181,7 +182,7 @@ def build_context_system_messages(
     messages = [guidance]
     if other_conversations:
         messages.append(other_conversations_message(other_conversations))
-    if retrieval_instructions and has_groups(observations):  # §3: the groups and their ranges, unoptimised
+    if retrieval_instructions and has_groups(observations):  # the groups and their ranges, unoptimised
         shown = render_groups_for_context(observations)
     else:
         shown = optimize_observations_for_context(observations)
@@ -193,7 +194,7 @@ def build_context_system_messages(
         messages.append(f"<current-task>\n{current_task}\n</current-task>")
     if suggested_response and suggested_response.strip():
         messages.append(f"<suggested-response>\n{suggested_response}\n</suggested-response>")
-    messages += [f"<{slug}>\n{value}\n</{slug}>" for slug, value in extracted if value]  # §3 item 5
+    messages += [f"<{slug}>\n{value}\n</{slug}>" for slug, value in extracted if value]  # the extracted values, last
     return messages
 
 
@@ -236,7 +237,8 @@ def _observed_by(iso: str, as_of: datetime) -> bool:
 
 
 def observations_as_of(active: str, as_of: datetime) -> str:
-    """The observations that existed at ``as_of`` (§8 ``getObservationsAsOf``): the first
+    """The observations that existed at ``as_of`` (``getObservationsAsOf``,
+    docs/observational-memory.md#manual-api): the first
     chunk, plus each later chunk whose boundary time (the newest message it observed) is
     not after ``as_of``. Kept chunks are joined with their own boundary lines, so the result
     still splits into the same chunks. A naive ``as_of`` is taken as UTC."""

@@ -16,7 +16,7 @@ its answer is wrapped again here (``rewrap_reflection``, end of 4.4): ``## Group
 sections map back to the source groups they name (or share lines with) and cover their
 combined range; any other answer becomes one ``kind="reflection"`` group from the first
 source group's start to the last one's end. The actor sees each group as a ``## Group``
-heading with its range (``render_groups_for_context``, §3).
+heading with its range (``render_groups_for_context``, docs/observational-memory.md#context).
 
 Pure text work, except ``group_of_message``, which reads the range ends' positions.
 """
@@ -107,7 +107,8 @@ def strip_groups(text: str) -> str:
 
 
 def render_groups_for_context(text: str) -> str:
-    """The log as the actor reads it (§3): each group as a ``## Group `id``` heading, its
+    """The log as the actor reads it (docs/observational-memory.md#context): each group as a
+    ``## Group `id``` heading, its
     ``_range: `start:end`_`` line and its content; text outside groups as it is."""
     def render(match: re.Match[str]) -> str:
         attributes = dict(_ATTRIBUTE.findall(match.group(1) or ""))

@@ -232,7 +232,8 @@ _OBSERVATION_GROUP_TAG = re.compile(r"</?observation-group\b[^>]*>[ \t]*\n?", re
 def observer_system_prompt(*, instruction: str | None = None, multi_thread: bool = False, current_task: bool = True,
                            suggested_response: bool = True, thread_title: bool = False,
                            extractors: Sequence[Extractor] = (), shared: Collection[str] = ()) -> str:
-    """The observer's instructions (§4.1); the flags switch the optional sections on or off,
+    """The observer's instructions (docs/observational-memory.md#prompts); the flags switch the optional
+    sections on or off,
     ``extractors`` adds one section per inline extractor (the user's, working memory). With
     ``multi_thread``, the slugs of ``shared`` are answered once, not per thread."""
     multi = _MULTI_THREAD_INPUT
@@ -260,7 +261,7 @@ def observer_messages(transcript: str, *, previous_observations: str | None, pri
                       attachments: Sequence[Attachment | dict[str, Any]] = (),
                       prior_extracted: Sequence[tuple[str, str]] = (),
                       thread_priors: Mapping[str, Sequence[tuple[str, str]]] | None = None) -> list[dict[str, Any]]:
-    """The observer's two user messages (§4.2): the task, then the history to observe.
+    """The observer's two user messages (docs/observational-memory.md#prompts): the task, then the history to observe.
 
     ``thread_priors`` (several threads at once): each thread's prior values by section id,
     as (slug, value), shown in a ``<thread id>`` block of their own; ``prior_extracted`` are
@@ -322,7 +323,8 @@ def _observer_task(previous: str | None, priors: Sequence[tuple[str, str | None]
 
 def reflector_system_prompt(*, instruction: str | None = None, resource_scope: bool = False,
                             extractors: Sequence[Extractor] = ()) -> str:
-    """The reflector's instructions (§4.4), quoting the observer's so both agree on the format."""
+    """The reflector's instructions (docs/observational-memory.md#reflection), quoting the observer's so
+    both agree on the format."""
     sections = [
         f"""{REFLECTOR_IDENTITY}
 Your reflections will be the ONLY thing the assistant knows about its past with this user.
@@ -387,7 +389,7 @@ and its time; related observations grouped by indentation.
 def reflector_messages(observations: str, *, level: int, guidance: str | None = None,
                        skip_continuation_hints: bool = False, prior_extracted: Sequence[tuple[str, str]] = (),
                        extractors: Sequence[Extractor] = ()) -> list[dict[str, Any]]:
-    """The reflector's user message (§4.4) for compression ``level`` (0..4)."""
+    """The reflector's user message (docs/observational-memory.md#reflection) for compression ``level`` (0..4)."""
     if level not in COMPRESSION_GUIDANCE:
         raise ValueError(f"compression level must be 0..4, not {level}")
     stripped = _OBSERVATION_GROUP_TAG.sub("", observations).strip()

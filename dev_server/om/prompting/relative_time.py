@@ -2,7 +2,8 @@
 
 The observer writes absolute dates (``Date: Dec 4, 2025`` headers, ``(meaning May 30,
 2025)`` at the end of a line). An actor model reasons badly about "how long ago was
-Dec 4?", so before the observations are injected (``dev_server.om.prompting.context``, spec §3) each date
+Dec 4?", so before the observations are injected (``dev_server.om.prompting.context``,
+docs/observational-memory.md#context) each date
 gains a relative phrase computed from ``now``, and a gap line such as ``[2 weeks later]``
 marks a jump between consecutive headers. Stored observations are never rewritten: the
 phrases would go stale the next day.

@@ -1,5 +1,5 @@
-"""What the actor is told about its observation groups and the ``recall`` tool (§7,
-``getRetrievalInstructions``), appended to the observation instructions (§3) when
+"""What the actor is told about its observation groups and the ``recall`` tool (docs/observational-memory.md#retrieval,
+``getRetrievalInstructions``), appended to the observation instructions (docs/observational-memory.md#context) when
 ``retrieval`` is on.
 
 The text depends on the retrieval scope (one thread, or all of the user's threads) and on

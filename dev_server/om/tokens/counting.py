@@ -4,10 +4,11 @@ OM decides when to observe and reflect by counting tokens on every step, so coun
 be cheap and must agree with Mastra's numbers (docs/observational-memory.md#tokens). Two layers:
 
 * ``estimate_tokens`` is a port of the heuristic of tokenx 1.3.0, the version Mastra bundles
-  (§5.1): the text is split into whitespace runs, punctuation runs and the words between,
+  (docs/observational-memory.md#tokens): the text is split into whitespace runs, punctuation runs and the words between,
   each priced by a fixed rule. JavaScript semantics are kept: ECMAScript whitespace, ASCII
   ``\\d``, lengths in UTF-16 code units.
-* ``count_message``/``count_messages`` are Mastra's TokenCounter (§5.2): the role, every part
+* ``count_message``/``count_messages`` are Mastra's TokenCounter (docs/observational-memory.md#tokens):
+  the role, every part
   by its kind, a per-message overhead that tool calls move by -12 and tool results by one
   more message; images and files are priced by ``dev_server.om.tokens.attachments``.
 
