@@ -23,9 +23,8 @@ order (``dev_server.om.options.models``); resolution happens per call. ``modelSe
 parameter: value}}``, the entry of the provider that answers is passed to litellm) are per
 observation / reflection. ``hooks`` are the cycles' lifecycle callbacks (``dev_server.om.options.hooks``).
 
-Retrieval (docs/observational-memory.md#retrieval): ``retrieval`` takes ``True`` (Mastra's defaults: no vector
-search, scope
-``resource``), ``False``, or ``{"vector": bool, "scope": "thread" | "resource",
+Retrieval (docs/observational-memory.md#retrieval): ``retrieval`` takes ``True`` (Mastra's
+defaults: no vector search, scope ``resource``), ``False``, or ``{"vector": bool, "scope": "thread" | "resource",
 "instructions": str}``. With it on, each observation cycle is kept as an
 ``<observation-group>`` with the range of the messages it came from, and the actor gets
 the ``recall`` tool (``dev_server.om.retrieval.recall_tool``) and instructions for it

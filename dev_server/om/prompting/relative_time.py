@@ -3,10 +3,9 @@
 The observer writes absolute dates (``Date: Dec 4, 2025`` headers, ``(meaning May 30,
 2025)`` at the end of a line). An actor model reasons badly about "how long ago was
 Dec 4?", so before the observations are injected (``dev_server.om.prompting.context``,
-docs/observational-memory.md#context) each date
-gains a relative phrase computed from ``now``, and a gap line such as ``[2 weeks later]``
-marks a jump between consecutive headers. Stored observations are never rewritten: the
-phrases would go stale the next day.
+docs/observational-memory.md#context) each date gains a relative phrase computed from
+``now``, and a gap line such as ``[2 weeks later]`` marks a jump between consecutive headers.
+Stored observations are never rewritten: the phrases would go stale the next day.
 
 Dates are calendar dates: only ``now.date()`` matters, so an aware or naive ``now`` in the
 user's zone gives that user's "today". The day count ``d`` (target date minus today for

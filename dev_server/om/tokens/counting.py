@@ -8,8 +8,7 @@ be cheap and must agree with Mastra's numbers (docs/observational-memory.md#toke
   each priced by a fixed rule. JavaScript semantics are kept: ECMAScript whitespace, ASCII
   ``\\d``, lengths in UTF-16 code units.
 * ``count_message``/``count_messages`` are Mastra's TokenCounter (docs/observational-memory.md#tokens):
-  the role, every part
-  by its kind, a per-message overhead that tool calls move by -12 and tool results by one
+  the role, every part by its kind, a per-message overhead that tool calls move by -12 and tool results by one
   more message; images and files are priced by ``dev_server.om.tokens.attachments``.
 
 Every part's payload estimate is cached in the part itself, at
