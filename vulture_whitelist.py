@@ -52,7 +52,3 @@ _.startExclusive     # dev_server/api/studio/metrics.py: idem
 _.endExclusive       # idem
 _.requestContext     # dev_server/api/studio/tools.py: idem
 
-# Unused, left for the branch rewriting the file (removing it now would only make the merge harder).
-_.last_step          # dev_server/agents/runner.py: TODO(issue 27): procs: written every step, never read; its elif also
-                     # keeps a step's finish from triggering a checkpoint, so it goes with the runner's step rewrite
-SettingsDep          # dev_server/api/deps.py: TODO(issue 27): wiring: a typed dependency no route uses yet; use it or drop it

@@ -63,7 +63,6 @@ from dev_server.errors import document_errors, install_error_handlers
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock
 from dev_server.kernel.model import LLMClient
 from dev_server.llm import LiteLLMClient
-from dev_server.llm.embeddings import Embedder
 from dev_server.observability.telemetry import Telemetry, TelemetryConfig, TelemetryScope, logging_to
 from dev_server.settings import Settings, otlp_target
 from dev_server.storage.composite import OBSERVABILITY, CompositeStore
@@ -134,12 +133,6 @@ async def warm_up(llm: LLMClient, readiness: Readiness, *, freeze_heap: bool = F
     else:
         readiness.done(time.perf_counter() - started)
         log.info("models ready in %.1f s", readiness.seconds)
-
-
-async def _embedder(llm: LLMClient, mastra_id: str) -> Embedder:
-    """The embedder of semantic recall, by the model layer (a provider's through litellm, or
-    the built-in local model)."""
-    return await llm.embedder(mastra_id)
 
 
 def model_layer(settings: Settings, agents: Iterable[AgentDefinition]) -> LLMClient:
@@ -245,7 +238,7 @@ def create_app(
     if any(options.uses_vectors for options in memories.values()):
         from dev_server.recall.service import SemanticIndex  # numpy: only in a process that searches by meaning
 
-        semantic_index = SemanticIndex(storage.default, partial(_embedder, llm, settings.embedder),
+        semantic_index = SemanticIndex(storage.default, partial(llm.embedder, settings.embedder),
                                        requested=settings.embedder, clock=clock)
     registry = AgentRegistry(agents, conversations, memories, background=background, semantic_index=semantic_index)
     telemetry = Telemetry(role, _telemetry_config(settings), storage) if settings.telemetry else None

@@ -93,7 +93,6 @@ class Turn:
     processing: TurnProcessors = field(default_factory=TurnProcessors)  # the processors' turn objects
     reply: ReplyParts = field(default_factory=ReplyParts)
     finish: Finish | None = None
-    last_step: StepFinish | None = None
     error: ModelProviderError | TurnFailed | None = None
     interrupted: bool = False
     checkpointed: bool = False  # a partial copy of the reply is stored
@@ -220,9 +219,8 @@ class TurnRunner:
             async for event in stream:
                 if isinstance(event, Finish):
                     turn.finish = event
-                elif isinstance(event, StepFinish):
-                    turn.last_step = event
-                elif checkpoint_every_s is not None and time.monotonic() - last_write >= checkpoint_every_s:
+                elif (checkpoint_every_s is not None and not isinstance(event, StepFinish)
+                      and time.monotonic() - last_write >= checkpoint_every_s):
                     await self._checkpoint(turn)
                     last_write = time.monotonic()
                 yield event

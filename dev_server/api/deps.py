@@ -94,10 +94,6 @@ async def get_services(conn: HTTPConnection) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-async def get_settings(services: ServicesDep) -> Settings:
-    return services.settings
-
-
 async def get_storage(services: ServicesDep) -> CompositeStore:
     return services.storage
 
@@ -130,7 +126,6 @@ async def get_recording(services: ServicesDep) -> StreamRecording | None:
     return services.recording
 
 
-SettingsDep = Annotated[Settings, Depends(get_settings)]
 StorageDep = Annotated[CompositeStore, Depends(get_storage)]
 ConversationsDep = Annotated[ConversationStore, Depends(get_conversations)]
 AgentsDep = Annotated[AgentRegistry, Depends(get_agents)]

@@ -52,8 +52,6 @@ class Memory:
         memory searches by meaning."""
         self.options = options
         self.store = store
-        self.agent_id = agent_id
-        self.agent_resource = agent_resource
         self.background = background
         self.vectors = VectorSearch(semantic_index)
         self.threads = AgentThreads(store, agent_id, agent_resource)

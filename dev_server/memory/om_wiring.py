@@ -12,10 +12,8 @@ from dev_server.kernel.ports import BackgroundJobs, WorkingMemoryDocument
 from dev_server.kernel.processors import SpanOpener, no_span
 from dev_server.om import manual
 from dev_server.om.engine.buffering import Buffering
-from dev_server.om.engine.cycle_hooks import HookedCycles
-from dev_server.om.engine.model_calls import ModelChoiceCaller
+from dev_server.om.engine.configured import configured_engine
 from dev_server.om.engine.observation_engine import ObservationEngine
-from dev_server.om.engine.record_store import om_record_store
 from dev_server.om.manual import ManualResult
 from dev_server.om.options.config import ObservationalMemoryOptions
 from dev_server.storage.conversations import ConversationStore
@@ -32,8 +30,7 @@ class OMParts:
               working: WorkingMemoryDocument | None) -> OMParts:
         """``working``: the memory's working memory document when it has one (the observer
         may keep it: ``manageWorkingMemory``)."""
-        engine = ObservationEngine(options, om_record_store(store.db, clock=store.clock), working=working,
-                                   threads=store, ask=ModelChoiceCaller(options), hooks=HookedCycles(options.hooks))
+        engine = configured_engine(options, store.db, store.clock, working=working, threads=store)
         return cls(engine, Buffering(engine, background, store), store)
 
     async def observe(self, thread_id: str, resource_id: str, *, llm: LLMClient,

@@ -36,12 +36,10 @@ from dev_server.kernel.events import DataPart
 from dev_server.kernel.messages import Message
 from dev_server.kernel.model import LLMClient, ResolvedModel
 from dev_server.kernel.processors import SpanOpener, no_span
+from dev_server.om.engine.configured import configured_engine
 from dev_server.om.engine.cycle_context import CycleContext
-from dev_server.om.engine.cycle_hooks import HookedCycles
 from dev_server.om.engine.flags import STALE_FLAG_S
-from dev_server.om.engine.model_calls import ModelChoiceCaller
 from dev_server.om.engine.observation_engine import ObservationEngine
-from dev_server.om.engine.record_store import om_record_store
 from dev_server.om.engine.resource import observe_resource, other_threads
 from dev_server.om.engine.window import unobserved
 from dev_server.om.options.config import ObservationalMemoryOptions, observational_memory_options
@@ -185,8 +183,7 @@ class ObservationalMemory:
         self.store = store
         self.options = parsed
         self.llm = llm
-        self.engine = ObservationEngine(parsed, om_record_store(store.db, clock=store.clock),
-                                        ask=ModelChoiceCaller(parsed), hooks=HookedCycles(parsed.hooks))
+        self.engine = configured_engine(parsed, store.db, store.clock)
 
     async def _agent_model(self) -> ResolvedModel:
         # "the agent's model" for the default choice: there is no agent, so Mastra's default id

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from dev_server.llm.embeddings import Embedder
+from dev_server.kernel.model import Embedder
 from dev_server.recall.text import message_text, pieces
 from dev_server.storage.message_vectors import Claimed, Embedded, VectorIndex, text_hash
 

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock
-from dev_server.llm.embeddings import Embedder, describe
-from dev_server.recall.hits import SemanticHit, SemanticSearchUnavailable
+from dev_server.kernel.model import Embedder
+from dev_server.kernel.ports import SemanticHit, SemanticSearchUnavailable
+from dev_server.llm.embeddings import describe
 from dev_server.recall.indexer import POLL_S, Indexer
 from dev_server.recall.matrix import VectorCache
 from dev_server.storage.libsql import LibSQLStore

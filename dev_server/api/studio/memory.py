@@ -34,8 +34,8 @@ from dev_server.kernel.clock import parse_iso, spaced_iso, to_iso
 from dev_server.kernel.convert import flat_text
 from dev_server.kernel.errors import BadRequest, NotFound, invalid
 from dev_server.kernel.messages import Message, Thread
+from dev_server.kernel.ports import SemanticSearchUnavailable
 from dev_server.memory.working_document import WorkingMemoryInvalid
-from dev_server.recall.hits import SemanticSearchUnavailable
 from dev_server.storage.conversations import ConversationStore, MessageNotVisible, ThreadExists, ThreadNotVisible
 
 router = APIRouter(prefix="/api/memory")

@@ -13,8 +13,8 @@ from typing import Any
 
 from dev_server.api.studio.access import Scope
 from dev_server.kernel.messages import Message
+from dev_server.kernel.ports import SemanticHit
 from dev_server.memory.memory import Memory
-from dev_server.recall.hits import SemanticHit
 
 
 def _brief(message: Message) -> dict[str, Any]:

@@ -14,15 +14,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dev_server.kernel.events import DataPart
 from dev_server.om.engine.cycle_context import CycleContext, JobParts, describe_error
 from dev_server.om.options.hooks import CycleRun, CycleTrigger, Hooks, current_run, current_trigger
 from dev_server.storage.om_records import OMRecord
-
-if TYPE_CHECKING:
-    pass
 
 
 def _tap(run: CycleRun, part: DataPart) -> None:
