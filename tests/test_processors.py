@@ -1,0 +1,102 @@
+"""The per-step processor protocol (``dev_server.kernel.processors``) through the real step
+loop (``dev_server.kernel.loop``) and a scripted model: a processor takes part before every
+model call and sees every step's output after it, and what it keeps for a turn lives on
+the turn object its ``start_turn`` returned, never shared between turns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dev_server.kernel.events import StepFinish
+from dev_server.kernel.loop import ReplyParts, run_steps
+from dev_server.kernel.processors import StepContext, TurnProcessor, TurnProcessors, start_turn
+from dev_server.kernel.tools import Tool, ToolContext
+from dev_server.llm.scripted import Call, Reply, ScriptedModel
+
+
+async def echo(arguments: Any, context: ToolContext) -> dict[str, Any]:
+    return {"echoed": arguments["text"]}
+
+
+ECHO = Tool("echo", "Echo the text back", function=echo,
+            schema={"type": "object", "properties": {"text": {"type": "string"}}})
+
+
+class Counting:
+    """A processor: each turn gets its own ``CountingTurn``."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.turns: list[CountingTurn] = []
+
+    def start_turn(self, step: StepContext) -> CountingTurn:
+        self.turns.append(CountingTurn())
+        return self.turns[-1]
+
+
+class CountingTurn(TurnProcessor):
+    """Loads the conversation on its first step only (its own state), marks every step's
+    context with the step's index, and keeps what each step produced."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.loaded = False
+        self.moments: list[tuple[str, int]] = []
+        self.outputs: list[StepFinish] = []
+
+    async def before_step(self, step: StepContext) -> None:
+        if not self.loaded:
+            self.loaded = True
+            step.history = [{"role": "user", "content": "echo hi, then say done"}]
+        step.system.append({"role": "system", "content": f"this is step {step.index}"})
+        self.moments.append(("before", step.index))
+
+    async def after_step(self, step: StepContext, output: StepFinish) -> None:
+        self.moments.append(("after", output.index))
+        self.outputs.append(output)
+
+
+def tool_turn() -> ScriptedModel:
+    return ScriptedModel([Reply(tool_calls=[Call("echo", {"text": "hi"}, id="call-1")]), Reply("done.")])
+
+
+async def run_turn(model: ScriptedModel, processors: list[Counting]) -> tuple[list[Any], list[TurnProcessor]]:
+    step = StepContext("agent", "run", "You are terse.", thread=None, resource_id=None, agent_tools=(ECHO,))
+    turn = start_turn(processors, step)
+    resolved = await model.resolve("openai/gpt-4o-mini")
+    events = [event async for event in run_steps(model, resolved, step, TurnProcessors(turn), 5, ReplyParts())]
+    return events, turn
+
+
+@pytest.mark.anyio
+async def test_every_step_calls_the_processor_before_its_model_call_and_shows_it_the_step_after() -> None:
+    model, processor = tool_turn(), Counting()
+    events, [turn] = await run_turn(model, [processor])
+
+    assert turn.moments == [("before", 0), ("after", 0), ("before", 1), ("after", 1)]
+    # before_step shaped each step's own model call: the step index it wrote reached that call
+    first, second = (r.messages for r in model.requests)
+    assert {"role": "system", "content": "this is step 0"} in first
+    assert {"role": "system", "content": "this is step 1"} in second
+    assert {"role": "system", "content": "this is step 0"} not in second  # system messages start over each step
+    # after_step saw what each step produced: the tool call and its result, then the text
+    tool_step, text_step = turn.outputs
+    assert [c.name for c in tool_step.tool_calls] == ["echo"] and tool_step.continued
+    assert [r.output for r in tool_step.tool_results] == [{"echoed": "hi"}]
+    assert text_step.text == "done." and not text_step.continued and not text_step.tool_calls
+    assert [e for e in events if isinstance(e, StepFinish)] == turn.outputs  # the same outputs the loop yields
+
+
+@pytest.mark.anyio
+async def test_each_turn_keeps_its_own_state_on_its_own_turn_object() -> None:
+    processor = Counting()
+    _, [first] = await run_turn(tool_turn(), [processor])
+    _, [second] = await run_turn(tool_turn(), [processor])
+
+    assert processor.turns == [first, second] and first is not second
+    assert first.moments == second.moments == [("before", 0), ("after", 0), ("before", 1), ("after", 1)]
+    assert second.loaded and len(second.outputs) == 2  # loaded on its own first step, not skipped by the first turn's
