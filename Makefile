@@ -7,6 +7,12 @@ JS_DIR := tests/js
 
 STUDIO_UI := studio-ui
 
+# Compiled bytecode is kept outside the checkout (in the venv) and written even where the
+# environment sets PYTHONDONTWRITEBYTECODE: otherwise every process compiles the package again,
+# each test server and test worker included (pytest's rewritten test modules too).
+export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: dev test test-fast lint install install-test js-deps studio-ui browser nginx bench bench-all clean
 
 $(VENV)/.installed: pyproject.toml

@@ -35,6 +35,7 @@
 // Exit code 0 whenever the JSON was printed (even ok=false); 2 for bad stdin; 1 for harness bugs.
 
 import { readFileSync } from 'node:fs';
+import { BadInput, runAsScript } from './harness.mjs';
 import {
   DefaultChatTransport,
   readUIMessageStream,
@@ -51,12 +52,6 @@ const sdkVersion = (() => {
     return null;
   }
 })();
-
-async function readStdin() {
-  const parts = [];
-  for await (const part of process.stdin) parts.push(part);
-  return Buffer.concat(parts).toString('utf8');
-}
 
 function errorText(err) {
   if (err == null) return 'unknown error';
@@ -98,19 +93,15 @@ async function buildMessage(chunks, messages) {
   return { message, errors };
 }
 
-async function main() {
-  let input;
-  try {
-    input = JSON.parse(await readStdin());
-  } catch (e) {
-    process.stderr.write(`chat_client: stdin is not one JSON object: ${errorText(e)}\n`);
-    process.exit(2);
-  }
+function checkInput(input) {
   if (!input || typeof input !== 'object' || typeof input.api !== 'string') {
-    process.stderr.write('chat_client: stdin JSON needs a string "api"\n');
-    process.exit(2);
+    throw new BadInput('stdin JSON needs a string "api"');
   }
+}
 
+// One judged turn: the answer described at the top of this file.
+export async function run(input) {
+  checkInput(input);
   const messages = Array.isArray(input.messages) ? input.messages : [];
   const chatId = input.chatId ?? 'chat-test';
   const trigger = input.trigger ?? 'submit-message';
@@ -251,13 +242,7 @@ async function main() {
 
   out.aborted = userAborted;
   out.ok = out.error === null;
-  await new Promise((resolve) => process.stdout.write(JSON.stringify(out) + '\n', resolve));
+  return out;
 }
 
-main().then(
-  () => process.exit(0),
-  (e) => {
-    process.stderr.write(`chat_client: harness bug: ${e?.stack || e}\n`);
-    process.exit(1);
-  },
-);
+runAsScript(import.meta.url, run);
