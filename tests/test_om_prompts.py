@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from dev_server.kernel.messages import Message
+from dev_server.om.options.extractors import Extractor
 from dev_server.om.prompting.parsing import (
     detect_degenerate_repetition,
     parse_observer_output,
@@ -93,10 +94,43 @@ def test_observer_messages_task_then_history() -> None:
     assert history["content"] == f"{HISTORY_HEADING}\n\nUser (2:30 PM): hi"
     text = task["content"]
     assert text.startswith(f"{PREVIOUS_OBSERVATIONS_HEADING}\n\n* 🔴 (14:00) old\n\n---\n\n")
+    # the prior hints as lines, then echoed as sections, as Mastra's task shows them
     assert (f"{PRIOR_METADATA_HEADING}\n\n- prior current-task: Plan the trip\n"
-            "- prior suggested-response: Ask for dates\n- prior thread-title: Trip\n\n") in text
+            "- prior suggested-response: Ask for dates\n- prior thread-title: Trip\n"
+            "<current-task>\nPlan the trip\n</current-task>\n<suggested-response>\nAsk for dates\n"
+            "</suggested-response>\n<thread-title>\nTrip\n</thread-title>\n\nTreat the prior current-task, "
+            "suggested-response and thread-title as hints for continuity") in text
     assert text.index(PRIOR_METADATA_HEADING) < text.index(TASK_HEADING)
-    assert "Output <observations> every time." not in text
+    assert "Output <observations> every time." not in text and "<thread id=" not in text
+
+
+def test_observer_messages_echo_extractor_values_and_drop_hints_of_a_background_call() -> None:
+    task, _ = observer_messages("x", previous_observations=None, prior_current_task="t",
+                                prior_suggested_response="s", skip_continuation_hints=True,
+                                prior_extracted=[("topics", " run 1: tea ")])
+    text = task["content"]
+    assert text.startswith(f"{PRIOR_METADATA_HEADING}\n\n<topics>\nrun 1: tea\n</topics>\n\n"
+                           "Treat the prior topics as hints")
+    assert "current-task" not in text.split(TASK_HEADING)[0] and "- prior" not in text
+
+
+def test_observer_messages_for_several_threads() -> None:
+    task, history = observer_messages('<thread id="a">\nUser: hi\n</thread>', previous_observations=None,
+                                      prior_current_task=None, prior_suggested_response=None,
+                                      thread_priors={"a": [("current-task", "Trip")], "b": []})
+    assert history["content"] == (f"{HISTORY_HEADING}\n\nThe messages below come from 2 conversation threads, "
+                                  'each wrapped in a <thread id="..."> tag.\n\n<thread id="a">\nUser: hi\n</thread>')
+    text = task["content"]
+    assert ('<thread id="a">\n- prior current-task: Trip\n<current-task>\nTrip\n</current-task>\n</thread>\n\n'
+            "Treat the prior current-task as hints for continuity, each thread's from its own <thread id> "
+            "block") in text
+    rule = text.split(f"{TASK_HEADING}\n\n", 1)[1]
+    assert rule.startswith("Extract new observations from each thread")
+    assert "one\n<thread id=\"...\"> block per thread" in rule
+    assert rule.endswith("</thread>\n</observations>") and rule.count("<thread id=") == 3
+    [one] = [m["content"] for m in observer_messages("t", previous_observations=None, prior_current_task=None,
+                                                     prior_suggested_response=None, thread_priors={"a": []})[1:]]
+    assert "come from 1 conversation thread, each" in one
 
 
 def test_observer_messages_first_call_and_skipped_hints() -> None:
@@ -130,7 +164,14 @@ def test_reflector_prompt() -> None:
     assert prompt.startswith(REFLECTOR_IDENTITY) and OBSERVER_IDENTITY not in prompt
     assert "<observational-memory-instruction>" in prompt and "10. TRACK COMPLETION" in prompt
     assert "THE ENTIRE memory" in prompt and "USER ASSERTIONS COME BEFORE QUESTIONS" in prompt
-    assert "RESOURCE SCOPE" not in prompt and "RESOURCE SCOPE" in reflector_system_prompt(resource_scope=True)
+    assert "=== THREAD ATTRIBUTION (RESOURCE SCOPE) ===" in prompt  # in every reflector prompt, as in Mastra's
+    positions = [prompt.index(marker) for marker in (
+        "<observational-memory-instruction>", "</observational-memory-instruction>", "observation reflector",
+        "When you consolidate", "=== THREAD ATTRIBUTION", "=== OUTPUT FORMAT ===\n\nAnswer with the same format",
+        "<current-task>\n", "<suggested-response>\n", "User messages are extremely important.")]
+    assert positions == sorted(positions)
+    # the output format is repeated in full after the quoted instructions
+    assert prompt.count("<observations>\nDate: Dec 4, 2025\n* 🔴 (14:30)") == 2
     assert reflector_system_prompt(instruction="Be brief.").endswith("=== CUSTOM INSTRUCTIONS ===\n\nBe brief.")
 
 
@@ -142,7 +183,23 @@ def test_compression_levels(level: int, heading: str, detail: str) -> None:
     assert prompt["role"] == "user"
     assert f"\n\n{heading}\n\n" in prompt["content"] and detail in prompt["content"]
     assert COMPRESSION_GUIDANCE[level].startswith(heading)
+    assert "✅ completion markers" in COMPRESSION_GUIDANCE[level]  # every level keeps what is done
     assert "50-70%" in COMPRESSION_GUIDANCE[3] and "two or three date groups per day" in COMPRESSION_GUIDANCE[4]
+    assert "one file or module" in COMPRESSION_GUIDANCE[2]
+
+
+def test_reflector_messages_list_the_output_sections_every_time_and_carry_values_forward() -> None:
+    [plain] = reflector_messages("* 🔴 (10:00) x", level=0)
+    sections = plain["content"].split("## Additional Output Sections\n\n", 1)[1]
+    assert "<current-task>\n" in sections and "<suggested-response>\n" in sections
+    topics = Extractor(name="topics", slug="topics", instructions="What the user talks about.")
+    [prompt] = reflector_messages("* 🔴 (10:00) x", level=1, prior_extracted=[("topics", "tea")],
+                                  extractors=[topics], skip_continuation_hints=True)
+    text = prompt["content"]
+    assert "## Prior Extracted Values\n\n<topics>\ntea\n</topics>\n\nThese values were carried forward" in text
+    sections = text.split("## Additional Output Sections\n\n", 1)[1]
+    assert "<topics>\nWhat the user talks about.\n</topics>" in sections and "<current-task>\n" not in sections
+    assert text.index("## COMPRESSION REQUIRED") < text.index("## Prior Extracted Values")
 
 
 def test_reflector_messages_strip_groups_and_add_guidance() -> None:

@@ -66,8 +66,8 @@ def test_the_multi_thread_prompt_asks_per_thread_and_shows_each_threads_priors()
                                   thread_priors={"a": [("thread-title", "Alps"), ("topics", "run 1: x")],
                                                  "b": [("current-task", None)]})
     content = task["content"]
-    assert '<working-memory># Doc</working-memory>\n<thread id="a">\n- prior thread-title: Alps\n' \
-           "<topics>run 1: x</topics>\n</thread>" in content
+    assert ('<working-memory>\n# Doc\n</working-memory>\n<thread id="a">\n- prior thread-title: Alps\n'
+            "<thread-title>\nAlps\n</thread-title>\n<topics>\nrun 1: x\n</topics>\n</thread>") in content
     assert '<thread id="b">' not in content  # a thread with no prior value gets no block
 
 

@@ -29,9 +29,10 @@ REFLECTION_REQUEST = ("Rewrite these observations into a refined, condensed vers
                       "them and becomes the assistant's entire memory from now on.")
 
 CURRENT_TASK_SECTION = """<current-task>
-What the assistant is working on now:
+What the assistant is working on now, one task or several:
 - Primary: the task in progress
 - Secondary: other pending work (mark it "waiting for user" when it waits on them)
+If the assistant started on something the user did not approve, say that it is off-task.
 </current-task>"""
 
 SUGGESTED_RESPONSE_SECTION = """<suggested-response>
@@ -42,8 +43,11 @@ A hint for the assistant's next message, for example:
 </suggested-response>"""
 
 THREAD_TITLE_SECTION = """<thread-title>
-A few words naming what this conversation is about, for a list of conversations. Change it only
-when the topic has clearly changed.
+A short noun phrase of two to five words naming this conversation, for a list of conversations:
+- "Login bug fix", not "Fixing the login bug" (no verbs or sentences)
+- "Dark mode setting", not "User wants a dark mode setting added" (no requests)
+- "Release pipeline", not "Work stuff" or "Code review" (nothing vague or generic)
+Change it from the prior title only when the topic has clearly moved on.
 </thread-title>"""
 
 SHARED_SECTIONS_NOTE = ("These sections belong to the user, not to one conversation: write each of them once, "

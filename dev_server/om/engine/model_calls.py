@@ -40,8 +40,10 @@ def _text(content: Any) -> str:
 
 
 def input_tokens(messages: Sequence[dict[str, Any]]) -> int:
-    """The call's input size, as ``ModelByInputTokens`` compares it (the tokenx estimate)."""
-    return sum(estimate_tokens(_text(m.get("content"))) for m in messages)
+    """The call's input size, as ``ModelByInputTokens`` compares it: the tokenx estimate of its
+    user messages. The system prompt, the same few thousand tokens on every call, is left out:
+    Mastra sizes the input alone (docs/observational-memory.md#tokens, G19)."""
+    return sum(estimate_tokens(_text(m.get("content"))) for m in messages if m.get("role") != "system")
 
 
 def usage_dict(usage: Any) -> dict[str, int]:

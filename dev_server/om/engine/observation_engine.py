@@ -318,8 +318,7 @@ class ObservationEngine:
         one extracts no hints), its answer checked (``dev_server.om.engine.output_check``)."""
         config = self.options.reflection
         extractors = self.extraction.prompt_extractors(REFLECTION)
-        system = reflector_system_prompt(instruction=config.instruction,
-                                         resource_scope=self.options.scope == "resource", extractors=extractors)
+        system = reflector_system_prompt(instruction=config.instruction, extractors=extractors, hints=not buffered)
         priors = await self.extraction.priors(ctx, REFLECTION)
         completion = await self.ask(ctx, REFLECTOR_AGENT, model,
                                     [{"role": "system", "content": system},

@@ -195,16 +195,6 @@ def take_inline_values(text: str, slugs: Sequence[str]) -> tuple[dict[str, Any],
     return values, text
 
 
-def output_sections(extractors: Sequence[Extractor]) -> str:
-    """The prompt's description of the inline sections (Mastra's ``buildExtractorOutputSections``)."""
-    inline = [e for e in extractors if e.inline]
-    if not inline:
-        return "Write nothing outside the <observations> block."
-    sections = [f"<{e.slug}>\n{e.instructions}\n</{e.slug}>" for e in inline]
-    return ("Additional optional XML sections, each after the <observations> block (or all of them as one "
-            "<extracted-values> JSON object keyed by these names):\n\n" + "\n\n".join(sections))
-
-
 def shown(value: Any) -> str:
     """A value as the prompts and the actor's context show it."""
     return value.strip() if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
