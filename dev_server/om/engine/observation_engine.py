@@ -320,11 +320,11 @@ class ObservationEngine:
         return new
 
     async def reflect_once(self, ctx: CycleContext, model: ResolvedModel, observations: str, level: int, *,
-                           buffered: bool = False) -> Reflection:
+                           buffered: bool = False, resource_id: str | None = None) -> Reflection:
         """One reflector call on ``observations`` at compression ``level`` (a ``buffered``
         one extracts no hints), its answer checked (``dev_server.om.engine.output_check``)."""
         config = self.options.reflection
-        extractors = await self.extraction.prompt_extractors(ctx, REFLECTION)
+        extractors = await self.extraction.prompt_extractors(ctx, REFLECTION, resource_id)
         system = reflector_system_prompt(instruction=config.instruction,
                                          resource_scope=self.options.scope == "resource", extractors=extractors)
         priors = await self.extraction.priors(ctx, REFLECTION)
@@ -363,7 +363,8 @@ class ObservationEngine:
         result: Reflection | None = None
         while True:
             try:
-                attempt = await self.reflect_once(ctx, model, record.active_observations, level)
+                attempt = await self.reflect_once(ctx, model, record.active_observations, level,
+                                                  resource_id=record.resource_id)
             except Exception as exc:
                 log.warning("reflection of thread %s failed: %s", ctx.thread_id, describe_error(exc))
                 ctx.emit(cycle.failed(describe_error(exc)), durable=True)
