@@ -76,14 +76,19 @@ def actor(*, vision: bool, known: bool) -> ResolvedModel:
 
 
 async def observe_once(db: LibSQLStore, messages: list[Message], options: dict[str, Any], llm: ScriptedModel, *,
-                       agent_model: ResolvedModel | None = None, agent_id: str | None = None) -> tuple[Any, Memory]:
-    """One synchronous observation of ``messages`` by a memory with OM ``options``: its
-    ``data-om-*`` parts and the memory."""
+                       agent_model: ResolvedModel | None = None, agent_id: str | None = None,
+                       log: str | None = None) -> tuple[Any, Memory]:
+    """One synchronous observation of ``messages`` by a memory with OM ``options`` (after
+    ``log``, when given): its ``data-om-*`` parts and the memory."""
     conversations = ConversationStore(db)
     await seed_threads(conversations, messages)
     memory = Memory(MemoryOptions(observational_memory=options), conversations, agent_id=agent_id)
     engine = memory.observational_memory()
     record = await engine.records.initialize(scope="thread", thread_id="t", resource_id="r", config={}, timezone=None)
+    if log is not None:
+        record = await engine.records.update_active_observations(
+            record.id, observations=log, token_count=20, last_observed_at="2026-01-01T09:00:00.000Z",
+            observed_ids=[], tokens_observed=20)
     parts: list[Any] = []
     ctx = CycleContext(llm, agent_model or await llm.resolve("openai/gpt-4o-mini"), "t", None,
                        lambda part, durable=False: parts.append(part))
@@ -126,6 +131,18 @@ async def test_observe_attachments_decides_what_the_observer_is_sent(db: LibSQLS
                         "[Image #2: image/png]", "[File #3: notes.txt]"):
         assert placeholder in text
     assert CHART not in text and NOTES not in text and "Here is the chart." in text
+
+
+@pytest.mark.parametrize(("previous_tokens", "shown"), [(0, False), (2000, True), (False, True)])
+async def test_previous_observer_tokens_zero_leaves_the_log_out_of_the_observers_task(
+        db: LibSQLStore, previous_tokens: Any, shown: bool) -> None:
+    llm = ScriptedModel()
+    options = {"observation": {"messageTokens": 100_000, "bufferTokens": False, "truncatePreviousObservations": True,
+                               "previousObserverTokens": previous_tokens}}
+    await observe_once(db, [stored_text("m0", "user", FACT, 0)], options, llm,
+                       log="* 🔴 (09:00) User has a dog named Rex")
+    task = llm.requests_for("observer")[0].messages[1]["content"]
+    assert ("dog named Rex" in task) is shown
 
 
 # -- extractors ---------------------------------------------------------------------------------

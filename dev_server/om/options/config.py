@@ -51,11 +51,7 @@ from dev_server.om.options.attachments import (
     ObserveAttachments,
     parse_observe_attachments,
 )
-from dev_server.om.options.checks import fail as _fail
-from dev_server.om.options.checks import flag as _flag
-from dev_server.om.options.checks import positive_int as _positive_int
-from dev_server.om.options.checks import text as _text
-from dev_server.om.options.checks import unknown as _unknown
+from dev_server.om.options.checks import fail, flag, positive_int, text, unknown
 from dev_server.om.options.extractors import Extractor, parse_extractors
 from dev_server.om.options.hooks import NO_HOOKS, Hooks, parse_hooks
 from dev_server.om.options.models import (
@@ -92,19 +88,19 @@ def _model(name: str, value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        return parse_model_choice(name, value, _fail).label
+        return parse_model_choice(name, value, fail).label
     if not value.strip():
-        raise _fail(name, f"must be a model id like 'openai/gpt-4o-mini' or 'default', not {value!r}")
+        raise fail(name, f"must be a model id like 'openai/gpt-4o-mini' or 'default', not {value!r}")
     value = value.strip()
     return DEFAULT_MODEL if value == "default" else value
 
 
 def _settings(name: str, value: Any) -> dict[str, Any]:
-    return parse_model_settings(name, value, _fail)
+    return parse_model_settings(name, value, fail)
 
 
 def _provider_options(name: str, value: Any) -> dict[str, dict[str, Any]]:
-    return parse_provider_options(name, value, _fail)
+    return parse_provider_options(name, value, fail)
 
 
 def activation_ratio(buffer_activation: float, threshold: int) -> float:
@@ -117,9 +113,9 @@ def activation_ratio(buffer_activation: float, threshold: int) -> float:
 
 def _ratio_or_absolute(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise _fail(name, f"must be a positive number, not {value!r}")
+        raise fail(name, f"must be a positive number, not {value!r}")
     if 1 < value < 1000:
-        raise _fail(name, f"must be a ratio in (0, 1] or an absolute token count >= 1000, not {value!r}")
+        raise fail(name, f"must be a ratio in (0, 1] or an absolute token count >= 1000, not {value!r}")
     return float(value)
 
 
@@ -272,48 +268,48 @@ def resolve_observation(given: Mapping[str, Any], scope: str, share_budget: bool
     """``observation`` with the buffering values (top-level ones as fallback: ``bufferTokens``,
     ``bufferActivation``, ``blockAfter``, ``bufferOnIdle``) resolved to tokens."""
     top = top or {}
-    _unknown("observation.", given, _OBSERVATION_KEYS)
-    tokens = _positive_int("observation.messageTokens", given.get("messageTokens", MESSAGE_TOKENS))
-    batch = _positive_int("observation.maxTokensPerBatch", given.get("maxTokensPerBatch", MAX_TOKENS_PER_BATCH))
+    unknown("observation.", given, _OBSERVATION_KEYS)
+    tokens = positive_int("observation.messageTokens", given.get("messageTokens", MESSAGE_TOKENS))
+    batch = positive_int("observation.maxTokensPerBatch", given.get("maxTokensPerBatch", MAX_TOKENS_PER_BATCH))
     previous = given.get("previousObserverTokens", PREVIOUS_OBSERVER_TOKENS)
     if previous is not False and previous != 0:  # 0: no previous observations (with truncation on)
-        previous = _positive_int("observation.previousObserverTokens", previous)
-    truncate = _flag("observation.truncatePreviousObservations", given.get("truncatePreviousObservations"))
+        previous = positive_int("observation.previousObserverTokens", previous)
+    truncate = flag("observation.truncatePreviousObservations", given.get("truncatePreviousObservations"))
 
     def pick(key: str) -> Any:
         return given[key] if key in given else top.get(key)
 
     explicit_buffer = pick("bufferTokens")
     if share_budget and explicit_buffer is not False:
-        raise _fail("shareTokenBudget", "requires observation.bufferTokens: false (async buffering cannot share "
+        raise fail("shareTokenBudget", "requires observation.bufferTokens: false (async buffering cannot share "
                                         "the budget)")
     if explicit_buffer is None:
         buffer: Any = False if scope == "resource" else BUFFER_TOKENS
     else:
         buffer = explicit_buffer
         if buffer is not False and scope == "resource":
-            raise _fail("observation.bufferTokens", "is not supported in resource scope (async buffering is off there)")
+            raise fail("observation.bufferTokens", "is not supported in resource scope (async buffering is off there)")
     resolved_buffer: int | Literal[False] = False
     activation = BUFFER_ACTIVATION
     block: float | None = None
     if buffer is not False:
         if isinstance(buffer, bool) or not isinstance(buffer, (int, float)) or buffer <= 0:
-            raise _fail("observation.bufferTokens",
+            raise fail("observation.bufferTokens",
                         f"must be false, a fraction in (0, 1) or a token count, not {buffer!r}")
         resolved_buffer = round(tokens * buffer) if buffer < 1 else int(buffer)
         if resolved_buffer >= tokens:
-            raise _fail("observation.bufferTokens", f"({resolved_buffer}) must be below messageTokens ({tokens})")
+            raise fail("observation.bufferTokens", f"({resolved_buffer}) must be below messageTokens ({tokens})")
         if pick("bufferActivation") is not None:
             activation = _ratio_or_absolute("observation.bufferActivation", pick("bufferActivation"))
             if activation >= 1000 and activation >= tokens:
-                raise _fail("observation.bufferActivation", f"({activation:g}) must be below messageTokens ({tokens})")
+                raise fail("observation.bufferActivation", f"({activation:g}) must be below messageTokens ({tokens})")
         raw_block = pick("blockAfter") if pick("blockAfter") is not None else BLOCK_AFTER
         block = _block_after("observation.blockAfter", raw_block, tokens)
     return ObservationConfig(model=_model("observation.model", given.get("model")),
                              model_choice=_choice("observation.model", given.get("model")),
                              provider_options=_provider_options("observation.providerOptions",
                                                                 given.get("providerOptions")),
-                             instruction=_text("observation.instruction", given.get("instruction")),
+                             instruction=text("observation.instruction", given.get("instruction")),
                              message_tokens=tokens, max_tokens_per_batch=batch,
                              model_settings={"temperature": 0.3, **_settings("observation.modelSettings",
                                                                               given.get("modelSettings"))},
@@ -321,31 +317,31 @@ def resolve_observation(given: Mapping[str, Any], scope: str, share_budget: bool
                              buffer_tokens=resolved_buffer,
                              buffer_activation=activation, block_after=block,
                              extract=parse_extractors("observation.extract", given.get("extract")),
-                             thread_title=_flag("observation.threadTitle", given.get("threadTitle")),
-                             manage_working_memory=_flag("observation.manageWorkingMemory",
+                             thread_title=flag("observation.threadTitle", given.get("threadTitle")),
+                             manage_working_memory=flag("observation.manageWorkingMemory",
                                                          given.get("manageWorkingMemory")),
                              observe_attachments=parse_observe_attachments(
-                                 "observation.observeAttachments", given.get("observeAttachments"), _fail),
-                             buffer_on_idle=_flag("observation.bufferOnIdle" if "bufferOnIdle" in given
+                                 "observation.observeAttachments", given.get("observeAttachments"), fail),
+                             buffer_on_idle=flag("observation.bufferOnIdle" if "bufferOnIdle" in given
                                                   else "bufferOnIdle", pick("bufferOnIdle")),
-                             triggers=section_triggers("observation", given, top_triggers, _fail))
+                             triggers=section_triggers("observation", given, top_triggers, fail))
 
 
 def resolve_reflection(given: Mapping[str, Any], buffering: bool) -> ReflectionConfig:
-    _unknown("reflection.", given, _REFLECTION_KEYS)
-    tokens = _positive_int("reflection.observationTokens", given.get("observationTokens", OBSERVATION_TOKENS))
+    unknown("reflection.", given, _REFLECTION_KEYS)
+    tokens = positive_int("reflection.observationTokens", given.get("observationTokens", OBSERVATION_TOKENS))
     activation = REFLECTION_BUFFER_ACTIVATION
     block: float | None = None
     if given.get("bufferActivation") is not None:
         activation = _ratio_or_absolute("reflection.bufferActivation", given["bufferActivation"])
     if buffering:
         block = _block_after("reflection.blockAfter", given.get("blockAfter", BLOCK_AFTER), tokens)
-    return ReflectionConfig(triggers=section_triggers("reflection", given, NO_TRIGGERS, _fail),
+    return ReflectionConfig(triggers=section_triggers("reflection", given, NO_TRIGGERS, fail),
                             model=_model("reflection.model", given.get("model")),
                             model_choice=_choice("reflection.model", given.get("model")),
                             provider_options=_provider_options("reflection.providerOptions",
                                                                given.get("providerOptions")),
-                            instruction=_text("reflection.instruction", given.get("instruction")),
+                            instruction=text("reflection.instruction", given.get("instruction")),
                             observation_tokens=tokens,
                             model_settings={"temperature": 0, **_settings("reflection.modelSettings",
                                                                            given.get("modelSettings"))},
@@ -354,15 +350,15 @@ def resolve_reflection(given: Mapping[str, Any], buffering: bool) -> ReflectionC
 
 
 def _choice(name: str, value: Any) -> ModelChoice | None:
-    return None if value is None else parse_model_choice(name, value, _fail)
+    return None if value is None else parse_model_choice(name, value, fail)
 
 
 def _block_after(name: str, value: Any, threshold: int) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 1:
-        raise _fail(name, f"must be a multiplier >= 1 or an absolute token count >= 100, not {value!r}")
+        raise fail(name, f"must be a multiplier >= 1 or an absolute token count >= 100, not {value!r}")
     absolute = value * threshold if value < 100 else float(value)
     if absolute < threshold:
-        raise _fail(name, f"({value:g}) must not be below the threshold ({threshold})")
+        raise fail(name, f"({value:g}) must not be below the threshold ({threshold})")
     return absolute
 
 
@@ -376,37 +372,37 @@ def observational_memory_options(value: Any) -> ObservationalMemoryOptions | Non
         return ObservationalMemoryOptions()
     if not isinstance(value, Mapping):
         raise ValueError(f"observationalMemory must be true, false or an options object, not {value!r}")
-    _unknown("", value, _TOP_KEYS)
+    unknown("", value, _TOP_KEYS)
     enabled = value.get("enabled", True)
     if not isinstance(enabled, bool):
-        raise _fail("enabled", "must be true or false")
+        raise fail("enabled", "must be true or false")
     if not enabled:
         return None
     scope = value.get("scope", "thread")
     if scope not in ("thread", "resource"):
-        raise _fail("scope", f"must be 'thread' or 'resource', not {scope!r}")
+        raise fail("scope", f"must be 'thread' or 'resource', not {scope!r}")
     share = value.get("shareTokenBudget", False)
     if not isinstance(share, bool):
-        raise _fail("shareTokenBudget", "must be true or false")
+        raise fail("shareTokenBudget", "must be true or false")
     observation_given = value.get("observation") or {}
     reflection_given = value.get("reflection") or {}
     for name, given in (("observation", observation_given), ("reflection", reflection_given)):
         if not isinstance(given, Mapping):
-            raise _fail(name, "must be an object")
+            raise fail(name, "must be an object")
     model = _model("model", value.get("model"))
     if model is not None and (observation_given.get("model") is not None or reflection_given.get("model") is not None):
-        raise _fail("model", "cannot be combined with observation.model or reflection.model: set one or the other")
-    triggers = top_triggers(value, _fail)
+        raise fail("model", "cannot be combined with observation.model or reflection.model: set one or the other")
+    triggers = top_triggers(value, fail)
     observation = resolve_observation(observation_given, scope, share, top=value, top_triggers=triggers)
     reflection = resolve_reflection(reflection_given, observation.buffer_tokens is not False)
     _hook_execution(value.get("hookExecution"))
     return ObservationalMemoryOptions(enabled=True, model=model, scope=scope, observation=observation,
                                       reflection=reflection, share_token_budget=share, triggers=triggers,
-                                      temporal_markers=_flag("temporalMarkers", value.get("temporalMarkers")),
-                                      obscure_thread_ids=_flag("obscureThreadIds", value.get("obscureThreadIds")),
+                                      temporal_markers=flag("temporalMarkers", value.get("temporalMarkers")),
+                                      obscure_thread_ids=flag("obscureThreadIds", value.get("obscureThreadIds")),
                                       retrieval=parse_retrieval(value.get("retrieval")),
                                       model_choice=_choice("model", value.get("model")),
-                                      hooks=parse_hooks(value.get("hooks"), _fail))
+                                      hooks=parse_hooks(value.get("hooks"), fail))
 
 
 def _hook_execution(value: Any) -> None:
@@ -414,7 +410,7 @@ def _hook_execution(value: Any) -> None:
     raising hook is logged and never fails a cycle); ``"await"`` (a raising hook fails a
     manual or synchronous cycle) is not supported."""
     if value not in (None, "non-blocking"):
-        raise _fail("hookExecution", f"must be 'non-blocking' (a raising hook never fails a cycle here); "
+        raise fail("hookExecution", f"must be 'non-blocking' (a raising hook never fails a cycle here); "
                                      f"'await' is not supported, not {value!r}")
 
 
