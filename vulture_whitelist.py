@@ -14,6 +14,7 @@ _.tool_names        # dev_server/llm/scripted.py: what a test asserts about a sc
 _.last_user_text    # dev_server/llm/scripted.py: idem
 _.requests_for      # dev_server/llm/scripted.py: idem
 _.get_record        # dev_server/om/manual.py: the standalone OM API's read of a record (tests/test_om_manual.py)
+_.request_context   # dev_server/om/options/extractors.py: Mastra's requestContext in an extractor's run context, read by user functions
 VectorRow           # dev_server/storage/message_vectors.py: tests/test_semantic_recall.py builds rows with it
 _.applied_migrations  # dev_server/storage/libsql.py, remote.py: tests/test_migrations.py
 ping                # dev_server/storage/remote.py: tests/sqld.py waits for a libsql server with it

@@ -124,7 +124,8 @@ def test_resource_scope_observes_a_users_threads_together(tmp_path: Path) -> Non
 
 def test_buffer_on_idle_buffers_what_a_finished_turn_left_whatever_its_size(tmp_path: Path) -> None:
     db = tmp_path / "dev-server.db"
-    options = {"bufferOnIdle": True, "observation": {"messageTokens": 6000, "bufferTokens": 3000}}
+    # Mastra's place for it (the top-level key is read as a fallback)
+    options = {"observation": {"messageTokens": 6000, "bufferTokens": 3000, "bufferOnIdle": True}}
     with gateway(tmp_path, options) as server:
         result = turn(server, "quiet", "q1", FACT)
         assert pending(result) < 1500 and not parts(result, "buffering-start")  # far below any interval

@@ -9,6 +9,7 @@ import pytest
 
 from dev_server.memory.memory import Memory, MemoryOptions
 from dev_server.memory.overrides import with_observational_memory
+from dev_server.om.options.activation import Triggers
 from dev_server.om.options.config import (
     DEFAULT_MODEL,
     ObservationalMemoryOptions,
@@ -75,7 +76,8 @@ def test_model_default_and_exclusivity() -> None:
     ({"reflection": {"activateOnProviderChange": 1}}, "observationalMemory.reflection.activateOnProviderChange"),
     ({"reflection": {"bufferActivation": 7}}, "observationalMemory.reflection.bufferActivation"),
     ({"reflection": {"blockAfter": 0.9}}, "observationalMemory.reflection.blockAfter"),
-    ({"bufferOnIdle": True, "observation": {"bufferTokens": False}}, "observationalMemory.bufferOnIdle"),
+    ({"bufferOnIdle": "yes"}, "observationalMemory.bufferOnIdle"),
+    ({"observation": {"bufferOnIdle": 1}}, "observationalMemory.observation.bufferOnIdle"),
     ({"temporalMarkers": "on"}, "observationalMemory.temporalMarkers"),
     ({"observation": {"bufferActivation": 40000}}, "observationalMemory.observation.bufferActivation"),
 ])
@@ -86,16 +88,15 @@ def test_invalid_values_fail_at_construction_naming_the_field(value: dict[str, A
 
 def test_idle_and_provider_options_resolve() -> None:
     om = observational_memory_options({"activateAfterIdle": "5m", "activateOnProviderChange": True,
-                                       "bufferOnIdle": True, "temporalMarkers": True,
+                                       "temporalMarkers": True, "observation": {"bufferOnIdle": True},
                                        "reflection": {"activateAfterIdle": "1hr"}})
-    assert (om.activate_after_idle, om.activate_on_provider_change, om.buffer_on_idle, om.temporal_markers) == (
-        300_000, True, True, True)
-    assert om.reflection.activate_after_idle == 3_600_000 and om.reflection.activate_on_provider_change is False
+    assert (om.triggers, om.buffer_on_idle, om.temporal_markers) == (Triggers(300_000, True), True, True)
+    assert om.reflection.triggers == Triggers(3_600_000, False)
     for value, expected in [(90_000, 90_000), ("90s", 90_000), ("1.5h", 5_400_000), ("250ms", 250),
-                            ("2 days", 172_800_000), ("auto", "auto"), (False, None), (None, None)]:
-        assert observational_memory_options({"activateAfterIdle": value}).activate_after_idle == expected
+                            ("2 days", 172_800_000), ("auto", "auto"), (False, None), (None, None), (0, 0)]:
+        assert observational_memory_options({"activateAfterIdle": value}).triggers.after_idle == expected
     # reflections do not inherit the top-level setting: they opt in
-    assert observational_memory_options({"activateAfterIdle": "5m"}).reflection.activate_after_idle is None
+    assert observational_memory_options({"activateAfterIdle": "5m"}).reflection.triggers.after_idle is None
     assert observational_memory_options(True).reflection.activation_point == 20000
 
 
@@ -175,7 +176,7 @@ def test_om_options_setting_merges_any_option(monkeypatch: pytest.MonkeyPatch) -
     options = Settings.load().observational_memory
     assert options["observation"] == {"messageTokens": 600, "bufferTokens": 200}
     om = observational_memory_options(options)
-    assert (om.activate_after_idle, om.temporal_markers, om.observation.buffer_tokens) == (300_000, True, 200)
+    assert (om.triggers.after_idle, om.temporal_markers, om.observation.buffer_tokens) == (300_000, True, 200)
     monkeypatch.setenv("DEV_SERVER_OM_OPTIONS", '{"activateAfterIdle": "whenever"}')
     with pytest.raises(SettingsError, match=r"DEV_SERVER_OM_\*: .*activateAfterIdle"):
         Settings.load()
@@ -185,7 +186,7 @@ def test_settings_merge_over_the_agents_own_options_and_keep_what_only_code_give
     def on_end(event: dict) -> None:
         pass
 
-    extractor = {"name": "Mood", "instructions": "The user's mood.", "transform": str.upper}
+    extractor = {"name": "Mood", "instructions": "The user's mood.", "onExtracted": lambda ctx: ctx.current.upper()}
     memory = Memory(MemoryOptions(observational_memory={
         "hooks": {"onObservationEnd": on_end},
         "observation": {"messageTokens": 500, "extract": [extractor]}}), ConversationStore(None))

@@ -40,8 +40,11 @@ from tests.kit.servers import InProcessServer, serve, server_fixture
     ([{"name": "x", "instructions": "a", "schema": {"type": "object", "properties": 3}}],
      "observation.extract[0].schema"),
     ([{"name": "x", "instructions": ""}], "observation.extract[0].instructions"),
-    ([{"name": "x", "instructions": "a", "transform": "no"}], "observation.extract[0].transform"),
-    ([{"name": "x", "instructions": "a", "metadataKey": "currentTask"}], "observation.extract[0].metadataKey"),
+    ([{"name": "x", "instructions": "a", "onExtracted": "no"}], "observation.extract[0].onExtracted"),
+    ([{"name": "x", "instructions": "a", "metadataKeyPath": "currentTask"}], "observation.extract[0].metadataKeyPath"),
+    ([{"name": "x", "instructions": "a", "transform": str.upper}], "observation.extract[0].transform"),
+    ([{"name": "x", "instructions": "a", "metadataKey": "extracted.x"}], "observation.extract[0].metadataKey"),
+    ([{"name": "1st", "instructions": "a"}], "observation.extract[0].name"),
     ([{"name": "x", "instructions": "a", "colour": 1}], "observation.extract[0].colour"),
     ({"name": "x"}, "observation.extract"),
 ])
@@ -55,7 +58,7 @@ def test_options_resolve_in_either_scope() -> None:
                                        "reflection": {"extract": [{"name": "Summary", "instructions": "s"}]}})
     assert [e.slug for e in om.observation.extract] == ["topics", "profile", "broken", "fresh"]
     assert om.observation.extract[1].schema["properties"]["statements"]["type"] == "integer"
-    assert om.observation.extract[0].metadata_key == "extracted.topics" and om.observation.thread_title
+    assert om.observation.extract[0].metadata_key_path == "extracted.topics" and om.observation.thread_title
     assert om.reflection.extract[0].slug == "summary"
     resource = observational_memory_options({"scope": "resource", "observation": {
         "threadTitle": True, "manageWorkingMemory": True, "extract": EXTRACTORS}})
@@ -125,7 +128,7 @@ def observe_twice(server: InProcessServer, thread: str) -> list[dict[str, Any]]:
 def test_extractors_run_with_each_observation(server: InProcessServer, data: Path) -> None:
     first, second = observe_twice(server, "ex")
     values = first["extractedValues"]
-    # inline, transformed; the next run saw the previous value (run 2), "fresh" never does
+    # inline, through onExtracted; the next run saw the previous value (run 2), "fresh" never does
     assert values["topics"].startswith("run 1: ") and values["topics"].endswith(" [checked]")
     assert second["extractedValues"]["topics"].startswith("run 2: ")
     assert first["extractedValues"]["fresh"].startswith("run 1: ")
@@ -133,8 +136,8 @@ def test_extractors_run_with_each_observation(server: InProcessServer, data: Pat
     # the schema extractor's follow-up answered JSON that fits the Pydantic model
     assert set(values["profile"]) == {"name", "statements"} and values["profile"]["statements"] >= 1
     assert "Turn" in values["profile"]["name"]
-    # a raising transform is a failure, not a failed cycle
-    assert first["extractionFailures"] == {"broken": "the transform refused it"} and "broken" not in values
+    # a raising onExtracted is a failure, not a failed cycle
+    assert first["extractionFailures"] == {"broken": "onExtracted refused it"} and "broken" not in values
     assert values["current-task"] == first["currentTask"]
     _, om = thread_om(data, "ex")
     assert om["extracted"]["topics"] == second["extractedValues"]["topics"]
@@ -152,16 +155,16 @@ def test_working_memory_is_kept_by_the_observer(server: InProcessServer, data: P
     assert "- Turn 1. My name is Ada Lovelace" in document and "- Turn 2." in document
 
 
-def summarised(value: Any) -> Any:
-    return {**value, "checked": True}
+def summarised(context: Any) -> Any:
+    return {**context.current, "checked": True}
 
 
 def test_a_buffered_reflection_runs_the_reflection_extractors(tmp_path: Path) -> None:
     options = {"observation": {"messageTokens": 600, "bufferTokens": 200},
                "reflection": {"observationTokens": 500, "extract": [
                    {"name": "Summary", "instructions": "What the log is about.", "schema": Summary,
-                    "transform": summarised},
-                   {"name": "Broken", "instructions": "Anything.", "schema": Summary, "transform": broken}]}}
+                    "onExtracted": summarised},
+                   {"name": "Broken", "instructions": "Anything.", "schema": Summary, "onExtracted": broken}]}}
     agent = dataclasses.replace(chat_agent.definition, memory=lambda: PinnedMemory(MemoryOptions(
         last_messages=10, observational_memory=options)))
     db = tmp_path / "dev-server.db"
@@ -180,9 +183,9 @@ def test_a_buffered_reflection_runs_the_reflection_extractors(tmp_path: Path) ->
     ends = [e for e in ends if e["operationType"] == "reflection"]
     assert ends and {e["cycleId"] for e in ends} <= {s["cycleId"] for s in starts}
     end = ends[0]
-    # the schema extractor's follow-up call answered, the transform ran; a raising one is a failure
+    # the schema extractor's follow-up call answered, onExtracted ran; a raising one is a failure
     assert end["extractedValues"]["summary"]["checked"] is True and end["extractedValues"]["summary"]["summary"]
-    assert end["extractionFailures"] == {"broken": "the transform refused it"}
+    assert end["extractionFailures"] == {"broken": "onExtracted refused it"}
     assert "suggested-response" not in end["extractedValues"]  # a buffered reflector gives no hints
     # written as for a synchronous reflection: under the extractor's metadata key
     _, om = thread_om(tmp_path, "reflect-ex")

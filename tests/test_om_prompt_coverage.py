@@ -27,7 +27,7 @@ from dev_server.om.prompting.prompts import (
 from dev_server.om.retrieval.instructions import retrieval_instructions
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "observational-memory.md"
-TOPICS = Extractor(name="topics", slug="topics", instructions="What the user talks about.")
+TOPICS = Extractor(name="topics", instructions="What the user talks about.")
 LOG = "Date: Dec 4, 2025\n* 🔴 (14:30) User stated they have two kids"
 NOW = datetime(2025, 12, 6, 12, 0, tzinfo=UTC)
 _ROW = re.compile(r"^\| ([A-Z]\d+[a-z]?) \| ([^|]+?) \| .+ \| (.+) \|$")

@@ -192,7 +192,7 @@ def test_reflector_messages_list_the_output_sections_every_time_and_carry_values
     [plain] = reflector_messages("* 🔴 (10:00) x", level=0)
     sections = plain["content"].split("## Additional Output Sections\n\n", 1)[1]
     assert "<current-task>\n" in sections and "<suggested-response>\n" in sections
-    topics = Extractor(name="topics", slug="topics", instructions="What the user talks about.")
+    topics = Extractor(name="topics", instructions="What the user talks about.")
     [prompt] = reflector_messages("* 🔴 (10:00) x", level=1, prior_extracted=[("topics", "tea")],
                                   extractors=[topics], skip_continuation_hints=True)
     text = prompt["content"]

@@ -81,12 +81,12 @@ async def test_each_thread_gets_its_own_values_title_and_working_memory(libsql: 
     ends = ends_by_thread(first)
     assert set(ends) == {"hiking", "garden"}
     hiking, garden = ends["hiking"]["extractedValues"], ends["garden"]["extractedValues"]
-    # inline and transformed, each from its own thread's messages
+    # inline and passed through onExtracted, each from its own thread's messages
     assert hiking["topics"].startswith("run 1: ") and "hiking turn 2" in hiking["topics"]
     assert hiking["topics"].endswith(" [checked]") and "garden turn" in garden["topics"]
-    # the schema extractor's follow-up per thread; a raising transform is a failure of each thread
+    # the schema extractor's follow-up per thread; a raising onExtracted is a failure of each thread
     assert "hiking" in hiking["profile"]["name"] and "garden" in garden["profile"]["name"]
-    assert ends["hiking"]["extractionFailures"] == {"broken": "the transform refused it"}
+    assert ends["hiking"]["extractionFailures"] == {"broken": "onExtracted refused it"}
     assert hiking["thread-title"].startswith("hiking turn 0") and garden["thread-title"].startswith("garden")
     # titles and their parts, for the current thread and the other
     updates = {p["data"]["threadId"]: p["data"]["newTitle"] for p in first.parts

@@ -106,7 +106,8 @@ class ResolvedModel:
     words, never a value (``OPENAI_API_KEY not set``, ``configured, custom base URL``);
     ``missing`` names the variables the provider needs that are not set; ``vision`` /
     ``pdf_input`` are what litellm's model map says the model accepts (the local model
-    accepts both).
+    accepts both); ``capabilities_known``: the model is in that map (else both are False
+    for want of knowing, not because the model refuses attachments).
     """
 
     mastra_id: str
@@ -118,6 +119,7 @@ class ResolvedModel:
     missing: tuple[str, ...] = ()
     vision: bool = False
     pdf_input: bool = False
+    capabilities_known: bool = False
 
     def describe(self) -> str:
         """One line for logs: ``local model (OPENAI_API_KEY not set)`` / ``openai/gpt-4o-mini``."""

@@ -168,7 +168,8 @@ class ModelResolver:
             canonical, provider, model_id, litellm_model, False,
             reason="configured, custom base URL" if "api_base" in kwargs else "configured",
             vision=self._supports("supports_vision", litellm_model),
-            pdf_input=self._supports("supports_pdf_input", litellm_model)), kwargs
+            pdf_input=self._supports("supports_pdf_input", litellm_model),
+            capabilities_known=self._known(litellm_model)), kwargs
 
     def _provider_of(self, mastra_id: str, provider: str, litellm_model: str) -> tuple[str, str | None, str | None]:
         """litellm's provider of ``litellm_model``, its fixed key and default base URL;
@@ -215,13 +216,21 @@ class ModelResolver:
         except Exception:  # unknown to litellm's model map: assume text only
             return False
 
+    def _known(self, litellm_model: str) -> bool:
+        """Whether litellm's model map has the model (its capability flags mean something)."""
+        try:
+            self._litellm.get_model_info(model=litellm_model)
+        except Exception:
+            return False
+        return True
+
 
 def _local(canonical: str, provider: str, model_id: str, reason: str, *, direct: bool = False,
            missing: tuple[str, ...] = ()) -> ResolvedModel:
     # The local model stands in for the requested one; the original id stays visible.
     litellm_model = f"{LOCAL_PROVIDER}/{model_id}" if direct else f"{LOCAL_PROVIDER}/{canonical}"
     return ResolvedModel(canonical, provider, model_id, litellm_model, True, reason=reason, missing=missing,
-                         vision=True, pdf_input=True)
+                         vision=True, pdf_input=True, capabilities_known=True)
 
 
 def _names(names: tuple[str, ...]) -> str:

@@ -211,7 +211,8 @@ class ScriptedModel(ModelClientBase):
         provider, model_id = split_model_id(mastra_id)  # ValueError for a malformed id, as the real client
         canonical = f"{provider}/{model_id}"
         return ResolvedModel(canonical, provider, model_id, f"scripted/{canonical}", is_local=self._local,
-                             reason="scripted model", vision=True, pdf_input=True)
+                             reason="scripted model", vision=True, pdf_input=True,
+                             capabilities_known=True)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         if not isinstance(request.model, ResolvedModel):

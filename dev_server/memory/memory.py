@@ -59,8 +59,8 @@ class Memory:
         self.turns = TurnRecorder(store, count_tokens=counted, saved=self.vectors.saved)
         self.replies = Replies(store, count_tokens=counted, saved=self.vectors.saved)
         self.working = WorkingMemoryStore(options.working, store)
-        self.om = OMParts.build(options.om, store, background, self.working if options.working else None) \
-            if options.om is not None else None
+        self.om = OMParts.build(options.om, store, background, self.working if options.working else None,
+                                agent_id=agent_id, memory=self) if options.om is not None else None
         self.processors: tuple[Processor, ...] = assemble(options, store, om=self.om, search=self.vectors,
                                                           working=self.working, background=background)
 

@@ -5,6 +5,7 @@ once from the memory's options, and observation or reflection on demand (the Stu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from dev_server.kernel.messages import Message
 from dev_server.kernel.model import LLMClient, ResolvedModel
@@ -27,10 +28,12 @@ class OMParts:
 
     @classmethod
     def build(cls, options: ObservationalMemoryOptions, store: ConversationStore, background: BackgroundJobs | None,
-              working: WorkingMemoryDocument | None) -> OMParts:
+              working: WorkingMemoryDocument | None, *, agent_id: str | None = None, memory: Any = None) -> OMParts:
         """``working``: the memory's working memory document when it has one (the observer
-        may keep it: ``manageWorkingMemory``)."""
-        engine = configured_engine(options, store.db, store.clock, working=working, threads=store)
+        may keep it: ``manageWorkingMemory``); ``agent_id`` / ``memory``: whose OM this is
+        (the extractors' run context)."""
+        engine = configured_engine(options, store.db, store.clock, working=working, threads=store,
+                                   agent_id=agent_id, memory=memory)
         return cls(engine, Buffering(engine, background, store), store)
 
     async def observe(self, thread_id: str, resource_id: str, *, llm: LLMClient,

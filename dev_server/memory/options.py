@@ -4,20 +4,25 @@ The options are a value: an agent's definition makes them, the registry applies 
 process's settings to them (``dev_server.memory.overrides``), and the ``Memory`` built from
 them keeps them as they are. Semantic recall and Observational Memory take ``True``, a
 Mastra options object (a dict) or their resolved options; both are checked when the
-options are made, so a bad value fails at registration, not at the first turn.
+options are made, so a bad value fails at registration, not at the first turn. What only
+Python can hold (OM's hooks, an extractor's functions, Pydantic schemas) can be given only
+in an agent's Python definition, never in the ``DEV_SERVER_OM_*`` settings (JSON).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
 from dev_server.memory.working_document import WorkingMemoryOptions
+from dev_server.om.options.activation import NO_TRIGGERS
 from dev_server.om.options.config import ObservationalMemoryOptions, describe_om, observational_memory_options
 from dev_server.recall.options import SemanticRecallOptions, semantic_recall_options
 
+log = logging.getLogger(__name__)
 SemanticRecallSetting = bool | Mapping[str, Any] | SemanticRecallOptions
 ObservationalMemorySetting = bool | Mapping[str, Any] | ObservationalMemoryOptions
 
@@ -39,8 +44,15 @@ class MemoryOptions:
 
     @cached_property
     def om(self) -> ObservationalMemoryOptions | None:
-        """Observational Memory's resolved options when it is on, else None."""
-        return observational_memory_options(self.observational_memory)
+        """Observational Memory's resolved options when it is on, else None. As through
+        Mastra's ``Memory``, ``observation.activateAfterIdle`` / ``activateOnProviderChange``
+        and the ``reflection`` ones have no effect here (the standalone class applies them)."""
+        om = observational_memory_options(self.observational_memory)
+        if om is not None and (om.observation.triggers != om.triggers or om.reflection.triggers != NO_TRIGGERS):
+            log.info("observationalMemory: observation/reflection activateAfterIdle and activateOnProviderChange "
+                     "take effect only on the standalone ObservationalMemory (as in Mastra); an agent's memory "
+                     "reads the top-level ones")
+        return om
 
     @cached_property
     def recall(self) -> SemanticRecallOptions | None:

@@ -22,23 +22,34 @@ In resource scope the record is the resource's: ``observe`` gathers, as a turn d
 ``messages`` given) and the unobserved messages of the resource's other threads, and
 observes them in one cycle (batched by ``maxTokensPerBatch``); each thread's cursor moves.
 ``reflect`` reflects the resource's log.
+
+The standalone class is where Mastra applies ``observation.activateAfterIdle`` /
+``observation.activateOnProviderChange`` (the top-level values as fallback) and
+``reflection.activateAfterIdle`` / ``reflection.activateOnProviderChange``: its ``activate``
+(Mastra's ``activate``) swaps buffered work in by them (``dev_server.om.options.activation``).
+It also takes Mastra's ``onDebugEvent``: one event per observation or reflection that starts
+(``observation_triggered`` / ``reflection_triggered``) and ends (``observation_complete`` /
+``reflection_complete``).
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso
+from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, epoch_ms, now_iso
 from dev_server.kernel.events import DataPart
 from dev_server.kernel.messages import Message
 from dev_server.kernel.model import LLMClient, ResolvedModel
 from dev_server.kernel.processors import SpanOpener, no_span
+from dev_server.om.engine.activation import Trigger, activate
 from dev_server.om.engine.configured import configured_engine
 from dev_server.om.engine.cycle_context import CycleContext
 from dev_server.om.engine.flags import STALE_FLAG_S
+from dev_server.om.engine.idle import cold_cache, last_assistant
 from dev_server.om.engine.observation_engine import ObservationEngine
 from dev_server.om.engine.resource import observe_resource, other_threads
 from dev_server.om.engine.window import unobserved
@@ -47,6 +58,9 @@ from dev_server.om.options.hooks import current_trigger
 from dev_server.om.tokens.counting import count_messages
 from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.om_records import OMRecord, thread_om
+
+log = logging.getLogger(__name__)
+DebugListener = Callable[[dict[str, Any]], Any]
 
 
 @dataclass
@@ -62,10 +76,50 @@ class ManualResult:
 
 
 def _context(llm: LLMClient, agent_model: ResolvedModel, thread_id: str, hints: dict[str, Any] | None,
-             parts: list[dict[str, Any]], open_span: SpanOpener) -> CycleContext:
+             parts: list[dict[str, Any]], open_span: SpanOpener,
+             debug: Callable[[DataPart], None] | None = None) -> CycleContext:
     def emit(part: DataPart, *args: Any, **kwargs: Any) -> None:
         parts.append({"type": f"data-{part.name}", "data": part.data})
+        if debug is not None:
+            debug(part)
     return CycleContext(llm, agent_model, thread_id, hints, emit, open_span)
+
+
+_DEBUG_EVENTS = {("om-observation-start", "observation"): "observation_triggered",
+                 ("om-observation-end", "observation"): "observation_complete",
+                 ("om-observation-start", "reflection"): "reflection_triggered",
+                 ("om-observation-end", "reflection"): "reflection_complete"}
+
+
+def debug_events(listener: DebugListener | None, resource_id: str,
+                 clock: Clock) -> Callable[[DataPart], None] | None:
+    """``onDebugEvent`` fed from a cycle's parts: Mastra's event names, with ``type``,
+    ``timestamp`` (a datetime), ``threadId``, ``resourceId`` and what the part says
+    (``pendingTokens`` / ``inputTokens`` at a start; ``observations`` and, for a reflection,
+    ``inputTokens`` / ``outputTokens`` at the end). A listener that raises is logged."""
+    if listener is None:
+        return None
+
+    def on_part(part: DataPart) -> None:
+        data = part.data or {}
+        kind = _DEBUG_EVENTS.get((part.name, data.get("operationType")))
+        if kind is None:
+            return
+        event: dict[str, Any] = {"type": kind, "timestamp": clock.now(), "threadId": data.get("threadId"),
+                                 "resourceId": resource_id}
+        if kind == "observation_triggered":
+            event["pendingTokens"] = data.get("tokensToObserve")
+        elif kind == "reflection_triggered":
+            event["inputTokens"] = data.get("tokensToObserve")
+        else:
+            event["observations"] = data.get("observations")
+            if kind == "reflection_complete":
+                event.update(inputTokens=data.get("tokensObserved"), outputTokens=data.get("observationTokens"))
+        try:
+            listener(event)
+        except Exception:
+            log.exception("onDebugEvent raised on %s (ignored)", kind)
+    return on_part
 
 
 async def _record(engine: ObservationEngine, thread_id: str, resource_id: str) -> OMRecord:
@@ -94,14 +148,14 @@ async def _observe_resource(engine: ObservationEngine, store: ConversationStore,
 
 async def observe(engine: ObservationEngine, store: ConversationStore, llm: LLMClient, agent_model: ResolvedModel, *,
                   thread_id: str, resource_id: str, messages: Sequence[Message] | None = None,
-                  open_span: SpanOpener = no_span) -> ManualResult:
+                  open_span: SpanOpener = no_span, debug: Callable[[DataPart], None] | None = None) -> ManualResult:
     token = current_trigger.set("manual")
     try:
         record = await _record(engine, thread_id, resource_id)
         thread = await store.get_thread(thread_id)
         parts: list[dict[str, Any]] = []
         hints = thread_om(thread.metadata) if thread else None
-        ctx = _context(llm, agent_model, thread_id, hints, parts, open_span)
+        ctx = _context(llm, agent_model, thread_id, hints, parts, open_span, debug)
         result = ManualResult(record, parts=parts)
         if engine.options.scope == "resource":
             observed = await _observe_resource(engine, store, ctx, record, thread_id, resource_id, messages,
@@ -127,13 +181,15 @@ async def observe(engine: ObservationEngine, store: ConversationStore, llm: LLMC
 
 
 async def reflect(engine: ObservationEngine, store: ConversationStore, llm: LLMClient, agent_model: ResolvedModel, *,
-                  thread_id: str, resource_id: str, open_span: SpanOpener = no_span) -> ManualResult:
+                  thread_id: str, resource_id: str, open_span: SpanOpener = no_span,
+                  debug: Callable[[DataPart], None] | None = None) -> ManualResult:
     token = current_trigger.set("manual")
     try:
         record = await _record(engine, thread_id, resource_id)
         thread = await store.get_thread(thread_id)
         parts: list[dict[str, Any]] = []
-        ctx = _context(llm, agent_model, thread_id, thread_om(thread.metadata) if thread else None, parts, open_span)
+        ctx = _context(llm, agent_model, thread_id, thread_om(thread.metadata) if thread else None, parts, open_span,
+                       debug)
         result = ManualResult(record, parts=parts)
         if not record.active_observations.strip():
             return result
@@ -166,14 +222,20 @@ class ObservationalMemory:
     """Observational Memory on its own: a conversation store, a model, Mastra's options.
 
     ``ObservationalMemory(store, model="openai/gpt-4o-mini", options={"hooks": {...}}, llm=client)``;
-    ``store`` is an open ``ConversationStore`` (its database also holds the OM records);
-    ``llm`` is the caller's model client (a ``LiteLLMClient`` with no provider keys: the
-    local model answers): a feature never builds its own."""
+    ``store`` is an open ``ConversationStore`` (its database also holds the OM records; Mastra's
+    ``storage``); ``llm`` is the caller's model client (a ``LiteLLMClient`` with no provider
+    keys: the local model answers): a feature never builds its own. ``options`` may hold
+    Mastra's ``onDebugEvent`` (a function given each debug event, a dict), which only this
+    class takes; ``on_debug_event`` is the same."""
 
     def __init__(self, store: ConversationStore, model: Any = "default", *, options: Any = None,
-                 llm: LLMClient) -> None:
+                 llm: LLMClient, on_debug_event: DebugListener | None = None) -> None:
         given = dict(options or {}) if not isinstance(options, ObservationalMemoryOptions) else None
         if given is not None:
+            listener = given.pop("onDebugEvent", None)
+            if listener is not None and not callable(listener):
+                raise ValueError("observationalMemory.onDebugEvent must be a function")
+            on_debug_event = on_debug_event or listener
             given.setdefault("model", model)
             parsed = observational_memory_options(given)
         else:
@@ -181,25 +243,92 @@ class ObservationalMemory:
         if parsed is None:
             raise ValueError("observationalMemory.enabled must not be false for a standalone ObservationalMemory")
         self.store = store
-        self.options = parsed
+        self.options = replace(parsed, standalone=True)  # the activation triggers Mastra applies here
         self.llm = llm
-        self.engine = configured_engine(parsed, store.db, store.clock)
+        self.on_debug_event = on_debug_event
+        self.engine = configured_engine(self.options, store.db, store.clock)
 
     async def _agent_model(self) -> ResolvedModel:
         # "the agent's model" for the default choice: there is no agent, so Mastra's default id
         # (which answers locally when its key is not set)
         return await self.llm.resolve(self.options.observer_choice.label)
 
+    def _debug(self, resource_id: str) -> Callable[[DataPart], None] | None:
+        return debug_events(self.on_debug_event, resource_id, self.store.clock)
+
     async def observe(self, thread_id: str, resource_id: str, *,
                       messages: Sequence[Message | dict[str, Any]] | None = None) -> ManualResult:
         given = None if messages is None else [as_message(m, thread_id, resource_id, clock=self.store.clock)
                                           for m in messages]
         return await observe(self.engine, self.store, self.llm, await self._agent_model(), thread_id=thread_id,
-                             resource_id=resource_id, messages=given)
+                             resource_id=resource_id, messages=given, debug=self._debug(resource_id))
 
     async def reflect(self, thread_id: str, resource_id: str) -> ManualResult:
         return await reflect(self.engine, self.store, self.llm, await self._agent_model(), thread_id=thread_id,
-                             resource_id=resource_id)
+                             resource_id=resource_id, debug=self._debug(resource_id))
+
+    async def activate(self, thread_id: str, resource_id: str, *, model: str | None = None,
+                       check_threshold: bool = True) -> ManualResult:
+        """Mastra's ``activate``: the record's buffered observation chunks go into the log
+        with no model call. With ``check_threshold`` (the default) only when the unobserved
+        messages reached the threshold, or when the cache is cold for ``model`` (the actor's
+        model id, Mastra's ``currentModel``: its provider's lifetime for ``"auto"``, and a
+        provider change against the thread's last reply; without it, no provider change and
+        ``"auto"`` is 5 minutes) by ``observation.activateAfterIdle`` /
+        ``activateOnProviderChange`` (the top-level values as fallback). A buffered
+        reflection is swapped in likewise, by ``reflection.activateAfterIdle`` /
+        ``activateOnProviderChange`` or at ``reflection.observationTokens`` (as a turn does;
+        past ``reflection.blockAfter`` without one, a turn would reflect, and so does this)."""
+        record = await self.get_record(thread_id, resource_id)
+        result = ManualResult(record)
+        if record is None or not (record.buffered_observation_chunks or record.buffered_reflection):
+            return result
+        actor = await self.llm.resolve(model) if model else None
+        thread = await self.store.get_thread(thread_id)
+        ctx = _context(self.llm, actor or await self._agent_model(), thread_id,
+                       thread_om(thread.metadata) if thread else None, result.parts, no_span, self._debug(resource_id))
+        messages = unobserved(await self.store.messages_since(thread_id, record.last_observed_at), record)
+        found, _ = await self.store.page_messages(thread_id, per_page=1, direction="DESC", roles=["assistant"])
+        last = last_assistant(messages) or (found[0] if found else None)
+        now = epoch_ms(self.store.clock)
+
+        def cold(triggers: Any) -> Trigger | None:
+            return cold_cache(actor, last, triggers.after_idle, triggers.on_provider_change, now) \
+                if last is not None and check_threshold else None
+
+        options = self.options
+        if record.buffered_observation_chunks:
+            trigger = cold(options.observation_triggers)
+            if trigger is None and (not check_threshold or count_messages(messages) >= options.message_threshold(
+                    record.observation_token_count)):
+                trigger = Trigger("threshold")
+            if trigger is not None:
+                record = await _swap_in(self.engine, ctx, record, trigger) or record
+        if record.buffered_reflection:
+            reflection = cold(options.reflection_triggers)
+            kind = reflection.kind if reflection is not None else None if check_threshold else "threshold"
+            record = await self.engine.maybe_reflect(ctx, record, trigger=kind, buffer=_no_background)
+        result.record = record
+        return result
 
     async def get_record(self, thread_id: str, resource_id: str) -> OMRecord | None:
         return await self.engine.records.active(self.engine.key(thread_id, resource_id))
+
+
+async def _no_background(record: OMRecord) -> bool:
+    return False  # the standalone class starts no background work
+
+
+async def _swap_in(engine: ObservationEngine, ctx: CycleContext, record: OMRecord, trigger: Trigger) -> OMRecord | None:
+    """Activate buffered chunks as a turn does: their parts, the thread's stale hints
+    cleared, the buffering interval reset; the new record, or None if nothing was swapped."""
+    done, parts = await activate(engine.options, engine.records, record, trigger, ctx.thread_id)
+    if done is None:
+        return None
+    for part in parts:
+        ctx.emit(part, durable=True)
+    await engine.patch_hints(ctx, {"currentTask": None, "suggestedResponse": None,
+                                   "lastObservedAt": done.record.last_observed_at})
+    await engine.records.set_buffer_boundary(done.record.id, 0)
+    done.record.last_buffered_at_tokens = 0
+    return done.record

@@ -54,7 +54,7 @@ from dev_server.om.engine.parts import status_part
 from dev_server.om.engine.resource import observe_resource, other_conversations, other_threads, other_tokens
 from dev_server.om.engine.temporal import gap_marker, is_gap_marker
 from dev_server.om.engine.window import drop_observed, has_incomplete_tool_calls, unobserved
-from dev_server.om.options.config import IdleSetting
+from dev_server.om.options.activation import IdleSetting
 from dev_server.om.options.extractors import read_path, shown
 from dev_server.om.prompting.context import (
     build_context_system_messages,
@@ -219,8 +219,8 @@ class ObservationalMemoryStep:
                     pending = count_messages(messages, memo=ctx.counted)
             reflect_trigger = None
             if record.buffered_reflection:
-                cold = await self._cold_cache(step, turn, messages, options.reflection.activate_after_idle,
-                                              options.reflection.activate_on_provider_change)
+                cold = await self._cold_cache(step, turn, messages, options.reflection_triggers.after_idle,
+                                              options.reflection_triggers.on_provider_change)
                 reflect_trigger = cold.kind if cold else None
             record = await self.engine.maybe_reflect(ctx, record, trigger=reflect_trigger, buffer=reflect_ahead)
             threshold = options.message_threshold(record.observation_token_count)
@@ -293,8 +293,8 @@ class ObservationalMemoryStep:
                                   pending: int) -> Trigger | None:
         """Why buffered chunks activate on the turn's first step (2.5): a cold cache, else the threshold."""
         options = self.engine.options
-        cold = await self._cold_cache(step, turn, messages, options.activate_after_idle,
-                                      options.activate_on_provider_change)
+        cold = await self._cold_cache(step, turn, messages, options.observation_triggers.after_idle,
+                                      options.observation_triggers.on_provider_change)
         if cold is not None:
             return cold
         if pending >= options.message_threshold(record.observation_token_count):

@@ -1,5 +1,5 @@
-"""Agents and memories built for Observational Memory tests: extractors of every kind (a
-transform, a Pydantic schema, a raising one, one that never sees its previous value), a
+"""Agents and memories built for Observational Memory tests: extractors of every kind (an
+``onExtracted``, a Pydantic schema, a raising one, one that never sees its previous value), a
 memory that keeps its own OM options, and an engine on seeded threads."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dev_server.llm.scripted import ScriptedModel
 from dev_server.memory.memory import Memory, MemoryOptions
 from dev_server.memory.working_document import WorkingMemoryOptions
 from dev_server.om.engine.cycle_context import CycleContext
+from dev_server.om.options.extractors import ExtractedContext
 from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.libsql import LibSQLStore
 from tests.kit.builders import seed_threads
@@ -31,18 +32,18 @@ class Summary(BaseModel):
     summary: str
 
 
-def checked(value: Any) -> str:
-    return f"{value} [checked]"
+def checked(context: ExtractedContext) -> str:
+    return f"{context.current} [checked]"
 
 
-def broken(value: Any) -> Any:
-    raise RuntimeError("the transform refused it")
+def broken(context: ExtractedContext) -> Any:
+    raise RuntimeError("onExtracted refused it")
 
 
 EXTRACTORS = [
-    {"name": "Topics", "instructions": "What the user talks about.", "transform": checked},
+    {"name": "Topics", "instructions": "What the user talks about.", "onExtracted": checked},
     {"name": "Profile", "instructions": "Who the user is.", "schema": Profile},
-    {"name": "Broken", "instructions": "Anything.", "transform": broken},
+    {"name": "Broken", "instructions": "Anything.", "onExtracted": broken},
     {"name": "Fresh", "instructions": "What the last message was about.", "includePreviousExtraction": False},
 ]
 # observe at 300 tokens with every extractor, a title and the working memory; never reflect

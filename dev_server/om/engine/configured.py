@@ -7,6 +7,8 @@ engine's own tests) has neither the choice nor the hooks.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dev_server.kernel.clock import Clock
 from dev_server.kernel.ports import ThreadMessages, WorkingMemoryDocument
 from dev_server.om.engine.cycle_hooks import HookedCycles
@@ -18,9 +20,11 @@ from dev_server.storage.libsql import LibSQLStore
 
 
 def configured_engine(options: ObservationalMemoryOptions, db: LibSQLStore, clock: Clock, *,
-                      working: WorkingMemoryDocument | None = None,
-                      threads: ThreadMessages | None = None) -> ObservationEngine:
+                      working: WorkingMemoryDocument | None = None, threads: ThreadMessages | None = None,
+                      agent_id: str | None = None, memory: Any = None) -> ObservationEngine:
     """``db`` and ``clock``: the conversation store's; ``working`` and ``threads``: where the
-    observer's working memory and titles go (None: nowhere, as in the standalone API)."""
+    observer's working memory and titles go (None: nowhere, as in the standalone API);
+    ``agent_id`` / ``memory``: the agent and memory it belongs to (None: the standalone API)."""
     return ObservationEngine(options, om_record_store(db, clock=clock), working=working, threads=threads,
-                             ask=ModelChoiceCaller(options), hooks=HookedCycles(options.hooks))
+                             ask=ModelChoiceCaller(options), hooks=HookedCycles(options.hooks), agent_id=agent_id,
+                             memory=memory)

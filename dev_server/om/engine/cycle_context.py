@@ -48,6 +48,9 @@ class CycleContext:
     # the turn's token counts by message (``dev_server.om.tokens.counting.count_message``'s memo): its window
     # is counted after each decision of its first step, and lives no longer than the turn
     counted: dict[Any, int] = field(default_factory=dict)
+    # the extractors of each operation as resolved for this turn (or manual call) and thread, with the
+    # failures of those whose functions raised (``dev_server.om.engine.extraction.Extraction.resolved``)
+    extractors: dict[str, Any] = field(default_factory=dict)
 
 
 async def om_model(llm: LLMClient, configured: str | None, agent_model: ResolvedModel) -> ResolvedModel:

@@ -1,15 +1,19 @@
 """Running a cycle's extractors and writing what they found (``dev_server.om.options.extractors`` has the model).
 
-An observation (or a reflection) asks its model for the inline extractors in the same
-call; ``Extraction.run`` then takes those values from the parsed answer, makes one
-follow-up call per schema extractor (the answer must be a JSON object fitting the schema,
-checked here), and passes every user value through its ``transform``. What fails (a
-missing schema answer, an invalid one, a transform that raises, a working memory update
-that does not fit) is an *extraction failure*: reported by slug on the cycle's end part,
-never a failed cycle.
+An extractor's ``instructions`` / ``schema`` functions are called once per turn (or manual
+call) and thread with the run's ``ExtractorContext`` (``Extraction.resolved``; Mastra calls
+them once per observer or reflector call). An observation (or a reflection) asks its model
+for the inline extractors in the same call; ``Extraction.run`` then takes those values from
+the parsed answer, makes one follow-up call per schema extractor (the answer must be a JSON
+object fitting the schema, checked here), and hands every user value to its
+``onExtracted`` (a returned value replaces it, after the same check). What fails (a function
+that raises, a missing schema answer, an invalid one, an ``onExtracted`` that raises or
+returns a value that does not fit, a working memory update that does not fit) is an
+*extraction failure*: reported by slug on the cycle's end part, never a failed cycle.
 
 ``Extraction.commit`` writes after the cycle's record is stored: user values under their
-``metadataKey`` of the thread's OM metadata (one patch with the hints), the built-ins at
+``metadataKeyPath`` of the thread's OM metadata (one patch with the hints; none with
+``metadataKeyPath: false``), the built-ins at
 ``currentTask`` / ``suggestedResponse`` / ``threadTitle``; a proposed title becomes the
 thread's title (trimmed, three characters or more, different, not ``titlePinned``) with a
 ``data-om-thread-update`` part; the working-memory value goes through the memory's working
@@ -20,8 +24,9 @@ when the memory has a schema, and is not copied into the metadata.
 from __future__ import annotations
 
 import inspect
+import json
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,10 +39,10 @@ from dev_server.om.options.extractors import (
     SUGGESTED_RESPONSE,
     THREAD_TITLE,
     WORKING_MEMORY,
-    ExtractContext,
+    ExtractedContext,
     Extractor,
+    ExtractorContext,
     check_against,
-    object_schema,
     read_json_object,
     read_path,
     shown,
@@ -73,14 +78,18 @@ class ExtractionResult:
 
 class Extraction:
     """The extractors of one OM configuration, and what they write through: the memory's
-    working memory document (None: it has none) and its threads (None: a bare engine)."""
+    working memory document (None: it has none) and its threads (None: a bare engine).
+    ``agent_id`` and ``memory``: the agent and memory this OM belongs to, for the extractors'
+    run context (None on the standalone class)."""
 
     def __init__(self, options: ObservationalMemoryOptions, clock: Clock, working: WorkingMemoryDocument | None = None,
-                 threads: ThreadMessages | None = None) -> None:
+                 threads: ThreadMessages | None = None, *, agent_id: str | None = None, memory: Any = None) -> None:
         self.options = options
         self.clock = clock
         self.working = working
         self.threads = threads
+        self.agent_id = agent_id
+        self.memory = memory
 
     # -- which extractors --------------------------------------------------------------
 
@@ -99,9 +108,36 @@ class Extraction:
             found.append(working_memory_extractor(self.working.schema))
         return found
 
-    def prompt_extractors(self, operation: str) -> list[Extractor]:
+    async def resolved(self, ctx: CycleContext, operation: str,
+                       resource_id: str | None = None) -> tuple[list[Extractor], dict[str, str]]:
+        """The extractors of ``operation`` with their functions called for this run, and the
+        failures (by slug) of those whose functions raised; kept on ``ctx`` for the turn."""
+        extractors = self.extractors(operation)
+        if not any(e.dynamic for e in extractors):
+            return extractors, {}
+        if operation not in ctx.extractors:
+            context = ExtractorContext("reflector" if operation == REFLECTION else "observer", ctx.thread_id,
+                                       await self._resource_id(ctx, resource_id), self.agent_id, self.memory)
+            found: list[Extractor] = []
+            failures: dict[str, str] = {}
+            for extractor in extractors:
+                try:
+                    found.append(await extractor.resolve(context))
+                except Exception as exc:
+                    failures[extractor.slug] = _message(exc)
+                    log.info("extractor %r of thread %s failed: %s", extractor.name, ctx.thread_id, _message(exc))
+            ctx.extractors[operation] = (found, failures)
+        return ctx.extractors[operation]
+
+    async def _resource_id(self, ctx: CycleContext, given: str | None) -> str | None:
+        thread = await self._thread(ctx) if given is None else None
+        return thread.resource_id if thread is not None else given
+
+    async def prompt_extractors(self, ctx: CycleContext, operation: str,
+                                resource_id: str | None = None) -> list[Extractor]:
         """The inline extractors a prompt describes itself (the title has its own section)."""
-        return [e for e in self.extractors(operation) if e.inline and e.slug != THREAD_TITLE]
+        extractors, _ = await self.resolved(ctx, operation, resource_id)
+        return [e for e in extractors if e.inline and e.slug != THREAD_TITLE]
 
     def slugs(self, operation: str) -> list[str]:
         return [e.slug for e in self.extractors(operation)]
@@ -120,7 +156,7 @@ class Extraction:
         (only those of ``slugs`` when given)."""
         hints = ctx.hints or {}
         found: list[tuple[str, str]] = []
-        for extractor in self.prompt_extractors(operation):
+        for extractor in await self.prompt_extractors(ctx, operation):
             if not extractor.include_previous or (slugs is not None and extractor.slug not in slugs):
                 continue
             value = await self._previous(ctx, extractor, hints)
@@ -140,10 +176,12 @@ class Extraction:
                   model: ResolvedModel, source: str, resource_id: str | None = None,
                   buffered: bool = False, slugs: Collection[str] | None = None) -> ExtractionResult:
         """The values of this cycle: ``inline`` (the parsed answer's, by slug) for the
-        inline extractors and the hints, a follow-up call per schema extractor; only the
-        extractors of ``slugs`` when given."""
-        chosen = [e for e in self.extractors(operation) if slugs is None or e.slug in slugs]
+        inline extractors and the hints, a follow-up call per schema extractor, each user
+        value through its ``onExtracted``; only the extractors of ``slugs`` when given."""
+        extractors, unresolved = await self.resolved(ctx, operation, resource_id)
+        chosen = [e for e in extractors if slugs is None or e.slug in slugs]
         result = ExtractionResult()
+        result.failures.update({s: e for s, e in unresolved.items() if slugs is None or s in slugs})
         hint_slugs = () if buffered or operation == REFLECTION else (CURRENT_TASK, SUGGESTED_RESPONSE)
         if operation == REFLECTION and not buffered:
             hint_slugs = (SUGGESTED_RESPONSE,)  # the reflector's current task is ignored (4.4)
@@ -151,17 +189,20 @@ class Extraction:
             if isinstance(inline.get(slug), str) and inline[slug]:
                 result.values[slug] = inline[slug]
         hints = ctx.hints or {}
+        context = ExtractorContext("reflector" if operation == REFLECTION else "observer", ctx.thread_id,
+                                   resource_id, self.agent_id, self.memory)
         for extractor in chosen:
             previous = read_path(hints, extractor.metadata_key) if extractor.include_previous and \
                 extractor.metadata_key else None
-            context = ExtractContext(ctx.thread_id, resource_id, operation, previous)
             try:
                 if extractor.inline:
                     value = inline.get(extractor.slug)
                 else:
-                    value = await self._structured(ctx, extractor, context, ask=ask, model=model, source=source)
-                if value is not None and extractor.transform is not None:
-                    value = await _call(extractor.transform, value, context)
+                    value = await self._structured(ctx, extractor, previous, ask=ask, model=model, source=source)
+                if value not in (None, "", {}, []) and extractor.on_extracted is not None and not extractor.built_in:
+                    value = await _on_extracted(extractor, value, ExtractedContext(
+                        context.source, context.thread_id, context.resource_id, context.agent_id, context.memory,
+                        extractor=extractor, current=value, previous=previous))
             except Exception as exc:
                 result.failures[extractor.slug] = _message(exc)
                 log.info("extractor %r of thread %s failed: %s", extractor.name, ctx.thread_id, _message(exc))
@@ -172,19 +213,17 @@ class Extraction:
             if slug in BUILT_IN_KEYS:
                 result.patch[BUILT_IN_KEYS[slug]] = value
         for extractor in chosen:
-            if not extractor.built_in and extractor.slug in result.values:
+            if not extractor.built_in and extractor.metadata_key and extractor.slug in result.values:
                 merged = {**hints, **result.patch}
                 result.patch.update(write_path(merged, extractor.metadata_key, result.values[extractor.slug]))
         return result
 
-    async def _structured(self, ctx: CycleContext, extractor: Extractor, context: ExtractContext, *, ask: ModelCaller,
+    async def _structured(self, ctx: CycleContext, extractor: Extractor, previous: Any, *, ask: ModelCaller,
                           model: ResolvedModel, source: str) -> dict[str, Any]:
         schema = extractor.schema
-        if callable(schema):
-            schema = await _call(schema, context)
-        field = f"extractor {extractor.name!r} schema"
-        schema = object_schema(field, schema)
-        previous = context.previous if extractor.slug != WORKING_MEMORY else None
+        assert isinstance(schema, dict)  # resolved and checked (Extractor.resolve, parse_extractors)
+        if extractor.slug == WORKING_MEMORY:
+            previous = None
         messages = structured_messages(extractor, schema, source, previous)
         completion = await ask(ctx, f"observational-memory-extractor-{extractor.slug}", model, messages,
                                {"temperature": 0})
@@ -245,23 +284,25 @@ def end_fields(result: ExtractionResult | None) -> dict[str, Any]:
     return fields
 
 
-async def _call(function: Callable[..., Any], value: Any, context: ExtractContext | None = None) -> Any:
-    """``function(value, context)``, or ``function(value)`` when it takes one argument; awaited if async."""
-    args: Sequence[Any] = (value,) if context is None else (value, context)
-    if context is not None and _positional_count(function) < 2:
-        args = (value,)
-    outcome = function(*args)
-    return await outcome if inspect.isawaitable(outcome) else outcome
-
-
-def _positional_count(function: Callable[..., Any]) -> int:
+async def _on_extracted(extractor: Extractor, value: Any, context: ExtractedContext) -> Any:
+    """``onExtracted``'s verdict: what it returns replaces ``value`` once it fits (a schema
+    extractor's schema; an inline one's must be JSON), None keeps ``value``."""
+    assert extractor.on_extracted is not None
+    returned = extractor.on_extracted(context)
+    if inspect.isawaitable(returned):
+        returned = await returned
+    if returned is None:
+        return value
+    if isinstance(extractor.schema, dict):
+        if not isinstance(returned, dict):
+            raise ValueError(f"onExtracted returned {type(returned).__name__}, not an object fitting the schema")
+        check_against(extractor.schema, returned)
+        return returned
     try:
-        parameters = inspect.signature(function).parameters.values()
+        json.dumps(returned)
     except (TypeError, ValueError):
-        return 2
-    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
-        return 2
-    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
+        raise ValueError(f"onExtracted returned a value that is not JSON: {returned!r}"[:500]) from None
+    return returned
 
 
 def _message(exc: BaseException) -> str:

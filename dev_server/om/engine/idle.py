@@ -4,7 +4,7 @@ A provider's prompt cache expires after a while, and a new provider has no cache
 thread at all; either way the next call pays for the whole prompt, so that is the moment
 to swap buffered observations in (docs/observational-memory.md#thresholds, #activation):
 
-* ``activateAfterIdle`` (``dev_server.om.options.config.parse_idle``): the time since the thread's last
+* ``activateAfterIdle`` (``dev_server.om.options.activation.parse_idle``): the time since the thread's last
   activity, the ``createdAt`` of the last assistant message's last part that is not a
   ``data-*`` part (else the message's own). ``"auto"`` is the provider's cache lifetime
   (``auto_ttl_ms``).
@@ -22,7 +22,7 @@ from dev_server.kernel.clock import parse_iso
 from dev_server.kernel.messages import Message
 from dev_server.kernel.model import ResolvedModel
 from dev_server.om.engine.activation import Trigger
-from dev_server.om.options.config import IdleSetting
+from dev_server.om.options.activation import IdleSetting
 
 MINUTE_MS = 60_000
 HOUR_MS = 60 * MINUTE_MS
@@ -105,12 +105,13 @@ def last_activity_ms(message: Message) -> int:
     return int(parse_iso(message.created_at).timestamp() * 1000)
 
 
-def cold_cache(model: ResolvedModel, last: Message, idle: IdleSetting, on_provider_change: bool,
+def cold_cache(model: ResolvedModel | None, last: Message, idle: IdleSetting, on_provider_change: bool,
                now_ms: int) -> Trigger | None:
     """Why the provider's cache of the thread is cold, if it is: ``provider_change`` (with
     the previous and current model) when watched and the model of ``last`` (the thread's
-    last reply) differs, else ``ttl`` when the thread was idle at least ``idle``."""
-    if on_provider_change:
+    last reply) differs, else ``ttl`` when the thread was idle at least ``idle``. Without
+    the actor's ``model`` there is no provider change, and ``"auto"`` is 5 minutes."""
+    if on_provider_change and model is not None:
         previous = last_step_model(last)
         if provider_changed(model, previous):
             return Trigger("provider_change", {"previousModel": previous.label if previous else None,

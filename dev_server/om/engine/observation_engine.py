@@ -53,6 +53,7 @@ from dev_server.om.engine.extraction import Extraction, ExtractionResult, end_fi
 from dev_server.om.engine.flags import STALE_FLAG_S, settled
 from dev_server.om.engine.output_check import distinct_observations, observer_problem, reflection_problem
 from dev_server.om.engine.parts import OBSERVATION, REFLECTION, Cycle, activation_part, marker_config
+from dev_server.om.options.attachments import for_model
 from dev_server.om.options.config import ObservationalMemoryOptions
 from dev_server.om.prompting.context import message_boundary
 from dev_server.om.prompting.groups import message_range, rewrap_reflection, wrap_group
@@ -66,7 +67,7 @@ from dev_server.om.prompting.prompts import (
     reflector_messages,
     reflector_system_prompt,
 )
-from dev_server.om.prompting.transcript import format_transcript
+from dev_server.om.prompting.transcript import attachment_parts, format_transcript
 from dev_server.om.tokens.counting import estimate_tokens
 from dev_server.storage.om_records import OMRecord, OMRecordStore, lookup_key
 
@@ -100,16 +101,18 @@ class ObservationEngine:
 
     def __init__(self, options: ObservationalMemoryOptions, records: OMRecordStore, *,
                  working: WorkingMemoryDocument | None = None, threads: ThreadMessages | None = None,
-                 ask: ModelCaller = call_model, hooks: CycleHooks = NO_CYCLE_HOOKS, clock: Clock | None = None) -> None:
+                 ask: ModelCaller = call_model, hooks: CycleHooks = NO_CYCLE_HOOKS, clock: Clock | None = None,
+                 agent_id: str | None = None, memory: Any = None) -> None:
         """``working``: the memory's working memory document, when it has one; ``threads``:
-        where the observer's titles go (None: a bare engine, no titles or working memory)."""
+        where the observer's titles go (None: a bare engine, no titles or working memory);
+        ``agent_id`` / ``memory``: whose OM this is, for the extractors' run context."""
         self.options = options
         self.records = records
         self.model_caller = ask
         self.hooks = hooks
         self.clock = clock or records.clock  # by default the record store's, which stamps the records
         # extractors, title and working memory (dev_server.om.engine.extraction)
-        self.extraction = Extraction(options, self.clock, working, threads)
+        self.extraction = Extraction(options, self.clock, working, threads, agent_id=agent_id, memory=memory)
         self._suppressed: dict[str, int] = {}  # lookup key -> log size whose reflection failed
 
     def key(self, thread_id: str, resource_id: str) -> str:
@@ -207,17 +210,21 @@ class ObservationEngine:
         hints = ctx.hints or {}
         if previous is None:
             previous = record.active_observations
-            if config.truncate_previous_observations and config.previous_observer_tokens:
-                previous = truncate_previous_observations(previous, config.previous_observer_tokens)
+            if config.truncate_previous_observations and config.previous_observer_tokens is not False:
+                tokens = config.previous_observer_tokens
+                previous = truncate_previous_observations(previous, tokens) if tokens else ""
         system = observer_system_prompt(instruction=config.instruction, current_task=not buffered,
                                         suggested_response=not buffered, thread_title=config.thread_title,
-                                        extractors=self.extraction.prompt_extractors(OBSERVATION))
+                                        extractors=await self.extraction.prompt_extractors(ctx, OBSERVATION,
+                                                                                           record.resource_id))
         prompt = [{"role": "system", "content": system},
                   *observer_messages(transcript, previous_observations=previous or None,
                                      prior_current_task=hints.get("currentTask"),
                                      prior_suggested_response=hints.get("suggestedResponse"),
                                      prior_thread_title=hints.get("threadTitle") if config.thread_title else None,
-                                     skip_continuation_hints=buffered, attachments=attachments,
+                                     skip_continuation_hints=buffered,
+                                     attachments=attachment_parts(attachments,
+                                                                  for_model(config.observe_attachments, model)),
                                      prior_extracted=await self.extraction.priors(ctx, OBSERVATION))]
         problem = None
         for attempt in range(2):  # a rejected answer is asked for once more
@@ -313,11 +320,11 @@ class ObservationEngine:
         return new
 
     async def reflect_once(self, ctx: CycleContext, model: ResolvedModel, observations: str, level: int, *,
-                           buffered: bool = False) -> Reflection:
+                           buffered: bool = False, resource_id: str | None = None) -> Reflection:
         """One reflector call on ``observations`` at compression ``level`` (a ``buffered``
         one extracts no hints), its answer checked (``dev_server.om.engine.output_check``)."""
         config = self.options.reflection
-        extractors = self.extraction.prompt_extractors(REFLECTION)
+        extractors = await self.extraction.prompt_extractors(ctx, REFLECTION, resource_id)
         system = reflector_system_prompt(instruction=config.instruction, extractors=extractors, hints=not buffered)
         priors = await self.extraction.priors(ctx, REFLECTION)
         completion = await self.ask(ctx, REFLECTOR_AGENT, model,
@@ -355,7 +362,8 @@ class ObservationEngine:
         result: Reflection | None = None
         while True:
             try:
-                attempt = await self.reflect_once(ctx, model, record.active_observations, level)
+                attempt = await self.reflect_once(ctx, model, record.active_observations, level,
+                                                  resource_id=record.resource_id)
             except Exception as exc:
                 log.warning("reflection of thread %s failed: %s", ctx.thread_id, describe_error(exc))
                 ctx.emit(cycle.failed(describe_error(exc)), durable=True)

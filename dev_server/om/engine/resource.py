@@ -41,12 +41,13 @@ from dev_server.om.engine.observation_engine import CycleFailed, ObservationEngi
 from dev_server.om.engine.output_check import observer_problem
 from dev_server.om.engine.parts import Cycle, marker_config
 from dev_server.om.engine.window import unobserved
+from dev_server.om.options.attachments import for_model
 from dev_server.om.options.extractors import take_inline_values
 from dev_server.om.prompting.context import message_boundary
 from dev_server.om.prompting.groups import message_range, wrap_group
 from dev_server.om.prompting.parsing import ObserverOutput, parse_observer_output
 from dev_server.om.prompting.prompts import observer_messages, observer_system_prompt
-from dev_server.om.prompting.transcript import format_transcript
+from dev_server.om.prompting.transcript import attachment_parts, format_transcript
 from dev_server.om.tokens.counting import count_messages, estimate_tokens
 from dev_server.storage.om_records import OMRecord
 
@@ -226,15 +227,17 @@ async def _observe_batch(engine: ObservationEngine, ctx: CycleContext, record: O
             ("thread-title", hints.get("threadTitle") if thread_title else None),
             *await extraction.priors(contexts[thread_id], OBSERVATION, slugs=per_thread)]
     system = observer_system_prompt(instruction=options.observation.instruction, multi_thread=True,
-                                    thread_title=thread_title, extractors=extraction.prompt_extractors(OBSERVATION),
+                                    thread_title=thread_title,
+                                    extractors=await extraction.prompt_extractors(ctx, OBSERVATION, record.resource_id),
                                     shared=sorted(shared))
-    prompt = [{"role": "system", "content": system},
-              *observer_messages("\n\n".join(blocks), previous_observations=record.active_observations or None,
-                                 prior_current_task=None, prior_suggested_response=None, attachments=attachments,
-                                 prior_extracted=await extraction.priors(ctx, OBSERVATION, slugs=shared),
-                                 thread_priors=thread_priors)]
+    prior_extracted = await extraction.priors(ctx, OBSERVATION, slugs=shared)
     try:
         model = await om_model(ctx.llm, options.observer_model, ctx.agent_model)
+        forwarded = attachment_parts(attachments, for_model(options.observation.observe_attachments, model))
+        prompt = [{"role": "system", "content": system},
+                  *observer_messages("\n\n".join(blocks), previous_observations=record.active_observations or None,
+                                     prior_current_task=None, prior_suggested_response=None, attachments=forwarded,
+                                     prior_extracted=prior_extracted, thread_priors=thread_priors)]
         for _ in range(2):  # an answer no thread can use is asked for once more
             completion = await engine.ask(ctx, OBSERVER_AGENT, model, prompt, options.observation.model_settings)
             if parse_observer_output(completion.text).degenerate:

@@ -23,21 +23,35 @@ order (``dev_server.om.options.models``); resolution happens per call. ``modelSe
 parameter: value}}``, the entry of the provider that answers is passed to litellm) are per
 observation / reflection. ``hooks`` are the cycles' lifecycle callbacks (``dev_server.om.options.hooks``).
 
-Retrieval (docs/observational-memory.md#retrieval): ``retrieval`` takes ``True`` (Mastra's
-defaults: no vector search, scope ``resource``), ``False``, or ``{"vector": bool, "scope": "thread" | "resource",
-"instructions": str}``. With it on, each observation cycle is kept as an
-``<observation-group>`` with the range of the messages it came from, and the actor gets
-the ``recall`` tool (``dev_server.om.retrieval.recall_tool``) and instructions for it
-(``dev_server.om.retrieval.instructions``).
+Each option sits where Mastra reads it (docs/observational-memory.md#options lists every one
+with its status). ``observation.bufferOnIdle`` (the top-level key is read as its fallback,
+like the top-level ``bufferTokens`` / ``bufferActivation`` / ``blockAfter``);
+``observation.observeAttachments`` (``dev_server.om.options.attachments``);
+``activateAfterIdle`` / ``activateOnProviderChange`` at the top level, under ``observation``
+and under ``reflection``, each in force where Mastra applies it
+(``dev_server.om.options.activation``); ``retrieval`` (``dev_server.om.options.retrieval``);
+extractors (``dev_server.om.options.extractors``). Options of Mastra's that are not supported
+here fail with their reason (``dev_server.om.options.checks``).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dev_server.om.options.activation import (
+    NO_TRIGGERS,
+    Triggers,
+    section_triggers,
+    top_triggers,
+)
+from dev_server.om.options.attachments import (
+    DEFAULT_OBSERVE_ATTACHMENTS,
+    ObserveAttachments,
+    parse_observe_attachments,
+)
+from dev_server.om.options.checks import fail, flag, positive_int, text, unknown
 from dev_server.om.options.extractors import Extractor, parse_extractors
 from dev_server.om.options.hooks import NO_HOOKS, Hooks, parse_hooks
 from dev_server.om.options.models import (
@@ -47,6 +61,7 @@ from dev_server.om.options.models import (
     parse_model_settings,
     parse_provider_options,
 )
+from dev_server.om.options.retrieval import RetrievalConfig, Scope, describe_retrieval, parse_retrieval
 
 MESSAGE_TOKENS = 30_000
 OBSERVATION_TOKENS = 40_000
@@ -56,28 +71,16 @@ BUFFER_TOKENS = 0.2
 BUFFER_ACTIVATION = 0.8
 BLOCK_AFTER = 1.2
 REFLECTION_BUFFER_ACTIVATION = 0.5
-Scope = Literal["thread", "resource"]
-IdleSetting = int | Literal["auto"] | None  # resolved activateAfterIdle: milliseconds, "auto", or off
 
 _TOP_KEYS = {"enabled", "model", "scope", "observation", "reflection", "shareTokenBudget", "bufferTokens",
              "bufferActivation", "blockAfter", "activateAfterIdle", "activateOnProviderChange", "bufferOnIdle",
-             "temporalMarkers", "obscureThreadIds", "retrieval", "hooks"}
+             "temporalMarkers", "obscureThreadIds", "retrieval", "hooks", "hookExecution"}
 _OBSERVATION_KEYS = {"model", "instruction", "messageTokens", "maxTokensPerBatch", "modelSettings",
                      "previousObserverTokens", "truncatePreviousObservations", "bufferTokens", "bufferActivation",
-                     "blockAfter", "providerOptions", "extract", "threadTitle", "manageWorkingMemory"}
-_RETRIEVAL_KEYS = {"vector", "scope", "instructions"}
+                     "blockAfter", "providerOptions", "extract", "threadTitle", "manageWorkingMemory",
+                     "observeAttachments", "bufferOnIdle", "activateAfterIdle", "activateOnProviderChange"}
 _REFLECTION_KEYS = {"model", "instruction", "observationTokens", "modelSettings", "bufferActivation", "blockAfter",
                     "activateAfterIdle", "activateOnProviderChange", "providerOptions", "extract"}
-
-
-def _fail(name: str, problem: str) -> ValueError:
-    return ValueError(f"observationalMemory.{name} {problem}")
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise _fail(name, f"must be a positive integer, not {value!r}")
-    return value
 
 
 def _model(name: str, value: Any) -> str | None:
@@ -85,66 +88,19 @@ def _model(name: str, value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        return parse_model_choice(name, value, _fail).label
+        return parse_model_choice(name, value, fail).label
     if not value.strip():
-        raise _fail(name, f"must be a model id like 'openai/gpt-4o-mini' or 'default', not {value!r}")
+        raise fail(name, f"must be a model id like 'openai/gpt-4o-mini' or 'default', not {value!r}")
     value = value.strip()
     return DEFAULT_MODEL if value == "default" else value
 
 
 def _settings(name: str, value: Any) -> dict[str, Any]:
-    return parse_model_settings(name, value, _fail)
+    return parse_model_settings(name, value, fail)
 
 
 def _provider_options(name: str, value: Any) -> dict[str, dict[str, Any]]:
-    return parse_provider_options(name, value, _fail)
-
-
-def _text(name: str, value: Any) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise _fail(name, "must be a string")
-    return value or None
-
-
-def _unknown(name: str, given: Mapping[str, Any], allowed: set[str]) -> None:
-    extra = sorted(set(given) - allowed)
-    if extra:
-        raise _fail(f"{name}{extra[0]}" if name else extra[0],
-                    f"is not an option (options: {', '.join(sorted(allowed))})")
-
-
-def _flag(name: str, value: Any) -> bool:
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise _fail(name, "must be true or false")
-    return value
-
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$")
-_UNIT_MS = {**dict.fromkeys(("ms", "msec", "millisecond", "milliseconds"), 1),
-            **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1000),
-            **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60_000),
-            **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3_600_000),
-            **dict.fromkeys(("d", "day", "days"), 86_400_000)}
-
-
-def parse_idle(name: str, value: Any) -> IdleSetting:
-    """``activateAfterIdle``: milliseconds, a duration (``"5m"``, ``"1hr"``, ``"90s"``),
-    ``"auto"`` (the provider's prompt-cache TTL, ``dev_server.om.engine.idle``) or false/None (off)."""
-    if value is None or value is False:
-        return None
-    if value == "auto":
-        return "auto"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value <= 0:
-            raise _fail(name, f"must be a positive number of milliseconds, not {value!r}")
-        return int(value)
-    if isinstance(value, str):
-        match = _DURATION.match(value.lower())
-        if match and match.group(2) in _UNIT_MS and float(match.group(1)) > 0:
-            return int(float(match.group(1)) * _UNIT_MS[match.group(2)])
-    raise _fail(name, f"must be milliseconds, a duration like '5m' or '1hr', 'auto' or false, not {value!r}")
+    return parse_provider_options(name, value, fail)
 
 
 def activation_ratio(buffer_activation: float, threshold: int) -> float:
@@ -157,9 +113,9 @@ def activation_ratio(buffer_activation: float, threshold: int) -> float:
 
 def _ratio_or_absolute(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise _fail(name, f"must be a positive number, not {value!r}")
+        raise fail(name, f"must be a positive number, not {value!r}")
     if 1 < value < 1000:
-        raise _fail(name, f"must be a ratio in (0, 1] or an absolute token count >= 1000, not {value!r}")
+        raise fail(name, f"must be a ratio in (0, 1] or an absolute token count >= 1000, not {value!r}")
     return float(value)
 
 
@@ -180,6 +136,12 @@ class ObservationConfig:
     extract: tuple[Extractor, ...] = ()  # the user's extractors (dev_server.om.options.extractors)
     thread_title: bool = False  # the observer proposes the thread's title
     manage_working_memory: bool = False  # the observer keeps working memory (the agent's tool is then off)
+    # which images and files go to the observer (dev_server.om.options.attachments)
+    observe_attachments: ObserveAttachments = DEFAULT_OBSERVE_ATTACHMENTS
+    buffer_on_idle: bool = False  # buffer what a finished turn left unobserved (needs async buffering)
+    # observation-level activateAfterIdle / activateOnProviderChange, the top level's when not given here;
+    # in force on the standalone class only (dev_server.om.options.activation)
+    triggers: Triggers = NO_TRIGGERS
 
 
 @dataclass(frozen=True)
@@ -190,8 +152,9 @@ class ReflectionConfig:
     model_settings: dict[str, Any] = field(default_factory=lambda: {"temperature": 0})
     buffer_activation: float = REFLECTION_BUFFER_ACTIVATION
     block_after: float | None = None
-    activate_after_idle: IdleSetting = None  # reflections opt in separately
-    activate_on_provider_change: bool = False
+    # reflection-level activateAfterIdle / activateOnProviderChange (never inherited); in force on the
+    # standalone class only (dev_server.om.options.activation)
+    triggers: Triggers = NO_TRIGGERS
     model_choice: ModelChoice | None = None
     provider_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     extract: tuple[Extractor, ...] = ()
@@ -205,35 +168,6 @@ class ReflectionConfig:
 
 
 @dataclass(frozen=True)
-class RetrievalConfig:
-    """``retrieval``: observation groups, the ``recall`` tool and its instructions
-    (docs/observational-memory.md#retrieval)."""
-
-    vector: bool = False  # search by meaning (Memory.semantic_search); keyword search otherwise
-    scope: Scope = "resource"  # what recall may read: the current thread, or all of the resource's
-    instructions: str | None = None  # appended under "### Additional recall guidance"
-
-
-def parse_retrieval(value: Any) -> RetrievalConfig | None:
-    """``retrieval`` as options, or None when it is off."""
-    if value is None or value is False:
-        return None
-    if value is True:
-        return RetrievalConfig()
-    if isinstance(value, RetrievalConfig):
-        return value
-    if not isinstance(value, Mapping):
-        raise _fail("retrieval", f"must be true, false or an object {{vector, scope, instructions}}, not {value!r}")
-    _unknown("retrieval.", value, _RETRIEVAL_KEYS)
-    scope = value.get("scope", "resource")
-    if scope not in ("thread", "resource"):
-        raise _fail("retrieval.scope", f"must be 'thread' or 'resource', not {scope!r}")
-    instructions = _text("retrieval.instructions", value.get("instructions"))
-    return RetrievalConfig(vector=_flag("retrieval.vector", value.get("vector")), scope=scope,
-                           instructions=instructions.strip() if instructions and instructions.strip() else None)
-
-
-@dataclass(frozen=True)
 class ObservationalMemoryOptions:
     enabled: bool = True
     model: str | None = None
@@ -241,19 +175,37 @@ class ObservationalMemoryOptions:
     observation: ObservationConfig = field(default_factory=lambda: resolve_observation({}, "thread", False))
     reflection: ReflectionConfig = field(default_factory=lambda: resolve_reflection({}, True))
     share_token_budget: bool = False
-    activate_after_idle: IdleSetting = None  # observations only; ms, or "auto" (by the actor's provider)
-    activate_on_provider_change: bool = False
-    buffer_on_idle: bool = False
+    triggers: Triggers = NO_TRIGGERS  # the top-level activateAfterIdle / activateOnProviderChange
     temporal_markers: bool = False
     obscure_thread_ids: bool = False  # resource scope: hash thread ids in what the observer reads
     # observation groups and the recall tool (docs/observational-memory.md#retrieval); None: off
     retrieval: RetrievalConfig | None = None
     model_choice: ModelChoice | None = None  # the top-level ``model`` (dev_server.om.options.models)
     hooks: Hooks = NO_HOOKS  # lifecycle callbacks (dev_server.om.options.hooks); never from the environment
+    # run by the standalone ObservationalMemory (dev_server.om.manual), not an agent's memory: decides
+    # which activation triggers are in force, as in Mastra (dev_server.om.options.activation)
+    standalone: bool = False
 
     @property
     def async_buffering(self) -> bool:
         return self.observation.buffer_tokens is not False
+
+    @property
+    def buffer_on_idle(self) -> bool:
+        """``observation.bufferOnIdle`` in force: it needs async buffering, as in Mastra."""
+        return self.observation.buffer_on_idle and self.async_buffering
+
+    @property
+    def observation_triggers(self) -> Triggers:
+        """What activates buffered observations early: an agent's memory reads the top level
+        only, the standalone class ``observation.*`` with the top level as fallback."""
+        return self.observation.triggers if self.standalone else self.triggers
+
+    @property
+    def reflection_triggers(self) -> Triggers:
+        """What activates a buffered reflection early: ``reflection.*`` on the standalone
+        class; nothing through an agent's memory (Mastra's ``Memory`` does not pass them on)."""
+        return self.reflection.triggers if self.standalone else NO_TRIGGERS
 
     @property
     def observer_model(self) -> str | None:
@@ -307,56 +259,57 @@ class ObservationalMemoryOptions:
                                "bufferActivation": self.reflection.buffer_activation,
                                "blockAfter": self.reflection.block_after},
                 "shareTokenBudget": self.share_token_budget,
-                "activateAfterIdle": self.activate_after_idle,
-                "activateOnProviderChange": self.activate_on_provider_change}
+                "activateAfterIdle": self.observation_triggers.after_idle,
+                "activateOnProviderChange": self.observation_triggers.on_provider_change}
 
 
-def resolve_observation(given: Mapping[str, Any], scope: str, share_budget: bool,
-                        top: Mapping[str, Any] | None = None) -> ObservationConfig:
-    """``observation`` with the buffering values (top-level ones as fallback) resolved to tokens."""
+def resolve_observation(given: Mapping[str, Any], scope: str, share_budget: bool, top: Mapping[str, Any] | None = None,
+                        top_triggers: Triggers = NO_TRIGGERS) -> ObservationConfig:
+    """``observation`` with the buffering values (top-level ones as fallback: ``bufferTokens``,
+    ``bufferActivation``, ``blockAfter``, ``bufferOnIdle``) resolved to tokens."""
     top = top or {}
-    _unknown("observation.", given, _OBSERVATION_KEYS)
-    tokens = _positive_int("observation.messageTokens", given.get("messageTokens", MESSAGE_TOKENS))
-    batch = _positive_int("observation.maxTokensPerBatch", given.get("maxTokensPerBatch", MAX_TOKENS_PER_BATCH))
+    unknown("observation.", given, _OBSERVATION_KEYS)
+    tokens = positive_int("observation.messageTokens", given.get("messageTokens", MESSAGE_TOKENS))
+    batch = positive_int("observation.maxTokensPerBatch", given.get("maxTokensPerBatch", MAX_TOKENS_PER_BATCH))
     previous = given.get("previousObserverTokens", PREVIOUS_OBSERVER_TOKENS)
-    if previous is not False:
-        previous = _positive_int("observation.previousObserverTokens", previous)
-    truncate = _flag("observation.truncatePreviousObservations", given.get("truncatePreviousObservations"))
+    if previous is not False and previous != 0:  # 0: no previous observations (with truncation on)
+        previous = positive_int("observation.previousObserverTokens", previous)
+    truncate = flag("observation.truncatePreviousObservations", given.get("truncatePreviousObservations"))
 
     def pick(key: str) -> Any:
         return given[key] if key in given else top.get(key)
 
     explicit_buffer = pick("bufferTokens")
     if share_budget and explicit_buffer is not False:
-        raise _fail("shareTokenBudget", "requires observation.bufferTokens: false (async buffering cannot share "
+        raise fail("shareTokenBudget", "requires observation.bufferTokens: false (async buffering cannot share "
                                         "the budget)")
     if explicit_buffer is None:
         buffer: Any = False if scope == "resource" else BUFFER_TOKENS
     else:
         buffer = explicit_buffer
         if buffer is not False and scope == "resource":
-            raise _fail("observation.bufferTokens", "is not supported in resource scope (async buffering is off there)")
+            raise fail("observation.bufferTokens", "is not supported in resource scope (async buffering is off there)")
     resolved_buffer: int | Literal[False] = False
     activation = BUFFER_ACTIVATION
     block: float | None = None
     if buffer is not False:
         if isinstance(buffer, bool) or not isinstance(buffer, (int, float)) or buffer <= 0:
-            raise _fail("observation.bufferTokens",
+            raise fail("observation.bufferTokens",
                         f"must be false, a fraction in (0, 1) or a token count, not {buffer!r}")
         resolved_buffer = round(tokens * buffer) if buffer < 1 else int(buffer)
         if resolved_buffer >= tokens:
-            raise _fail("observation.bufferTokens", f"({resolved_buffer}) must be below messageTokens ({tokens})")
+            raise fail("observation.bufferTokens", f"({resolved_buffer}) must be below messageTokens ({tokens})")
         if pick("bufferActivation") is not None:
             activation = _ratio_or_absolute("observation.bufferActivation", pick("bufferActivation"))
             if activation >= 1000 and activation >= tokens:
-                raise _fail("observation.bufferActivation", f"({activation:g}) must be below messageTokens ({tokens})")
+                raise fail("observation.bufferActivation", f"({activation:g}) must be below messageTokens ({tokens})")
         raw_block = pick("blockAfter") if pick("blockAfter") is not None else BLOCK_AFTER
         block = _block_after("observation.blockAfter", raw_block, tokens)
     return ObservationConfig(model=_model("observation.model", given.get("model")),
                              model_choice=_choice("observation.model", given.get("model")),
                              provider_options=_provider_options("observation.providerOptions",
                                                                 given.get("providerOptions")),
-                             instruction=_text("observation.instruction", given.get("instruction")),
+                             instruction=text("observation.instruction", given.get("instruction")),
                              message_tokens=tokens, max_tokens_per_batch=batch,
                              model_settings={"temperature": 0.3, **_settings("observation.modelSettings",
                                                                               given.get("modelSettings"))},
@@ -364,29 +317,31 @@ def resolve_observation(given: Mapping[str, Any], scope: str, share_budget: bool
                              buffer_tokens=resolved_buffer,
                              buffer_activation=activation, block_after=block,
                              extract=parse_extractors("observation.extract", given.get("extract")),
-                             thread_title=_flag("observation.threadTitle", given.get("threadTitle")),
-                             manage_working_memory=_flag("observation.manageWorkingMemory",
-                                                         given.get("manageWorkingMemory")))
+                             thread_title=flag("observation.threadTitle", given.get("threadTitle")),
+                             manage_working_memory=flag("observation.manageWorkingMemory",
+                                                         given.get("manageWorkingMemory")),
+                             observe_attachments=parse_observe_attachments(
+                                 "observation.observeAttachments", given.get("observeAttachments"), fail),
+                             buffer_on_idle=flag("observation.bufferOnIdle" if "bufferOnIdle" in given
+                                                  else "bufferOnIdle", pick("bufferOnIdle")),
+                             triggers=section_triggers("observation", given, top_triggers, fail))
 
 
 def resolve_reflection(given: Mapping[str, Any], buffering: bool) -> ReflectionConfig:
-    _unknown("reflection.", given, _REFLECTION_KEYS)
-    tokens = _positive_int("reflection.observationTokens", given.get("observationTokens", OBSERVATION_TOKENS))
+    unknown("reflection.", given, _REFLECTION_KEYS)
+    tokens = positive_int("reflection.observationTokens", given.get("observationTokens", OBSERVATION_TOKENS))
     activation = REFLECTION_BUFFER_ACTIVATION
     block: float | None = None
     if given.get("bufferActivation") is not None:
         activation = _ratio_or_absolute("reflection.bufferActivation", given["bufferActivation"])
     if buffering:
         block = _block_after("reflection.blockAfter", given.get("blockAfter", BLOCK_AFTER), tokens)
-    return ReflectionConfig(activate_after_idle=parse_idle("reflection.activateAfterIdle",
-                                                           given.get("activateAfterIdle")),
-                            activate_on_provider_change=_flag("reflection.activateOnProviderChange",
-                                                              given.get("activateOnProviderChange")),
+    return ReflectionConfig(triggers=section_triggers("reflection", given, NO_TRIGGERS, fail),
                             model=_model("reflection.model", given.get("model")),
                             model_choice=_choice("reflection.model", given.get("model")),
                             provider_options=_provider_options("reflection.providerOptions",
                                                                given.get("providerOptions")),
-                            instruction=_text("reflection.instruction", given.get("instruction")),
+                            instruction=text("reflection.instruction", given.get("instruction")),
                             observation_tokens=tokens,
                             model_settings={"temperature": 0, **_settings("reflection.modelSettings",
                                                                            given.get("modelSettings"))},
@@ -395,15 +350,15 @@ def resolve_reflection(given: Mapping[str, Any], buffering: bool) -> ReflectionC
 
 
 def _choice(name: str, value: Any) -> ModelChoice | None:
-    return None if value is None else parse_model_choice(name, value, _fail)
+    return None if value is None else parse_model_choice(name, value, fail)
 
 
 def _block_after(name: str, value: Any, threshold: int) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 1:
-        raise _fail(name, f"must be a multiplier >= 1 or an absolute token count >= 100, not {value!r}")
+        raise fail(name, f"must be a multiplier >= 1 or an absolute token count >= 100, not {value!r}")
     absolute = value * threshold if value < 100 else float(value)
     if absolute < threshold:
-        raise _fail(name, f"({value:g}) must not be below the threshold ({threshold})")
+        raise fail(name, f"({value:g}) must not be below the threshold ({threshold})")
     return absolute
 
 
@@ -417,43 +372,46 @@ def observational_memory_options(value: Any) -> ObservationalMemoryOptions | Non
         return ObservationalMemoryOptions()
     if not isinstance(value, Mapping):
         raise ValueError(f"observationalMemory must be true, false or an options object, not {value!r}")
-    _unknown("", value, _TOP_KEYS)
+    unknown("", value, _TOP_KEYS)
     enabled = value.get("enabled", True)
     if not isinstance(enabled, bool):
-        raise _fail("enabled", "must be true or false")
+        raise fail("enabled", "must be true or false")
     if not enabled:
         return None
     scope = value.get("scope", "thread")
     if scope not in ("thread", "resource"):
-        raise _fail("scope", f"must be 'thread' or 'resource', not {scope!r}")
+        raise fail("scope", f"must be 'thread' or 'resource', not {scope!r}")
     share = value.get("shareTokenBudget", False)
     if not isinstance(share, bool):
-        raise _fail("shareTokenBudget", "must be true or false")
+        raise fail("shareTokenBudget", "must be true or false")
     observation_given = value.get("observation") or {}
     reflection_given = value.get("reflection") or {}
     for name, given in (("observation", observation_given), ("reflection", reflection_given)):
         if not isinstance(given, Mapping):
-            raise _fail(name, "must be an object")
+            raise fail(name, "must be an object")
     model = _model("model", value.get("model"))
     if model is not None and (observation_given.get("model") is not None or reflection_given.get("model") is not None):
-        raise _fail("model", "cannot be combined with observation.model or reflection.model: set one or the other")
-    observation = resolve_observation(observation_given, scope, share, top=value)
+        raise fail("model", "cannot be combined with observation.model or reflection.model: set one or the other")
+    triggers = top_triggers(value, fail)
+    observation = resolve_observation(observation_given, scope, share, top=value, top_triggers=triggers)
     reflection = resolve_reflection(reflection_given, observation.buffer_tokens is not False)
-    buffer_on_idle = _flag("bufferOnIdle", value.get("bufferOnIdle"))
-    if buffer_on_idle and observation.buffer_tokens is False:
-        raise _fail("bufferOnIdle", "needs async buffering (observation.bufferTokens must not be false)")
+    _hook_execution(value.get("hookExecution"))
     return ObservationalMemoryOptions(enabled=True, model=model, scope=scope, observation=observation,
-                                      reflection=reflection, share_token_budget=share,
-                                      activate_after_idle=parse_idle("activateAfterIdle",
-                                                                     value.get("activateAfterIdle")),
-                                      activate_on_provider_change=_flag("activateOnProviderChange",
-                                                                        value.get("activateOnProviderChange")),
-                                      buffer_on_idle=buffer_on_idle,
-                                      temporal_markers=_flag("temporalMarkers", value.get("temporalMarkers")),
-                                      obscure_thread_ids=_flag("obscureThreadIds", value.get("obscureThreadIds")),
+                                      reflection=reflection, share_token_budget=share, triggers=triggers,
+                                      temporal_markers=flag("temporalMarkers", value.get("temporalMarkers")),
+                                      obscure_thread_ids=flag("obscureThreadIds", value.get("obscureThreadIds")),
                                       retrieval=parse_retrieval(value.get("retrieval")),
                                       model_choice=_choice("model", value.get("model")),
-                                      hooks=parse_hooks(value.get("hooks"), _fail))
+                                      hooks=parse_hooks(value.get("hooks"), fail))
+
+
+def _hook_execution(value: Any) -> None:
+    """``hookExecution``: Mastra's default, ``"non-blocking"``, is what the hooks do here (a
+    raising hook is logged and never fails a cycle); ``"await"`` (a raising hook fails a
+    manual or synchronous cycle) is not supported."""
+    if value not in (None, "non-blocking"):
+        raise fail("hookExecution", f"must be 'non-blocking' (a raising hook never fails a cycle here); "
+                                     f"'await' is not supported, not {value!r}")
 
 
 def describe_om(options: ObservationalMemoryOptions | None) -> dict[str, Any]:
@@ -484,9 +442,3 @@ def merged_options(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str
         own = merged.get(key)
         merged[key] = {**own, **value} if isinstance(value, Mapping) and isinstance(own, Mapping) else value
     return merged
-
-
-def describe_retrieval(retrieval: RetrievalConfig | None) -> dict[str, Any] | bool:
-    if retrieval is None:
-        return False
-    return {"vector": retrieval.vector, "scope": retrieval.scope, "instructions": retrieval.instructions}

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 CycleTrigger = Literal["manual", "turn-sync", "async-buffer"]
 HOOK_NAMES = ("onObservationStart", "onObservationEnd", "onReflectionStart", "onReflectionEnd",
               "onBufferingStart", "onBufferingEnd")
+TRANSFORM_HOOKS = ("beforeObservation", "afterObservation", "beforeReflection", "afterReflection")  # Mastra's
 
 # What started the cycles run in this context: the manual API sets "manual", the background
 # jobs "async-buffer"; a turn's own cycles are "turn-sync".
@@ -75,6 +76,9 @@ def parse_hooks(value: Any, fail: Callable[[str, str], ValueError]) -> Hooks:
     if not isinstance(value, Mapping):
         raise fail("hooks", f"must be an object of callables ({', '.join(HOOK_NAMES)}), not {value!r}")
     for name, callback in value.items():
+        if name in TRANSFORM_HOOKS:
+            raise fail(f"hooks.{name}", "is Mastra's transform hook, not supported here (the hooks here observe "
+                                        "cycles and change nothing)")
         if name not in HOOK_NAMES:
             raise fail(f"hooks.{name}", f"is not a hook (hooks: {', '.join(HOOK_NAMES)})")
         if callback is not None and not callable(callback):

@@ -19,13 +19,16 @@ is. Results are pretty-printed JSON (the ``providerMetadata.mastra.modelOutput``
 part has one), with long ``encryptedContent`` strings redacted and the whole capped at
 ``TOOL_OUTPUT_TOKEN_CAP`` tokens; arguments get the same cap. Images and files become numbered
 placeholders (``[Image #1: photo.png]``, ``[File #1: report.pdf]``) and are returned beside
-the text, so the caller can forward the files themselves (``Attachment.content_part``).
+the text, so the caller can forward the files themselves (``attachment_parts``, by
+``observation.observeAttachments``). So are the images and files of a tool result that
+returns content (``{"type": "content", "value": [...]}``: ``image-data``, ``image-url``,
+``media``, ``file-data``, ``file-url`` items): each item becomes ``{"type", "placeholder"}``
+in the result line.
 ``data-*`` and ``step-start`` parts carry nothing for the observer and are skipped.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -34,13 +37,13 @@ from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 
 from dev_server.kernel.clock import parse_iso
+from dev_server.om.options.attachments import DEFAULT_OBSERVE_ATTACHMENTS, AttachmentFilter, accepts
 
 if TYPE_CHECKING:
     from dev_server.kernel.messages import Message
 
 TOOL_OUTPUT_TOKEN_CAP = 5000
 ENCRYPTED_CONTENT_LIMIT = 256
-DEFAULT_OBSERVE_ATTACHMENTS = ("image/*", "application/pdf")
 
 
 @dataclass(frozen=True)
@@ -80,12 +83,13 @@ def format_transcript(messages: Sequence[Message], *, tz: tzinfo | None = None) 
 
 
 def attachment_parts(attachments: Iterable[Attachment],
-                     accepted: Sequence[str] = DEFAULT_OBSERVE_ATTACHMENTS) -> list[dict[str, Any]]:
-    """Content parts for the attachments whose media type matches one of ``accepted``
-    (shell-style patterns, ``observeAttachments``), to pass to ``observer_messages``."""
+                     accepted: AttachmentFilter = DEFAULT_OBSERVE_ATTACHMENTS) -> list[dict[str, Any]]:
+    """Content parts for the attachments ``accepted`` lets through (``observeAttachments``
+    decided for the observer model, ``dev_server.om.options.attachments``), to pass to
+    ``observer_messages``."""
     parts = []
     for attachment in attachments:
-        if any(fnmatch.fnmatchcase(attachment.media_type.lower(), pattern.lower()) for pattern in accepted):
+        if accepts(accepted, attachment.media_type, image=attachment.kind == "image"):
             part = attachment.content_part()
             if part is not None:
                 parts.append(part)
@@ -151,7 +155,20 @@ class _TranscriptWriter:
         if invocation.get("state") == "result" and call_id not in self._results_seen:
             self._results_seen.add(call_id)
             label = "Tool Error" if invocation.get("isError") else "Tool Result"
-            self.lines.append(f"{label} {name}: {_capped(_output(_model_output(part, invocation)))}")
+            result = self._without_attachments(_model_output(part, invocation))
+            self.lines.append(f"{label} {name}: {_capped(_output(result))}")
+
+    def _without_attachments(self, result: Any) -> Any:
+        """A content result with each image or file item numbered as an attachment and
+        replaced by ``{"type", "placeholder"}`` (Mastra's ``extractToolResultAttachments``)."""
+        if not isinstance(result, dict) or result.get("type") != "content" or not isinstance(result.get("value"), list):
+            return result
+        items = []
+        for item in result["value"]:
+            part = _result_attachment(item)
+            attachment = self._attachment(part) if part is not None else None
+            items.append(item if attachment is None else {"type": item["type"], "placeholder": attachment.placeholder})
+        return {**result, "value": items}
 
     def _attachment(self, part: dict[str, Any]) -> Attachment | None:
         data = part.get("data") if part.get("type") == "file" else part.get("image")
@@ -176,6 +193,24 @@ class _TranscriptWriter:
         except (TypeError, ValueError):
             return None
         return moment.astimezone(self.tz) if self.tz is not None else moment.astimezone()
+
+
+def _result_attachment(item: Any) -> dict[str, Any] | None:
+    """A tool result's content item as the image or file part it carries, if it carries one."""
+    if not isinstance(item, dict):
+        return None
+    kind, media = item.get("type"), item.get("mediaType") if isinstance(item.get("mediaType"), str) else None
+    data = item.get("url") if kind in ("image-url", "file-url") else item.get("data")
+    if not isinstance(data, str) or kind not in ("image-data", "image-url", "media", "file-data", "file-url"):
+        return None
+    if kind in ("image-data", "media", "file-data") and media:
+        data = f"data:{media};base64,{data}"
+    elif kind == "media":
+        return None  # Mastra needs the media type of a media item
+    filename = item.get("filename") if isinstance(item.get("filename"), str) else None
+    if kind.startswith("image") or (kind == "media" and media and media.lower().startswith("image/")):
+        return {"type": "image", "image": data, "mimeType": media}
+    return {"type": "file", "data": data, "mimeType": media, "filename": filename}
 
 
 def _parts(content: Any) -> list[dict[str, Any]]:
