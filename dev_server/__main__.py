@@ -81,11 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.agents:
         settings = settings.model_copy(update={"agents": args.agents})
     try:
-        agents = with_models(agents_for(settings.agents), settings.model, settings.agent_models)
+        agents = agents_for(settings.agents)
     except AgentsError as exc:  # the user's code: checked once, before any process starts
         return _fail(str(exc))
     if args.role == "dev":
-        return run_dev(settings, args.host, agents)
+        return run_dev(settings, args.host, with_models(agents, settings.model, settings.agent_models))
     return run_one(args.role, settings, args.host, args.port)
 
 
