@@ -193,6 +193,31 @@ def test_a_bad_agents_source_is_one_line_naming_it(project: tuple[Path, str], so
     assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
+CPU_BOUND = '''
+from dev_server import Agent, tool
+
+
+@tool(cpu_bound=True, timeout_s=20)
+def digits(power: int) -> int:
+    """How many digits 7 ** power has."""
+    return len(str(7 ** power))
+
+
+agents = [Agent(id="cruncher", instructions="", tools=[digits])]
+'''
+
+
+def test_a_cpu_bound_tool_of_a_file_or_a_module_runs_in_its_child_process(project: tuple[Path, str]) -> None:
+    root, package = project
+    (root / package / "crunch.py").write_text(CPU_BOUND)
+    (root / "crunch.py").write_text(CPU_BOUND)
+    for source in (f"{package}.crunch", "crunch.py"):
+        [digits] = load_agents(source)[0].tools
+        assert digits.cpu_bound
+        done = asyncio.run(execute({"digits": digits}, "digits", '{"power": 1000}', CONTEXT))
+        assert (done.output, done.error) == (846, None), source
+
+
 def test_the_app_runs_only_the_users_agents_and_chat_talks_to_the_first(tmp_path: Path) -> None:
     (tmp_path / "my_agents.py").write_text(TWO_AGENTS)
     settings = {"agents": str(tmp_path / "my_agents.py"), "telemetry": False}

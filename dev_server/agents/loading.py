@@ -13,8 +13,8 @@ the line of the user's file it came from: a bad option of ``Memory``, ``Agent`` 
 all, or two with one id. The command line prints it and exits 2.
 
 A file is imported under a name of its own (``dev_server_agents_<stem>_<hash>``), so two
-files of one name never meet; a ``cpu_bound`` tool, whose function a child process imports
-by name, must come from a module loaded by an import string.
+files of one name never meet (a ``cpu_bound`` tool's child process loads it by its path:
+``dev_server.agents.tool_decorator``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any
 
 from dev_server.agents.definition import AgentDefinition
 from dev_server.agents.registry import DEFINITIONS
+from dev_server.agents.tool_decorator import FILE_MODULE_PREFIX
 
 
 class AgentsError(Exception):
@@ -107,7 +108,7 @@ def _import_file(path: Path, where: str) -> ModuleType:
     if path.suffix != ".py":
         raise AgentsError(f"{where}: {str(path)!r} is not a .py file")
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
-    name = f"dev_server_agents_{''.join(c if c.isalnum() else '_' for c in path.stem)}_{digest}"
+    name = f"{FILE_MODULE_PREFIX}{''.join(c if c.isalnum() else '_' for c in path.stem)}_{digest}"
     if name in sys.modules:  # loaded once per process (the command line checks it before the app loads it)
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)

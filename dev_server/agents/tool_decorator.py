@@ -13,8 +13,11 @@ mistake is raised where the tool is written.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import inspect
 import re
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -24,6 +27,8 @@ from pydantic import BaseModel, create_model
 
 from dev_server.kernel.tools import DEFAULT_TIMEOUT_S, Tool, ToolContext
 
+# The names dev_server.agents.loading imports a .py file under (it imports this module, not the reverse).
+FILE_MODULE_PREFIX = "dev_server_agents_"
 # What providers accept as a function name (OpenAI's rule, the strictest of them).
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -80,7 +85,10 @@ def _tool_of(fn: Callable[..., Any], *, name: str | None, description: str | Non
     if inspect.isclass(only) and issubclass(only, BaseModel):
         input_model, whole = only, True
     else:
-        input_model = create_model(f"{_camel(name)}Input", **fields)
+        input_model = create_model(f"{_camel(name)}Input", __module__=getattr(fn, "__module__", __name__), **fields)
+        # found by name where the decorator put the tool, as pickle looks a class up (cpu_bound: the input
+        # crosses to a child process, which imports the function's module to read it)
+        input_model.__qualname__ = f"{getattr(fn, '__qualname__', name)}.input_model"
         whole = False
     caller = _AsyncCall if inspect.iscoroutinefunction(fn) else _Call
     return Tool(name=name, description=description, input_model=input_model,
@@ -101,11 +109,18 @@ def _camel(name: str) -> str:
 
 
 class _Call:
-    """Calls the user's function with the validated input spread into its parameters
-    (picklable when the function is importable, for ``cpu_bound`` tools)."""
+    """Calls the user's function with the validated input spread into its parameters.
+
+    A ``cpu_bound`` tool's call is pickled to its child process by name: the decorator put
+    the ``Tool`` where the function was, so the child imports the function's module and
+    takes that tool's call (``_call_of``) and its input model (``<function>.input_model``)."""
 
     def __init__(self, fn: Callable[..., Any], fields: tuple[str, ...], whole: bool, context_name: str | None) -> None:
         self.fn, self.fields, self.whole, self.context_name = fn, fields, whole, context_name
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        module = self.fn.__module__
+        return _call_of, (module, self.fn.__qualname__, getattr(sys.modules.get(module), "__file__", None))
 
     def arguments(self, args: BaseModel, context: ToolContext) -> dict[str, Any]:
         given = {self.fields[0]: args} if self.whole else {field: getattr(args, field) for field in self.fields}
@@ -115,6 +130,21 @@ class _Call:
 
     def __call__(self, args: BaseModel, context: ToolContext) -> Any:
         return self.fn(**self.arguments(args, context))
+
+
+def _call_of(module: str, qualname: str, path: str | None) -> _Call:
+    """The call of the tool named ``qualname`` in ``module`` (the decorated function's place);
+    a module of a ``.py`` file given to ``--agents`` (``dev_server.agents.loading``) has a
+    name of its own that no import finds, so it is loaded from ``path`` under that name."""
+    if module not in sys.modules and path is not None and module.startswith(FILE_MODULE_PREFIX):
+        spec = importlib.util.spec_from_file_location(module, path)
+        if spec is not None and spec.loader is not None:
+            sys.modules[module] = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(sys.modules[module])
+    found: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found.function if isinstance(found, Tool) else found
 
 
 class _AsyncCall(_Call):
