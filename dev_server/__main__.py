@@ -288,7 +288,7 @@ class DevBanner:
                 "  models:", *(f"    {line}" for line in model_lines(gateway_health.get("models"), self.agents))]
 
 
-def model_lines(report: Any, agents: tuple[AgentDefinition, ...] = ()) -> list[str]:
+def model_lines(report: Any, definitions: tuple[AgentDefinition, ...] = ()) -> list[str]:
     """One line per agent: the gateway's own report (``/health`` ``models.agents``: the model,
     who answers it and why), else the agent definitions' model ids."""
     agents = report.get("agents") if isinstance(report, dict) else None
@@ -297,7 +297,7 @@ def model_lines(report: Any, agents: tuple[AgentDefinition, ...] = ()) -> list[s
     if isinstance(agents, list) and agents:
         return [_describe(value) for value in agents]
     # A gateway without a per-agent report: the configured model ids, unresolved.
-    return [f"{definition.id} -> {definition.model}" for definition in agents]
+    return [f"{definition.id} -> {definition.model}" for definition in definitions]
 
 
 def _describe(value: Any) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from dev_server import Agent, Memory
+from dev_server.__main__ import model_lines
 from dev_server.agents import chat_agent
 from dev_server.agents.registry import DEFINITIONS, memory_options, with_models
 from dev_server.factory import create_app, memory_settings
@@ -55,6 +56,12 @@ def test_the_default_model_fills_in_what_the_code_leaves_open_and_a_named_agent_
                       "named": "ollama/llama3.2"}
     assert {d.id: d.model for d in with_models(DEFINITIONS)} == dict.fromkeys(
         ["chat-agent", "docs-agent", "orchestrator-agent"], "openai/gpt-4o-mini")  # as before the setting
+
+
+def test_the_dev_banner_without_a_gateway_report_names_the_configured_models() -> None:
+    mine = Agent(id="mine", instructions="", model="openai/gpt-4.1")
+    assert model_lines({}, with_models([chat_agent.definition, mine], "anthropic/claude-haiku-4-5")) == [
+        "chat-agent -> anthropic/claude-haiku-4-5", "mine -> openai/gpt-4.1"]
 
 
 def test_a_user_with_only_an_anthropic_key_changes_no_code(tmp_path: Path) -> None:
