@@ -25,6 +25,7 @@ ShiftedClock        # dev_server/kernel/clock.py: system time plus an offset a t
 _.advance           # dev_server/kernel/clock.py: both test clocks move forward with it
 
 # Read or called by a library.
+__getattr__          # dev_server/__init__.py: Python calls it for the public names (Agent, Memory, tool, ...: PEP 562)
 _.limit_concurrency  # dev_server/connection_limits.py: uvicorn's protocol reads it
 _.keep_alive         # dev_server/connection_limits.py: uvicorn's request cycle reads it
 _.row_factory        # dev_server/storage/libsql.py: sqlite3 reads it

@@ -47,11 +47,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.report import commit, machine  # noqa: E402
-from dev_server.agents.registry import DEFINITIONS, AgentRegistry, MemorySettings, memory_options  # noqa: E402
+from dev_server.agents.registry import DEFINITIONS, AgentRegistry, memory_options  # noqa: E402
 from dev_server.agents.runner import TurnRunner  # noqa: E402
 from dev_server.api.deps import Readiness  # noqa: E402
 from dev_server.background import BackgroundWork  # noqa: E402
-from dev_server.factory import storage_for, warm_up  # noqa: E402
+from dev_server.factory import memory_settings, storage_for, warm_up  # noqa: E402
 from dev_server.kernel.clock import now_iso  # noqa: E402
 from dev_server.kernel.convert import ui_to_stored  # noqa: E402
 from dev_server.kernel.events import DataPart  # noqa: E402
@@ -162,8 +162,7 @@ async def run(turns: int, watch: Watch) -> tuple[list[dict[str, Any]], dict[str,
         await warm_up(llm, Readiness(), freeze_heap=True)  # as the server process starts
         background = BackgroundWork()
         await background.start()
-        memories = memory_options(DEFINITIONS, MemorySettings(settings.working_memory_agents,
-                                                              settings.observational_memory))
+        memories = memory_options(DEFINITIONS, memory_settings(settings))
         registry = AgentRegistry(DEFINITIONS, ConversationStore(storage.default), memories, background=background)
         runner, agent = TurnRunner(llm, agents=registry), registry.get("chat-agent")
         assert agent is not None and agent.memory is not None and agent.memory.options.om is not None

@@ -1,4 +1,9 @@
-"""``python -m dev_server gateway|studio|dev [--host H] [--port N]`` and ``python -m dev_server health ROLE``.
+"""``python -m dev_server gateway|studio|dev [--host H] [--port N] [--agents SOURCE]`` and
+``python -m dev_server health ROLE``.
+
+``--agents`` (or ``DEV_SERVER_AGENTS``) runs the user's own agents instead of the built-in
+ones: an import string or a ``.py`` file, loaded and checked before anything starts
+(``dev_server.agents.loading``); ``dev`` hands it to both processes.
 
 ``gateway`` runs ``DEV_SERVER_WORKERS`` processes on one socket (default: one per core; with
 more than one, a supervisor forks them: ``dev_server.workers``), ``studio`` always one (it alone
@@ -40,7 +45,9 @@ import httpx
 import uvicorn
 import uvloop
 
-from dev_server.agents.registry import DEFINITIONS
+from dev_server.agents.definition import AgentDefinition
+from dev_server.agents.loading import AgentsError, agents_for
+from dev_server.agents.registry import with_models
 from dev_server.api.worker_slot import STUDIO_NOTE, WorkerSlot
 from dev_server.connection_limits import http_protocol
 from dev_server.paths import PathError
@@ -57,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("probe", nargs="?", help="with health: the role to probe (gateway or studio)")
     parser.add_argument("--host", help="interface to listen on (default DEV_SERVER_HOST or 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default 8787 for the gateway, 4111 for the studio)")
+    parser.add_argument("--agents", metavar="SOURCE", help="your own agents: an import string (mypkg.agents, "
+                        "mypkg.agents:name) or a .py file (default DEV_SERVER_AGENTS, else the built-in agents)")
     args = parser.parse_args(argv)
     if args.role not in (*ROLES, "dev", "health"):
         return _fail(f"unknown role {args.role!r}; expected gateway, studio, dev or health")
@@ -69,8 +78,14 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(exc))
     if args.role == "health":
         return probe_health(args.probe, settings, args.port)
+    if args.agents:
+        settings = settings.model_copy(update={"agents": args.agents})
+    try:
+        agents = agents_for(settings.agents)
+    except AgentsError as exc:  # the user's code: checked once, before any process starts
+        return _fail(str(exc))
     if args.role == "dev":
-        return run_dev(settings, args.host)
+        return run_dev(settings, args.host, with_models(agents, settings.model, settings.agent_models))
     return run_one(args.role, settings, args.host, args.port)
 
 
@@ -195,13 +210,13 @@ def probe_health(role: str, settings: Settings, port: int | None) -> int:
     return 1
 
 
-def run_dev(settings: Settings, host: str | None) -> int:
+def run_dev(settings: Settings, host: str | None, agents: tuple[AgentDefinition, ...] = ()) -> int:
     """Run gateway and studio as two children; one Ctrl-C (or either exiting) stops both."""
     command = [sys.executable, "-m", "dev_server"]
-    extra = ["--host", host] if host else []
+    extra = [*(["--host", host] if host else []), *(["--agents", settings.agents] if settings.agents else [])]
     started = time.monotonic()
     children = {role: subprocess.Popen([*command, role, *extra]) for role in ROLES}
-    banner = DevBanner(settings, host or settings.host)
+    banner = DevBanner(settings, host or settings.host, agents)
     stopping = False
 
     def stop(*_: object) -> None:
@@ -242,8 +257,9 @@ class DevBanner:
     """What a user of ``make dev`` needs once both processes are ready (``/health`` says
     ``ok``: a chat is answered at once): the two URLs and the model each agent will use."""
 
-    def __init__(self, settings: Settings, host: str) -> None:
+    def __init__(self, settings: Settings, host: str, agents: tuple[AgentDefinition, ...] = ()) -> None:
         self.settings = settings
+        self.agents = agents
         shown_host = "localhost" if host in ("127.0.0.1", "0.0.0.0", "::", "::1", "localhost", "") else host
         self.shown_host = f"[{shown_host}]" if ":" in shown_host else shown_host
         probe_host = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
@@ -269,10 +285,10 @@ class DevBanner:
         chat = f"http://{self.shown_host}:{self.settings.gateway_port}/api/chat"
         return [f"dev-server ready in {elapsed_s:.1f} s", f"  Studio: {studio}", f"  chat:   POST {chat}",
                 f"  API docs: {studio}docs and http://{self.shown_host}:{self.settings.gateway_port}/docs",
-                "  models:", *(f"    {line}" for line in model_lines(gateway_health.get("models")))]
+                "  models:", *(f"    {line}" for line in model_lines(gateway_health.get("models"), self.agents))]
 
 
-def model_lines(report: Any) -> list[str]:
+def model_lines(report: Any, definitions: tuple[AgentDefinition, ...] = ()) -> list[str]:
     """One line per agent: the gateway's own report (``/health`` ``models.agents``: the model,
     who answers it and why), else the agent definitions' model ids."""
     agents = report.get("agents") if isinstance(report, dict) else None
@@ -281,7 +297,7 @@ def model_lines(report: Any) -> list[str]:
     if isinstance(agents, list) and agents:
         return [_describe(value) for value in agents]
     # A gateway without a per-agent report: the configured model ids, unresolved.
-    return [f"{definition.id} -> {definition.model}" for definition in DEFINITIONS]
+    return [f"{definition.id} -> {definition.model}" for definition in definitions]
 
 
 def _describe(value: Any) -> str:

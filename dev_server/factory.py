@@ -40,7 +40,8 @@ from fastapi import FastAPI
 
 from dev_server import __version__
 from dev_server.agents.definition import AgentDefinition
-from dev_server.agents.registry import DEFINITIONS, AgentRegistry, MemorySettings, memory_options
+from dev_server.agents.loading import agents_for
+from dev_server.agents.registry import AgentRegistry, MemorySettings, memory_options, with_models
 from dev_server.agents.runner import TurnRunner
 from dev_server.agents.salvage import salvage_dead_streams
 from dev_server.agents.signals import ThreadHub
@@ -204,6 +205,15 @@ def _telemetry_config(settings: Settings) -> TelemetryConfig:
                            otlp_target(settings, "traces"), otlp_target(settings, "logs"))
 
 
+def memory_settings(settings: Settings) -> MemorySettings:
+    """The settings over the agents' memory options, each with the agents it names."""
+    named = frozenset(f"DEV_SERVER_{name.upper()}" for name in settings.model_fields_set)
+    return MemorySettings(working_memory=settings.working_memory_agents,
+                          observational_memory=settings.observational_memory, om_agents=settings.om_agent_ids,
+                          om_model=settings.om_model, om_models=settings.agent_om_models or {},
+                          semantic_recall=settings.semantic_recall_agents, named=named)
+
+
 def create_app(
     role: str,
     settings: Settings | None = None,
@@ -211,13 +221,15 @@ def create_app(
     storage: CompositeStore | None = None,
     llm: LLMClient | None = None,
     authenticator: Authenticator | None = None,
-    agents: Iterable[AgentDefinition] = DEFINITIONS,
+    agents: Iterable[AgentDefinition] | None = None,
     worker: WorkerSlot | None = None,
     freeze_heap: bool = False,
     clock: Clock = SYSTEM_CLOCK,
 ) -> FastAPI:
     """Build one process's app. Tests inject ``storage`` (temp dirs), ``llm`` (a
-    ``ScriptedModel``, ``dev_server.llm.scripted``) and ``authenticator``; by default they come from ``settings``.
+    ``ScriptedModel``, ``dev_server.llm.scripted``), ``authenticator`` and ``agents``; by default they come from
+    ``settings`` (the agents: the user's, ``DEV_SERVER_AGENTS``, else the built-in ones; each
+    with the model the settings give it: ``dev_server.agents.registry.with_models``).
     ``worker`` says which of the gateway's processes this is (``/health``). ``freeze_heap``:
     the server process's own app (see ``warm_up``); never in a test process, where it would
     keep every later test's cyclic garbage. ``clock``: every time the app reads to decide or
@@ -226,14 +238,14 @@ def create_app(
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
     settings = settings or Settings.load()
     storage = storage or storage_for(role, settings)
-    agents = tuple(agents)
+    agents = with_models(agents_for(settings.agents) if agents is None else agents, settings.model,
+                         settings.agent_models)
     llm = llm or model_layer(settings, agents)
     if authenticator is None and settings.auth_tokens:
         authenticator = BearerTokens.parse(settings.auth_tokens)
     conversations = ConversationStore(storage.default, clock=clock)
     background = BackgroundWork()
-    memories = memory_options(agents, MemorySettings(settings.working_memory_agents, settings.observational_memory,
-                                                     settings.semantic_recall_agents))  # each factory once
+    memories = memory_options(agents, memory_settings(settings))  # each factory once
     semantic_index = None
     if any(options.uses_vectors for options in memories.values()):
         from dev_server.recall.service import SemanticIndex  # numpy: only in a process that searches by meaning

@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dotenv import dotenv_values
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dev_server import paths
+from dev_server.kernel.model import DEFAULT_AGENT_MODEL
+from dev_server.llm.models import split_model_id
 from dev_server.om.options.config import merged_options, observational_memory_options
 from dev_server.recall.options import semantic_recall_options
 
@@ -38,6 +40,9 @@ class SettingsError(Exception):
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, populate_by_name=True)
 
+    agents: str | None = Field(
+        None, description="Your own agents instead of the built-in ones: an import string (mypkg.agents, or"
+        " mypkg.agents:name) or a .py file; the --agents option sets it too (README.md, Your own agent)")
     data_dir: Path | None = Field(None, description="Directory of the databases (default <package root>/.temp)")
     db_url: str | None = Field(None, description="Conversation DB: file:PATH (default file:<data dir>/dev-server.db),"
                                " or a libsql server: http(s)://host:port, libsql://host")
@@ -123,7 +128,7 @@ class Settings(BaseSettings):
         " DEV_SERVER_TURN_RATE_WINDOW_S, counted in the database across processes; then 429. Unset: no limit")
     turn_rate_window_s: float = Field(60.0, gt=0, le=86400, description="The window of DEV_SERVER_TURN_RATE_LIMIT")
 
-    @field_validator("max_connections", "turn_rate_limit", "scripted_model", mode="before")
+    @field_validator("max_connections", "turn_rate_limit", "scripted_model", "agents", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
@@ -218,9 +223,14 @@ class Settings(BaseSettings):
                 found[agent] = options
         return found
 
-    # Observational Memory of the agents that have it (chat-agent): dev_server.om.options.config's options.
+    # Observational Memory of the agents DEV_SERVER_OM_AGENTS names: dev_server.om.options.config's options.
+    om_agents: str = Field(
+        "chat-agent", description="Agents the DEV_SERVER_OM_* settings below apply to, over the Observational"
+        " Memory options their code gives: comma-separated agent ids (default chat-agent, the built-in agent with OM;"
+        " empty: none). Agents not named keep their code's options")
     om_enabled: bool = Field(
-        True, description="Observational Memory on chat-agent (false: its last-messages window only)")
+        True, description="Observational Memory on the agents of DEV_SERVER_OM_AGENTS (false: their last-messages"
+        " window only)")
     om_message_tokens: int | None = Field(
         None, ge=1, description="Unobserved message tokens that trigger an observation (default 30000)")
     om_observation_tokens: int | None = Field(
@@ -230,15 +240,60 @@ class Settings(BaseSettings):
         " (default 0.2)")
     om_scope: Literal["thread", "resource"] | None = Field(
         None, description="OM record per thread (default) or resource")
-    om_model: str | None = Field(
-        None, description="Observer and reflector model (default google/gemini-2.5-flash when its key is set, else"
-        " the agent's model)")
     om_thread_title: bool = Field(
         False, description="The observer proposes each thread's title (observation.threadTitle), shown in the"
         " Studio's thread list")
     om_options: dict[str, Any] | None = Field(
         None, description="Any of Mastra's observationalMemory options as a JSON object, merged over the"
         " DEV_SERVER_OM_* values above, e.g. {\"activateAfterIdle\": \"5m\", \"temporalMarkers\": true}")
+    # Models (docs/configuration.md#models): defaults fill in what an agent's code leaves open; the
+    # per-agent mappings name agents and win over their code.
+    model: str = Field(
+        DEFAULT_AGENT_MODEL, description="The model of every agent whose code names none (the built-in agents"
+        " name none), Mastra's provider/model form, e.g. anthropic/claude-haiku-4-5 or ollama/llama3.2")
+    agent_models: dict[str, str] | None = Field(
+        None, description="Agents' models over what their code says: a JSON object of agent id ->"
+        " model, e.g. {\"support-agent\": \"ollama/llama3.2\"}")
+    om_model: str | None = Field(
+        None, description="The Observational Memory observer's and reflector's model of every agent whose code"
+        " names none (default: google/gemini-2.5-flash when its key is set, else the agent's own model)")
+    agent_om_models: dict[str, str] | None = Field(
+        None, description="Agents' observer and reflector model over what their code says: a JSON"
+        " object of agent id -> model")
+
+    @field_validator("model", "om_model")
+    @classmethod
+    def _model_id(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None or not value.strip():
+            if info.field_name == "model":
+                raise ValueError("must be a model id like 'openai/gpt-4o-mini'")
+            return None
+        return _checked_model_id(value, allow_default=info.field_name == "om_model")
+
+    @field_validator("agent_models", "agent_om_models")
+    @classmethod
+    def _model_ids_by_agent(cls, value: dict[str, str] | None, info: ValidationInfo) -> dict[str, str] | None:
+        if value is None:
+            return None
+        checked = {}
+        for agent_id, model in value.items():
+            if not agent_id.strip():
+                raise ValueError("an agent id is empty")
+            try:
+                checked[agent_id] = _checked_model_id(model, allow_default=info.field_name == "agent_om_models")
+            except ValueError as exc:
+                raise ValueError(f"{agent_id!r}: {exc}") from None
+        return checked
+
+    @field_validator("om_agents")
+    @classmethod
+    def _agent_ids(cls, value: str) -> str:
+        return ",".join(item.strip() for item in value.split(",") if item.strip())
+
+    @property
+    def om_agent_ids(self) -> frozenset[str]:
+        """The agents the ``DEV_SERVER_OM_*`` settings apply to (``om_agents``)."""
+        return frozenset(item for item in self.om_agents.split(",") if item)
 
     @field_validator("om_buffer_tokens")
     @classmethod
@@ -274,15 +329,14 @@ class Settings(BaseSettings):
 
     @property
     def observational_memory(self) -> dict[str, Any] | Literal[False]:
-        """The ``DEV_SERVER_OM_*`` settings as Mastra's options object, or False (off)."""
+        """The ``DEV_SERVER_OM_*`` settings as Mastra's options object, or False (off); the
+        models are apart (``om_model``, ``agent_om_models``)."""
         if not self.om_enabled:
             return False
         options: dict[str, Any] = {}
         observation: dict[str, Any] = {}
         if self.om_scope:
             options["scope"] = self.om_scope
-        if self.om_model:
-            options["model"] = self.om_model
         if self.om_message_tokens:
             observation["messageTokens"] = self.om_message_tokens
         if self.om_buffer_tokens:
@@ -388,6 +442,16 @@ def collect_provider_env(environ: Mapping[str, str], env_file: Path | None) -> d
             if value and value.strip() and PROVIDER_VARIABLE.match(name):
                 found[name] = value.strip()
     return found
+
+
+def _checked_model_id(value: str, *, allow_default: bool = False) -> str:
+    """``value`` stripped, if it is a model id (``provider/model``; ``default`` too where the
+    engine has a default of its own); else a ValueError saying so."""
+    value = value.strip()
+    if allow_default and value == "default":
+        return value
+    split_model_id(value)
+    return value
 
 
 def _one_line(exc: ValidationError) -> str:

@@ -1,9 +1,11 @@
 """The project's own documentation: it is in the repository, and what the code cites exists.
 
-Code comments point to ``docs/architecture.md`` and ``docs/observational-memory.md`` by
-anchor (``docs/observational-memory.md#decision-order``); every anchor cited must be a
-heading of that document, and nothing tracked cites a document outside the repository
-(the contracts the project was built against are not in a user's clone).
+Code comments point to ``docs/architecture.md``, ``docs/observational-memory.md`` and
+``docs/configuration.md`` by anchor (``docs/observational-memory.md#decision-order``); every
+anchor cited must be a heading of that document, every link of the README and of docs/ must
+reach a file of the repository (and a heading of it, when it names one), and nothing
+tracked cites a document outside the repository (the contracts the project was built
+against are not in a user's clone).
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = ("architecture.md", "observational-memory.md")
+DOCS = ("architecture.md", "observational-memory.md", "configuration.md")
 CITATION = re.compile(r"docs/([a-z-]+\.md)((?:#[a-z0-9-]+(?:, )?)*)")
 ANCHOR = re.compile(r"#([a-z0-9-]+)")
+MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
 OUTSIDE = re.compile(r"\.\./shared|/work/shared|OBSERVATIONAL-MEMORY\.md|STUDIO-REST\.md|UI-MESSAGE-STREAM\.md"
                      r"|DESIGN\.md|STYLE\.md|design notes")
 
@@ -53,6 +56,21 @@ def test_every_anchor_the_code_cites_is_a_heading_of_its_document() -> None:
                 cited += 1
                 assert anchor in known[match.group(1)], f"{path.relative_to(REPO)}: docs/{match.group(1)}#{anchor}"
     assert cited >= 40  # the OM modules cite the OM document throughout
+
+
+def test_every_link_of_the_readme_and_the_docs_reaches_a_file_and_its_heading() -> None:
+    checked = 0
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for target in MARKDOWN_LINK.findall(page.read_text()):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            assert linked.exists(), f"{page.relative_to(REPO)} links to {target}, which is not there"
+            if anchor:
+                assert anchor in anchors(linked), f"{page.relative_to(REPO)} links to {target}: no such heading"
+            checked += 1
+    assert checked >= 20
 
 
 def test_nothing_tracked_cites_a_document_outside_the_repository() -> None:

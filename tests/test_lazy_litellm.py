@@ -176,7 +176,7 @@ FRESH_PROCESS = textwrap.dedent(
     socket.socket.connect = connect
     socket.getaddrinfo = refuse
 
-    from dev_server.agents.registry import DEFINITIONS
+    from dev_server.agents.registry import DEFINITIONS, with_models
     from dev_server.kernel.model import ModelRequest
     from dev_server.llm import LiteLLMClient
 
@@ -185,7 +185,7 @@ FRESH_PROCESS = textwrap.dedent(
 
     async def run():
         report = {}
-        client = LiteLLMClient(environ={}, agent_models={a.id: a.model for a in DEFINITIONS})
+        client = LiteLLMClient(environ={}, agent_models={a.id: a.model for a in with_models(DEFINITIONS)})
         await client.warm_up()
         report["status"] = client.status()
         request = ModelRequest("openai/gpt-4o-mini", [{"role": "user", "content": "hi"}])

@@ -123,9 +123,10 @@ def test_settings_make_the_options_and_name_the_variable(monkeypatch: pytest.Mon
     monkeypatch.setenv("DEV_SERVER_OM_BUFFER_TOKENS", "false")
     monkeypatch.setenv("DEV_SERVER_OM_MODEL", "default")
     settings = Settings.load()
-    assert settings.observational_memory == {"model": "default", "observation": {"messageTokens": 300,
-                                                                                  "bufferTokens": False},
+    # the model is a default for every agent's OM, apart from the options of DEV_SERVER_OM_AGENTS
+    assert settings.observational_memory == {"observation": {"messageTokens": 300, "bufferTokens": False},
                                              "reflection": {"observationTokens": 400}}
+    assert settings.om_model == "default"
     om = observational_memory_options(settings.observational_memory)
     assert (om.observation.message_tokens, om.reflection.observation_tokens, om.async_buffering) == (300, 400, False)
     monkeypatch.setenv("DEV_SERVER_OM_BUFFER_TOKENS", "0.5")

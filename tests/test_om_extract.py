@@ -25,7 +25,7 @@ from dev_server.om.prompting.prompts import observer_system_prompt, reflector_sy
 from dev_server.settings import Settings
 from tests.kit.chat import turn
 from tests.kit.om import FACT, parts, settled, stored_messages, thread_om
-from tests.kit.om_agents import EXTRACTORS, PinnedMemory, Summary, broken, extracting_agent
+from tests.kit.om_agents import EXTRACTORS, Summary, broken, extracting_agent
 from tests.kit.servers import InProcessServer, serve, server_fixture
 
 # -- option checks ----------------------------------------------------------------------
@@ -165,8 +165,8 @@ def test_a_buffered_reflection_runs_the_reflection_extractors(tmp_path: Path) ->
                    {"name": "Summary", "instructions": "What the log is about.", "schema": Summary,
                     "onExtracted": summarised},
                    {"name": "Broken", "instructions": "Anything.", "schema": Summary, "onExtracted": broken}]}}
-    agent = dataclasses.replace(chat_agent.definition, memory=lambda: PinnedMemory(MemoryOptions(
-        last_messages=10, observational_memory=options)))
+    agent = dataclasses.replace(chat_agent.definition, memory=lambda: MemoryOptions(
+        last_messages=10, observational_memory=options))
     db = tmp_path / "dev-server.db"
     results = []
     with serve("gateway", tmp_path, inprocess=True, settings={"telemetry": False}, agents=(agent,)) as server:

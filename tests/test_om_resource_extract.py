@@ -26,7 +26,7 @@ from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.libsql import LibSQLStore
 from tests.kit.chat import turn
 from tests.kit.om import FACT, parts
-from tests.kit.om_agents import EXTRACTORS, PinnedMemory, Summary
+from tests.kit.om_agents import EXTRACTORS, Summary
 from tests.kit.servers import serve
 
 HIKING = "I am planning a hiking trip to the Alps with my two kids next summer, and we love glaciers."
@@ -142,8 +142,8 @@ def test_a_resource_scope_gateway_titles_every_observed_thread_and_shares_workin
     options = {"scope": "resource", "observation": {"messageTokens": 400, "threadTitle": True,
                                                     "manageWorkingMemory": True, "extract": EXTRACTORS[:1]},
                "reflection": {"observationTokens": 100_000}}
-    agent = dataclasses.replace(chat_agent.definition, memory=lambda: PinnedMemory(MemoryOptions(
-        last_messages=10, working_memory=WorkingMemoryOptions(scope="resource"), observational_memory=options)))
+    agent = dataclasses.replace(chat_agent.definition, memory=lambda: MemoryOptions(
+        last_messages=10, working_memory=WorkingMemoryOptions(scope="resource"), observational_memory=options))
     with serve("gateway", tmp_path, inprocess=True, settings={"telemetry": False}, agents=(agent,)) as server:
         turn(server, "trip", "t1", f"Trip plans. {FACT}")
         results = [turn(server, "chores", f"c{i}", f"Chores list {i}: water the ferns on Friday.")

@@ -1,1 +1,2 @@
-"""Agents as plain configuration: one definition file each, listed in ``registry.DEFINITIONS``."""
+"""Agents as plain configuration: the built-in ones (one definition file each, listed in
+``registry.DEFINITIONS``), or the user's own (``loading``)."""

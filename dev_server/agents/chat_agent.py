@@ -8,7 +8,6 @@ definition = AgentDefinition(
     name="Chat Agent",
     description="A general assistant that remembers the conversation.",
     instructions="You are a helpful assistant. Answer briefly and use what the user told you earlier.",
-    model="openai/gpt-4o-mini",
     memory=lambda: MemoryOptions(last_messages=10, generate_title=True, observational_memory=True),
     tools=(calculator, get_user_location),
 )

@@ -6,6 +6,5 @@ definition = AgentDefinition(
     name="Docs Agent",
     description="Answers questions about documentation, with a short conversation memory.",
     instructions="You answer questions about software documentation. Quote the relevant part when you can.",
-    model="openai/gpt-4o-mini",
     memory=lambda: MemoryOptions(last_messages=10),
 )

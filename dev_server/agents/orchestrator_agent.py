@@ -8,7 +8,6 @@ definition = AgentDefinition(
     instructions=("You route each request to the specialist that should handle it: ask_chat_agent for general "
                   "questions and arithmetic, ask_docs_agent for software documentation. Ask with a self-contained "
                   "question, then answer the user in one or two sentences from what the specialist said."),
-    model="openai/gpt-4o-mini",
     memory=None,
     tools=(
         ask_agent_tool("chat-agent", "Ask the chat agent (a general assistant with a calculator) a question."),

@@ -25,7 +25,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Response
 from sse_starlette import ServerSentEvent
 
-from dev_server.agents.registry import DEFAULT_AGENT_ID, RegisteredAgent
+from dev_server.agents.registry import RegisteredAgent
 from dev_server.agents.runner import new_id
 from dev_server.agents.turns import LiveTurn, TurnStarter
 from dev_server.api.chat_request import MAX_CONVERSATION_ID, ChatRequest
@@ -65,7 +65,7 @@ LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", description="T
 @router.post("/api/chat", responses=_STREAM_RESPONSES, response_class=Response, dependencies=[LimitTurns])
 async def chat(body: ChatRequest, agents: AgentsDep, turns: TurnsDep, forced: ForcedResource,
                recording: RecordingDep) -> Response:
-    agent_id = body.agentId or DEFAULT_AGENT_ID
+    agent_id = body.agentId or agents.default_id
     agent = agents.get(agent_id)
     if agent is None:
         raise NotFound(f"Agent with id {agent_id} not found")

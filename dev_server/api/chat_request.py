@@ -58,7 +58,8 @@ class ChatRequest(BaseModel):
                                       "name)")
     messageId: str | None = Field(None, description="The message being edited, or the reply being regenerated")
     conversationId: str | None = Field(None, description="The thread; without it each turn gets a fresh one")
-    agentId: str | None = Field(None, description="The agent (default chat-agent); /api/agents/{id}/chat wins")
+    agentId: str | None = Field(None, description="The agent (default chat-agent, else the first agent);"
+                                " /api/agents/{id}/chat wins")
 
     @field_validator("conversationId")
     @classmethod

@@ -22,6 +22,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
+# The model of an agent whose code names none (the built-in agents), unless DEV_SERVER_MODEL says otherwise.
+DEFAULT_AGENT_MODEL = "openai/gpt-4o-mini"
+
 
 @dataclass(frozen=True)
 class ModelRequest:

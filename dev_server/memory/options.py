@@ -1,12 +1,13 @@
 """What an agent's memory does: ``MemoryOptions``, Mastra's memory options in Python.
 
-The options are a value: an agent's definition makes them, the registry applies the
-process's settings to them (``dev_server.memory.overrides``), and the ``Memory`` built from
-them keeps them as they are. Semantic recall and Observational Memory take ``True``, a
-Mastra options object (a dict) or their resolved options; both are checked when the
-options are made, so a bad value fails at registration, not at the first turn. What only
-Python can hold (OM's hooks, an extractor's functions, Pydantic schemas) can be given only
-in an agent's Python definition, never in the ``DEV_SERVER_OM_*`` settings (JSON).
+The options are a value, and the public ``dev_server.Memory``: an agent's definition makes
+them, the registry applies the settings that name the agent to them
+(``dev_server.memory.overrides``), and the ``Memory`` built from them keeps them as they
+are. Semantic recall and Observational Memory take ``True``, a Mastra options object (a
+dict) or their resolved options; both are checked when the options are made, so a bad
+value fails where it is written (a user's agents file: at start), not at the first turn.
+What only Python can hold (OM's hooks, an extractor's functions, Pydantic schemas) can be
+given only in an agent's Python definition, never in the ``DEV_SERVER_OM_*`` settings (JSON).
 """
 
 from __future__ import annotations
@@ -34,8 +35,6 @@ class MemoryOptions:
     working_memory: WorkingMemoryOptions | Literal[False] = False
     generate_title: bool = False
     observational_memory: ObservationalMemorySetting = False
-    # False: the process's DEV_SERVER_OM_* settings leave this agent's OM options as they are
-    om_follows_settings: bool = True
 
     def __post_init__(self) -> None:
         if self.working_memory is not False and not isinstance(self.working_memory, WorkingMemoryOptions):

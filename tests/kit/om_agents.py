@@ -1,6 +1,6 @@
 """Agents and memories built for Observational Memory tests: extractors of every kind (an
-``onExtracted``, a Pydantic schema, a raising one, one that never sees its previous value), a
-memory that keeps its own OM options, and an engine on seeded threads."""
+``onExtracted``, a Pydantic schema, a raising one, one that never sees its previous value), and
+an engine on seeded threads."""
 
 from __future__ import annotations
 
@@ -52,15 +52,10 @@ EXTRACTING = {"observation": {"messageTokens": 300, "bufferTokens": False, "thre
               "reflection": {"observationTokens": 100_000}}
 
 
-def PinnedMemory(options: MemoryOptions) -> MemoryOptions:
-    """Memory options whose OM options stay the agent's own (the settings' would replace them)."""
-    return dataclasses.replace(options, om_follows_settings=False)
-
-
 def extracting_agent(options: dict[str, Any] = EXTRACTING) -> AgentDefinition:
-    """chat-agent with a pinned OM of ``options`` and thread-scoped working memory."""
-    return dataclasses.replace(chat_agent.definition, memory=lambda: PinnedMemory(MemoryOptions(
-        last_messages=10, working_memory=WorkingMemoryOptions(scope="thread"), observational_memory=options)))
+    """chat-agent with OM of ``options`` and thread-scoped working memory."""
+    return dataclasses.replace(chat_agent.definition, memory=lambda: MemoryOptions(
+        last_messages=10, working_memory=WorkingMemoryOptions(scope="thread"), observational_memory=options))
 
 
 async def om_setup(db: LibSQLStore, messages: list[Message], options: dict[str, Any],
