@@ -117,3 +117,14 @@ async def libsql(request: pytest.FixtureRequest, tmp_path: Path):
         await store.open()
         yield store
         await store.close()
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path: Path):
+    """An opened store (migrated) on a fresh SQLite file only, closed afterwards."""
+    from dev_server.storage.libsql import LibSQLStore
+
+    store = LibSQLStore(f"file:{tmp_path / 'store.db'}")
+    await store.open()
+    yield store
+    await store.close()

@@ -9,9 +9,7 @@ through a live gateway is ``tests/test_om_async_features.py``."""
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,11 +43,8 @@ CHART, NOTES = b64("chart"), b64("notes")
 
 
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[LibSQLStore]:
-    store = LibSQLStore(f"file:{tmp_path / 'om.db'}")
-    await store.open()
-    yield store
-    await store.close()
+def db(sqlite_store: LibSQLStore) -> LibSQLStore:
+    return sqlite_store
 
 
 def with_attachments() -> list[Message]:

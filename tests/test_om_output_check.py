@@ -11,9 +11,8 @@ a ``ScriptedModel`` (``dev_server.llm.scripted``) puts chosen answers in front o
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -50,11 +49,8 @@ def scripted(*, observer: Sequence[str] = (), reflector: Sequence[str] = ()) -> 
 
 
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[LibSQLStore]:
-    store = LibSQLStore(f"file:{tmp_path / 'om.db'}")
-    await store.open()
-    yield store
-    await store.close()
+def db(sqlite_store: LibSQLStore) -> LibSQLStore:
+    return sqlite_store
 
 
 def text_message(index: int, text: str) -> Message:
