@@ -1,10 +1,15 @@
-"""A stream never dies silently (issue 9.4), on both encoders.
+"""A stream never dies silently (issue 9.4), on both encoders, and it ends as the reference servers end theirs.
 
 Whatever breaks after the response headers were sent (a provider failure, any other
 exception) ends the stream with an ``error`` chunk and ``[DONE]``, judged on the gateway by
-the real ``ai`` package. Text that UTF-8 cannot encode (a lone surrogate, sent by a client
-or read back from storage) never reaches the wire: the stream completes, with U+FFFD.
-The only fake is at the model boundary: a model that raises a plain exception mid-stream.
+the real ``ai`` package. A failure inside a step then finishes the step and the message as
+the AI SDK's own server does (``error``, ``finish-step``, ``finish`` with reason ``error``;
+between steps the ``error`` alone), and the studio's Mastra chunks as Mastra's own agent
+loop does (``error``, ``step-finish`` and ``finish`` with reason ``error``): the same
+scripts are played by those servers (``tests.kit.reference_streams``) and the shapes
+compared. Text that UTF-8 cannot encode (a lone surrogate, sent by a client or read back
+from storage) never reaches the wire: the stream completes, with U+FFFD.
+The only fake is at the model boundary: a scripted model that fails mid-stream.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dev_server.kernel.text import repair_text
 from dev_server.llm.scripted import Reply, ScriptedModel
 from dev_server.settings import Settings
 from tests.kit.chat import judge
+from tests.kit.reference_streams import BETWEEN_STEPS, MID_STEP, mastra_shape, reference_streams, ui_shape
 from tests.kit.servers import in_process, server_fixture
 from tests.support import sqlite_rows, user_message
 
@@ -53,7 +59,8 @@ def test_gateway_stream_broken_mid_way_ends_with_an_error_chunk_and_done(broken_
     result = chat_raw(broken_gateway.url, [user_message("b1", "hello")], "broken")
     assert result["ok"], result["error"]  # the SDK accepted every chunk
     assert result["errorChunks"] == [INTERNAL_MESSAGE]
-    assert [c["type"] for c in result["chunks"]][-2:] == ["text-end", "error"]
+    assert [c["type"] for c in result["chunks"]][-4:] == ["text-delta", "error", "finish-step", "finish"]
+    assert result["chunks"][-1] == {"type": "finish", "finishReason": "error"}
     assert result["rawText"].rstrip().endswith("data: [DONE]")
     reply = json.loads(sqlite_rows(settings.resolved_data_dir / "dev-server.db",
                                    "SELECT content FROM messages WHERE thread_id = 'broken'"
@@ -68,8 +75,11 @@ def test_studio_stream_broken_mid_way_ends_with_an_error_chunk_and_done(settings
     assert response.status_code == 200
     lines = data_lines(response.content)
     assert lines[-1] == "[DONE]"
-    error = json.loads(lines[-2])
+    error, step, finish = (json.loads(line) for line in lines[-4:-1])
     assert error["type"] == "error" and error["payload"]["error"] == {"name": "internal", "message": INTERNAL_MESSAGE}
+    assert (step["type"], step["payload"]["stepResult"]) == ("step-finish", {"reason": "error", "isContinued": False})
+    assert step["payload"]["output"]["text"] == "half a reply"
+    assert (finish["type"], finish["payload"]["stepResult"]) == ("finish", {"reason": "error", "isContinued": False})
 
 
 def test_a_provider_failure_mid_stream_ends_with_done_on_both_encoders(gateway, studio):
@@ -79,7 +89,44 @@ def test_a_provider_failure_mid_stream_ends_with_done_on_both_encoders(gateway, 
     response = httpx.post(f"{studio.url}/api/agents/chat-agent/stream", timeout=30,
                           json={"messages": "break [[fail]]", "memory": {"thread": "fail-s", "resource": "r"}})
     lines = data_lines(response.content)
-    assert lines[-1] == "[DONE]" and json.loads(lines[-2])["type"] == "error"
+    assert lines[-1] == "[DONE]" and [json.loads(line)["type"] for line in lines[-4:-1]] == ["error", "step-finish",
+                                                                                             "finish"]
+
+
+def sent_ui_chunks(result: dict) -> list:
+    """The chunks of a judged turn, with the ``[DONE]`` that ended it."""
+    return [*result["chunks"], "[DONE]"] if result["rawText"].rstrip().endswith("data: [DONE]") else result["chunks"]
+
+
+def studio_chunks(url: str, thread: str) -> tuple[list[dict], str]:
+    response = httpx.post(f"{url}/api/agents/chat-agent/stream", timeout=30,
+                          json={"messages": "hello", "memory": {"thread": thread, "resource": "r"}})
+    assert response.status_code == 200
+    lines = data_lines(response.content)
+    return [json.loads(line) for line in lines[:-1]], lines[-1]
+
+
+@pytest.mark.parametrize(("case", "script"), [("midStep", MID_STEP), ("betweenSteps", BETWEEN_STEPS)])
+def test_a_provider_failure_ends_the_ui_stream_as_the_sdks_own_server_ends_it(settings: Settings, case, script):
+    with in_process("gateway", settings, llm=ScriptedModel(script)) as gateway:
+        result = chat_raw(gateway.url, [user_message("p1", "hello")], f"sdk-{case}")
+    assert result["ok"], result["error"]  # the SDK accepted every chunk
+    reference = reference_streams()["ai"][case]
+    assert ui_shape(sent_ui_chunks(result)) == ui_shape(reference)
+    ours, theirs = (next((c for c in chunks if c != "[DONE]" and c["type"] == "finish"), None)
+                    for chunks in (result["chunks"], reference))
+    assert ours == theirs  # {"type": "finish", "finishReason": "error"} within a step; none between steps
+    assert len(result["errorChunks"]) == 1
+
+
+@pytest.mark.parametrize(("case", "script"), [("midStep", MID_STEP), ("betweenSteps", BETWEEN_STEPS)])
+def test_a_provider_failure_ends_the_studio_stream_as_mastras_own_loop_ends_it(settings: Settings, case, script):
+    with in_process("studio", settings, llm=ScriptedModel(script)) as studio:
+        chunks, last = studio_chunks(studio.url, f"mastra-{case}")
+    assert last == "[DONE]"
+    assert mastra_shape(chunks) == mastra_shape(reference_streams()["mastra"][case])
+    error = next(c for c in chunks if c["type"] == "error")
+    assert error["payload"]["error"]["name"] == "provider"
 
 
 LONE = (b'{"id":"c","conversationId":"lone","messages":[{"id":"l1","role":"user",'

@@ -240,9 +240,11 @@ class TurnRunner:
                 await stream.aclose()
                 self._finish_model_spans(turn, generation, hooks.steps)
                 try:
-                    with spans.child(self.tracer, "memory: save reply", "memory_operation", turn.ids,
-                                     turn.trace_context):
-                        await self._save_reply(turn)
+                    self._take_late_parts(turn)
+                    if _saves_reply(turn):  # no span for an agent or a turn that stores nothing
+                        with spans.child(self.tracer, "memory: save reply", "memory_operation", turn.ids,
+                                         turn.trace_context):
+                            await self._save_reply(turn)
                 except Exception as exc:
                     with trace.use_span(turn.span, end_on_exit=False):
                         log.exception("saving the reply failed", extra=turn.ids)
@@ -314,17 +316,17 @@ class TurnRunner:
         spans.finish(turn.span, output={"text": turn.text}, error=turn.error,
                      error_kind=turn.error and turn.error.kind)
 
-    async def _save_reply(self, turn: Turn) -> None:
+    @staticmethod
+    def _take_late_parts(turn: Turn) -> None:
         # What background work reported since the loop's last look goes into the reply;
         # anything later is kept by the work itself (dev_server.om.engine.buffering.PartSink).
         turn.step.live = False
         for part, durable in turn.step.take_emitted():
             if durable:
                 turn.reply.add_data(DataPart(part.name, part.data, part.id))
-        if turn.thread is None or turn.agent.memory is None:
-            return
-        if turn.reply.empty and (turn.interrupted or turn.error):
-            return  # nothing was generated; the user's message is already stored
+
+    async def _save_reply(self, turn: Turn) -> None:
+        """Store the reply (``_saves_reply`` said there is one to store)."""
         reply = self._reply(turn, turn.reply_metadata())
         done = ReplyContext(turn.agent.id, turn.thread, turn.thread.resource_id, reply,
                             interrupted=turn.interrupted, failed=turn.error is not None,
@@ -351,6 +353,14 @@ class TurnRunner:
         thread = turn.thread or Thread("", "")
         return assistant_message(turn.reply_id, thread.id, turn.resource_id or thread.resource_id,
                                  turn.reply.snapshot(), now_iso(self.clock), metadata)
+
+
+def _saves_reply(turn: Turn) -> bool:
+    """Whether the turn stores a reply: it has a thread and a memory, and the model made
+    something or the turn ended on its own (the user's message is stored either way)."""
+    if turn.thread is None or turn.agent.memory is None:
+        return False
+    return not (turn.reply.empty and (turn.interrupted or turn.error))
 
 
 def _continue_reply(turn: Turn, reply: Message) -> None:

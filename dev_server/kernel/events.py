@@ -6,8 +6,12 @@ The loop (``dev_server.kernel.loop``) yields ``StepStart``, ``ReasoningDelta``, 
 client tool: the turn stops there), ``DataPart`` (a ``data-<name>`` part, stored unless
 ``transient``), ``StepFinish`` and, last, ``Finish``. ``edge_events`` adds what only the edge
 needs: ``TextStart``/``TextEnd`` and ``ReasoningStart``/``ReasoningEnd`` around each run of
-text or reasoning (a new part per run), and an ``ErrorEvent`` for a failure at any point
-(an open part is closed first), so a stream never ends without saying why. The gateway
+text or reasoning (a new part per run), and an ``ErrorEvent`` for a failure at any point, so
+a stream never ends without saying why. As the AI SDK's and Mastra's own servers do, a
+failure leaves an open part open (no end follows the error); the ``ErrorEvent`` says whether
+it broke into a step (``in_step``: a ``StepStart`` without its ``StepFinish``), which the
+encoders close after the error (``finish-step`` / ``step-finish``, then a finish with the
+reason ``error``). The gateway
 (AI SDK UI chunks, ``dev_server.streaming.ui_chunks``) and the studio (Mastra chunks,
 ``dev_server.streaming.mastra_chunks``) only translate these. This module imports nothing from
 the rest of the agents layer, so the streaming layer may use it.
@@ -107,6 +111,7 @@ class StepFinish:
 @dataclass(frozen=True)
 class ErrorEvent:
     error: StreamError
+    in_step: bool = False  # the failure broke into a step that had started
 
 
 LoopEvent = (StepStart | ReasoningDelta | TextDelta | ToolInputStart | ToolCallDelta | ToolCallEvent | ToolResultEvent
@@ -118,12 +123,15 @@ _RUNS: dict[type, tuple[type, type]] = {TextDelta: (TextStart, TextEnd), Reasoni
 
 async def edge_events(first: LoopEvent, events: AsyncIterator[LoopEvent]) -> AsyncIterator[EdgeEvent]:
     step = 0
+    in_step = False
     open_run: type | None = None  # TextDelta or ReasoningDelta while such a part is open
     try:
         event: LoopEvent | None = first
         while event is not None:
             if isinstance(event, StepStart):
-                step = event.index
+                step, in_step = event.index, True
+            elif isinstance(event, StepFinish):
+                in_step = False
             if open_run is not None and type(event) is not open_run:
                 yield _RUNS[open_run][1](step)
                 open_run = None
@@ -133,6 +141,4 @@ async def edge_events(first: LoopEvent, events: AsyncIterator[LoopEvent]) -> Asy
             yield event
             event = await anext(events, None)
     except Exception as exc:
-        if open_run is not None:
-            yield _RUNS[open_run][1](step)
-        yield ErrorEvent(stream_error(exc))
+        yield ErrorEvent(stream_error(exc), in_step)

@@ -7,9 +7,17 @@ tool call tool-call-input-streaming-start, tool-call-delta (``argsTextDelta``)..
 tool-call-input-streaming-end, tool-call, then tool-result / tool-error (none for a client
 tool: client-js runs it when the finish says ``tool-calls``), ``data-*`` chunks
 (``{type, data, id?, transient?}``, no payload, as Mastra's ``DataChunkType``), step-finish
-(``isContinued`` when another step follows), and a final finish; a failure at any point
-becomes an ``error`` chunk. The frames and the response around them are
-``dev_server.streaming.sse``'s.
+(``isContinued`` when another step follows), and a final finish whose ``stepResult`` is the
+last step's (``{reason, isContinued: false}``) and whose ``output.toolCalls`` are that step's
+calls. A turn that stopped at a client tool's call ends with reason ``tool-calls``, as
+Mastra's own server ends it (the Studio, which runs no client tools, shows that as its
+"reached maxSteps" card, on Mastra as here).
+
+A failure at any point ends the run as Mastra's loop ends a failed step: an ``error``
+chunk, then ``step-finish`` and ``finish`` with the reason ``error`` (``isContinued:
+false``). Mastra opens a step before it calls the model, so a failure between two steps
+(the next model call refused at once) gets its ``step-start`` first. The frames and the
+response around them are ``dev_server.streaming.sse``'s.
 """
 
 from __future__ import annotations
@@ -68,16 +76,37 @@ async def encode_run(ids: RunIds, first: LoopEvent, events: AsyncIterator[LoopEv
     """The Mastra chunks of one run (``first_step``: steps the reply already has stored)."""
     run, message_id = ids.run_id, ids.message_id
     text_id = reasoning_id = f"text-{message_id}"
-    metadata = {"modelId": ids.model.model_id, "provider": ids.model.provider, "local": ids.model.is_local}
+    metadata = {"modelId": ids.model.model_id, "provider": ids.model.provider, "local": ids.model.is_local,
+                "modelMetadata": {"modelId": ids.model.model_id, "modelVersion": "v2",
+                                  "modelProvider": ids.model.provider}}
     yield chunk("start", run, {"id": ids.agent_id, "messageId": message_id})
     text: list[str] = []  # the whole run's text
+    step_text: list[str] = []  # the current step's
+    last_calls: list[dict[str, Any]] = []  # the last finished step's tool calls
+    usage = Usage(0, 0)  # of the finished steps
+
+    def step_start() -> dict[str, Any]:
+        return chunk("step-start", run, {"messageId": message_id, "request": {}, "warnings": []})
+
+    def step_finish(reason: str, continued: bool, step_usage: Usage, calls: list[dict[str, Any]]) -> dict[str, Any]:
+        output = {"text": "".join(step_text), "toolCalls": calls, "usage": usage_payload(step_usage)}
+        return chunk("step-finish", run, {"messageId": message_id, "metadata": metadata, "output": output,
+                                          "stepResult": {"reason": reason, "isContinued": continued}})
+
+    def finish(reason: str, total: Usage) -> dict[str, Any]:
+        output = {"text": "".join(text), "toolCalls": last_calls, "usage": usage_payload(total)}
+        return chunk("finish", run, {"messageId": message_id, "stepResult": {"reason": reason, "isContinued": False},
+                                     "output": output, "metadata": metadata,
+                                     "messages": {"all": [], "user": [], "nonUser": []}})
+
     async for event in edge_events(first, events):
         match event:
             case StepStart(index=index):
                 index += first_step
                 text_id = f"text-{message_id}" if index == 0 else f"text-{message_id}-{index}"
                 reasoning_id = text_id.replace("text-", "reasoning-", 1)
-                yield chunk("step-start", run, {"messageId": message_id, "request": {}, "warnings": []})
+                step_text = []
+                yield step_start()
             case ReasoningStart():
                 yield chunk("reasoning-start", run, {"id": reasoning_id})
             case ReasoningDelta(text=piece):
@@ -92,6 +121,7 @@ async def encode_run(ids: RunIds, first: LoopEvent, events: AsyncIterator[LoopEv
                 yield chunk("text-start", run, {"id": text_id})
             case TextDelta(text=piece):
                 text.append(piece)
+                step_text.append(piece)
                 yield chunk("text-delta", run, {"id": text_id, "text": piece})
             case TextEnd():
                 yield chunk("text-end", run, {"id": text_id})
@@ -106,17 +136,20 @@ async def encode_run(ids: RunIds, first: LoopEvent, events: AsyncIterator[LoopEv
                 yield {"type": f"data-{name}", "data": data, **({"id": data_id} if data_id else {}),
                        **({"transient": True} if transient else {})}
             case StepFinish():
-                output = {"text": event.text, "toolCalls": [_call_payload(c) for c in event.tool_calls],
-                          "usage": usage_payload(event.usage)}
-                yield chunk("step-finish", run, {"messageId": message_id, "metadata": metadata, "output": output,
-                                                 "stepResult": {"reason": event.reason,
-                                                                "isContinued": event.continued}})
+                last_calls = [_call_payload(c) for c in event.tool_calls]
+                usage = Usage(usage.input_tokens + event.usage.input_tokens,
+                              usage.output_tokens + event.usage.output_tokens)
+                yield step_finish(event.reason, event.continued, event.usage, last_calls)
             case Finish():
-                yield chunk("finish", run, {"messageId": message_id, "stepResult": {"reason": event.finish_reason},
-                                            "output": {"text": "".join(text), "usage": usage_payload(event.usage)},
-                                            "metadata": metadata, "messages": {"all": [], "user": [], "nonUser": []}})
-            case ErrorEvent(error=error):
+                yield finish(event.finish_reason, event.usage)
+            case ErrorEvent(error=error, in_step=in_step):
+                if not in_step:
+                    step_text = []
+                    yield step_start()
                 yield error_chunk(run, error)
+                last_calls = []
+                yield step_finish("error", False, Usage(0, 0), [])
+                yield finish("error", usage)
 
 
 def _call_payload(event: ToolCallEvent | ToolResultEvent | ToolErrorEvent) -> dict[str, Any]:

@@ -1,6 +1,11 @@
 """Chunks of the AI SDK UI message stream v1 (the AI SDK's UI message stream protocol), as plain dicts,
 and ``encode_reply``: a turn's events in, the gateway's chunks out.
 
+A failure ends the stream as the SDK's own server (``streamText(...).toUIMessageStream()``)
+ends it: inside a step ``error``, ``finish-step``, ``finish`` with ``finishReason: "error"``;
+between steps ``error`` alone (``dev_server.kernel.events.ErrorEvent.in_step``). ``[DONE]``
+follows either way (``dev_server.streaming.sse``).
+
 The SDK rejects optional fields sent as ``null`` (``{"messageId": null}`` fails its
 schema), so every constructor leaves out what it was not given instead of sending None.
 Keys typed ``unknown`` in the SDK (``data``) are always present, even when null.
@@ -183,8 +188,11 @@ def event_chunks(event: EdgeEvent, part_id: str) -> list[dict[str, Any]]:
             return [finish_step()]
         case Finish():
             return [finish(event.finish_reason, _finish_metadata(event))]
-        case ErrorEvent(error=failure):
-            return [error(failure.message)]
+        case ErrorEvent(error=failure, in_step=in_step):
+            # As the SDK's streamText ends a step that failed: the error, then the step's and
+            # the message's finish; a failure between steps (the next model call refused at
+            # once) is the error alone.
+            return [error(failure.message), finish_step(), finish("error")] if in_step else [error(failure.message)]
     return []
 
 

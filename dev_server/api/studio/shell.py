@@ -1,23 +1,42 @@
-"""Routes the Studio shell calls on every page (Mastra's Studio REST API: Studio shell, other shell routes).
+"""Routes the Studio shell and its pages call (Mastra's Studio REST API: Studio shell, other shell routes).
 
-Most are features this server does not have (workflows, MCP, voice, ...): they answer the
-valid empty body Mastra's own server gives, because a 404 here means an error screen or a
-refetch storm in the Studio. ``system/packages`` advertises what we do have.
+Most are features this server does not have (workflows, MCP, voice, datasets, experiments,
+stored prompt blocks, ...): they answer the valid empty body Mastra's own server gives with
+no data, because a 404 here means an error screen ("Failed to load ...") or a refetch storm
+in the Studio. Their paging parameters are read as Mastra reads them (non-negative
+integers, echoed back; anything else a 400). ``system/packages`` advertises what we do have.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter
 
-from dev_server.api.deps import ServicesDep, StorageDep
+from dev_server import __version__
+from dev_server.api.deps import MastraQuery, ServicesDep, StorageDep
+from dev_server.api.query import Query
+from dev_server.kernel.errors import invalid
 
 router = APIRouter(prefix="/api")
 
+PROMPT_BLOCK_STATUSES = ("draft", "published", "archived")
+EXPERIMENT_TARGET_TYPES = ("agent", "workflow", "scorer", "processor")
 
-def _page(per_page: int = 10) -> dict[str, Any]:
-    return {"total": 0, "page": 0, "perPage": per_page, "hasMore": False}
+
+def _paging(query: Query, default_per_page: int) -> tuple[int, int]:
+    return query.int("page", 0), query.int("perPage", default_per_page)
+
+
+def _empty_page(page: int, per_page: int) -> dict[str, Any]:
+    return {"total": 0, "page": page, "perPage": per_page, "hasMore": False}
+
+
+def _one_of(query: Query, name: str, allowed: tuple[str, ...]) -> None:
+    value = query.str(name)
+    if value is not None and value not in allowed:
+        raise invalid("query", name, f"must be one of {', '.join(allowed)}")
 
 
 @router.get("/auth/capabilities")
@@ -31,11 +50,27 @@ async def auth_me() -> None:
     return None
 
 
+def installed_packages(ui_dir: Path | None) -> list[dict[str, str]]:
+    """What runs here, as Mastra's ``{name, version}`` list: this server, then the Studio
+    build it serves (``make studio-ui`` writes ``mastra@<version>`` into its VERSION file)."""
+    packages = [{"name": "dev-server", "version": __version__}]
+    try:
+        marker = (ui_dir / "VERSION").read_text(encoding="utf-8").strip() if ui_dir is not None else ""
+    except OSError:
+        marker = ""
+    name, at, version = marker.rpartition("@")
+    if at and name and version:
+        packages.append({"name": name, "version": version})
+    return packages
+
+
 @router.get("/system/packages")
-async def system_packages(storage: StorageDep) -> dict[str, Any]:
+async def system_packages(services: ServicesDep, storage: StorageDep) -> dict[str, Any]:
+    settings = services.settings
     return {
-        "packages": [],
-        "isDev": False,
+        "packages": installed_packages(settings.resolved_studio_ui_dir),
+        # The Studio shows the version badge (the first package's version) only in development.
+        "isDev": settings.environment == "development",
         "cmsEnabled": False,
         "liveKitConnectionRouteEnabled": False,
         "observabilityEnabled": True,
@@ -101,5 +136,17 @@ async def experiments_review_summary() -> dict[str, Any]:
 
 
 @router.get("/datasets")
-async def datasets() -> dict[str, Any]:
-    return {"datasets": [], "pagination": _page()}
+async def datasets(query: MastraQuery) -> dict[str, Any]:
+    return {"datasets": [], "pagination": _empty_page(*_paging(query, 10))}
+
+
+@router.get("/experiments")
+async def experiments(query: MastraQuery) -> dict[str, Any]:
+    _one_of(query, "targetType", EXPERIMENT_TARGET_TYPES)
+    return {"experiments": [], "pagination": _empty_page(*_paging(query, 10))}
+
+
+@router.get("/stored/prompt-blocks")
+async def stored_prompt_blocks(query: MastraQuery) -> dict[str, Any]:
+    _one_of(query, "status", PROMPT_BLOCK_STATUSES)
+    return {"promptBlocks": [], **_empty_page(*_paging(query, 100))}
