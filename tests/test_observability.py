@@ -61,6 +61,8 @@ def test_runs_through_both_processes_become_traces_with_mastras_tree(pair):
     assert root["attributes"]["conversationId"] == "obs-gateway"
     children = [s for s in spans if s["parentSpanId"] == root["spanId"]]
     assert sorted(s["spanType"] for s in children) == ["memory_operation"] * 2 + ["model_generation"]
+    assert sorted(s["name"] for s in children if s["spanType"] == "memory_operation") == [
+        "memory: save messages", "memory: save reply"]
     generation = next(s for s in children if s["spanType"] == "model_generation")
     assert generation["attributes"]["streaming"] is True and generation["attributes"]["usage"]["outputTokens"] > 0
     assert generation["input"]["messages"][-1] == {"role": "user", "content": "my name is Ada"}

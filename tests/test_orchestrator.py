@@ -85,6 +85,8 @@ def test_the_orchestrator_asks_chat_agent_and_the_whole_tree_is_one_trace(studio
     assert sub_run["input"] == "use the calculator tool: 6 * 7" and sub_run["output"]["text"] == answer
     assert calculator["name"] == "tool: 'calculator'" and calculator["output"]["result"] == 42
     assert not any(s.get("threadId") for s in spans)
+    # neither run stores anything: no (empty, 0 ms) memory spans (issue 30)
+    assert [s["name"] for s in spans if s["spanType"] == "memory_operation"] == []
     # the sub-agent's run is no trace of its own: chat-agent appears only inside the orchestrator's
     chat_rooted = {"op": "eq", "left": {"path": "name"}, "right": {"literal": "agent run: 'chat-agent'"}}
     assert httpx.post(f"{studio.url}{QUERY}", json={"where": chat_rooted}).json()["traces"] == []

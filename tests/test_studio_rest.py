@@ -11,6 +11,7 @@ import json
 import httpx
 import pytest
 
+from dev_server import __version__
 from dev_server.settings import Settings
 from tests.kit.servers import in_process, server_fixture
 from tests.support import user_message
@@ -50,6 +51,51 @@ def test_root_probe_and_shell_routes_answer(studio):
         assert response.status_code == 200 and response.json() == body, path
     packages = studio.get("/api/system/packages").json()
     assert packages["observabilityEnabled"] is True and packages["observabilityStorageCapabilities"]["metrics"] is True
+
+
+@pytest.mark.parametrize(("path", "key", "per_page", "paged_apart"), [
+    ("/api/datasets", "datasets", 10, True), ("/api/experiments", "experiments", 10, True),
+    ("/api/stored/prompt-blocks", "promptBlocks", 100, False)])
+def test_the_evaluation_and_prompt_lists_answer_mastras_empty_pages(studio, path, key, per_page, paged_apart):
+    """Issue 30: the Studio's Datasets, Experiments, Review Queue, Evaluation, Prompts and
+    Inbox pages load these; Mastra with no data answers an empty page echoing the paging."""
+
+    def page(page: int, size: int) -> dict:
+        paging = {"total": 0, "page": page, "perPage": size, "hasMore": False}
+        return {key: [], "pagination": paging} if paged_apart else {key: [], **paging}
+
+    assert studio.get(path, params={"requestContext": "e30="}).json() == page(0, per_page)
+    assert studio.get(path, params={"page": "2", "perPage": "0"}).json() == page(2, 0)
+    for bad in ({"page": "-1"}, {"perPage": "2.5"}, {"page": "x"}):
+        response = studio.get(path, params=bad)
+        assert response.status_code == 400, bad
+        assert response.json()["error"] == "Invalid query parameters"
+        assert response.json()["issues"][0]["field"] == next(iter(bad))
+
+
+def test_prompt_blocks_and_experiments_refuse_a_filter_value_mastra_does_not_know(studio):
+    assert studio.get("/api/stored/prompt-blocks", params={"status": "draft"}).status_code == 200
+    assert studio.get("/api/experiments", params={"targetType": "agent"}).status_code == 200
+    for path, field in (("/api/stored/prompt-blocks", "status"), ("/api/experiments", "targetType")):
+        response = studio.get(path, params={field: "bogus"})
+        assert response.status_code == 400 and response.json()["issues"][0]["field"] == field
+
+
+@pytest.mark.parametrize(("environment", "is_dev"), [("development", True), ("production", False)])
+def test_system_packages_report_this_server_and_the_studio_build(tmp_path, environment, is_dev):
+    ui = tmp_path / "studio-ui"
+    ui.mkdir()
+    (ui / "VERSION").write_text("mastra@1.31.0\n")
+    settings = Settings(data_dir=tmp_path / "data", studio_ui_dir=ui, environment=environment)
+    with in_process("studio", settings) as server:
+        body = httpx.get(f"{server.url}/api/system/packages", timeout=10).json()
+        (ui / "VERSION").unlink()  # no build: this server alone
+        alone = httpx.get(f"{server.url}/api/system/packages", timeout=10).json()["packages"]
+    # the Studio's version badge shows the first package's version, and only when isDev
+    assert body["packages"] == [{"name": "dev-server", "version": __version__},
+                                {"name": "mastra", "version": "1.31.0"}]
+    assert body["isDev"] is is_dev and body["cmsEnabled"] is False
+    assert alone == [{"name": "dev-server", "version": __version__}]
 
 
 def test_cors_reflects_origin_and_requested_headers(studio):

@@ -14,6 +14,7 @@ import time
 import httpx
 import pytest
 
+from tests.kit.reference_streams import mastra_shape, reference_streams
 from tests.kit.servers import server_fixture
 from tests.support import run_node
 
@@ -148,3 +149,25 @@ def test_client_tools_are_offered_for_their_run_only(studio):
     assert offered["response"]["messages"][-1]["content"][-1]["type"] == "tool-call"
     later = httpx.post(f"{studio.url}/api/agents/chat-agent/generate", json={"messages": ask}, timeout=60).json()
     assert later["finishReason"] == "stop" and later["toolCalls"] == []  # not offered: the model could not call it
+
+
+def test_a_client_tool_call_from_the_studio_chat_ends_as_mastras_loop_ends_it(studio):
+    """Issue 30: the Studio's chat shows its "reached maxSteps" card for chat-agent's
+    getUserLocation. Mastra's own loop, given an agent tool without ``execute``, streams the
+    same: the call, then ``step-finish`` and ``finish`` with ``{reason: "tool-calls",
+    isContinued: false}`` (the card is the Studio's reading of that finish, on Mastra too)."""
+    body = {"messages": 'call getUserLocation with {"reason": "the weather"}',
+            "memory": {"thread": "tr-client-tool", "resource": "chat-agent"}}
+    response = httpx.post(f"{studio.url}/api/agents/chat-agent/stream", json=body, timeout=30)
+    lines = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    chunks = [json.loads(line) for line in lines[:-1]]
+    reference = reference_streams()["mastra"]["clientTool"]
+    assert mastra_shape(chunks) == mastra_shape(reference)
+    ours, theirs = (next(c for c in stream if c["type"] == "finish")["payload"] for stream in (chunks, reference))
+    assert ours["stepResult"] == theirs["stepResult"] == {"reason": "tool-calls", "isContinued": False}
+    [call] = ours["output"]["toolCalls"]
+    [their_call] = theirs["output"]["toolCalls"]
+    assert call.keys() == their_call.keys() == {"toolCallId", "toolName", "args"}
+    assert (call["toolName"], call["args"]) == (their_call["toolName"], their_call["args"]) == (
+        "getUserLocation", {"reason": "the weather"})

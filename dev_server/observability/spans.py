@@ -1,7 +1,7 @@
 """Spans of an agent run, in the tree the Studio renders (Mastra's Studio REST API: trace detail):
 
     agent_run  "agent run: '<agentId>'"     input = the user's message, output {text}
-    ├── memory_operation  "memory: save messages" / "memory: save reply"
+    ├── memory_operation  "memory: save messages" / "memory: save reply" (only when the run stores them)
     └── model_generation  "llm: '<model>'"   model, provider, streaming; input messages; output text; usage
         └── model_step    "step: N"          stepIndex, usage, finishReason
             ├── processor_run  "input processor: <name>"   one per processor that shapes the step (history, ...)
