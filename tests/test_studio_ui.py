@@ -6,7 +6,8 @@ byte for byte. The end-to-end test drives the real Studio 1.31 build (``make stu
 in Debian's headless chromium (tests/js/studio_ui.mjs) against real gateway and studio
 processes sharing one data directory: a conversation written through the gateway is
 opened in the Studio, a message is sent from the Studio, and no /api request, console
-error or page error may fail.
+error or page error may fail. Another walks every page of the Studio's navigation
+(tests/js/studio_pages.mjs) on a studio that has run a turn, under the same rule.
 """
 
 from __future__ import annotations
@@ -17,13 +18,23 @@ import subprocess
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from dev_server.api.studio.ui import studio_ui_router
 from dev_server.errors import install_error_handlers
-from tests.kit.studio_ui import CHROMIUM, FETCH, UI_DIR, chat_through_gateway, ensure_studio_build, run_studio
+from tests.kit.studio_ui import (
+    CHROMIUM,
+    FETCH,
+    HIDDEN_PAGES,
+    UI_DIR,
+    chat_through_gateway,
+    ensure_studio_build,
+    run_studio,
+    walk_studio,
+)
 from tests.support import LiveApp
 
 pytestmark = pytest.mark.e2e
@@ -246,6 +257,27 @@ def test_studio_new_chat_in_chromium_tolerates_only_the_new_thread_404(servers):
     _, studio = servers
     result = run_studio(studio, sendText="hello from the studio")
     assert "/agents/chat-agent/threads/" in result["finalUrl"]
+    assert all("/api/memory/threads/" in url for url in result["expectedNewThread404s"])
+
+
+def test_every_page_of_the_studios_navigation_loads_in_chromium(servers):
+    """Issue 30: Datasets, Experiments, Review Queue, Evaluation, Prompts and Inbox failed
+    to load (404s for /api/experiments and /api/stored/prompt-blocks). Every page now loads
+    without a failed request or console error; the only 404 is the new chat's thread (as on
+    Mastra). A run first, so Traces, Logs and Metrics have something to show."""
+    _, studio = servers
+    run = httpx.post(f"{studio.url}/api/agents/chat-agent/stream", timeout=60,
+                     json={"messages": "hello", "memory": {"thread": "walk", "resource": "chat-agent"}})
+    assert run.status_code == 200 and run.text.rstrip().endswith("data: [DONE]")
+    result = walk_studio(studio)
+    walked = [page["path"] for page in result["pages"]]
+    assert {"/inbox", "/agents", "/workflows", "/tools", "/evaluation", "/scorers", "/datasets", "/experiments",
+            "/experiments/review-queue", "/metrics", "/traces", "/logs", "/settings", *HIDDEN_PAGES} <= set(walked)
+    assert walked[-1] == "/agents/chat-agent/threads/new"
+    for page in result["pages"]:
+        assert page["failureTexts"] == [], page
+    requested = {url.split("?")[0].removeprefix(studio.url) for url in (r["url"] for r in result["requests"])}
+    assert {"/api/experiments", "/api/stored/prompt-blocks", "/api/datasets", "/api/system/packages"} <= requested
     assert all("/api/memory/threads/" in url for url in result["expectedNewThread404s"])
 
 

@@ -17,14 +17,15 @@
 //                   a console error).
 //
 // The one allowed 404 (Mastra's memory routes; real Mastra answers it too): GET
-// /api/memory/threads/<id> for the thread id the Studio made up for a brand-new chat. It is
-// requested before the id shows in the page URL, so candidates are held back and judged at
-// the end (`finish()`): allowed only if <id> is not a known thread, appeared in the page
-// URL as /agents/<agentId>/threads/<id>, and the 404 was sent before the first chat
-// message's response came back (`threadExistsFrom`: the server creates the thread while it
-// handles that message, so a GET racing it may still miss the thread; once the response is
-// back the thread exists, and a 404 is a bug). The browser's matching "Failed to load
-// resource" console line is allowed with it.
+// /api/memory/threads/<id> for the thread id the Studio made up for a brand-new chat. The
+// new chat's page is /agents/<agentId>/threads/new, and the id shows in the page URL
+// (/agents/<agentId>/threads/<id>) only once a message was sent, so candidates are held
+// back and judged at the end (`finish()`): allowed only if <id> is not a known thread, was
+// asked for from the new chat's page or appeared in the page URL, and the 404 was sent
+// before the first chat message's response came back (`threadExistsFrom`: the server
+// creates the thread while it handles that message, so a GET racing it may still miss the
+// thread; once the response is back the thread exists, and a 404 is a bug). The browser's
+// matching "Failed to load resource" console line is allowed with it.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -70,8 +71,9 @@ export class StudioBrowser {
     this.agentSignals = agentSignals;
     this.newThreadIds = new Set();
     this.threadRoute = agentId ? new RegExp(`/agents/${encodeURIComponent(agentId)}/threads/([^/?#]+)`) : null;
+    this.newChatPath = agentId ? `/agents/${encodeURIComponent(agentId)}/threads/new` : null;
     this.threadExistsAt = Infinity;
-    this.held404 = [];  // {entry, id, at}
+    this.held404 = [];  // {entry, id, at, fromNewChat}
     this.heldConsole = [];  // console errors about a held 404's URL
     this.inflight = new Set();
     this.lastApiActivity = Date.now();
@@ -120,13 +122,13 @@ export class StudioBrowser {
       else out.consoleErrors.push(item);
     });
     page.on('pageerror', err => out.pageErrors.push(String(err?.stack || err)));
-    const sentAt = new WeakMap();
+    const sentAt = new WeakMap();  // request -> {at, fromNewChat}
     const isApi = req => req.url().includes('/api/');
     const settled = req => {
       if (this.inflight.delete(req)) this.lastApiActivity = Date.now();
     };
     this.context.on('request', req => {
-      sentAt.set(req, Date.now());
+      sentAt.set(req, { at: Date.now(), fromNewChat: new URL(page.url()).pathname === this.newChatPath });
       if (isApi(req) && !LONG_LIVED.test(new URL(req.url()).pathname)) {
         this.inflight.add(req);
         this.lastApiActivity = Date.now();
@@ -153,7 +155,7 @@ export class StudioBrowser {
       const entry = { method: req.method(), url: req.url(), status: res.status() };
       if (req.method() !== 'GET' && req.postData()) entry.requestBody = req.postData().slice(0, 500);
       const id = this.newThread404Id(req.method(), req.url(), res.status());
-      if (id !== null) this.held404.push({ entry, id, at: sentAt.get(req) ?? Date.now() });
+      if (id !== null) this.held404.push({ entry, id, ...(sentAt.get(req) ?? { at: Date.now(), fromNewChat: false }) });
       else out.failedRequests.push(entry);
       try { entry.body = (await res.text()).slice(0, 500); } catch { /* body gone with the page */ }
     });
@@ -195,8 +197,8 @@ export class StudioBrowser {
     const out = this.out;
     if (this.page) this.noteUrl(this.page.url());
     const allowedUrls = new Set();
-    for (const { entry, id, at } of this.held404) {
-      if (this.newThreadIds.has(id) && at < this.threadExistsAt) allowedUrls.add(entry.url);
+    for (const { entry, id, at, fromNewChat } of this.held404) {
+      if ((fromNewChat || this.newThreadIds.has(id)) && at < this.threadExistsAt) allowedUrls.add(entry.url);
       else out.failedRequests.push(entry);
     }
     for (const item of this.heldConsole) {

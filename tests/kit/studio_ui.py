@@ -52,3 +52,22 @@ def run_studio(studio, **request) -> dict:
     assert result["pageErrors"] == [], report
     assert (result["replyText"] or "").startswith("[local model]"), report
     return result
+
+
+# Pages the Studio routes to that its sidebar hides here: Prompts is shown only with a CMS
+# (``cmsEnabled``); the keyboard shortcut "g p" still opens it.
+HIDDEN_PAGES = ["/prompts"]
+
+
+def walk_studio(studio, agent_id: str = "chat-agent") -> dict:
+    """One ``studio_pages.mjs`` walk of every page of the Studio's navigation; no failed
+    request, console or page error, and no page showing "Failed to load ..."."""
+    result = run_node("studio_pages.mjs", {"baseUrl": studio.url, "agentId": agent_id, "extraPaths": HIDDEN_PAGES,
+                                           "timeoutMs": 30000}, timeout=300)
+    pages = [{k: page[k] for k in ("path", "requests", "failedRequests", "consoleErrors", "failureTexts")}
+             for page in result.get("pages", [])]
+    problems = {k: result[k] for k in ("ok", "error", "failedRequests", "consoleErrors", "pageErrors")}
+    report = json.dumps({**problems, "pages": pages}, indent=1) + f"\nstudio log:\n{studio.output()[-3000:]}"
+    assert result["ok"], report
+    assert result["failedRequests"] == result["consoleErrors"] == result["pageErrors"] == [], report
+    return result
