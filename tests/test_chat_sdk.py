@@ -161,7 +161,8 @@ def test_a_client_that_hangs_up_does_not_stop_the_reply(gateway, db: Path):
 def test_crash_mid_stream_is_an_error_chunk_and_keeps_the_users_message(gateway, db: Path):
     result = send(gateway, [user_message("f1", "this will break [[fail]]")], body={"conversationId": "crash"})
     assert result["ok"], result["error"]  # an error chunk is valid protocol
-    assert result["errorChunks"] and result["chunks"][-1]["type"] == "error"
+    assert result["errorChunks"] and [c["type"] for c in result["chunks"]][-3:] == ["error", "finish-step", "finish"]
+    assert result["chunks"][-1] == {"type": "finish", "finishReason": "error"}  # as the SDK's own server ends it
     rows = sqlite_rows(db,
                        "SELECT id, role, content FROM messages WHERE thread_id = 'crash' ORDER BY created_at, seq")
     assert rows[0][:2] == ("f1", "user")

@@ -1,8 +1,9 @@
 """The project's own documentation: it is in the repository, and what the code cites exists.
 
-Code comments point to ``docs/architecture.md``, ``docs/observational-memory.md`` and
-``docs/configuration.md`` by anchor (``docs/observational-memory.md#decision-order``); every
-anchor cited must be a heading of that document, every link of the README and of docs/ must
+Code comments point to ``docs/architecture.md``, ``docs/observational-memory.md``,
+``docs/configuration.md`` and ``docs/studio.md`` by anchor
+(``docs/observational-memory.md#decision-order``); every anchor cited must be a heading of
+that document, every link of the README and of docs/ must
 reach a file of the repository (and a heading of it, when it names one), and nothing
 tracked cites a document outside the repository (the contracts the project was built
 against are not in a user's clone).
@@ -15,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = ("architecture.md", "observational-memory.md", "configuration.md")
+DOCS = ("architecture.md", "observational-memory.md", "configuration.md", "studio.md")
 CITATION = re.compile(r"docs/([a-z-]+\.md)((?:#[a-z0-9-]+(?:, )?)*)")
 ANCHOR = re.compile(r"#([a-z0-9-]+)")
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")

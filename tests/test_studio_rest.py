@@ -11,7 +11,6 @@ import json
 import httpx
 import pytest
 
-from dev_server import __version__
 from dev_server.settings import Settings
 from tests.kit.servers import in_process, server_fixture
 from tests.support import user_message
@@ -82,20 +81,19 @@ def test_prompt_blocks_and_experiments_refuse_a_filter_value_mastra_does_not_kno
 
 
 @pytest.mark.parametrize(("environment", "is_dev"), [("development", True), ("production", False)])
-def test_system_packages_report_this_server_and_the_studio_build(tmp_path, environment, is_dev):
+def test_system_packages_report_the_studio_build_served(tmp_path, environment, is_dev):
     ui = tmp_path / "studio-ui"
     ui.mkdir()
     (ui / "VERSION").write_text("mastra@1.31.0\n")
     settings = Settings(data_dir=tmp_path / "data", studio_ui_dir=ui, environment=environment)
     with in_process("studio", settings) as server:
         body = httpx.get(f"{server.url}/api/system/packages", timeout=10).json()
-        (ui / "VERSION").unlink()  # no build: this server alone
-        alone = httpx.get(f"{server.url}/api/system/packages", timeout=10).json()["packages"]
+        (ui / "VERSION").unlink()  # no build served: no Mastra package here
+        without = httpx.get(f"{server.url}/api/system/packages", timeout=10).json()["packages"]
     # the Studio's version badge shows the first package's version, and only when isDev
-    assert body["packages"] == [{"name": "dev-server", "version": __version__},
-                                {"name": "mastra", "version": "1.31.0"}]
+    assert body["packages"] == [{"name": "mastra", "version": "1.31.0"}]
     assert body["isDev"] is is_dev and body["cmsEnabled"] is False
-    assert alone == [{"name": "dev-server", "version": __version__}]
+    assert without == []
 
 
 def test_cors_reflects_origin_and_requested_headers(studio):

@@ -11,13 +11,14 @@ tool: client-js runs it when the finish says ``tool-calls``), ``data-*`` chunks
 last step's (``{reason, isContinued: false}``) and whose ``output.toolCalls`` are that step's
 calls. A turn that stopped at a client tool's call ends with reason ``tool-calls``, as
 Mastra's own server ends it (the Studio, which runs no client tools, shows that as its
-"reached maxSteps" card, on Mastra as here).
+"reached maxSteps" card, on Mastra as here: docs/studio.md#client-tools-in-the-studios-chat).
 
-A failure at any point ends the run as Mastra's loop ends a failed step: an ``error``
-chunk, then ``step-finish`` and ``finish`` with the reason ``error`` (``isContinued:
-false``). Mastra opens a step before it calls the model, so a failure between two steps
-(the next model call refused at once) gets its ``step-start`` first. The frames and the
-response around them are ``dev_server.streaming.sse``'s.
+A failure at any point ends the run as Mastra's loop ends a failed step
+(docs/studio.md#how-streams-end): an ``error`` chunk, then ``step-finish`` and ``finish``
+with the reason ``error`` (``isContinued: false``). Mastra opens a step before it calls the
+model, so a failure between two steps (the next model call refused at once) gets its
+``step-start`` first. The frames and the response around them are
+``dev_server.streaming.sse``'s.
 """
 
 from __future__ import annotations

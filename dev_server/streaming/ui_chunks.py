@@ -3,8 +3,8 @@ and ``encode_reply``: a turn's events in, the gateway's chunks out.
 
 A failure ends the stream as the SDK's own server (``streamText(...).toUIMessageStream()``)
 ends it: inside a step ``error``, ``finish-step``, ``finish`` with ``finishReason: "error"``;
-between steps ``error`` alone (``dev_server.kernel.events.ErrorEvent.in_step``). ``[DONE]``
-follows either way (``dev_server.streaming.sse``).
+between steps ``error`` alone (``dev_server.kernel.events.ErrorEvent.in_step``;
+docs/studio.md#how-streams-end). ``[DONE]`` follows either way (``dev_server.streaming.sse``).
 
 The SDK rejects optional fields sent as ``null`` (``{"messageId": null}`` fails its
 schema), so every constructor leaves out what it was not given instead of sending None.

@@ -5,6 +5,8 @@ stored prompt blocks, ...): they answer the valid empty body Mastra's own server
 no data, because a 404 here means an error screen ("Failed to load ...") or a refetch storm
 in the Studio. Their paging parameters are read as Mastra reads them (non-negative
 integers, echoed back; anything else a 400). ``system/packages`` advertises what we do have.
+Which page calls what, and where the answers differ from Mastra's: docs/studio.md#pages,
+docs/studio.md#differences-from-mastra.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from dev_server import __version__
 from dev_server.api.deps import MastraQuery, ServicesDep, StorageDep
 from dev_server.api.query import Query
 from dev_server.kernel.errors import invalid
@@ -51,17 +52,17 @@ async def auth_me() -> None:
 
 
 def installed_packages(ui_dir: Path | None) -> list[dict[str, str]]:
-    """What runs here, as Mastra's ``{name, version}`` list: this server, then the Studio
-    build it serves (``make studio-ui`` writes ``mastra@<version>`` into its VERSION file)."""
-    packages = [{"name": "dev-server", "version": __version__}]
+    """The Mastra packages that run here, as Mastra's ``{name, version}`` list: the Studio
+    build this process serves (``make studio-ui`` writes ``mastra@<version>`` into its
+    VERSION file), none without one. Only npm packages belong in it: the Studio looks each
+    name up on the npm registry to flag updates, so this server (no npm package) is not
+    listed; /health and /openapi.json give its version."""
     try:
         marker = (ui_dir / "VERSION").read_text(encoding="utf-8").strip() if ui_dir is not None else ""
     except OSError:
-        marker = ""
+        return []
     name, at, version = marker.rpartition("@")
-    if at and name and version:
-        packages.append({"name": name, "version": version})
-    return packages
+    return [{"name": name, "version": version}] if at and name and version else []
 
 
 @router.get("/system/packages")
@@ -69,7 +70,7 @@ async def system_packages(services: ServicesDep, storage: StorageDep) -> dict[st
     settings = services.settings
     return {
         "packages": installed_packages(settings.resolved_studio_ui_dir),
-        # The Studio shows the version badge (the first package's version) only in development.
+        # As `mastra dev` says it: the Studio shows its version badge (the first package's) only then.
         "isDev": settings.environment == "development",
         "cmsEnabled": False,
         "liveKitConnectionRouteEnabled": False,
