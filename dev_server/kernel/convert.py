@@ -69,7 +69,7 @@ def ui_to_stored(ui: dict[str, Any], thread_id: str, resource_id: str, created_a
 
 def assistant_message(message_id: str, thread_id: str, resource_id: str, parts: list[dict[str, Any]],
                       created_at: str, metadata: dict[str, Any]) -> Message:
-    """A reply: ``step-start``, text and ``tool-invocation`` parts, in the order streamed."""
+    """A reply: text and ``tool-invocation`` parts in the order streamed, a ``step-start`` between steps."""
     if not any(p.get("type") == "text" for p in parts) and not any(p.get("type") == "tool-invocation" for p in parts):
         parts = [*parts, {"type": "text", "text": ""}]
     return Message(id=message_id, thread_id=thread_id, resource_id=resource_id, role="assistant",
