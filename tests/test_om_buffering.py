@@ -30,7 +30,6 @@ from dev_server.om.engine.flags import flag_live, settled
 from dev_server.om.engine.idle import StepModel, auto_ttl_ms, last_activity_ms, last_step_model, provider_changed
 from dev_server.om.engine.observation_engine import ObservationEngine
 from dev_server.om.engine.record_store import om_record_store
-from dev_server.om.engine.temporal import gap_marker
 from dev_server.om.options.config import observational_memory_options
 from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.libsql import LibSQLStore
@@ -136,15 +135,6 @@ def test_idle_ttl_table_and_provider_change() -> None:
     parts = [{"type": "text", "text": "x", "createdAt": 1_000}, {"type": "data-om-status", "createdAt": 9_000}]
     assert last_activity_ms(message("r", "assistant", "2026-01-01T10:00:00.000Z", parts)) == 1_000
     assert last_activity_ms(reply) == 1767261600000
-
-
-def test_a_gap_of_ten_minutes_gets_a_reminder() -> None:
-    before = message("a", "assistant", "2026-01-01T10:00:00.000Z")
-    assert gap_marker(message("b", "user", "2026-01-01T10:09:59.000Z"), before) is None
-    gap = gap_marker(message("b", "user", "2026-01-03T13:00:00.000Z"), before)
-    assert gap is not None and gap.role == "user" and gap.created_at == "2026-01-03T12:59:59.999Z"
-    assert gap.content["metadata"]["mastra"]["temporalGap"]["gapMs"] == 183_600_000
-    assert "<system-reminder>2 days passed" in gap.content["parts"][0]["text"]
 
 
 # -- storage across processes -----------------------------------------------------------
