@@ -140,7 +140,6 @@ def test_idle_ttl_table_and_provider_change() -> None:
 # -- storage across processes -----------------------------------------------------------
 
 
-
 async def _record_with_chunks(db: LibSQLStore, chunks: list[dict[str, Any]]):
     await ConversationStore(db).save_thread(Thread("t", "r"))
     store = om_record_store(db)
@@ -170,6 +169,7 @@ async def test_two_processes_never_activate_the_same_chunk(libsql: LibSQLStore, 
     assert all(p.name == "om-activation" and p.data["triggeredBy"] == "threshold" for p in parts)
     active = await store.active("thread:t")
     assert [c["id"] for c in active.buffered_observation_chunks] == ["ombuf-3"]
+    assert active.total_tokens_observed == record.total_tokens_observed  # Mastra adds nothing on activation
     assert active.active_observations == "- 🔴 fact 1\n\n- 🔴 fact 2"
     assert active.last_observed_at == "2026-01-01T10:02:00.001Z" and done.message_ids == {"m1", "m2"}
     # the next activation appends after a message boundary
@@ -182,8 +182,7 @@ async def test_two_processes_never_activate_the_same_chunk(libsql: LibSQLStore, 
 async def test_a_chunk_whose_messages_were_observed_meanwhile_is_dropped(libsql: LibSQLStore) -> None:
     store, record = await _record_with_chunks(libsql, [])
     await store.update_active_observations(record.id, observations="- x", token_count=3,
-                                           last_observed_at="2026-01-01T10:05:00.000Z", observed_ids=["m1"],
-                                           tokens_observed=3)
+                                           last_observed_at="2026-01-01T10:05:00.000Z", observed_ids=["m1"])
     assert await store.add_buffered_chunk("thread:t", chunk(1, 100)) is None
     assert (await store.active("thread:t")).buffered_observation_chunks is None
 
@@ -207,7 +206,8 @@ async def test_a_buffered_reflection_replaces_its_lines_once(libsql: LibSQLStore
     store, record = await _record_with_chunks(libsql, [chunk(1, 100)])
     log = "\n".join(f"- 🔴 line {i}" for i in range(10))
     await store.update_active_observations(record.id, observations=log, token_count=100, last_observed_at=None,
-                                           observed_ids=[], tokens_observed=100)
+                                           observed_ids=[])
+    await store.set_buffer_boundary(record.id, 250)
     await store.store_buffered_reflection(record.id, reflection="- 🔴 lines 0-5 condensed", tokens=8,
                                           input_tokens=60, line_count=6)
     swapped, again = await asyncio.gather(store.activate_buffered_reflection(record.id),
@@ -217,8 +217,11 @@ async def test_a_buffered_reflection_replaces_its_lines_once(libsql: LibSQLStore
     assert new.generation_count == 1 and new.origin_type == "reflection"
     assert new.active_observations == "- 🔴 lines 0-5 condensed\n\n- 🔴 line 6\n- 🔴 line 7\n- 🔴 line 8\n- 🔴 line 9"
     assert old.buffered_reflection is None and old.reflected_observation_line_count is None
-    # chunks not yet activated carry over: their messages are still unobserved
-    assert [c["id"] for c in new.buffered_observation_chunks] == ["ombuf-1"]
+    # Mastra's "buffering state reset": the new generation starts with no chunks (the old
+    # row keeps its own), no buffer cursor and no interval boundary
+    assert new.buffered_observation_chunks is None and new.last_buffered_at_time is None
+    assert new.last_buffered_at_tokens == 0 and [c["id"] for c in old.buffered_observation_chunks] == ["ombuf-1"]
+    assert new.total_tokens_observed == old.total_tokens_observed == 100
 
 
 async def with_background(db: LibSQLStore, messages: list[Message], buffer_tokens: int):

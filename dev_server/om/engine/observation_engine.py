@@ -186,8 +186,7 @@ class ObservationEngine:
             new_tokens = estimate_tokens(new)
             updated = await self.records.update_active_observations(
                 record.id, observations=merged, token_count=estimate_tokens(merged),
-                last_observed_at=last_observed_at, observed_ids=[m.id for m in messages],
-                tokens_observed=new_tokens)
+                last_observed_at=last_observed_at, observed_ids=[m.id for m in messages])
             await self.commit_thread(ctx, output, messages, extraction, cycle.id)
         except Exception as exc:
             log.warning("observation of thread %s failed: %s", ctx.thread_id, describe_error(exc))
