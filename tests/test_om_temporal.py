@@ -67,10 +67,11 @@ def test_the_signal_is_stored_read_by_the_actor_and_the_observer_and_counted() -
     stored = signal.content["metadata"]["signal"]
     attributes = {"type": "temporal-gap", "gapText": "25 minutes later", "gapMs": 1_500_000,
                   "timestamp": "01/05/2026, 9:27 AM UTC", "timestampMs": 1767605220000, "precedesMessageId": "u2"}
+    described = {k: v for k, v in attributes.items() if k != "type"}
     assert stored == {"id": signal.id, "type": "reactive", "tagName": "system-reminder",
                       "createdAt": "2026-01-05T09:27:00.000Z", "acceptedAt": "2026-01-05T09:27:00.000Z",
                       "attributes": attributes,
-                      "metadata": {"reminderType": "temporal-gap", **{k: v for k, v in attributes.items() if k != "type"},
+                      "metadata": {"reminderType": "temporal-gap", **described,
                                    "systemReminder": {**attributes, "message": text}}}
     # the actor: a user message, the text in its tag with the attributes in their order
     assert stored_to_model(signal) == {"role": "user", "content": (
