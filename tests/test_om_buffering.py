@@ -6,6 +6,7 @@ chunk, stale flags taken over, a buffered reflection swapped in once)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from dev_server.om.engine.activation import (
     interval_crossed,
     plan,
 )
-from dev_server.om.engine.buffering import Buffering, PartSink, QueuedCandidates, safe_prefix
+from dev_server.om.engine.buffering import Buffering, PartSink, QueuedCandidates, previously_observed, safe_prefix
 from dev_server.om.engine.cycle_context import CycleContext
 from dev_server.om.engine.flags import flag_live, settled
 from dev_server.om.engine.idle import StepModel, auto_ttl_ms, last_activity_ms, last_step_model, provider_changed
@@ -332,3 +333,13 @@ def test_resource_sections_merge_by_thread_and_date() -> None:
                  "y": [message("y1", "user", "2026-01-01T09:00:00.000Z")],
                  "z": [message("z1", "user", "2026-01-01T11:00:00.000Z", text=FACT * 40)]}
     assert batches(by_thread, 100) == [["y", "x"], ["z"]]
+
+
+@pytest.mark.anyio
+async def test_a_background_observer_sees_the_buffered_heading_only_after_an_active_log(libsql: LibSQLStore) -> None:
+    _, record = await _record_with_chunks(libsql, [chunk(1, 100), chunk(2, 100)])
+    assert previously_observed(record) == "- 🔴 fact 1\n\n- 🔴 fact 2"  # nothing active yet: no heading
+    active = dataclasses.replace(record, active_observations="- 🔴 earlier")
+    assert previously_observed(active) == "- 🔴 earlier\n\n--- BUFFERED (pending activation) ---\n\n" \
+                                          "- 🔴 fact 1\n\n- 🔴 fact 2"
+    assert previously_observed(dataclasses.replace(active, buffered_observation_chunks=None)) == "- 🔴 earlier"

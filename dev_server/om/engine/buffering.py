@@ -59,6 +59,17 @@ log = logging.getLogger(__name__)
 BUFFERED_HEADING = "\n\n--- BUFFERED (pending activation) ---\n\n"
 
 
+def previously_observed(record: OMRecord) -> str:
+    """What a background observer is shown as already observed: the log, then (what earlier
+    chunks saw counts as observed for this one) the waiting chunks under
+    ``BUFFERED_HEADING``; with no log yet, the chunks alone, as Mastra joins them."""
+    active = record.active_observations.strip()
+    chunks = "\n\n".join(c.get("observations", "") for c in record.buffered_observation_chunks or ())
+    if active and chunks:
+        return active + BUFFERED_HEADING + chunks
+    return active or chunks
+
+
 def chunk_message_ids(record: OMRecord) -> set[str]:
     return {mid for chunk in record.buffered_observation_chunks or () for mid in chunk.get("messageIds") or ()}
 
@@ -227,10 +238,7 @@ class Buffering:
                     sink.emit(cycle.failed("Nothing left to buffer"))
                     return
                 await records.seal_messages([m.id for m in fresh], epoch_ms(self.engine.clock))
-                existing = current.active_observations.strip()
-                chunks = [c.get("observations", "") for c in current.buffered_observation_chunks or ()]
-                if chunks:  # what earlier chunks saw counts as observed for this one
-                    existing = existing + BUFFERED_HEADING + "\n\n".join(chunks)
+                existing = previously_observed(current)
                 output = await self.engine.run_observer(ctx, current, fresh, previous=existing, buffered=True)
                 observations = output.observations.strip()
                 # a chunk's extracted values and title are kept at once, not at its activation (2.4 step 8)
