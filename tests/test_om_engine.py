@@ -15,6 +15,7 @@ from dev_server.llm.scripted import ScriptedModel
 from dev_server.om.engine.cycle_context import CycleContext
 from dev_server.om.engine.observation_engine import ObservationEngine
 from dev_server.om.engine.record_store import om_record_store
+from dev_server.om.engine.thread_metadata import activation_patch
 from dev_server.om.options.config import observational_memory_options
 from dev_server.om.tokens.counting import count_messages
 from dev_server.storage.conversations import ConversationStore
@@ -112,3 +113,34 @@ async def test_the_reflectors_hints_replace_the_threads_when_it_gives_them(db: L
     kept = thread_om((await ConversationStore(db).get_thread("t")).metadata)
     assert (kept["currentTask"], kept["suggestedResponse"]) == ("Plan the bee inspection",
                                                                 "Ask which hive needs checking")
+
+
+async def test_the_threads_om_metadata_holds_the_keys_mastra_writes(db: LibSQLStore) -> None:
+    engine, record, messages, ctx, _ = await setup(db, [FACT, "Noted."])
+    records = engine.records
+    await records.patch_thread_om("t", {"threadTitle": "an old title", "currentTask": "an old task"})
+    ctx = replace(ctx, hints=thread_om((await ConversationStore(db).get_thread("t")).metadata))
+    assert await engine.observe(ctx, record, messages, 100) is not None
+    om = thread_om((await ConversationStore(db).get_thread("t")).metadata)
+    # thread scope: this cycle's hints (an absent title removed), extracted, the message cursor; no lastObservedAt
+    assert set(om) == {"currentTask", "suggestedResponse", "extracted", "lastObservedMessageCursor"}
+    assert om["extracted"] == {} and om["currentTask"] != "an old task"
+    assert om["lastObservedMessageCursor"] == {"createdAt": messages[-1].created_at, "id": messages[-1].id}
+    # an activation writes the newest chunk's hints and title (a background observer's has no hints)
+    chunks = [{"cycleId": "a", "threadTitle": "older"}, {"cycleId": "b", "threadTitle": "Bees in Leeds"}]
+    assert activation_patch(chunks) == {"suggestedResponse": None, "currentTask": None, "threadTitle": "Bees in Leeds"}
+    await records.patch_thread_om("t", activation_patch(chunks))
+    om = thread_om((await ConversationStore(db).get_thread("t")).metadata)
+    assert set(om) == {"threadTitle", "extracted", "lastObservedMessageCursor"}
+
+
+async def test_a_title_update_names_an_untitled_threads_old_title_as_empty(db: LibSQLStore) -> None:
+    _, _, _, ctx, parts = await setup(db, [FACT])
+    conversations = ConversationStore(db)
+    engine = ObservationEngine(observational_memory_options(True), om_record_store(db), threads=conversations)
+    assert await engine.extraction.update_title(ctx, "  Bees in   Leeds ", "c1")
+    [(update, durable)] = parts
+    assert update.name == "om-thread-update" and not durable
+    assert (update.data["oldTitle"], update.data["newTitle"]) == ("", "Bees in Leeds")
+    assert await engine.extraction.update_title(ctx, "Beekeeping", "c2")
+    assert parts[-1][0].data["oldTitle"] == "Bees in Leeds"

@@ -2,7 +2,8 @@
 
 A turn runs at most ``max_steps`` steps. Each step first calls the turn's processors'
 ``before_step`` on the turn's ``StepContext`` (``dev_server.kernel.processors``: they build the
-messages and may add tools), then streams the model with the step's tools (litellm function calling); the
+messages and may add tools), then streams the model with the step's tools (litellm function calling)
+and the turn's ``x-thread-id`` / ``x-resource-id`` headers (``memory_headers``); the
 step's ``StepStart`` is yielded only once the model's first event arrived, so a provider
 (or a processor) that fails at once still fails before any response starts. Reasoning,
 text and each call's argument text (``ToolInputStart`` + ``ToolCallDelta``) stream as they
@@ -191,7 +192,8 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
         messages = step.messages()
         hooks.model_called(index, messages)
         stream = llm.stream(ModelRequest(model=model, messages=messages,
-                                         tools=tuple(tool.openai_spec() for tool in tools.values())))
+                                         tools=tuple(tool.openai_spec() for tool in tools.values()),
+                                         options=memory_headers(step)))
         calls: list[ToolCall] = []
         streaming_inputs: set[str] = set()  # calls whose ToolInputStart was sent
         finish: Finish | None = None
@@ -276,6 +278,19 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
             return
         step.progress.append(assistant_tool_calls(step_text, [(c.id, c.name, c.arguments) for c in calls]))
         step.progress.extend(results)
+
+
+def memory_headers(step: StepContext) -> dict[str, Any] | None:
+    """The HTTP headers naming the turn's thread and resource (``x-thread-id``,
+    ``x-resource-id``), as Mastra sends them with every model call of a turn that has
+    memory, for gateways that enrich by conversation: litellm's ``extra_headers``, which
+    providers that take headers send and the others ignore. None without a thread."""
+    headers = {}
+    if step.thread is not None:
+        headers["x-thread-id"] = step.thread.id
+    if step.resource_id:
+        headers["x-resource-id"] = step.resource_id
+    return {"extra_headers": headers} if headers else None
 
 
 def max_steps_message(max_steps: int) -> str:

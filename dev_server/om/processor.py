@@ -53,6 +53,7 @@ from dev_server.om.engine.observation_engine import CycleContext, ObservationEng
 from dev_server.om.engine.parts import status_part
 from dev_server.om.engine.resource import observe_resource, other_conversations, other_threads, other_tokens
 from dev_server.om.engine.temporal import gap_signal, is_gap_marker, marks, signal_part_data
+from dev_server.om.engine.thread_metadata import activation_patch
 from dev_server.om.engine.window import drop_observed, has_incomplete_tool_calls, unobserved
 from dev_server.om.options.activation import IdleSetting
 from dev_server.om.options.extractors import read_path, shown
@@ -333,9 +334,9 @@ class ObservationalMemoryStep:
             return None
         for part in parts:
             ctx.emit(part, durable=True)
-        # chunks carry no hints: the ones from before the activated messages are stale now
-        await self.engine.patch_hints(ctx, {"currentTask": None, "suggestedResponse": None,
-                                            "lastObservedAt": done.record.last_observed_at})
+        # the newest chunk's hints and title, as Mastra writes them (chunks carry no hints:
+        # the ones from before the activated messages are stale now)
+        await self.engine.patch_hints(ctx, activation_patch(done.chunks))
         await self.engine.records.set_buffer_boundary(done.record.id, 0)
         done.record.last_buffered_at_tokens = 0
         log.info("thread %s: %d buffered chunks activated (%s)", ctx.thread_id, len(done.chunks), trigger.kind)

@@ -41,6 +41,7 @@ from dev_server.om.engine.cycle_context import CycleContext, JobParts, describe_
 from dev_server.om.engine.extraction import end_fields, observed_source
 from dev_server.om.engine.flags import BUFFER_STALE_S, flag_live, holding, settled
 from dev_server.om.engine.parts import OBSERVATION, REFLECTION, BufferCycle, marker_config
+from dev_server.om.engine.thread_metadata import with_extracted
 from dev_server.om.engine.window import has_incomplete_tool_calls
 from dev_server.om.prompting.groups import aligned_cut, message_range, wrap_group
 from dev_server.om.prompting.prompts import reflection_max_level, reflection_start_level
@@ -252,11 +253,13 @@ class Buffering:
                          "messageTokens": count_messages(fresh),
                          "lastObservedAt": to_iso(newest + timedelta(milliseconds=1)),
                          "createdAt": now_iso(self.engine.clock)}
+                if extraction.title is not None:  # written to the thread again when the chunk is activated
+                    chunk["threadTitle"] = extraction.title
                 stored = await records.add_buffered_chunk(current.lookup_key, chunk)
                 total = sum(int(c.get("tokenCount") or 0)
                             for c in (stored or current).buffered_observation_chunks or ())
-                if extraction.patch:
-                    await self.engine.patch_hints(ctx, extraction.patch)
+                if extraction.values:
+                    await self.engine.patch_hints(ctx, with_extracted(ctx.hints, extraction.patch))
                 await self.engine.extraction.commit(ctx, extraction, cycle.id)
                 sink.emit(cycle.end(buffered_tokens=total, observations=observations, extra=end_fields(extraction)))
         except Exception as exc:  # buffering never raises: the threshold path observes instead
@@ -328,8 +331,8 @@ class Buffering:
                 extraction = await self.engine.extract(ctx, record, REFLECTION, inline, reflection, buffered=True)
                 await records.store_buffered_reflection(record.id, reflection=reflection, tokens=tokens,
                                                         input_tokens=estimate, line_count=len(lines))
-                if extraction.patch:
-                    await self.engine.patch_hints(ctx, extraction.patch)
+                if extraction.values:
+                    await self.engine.patch_hints(ctx, with_extracted(ctx.hints, extraction.patch))
                 await self.engine.extraction.commit(ctx, extraction, cycle.id)
                 sink.emit(cycle.end(buffered_tokens=tokens, observations=None, extra=end_fields(extraction)))
         except Exception as exc:

@@ -263,10 +263,8 @@ class Extraction:
         updated = await self.threads.update_thread(thread.id, title=title)
         if updated is None:
             return False
-        data: dict[str, Any] = {"cycleId": cycle_id, "threadId": thread.id, "newTitle": title,
-                                "timestamp": now_iso(self.clock)}
-        if thread.title:
-            data["oldTitle"] = thread.title
+        data: dict[str, Any] = {"cycleId": cycle_id, "threadId": thread.id, "oldTitle": (thread.title or "").strip(),
+                                "newTitle": title, "timestamp": now_iso(self.clock)}  # '' for an untitled thread
         ctx.emit(DataPart("om-thread-update", data, transient=True), durable=False)
         return True
 
