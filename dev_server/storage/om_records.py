@@ -404,7 +404,7 @@ def _insert_generation(conn: sqlite3.Connection, previous_id: str, observations:
                        token_count: int, now: str) -> sqlite3.Row:
     """Insert the generation after ``previous_id``: the cursor, the running total, the config,
     the zone and the metadata carry over (from the row as it is now, not as a caller read it
-    before an observation: docs/observational-memory.md#deliberate-differences D29); the
+    before an observation: docs/observational-memory.md#deliberate-differences D38); the
     buffering state starts empty, as Mastra's "buffering state reset": no chunks (their
     messages are unobserved again and get buffered anew), no buffer cursor or boundary."""
     return conn.execute(
