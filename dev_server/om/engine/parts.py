@@ -30,8 +30,8 @@ def marker_config(options: ObservationalMemoryOptions, observation_tokens: int =
     it on every marker (a TTL activation puts the milliseconds it used instead)."""
     config: dict[str, Any] = {"messageTokens": options.message_threshold(observation_tokens),
                               "observationTokens": options.reflection.observation_tokens, "scope": options.scope}
-    if options.activate_after_idle is not None:
-        config["activateAfterIdle"] = options.activate_after_idle
+    if options.observation_triggers.after_idle is not None:
+        config["activateAfterIdle"] = options.observation_triggers.after_idle
     return config
 
 
