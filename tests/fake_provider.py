@@ -22,8 +22,8 @@ vector per input (its words hashed into buckets, so equal texts get equal vector
 ``embeddings_down`` is set it answers 503, a provider outage.
 
 Every request is counted (``FakeProvider.requests``) and its body kept (``bodies``, and
-``last_body``), so tests can assert how many attempts were made and what content reached
-the provider.
+``last_body``) with its headers (``headers``, lower-case names), so tests can assert how many
+attempts were made and what reached the provider.
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ class FakeProvider:
         self.requests = 0
         self.last_body: dict[str, Any] | None = None
         self.bodies: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []  # each completion request's, by index like ``bodies``
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self._completions)
         self.app.post("/v1/embeddings")(self._embeddings)
@@ -121,6 +122,7 @@ class FakeProvider:
         body = await request.json()
         self.last_body = body
         self.bodies.append(body)
+        self.headers.append(dict(request.headers))
         model = body.get("model", "fake")
         match = _MARKER.search(_last_user_text(body))
         mode, arg = (match.group(1), float(match.group(2) or 0)) if match else ("ok", 0.0)

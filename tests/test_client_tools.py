@@ -68,15 +68,16 @@ def test_a_client_tool_round_trip_with_add_tool_result(gateway):
     assert [p["type"] for p in parts] == ["step-start", "tool-getUserLocation", "step-start", "text"]
     assert parts[1]["state"] == "output-available" and parts[1]["output"] == {"city": "Rome"}
     assert 'The getUserLocation tool returned: {"city": "Rome"}' in parts[3]["text"]
-    # A reload shows the same: one stored reply, same id, the same parts.
+    # A reload shows the same: one stored reply, same id, the same parts (stored as Mastra
+    # stores a reply: no step-start before the first step, one before the continuation's).
     rows = stored(db, "ct-1")
     assert [(role, mid == sent["id"]) for mid, role, _ in rows] == [("user", False), ("assistant", True)]
     reply = rows[1][2]
-    assert [p["type"] for p in reply["parts"]] == ["step-start", "tool-invocation", "step-start", "text"]
-    assert reply["parts"][1]["toolInvocation"] == {"state": "result", "toolCallId": parts[1]["toolCallId"],
+    assert [p["type"] for p in reply["parts"]] == ["tool-invocation", "step-start", "text"]
+    assert reply["parts"][0]["toolInvocation"] == {"state": "result", "toolCallId": parts[1]["toolCallId"],
                                                    "toolName": "getUserLocation", "args": {"reason": "the weather"},
                                                    "result": {"city": "Rome"}}
-    assert reply["parts"][3]["text"] == parts[3]["text"] and reply["metadata"]["finishReason"] == "stop"
+    assert reply["parts"][2]["text"] == parts[3]["text"] and reply["metadata"]["finishReason"] == "stop"
 
 
 def test_a_client_tool_error_is_stored_as_an_error_result(gateway):
@@ -85,7 +86,7 @@ def test_a_client_tool_error_is_stored_as_an_error_result(gateway):
     assert result["ok"], result
     parts = result["messages"][-1]["parts"]
     assert parts[1]["state"] == "output-error" and parts[1]["errorText"] == "the user said no"
-    invocation = stored(db, "ct-2")[1][2]["parts"][1]["toolInvocation"]
+    invocation = stored(db, "ct-2")[1][2]["parts"][0]["toolInvocation"]
     assert invocation["isError"] is True and invocation["result"] == "the user said no"
     assert '"error": "the user said no"' in parts[-1]["text"]
 
@@ -106,7 +107,7 @@ def test_a_tool_result_for_a_call_the_thread_does_not_have_pending_is_a_400(gate
 
     unknown = answer("call_nobody_made")
     assert unknown.status_code == 400 and "call_nobody_made" in unknown.json()["error"]
-    answered = answer(before[1][2]["parts"][1]["toolInvocation"]["toolCallId"])  # already answered: not pending
+    answered = answer(before[1][2]["parts"][0]["toolInvocation"]["toolCallId"])  # already answered: not pending
     assert answered.status_code == 400 and "pending" in answered.json()["error"]
     assert stored(db, "ct-3") == before  # nothing written
 

@@ -61,6 +61,11 @@ def run_script(data: Path) -> tuple[list[dict[str, Any]], ManualClock]:
     return results, clock
 
 
+def signals(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``data`` of the turn's ``data-signal`` chunks (a temporal gap's reminder)."""
+    return [c["data"] for c in result["chunks"] if c["type"] == "data-signal"]
+
+
 def rows(db: Path, sql: str) -> list[dict[str, Any]]:
     with sqlite3.connect(db) as conn:
         conn.row_factory = sqlite3.Row
@@ -85,22 +90,25 @@ def test_a_conversation_days_apart_is_stored_at_the_clocks_times_and_replays_ide
     db = first / "dev-server.db"
     messages = rows(db, "SELECT id, role, content, created_at FROM messages WHERE thread_id = 'replayed'"
                         " ORDER BY created_at, seq")
-    # each turn's input and reply at the clock's time; the marker 1 ms before the message after the gap
+    # each turn's input and reply at the clock's time; the gap signal stored right after the message
     assert [(m["role"], m["created_at"]) for m in messages] == [
         ("user", "2026-03-02T09:00:00.000Z"), ("assistant", "2026-03-02T09:00:00.000Z"),
-        ("user", "2026-03-05T08:59:59.999Z"), ("user", "2026-03-05T09:00:00.000Z"),
+        ("user", "2026-03-05T09:00:00.000Z"), ("signal", "2026-03-05T09:00:00.000Z"),
         ("assistant", "2026-03-05T09:00:00.000Z"),
-        ("user", "2026-03-07T14:29:59.999Z"), ("user", "2026-03-07T14:30:00.000Z"),
+        ("user", "2026-03-07T14:30:00.000Z"), ("signal", "2026-03-07T14:30:00.000Z"),
         ("assistant", "2026-03-07T14:30:00.000Z")]
-    assert [m["id"] for m in messages if m["role"] == "user" and not m["id"].startswith("temporal-gap-")] == [
-        "m1", "m2", "m3"]
-    [gap] = parts(results[1], "temporal-gap")
-    assert gap["gapMs"] == 3 * 86_400_000 and "3 days passed" in gap["text"]
-    assert (gap["previousMessageAt"], gap["messageAt"]) == ("2026-03-02T09:00:00.000Z", "2026-03-05T09:00:00.000Z")
-    marker = json.loads(messages[2]["content"])["metadata"]["mastra"]["temporalGap"]
-    assert marker == gap
-    [later_gap] = parts(results[2], "temporal-gap")
-    assert later_gap["gapMs"] == (2 * 24 + 5) * 3_600_000 + 30 * 60_000 and "2 days passed" in later_gap["text"]
+    assert [m["id"] for m in messages if m["role"] == "user"] == ["m1", "m2", "m3"]
+    [gap] = signals(results[1])
+    assert gap["attributes"] == {"type": "temporal-gap", "gapText": "3 days later", "gapMs": 3 * 86_400_000,
+                                 "timestamp": "03/05/2026, 9:00 AM UTC", "timestampMs": 1772701200000,
+                                 "precedesMessageId": "m2"}
+    assert gap["contents"] == "3 days later — 03/05/2026, 9:00 AM UTC"
+    marker = json.loads(messages[3]["content"])["metadata"]["signal"]
+    assert {key: marker[key] for key in ("id", "attributes", "metadata")} == {
+        key: gap[key] for key in ("id", "attributes", "metadata")}
+    [later_gap] = signals(results[2])
+    assert later_gap["attributes"]["gapMs"] == (2 * 24 + 5) * 3_600_000 + 30 * 60_000
+    assert later_gap["attributes"]["gapText"] == "2 days 5 hours later"
     # OM's record: created on the first turn; observed on the third, dated by the messages' times
     [record] = rows(db, "SELECT * FROM mastra_observational_memory")
     assert record["created_at"] == "2026-03-02T09:00:00.000Z"

@@ -62,7 +62,7 @@ def test_an_idle_thread_activates_its_chunks_when_the_cache_would_be_cold(tmp_pa
 
 def test_a_new_model_activates_the_chunks_its_cache_never_saw(tmp_path: Path) -> None:
     db = tmp_path / "dev-server.db"
-    options = {**BUFFERED, "activateOnProviderChange": True}
+    options = {**BUFFERED, "activateOnProviderChange": True, "activateAfterIdle": "auto"}
     with gateway(tmp_path, options) as server:
         chat_until_chunks(server, db, "switch")
         same = turn(server, "switch", "switch-same", "Still here.")
@@ -75,6 +75,8 @@ def test_a_new_model_activates_the_chunks_its_cache_never_saw(tmp_path: Path) ->
     assert activations and activations[0]["triggeredBy"] == "provider_change"
     assert (activations[0]["previousModel"], activations[0]["currentModel"]) == (
         "openai/gpt-4o-mini", "anthropic/claude-sonnet-4-5")
+    # its marker carries the activateAfterIdle in force, as Mastra's markers do
+    assert all(a["config"]["activateAfterIdle"] == "auto" for a in activations)
 
 
 def test_a_shared_budget_gives_messages_what_observations_do_not_use(tmp_path: Path) -> None:

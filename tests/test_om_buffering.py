@@ -6,6 +6,7 @@ chunk, stale flags taken over, a buffered reflection swapped in once)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +25,12 @@ from dev_server.om.engine.activation import (
     interval_crossed,
     plan,
 )
-from dev_server.om.engine.buffering import Buffering, PartSink, QueuedCandidates, safe_prefix
+from dev_server.om.engine.buffering import Buffering, PartSink, QueuedCandidates, previously_observed, safe_prefix
 from dev_server.om.engine.cycle_context import CycleContext
 from dev_server.om.engine.flags import flag_live, settled
 from dev_server.om.engine.idle import StepModel, auto_ttl_ms, last_activity_ms, last_step_model, provider_changed
 from dev_server.om.engine.observation_engine import ObservationEngine
 from dev_server.om.engine.record_store import om_record_store
-from dev_server.om.engine.temporal import gap_marker
 from dev_server.om.options.config import observational_memory_options
 from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.libsql import LibSQLStore
@@ -138,17 +138,7 @@ def test_idle_ttl_table_and_provider_change() -> None:
     assert last_activity_ms(reply) == 1767261600000
 
 
-def test_a_gap_of_ten_minutes_gets_a_reminder() -> None:
-    before = message("a", "assistant", "2026-01-01T10:00:00.000Z")
-    assert gap_marker(message("b", "user", "2026-01-01T10:09:59.000Z"), before) is None
-    gap = gap_marker(message("b", "user", "2026-01-03T13:00:00.000Z"), before)
-    assert gap is not None and gap.role == "user" and gap.created_at == "2026-01-03T12:59:59.999Z"
-    assert gap.content["metadata"]["mastra"]["temporalGap"]["gapMs"] == 183_600_000
-    assert "<system-reminder>2 days passed" in gap.content["parts"][0]["text"]
-
-
 # -- storage across processes -----------------------------------------------------------
-
 
 
 async def _record_with_chunks(db: LibSQLStore, chunks: list[dict[str, Any]]):
@@ -180,6 +170,7 @@ async def test_two_processes_never_activate_the_same_chunk(libsql: LibSQLStore, 
     assert all(p.name == "om-activation" and p.data["triggeredBy"] == "threshold" for p in parts)
     active = await store.active("thread:t")
     assert [c["id"] for c in active.buffered_observation_chunks] == ["ombuf-3"]
+    assert active.total_tokens_observed == record.total_tokens_observed  # Mastra adds nothing on activation
     assert active.active_observations == "- 🔴 fact 1\n\n- 🔴 fact 2"
     assert active.last_observed_at == "2026-01-01T10:02:00.001Z" and done.message_ids == {"m1", "m2"}
     # the next activation appends after a message boundary
@@ -192,8 +183,7 @@ async def test_two_processes_never_activate_the_same_chunk(libsql: LibSQLStore, 
 async def test_a_chunk_whose_messages_were_observed_meanwhile_is_dropped(libsql: LibSQLStore) -> None:
     store, record = await _record_with_chunks(libsql, [])
     await store.update_active_observations(record.id, observations="- x", token_count=3,
-                                           last_observed_at="2026-01-01T10:05:00.000Z", observed_ids=["m1"],
-                                           tokens_observed=3)
+                                           last_observed_at="2026-01-01T10:05:00.000Z", observed_ids=["m1"])
     assert await store.add_buffered_chunk("thread:t", chunk(1, 100)) is None
     assert (await store.active("thread:t")).buffered_observation_chunks is None
 
@@ -217,7 +207,8 @@ async def test_a_buffered_reflection_replaces_its_lines_once(libsql: LibSQLStore
     store, record = await _record_with_chunks(libsql, [chunk(1, 100)])
     log = "\n".join(f"- 🔴 line {i}" for i in range(10))
     await store.update_active_observations(record.id, observations=log, token_count=100, last_observed_at=None,
-                                           observed_ids=[], tokens_observed=100)
+                                           observed_ids=[])
+    await store.set_buffer_boundary(record.id, 250)
     await store.store_buffered_reflection(record.id, reflection="- 🔴 lines 0-5 condensed", tokens=8,
                                           input_tokens=60, line_count=6)
     swapped, again = await asyncio.gather(store.activate_buffered_reflection(record.id),
@@ -227,8 +218,11 @@ async def test_a_buffered_reflection_replaces_its_lines_once(libsql: LibSQLStore
     assert new.generation_count == 1 and new.origin_type == "reflection"
     assert new.active_observations == "- 🔴 lines 0-5 condensed\n\n- 🔴 line 6\n- 🔴 line 7\n- 🔴 line 8\n- 🔴 line 9"
     assert old.buffered_reflection is None and old.reflected_observation_line_count is None
-    # chunks not yet activated carry over: their messages are still unobserved
-    assert [c["id"] for c in new.buffered_observation_chunks] == ["ombuf-1"]
+    # Mastra's "buffering state reset": the new generation starts with no chunks (the old
+    # row keeps its own), no buffer cursor and no interval boundary
+    assert new.buffered_observation_chunks is None and new.last_buffered_at_time is None
+    assert new.last_buffered_at_tokens == 0 and [c["id"] for c in old.buffered_observation_chunks] == ["ombuf-1"]
+    assert new.total_tokens_observed == old.total_tokens_observed == 100
 
 
 async def with_background(db: LibSQLStore, messages: list[Message], buffer_tokens: int):
@@ -339,3 +333,13 @@ def test_resource_sections_merge_by_thread_and_date() -> None:
                  "y": [message("y1", "user", "2026-01-01T09:00:00.000Z")],
                  "z": [message("z1", "user", "2026-01-01T11:00:00.000Z", text=FACT * 40)]}
     assert batches(by_thread, 100) == [["y", "x"], ["z"]]
+
+
+@pytest.mark.anyio
+async def test_a_background_observer_sees_the_buffered_heading_only_after_an_active_log(libsql: LibSQLStore) -> None:
+    _, record = await _record_with_chunks(libsql, [chunk(1, 100), chunk(2, 100)])
+    assert previously_observed(record) == "- 🔴 fact 1\n\n- 🔴 fact 2"  # nothing active yet: no heading
+    active = dataclasses.replace(record, active_observations="- 🔴 earlier")
+    assert previously_observed(active) == "- 🔴 earlier\n\n--- BUFFERED (pending activation) ---\n\n" \
+                                          "- 🔴 fact 1\n\n- 🔴 fact 2"
+    assert previously_observed(dataclasses.replace(active, buffered_observation_chunks=None)) == "- 🔴 earlier"

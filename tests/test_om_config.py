@@ -27,7 +27,10 @@ def test_true_gives_mastras_defaults() -> None:
     assert om.observation.buffer_tokens == 6000 and om.observation.buffer_activation == 0.8
     assert om.observation.block_after == 36000 and om.reflection.block_after == 48000
     assert om.observation.max_tokens_per_batch == 10000 and om.observation.previous_observer_tokens == 2000
-    assert om.observation.model_settings == {"temperature": 0.3} and om.reflection.model_settings == {"temperature": 0}
+    # Mastra's temperatures and thinking budgets belong to the models Mastra gives them (applied per call)
+    assert om.observation.model_settings == {} and om.reflection.model_settings == {}
+    assert om.observation.provider_options == {"google": {"thinking": {"type": "enabled", "budget_tokens": 215}}}
+    assert om.reflection.provider_options == {"google": {"thinking": {"type": "enabled", "budget_tokens": 1024}}}
     assert om.retention_floor() == 6000 and om.message_threshold() == 30000
     assert observational_memory_options(False) is None and observational_memory_options({"enabled": False}) is None
 

@@ -12,7 +12,7 @@ The tests whose subject is a part's format make their turns with ``judged_turn``
 ``data-om-observation-failed`` (the failed observation), ``data-om-buffering-start`` and
 ``data-om-activation`` (buffered observations, and a buffered reflection, whose
 ``data-om-buffering-end`` the local reflector usually sends while the turn still streams),
-``data-om-temporal-gap`` (a long silence) and ``data-om-thread-update`` (the observer's
+``data-signal`` (a long silence's reminder) and ``data-om-thread-update`` (the observer's
 title). Every other OM test, here and in the other modules, reads its turns in Python
 (``tests.kit.chat.turn``).
 """
@@ -331,7 +331,7 @@ def test_reflection_is_buffered_then_swapped_in_at_its_threshold(tmp_path: Path)
     assert record_row(db, "reflect")["observation_token_count"] == activation["observationTokens"] or len(rows) > 2
 
 
-def test_a_long_silence_is_marked_before_the_next_message(tmp_path: Path) -> None:
+def test_a_long_silence_is_marked_after_the_next_message(tmp_path: Path) -> None:
     db = tmp_path / "dev-server.db"
     options = {"temporalMarkers": True, "observation": {"messageTokens": 250, "bufferTokens": False}}
     with serve("gateway", tmp_path, inprocess=True, settings={"telemetry": False, "om_options": options}) as server:
@@ -339,17 +339,19 @@ def test_a_long_silence_is_marked_before_the_next_message(tmp_path: Path) -> Non
         with sqlite3.connect(db) as conn:  # three days pass
             conn.execute("UPDATE messages SET created_at = strftime('%Y-%m-%dT%H:%M:%fZ', created_at, '-3 days')")
         result = judged_turn(server, "gap", "g2", "Hello again, do you remember me?")
-        [gap] = parts(result, "temporal-gap")
-        assert gap["gapMs"] >= 3 * 86_400_000 and "3 days passed" in gap["text"]
+        [signal] = [c["data"] for c in result["chunks"] if c["type"] == "data-signal"]
+        assert (signal["type"], signal["tagName"]) == ("reactive", "system-reminder")
+        assert signal["attributes"]["gapText"] == "3 days later" and signal["attributes"]["precedesMessageId"] == "g2"
         with sqlite3.connect(db) as conn:
-            rows = conn.execute("SELECT id, role, content FROM messages WHERE thread_id = 'gap'"
+            rows = conn.execute("SELECT id, role, type, content FROM messages WHERE thread_id = 'gap'"
                                 " ORDER BY created_at, seq").fetchall()
-        assert [r[1] for r in rows] == ["user", "assistant", "user", "user", "assistant"]
-        assert rows[2][0].startswith("temporal-gap-") and "<system-reminder>" in rows[2][2] and rows[3][0] == "g2"
-        # the observer reads it with the rest
+        assert [r[1] for r in rows] == ["user", "assistant", "user", "signal", "assistant"]
+        assert rows[2][0] == "g2" and rows[3][0].startswith("__temporal_gap_") and rows[3][2] == "system-reminder"
+        assert json.loads(rows[3][3])["parts"] == [{"type": "text", "text": signal["contents"]}]
+        # the observer reads it with the rest, as "Signal: ..."
         observed = judged_turn(server, "gap", "g3", f"Once more: {FACT}")
         ends = [p for p in parts(observed, "observation-end") if p["operationType"] == "observation"]
-        assert ends and "3 days passed" in ends[0]["observations"]
+        assert ends and "3 days later — " in ends[0]["observations"]
 
 
 def test_the_title_is_updated_streamed_and_listed_by_the_studio(titling: Any) -> None:

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from dev_server.kernel.messages import Thread
+from dev_server.kernel.model import ModelRequest
 from dev_server.llm import LiteLLMClient
+from dev_server.llm.scripted import ScriptedModel
 from dev_server.om.manual import ObservationalMemory, as_message
 from dev_server.om.options.config import observational_memory_options
 from dev_server.om.options.models import ModelByInputTokens, ModelWithRetries, parse_model_choice
@@ -127,7 +129,9 @@ async def test_resource_scope_observes_every_threads_unobserved_messages_and_ref
     assert events[-1][1]["trigger"] == "manual" and events[-1][1]["recordId"] == record.id
     assert events[-1][1]["error"] is None and events[-1][1]["usage"]["outputTokens"] > 0
     # both threads' cursors moved: nothing is left to observe, from either thread
-    assert (await store.get_thread("t2")).metadata["mastra"]["om"]["lastObservedAt"]
+    t2 = (await store.get_thread("t2")).metadata["mastra"]["om"]
+    assert t2["lastObservedAt"]  # resource scope: each thread's own cursor, besides Mastra's other keys
+    assert {"lastObservedAt", "currentTask", "suggestedResponse", "extracted", "lastObservedMessageCursor"} <= set(t2)
     again = await om.observe("t2", "r1")
     assert not again.observed and again.record.id == record.id
     events.clear()
@@ -217,9 +221,35 @@ async def test_model_settings_and_provider_options_reach_litellm(libsql: LibSQLS
     om = ObservationalMemory(await store_with(libsql), model="openai/gpt-4o-mini", llm=llm, options=options)
     await om.observe("t1", "r1", messages=chat(1))  # the fake's answer is not an observation: no matter
     body = fake.bodies[0]
-    assert (body["top_p"], body["max_tokens"], body["seed"], body["user"], body["temperature"]) == (
-        0.5, 1234, 7, "om-test", 0.3)
-    assert "ignored" not in body
+    assert (body["top_p"], body["max_tokens"], body["seed"], body["user"]) == (0.5, 1234, 7, "om-test")
+    assert "ignored" not in body and "temperature" not in body  # none configured, not Mastra's default model
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("model", "settings", "observer", "reflector"), [
+    # Mastra's default model: its temperatures, output limit and Google thinking budgets
+    ("default", {}, (0.3, 100_000, 215), (0.0, 100_000, 1024)),
+    # another Google model: the thinking budgets only (Mastra's default providerOptions)
+    ("google/gemini-2.5-pro", {}, (None, None, 215), (None, None, 1024)),
+    # any other model: nothing the user did not configure
+    ("openai/gpt-4o-mini", {}, (None, None, None), (None, None, None)),
+    ("openai/gpt-4o-mini", {"modelSettings": {"temperature": 0.7}}, (0.7, None, None), (None, None, None)),
+])
+async def test_mastras_default_settings_reach_only_the_models_mastra_gives_them(
+        libsql: LibSQLStore, model: str, settings: dict[str, Any], observer: tuple[Any, ...],
+        reflector: tuple[Any, ...]) -> None:
+    scripted = ScriptedModel(local=False)  # every OM call answered by the local model, and recorded
+    options = {**SMALL, "observation": {**SMALL["observation"], **settings}}
+    om = ObservationalMemory(await store_with(libsql), model=model, llm=scripted, options=options)
+    assert (await om.observe("t1", "r1", messages=chat(2))).observed
+    assert (await om.reflect("t1", "r1")).reflected
+
+    def sent(request: ModelRequest) -> tuple[Any, ...]:
+        thinking = (request.options or {}).get("thinking")
+        return request.temperature, request.max_tokens, thinking["budget_tokens"] if thinking else None
+
+    assert sent(scripted.requests_for("observer")[0]) == observer
+    assert sent(scripted.requests_for("reflector")[0]) == reflector
 
 
 @pytest.mark.parametrize(("options", "field"), [

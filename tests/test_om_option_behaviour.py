@@ -83,7 +83,7 @@ async def observe_once(db: LibSQLStore, messages: list[Message], options: dict[s
     if log is not None:
         record = await engine.records.update_active_observations(
             record.id, observations=log, token_count=20, last_observed_at="2026-01-01T09:00:00.000Z",
-            observed_ids=[], tokens_observed=20)
+            observed_ids=[])
     parts: list[Any] = []
     ctx = CycleContext(llm, agent_model or await llm.resolve("openai/gpt-4o-mini"), "t", None,
                        lambda part, durable=False: parts.append(part))
@@ -291,7 +291,7 @@ async def test_the_standalone_class_swaps_a_buffered_reflection_by_its_own_trigg
     lines = [f"* 🟡 (10:{i:02d}) User mentioned hive number {i} and its queen, a Buckfast" for i in range(40)]
     record = await om.engine.records.update_active_observations(
         record.id, observations="\n".join(lines), token_count=390, last_observed_at=record.last_observed_at,
-        observed_ids=[], tokens_observed=0)
+        observed_ids=[])
     await om.engine.records.store_buffered_reflection(record.id, reflection="* 🟡 User keeps 40 hives of Buckfasts",
                                                       tokens=10, input_tokens=100, line_count=10)
     result = await om.activate("t", "r")

@@ -86,7 +86,7 @@ async def engine_with(db: LibSQLStore, options: dict[str, Any], llm: LLMClient |
 async def with_log(engine: ObservationEngine, record: Any, log: str) -> Any:
     return await engine.records.update_active_observations(
         record.id, observations=log, token_count=estimate_tokens(log), last_observed_at="2026-01-01T09:00:00.000Z",
-        observed_ids=[], tokens_observed=0)
+        observed_ids=[])
 
 
 def chatty_log() -> str:
@@ -279,8 +279,7 @@ async def test_a_chunk_of_messages_a_sync_observation_already_observed_is_not_st
     record = await store.initialize(scope="thread", thread_id="t", resource_id="r", config={}, timezone="UTC")
     # the sync observation of m1 and m2 landed first; its cursor is m2's time exactly
     await store.update_active_observations(record.id, observations="* 🔴 m1 and m2", token_count=5,
-                                           last_observed_at="2026-01-01T10:02:00.000Z", observed_ids=["m1", "m2"],
-                                           tokens_observed=5)
+                                           last_observed_at="2026-01-01T10:02:00.000Z", observed_ids=["m1", "m2"])
     late = {"id": "ombuf-1", "cycleId": "buffer-obs-1", "observations": "* 🔴 m1 and m2 again", "tokenCount": 6,
             "messageIds": ["m1", "m2"], "messageTokens": 40, "lastObservedAt": "2026-01-01T10:02:00.001Z",
             "createdAt": "2026-01-01T10:03:00.000Z"}

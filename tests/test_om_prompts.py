@@ -293,11 +293,16 @@ def test_transcript_attachments_numbered_per_kind() -> None:
                 {"type": "file", "mimeType": "image/jpeg", "data": "https://example.com/dog.jpg"},
                 {"type": "file", "mimeType": "text/csv", "data": "https://example.com/a.csv", "filename": "a.csv"})],
         tz=UTC)
-    assert text.split("\n")[1:] == ["User (2:30 PM): Look", "User: [Image #1: cat.png]",
-                                    "User: [File #1: application/pdf]", "User: [Image #2: image/jpeg]",
-                                    "User: [File #2: a.csv]"]
+    # as Mastra writes them: the line is named after the part's type, the label is the file
+    # name, else a URL's last segment, else the media type
+    assert text.split("\n")[1:] == ["User (2:30 PM): Look", "File: [Image #1: cat.png]",
+                                    "File: [File #1: application/pdf]", "File: [Image #2: dog.jpg]",
+                                    "File: [File #2: a.csv]"]
     assert [a.placeholder for a in attachments] == ["[Image #1: cat.png]", "[File #1: application/pdf]",
-                                                    "[Image #2: image/jpeg]", "[File #2: a.csv]"]
+                                                    "[Image #2: dog.jpg]", "[File #2: a.csv]"]
+    unnamed, _ = format_transcript([message("user", "2025-12-04T14:30:00.000Z", {"type": "image", "image": PNG})],
+                                   tz=UTC)
+    assert unnamed.split("\n")[1:] == ["Image (2:30 PM): [Image #1]"]
     assert attachment_parts(attachments) == [
         {"type": "image_url", "image_url": {"url": PNG}},
         {"type": "file", "file": {"file_data": PDF}},

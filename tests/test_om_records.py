@@ -31,16 +31,24 @@ async def test_generations_history_and_the_active_record(db: LibSQLStore) -> Non
     assert first.lookup_key == "thread:t1" and first.config == {"scope": "thread"}
     observed = await records.update_active_observations(first.id, observations="* 🔴 (10:00) a", token_count=7,
                                                         last_observed_at="2026-01-01T10:00:00.000Z",
-                                                        observed_ids=["m1", "m2"], tokens_observed=7)
+                                                        observed_ids=["m1", "m2"])
     observed = await records.update_active_observations(first.id, observations="* 🔴 (10:00) a\n* b", token_count=9,
                                                         last_observed_at="2026-01-01T11:00:00.000Z",
-                                                        observed_ids=["m2", "m3"], tokens_observed=2)
-    assert observed.observed_message_ids == ["m1", "m2", "m3"] and observed.total_tokens_observed == 9
+                                                        observed_ids=["m2", "m3"])
+    # the running total grows by the whole log's size per sync observation, as Mastra's does
+    assert observed.observed_message_ids == ["m1", "m2", "m3"] and observed.total_tokens_observed == 7 + 9
+    waiting = {"id": "ombuf-1", "cycleId": "c1", "observations": "* c", "tokenCount": 2, "messageIds": ["m4"],
+               "messageTokens": 30, "lastObservedAt": "2026-01-01T12:00:00.001Z", "createdAt": "x"}
+    observed = await records.add_buffered_chunk("thread:t1", waiting)
+    assert observed is not None and observed.last_buffered_at_tokens == 30
     reflected = await records.create_reflection_generation(observed, observations="* a and b", token_count=4)
+    # Mastra's "buffering state reset": no chunks, no buffer cursor or boundary in the new generation
+    assert reflected.buffered_observation_chunks is None and reflected.last_buffered_at_time is None
+    assert reflected.last_buffered_at_tokens == 0
     assert (reflected.generation_count, reflected.origin_type,
             reflected.observation_token_count) == (1, "reflection", 4)
     assert reflected.last_observed_at == "2026-01-01T11:00:00.000Z" and reflected.observed_message_ids is None
-    assert reflected.total_tokens_observed == 9 and reflected.config == {"scope": "thread"}
+    assert reflected.total_tokens_observed == 16 and reflected.config == {"scope": "thread"}
     assert (await records.active("thread:t1")).id == reflected.id
     assert [r.generation_count for r in await records.history("thread:t1")] == [1, 0]
     assert [r.generation_count for r in await records.history("thread:t1", limit=1, offset=1)] == [0]

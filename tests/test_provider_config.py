@@ -181,3 +181,20 @@ def test_without_fallback_a_turn_is_a_503_and_nothing_is_stored(data_dir: Path,
         assert response.status_code == 503 and response.json()["kind"] == "not_configured"
         assert "OPENAI_API_KEY" in response.json()["error"]
         assert sqlite_rows(data_dir / "dev-server.db", "SELECT count(*) FROM messages") == [(0,)]
+
+
+def test_a_turn_with_memory_names_its_thread_and_resource_to_the_provider(data_dir: Path,
+                                                                           fake: FakeProvider) -> None:
+    """As Mastra does, every model call of a turn with memory carries ``x-thread-id`` and
+    ``x-resource-id`` (litellm's ``extra_headers``); a run without a thread carries neither."""
+    env = {"DEV_SERVER_TELEMETRY": "false", "OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": fake.base_url}
+    with serving("gateway", data_dir, env) as gateway:
+        body = {"conversationId": "headed", "messages": [user_message("u1", "hello")]}
+        assert httpx.post(f"{gateway.url}/api/chat", json=body, timeout=30).status_code == 200
+    with serving("studio", data_dir, env) as studio:
+        run = {"messages": "hello"}  # no memory: no thread
+        assert httpx.post(f"{studio.url}/api/agents/chat-agent/generate", json=run, timeout=30).status_code == 200
+    turns = [headers for body, headers in zip(fake.bodies, fake.headers, strict=True) if body in fake.turn_bodies()]
+    assert len(turns) == 2
+    assert (turns[0]["x-thread-id"], turns[0]["x-resource-id"]) == ("headed", "ai-chat")
+    assert "x-thread-id" not in turns[1]

@@ -68,9 +68,9 @@ def test_the_client_tool_loop_of_stream_runs_end_to_end(client_js, studio):
                          timeout=30).json()["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant"]  # continued in the same reply
     parts = messages[1]["content"]["parts"]
-    assert [p["type"] for p in parts] == ["step-start", "tool-invocation", "step-start", "text"]
-    assert parts[1]["toolInvocation"]["state"] == "result"
-    assert parts[1]["toolInvocation"]["result"] == {"city": "Rome", "forecast": "sunny"}
+    assert [p["type"] for p in parts] == ["tool-invocation", "step-start", "text"]
+    assert parts[0]["toolInvocation"]["state"] == "result"
+    assert parts[0]["toolInvocation"]["result"] == {"city": "Rome", "forecast": "sunny"}
 
 
 def test_the_client_tool_loop_of_generate_runs_without_a_thread(client_js):

@@ -369,7 +369,7 @@ def _continue_reply(turn: Turn, reply: Message) -> None:
     parts = reply.content.get("parts") or []
     turn.reply_id, turn.user_message_id = reply.id, None
     turn.reply = ReplyParts(parts=[dict(p) for p in parts])
-    turn.first_step = sum(1 for p in parts if p.get("type") == "step-start")
+    turn.first_step = turn.reply.steps
     turn.checkpointed = True
 
 

@@ -69,7 +69,7 @@ def ui_to_stored(ui: dict[str, Any], thread_id: str, resource_id: str, created_a
 
 def assistant_message(message_id: str, thread_id: str, resource_id: str, parts: list[dict[str, Any]],
                       created_at: str, metadata: dict[str, Any]) -> Message:
-    """A reply: ``step-start``, text and ``tool-invocation`` parts, in the order streamed."""
+    """A reply: text and ``tool-invocation`` parts in the order streamed, a ``step-start`` between steps."""
     if not any(p.get("type") == "text" for p in parts) and not any(p.get("type") == "tool-invocation" for p in parts):
         parts = [*parts, {"type": "text", "text": ""}]
     return Message(id=message_id, thread_id=thread_id, resource_id=resource_id, role="assistant",
@@ -127,11 +127,44 @@ def stored_to_model_all(message: Message) -> list[dict[str, Any]]:
 
 def stored_to_model(message: Message) -> dict[str, Any] | None:
     """What a model sees for a stored message; None for messages models never see."""
+    if message.role == "signal":
+        return signal_to_model(message)
     if message.role not in MODEL_ROLES:
         return None
     parts = message.content.get("parts", [])
     return {"role": message.role, "content": _model_content(message.role, parts)
             or message.content.get("content", "")}
+
+
+def signal_to_model(message: Message) -> dict[str, Any]:
+    """A stored signal (role ``signal``, Mastra's agent signals) as the model reads it: a user
+    message; a plain user signal is its text, any other is its text wrapped in its tag with
+    its attributes (``<system-reminder type="temporal-gap" …>25 minutes later — …</system-reminder>``)."""
+    parts = message.content.get("parts") or []
+    signal = (message.content.get("metadata") or {}).get("signal")
+    signal = signal if isinstance(signal, dict) else {}
+    kind = signal.get("type") or message.type
+    tag = str(signal.get("tagName") or ("user" if kind in ("user", "user-message") else "system-reminder"))
+    attributes = {k: v for k, v in (signal.get("attributes") or {}).items() if v is not None} \
+        if isinstance(signal.get("attributes"), dict) else {}
+    text = "\n".join(p.get("text", "") for p in parts if p.get("type") == "text")
+    files = [_file_content(p) for p in parts if p.get("type") == "file"]
+    if kind in ("user", "user-message") and not attributes:
+        return {"role": "user", "content": _model_content("user", parts) or text}
+    markup = _xml_element(tag, attributes, text)
+    return {"role": "user", "content": [{"type": "text", "text": markup}, *files] if files else markup}
+
+
+def _xml_element(tag: str, attributes: dict[str, Any], text: str) -> str:
+    def escape(value: str) -> str:
+        return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+    def value_text(value: Any) -> str:
+        return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+    attrs = "".join(f' {key}="{escape(value_text(value)).replace(chr(34), "&quot;")}"'
+                    for key, value in attributes.items())
+    return f"<{tag}{attrs}>{escape(text)}</{tag}>" if text else f"<{tag}{attrs} />"
 
 
 def ui_to_model(ui: dict[str, Any]) -> dict[str, Any] | None:

@@ -2,7 +2,8 @@
 
 A turn runs at most ``max_steps`` steps. Each step first calls the turn's processors'
 ``before_step`` on the turn's ``StepContext`` (``dev_server.kernel.processors``: they build the
-messages and may add tools), then streams the model with the step's tools (litellm function calling); the
+messages and may add tools), then streams the model with the step's tools (litellm function calling)
+and the turn's ``x-thread-id`` / ``x-resource-id`` headers (``memory_headers``); the
 step's ``StepStart`` is yielded only once the model's first event arrived, so a provider
 (or a processor) that fails at once still fails before any response starts. Reasoning,
 text and each call's argument text (``ToolInputStart`` + ``ToolCallDelta``) stream as they
@@ -27,10 +28,11 @@ stopped. It is a step of its own so that useChat's ``lastAssistantMessageIsCompl
 (which looks at the last step only) does not re-send the finished tool calls.
 
 What the reply is made of accumulates on ``ReplyParts`` as stored (Mastra format 2)
-parts: per step a ``step-start``, its reasoning and text, its ``tool-invocation`` parts
-(state ``result``, ``isError`` for a tool error; state ``call`` for a client tool) and its
-non-transient data parts, so a checkpoint or the final save writes exactly what was
-streamed so far.
+parts: per step its reasoning and text, its ``tool-invocation`` parts (state ``result``,
+``isError`` for a tool error; state ``call`` for a client tool) and its non-transient data
+parts, with a ``step-start`` between two steps (as Mastra stores a reply: none before the
+first step, though the stream still opens every step with ``start-step``), so a checkpoint
+or the final save writes exactly what was streamed so far.
 """
 
 from __future__ import annotations
@@ -69,9 +71,29 @@ from dev_server.kernel.text import repair_text
 from dev_server.kernel.tools import AskAgent, ToolContext, ToolOutcome, execute, parse_arguments
 
 
+def step_count(parts: list[dict[str, Any]]) -> int:
+    """How many steps stored ``parts`` hold: one per ``step-start``, plus the first step when
+    it has no ``step-start`` of its own (content before the first one). Replies stored before
+    Mastra's form was followed open with a ``step-start``; they count the same."""
+    steps = 0
+    content_before = False
+    for part in parts:
+        kind = str(part.get("type", ""))
+        if kind == "step-start":
+            steps += 1
+        elif steps == 0 and not kind.startswith("data-"):
+            content_before = True
+    return steps + content_before
+
+
 @dataclass
 class ReplyParts:
     parts: list[dict[str, Any]] = field(default_factory=list)
+    steps: int = -1  # steps the parts hold; -1: count them (a reply continued from stored parts)
+
+    def __post_init__(self) -> None:
+        if self.steps < 0:
+            self.steps = step_count(self.parts)
 
     @property
     def text(self) -> str:
@@ -83,7 +105,10 @@ class ReplyParts:
         return all(p["type"] == "step-start" or p["type"].startswith("data-") for p in self.parts)
 
     def step(self) -> None:
-        self.parts.append({"type": "step-start"})
+        """A step begins: a ``step-start`` separates it from the step before (the first has none)."""
+        if self.steps:
+            self.parts.append({"type": "step-start"})
+        self.steps += 1
 
     def add_text(self, text: str) -> None:
         if self.parts and self.parts[-1]["type"] == "text":
@@ -167,7 +192,8 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
         messages = step.messages()
         hooks.model_called(index, messages)
         stream = llm.stream(ModelRequest(model=model, messages=messages,
-                                         tools=tuple(tool.openai_spec() for tool in tools.values())))
+                                         tools=tuple(tool.openai_spec() for tool in tools.values()),
+                                         options=memory_headers(step)))
         calls: list[ToolCall] = []
         streaming_inputs: set[str] = set()  # calls whose ToolInputStart was sent
         finish: Finish | None = None
@@ -252,6 +278,19 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
             return
         step.progress.append(assistant_tool_calls(step_text, [(c.id, c.name, c.arguments) for c in calls]))
         step.progress.extend(results)
+
+
+def memory_headers(step: StepContext) -> dict[str, Any] | None:
+    """The HTTP headers naming the turn's thread and resource (``x-thread-id``,
+    ``x-resource-id``), as Mastra sends them with every model call of a turn that has
+    memory, for gateways that enrich by conversation: litellm's ``extra_headers``, which
+    providers that take headers send and the others ignore. None without a thread."""
+    headers = {}
+    if step.thread is not None:
+        headers["x-thread-id"] = step.thread.id
+    if step.resource_id:
+        headers["x-resource-id"] = step.resource_id
+    return {"extra_headers": headers} if headers else None
 
 
 def max_steps_message(max_steps: int) -> str:

@@ -17,6 +17,7 @@ statement:
 * ``* 🔴 (14:30) User stated: "<text, cut to ~200 chars>"``; a question (ending in ``?``) is
   ``* 🟡 (14:30) User asked: "..."``;
 * ``* 🟢 (14:31) Assistant replied: "<its first sentence>"``;
+* ``* 🟡 (14:31) 3 days later — 03/05/2026, 9:00 AM UTC`` for a ``Signal:`` line (a temporal gap);
 * ``* 🟡 (14:31) Called <tool>`` for each tool call.
 
 Then, unless the prompt leaves them out, ``<current-task>`` (``Respond to: "<last user
@@ -95,7 +96,7 @@ _TOPIC_CHARS = 60
 _TITLE_WORDS = 6
 
 _DATE_LINE = re.compile(r"^([A-Z][a-z]{2}) (\d{1,2}) (\d{4}):$")
-_SPEAKER_LINE = re.compile(r"^(User|Assistant|System|Tool)(?: \((\d{1,2}):(\d{2}) ([AP]M)\))?: ?(.*)$")
+_SPEAKER_LINE = re.compile(r"^(User|Assistant|System|Tool|Signal)(?: \((\d{1,2}):(\d{2}) ([AP]M)\))?: ?(.*)$")
 _TOOL_CALL_LINE = re.compile(r"^Tool Call ([^:]+):")
 _IGNORED_LINE = re.compile(r"^(?:Reasoning|Tool (?:Result|Error|Denied) [^:]+):")
 _THREAD_OPEN = re.compile(r'^<thread id="([^"]*)">$')
@@ -114,7 +115,7 @@ class OmReply:
 
 @dataclass
 class _Statement:
-    role: str  # "user", "assistant" or "tool"
+    role: str  # "user", "assistant", "signal" (a temporal-gap reminder) or "tool"
     date: str
     time: str
     text: str
@@ -280,7 +281,8 @@ def _read_transcript(transcript: str) -> list[_Thread]:
                 hour = int(match.group(2)) % 12 + (12 if match.group(4) == "PM" else 0)
                 time = f"{hour:02d}:{match.group(3)}"
             role = match.group(1).lower()
-            current = _Statement(role, date, time, match.group(5)) if role in ("user", "assistant") else None
+            current = _Statement(role, date, time, match.group(5)) if role in ("user", "assistant", "signal") \
+                else None
             if current is not None:
                 threads[-1].statements.append(current)
         elif current is not None:
@@ -311,6 +313,8 @@ def _observation(statement: _Statement) -> str | None:
         return f"* 🟡 ({statement.time}) Called {statement.text}"
     if not text:
         return None
+    if statement.role == "signal":
+        return f"* 🟡 ({statement.time}) {text}"
     if statement.role == "user":
         if text.endswith("?"):
             return f"* 🟡 ({statement.time}) User asked: {_quote(text, QUOTE_CHARS)}"

@@ -52,7 +52,8 @@ from dev_server.om.engine.idle import cold_cache, last_assistant
 from dev_server.om.engine.observation_engine import CycleContext, ObservationEngine
 from dev_server.om.engine.parts import status_part
 from dev_server.om.engine.resource import observe_resource, other_conversations, other_threads, other_tokens
-from dev_server.om.engine.temporal import gap_marker, is_gap_marker
+from dev_server.om.engine.temporal import gap_signal, is_gap_marker, marks, signal_part_data
+from dev_server.om.engine.thread_metadata import activation_patch
 from dev_server.om.engine.window import drop_observed, has_incomplete_tool_calls, unobserved
 from dev_server.om.options.activation import IdleSetting
 from dev_server.om.options.extractors import read_path, shown
@@ -333,9 +334,9 @@ class ObservationalMemoryStep:
             return None
         for part in parts:
             ctx.emit(part, durable=True)
-        # chunks carry no hints: the ones from before the activated messages are stale now
-        await self.engine.patch_hints(ctx, {"currentTask": None, "suggestedResponse": None,
-                                            "lastObservedAt": done.record.last_observed_at})
+        # the newest chunk's hints and title, as Mastra writes them (chunks carry no hints:
+        # the ones from before the activated messages are stale now)
+        await self.engine.patch_hints(ctx, activation_patch(done.chunks))
         await self.engine.records.set_buffer_boundary(done.record.id, 0)
         done.record.last_buffered_at_tokens = 0
         log.info("thread %s: %d buffered chunks activated (%s)", ctx.thread_id, len(done.chunks), trigger.kind)
@@ -374,28 +375,27 @@ class ObservationalMemoryStep:
             record.last_buffered_at_tokens = 0
         return record, messages
 
-    # -- temporal markers (issue 12, item 7) -------------------------------------------
+    # -- temporal markers (docs/observational-memory.md#temporal-markers) ------------------
 
     async def _temporal_gap(self, step: StepContext, messages: list[Message]) -> list[Message]:
-        """Before a user message that follows a silence of ``TEMPORAL_GAP_MS`` or more, store
-        a reminder of the gap (a user message 1 ms older, so it sorts first): the model and
-        the observer read it like any message; the stream shows it as ``data-om-temporal-gap``."""
+        """After a user message that follows a silence of ``TEMPORAL_GAP_MS`` or more (since
+        the window's message before it), store a gap signal (``dev_server.om.engine.temporal``):
+        the model and the observer read it after the message; the stream gets a transient
+        ``data-signal`` part. The signal is part of the turn's input (``step.input_count``)."""
         assert step.thread is not None
         newest = messages[-1] if messages and messages[-1].role == "user" else None
-        if newest is None:
+        if newest is None or any(is_gap_marker(m) and marks(m, newest.id) for m in messages):
             return messages
-        previous = messages[-2] if len(messages) > 1 else None
-        if previous is None:  # everything before the input was observed: the stored message before it
-            newest_two, _ = await self.store.page_messages(step.thread.id, per_page=2, direction="DESC")
-            previous = newest_two[0] if len(newest_two) == 2 else None
-        if previous is None or is_gap_marker(previous):
+        previous = next((m for m in reversed(messages[:-1]) if not is_gap_marker(m)), None)
+        if previous is None:  # nothing before it in the window (Mastra's rule: no marker then)
             return messages
-        gap = gap_marker(newest, previous)
+        gap = gap_signal(newest, previous, max(now_iso(self.engine.records.clock), newest.created_at))
         if gap is None:
             return messages
         await self.store.append_messages(step.thread.id, [gap])
-        step.emit(DataPart("om-temporal-gap", gap.content["metadata"]["mastra"]["temporalGap"], transient=True))
-        return [*messages[:-1], gap, newest]
+        step.input_count += 1
+        step.emit(DataPart("signal", signal_part_data(gap), transient=True))
+        return [*messages, gap]
 
 
 class TokenEstimates(TurnProcessor):

@@ -166,10 +166,10 @@ class OMRecordStore:
         return _record(await self.db.run_write(work))
 
     async def update_active_observations(self, record_id: str, *, observations: str, token_count: int,
-                                         last_observed_at: str | None, observed_ids: Sequence[str],
-                                         tokens_observed: int) -> OMRecord:
+                                         last_observed_at: str | None, observed_ids: Sequence[str]) -> OMRecord:
         """After a sync observation: the new log, its size, the cursor, the observed ids
-        (old and new), the running total, and no pending tokens. A buffered chunk holding
+        (old and new), and no pending tokens; the running total grows by the new log's size
+        (``token_count``: what Mastra adds per sync observation). A buffered chunk holding
         any of the messages just observed is dropped: this cycle observed them (a manual
         observe does not wait for activation), and activating the chunk would write them
         into the log a second time."""
@@ -185,7 +185,7 @@ class OMRecordStore:
                 " last_observed_at = coalesce(?, last_observed_at), observed_message_ids = ?,"
                 " total_tokens_observed = total_tokens_observed + ?, pending_message_tokens = 0,"
                 " buffered_observation_chunks = ?, updated_at = ? WHERE id = ? RETURNING *",
-                (observations, token_count, last_observed_at, stored_json(merged), tokens_observed,
+                (observations, token_count, last_observed_at, stored_json(merged), token_count,
                  stored_json(kept) if kept else None, now_iso(self.clock), record_id)).fetchone()
 
         return _record(await self.db.run_write(work))
@@ -193,7 +193,8 @@ class OMRecordStore:
     async def create_reflection_generation(self, previous: OMRecord, *, observations: str,
                                            token_count: int) -> OMRecord:
         """The next generation (``originType: reflection``) holding the reflector's log; the
-        cursor and the totals carry over, observed ids and buffering state start empty."""
+        cursor and the totals carry over, observed ids and buffering state start empty
+        (``_insert_generation``)."""
         return _record(await self.db.run_write(
             lambda conn: _insert_generation(conn, previous.id, observations, token_count, now_iso(self.clock))))
 
@@ -232,9 +233,9 @@ class OMRecordStore:
 
     async def activate_chunks(self, record_id: str, chunk_ids: Sequence[str]) -> OMRecord | None:
         """Swap the oldest buffered chunks, which must still be exactly ``chunk_ids``, into
-        the active log (2.5, ``swapBufferedToActive``). One transaction, and the chunks are
-        checked inside it: two processes never activate the same chunk twice, the second
-        gets None."""
+        the active log (2.5, ``swapBufferedToActive``; ``totalTokensObserved`` is left as it
+        is, as Mastra leaves it). One transaction, and the chunks are checked inside it: two
+        processes never activate the same chunk twice, the second gets None."""
         def work(conn: sqlite3.Connection) -> sqlite3.Row | None:
             row = conn.execute(f"{_SELECT} WHERE id = ?", (record_id,)).fetchone()
             if row is None or not _is_newest(conn, row):  # a reflection made a newer generation meanwhile
@@ -252,11 +253,9 @@ class OMRecordStore:
                 "UPDATE mastra_observational_memory SET active_observations = ?,"
                 " observation_token_count = observation_token_count + ?,"
                 " pending_message_tokens = max(0, pending_message_tokens - ?), buffered_observation_chunks = ?,"
-                " last_observed_at = ?, total_tokens_observed = total_tokens_observed + ?, updated_at = ?"
-                " WHERE id = ? RETURNING *",
+                " last_observed_at = ?, updated_at = ? WHERE id = ? RETURNING *",
                 (merged, observation_tokens, sum(int(c.get("messageTokens") or 0) for c in chosen),
-                 stored_json(rest) if rest else None, last, observation_tokens, now_iso(self.clock),
-                 record_id)).fetchone()
+                 stored_json(rest) if rest else None, last, now_iso(self.clock), record_id)).fetchone()
 
         row = await self.db.run_write(work)
         return _record(row) if row else None
@@ -403,17 +402,18 @@ def _is_newest(conn: sqlite3.Connection, row: sqlite3.Row) -> bool:
 
 def _insert_generation(conn: sqlite3.Connection, previous_id: str, observations: str,
                        token_count: int, now: str) -> sqlite3.Row:
-    """Insert the generation after ``previous_id``; buffered chunks not yet activated carry
-    over (their messages are still unobserved), everything else of the buffering state
-    starts empty."""
+    """Insert the generation after ``previous_id``: the cursor, the running total, the config,
+    the zone and the metadata carry over (from the row as it is now, not as a caller read it
+    before an observation: docs/observational-memory.md#deliberate-differences D38); the
+    buffering state starts empty, as Mastra's "buffering state reset": no chunks (their
+    messages are unobserved again and get buffered anew), no buffer cursor or boundary."""
     return conn.execute(
         "INSERT INTO mastra_observational_memory (id, lookup_key, scope, resource_id, thread_id,"
         " active_observations, origin_type, config, generation_count, last_observed_at,"
         " pending_message_tokens, total_tokens_observed, observation_token_count, observed_timezone,"
-        " buffered_observation_chunks, last_buffered_at_time, metadata, created_at, updated_at)"
+        " metadata, created_at, updated_at)"
         " SELECT ?, lookup_key, scope, resource_id, thread_id, ?, 'reflection', config, generation_count + 1,"
-        " last_observed_at, 0, total_tokens_observed, ?, observed_timezone, buffered_observation_chunks,"
-        " last_buffered_at_time, metadata, ?, ?"
+        " last_observed_at, 0, total_tokens_observed, ?, observed_timezone, metadata, ?, ?"
         " FROM mastra_observational_memory WHERE id = ? RETURNING *",
         (str(uuid.uuid4()), observations, token_count, now, now, previous_id)).fetchone()
 

@@ -41,6 +41,7 @@ from dev_server.om.engine.cycle_context import CycleContext, JobParts, describe_
 from dev_server.om.engine.extraction import end_fields, observed_source
 from dev_server.om.engine.flags import BUFFER_STALE_S, flag_live, holding, settled
 from dev_server.om.engine.parts import OBSERVATION, REFLECTION, BufferCycle, marker_config
+from dev_server.om.engine.thread_metadata import with_extracted
 from dev_server.om.engine.window import has_incomplete_tool_calls
 from dev_server.om.prompting.groups import aligned_cut, message_range, wrap_group
 from dev_server.om.prompting.prompts import reflection_max_level, reflection_start_level
@@ -57,6 +58,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BUFFERED_HEADING = "\n\n--- BUFFERED (pending activation) ---\n\n"
+
+
+def previously_observed(record: OMRecord) -> str:
+    """What a background observer is shown as already observed: the log, then (what earlier
+    chunks saw counts as observed for this one) the waiting chunks under
+    ``BUFFERED_HEADING``; with no log yet, the chunks alone, as Mastra joins them."""
+    active = record.active_observations.strip()
+    chunks = "\n\n".join(c.get("observations", "") for c in record.buffered_observation_chunks or ())
+    if active and chunks:
+        return active + BUFFERED_HEADING + chunks
+    return active or chunks
 
 
 def chunk_message_ids(record: OMRecord) -> set[str]:
@@ -227,10 +239,7 @@ class Buffering:
                     sink.emit(cycle.failed("Nothing left to buffer"))
                     return
                 await records.seal_messages([m.id for m in fresh], epoch_ms(self.engine.clock))
-                existing = current.active_observations.strip()
-                chunks = [c.get("observations", "") for c in current.buffered_observation_chunks or ()]
-                if chunks:  # what earlier chunks saw counts as observed for this one
-                    existing = existing + BUFFERED_HEADING + "\n\n".join(chunks)
+                existing = previously_observed(current)
                 output = await self.engine.run_observer(ctx, current, fresh, previous=existing, buffered=True)
                 observations = output.observations.strip()
                 # a chunk's extracted values and title are kept at once, not at its activation (2.4 step 8)
@@ -244,11 +253,13 @@ class Buffering:
                          "messageTokens": count_messages(fresh),
                          "lastObservedAt": to_iso(newest + timedelta(milliseconds=1)),
                          "createdAt": now_iso(self.engine.clock)}
+                if extraction.title is not None:  # written to the thread again when the chunk is activated
+                    chunk["threadTitle"] = extraction.title
                 stored = await records.add_buffered_chunk(current.lookup_key, chunk)
                 total = sum(int(c.get("tokenCount") or 0)
                             for c in (stored or current).buffered_observation_chunks or ())
-                if extraction.patch:
-                    await self.engine.patch_hints(ctx, extraction.patch)
+                if extraction.values:
+                    await self.engine.patch_hints(ctx, with_extracted(ctx.hints, extraction.patch))
                 await self.engine.extraction.commit(ctx, extraction, cycle.id)
                 sink.emit(cycle.end(buffered_tokens=total, observations=observations, extra=end_fields(extraction)))
         except Exception as exc:  # buffering never raises: the threshold path observes instead
@@ -320,8 +331,8 @@ class Buffering:
                 extraction = await self.engine.extract(ctx, record, REFLECTION, inline, reflection, buffered=True)
                 await records.store_buffered_reflection(record.id, reflection=reflection, tokens=tokens,
                                                         input_tokens=estimate, line_count=len(lines))
-                if extraction.patch:
-                    await self.engine.patch_hints(ctx, extraction.patch)
+                if extraction.values:
+                    await self.engine.patch_hints(ctx, with_extracted(ctx.hints, extraction.patch))
                 await self.engine.extraction.commit(ctx, extraction, cycle.id)
                 sink.emit(cycle.end(buffered_tokens=tokens, observations=None, extra=end_fields(extraction)))
         except Exception as exc:

@@ -182,9 +182,9 @@ class Extraction:
         chosen = [e for e in extractors if slugs is None or e.slug in slugs]
         result = ExtractionResult()
         result.failures.update({s: e for s, e in unresolved.items() if slugs is None or s in slugs})
-        hint_slugs = () if buffered or operation == REFLECTION else (CURRENT_TASK, SUGGESTED_RESPONSE)
-        if operation == REFLECTION and not buffered:
-            hint_slugs = (SUGGESTED_RESPONSE,)  # the reflector's current task is ignored (4.4)
+        # a background (buffered) cycle is asked for no hints; the others' replace the thread's
+        # when given (a synchronous reflection's too, as measured on Mastra 1.31)
+        hint_slugs = () if buffered else (CURRENT_TASK, SUGGESTED_RESPONSE)
         for slug in hint_slugs:
             if isinstance(inline.get(slug), str) and inline[slug]:
                 result.values[slug] = inline[slug]
@@ -263,10 +263,8 @@ class Extraction:
         updated = await self.threads.update_thread(thread.id, title=title)
         if updated is None:
             return False
-        data: dict[str, Any] = {"cycleId": cycle_id, "threadId": thread.id, "newTitle": title,
-                                "timestamp": now_iso(self.clock)}
-        if thread.title:
-            data["oldTitle"] = thread.title
+        data: dict[str, Any] = {"cycleId": cycle_id, "threadId": thread.id, "oldTitle": (thread.title or "").strip(),
+                                "newTitle": title, "timestamp": now_iso(self.clock)}  # '' for an untitled thread
         ctx.emit(DataPart("om-thread-update", data, transient=True), durable=False)
         return True
 

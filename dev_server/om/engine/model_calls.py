@@ -21,7 +21,12 @@ from dev_server.observability import spans
 from dev_server.om.engine.cycle_context import OBSERVER_AGENT, CycleContext, describe_error
 from dev_server.om.options.config import ObservationalMemoryOptions
 from dev_server.om.options.hooks import CycleRun, current_run, current_trigger
-from dev_server.om.options.models import DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MODEL, uses_default_output_limit
+from dev_server.om.options.models import (
+    DEFAULT_MAX_OUTPUT_TOKENS,
+    DEFAULT_MODEL,
+    default_temperature,
+    uses_default_output_limit,
+)
 from dev_server.om.tokens.counting import estimate_tokens
 
 log = logging.getLogger(__name__)
@@ -105,12 +110,15 @@ class ModelChoiceCaller:
             called = False  # _call counts its own attempt, failed or not
             try:
                 resolved = model if choice.default else await ctx.llm.resolve(candidate.pick(size))
-                default_limit = uses_default_output_limit(choice, candidate,
-                                                          resolved.mastra_id == DEFAULT_MODEL and not resolved.is_local)
+                mastras_default = resolved.mastra_id == DEFAULT_MODEL and not resolved.is_local
+                default_limit = uses_default_output_limit(choice, candidate, mastras_default)
                 options = {litellm: settings[key] for key, litellm in _SETTING_KWARGS.items()
                            if settings.get(key) is not None}
                 options.update(provider_options.get(resolved.provider) or {})
-                request = ModelRequest(model=resolved, messages=messages, temperature=settings.get("temperature"),
+                temperature = settings.get("temperature")
+                if temperature is None:
+                    temperature = default_temperature("observation" if observer else "reflection", mastras_default)
+                request = ModelRequest(model=resolved, messages=messages, temperature=temperature,
                                        max_tokens=settings.get("maxOutputTokens")
                                        or (DEFAULT_MAX_OUTPUT_TOKENS if default_limit else None),
                                        options=options or None,

@@ -53,6 +53,7 @@ from dev_server.om.engine.extraction import Extraction, ExtractionResult, end_fi
 from dev_server.om.engine.flags import STALE_FLAG_S, settled
 from dev_server.om.engine.output_check import distinct_observations, observer_problem, reflection_problem
 from dev_server.om.engine.parts import OBSERVATION, REFLECTION, Cycle, activation_part, marker_config
+from dev_server.om.engine.thread_metadata import observation_patch, with_extracted
 from dev_server.om.options.attachments import for_model
 from dev_server.om.options.config import ObservationalMemoryOptions
 from dev_server.om.prompting.context import message_boundary
@@ -138,12 +139,11 @@ class ObservationEngine:
     async def commit_thread(self, ctx: CycleContext, output: Any, messages: Sequence[Message],
                             extraction: ExtractionResult, cycle_id: str) -> None:
         """After the record is stored: the observed thread's hints, cursor and extracted
-        values (1.2), then its title and working memory (``Extraction.commit``)."""
-        newest = max(messages, key=lambda m: (m.created_at, m.seq or 0))
-        await self.patch_hints(ctx, {
-            "currentTask": output.current_task, "suggestedResponse": output.suggested_response,
-            "lastObservedAt": newest.created_at,
-            "lastObservedMessageCursor": {"createdAt": newest.created_at, "id": newest.id}, **extraction.patch})
+        values, the keys Mastra writes (``dev_server.om.engine.thread_metadata``), then its
+        title and working memory (``Extraction.commit``)."""
+        await self.patch_hints(ctx, observation_patch(ctx.hints, output.current_task, output.suggested_response,
+                                                      extraction.patch, messages,
+                                                      resource_scope=self.options.scope == "resource"))
         await self.extraction.commit(ctx, extraction, cycle_id)
 
     async def extract(self, ctx: CycleContext, record: OMRecord, operation: str, inline: dict[str, Any],
@@ -186,8 +186,7 @@ class ObservationEngine:
             new_tokens = estimate_tokens(new)
             updated = await self.records.update_active_observations(
                 record.id, observations=merged, token_count=estimate_tokens(merged),
-                last_observed_at=last_observed_at, observed_ids=[m.id for m in messages],
-                tokens_observed=new_tokens)
+                last_observed_at=last_observed_at, observed_ids=[m.id for m in messages])
             await self.commit_thread(ctx, output, messages, extraction, cycle.id)
         except Exception as exc:
             log.warning("observation of thread %s failed: %s", ctx.thread_id, describe_error(exc))
@@ -387,8 +386,8 @@ class ObservationEngine:
         text, tokens, inline = result.text, result.tokens, result.extracted
         extraction = await self.extract(ctx, record, REFLECTION, inline, text)
         new = await self.records.create_reflection_generation(record, observations=text, token_count=tokens)
-        if extraction.patch:
-            await self.patch_hints(ctx, extraction.patch)
+        if extraction.values:
+            await self.patch_hints(ctx, with_extracted(ctx.hints, extraction.patch))
         await self.extraction.commit(ctx, extraction, cycle.id)
         ctx.emit(cycle.end(record=new, observation_tokens=tokens, observations=text,
                            extra=end_fields(extraction)), durable=True)

@@ -25,9 +25,14 @@ REFLECTION = "reflection"
 
 
 def marker_config(options: ObservationalMemoryOptions, observation_tokens: int = 0) -> dict[str, Any]:
-    """``ObservationMarkerConfig``: the thresholds in force and the scope."""
-    return {"messageTokens": options.message_threshold(observation_tokens),
-            "observationTokens": options.reflection.observation_tokens, "scope": options.scope}
+    """``ObservationMarkerConfig``: the thresholds in force, the scope, and the configured
+    ``activateAfterIdle`` (milliseconds or ``"auto"``) when there is one, as Mastra writes
+    it on every marker (a TTL activation puts the milliseconds it used instead)."""
+    config: dict[str, Any] = {"messageTokens": options.message_threshold(observation_tokens),
+                              "observationTokens": options.reflection.observation_tokens, "scope": options.scope}
+    if options.observation_triggers.after_idle is not None:
+        config["activateAfterIdle"] = options.observation_triggers.after_idle
+    return config
 
 
 def status_part(options: ObservationalMemoryOptions, record: OMRecord, *, pending_tokens: int,

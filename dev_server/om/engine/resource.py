@@ -173,10 +173,9 @@ async def observe_resource(engine: ObservationEngine, ctx: CycleContext, record:
                 observations = wrap_group(observations, message_range(by_thread[thread_id]))
             text = merge_section(text, section_id(thread_id, obscure), observations, newest_at)
         ids = [m.id for t in observed for m in by_thread[t]]
-        new_tokens = sum(estimate_tokens(item.output.observations) for item in observed.values())
         updated = await records.update_active_observations(
             record.id, observations=text, token_count=estimate_tokens(text), last_observed_at=newest_at,
-            observed_ids=ids, tokens_observed=new_tokens)
+            observed_ids=ids)
         for thread_id, item in observed.items():
             await engine.commit_thread(item.ctx, item.output, by_thread[thread_id], item.extraction, item.cycle.id)
         for thread_id, item in observed.items():

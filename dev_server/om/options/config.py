@@ -21,7 +21,10 @@ order (``dev_server.om.options.models``); resolution happens per call. ``modelSe
 ``maxOutputTokens``, ``topP``, ``topK``, ``presencePenalty``, ``frequencyPenalty``,
 ``stopSequences``, ``seed``, ``maxRetries``) and ``providerOptions`` (``{provider: {litellm
 parameter: value}}``, the entry of the provider that answers is passed to litellm) are per
-observation / reflection. ``hooks`` are the cycles' lifecycle callbacks (``dev_server.om.options.hooks``).
+observation / reflection. Unset, Mastra's defaults apply where Mastra applies them: a
+temperature (0.3 observer, 0 reflector) only when its default model answers, the Google
+thinking budgets (215, 1024) when a Google model answers (``dev_server.om.options.models``).
+``hooks`` are the cycles' lifecycle callbacks (``dev_server.om.options.hooks``).
 
 Each option sits where Mastra reads it (docs/observational-memory.md#options lists every one
 with its status). ``observation.bufferOnIdle`` (the top-level key is read as its fallback,
@@ -36,6 +39,7 @@ here fail with their reason (``dev_server.om.options.checks``).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -56,6 +60,7 @@ from dev_server.om.options.extractors import Extractor, parse_extractors
 from dev_server.om.options.hooks import NO_HOOKS, Hooks, parse_hooks
 from dev_server.om.options.models import (
     DEFAULT_MODEL,
+    DEFAULT_PROVIDER_OPTIONS,
     ModelChoice,
     parse_model_choice,
     parse_model_settings,
@@ -100,6 +105,9 @@ def _settings(name: str, value: Any) -> dict[str, Any]:
 
 
 def _provider_options(name: str, value: Any) -> dict[str, dict[str, Any]]:
+    """Given, or Mastra's defaults (the Google thinking budgets of ``DEFAULT_PROVIDER_OPTIONS``)."""
+    if value is None:
+        return copy.deepcopy(DEFAULT_PROVIDER_OPTIONS[name.split(".")[0]])
     return parse_provider_options(name, value, fail)
 
 
@@ -125,7 +133,7 @@ class ObservationConfig:
     instruction: str | None = None
     message_tokens: int = MESSAGE_TOKENS
     max_tokens_per_batch: int = MAX_TOKENS_PER_BATCH
-    model_settings: dict[str, Any] = field(default_factory=lambda: {"temperature": 0.3})
+    model_settings: dict[str, Any] = field(default_factory=dict)  # Mastra's defaults: models.default_temperature
     previous_observer_tokens: int | Literal[False] = PREVIOUS_OBSERVER_TOKENS
     truncate_previous_observations: bool = False  # ours: Mastra's current release shows the whole log
     buffer_tokens: int | Literal[False] = False  # resolved: absolute tokens, or False (no async buffering)
@@ -149,7 +157,7 @@ class ReflectionConfig:
     model: str | None = None
     instruction: str | None = None
     observation_tokens: int = OBSERVATION_TOKENS
-    model_settings: dict[str, Any] = field(default_factory=lambda: {"temperature": 0})
+    model_settings: dict[str, Any] = field(default_factory=dict)
     buffer_activation: float = REFLECTION_BUFFER_ACTIVATION
     block_after: float | None = None
     # reflection-level activateAfterIdle / activateOnProviderChange (never inherited); in force on the
@@ -311,8 +319,7 @@ def resolve_observation(given: Mapping[str, Any], scope: str, share_budget: bool
                                                                 given.get("providerOptions")),
                              instruction=text("observation.instruction", given.get("instruction")),
                              message_tokens=tokens, max_tokens_per_batch=batch,
-                             model_settings={"temperature": 0.3, **_settings("observation.modelSettings",
-                                                                              given.get("modelSettings"))},
+                             model_settings=_settings("observation.modelSettings", given.get("modelSettings")),
                              previous_observer_tokens=previous, truncate_previous_observations=truncate,
                              buffer_tokens=resolved_buffer,
                              buffer_activation=activation, block_after=block,
@@ -343,8 +350,7 @@ def resolve_reflection(given: Mapping[str, Any], buffering: bool) -> ReflectionC
                                                                given.get("providerOptions")),
                             instruction=text("reflection.instruction", given.get("instruction")),
                             observation_tokens=tokens,
-                            model_settings={"temperature": 0, **_settings("reflection.modelSettings",
-                                                                           given.get("modelSettings"))},
+                            model_settings=_settings("reflection.modelSettings", given.get("modelSettings")),
                             buffer_activation=activation, block_after=block,
                             extract=parse_extractors("reflection.extract", given.get("extract")))
 

@@ -26,6 +26,12 @@ from typing import Any
 
 DEFAULT_MODEL = "google/gemini-2.5-flash"
 DEFAULT_MAX_OUTPUT_TOKENS = 100_000  # Mastra's, for the default model and ModelByInputTokens only (2.1)
+# Mastra's default temperatures, sent only when its default model answers and none is configured
+DEFAULT_TEMPERATURE = {"observation": 0.3, "reflection": 0.0}
+# Mastra's default providerOptions (Google thinking budgets), as litellm parameters; replaced
+# by any providerOptions given, and read only when a Google model answers
+DEFAULT_PROVIDER_OPTIONS = {"observation": {"google": {"thinking": {"type": "enabled", "budget_tokens": 215}}},
+                            "reflection": {"google": {"thinking": {"type": "enabled", "budget_tokens": 1024}}}}
 
 Fail = Callable[[str, str], ValueError]
 
@@ -178,6 +184,13 @@ def parse_provider_options(name: str, value: Any, _fail: Fail = _plain_fail) -> 
         raise _fail(name, "must be an object {provider: {option: value}}, e.g. {\"openai\": {\"reasoning_effort\": "
                           "\"low\"}}")
     return {str(k): dict(v) for k, v in value.items()}
+
+
+def default_temperature(operation: str, answered_by_default: bool) -> float | None:
+    """The temperature of a call whose ``modelSettings`` name none: Mastra's default (0.3 for
+    the observer, 0 for the reflector) when Mastra's default model itself answers, else none
+    (the provider's own)."""
+    return DEFAULT_TEMPERATURE[operation] if answered_by_default else None
 
 
 def uses_default_output_limit(choice: ModelChoice, candidate: ModelWithRetries, answered_by_default: bool) -> bool:

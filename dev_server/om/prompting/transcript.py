@@ -18,12 +18,13 @@ first seen, then ``Tool Result <name>: ...`` (``Tool Error`` when it failed) whe
 is. Results are pretty-printed JSON (the ``providerMetadata.mastra.modelOutput`` form when the
 part has one), with long ``encryptedContent`` strings redacted and the whole capped at
 ``TOOL_OUTPUT_TOKEN_CAP`` tokens; arguments get the same cap. Images and files become numbered
-placeholders (``[Image #1: photo.png]``, ``[File #1: report.pdf]``) and are returned beside
-the text, so the caller can forward the files themselves (``attachment_parts``, by
-``observation.observeAttachments``). So are the images and files of a tool result that
-returns content (``{"type": "content", "value": [...]}``: ``image-data``, ``image-url``,
-``media``, ``file-data``, ``file-url`` items): each item becomes ``{"type", "placeholder"}``
-in the result line.
+placeholders on a line named after the part's type (``File: [Image #1: photo.png]``, ``File:
+[File #1: report.pdf]``; the label is the file name, else a URL's last segment, else the
+media type) and are returned beside the text, so the caller can forward the files themselves
+(``attachment_parts``, by ``observation.observeAttachments``). So are the images and files of
+a tool result that returns content (``{"type": "content", "value": [...]}``: ``image-data``,
+``image-url``, ``media``, ``file-data``, ``file-url`` items): each item becomes ``{"type",
+"placeholder"}`` in the result line.
 ``data-*`` and ``step-start`` parts carry nothing for the observer and are skipped.
 """
 
@@ -35,6 +36,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
 
 from dev_server.kernel.clock import parse_iso
 from dev_server.om.options.attachments import DEFAULT_OBSERVE_ATTACHMENTS, AttachmentFilter, accepts
@@ -59,7 +61,8 @@ class Attachment:
 
     @property
     def placeholder(self) -> str:
-        return f"[{self.kind.capitalize()} #{self.number}: {self.label}]"
+        name = f"{self.kind.capitalize()} #{self.number}"
+        return f"[{name}: {self.label}]" if self.label else f"[{name}]"
 
     def content_part(self) -> dict[str, Any] | None:
         """The OpenAI content part that sends it to a model, or None when it cannot be sent
@@ -133,8 +136,8 @@ class _TranscriptWriter:
             self._add_tool(part)
         elif kind in ("file", "image"):
             attachment = self._attachment(part)
-            if attachment is not None:
-                self.lines.append(f"{self._speaker(role, moment)}: {attachment.placeholder}")
+            if attachment is not None:  # the line is named after the part's type, as Mastra names it
+                self.lines.append(f"{self._speaker(kind.capitalize(), moment)}: {attachment.placeholder}")
 
     def _speaker(self, role: str, moment: datetime | None) -> str:
         if moment is None:
@@ -174,14 +177,15 @@ class _TranscriptWriter:
         data = part.get("data") if part.get("type") == "file" else part.get("image")
         if not isinstance(data, str) or not data:
             return None
-        media = str(part.get("mimeType") or part.get("mediaType") or "")
+        declared = str(part.get("mimeType") or part.get("mediaType") or "")
+        media = declared
         if not media and data.startswith("data:"):
             media = data[5:].split(";", 1)[0].split(",", 1)[0]
         is_image = part.get("type") == "image" or media.lower().startswith("image/") or data.startswith("data:image/")
         kind = "image" if is_image else "file"
         self._counts[kind] += 1
         filename = part.get("filename") if isinstance(part.get("filename"), str) else None
-        label = (filename or "").strip() or media or kind
+        label = (filename or "").strip() or _url_name(data) or declared
         attachment = Attachment(kind, self._counts[kind], label, media or ("image" if is_image else ""), data,
                                 filename)
         self.attachments.append(attachment)
@@ -211,6 +215,17 @@ def _result_attachment(item: Any) -> dict[str, Any] | None:
     if kind.startswith("image") or (kind == "media" and media and media.lower().startswith("image/")):
         return {"type": "image", "image": data, "mimeType": media}
     return {"type": "file", "data": data, "mimeType": media, "filename": filename}
+
+
+def _url_name(data: str) -> str:
+    """The last path segment of an attachment given by URL (``dog.jpg``), else ""."""
+    if data.startswith("data:"):
+        return ""
+    url = urlparse(data)
+    if not url.scheme or len(url.scheme) < 2:  # not a URL (bare base64), or a Windows drive
+        return ""
+    segments = [s for s in url.path.split("/") if s]
+    return unquote(segments[-1]) if segments else ""
 
 
 def _parts(content: Any) -> list[dict[str, Any]]:
