@@ -6,8 +6,8 @@ what the actor receives (context, messages, tools). Per turn: which OM model cal
 observer call's transcript, each reflector call's input, the stream after the last step,
 and once the turn's background work is done the record, the thread's hints and OM metadata
 keys, and each stored message the turn added or changed (on either side): its parts, and
-its time. A check passes when both sides hold the same value; the match rate of a
-conversation is the share of its checks that pass.
+its time. A check passes when both sides hold the same value, times taken to the second
+(``views.coarse``); the match rate of a conversation is the share of its checks that pass.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class _Builder:
         self.checks: list[Check] = []
 
     def add(self, name: str, kind: str, expected: Any, actual: Any) -> None:
-        self.checks.append(Check(name, kind, expected, actual))
+        self.checks.append(Check(name, kind, views.coarse(expected), views.coarse(actual)))
 
     def parts(self, prefix: str, mastra: list[dict[str, Any]], ours: list[dict[str, Any]] | None) -> None:
         """The sequence of a group of events, then each data part paired by type and order."""

@@ -1,7 +1,7 @@
 """A recorded conversation played on our gateway: ``create_app`` in this process (a real
 uvicorn in a thread), the scripted model double answering as the recording's mocks
 answered (the actor by turn and step, the observer and the reflector by the order of their
-calls), a ``ManualClock`` set to each turn's time, seeded UUIDs (``tests.conformance.ids``).
+calls), the recorder's clock (``tests.conformance.clock``), seeded UUIDs (``tests.conformance.ids``).
 
 The result has the trace's shape (``turns``: events, steps, calls, after), built by
 ``tests.conformance.adapt``; a conversation our engine refuses to start has ``error``.
@@ -24,12 +24,12 @@ from typing import Any
 import httpx
 
 from dev_server.agents.definition import AgentDefinition
-from dev_server.kernel.clock import ManualClock
 from dev_server.kernel.model import ModelRequest, ResolvedModel
 from dev_server.kernel.tools import Tool, ToolContext
 from dev_server.llm.scripted import Call, Reply, ScriptedModel
 from dev_server.memory.options import MemoryOptions
 from tests.conformance.adapt import events_of, message_of, prompt_of, record_of, thread_of
+from tests.conformance.clock import TickingClock
 from tests.conformance.ids import Labels, steady_uuids
 from tests.kit.chat import chat_turn
 from tests.kit.servers import DB_NAME, serve, settings_from_env
@@ -101,7 +101,7 @@ class GatewayRun:
         self.script = script
         self.data = data
         self.db = data / DB_NAME
-        self.clock = ManualClock(script["turns"][0]["at"])
+        self.clock = TickingClock(script["turns"][0]["at"])
         self.turn: dict[str, Any] = {}
         self.step = 0
         self.steps: list[dict[str, Any]] = []

@@ -1,6 +1,9 @@
 // What makes a recording repeatable, installed before Mastra is imported:
-// - one clock: `Date` stands still at the moment the script sets (as the replay's
-//   ManualClock does); timers stay real, so waits still end;
+// - one clock: `Date` starts each turn at the moment the script sets and moves 1 ms at
+//   every read, so two things made in a turn are never stamped the same millisecond (as in
+//   production, where time passes between them), and the same run reads the same times
+//   (the replay's TickingClock does the same; times are compared to the second);
+//   timers stay real, so waits still end;
 // - seeded randomness whose ids always estimate to the same token count: every random
 //   byte is 0xa0-0xff, so no segment of a UUID is all digits (tokenx counts an all-digit
 //   segment as one token, a mixed one by its length). The replay draws our gateway's
@@ -12,12 +15,12 @@ let nowMs = 0;
 
 class ScriptDate extends RealDate {
   constructor(...args) {
-    if (args.length === 0) super(nowMs);
+    if (args.length === 0) super(nowMs++);
     else super(...args);
   }
 
   static now() {
-    return nowMs;
+    return nowMs++;
   }
 }
 
@@ -35,7 +38,7 @@ function mulberry32(seed) {
 export function installDeterminism(startIso, seed) {
   nowMs = RealDate.parse(startIso);
   globalThis.Date = ScriptDate;
-  performance.now = () => nowMs; // durations measured on it are 0, as on a still ManualClock
+  performance.now = () => nowMs; // durations measured on it: the reads in between
   const next = mulberry32(seed);
   Math.random = () => 0.625 + 0.375 * next(); // bytes drawn as 256 * random are 0xa0-0xff
   const hex = () => (160 + Math.floor(next() * 96)).toString(16);
