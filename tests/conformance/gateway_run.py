@@ -1,7 +1,8 @@
 """A recorded conversation played on our gateway: ``create_app`` in this process (a real
 uvicorn in a thread), the scripted model double answering as the recording's mocks
 answered (the actor by turn and step, the observer and the reflector by the order of their
-calls), the recorder's clock (``tests.conformance.clock``), seeded UUIDs (``tests.conformance.ids``).
+calls; an actor reply ends once background work is done, as the recorder's does), the
+recorder's clock (``tests.conformance.clock``), seeded UUIDs (``tests.conformance.ids``).
 
 The result has the trace's shape (``turns``: events, steps, calls, after), built by
 ``tests.conformance.adapt``; a conversation our engine refuses to start has ``error``.
@@ -11,22 +12,23 @@ that model (same data, same clock), which is how a provider change happens here.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, aclosing, contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from dev_server.agents.definition import AgentDefinition
-from dev_server.kernel.model import ModelRequest, ResolvedModel
+from dev_server.kernel.model import Finish, ModelEvent, ModelRequest, ResolvedModel
 from dev_server.kernel.tools import Tool, ToolContext
-from dev_server.llm.scripted import Call, Reply, ScriptedModel
+from dev_server.llm.scripted import Call, Reply, ScriptedModel, purpose_of
 from dev_server.memory.options import MemoryOptions
 from tests.conformance.adapt import events_of, message_of, prompt_of, record_of, thread_of
 from tests.conformance.clock import TickingClock
@@ -67,15 +69,41 @@ def _reply(step: dict[str, Any]) -> Reply:
     return Reply(text=step.get("text", ""), tool_calls=calls)
 
 
+def _idle(health: dict[str, Any]) -> bool:
+    work = health["background"]
+    return not work["queued"] and not work["running"]
+
+
 def _wait_background(url: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
-    while True:
-        work = httpx.get(f"{url}/health", timeout=10).json()["background"]
-        if not work["queued"] and not work["running"]:
-            return
+    while not _idle(httpx.get(f"{url}/health", timeout=10).json()):
         if time.monotonic() > deadline:
             raise TimeoutError("the gateway's background work did not finish")
         time.sleep(0.02)
+
+
+class SettlingModel(ScriptedModel):
+    """The scripted model, whose actor replies end (their ``Finish``) only once the gateway's
+    background work is done: the answer outlasts the background cycles it started, as the
+    recorder's mock actor waits for Mastra's ``settled()`` (docs/om-conformance.md)."""
+
+    url = ""  # the gateway's, once it serves
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        actor = purpose_of(request.messages) == "agent"
+        async with aclosing(super().stream(request)) as events:
+            async for event in events:
+                if actor and isinstance(event, Finish):
+                    await self._settle()
+                yield event
+
+    async def _settle(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        async with httpx.AsyncClient(base_url=self.url, timeout=10) as client:
+            while not _idle((await client.get("/health")).json()):
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the gateway's background work did not finish")
+                await asyncio.sleep(0.01)
 
 
 @contextmanager
@@ -107,7 +135,7 @@ class GatewayRun:
         self.steps: list[dict[str, Any]] = []
         self.calls: list[dict[str, Any]] = []
         self.served = {"observer": 0, "reflector": 0}
-        self.llm = ScriptedModel(self._actor, observer=self._om("observer"), reflector=self._om("reflector"),
+        self.llm = SettlingModel(self._actor, observer=self._om("observer"), reflector=self._om("reflector"),
                                  extractor=self._om("extractor"), local=False)
         self.options = om_options(script)
         self.tools = tuple(_tool(spec) for spec in script["tools"])
@@ -170,7 +198,7 @@ class GatewayRun:
                     stack.close()
                     server = stack.enter_context(serve("gateway", self.data, inprocess=True, settings=settings,
                                                        llm=self.llm, agents=(self.agent(wanted),), clock=self.clock))
-                    model = wanted
+                    self.llm.url, model = server.url, wanted
                 assert server is not None
                 thread = self.thread_of(turn)
                 if thread not in threads:

@@ -56,7 +56,9 @@ async function recordConversation(script) {
   const { z } = await import('zod');
 
   const usage = { inputTokens: 10, outputTokens: 10, totalTokens: 20 };
-  const streamOf = reply => {
+  // `beforeFinish`: awaited after the reply's content, before its finish (the actor's answer
+  // outlasts the background cycles it started; see docs/om-conformance.md).
+  const streamOf = (reply, beforeFinish) => {
     const chunks = [{ type: 'stream-start', warnings: [] }];
     if (reply.text) {
       chunks.push({ type: 'text-start', id: 'text-1' }, { type: 'text-delta', id: 'text-1', delta: reply.text });
@@ -66,7 +68,16 @@ async function recordConversation(script) {
       chunks.push({ type: 'tool-call', toolCallId: call.id, toolName: call.name, input: JSON.stringify(call.input) });
     }
     chunks.push({ type: 'finish', finishReason: reply.toolCalls?.length ? 'tool-calls' : 'stop', usage });
-    return { stream: simulateReadableStream({ chunks }) };
+    if (!beforeFinish) return { stream: simulateReadableStream({ chunks }) };
+    let next = 0;
+    const stream = new ReadableStream({
+      async pull(controller) {
+        if (next === chunks.length - 1) await beforeFinish();
+        controller.enqueue(chunks[next++]);
+        if (next === chunks.length) controller.close();
+      },
+    });
+    return { stream };
   };
   const generateOf = reply => ({
     content: [
@@ -82,12 +93,12 @@ async function recordConversation(script) {
     usage,
     warnings: [],
   });
-  const mock = (modelId, answer) => {
+  const mock = (modelId, answer, beforeFinish) => {
     const [provider, id] = splitModel(modelId);
     return new MockLanguageModelV2({
       provider,
       modelId: id,
-      doStream: async options => streamOf(await answer(options)),
+      doStream: async options => streamOf(await answer(options), beforeFinish),
       doGenerate: async options => generateOf(await answer(options)),
     });
   };
@@ -113,7 +124,7 @@ async function recordConversation(script) {
             record: compactRecord(record),
           });
           return state.turn.steps[step] ?? { text: script.fallback.actor };
-        }),
+        }, () => engine.settled()),
       );
     }
     return actorCache.get(modelId);
