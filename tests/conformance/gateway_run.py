@@ -178,7 +178,7 @@ class GatewayRun:
     def agent(self, model: str) -> AgentDefinition:
         options = self.options
         return AgentDefinition(id=AGENT_ID, name="Chat Agent", instructions=self.script["instructions"], model=model,
-                               memory=lambda: MemoryOptions(observational_memory=options, om_follows_settings=False),
+                               memory=lambda: MemoryOptions(observational_memory=options),
                                resource=self.script["resource"], tools=self.tools)
 
     def run(self) -> dict[str, Any]:
@@ -191,7 +191,7 @@ class GatewayRun:
             threads: list[str] = []
             turns: list[dict[str, Any]] = []
             server, model = None, None
-            settings = settings_from_env(self.data, {"DEV_SERVER_TELEMETRY": "false"})
+            settings = settings_from_env(self.data, {"DEV_SERVER_TELEMETRY": "false", "DEV_SERVER_OM_AGENTS": ""})
             for index, turn in enumerate(self.script["turns"]):
                 wanted = turn.get("model") or self.script["models"]["actor"]
                 if wanted != model:
