@@ -67,17 +67,18 @@ def check_agent_names(settings: Settings, definitions: tuple[AgentDefinition, ..
     everyone = list(memories)
     with_memory = [agent_id for agent_id, options in memories.items() if options is not None]
     with_om = [agent_id for agent_id, options in memories.items() if options is not None and options.om is not None]
-    named = [("DEV_SERVER_AGENT_MODELS", settings.agent_models or {}, everyone, "agent"),
-             ("DEV_SERVER_WORKING_MEMORY", settings.working_memory_agents, with_memory, "agent with memory"),
-             ("DEV_SERVER_SEMANTIC_RECALL", settings.semantic_recall_agents, with_memory, "agent with memory"),
-             ("DEV_SERVER_AGENT_OM_MODELS", settings.agent_om_models or {}, with_om,
-              "agent with Observational Memory")]
+    om = "with Observational Memory"
+    named = [("DEV_SERVER_AGENT_MODELS", settings.agent_models or {}, everyone, ""),
+             ("DEV_SERVER_WORKING_MEMORY", settings.working_memory_agents, with_memory, "with memory"),
+             ("DEV_SERVER_SEMANTIC_RECALL", settings.semantic_recall_agents, with_memory, "with memory"),
+             ("DEV_SERVER_AGENT_OM_MODELS", settings.agent_om_models or {}, with_om, om)]
     if "om_agents" in settings.model_fields_set:  # its default, chat-agent, may name no agent of the user's
-        named.append(("DEV_SERVER_OM_AGENTS", settings.om_agent_ids, with_om, "agent with Observational Memory"))
-    for variable, agent_ids, known, what in named:
+        named.append(("DEV_SERVER_OM_AGENTS", settings.om_agent_ids, with_om, om))
+    for variable, agent_ids, known, kind in named:
         for agent_id in sorted(set(agent_ids) - set(known)):
-            raise SettingsError(f"invalid setting {variable}: {agent_id!r} is not an {what} here ({what}s: "
-                                f"{', '.join(known) or 'none'})")
+            agents = f"agents {kind}".rstrip()
+            raise SettingsError(f"invalid setting {variable}: {agent_id!r} is not one of the {agents} here "
+                                f"({', '.join(known) or 'none'})")
 
 
 def check_models(settings: Settings) -> None:

@@ -133,6 +133,11 @@ def test_an_om_model_without_its_provider_stops_the_start(server_env: dict[str, 
 
 
 @pytest.mark.parametrize("env, setting, fragment", [
+    ({"DEV_SERVER_MODEL": "antropic/claude-haiku-4-5"}, "DEV_SERVER_MODEL", "unknown model provider 'antropic'"),
+    ({"DEV_SERVER_AGENT_MODELS": '{"docs-agent": "olama/llama3.2"}'}, "DEV_SERVER_AGENT_MODELS (docs-agent)",
+     "unknown model provider 'olama'"),
+    ({"DEV_SERVER_AGENT_OM_MODELS": '{"chat-agent": "nope/x"}'}, "DEV_SERVER_AGENT_OM_MODELS (chat-agent)",
+     "unknown model provider 'nope'"),
     ({"DEV_SERVER_OM_MODEL": "opena/gpt-4o-mini"}, "DEV_SERVER_OM_MODEL", "unknown model provider 'opena'"),
     ({"DEV_SERVER_OM_OPTIONS": '{"observation": {"model": [{"model": "openai/gpt-4o-mini"}, {"model": "nope/x"}]}}'},
      "DEV_SERVER_OM_OPTIONS (observation.model)", "unknown model provider 'nope'"),
@@ -150,18 +155,18 @@ def test_unknown_providers_in_model_settings_are_one_line_naming_the_setting(tmp
 
 def test_model_settings_of_known_providers_pass(tmp_path: Path):
     settings = settings_from_env(tmp_path, {
+        "DEV_SERVER_MODEL": "anthropic/claude-haiku-4-5", "DEV_SERVER_AGENT_MODELS": '{"docs-agent": "groq/llama"}',
+        "DEV_SERVER_OM_MODEL": "default", "DEV_SERVER_AGENT_OM_MODELS": '{"chat-agent": "vertex_ai/gemini"}',
         "DEV_SERVER_EMBEDDER": "ollama/nomic-embed-text",
         "DEV_SERVER_OM_OPTIONS": '{"reflection": {"model": "default"}, "observation": {"model": "local/x"}}'})
     check_models(settings)
     assert list(model_settings(settings)) == [
+        ("DEV_SERVER_MODEL", "anthropic/claude-haiku-4-5"),
+        ("DEV_SERVER_AGENT_MODELS (docs-agent)", "groq/llama"),
+        ("DEV_SERVER_AGENT_OM_MODELS (chat-agent)", "vertex_ai/gemini"),
         ("DEV_SERVER_OM_OPTIONS (observation.model)", "local/x"),
         ("DEV_SERVER_OM_OPTIONS (reflection.model)", "google/gemini-2.5-flash"),
         ("DEV_SERVER_EMBEDDER", "ollama/nomic-embed-text")]
-    settings = settings_from_env(tmp_path, {"DEV_SERVER_OM_MODEL": "anthropic/claude-sonnet-4-5"})
-    check_models(settings)
-    assert next(model_settings(settings)) == ("DEV_SERVER_OM_MODEL", "anthropic/claude-sonnet-4-5")
-    off = settings_from_env(tmp_path, {"DEV_SERVER_OM_ENABLED": "false", "DEV_SERVER_OM_MODEL": "nope/x"})
-    assert list(model_settings(off)) == [("DEV_SERVER_EMBEDDER", "openai/text-embedding-3-small")]  # OM off: unused
 
 
 def test_checking_models_of_the_providers_table_never_imports_litellm():
@@ -177,17 +182,32 @@ def test_checking_models_of_the_providers_table_never_imports_litellm():
 
 def test_a_setting_naming_no_agent_with_memory_stops_the_start(server_env: dict[str, str]):
     result = run_cli(["gateway", "--port", str(free_port())], {**server_env, "DEV_SERVER_WORKING_MEMORY": "chat-agnt"})
-    assert_one_error_line(result, "invalid setting DEV_SERVER_WORKING_MEMORY", "'chat-agnt' is not an agent",
-                          "chat-agent, docs-agent")
+    assert_one_error_line(result, "invalid setting DEV_SERVER_WORKING_MEMORY: 'chat-agnt' is not one of the agents "
+                          "with memory here (chat-agent, docs-agent)")
 
 
-def test_agent_names_are_checked_against_the_agents_with_memory():
-    check_agent_names(Settings(working_memory="chat-agent,docs-agent:thread", semantic_recall="docs-agent"),
-                      DEFINITIONS)
-    with pytest.raises(SettingsError, match="DEV_SERVER_SEMANTIC_RECALL: 'orchestrator-agent' has no memory here"):
-        check_agent_names(Settings(semantic_recall="orchestrator-agent"), DEFINITIONS)
-    with pytest.raises(SettingsError, match=r"DEV_SERVER_WORKING_MEMORY: 'x' is not an agent here \(agents with "
-                                            r"memory: none\)"):
+@pytest.mark.parametrize("settings, message", [
+    (Settings(agent_models={"ghost": "openai/gpt-4o"}),
+     "DEV_SERVER_AGENT_MODELS: 'ghost' is not one of the agents here (chat-agent, docs-agent, orchestrator-agent)"),
+    (Settings(semantic_recall="orchestrator-agent"),
+     "DEV_SERVER_SEMANTIC_RECALL: 'orchestrator-agent' is not one of the agents with memory here"),
+    (Settings(agent_om_models={"docs-agent": "openai/gpt-4o"}),
+     "DEV_SERVER_AGENT_OM_MODELS: 'docs-agent' is not one of the agents with Observational Memory here (chat-agent)"),
+    (Settings(om_agents="chat-agent,docs-agent"),
+     "DEV_SERVER_OM_AGENTS: 'docs-agent' is not one of the agents with Observational Memory here"),
+])
+def test_settings_name_agents_of_the_kind_they_apply_to(settings: Settings, message: str):
+    with pytest.raises(SettingsError) as info:
+        check_agent_names(settings, DEFINITIONS)
+    assert str(info.value).startswith(f"invalid setting {message}")
+
+
+def test_settings_naming_agents_that_exist_pass_and_a_default_names_none():
+    check_agent_names(Settings(working_memory="chat-agent,docs-agent:thread", semantic_recall="docs-agent",
+                               agent_models={"orchestrator-agent": "openai/gpt-4o"}, om_agents="chat-agent",
+                               agent_om_models={"chat-agent": "default"}), DEFINITIONS)
+    check_agent_names(Settings(), ())  # DEV_SERVER_OM_AGENTS's default (chat-agent) is not the user's naming
+    with pytest.raises(SettingsError, match=r"'x' is not one of the agents with memory here \(none\)"):
         check_agent_names(Settings(working_memory="x"), ())
 
 
