@@ -39,7 +39,10 @@ class FetchError(Exception):
 def fetch(dest: Path, package: str = PACKAGE) -> str:
     """Put the Studio build of ``package`` (an npm spec: ``mastra@1.31.0``, or a local
     folder or tarball) into ``dest``; one line saying what was done."""
-    dest = dest.expanduser().resolve()
+    try:
+        dest = dest.expanduser().resolve()  # through a link: the directory it names is the one served
+    except (OSError, RuntimeError) as exc:  # a link loop
+        raise FetchError(f"cannot resolve {dest}: {exc}") from None
     if (dest / INDEX).is_file() and _marker(dest) == package:
         return f"{dest} already holds {package}"
     npm = shutil.which("npm")
