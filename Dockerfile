@@ -2,16 +2,22 @@
 # dev-server: one image for both processes, the role picked by the command:
 #
 #   docker build -t dev-server .
-#   docker run -p 8787:8787 dev-server              the gateway (the default command)
-#   docker run -p 4111:4111 dev-server studio       the studio (Mastra REST + the Studio web app)
+#   docker run -p 8787:8787 -e DEV_SERVER_AUTH=off dev-server           the gateway (the default command)
+#   docker run -p 4111:4111 -e DEV_SERVER_AUTH=off dev-server studio    the studio (Mastra REST + the Studio)
 #   docker compose up --build                       the whole topology: see docker-compose.yml
 #
-# Stage 1 fetches the real Mastra Studio build with the same script as `make studio-ui`
-# (`npm pack` of the pinned `mastra` package; no dependencies, no install scripts).
+# The container listens on 0.0.0.0, so a process refuses to start without auth decided:
+# DEV_SERVER_AUTH_TOKENS=token=principal,... (Bearer tokens), or DEV_SERVER_AUTH=off.
+#
+# Stage 1 fetches the real Mastra Studio build as `dev-server studio-ui` and `make studio-ui`
+# do (`npm pack` of the pinned `mastra` package; no dependencies, no install scripts), with
+# the same standard-library script run by Debian's python3 next to npm.
 FROM node:20-bookworm-slim AS studio-ui
+RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /build
-COPY scripts/fetch_studio_ui.sh scripts/fetch_studio_ui.sh
-RUN scripts/fetch_studio_ui.sh /build/studio-ui
+COPY dev_server/fetch_studio_ui.py fetch_studio_ui.py
+RUN python3 fetch_studio_ui.py /build/studio-ui
 
 # Stage 2 builds wheels: first the dependencies of pyproject.toml alone (a stand-in package,
 # so editing the code or the README does not rebuild them), then the project's own wheel,

@@ -28,10 +28,11 @@ $(JS_DIR)/node_modules/.installed: $(JS_DIR)/package-lock.json
 	cd $(JS_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-# The real Mastra Studio web app, from the pinned `mastra` npm package (never committed).
+# The real Mastra Studio web app, from the pinned `mastra` npm package (never committed): what
+# `dev-server studio-ui` does, run as a plain script (standard library only).
 studio-ui: $(STUDIO_UI)/index.html
-$(STUDIO_UI)/index.html: scripts/fetch_studio_ui.sh
-	scripts/fetch_studio_ui.sh $(STUDIO_UI)
+$(STUDIO_UI)/index.html: dev_server/fetch_studio_ui.py
+	$(PYTHON) dev_server/fetch_studio_ui.py $(STUDIO_UI)
 
 # Debian's chromium for the Studio browser test (never a browser downloaded by a test tool).
 browser:

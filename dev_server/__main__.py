@@ -1,5 +1,5 @@
-"""``python -m dev_server gateway|studio|dev [--host H] [--port N] [--agents SOURCE]`` and
-``python -m dev_server health ROLE``.
+"""The ``dev-server`` command (also ``python -m dev_server``): ``dev``, ``gateway``, ``studio``,
+``health ROLE`` and ``studio-ui``; ``dev-server COMMAND --help`` says what each takes.
 
 ``--agents`` (or ``DEV_SERVER_AGENTS``) runs the user's own agents instead of the built-in
 ones: an import string or a ``.py`` file, loaded and checked before anything starts
@@ -9,8 +9,10 @@ ones: an import string or a ``.py`` file, loaded and checked before anything sta
 more than one, a supervisor forks them: ``dev_server.workers``), ``studio`` always one (it alone
 opens the DuckDB file). ``dev`` runs both as child processes, prints a banner with both URLs
 and the models in use once both answer, and stops both on Ctrl-C (or when either one
-exits). Start-up problems (bad settings, port in use, unwritable data dir, unreadable
-database) print one ``error:`` line and exit 2.
+exits). Start-up problems (a bad command line, bad settings, a non-loopback host without
+auth, port in use, unwritable data dir, unreadable database: ``dev_server.preflight``) print
+one ``error:`` line and exit 2. ``studio-ui`` fetches the Studio web app
+(``dev_server.fetch_studio_ui``) to where the studio serves it from.
 
 Start-up order of one process: bind the port (so "in use" fails at once), open the stores
 (so a bad database is one line), serve. The models warm up in the background; ``/health``
@@ -39,59 +41,120 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 import httpx
 import uvicorn
-import uvloop
 
 from dev_server.agents.definition import AgentDefinition
 from dev_server.agents.loading import AgentsError, agents_for
 from dev_server.agents.registry import with_models
 from dev_server.api.worker_slot import STUDIO_NOTE, WorkerSlot
 from dev_server.connection_limits import http_protocol
+from dev_server.fetch_studio_ui import PACKAGE, FetchError, fetch
 from dev_server.paths import PathError
+from dev_server.preflight import preflight
 from dev_server.settings import Settings, SettingsError
 from dev_server.storage.errors import StorageError
 from dev_server.workers import supervise, watch_parent
 
+try:  # uvloop's event loop where it exists (not on Windows: asyncio's own loop there)
+    import uvloop
+except ImportError:  # pragma: no cover - Windows
+    uvloop = None
+
 ROLES = ("gateway", "studio")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dev_server", description="dev-server gateway and studio")
-    parser.add_argument("role", help="gateway, studio, dev (both), or health")
-    parser.add_argument("probe", nargs="?", help="with health: the role to probe (gateway or studio)")
-    parser.add_argument("--host", help="interface to listen on (default DEV_SERVER_HOST or 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port (default 8787 for the gateway, 4111 for the studio)")
-    parser.add_argument("--agents", metavar="SOURCE", help="your own agents: an import string (mypkg.agents, "
+class _Parser(argparse.ArgumentParser):
+    """A usage mistake is one ``error:`` line and exit 2, like every other start-up problem."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="dev-server", description="An agent gateway with durable conversation memory, and a "
+                     "Mastra-compatible studio. Settings: DEV_SERVER_* variables, or a .env (at the package root in a "
+                     "source checkout, else in the working directory).")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    host = _Parser(add_help=False)
+    host.add_argument("--host", help="interface to listen on (default DEV_SERVER_HOST, else 127.0.0.1); any "
+                      "other than loopback needs DEV_SERVER_AUTH_TOKENS, or DEV_SERVER_AUTH=off")
+    port = _Parser(add_help=False)
+    port.add_argument("--port", type=int, help="port (default DEV_SERVER_GATEWAY_PORT or DEV_SERVER_STUDIO_PORT: "
+                      "8787 for the gateway, 4111 for the studio)")
+    agents = _Parser(add_help=False)
+    agents.add_argument("--agents", metavar="SOURCE", help="your own agents: an import string (mypkg.agents, "
                         "mypkg.agents:name) or a .py file (default DEV_SERVER_AGENTS, else the built-in agents)")
+    commands.add_parser("dev", parents=[host, agents], help="the gateway and the studio together, until Ctrl-C",
+                        description="Run the gateway (chat, :8787) and the studio (Mastra REST and the Studio "
+                        "web app, :4111) as two processes; print their URLs, the models and the data directory "
+                        "once both are ready; Ctrl-C stops both.")
+    commands.add_parser("gateway", parents=[host, port, agents], help="the chat gateway (POST /api/chat)",
+                        description="Run the gateway: the AI SDK's chat stream at POST /api/chat, with "
+                        "DEV_SERVER_WORKERS processes on one port (default one per core).")
+    commands.add_parser("studio", parents=[host, port, agents], help="the studio (Mastra REST API and the Studio "
+                        "web app)",
+                        description="Run the studio: the Mastra-compatible REST API under /api, the Studio web "
+                        "app at / (see studio-ui), and the receivers of the gateway's traces.")
+    health = commands.add_parser("health", parents=[port], help="exit 0 when ROLE on this machine is ready",
+                                 description="Exit 0 when the /health of ROLE on this machine says \"ok\" (its "
+                                 "models warmed up), else 1 with one line.")
+    health.add_argument("role", choices=ROLES, help="the process to probe")
+    studio_ui = commands.add_parser("studio-ui", help="fetch the Studio web app (needs Node and npm)",
+                                    description=f"Fetch the Mastra Studio web app ({PACKAGE} from the npm "
+                                    "registry, with npm pack) into the directory the studio serves it from.")
+    studio_ui.add_argument("--dest", type=Path, help="where to put it (default DEV_SERVER_STUDIO_UI_DIR, else "
+                           "studio-ui/ in the source checkout or in the per-user data directory)")
+    studio_ui.add_argument("--package", default=PACKAGE, help=f"the npm package to take dist/studio from "
+                           f"(default {PACKAGE}, the Studio this server is checked against)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")  # the children of dev write their logs as they come
+    parser = build_parser()
     args = parser.parse_args(argv)
-    if args.role not in (*ROLES, "dev", "health"):
-        return _fail(f"unknown role {args.role!r}; expected gateway, studio, dev or health")
-    if args.role == "health" and args.probe not in ROLES:
-        return _fail("health needs the role to probe: python -m dev_server health gateway|studio")
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
     try:
         settings = Settings.load()
-        _ = settings.resolved_data_dir  # resolve now so a missing anchor fails here, clearly
+        _ = settings.resolved_data_dir  # resolve now so a bad one fails here, clearly
     except (SettingsError, PathError) as exc:
         return _fail(str(exc))
-    if args.role == "health":
-        return probe_health(args.probe, settings, args.port)
+    if args.command == "health":
+        return probe_health(args.role, settings, args.port)
+    if args.command == "studio-ui":
+        return fetch_studio_ui(settings, args.dest, args.package)
     if args.agents:
         settings = settings.model_copy(update={"agents": args.agents})
     try:
         agents = agents_for(settings.agents)
     except AgentsError as exc:  # the user's code: checked once, before any process starts
         return _fail(str(exc))
-    if args.role == "dev":
+    try:
+        preflight(settings, args.host or settings.host, agents)
+    except SettingsError as exc:
+        return _fail(str(exc))
+    if args.command == "dev":
         return run_dev(settings, args.host, with_models(agents, settings.model, settings.agent_models))
-    return run_one(args.role, settings, args.host, args.port)
+    return run_one(args.command, settings, args.host, args.port)
 
 
 def _fail(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return 2
+
+
+def fetch_studio_ui(settings: Settings, dest: Path | None, package: str) -> int:
+    try:
+        print(fetch(dest or settings.resolved_studio_ui_dir, package), flush=True)
+    except FetchError as exc:
+        return _fail(str(exc))
+    return 0
 
 
 def configure_logging(role: str, level: str) -> None:
@@ -107,7 +170,9 @@ def bind(host: str, port: int) -> socket.socket:
     # proto must say TCP: asyncio sets TCP_NODELAY only on sockets that do, and without
     # it each stream's first small frame waits ~40 ms for the client's delayed ACK.
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Windows' SO_REUSEADDR would let us bind a port another process listens on.
+    reuse = socket.SO_EXCLUSIVEADDRUSE if sys.platform == "win32" else socket.SO_REUSEADDR
+    sock.setsockopt(socket.SOL_SOCKET, reuse, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
@@ -123,6 +188,9 @@ def run_one(role: str, settings: Settings, host: str | None, port: int | None) -
     host = host or settings.host
     port = settings.port_for(role) if port is None else port
     count = settings.workers_for(role)
+    if count > 1 and not hasattr(os, "fork"):  # Windows: one process serves
+        logging.getLogger("dev_server").info("DEV_SERVER_WORKERS: more than one process needs fork(); one serves")
+        count = 1
     if role == "studio" and (settings.workers or 1) > 1:
         logging.getLogger("dev_server").info("DEV_SERVER_WORKERS=%d applies to the gateway only: %s", settings.workers,
                                       STUDIO_NOTE)
@@ -149,7 +217,7 @@ def _run_server(role: str, settings: Settings, sock: socket.socket, slot: Worker
     try:
         # uvloop's event loop and uvicorn's httptools parser (picked up when installed): the
         # pure-Python loop and h11 were a fifth of a turn's CPU under load.
-        return uvloop.run(_serve(role, settings, sock, slot))
+        return (uvloop.run if uvloop is not None else asyncio.run)(_serve(role, settings, sock, slot))
     except KeyboardInterrupt:
         return 0
     except (StorageError, PathError) as exc:
@@ -172,7 +240,11 @@ async def _serve(role: str, settings: Settings, sock: socket.socket, slot: Worke
     started = time.perf_counter()
     await storage.open()  # open before serving so a bad database is one clear line, not a traceback
     stores_ms = (time.perf_counter() - started) * 1000
-    app = create_app(role, settings, storage=storage, worker=slot, freeze_heap=True)
+    try:
+        app = create_app(role, settings, storage=storage, worker=slot, freeze_heap=True)
+    except BaseException:
+        await storage.close()  # its writer thread would keep the process from exiting
+        raise
     # The guarded protocol adds read deadlines and the connection cap (dev_server.connection_limits).
     config = uvicorn.Config(app, log_config=None, log_level=settings.log_level, access_log=False,
                             http=http_protocol(settings), forwarded_allow_ips=settings.forwarded_allow_ips,
@@ -283,8 +355,12 @@ class DevBanner:
     def lines(self, gateway_health: dict[str, Any], elapsed_s: float) -> list[str]:
         studio = f"http://{self.shown_host}:{self.settings.studio_port}/"
         chat = f"http://{self.shown_host}:{self.settings.gateway_port}/api/chat"
-        return [f"dev-server ready in {elapsed_s:.1f} s", f"  Studio: {studio}", f"  chat:   POST {chat}",
+        ui_missing = not (self.settings.resolved_studio_ui_dir / "index.html").is_file()
+        return [f"dev-server ready in {elapsed_s:.1f} s", f"  Studio: {studio}",
+                *(["    (its web app is not installed: dev-server studio-ui fetches it)"] if ui_missing else []),
+                f"  chat:   POST {chat}",
                 f"  API docs: {studio}docs and http://{self.shown_host}:{self.settings.gateway_port}/docs",
+                f"  data:   {self.settings.resolved_data_dir}",
                 "  models:", *(f"    {line}" for line in model_lines(gateway_health.get("models"), self.agents))]
 
 
@@ -313,5 +389,4 @@ def _describe(value: Any) -> str:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
     sys.exit(main())

@@ -17,14 +17,9 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dev_server.kernel.errors import Unauthorized
-from dev_server.settings import service_token
+from dev_server.settings import SERVICE_PRINCIPAL, service_token, token_principals
 
 Authenticator = Callable[[HTTPConnection], Awaitable[str]]
-
-
-# The gateway's own span exporter authenticates as this principal: it may write spans of
-# any resource (it reports every user's runs), which no user token may.
-SERVICE_PRINCIPAL = "@service"
 
 
 def resource_for(principal: str) -> str:
@@ -39,15 +34,11 @@ class BearerTokens:
 
     @classmethod
     def parse(cls, spec: str) -> BearerTokens:
-        """``token=principal,token2=principal2``."""
-        pairs = {}
-        for item in filter(None, (part.strip() for part in spec.split(","))):
-            token, sep, principal = item.partition("=")
-            if not sep or not token or not principal:
-                raise ValueError("DEV_SERVER_AUTH_TOKENS must be token=principal pairs separated by commas")
-            if principal == SERVICE_PRINCIPAL:
-                raise ValueError(f"DEV_SERVER_AUTH_TOKENS must not name the reserved principal {SERVICE_PRINCIPAL}")
-            pairs[token] = principal
+        """``token=principal,token2=principal2`` (``DEV_SERVER_AUTH_TOKENS``, which the settings
+        have already checked), plus the token of the service principal: the gateway's own span
+        exporter, which may write spans of any resource (it reports every user's runs), which
+        no user token may."""
+        pairs = token_principals(spec)
         pairs[service_token(spec)] = SERVICE_PRINCIPAL
         return cls(pairs)
 

@@ -1,19 +1,29 @@
-"""Where files live: everything is anchored at the package root, never the cwd.
+"""Where files live: anchored at the package root in a source checkout, never the cwd.
 
 The package root is the directory holding the ``pyproject.toml`` whose ``[project].name``
-is ``dev-server``, found by walking up from this module's own directory. ``.temp/`` sits
-beside it. A process started from ``/``, from ``tests/`` or from a temp dir therefore
-opens the same databases. Installed as a wheel there is no such pyproject, and
-``DEV_SERVER_DATA_DIR`` must say where the data goes.
+is ``dev-server``, found by walking up from this module's own directory. In a source
+checkout ``.temp/`` (the databases) and ``studio-ui/`` (the Studio build) sit beside it, so
+a process started from ``/``, from ``tests/`` or from a temp dir opens the same databases.
+Installed as a wheel (``pipx install``) there is no such pyproject: both live in the
+per-user data directory instead (``platformdirs``: ``~/.local/share/dev-server`` on Linux,
+``~/Library/Application Support/dev-server`` on macOS, ``%LOCALAPPDATA%\\dev-server`` on
+Windows). ``DEV_SERVER_DATA_DIR`` and ``DEV_SERVER_STUDIO_UI_DIR`` override either.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
+import platformdirs
+
 PROJECT_NAME = "dev-server"
 DATA_DIR_NAME = ".temp"
+STUDIO_UI_DIR_NAME = "studio-ui"
+# Database URLs: a libsql server, or a file (``file:PATH``, a bare path, ``:memory:``).
+REMOTE_SCHEMES = ("http", "https", "libsql", "ws", "wss")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")  # two letters at least: C:\ is a Windows drive
 
 
 class PathError(Exception):
@@ -37,24 +47,48 @@ def _names_this_project(pyproject: Path) -> bool:
     return data.get("project", {}).get("name") == PROJECT_NAME
 
 
+def user_data_dir() -> Path:
+    """The per-user data directory of an installed dev-server (not a source checkout)."""
+    return platformdirs.user_data_path(PROJECT_NAME, appauthor=False)
+
+
 def resolve_data_dir(configured: Path | None, *, start: Path | None = None) -> Path:
-    """The data directory: the configured one, else ``<package root>/.temp``."""
+    """The data directory: the configured one, else ``<package root>/.temp`` in a source
+    checkout, else the per-user data directory."""
     if configured is not None:
         return configured.expanduser().resolve()
     root = find_package_root(start)
-    if root is None:
-        raise PathError(
-            "cannot find the dev-server source tree to anchor .temp/ at; "
-            "set DEV_SERVER_DATA_DIR to the directory that should hold the databases"
-        )
-    return root / DATA_DIR_NAME
+    return root / DATA_DIR_NAME if root is not None else user_data_dir()
+
+
+def default_studio_ui_dir(*, start: Path | None = None) -> Path:
+    """Where the Studio build is looked for (and ``dev-server studio-ui`` puts it):
+    ``<package root>/studio-ui`` in a source checkout, else in the per-user data directory."""
+    root = find_package_root(start)
+    return (root if root is not None else user_data_dir()) / STUDIO_UI_DIR_NAME
+
+
+def check_database_url(url: str, *, remote: bool) -> None:
+    """ValueError unless ``url`` is a database URL we open: a file (``file:PATH``, a path,
+    ``:memory:``) or, with ``remote``, a libsql server (``http(s)://``, ``libsql://``,
+    ``ws(s)://``). Anything else (``postgres://``, ``sqlite:///``) would otherwise be taken
+    for a relative file name."""
+    match = _SCHEME.match(url.strip())
+    if match is None or url.strip() == ":memory:":
+        return
+    scheme = match[1].lower()
+    if scheme == "file" or (remote and scheme in REMOTE_SCHEMES and url.strip()[len(scheme):].startswith("://")):
+        return
+    expected = "file:PATH or a path" + (", or a libsql server: http(s)://host:port, libsql://host, ws(s)://"
+                                        if remote else " (the traces database is a DuckDB file)")
+    raise ValueError(f"unsupported database URL scheme {scheme + ':'!r}; expected {expected}")
 
 
 def database_url(url: str | None, data_dir: Path, default_file: str) -> str:
     """Normalise a database URL. Relative ``file:`` paths are taken inside the data dir."""
     if not url:
         return f"file:{data_dir / default_file}"
-    if url == ":memory:" or url.startswith(("http://", "https://", "libsql://", "ws://", "wss://")):
+    if url == ":memory:" or url.startswith(tuple(f"{scheme}://" for scheme in REMOTE_SCHEMES)):
         return url
     path = Path(url.removeprefix("file:")).expanduser()
     if not path.is_absolute():

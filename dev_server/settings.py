@@ -1,6 +1,8 @@
 """Every setting in one place, read from the environment (prefix ``DEV_SERVER_``) and an
-optional ``.env`` at the package root. Nothing else in the code reads ``os.environ`` for
-configuration; the settings object is built once and passed into ``create_app``.
+optional ``.env``: at the package root in a source checkout, else (an installed ``dev-server``)
+in the working directory, as other development servers read theirs. Nothing else in the code
+reads ``os.environ`` for configuration; the settings object is built once and passed into
+``create_app``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from dotenv import dotenv_values
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -43,9 +46,10 @@ class Settings(BaseSettings):
     agents: str | None = Field(
         None, description="Your own agents instead of the built-in ones: an import string (mypkg.agents, or"
         " mypkg.agents:name) or a .py file; the --agents option sets it too (README.md, Your own agent)")
-    data_dir: Path | None = Field(None, description="Directory of the databases (default <package root>/.temp)")
+    data_dir: Path | None = Field(None, description="Directory of the databases (default <package root>/.temp in a"
+                                  " source checkout, else the per-user data directory)")
     db_url: str | None = Field(None, description="Conversation DB: file:PATH (default file:<data dir>/dev-server.db),"
-                               " or a libsql server: http(s)://host:port, libsql://host")
+                               " or a libsql server: http(s)://host:port, libsql://host, ws(s)://")
     db_auth_token: str | None = Field(None, description="Bearer token for a libsql server that asks for one")
     db_timeout_s: float = Field(10.0, gt=0, description="A libsql server unanswered this long: 503")
     observability_url: str | None = Field(
@@ -61,7 +65,8 @@ class Settings(BaseSettings):
         False, description="Answer every agent with the built-in local model, even when provider keys are set"
     )
     studio_ui_dir: Path | None = Field(
-        None, description="Directory of the Studio web build (default <package root>/studio-ui, made by make studio-ui)"
+        None, description="Directory of the Studio web build (default <package root>/studio-ui in a source checkout,"
+        " else studio-ui in the per-user data directory; fetched by dev-server studio-ui)"
     )
     environment: str = Field("development", description="deployment.environment of spans and logs")
     telemetry: bool = Field(True, description="Record spans and logs of agent runs")
@@ -80,6 +85,47 @@ class Settings(BaseSettings):
     auth_tokens: str | None = Field(
         None, description="Comma-separated token=principal pairs; when set, auth is on (Bearer tokens)"
     )
+    auth: Literal["on", "off"] | None = Field(
+        None, description="on: DEV_SERVER_AUTH_TOKENS must be set; off: no auth even on a non-loopback host, where"
+        " a process without tokens otherwise refuses to start. Unset: on exactly when tokens are set")
+
+    @field_validator("auth_tokens")
+    @classmethod
+    def _tokens_are_pairs(cls, value: str | None) -> str | None:
+        if value is not None:
+            token_principals(value)  # ValueError: what is wrong, never the tokens themselves
+        return value
+
+    @field_validator("db_url")
+    @classmethod
+    def _db_url_is_supported(cls, value: str | None) -> str | None:
+        if value is not None:
+            paths.check_database_url(value, remote=True)
+        return value
+
+    @field_validator("observability_url")
+    @classmethod
+    def _observability_url_is_a_file(cls, value: str | None) -> str | None:
+        if value is not None:
+            paths.check_database_url(value, remote=False)
+        return value
+
+    @model_validator(mode="after")
+    def _provider_base_urls_are_urls(self) -> Settings:
+        for name, value in self.provider_env.items():
+            if name.endswith(("_BASE_URL", "_API_BASE")):
+                parts = urlsplit(value)
+                if parts.scheme not in ("http", "https") or not parts.hostname:
+                    raise ValueError(f"{name} must be an http:// or https:// URL (a provider's base URL)")
+        return self
+
+    @model_validator(mode="after")
+    def _auth_mode_fits_the_tokens(self) -> Settings:
+        if self.auth == "on" and not self.auth_tokens:
+            raise ValueError("DEV_SERVER_AUTH=on needs DEV_SERVER_AUTH_TOKENS (token=principal pairs, comma-separated)")
+        if self.auth == "off" and self.auth_tokens:
+            raise ValueError("DEV_SERVER_AUTH=off contradicts DEV_SERVER_AUTH_TOKENS: unset one of them")
+        return self
     # -- model providers (dev_server.llm) ----------------------------------------------------------
     local_fallback: bool = Field(
         True, description="Answer with the local model when an agent's provider is not configured; "
@@ -128,7 +174,8 @@ class Settings(BaseSettings):
         " DEV_SERVER_TURN_RATE_WINDOW_S, counted in the database across processes; then 429. Unset: no limit")
     turn_rate_window_s: float = Field(60.0, gt=0, le=86400, description="The window of DEV_SERVER_TURN_RATE_LIMIT")
 
-    @field_validator("max_connections", "turn_rate_limit", "scripted_model", "agents", mode="before")
+    @field_validator("max_connections", "turn_rate_limit", "scripted_model", "agents", "auth_tokens", "auth",
+                     "db_url", "observability_url", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
@@ -362,9 +409,8 @@ class Settings(BaseSettings):
 
     @classmethod
     def load(cls, env_file: Path | None = None) -> Settings:
-        if env_file is None:
-            root = paths.find_package_root()
-            env_file = root / ".env" if root else None
+        if env_file is None:  # a source checkout's at its root; an installed command's in the working directory
+            env_file = (paths.find_package_root() or Path.cwd()) / ".env"
         env_file = env_file if env_file and env_file.is_file() else None
         try:
             return cls(_env_file=env_file, provider_env=collect_provider_env(os.environ, env_file))
@@ -384,11 +430,10 @@ class Settings(BaseSettings):
         return paths.database_url(self.observability_url, self.resolved_data_dir, "observability.duckdb")
 
     @cached_property
-    def resolved_studio_ui_dir(self) -> Path | None:
+    def resolved_studio_ui_dir(self) -> Path:
         if self.studio_ui_dir is not None:
             return self.studio_ui_dir.expanduser().resolve()
-        root = paths.find_package_root()
-        return root / "studio-ui" if root else None
+        return paths.default_studio_ui_dir()
 
     @property
     def cors_origin_list(self) -> tuple[str, ...] | None:
@@ -404,6 +449,26 @@ class Settings(BaseSettings):
 
     def port_for(self, role: str) -> int:
         return self.gateway_port if role == "gateway" else self.studio_port
+
+
+# The principal the gateway's own span exporter authenticates as (dev_server.auth); no user token may name it.
+SERVICE_PRINCIPAL = "@service"
+
+
+def token_principals(spec: str) -> dict[str, str]:
+    """``DEV_SERVER_AUTH_TOKENS`` (``token=principal,token2=principal2``) as token -> principal;
+    ValueError naming what is wrong (never a token)."""
+    pairs = {}
+    for number, item in enumerate(filter(None, (part.strip() for part in spec.split(","))), start=1):
+        token, sep, principal = (part.strip() for part in item.partition("="))
+        if not sep or not token or not principal:
+            raise ValueError(f"pair {number} is not token=principal (pairs are separated by commas)")
+        if principal == SERVICE_PRINCIPAL:
+            raise ValueError(f"pair {number} names the reserved principal {SERVICE_PRINCIPAL}")
+        pairs[token] = principal
+    if not pairs:
+        raise ValueError("no token=principal pair")
+    return pairs
 
 
 def service_token(auth_tokens: str) -> str:
@@ -454,10 +519,15 @@ def _checked_model_id(value: str, *, allow_default: bool = False) -> str:
     return value
 
 
+# Settings whose value an error message never repeats (a database URL can hold credentials).
+_SECRETS = frozenset({"auth_tokens", "db_auth_token", "db_url", "observability_url"})
+
+
 def _one_line(exc: ValidationError) -> str:
     error = exc.errors()[0]
+    message = error["msg"].removeprefix("Value error, ")
     if not error["loc"]:  # a check across settings (the DEV_SERVER_OM_* options): its message names them
-        return f"invalid setting: {error['msg'].removeprefix('Value error, ')}"
+        return f"invalid setting: {message}"
     field = str(error["loc"][0])
-    value = error.get("input")
-    return f"invalid setting {ENV_PREFIX}{field.upper()}={value!r}: {error['msg']}"
+    shown = "" if field in _SECRETS else f"={error.get('input')!r}"
+    return f"invalid setting {ENV_PREFIX}{field.upper()}{shown}: {message}"

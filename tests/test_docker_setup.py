@@ -28,12 +28,15 @@ from typing import Any
 import pytest
 import yaml
 from dockerfile_parse import DockerfileParser
+from pydantic import ValidationError
 
-from dev_server.settings import ENV_PREFIX, PROVIDER_VARIABLE, Settings
+from dev_server.preflight import check_exposure
+from dev_server.settings import ENV_PREFIX, PROVIDER_VARIABLE, Settings, SettingsError
 from tests.kit.compose import (
     COMPOSE,
     HEALTHCHECK,
     NGINX_CONF,
+    WITHOUT_AUTH,
     app_services,
     environment,
     load_compose,
@@ -63,7 +66,7 @@ def check_compose_schema(document: dict[str, Any], tmp_path: Path) -> subprocess
 
 def test_compose_file_is_valid_against_the_compose_specification(compose, tmp_path: Path):
     for env in ({}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel-collector:4318", "DEV_SERVER_WORKERS": "4"}):
-        result = check_compose_schema(load_compose(env), tmp_path)
+        result = check_compose_schema(load_compose({**WITHOUT_AUTH, **env}), tmp_path)
         assert result.returncode == 0, result.stdout + result.stderr
     # The schema bites: a misspelt key, or a wrong type, is refused.
     broken = load_compose()
@@ -168,7 +171,8 @@ def known_variables() -> set[str]:
 @pytest.mark.parametrize("otel", ["", "http://otel-collector:4318"])
 def test_every_app_variable_is_a_setting_and_valid(compose, monkeypatch: pytest.MonkeyPatch, otel: str):
     known = known_variables()
-    for name, service in app_services(load_compose({"OTEL_EXPORTER_OTLP_ENDPOINT": otel} if otel else {})).items():
+    for name, service in app_services(load_compose({**WITHOUT_AUTH, **({"OTEL_EXPORTER_OTLP_ENDPOINT": otel} if otel
+                                                                      else {})})).items():
         env = environment(service)
         unknown = sorted(k for k in env if k not in known and not PROVIDER_VARIABLE.match(k))
         assert not unknown, f"{name}: {unknown} are not settings of dev_server/settings.py"
@@ -184,6 +188,33 @@ def test_every_app_variable_is_a_setting_and_valid(compose, monkeypatch: pytest.
             assert settings.workers == 2
             # An empty endpoint leaves the studio as the target (dev_server.observability.telemetry).
             assert (settings.otel_endpoint or None) == (otel or None)
+
+
+def test_compose_starts_only_once_auth_is_decided(monkeypatch: pytest.MonkeyPatch):
+    """Every app listens on 0.0.0.0: compose refuses to start until .env or the shell says
+    DEV_SERVER_AUTH (on, with tokens; or off), and each process's own check (``dev_server.preflight``)
+    would refuse too without it."""
+    with pytest.raises(ValueError, match="required variable DEV_SERVER_AUTH is missing"):
+        load_compose({})
+    for given in ({"DEV_SERVER_AUTH": "off"}, {"DEV_SERVER_AUTH": "on", "DEV_SERVER_AUTH_TOKENS": "tok=alice"},
+                  {"DEV_SERVER_AUTH": "on"}):
+        for name, service in app_services(load_compose(given)).items():
+            env = environment(service)
+            for key in [k for k in os.environ if k.startswith(("DEV_SERVER_", "OTEL_"))]:
+                monkeypatch.delenv(key)
+            for key, value in env.items():
+                monkeypatch.setenv(key, value)
+            if "DEV_SERVER_AUTH_TOKENS" not in given and given["DEV_SERVER_AUTH"] == "on":
+                with pytest.raises(ValidationError, match="DEV_SERVER_AUTH=on needs DEV_SERVER_AUTH_TOKENS"):
+                    Settings(_env_file=None)
+                continue
+            settings = Settings(_env_file=None)
+            check_exposure(settings, settings.host)  # passes: auth is on, or off on purpose
+            assert (settings.auth_tokens is None) == (given["DEV_SERVER_AUTH"] == "off"), name
+            monkeypatch.delenv("DEV_SERVER_AUTH")  # a container started without compose's check
+            monkeypatch.delenv("DEV_SERVER_AUTH_TOKENS")
+            with pytest.raises(SettingsError, match="refusing to listen on 0.0.0.0 without auth"):
+                check_exposure(Settings(_env_file=None), settings.host)
 
 
 # ------------------------------------------------------------------------ the Dockerfile
@@ -236,7 +267,7 @@ def test_dockerignore_keeps_local_state_out_but_not_what_the_build_copies(docker
             if any(w.startswith("--from=") for w in words):
                 continue
             copied.extend(w for w in words[:-1] if not w.startswith("--"))
-    assert {"pyproject.toml", "README.md", "dev_server", "migrations", "scripts/fetch_studio_ui.sh",
+    assert {"pyproject.toml", "README.md", "dev_server", "migrations", "dev_server/fetch_studio_ui.py",
             "deploy/healthcheck.py"} <= set(copied)
     for source in copied:
         assert (REPO / source).exists(), source
@@ -253,8 +284,8 @@ def test_the_runtime_is_slim_python_non_root_with_the_studio_baked_in(dockerfile
     assert users and users[-1] not in ("root", "0") and any("useradd" in r and users[-1] in r
                                                             for r in values(runtime, "RUN"))
     studio_stage = next(stage for stage in build
-                        if any("scripts/fetch_studio_ui.sh" in r for r in values(stage, "RUN")))
-    assert values(studio_stage, "FROM")[0].startswith("node:20")  # the script needs npm
+                        if any("fetch_studio_ui.py" in r for r in values(stage, "RUN")))
+    assert values(studio_stage, "FROM")[0].startswith("node:20")  # the script needs npm (and python3)
     alias = values(studio_stage, "FROM")[0].split()[-1]
     baked = [shlex.split(v) for v in values(runtime, "COPY") if f"--from={alias}" in v]
     assert baked, "the Studio build is not copied into the runtime"

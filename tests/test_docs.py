@@ -16,7 +16,8 @@ import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = ("architecture.md", "observational-memory.md", "configuration.md", "studio.md", "om-conformance.md")
+DOCS = ("architecture.md", "observational-memory.md", "configuration.md", "studio.md", "om-conformance.md",
+        "install.md")
 CITATION = re.compile(r"docs/([a-z-]+\.md)((?:#[a-z0-9-]+(?:, )?)*)")
 ANCHOR = re.compile(r"#([a-z0-9-]+)")
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")

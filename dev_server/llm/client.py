@@ -59,7 +59,7 @@ from dev_server.kernel.model import (
 )
 from dev_server.llm.content import fit_to_model
 from dev_server.llm.embeddings import DEFAULT_EMBEDDER, Embedder, ProviderEmbedder, local_embedder
-from dev_server.llm.errors import ModelProviderError, translate
+from dev_server.llm.errors import ModelProviderError, at_endpoint, translate
 from dev_server.llm.local_model import stream_local
 from dev_server.llm.models import ModelResolver
 from dev_server.llm.offline import close_loop_clients, ensure_litellm, litellm_ready, loaded_litellm
@@ -152,7 +152,7 @@ class LiteLLMClient:
         if resolved.is_local:
             return local_embedder()
         return ProviderEmbedder(resolved, await ensure_litellm(), resolver.call_kwargs(resolved),
-                                timeout_s=self._timeout_s, retries=self._retries)
+                                timeout_s=self._timeout_s, retries=self._retries, endpoint=resolver.endpoint(resolved))
 
     async def embed(self, texts: list[str], mastra_id: str = DEFAULT_EMBEDDER) -> Any:
         """One unit vector per text (a float32 matrix), by ``mastra_id``'s embedder."""
@@ -194,10 +194,11 @@ class LiteLLMClient:
             except ValueError as exc:
                 raise ModelProviderError(400, "bad_request", str(exc)) from exc
         if resolved.is_local:  # answered in-process: no litellm
-            litellm, credentials = None, {}
+            litellm, credentials, endpoint = None, {}, None
         else:
             litellm = await ensure_litellm()
-            credentials = (await self.resolver(resolved.mastra_id)).call_kwargs(resolved)
+            resolver = await self.resolver(resolved.mastra_id)
+            credentials, endpoint = resolver.call_kwargs(resolved), resolver.endpoint(resolved)
         kwargs = self._call_kwargs(request, resolved, credentials)
         loop = asyncio.get_running_loop()
         total_deadline = loop.time() + self._total_s
@@ -215,7 +216,7 @@ class LiteLLMClient:
             except ModelProviderError as exc:
                 if streamed or attempt == retries or exc.kind not in RETRYABLE_KINDS \
                         or loop.time() >= total_deadline:
-                    raise
+                    raise at_endpoint(exc, endpoint) from exc.__cause__
                 log.info("model call failed (%s), retry %d of %d", exc.kind, attempt + 1, retries)
                 await asyncio.sleep(min(RETRY_BACKOFF_S * 2 ** attempt, max(0.0, total_deadline - loop.time())))
 

@@ -20,7 +20,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from dev_server.kernel.model import Embedder, ResolvedModel
-from dev_server.llm.errors import ModelProviderError, translate
+from dev_server.llm.errors import ModelProviderError, at_endpoint, translate
 from dev_server.llm.local_embedder import LocalEmbedder
 
 if TYPE_CHECKING:
@@ -49,12 +49,14 @@ class ProviderEmbedder:
     chunk_chars = PROVIDER_CHUNK_CHARS
 
     def __init__(self, resolved: ResolvedModel, litellm: Any, credentials: dict[str, Any], *,
-                 timeout_s: float, retries: int, extra_kwargs: dict[str, Any] | None = None) -> None:
+                 timeout_s: float, retries: int, extra_kwargs: dict[str, Any] | None = None,
+                 endpoint: str | None = None) -> None:
         self.id = resolved.mastra_id
         self.answered_by = resolved.litellm_model
         self._litellm = litellm
         self._kwargs = {**credentials, "timeout": timeout_s, "max_retries": 0, **(extra_kwargs or {})}
         self._retries = retries
+        self._endpoint = endpoint  # named in a connection error's message
         self._dimensions: int | None = None
 
     @property
@@ -89,7 +91,7 @@ class ProviderEmbedder:
             except Exception as exc:  # the provider's fault, in our error kinds
                 error = translate(exc)
                 if attempt == self._retries or error.kind not in _RETRYABLE:
-                    raise error from exc
+                    raise at_endpoint(error, self._endpoint) from exc
                 log.info("embedding call failed (%s), retry %d of %d", error.kind, attempt + 1, self._retries)
                 await asyncio.sleep(_BACKOFF_S * 2 ** attempt)
         raise ModelProviderError(502, "provider", "embedding failed")  # not reached

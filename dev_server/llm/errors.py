@@ -7,7 +7,8 @@ onto ``ModelProviderError`` with an HTTP-ish ``status`` and a coarse ``kind``:
     AuthenticationError / PermissionDeniedError   401 / 403  auth
     RateLimitError                                429        rate_limit
     Timeout (checked before its base class)       504        timeout
-    APIConnectionError                            502        connection
+    APIConnectionError, or a refused / unresolved
+      connection anywhere in the chain            502        connection
     BadRequestError, ContextWindowExceededError   400        bad_request
     NotFoundError                                 404        not_found
     a response that is not a valid stream         502        response
@@ -18,7 +19,11 @@ stream: a chunk that is not JSON (``JSONDecodeError`` in the chain), a chunk of 
 shape (``AttributeError``/``TypeError``/``KeyError``/pydantic's ``ValidationError`` while
 litellm parses it), or an in-band ``{"error": ...}`` event (a bare ``openai.APIError``).
 litellm wraps all of these in ``APIConnectionError``, which would otherwise read as
-"Could not reach the model provider". Their message carries the provider's own words,
+"Could not reach the model provider". The other way round, litellm reports a connection
+that was refused or whose host did not resolve as a 500 ``InternalServerError`` (its OpenAI
+route wraps the SDK's connection error), which would read as the provider's own error: a
+``ConnectionError``, ``socket.gaierror`` or ``httpx.ConnectError`` in the chain makes it a
+*connection* error. A *response* error's message carries the provider's own words,
 shortened and with anything key-like redacted. The client raises three of these kinds
 itself: ``timeout`` when its first-token or total deadline passes, ``response`` for a
 stream without content (an empty stream, or a plain JSON body where a stream was asked
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from typing import Any
 
 from dev_server.llm.offline import loaded_litellm
@@ -124,6 +130,12 @@ def _response_problem(chain: list[BaseException]) -> str | None:
     return None
 
 
+def _could_not_connect(chain: list[BaseException]) -> bool:
+    import httpx
+
+    return any(isinstance(exc, (ConnectionError, socket.gaierror, httpx.ConnectError)) for exc in chain)
+
+
 def _classify(exc: BaseException) -> tuple[int, str, str]:
     """(status, kind, message key) for one exception. Never imports litellm: an exception
     can only be one of litellm's own once litellm is loaded."""
@@ -170,6 +182,14 @@ def connection_message(provider: str) -> str:
     return f"{_MESSAGES['connection']} ({provider})."
 
 
+def at_endpoint(error: ModelProviderError, endpoint: str | None) -> ModelProviderError:
+    """A connection error that says where it tried to connect (``ModelResolver.endpoint``:
+    ``http://host:port/v1 (OPENAI_BASE_URL)``); any other error as it is."""
+    if error.kind != "connection" or not endpoint:
+        return error
+    return ModelProviderError(error.status, error.kind, f"{error.message.rstrip('.')} at {endpoint}.", error.usage)
+
+
 def translate(exc: BaseException) -> ModelProviderError:
     """Map any exception raised by a litellm call onto ``ModelProviderError``."""
     if isinstance(exc, ModelProviderError):
@@ -179,8 +199,9 @@ def translate(exc: BaseException) -> ModelProviderError:
         return inner
     provider = _provider_of(inner) or _provider_of(exc)
     suffix = f" ({provider})" if provider else ""
-    problem = _response_problem(_chain(exc))
+    chain = _chain(exc)
+    problem = _response_problem(chain)
     if problem is not None:
         return ModelProviderError(502, "response", f"{_MESSAGES['response']}{suffix}: {problem}")
-    status, kind, key = _classify(inner)
+    status, kind, key = (502, "connection", "connection") if _could_not_connect(chain) else _classify(inner)
     return ModelProviderError(status, kind, _MESSAGES[key] + suffix + ".")

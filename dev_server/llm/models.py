@@ -30,10 +30,12 @@ from __future__ import annotations
 import types
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from dev_server.kernel.model import ResolvedModel
 from dev_server.llm.errors import ModelProviderError
-from dev_server.llm.known_providers import required_variables
+from dev_server.llm.known_providers import KNOWN_PROVIDERS, required_variables
+from dev_server.llm.offline import prepare_litellm
 
 LOCAL_PROVIDER = "local"
 _LITELLM_PREFIX = {"google": "gemini"}
@@ -59,6 +61,24 @@ def split_model_id(mastra_id: str) -> tuple[str, str]:
     return provider.lower(), model_id
 
 
+def check_model_id(mastra_id: str) -> None:
+    """ValueError (one line) unless ``mastra_id`` is ``provider/model`` with a provider this
+    server can call: ``local``, a provider of ``dev_server.llm.known_providers`` (known
+    without litellm), or one litellm knows, asked exactly as a turn would ask it. litellm is
+    imported for that last case only, and such a model needs it anyway. The model's own name
+    is not checked: an OpenAI-compatible server (``OPENAI_BASE_URL``), ollama or OpenRouter
+    serve names no registry lists, and litellm's map trails every provider's new models."""
+    provider, model_id = split_model_id(mastra_id)
+    prefix = _LITELLM_PREFIX.get(provider, provider)
+    if provider == LOCAL_PROVIDER or prefix in KNOWN_PROVIDERS:
+        return
+    try:
+        prepare_litellm().get_llm_provider(f"{prefix}/{model_id}")
+    except Exception:
+        raise ValueError(f"unknown model provider {provider!r} in {mastra_id!r} (litellm does not know it; "
+                         "ids look like 'openai/gpt-4o-mini', 'anthropic/...', 'ollama/...')") from None
+
+
 def _isolated(function: Any, environ: Mapping[str, str]) -> Any:
     """``function`` with ``os.environ`` inside it replaced by ``environ`` (a copy of the
     function, so nothing process-wide changes; ``validate_environment`` only tests
@@ -68,6 +88,19 @@ def _isolated(function: Any, environ: Mapping[str, str]) -> Any:
                               function.__closure__)
     copy.__kwdefaults__ = function.__kwdefaults__
     return copy
+
+
+def shown_url(url: str) -> str:
+    """``url`` safe to show: scheme, host, port and path (no user, password, query or fragment)."""
+    parts = urlsplit(url.strip())
+    if not parts.scheme or not parts.hostname:
+        return "(not a URL)"
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 def _first(environ: Mapping[str, str], names: Any) -> str | None:
@@ -92,7 +125,7 @@ class ModelResolver:
         self._force_local = force_local
         self._fallback = fallback
         self._litellm: Any | None = None
-        self._plans: dict[str, tuple[ResolvedModel, dict[str, Any]]] = {}
+        self._plans: dict[str, tuple[ResolvedModel, dict[str, Any], str | None]] = {}
         if litellm is not None:
             self.attach(litellm)
 
@@ -134,7 +167,14 @@ class ModelResolver:
             return {}
         return dict(self._planned(resolved.mastra_id)[1])
 
-    def _planned(self, mastra_id: str) -> tuple[ResolvedModel, dict[str, Any]]:
+    def endpoint(self, resolved: ResolvedModel) -> str | None:
+        """Where a call to ``resolved`` connects, for the message of a connection error: the
+        base URL a variable sets, with the variable's name, else the provider's default base
+        URL when litellm names one (ollama's); never credentials, query or fragment. None for
+        the local model, or when only the provider's SDK knows (OpenAI's own API)."""
+        return None if resolved.is_local else self._planned(resolved.mastra_id)[2]
+
+    def _planned(self, mastra_id: str) -> tuple[ResolvedModel, dict[str, Any], str | None]:
         cached = self._plans.get(mastra_id)
         if cached is None:
             cached = self._plans[mastra_id] = self._decide(mastra_id)
@@ -146,30 +186,31 @@ class ModelResolver:
         return required_variables(_LITELLM_PREFIX.get(provider, provider), model_id,
                                   None if self._force_local else self._env)
 
-    def _decide(self, mastra_id: str) -> tuple[ResolvedModel, dict[str, Any]]:
+    def _decide(self, mastra_id: str) -> tuple[ResolvedModel, dict[str, Any], str | None]:
         provider, model_id = split_model_id(mastra_id)
         canonical = f"{provider}/{model_id}"
         if provider == LOCAL_PROVIDER:
-            return _local(canonical, provider, model_id, f"asked for {canonical}", direct=True), {}
+            return _local(canonical, provider, model_id, f"asked for {canonical}", direct=True), {}, None
         litellm_model = f"{_LITELLM_PREFIX.get(provider, provider)}/{model_id}"
         known_missing = self._known_missing(provider, model_id)
         lookup = None if known_missing is not None else self._provider_of(mastra_id, provider, litellm_model)
         if self._force_local:
-            return _local(canonical, provider, model_id, "DEV_SERVER_LOCAL_MODEL_ONLY=true"), {}
-        missing, kwargs = (known_missing, {}) if lookup is None else self._configuration(litellm_model, *lookup)
+            return _local(canonical, provider, model_id, "DEV_SERVER_LOCAL_MODEL_ONLY=true"), {}, None
+        missing, kwargs, endpoint = ((known_missing, {}, None) if lookup is None
+                                     else self._configuration(litellm_model, *lookup))
         if missing:
             reason = f"{_names(missing)} not set"
             if self._fallback:
-                return _local(canonical, provider, model_id, reason, missing=missing), {}
+                return _local(canonical, provider, model_id, reason, missing=missing), {}, None
             return ResolvedModel(canonical, provider, model_id, litellm_model, False, reason=reason,
-                                 missing=missing), {}
+                                 missing=missing), {}, None
         # Values stay out of the reason: /health is public, and a base URL can hold credentials.
         return ResolvedModel(
             canonical, provider, model_id, litellm_model, False,
             reason="configured, custom base URL" if "api_base" in kwargs else "configured",
             vision=self._supports("supports_vision", litellm_model),
             pdf_input=self._supports("supports_pdf_input", litellm_model),
-            capabilities_known=self._known(litellm_model)), kwargs
+            capabilities_known=self._known(litellm_model)), kwargs, endpoint
 
     def _provider_of(self, mastra_id: str, provider: str, litellm_model: str) -> tuple[str, str | None, str | None]:
         """litellm's provider of ``litellm_model``, its fixed key and default base URL;
@@ -183,21 +224,28 @@ class ModelResolver:
                 f"unknown model provider {provider!r} in {mastra_id!r} (litellm does not know it)") from exc
         return llm_provider, fixed_key, default_base
 
-    def _configuration(self, litellm_model: str, llm_provider: str, fixed_key: str | None,
-                       default_base: str | None) -> tuple[tuple[str, ...], dict[str, Any]]:
-        """What the provider lacks, by litellm's ``validate_environment``, and the call's credentials."""
-        kwargs = self._credentials(litellm_model, llm_provider)
+    def _configuration(self, litellm_model: str, llm_provider: str, fixed_key: str | None, default_base: str | None
+                       ) -> tuple[tuple[str, ...], dict[str, Any], str | None]:
+        """What the provider lacks, by litellm's ``validate_environment``, the call's
+        credentials, and its endpoint (``endpoint``)."""
+        kwargs, base_variable = self._credentials(litellm_model, llm_provider)
         report = self._validate(model=litellm_model, api_key=kwargs.get("api_key") or fixed_key,
                                 api_base=kwargs.get("api_base") or default_base,
                                 api_version=kwargs.get("api_version"))
-        return tuple(report.get("missing_keys") or ()), kwargs
+        if base_variable is not None:
+            endpoint = f"{shown_url(kwargs['api_base'])} ({base_variable})"
+        else:
+            endpoint = shown_url(default_base) if isinstance(default_base, str) and default_base else None
+        return tuple(report.get("missing_keys") or ()), kwargs, endpoint
 
-    def _credentials(self, litellm_model: str, llm_provider: str) -> dict[str, Any]:
+    def _credentials(self, litellm_model: str, llm_provider: str) -> tuple[dict[str, Any], str | None]:
+        """The call's credentials, and the variable its base URL comes from (if any)."""
         env, upper = self._env, llm_provider.upper()
         required = list(self._required(model=litellm_model).get("missing_keys") or ())
         kwargs: dict[str, Any] = {}
         key = _first(env, [n for n in required if n.endswith(("_API_KEY", "_API_TOKEN"))] + [f"{upper}_API_KEY"])
         base_names = [n for n in required if n.endswith("_API_BASE")] + [f"{upper}_API_BASE", f"{upper}_BASE_URL"]
+        base_variable = next((name for name in base_names if env.get(name, "").strip()), None)
         base = _first(env, base_names)
         version = _first(env, [f"{upper}_API_VERSION"])
         for name, value in (("api_key", key), ("api_base", base), ("api_version", version)):
@@ -208,7 +256,7 @@ class ModelResolver:
             value = _first(env, names)
             if value:
                 kwargs[arg] = value
-        return kwargs
+        return kwargs, base_variable
 
     def _supports(self, check: str, litellm_model: str) -> bool:
         try:

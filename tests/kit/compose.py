@@ -56,8 +56,13 @@ def interpolate(value: Any, env: dict[str, str]) -> Any:
     return _VARIABLE.sub(substitute, value)
 
 
+# What compose needs from .env or the shell before it starts anything: auth decided, here off.
+WITHOUT_AUTH = {"DEV_SERVER_AUTH": "off"}
+
+
 def load_compose(env: dict[str, str] | None = None) -> dict[str, Any]:
-    return interpolate(yaml.safe_load(COMPOSE.read_text()), env or {})
+    """docker-compose.yml as compose reads it with ``env`` (default ``WITHOUT_AUTH``) set."""
+    return interpolate(yaml.safe_load(COMPOSE.read_text()), WITHOUT_AUTH if env is None else env)
 
 
 def app_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -16,7 +17,7 @@ from tests.kit.builders import user_message
 from tests.support import REPO, run_node
 
 UI_DIR = REPO / "studio-ui"
-FETCH = REPO / "scripts" / "fetch_studio_ui.sh"
+FETCH = REPO / "dev_server" / "fetch_studio_ui.py"
 CHROMIUM = Path("/usr/bin/chromium")
 
 
@@ -25,7 +26,8 @@ def ensure_studio_build() -> Path:
     if not (UI_DIR / "index.html").is_file():
         if shutil.which("npm") is None:
             pytest.skip("no Studio build in studio-ui/ and no npm to fetch it (run make studio-ui)")
-        result = subprocess.run(["bash", str(FETCH), str(UI_DIR)], capture_output=True, text=True, timeout=300)
+        result = subprocess.run([sys.executable, str(FETCH), str(UI_DIR)], capture_output=True, text=True,
+                                timeout=300)
         assert result.returncode == 0, result.stderr
     return UI_DIR
 

@@ -1,8 +1,8 @@
 """The real Mastra Studio web app, served unchanged from a build directory (Mastra's Studio REST API: the web app).
 
-The build is ``dist/studio`` of the ``mastra`` npm package (``make studio-ui`` runs
-``scripts/fetch_studio_ui.sh``): an ``index.html`` with ``%%MASTRA_*%%`` placeholders plus
-hashed assets. This router is included LAST in the studio app:
+The build is ``dist/studio`` of the ``mastra`` npm package (``dev-server studio-ui``, or ``make
+studio-ui``, fetches it: ``dev_server.fetch_studio_ui``): an ``index.html`` with ``%%MASTRA_*%%``
+placeholders plus hashed assets. This router is included LAST in the studio app:
 
 - ``GET /`` and any other GET that is neither an ``/api`` path nor a file (the SPA's deep
   links, e.g. ``/agents/chat-agent/threads/<id>``) answer index.html with the placeholders
@@ -16,14 +16,16 @@ hashed assets. This router is included LAST in the studio app:
 - ``/api`` and ``/api/*`` paths no API route claimed stay a JSON 404, never index.html.
 - ``/refresh-events`` (the dev hot-reload ``EventSource`` of index.html) answers 204, which
   makes the browser stop that connection quietly; the page's own retry loop backs off to 30 s.
-- without a build, ``GET /`` still answers 200 (the Studio's root probe and humans) with
-  a short page saying how to install it; the API is unaffected.
+- without a build, ``GET /`` and the deep links still answer 200 (the Studio's root probe
+  and humans) with a short HTML page saying where it was looked for and the one command that
+  fetches it; the API is unaffected.
 """
 
 from __future__ import annotations
 
 import mimetypes
 import re
+from html import escape
 from pathlib import Path
 
 from fastapi import APIRouter, Request
@@ -59,11 +61,13 @@ _TYPES = {
 NOT_INSTALLED = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Mastra Studio not installed</title></head>
 <body style="font-family: system-ui, sans-serif; max-width: 40rem; margin: 3rem auto; line-height: 1.5">
-<h1>Mastra Studio UI is not installed</h1>
-<p>The studio API is running under <code>/api</code>, but the Studio web app was not found
+<h1>The Mastra Studio web app is not installed</h1>
+<p>The studio's API is running under <code>/api</code>, but the Studio web app was not found
 in <code>{where}</code>.</p>
-<p>Fetch it with <code>make studio-ui</code> (runs <code>scripts/fetch_studio_ui.sh studio-ui</code>),
-or point <code>DEV_SERVER_STUDIO_UI_DIR</code> at a Studio build, then reload this page.</p>
+<p>Fetch it (Node and npm are needed) with</p>
+<pre>dev-server studio-ui</pre>
+<p>(in a source checkout, <code>make studio-ui</code> does the same), then reload this page.
+Or point <code>DEV_SERVER_STUDIO_UI_DIR</code> at a Studio build.</p>
 </body></html>
 """
 
@@ -102,7 +106,7 @@ class StudioIndex:
     def render(self, request: Request) -> Response:
         template = self.template()
         if template is None:
-            return HTMLResponse(NOT_INSTALLED.format(where=self.ui_dir or "(no DEV_SERVER_STUDIO_UI_DIR)"),
+            return HTMLResponse(NOT_INSTALLED.format(where=escape(str(self.ui_dir or "(no directory given)"))),
                                 headers={"Cache-Control": REVALIDATE})
         origin = _origin(request)
         if origin is None:
