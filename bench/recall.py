@@ -41,7 +41,7 @@ from dev_server.storage.libsql import LibSQLStore  # noqa: E402
 from dev_server.storage.message_vectors import Embedded, VectorIndex, text_hash  # noqa: E402
 
 NOISE = 0.015  # per dimension: |noise| ~ 0.3, cosine to the pool vector ~0.96
-RESOURCE, THREAD = "bench-user", "bench-thread"
+RESOURCE, THREAD, AGENT = "bench-user", "bench-thread", "bench-agent"
 NEWEST_10 = ("SELECT seq, id, role, content, created_at FROM messages WHERE thread_id = ?"
              " ORDER BY created_at DESC, seq DESC LIMIT 10")
 SLOTS = {"name": "Ana Clara Marco Priya Tom Yuki Sam Lena Omar Ines".split(),
@@ -150,14 +150,14 @@ async def run(n: int, quick: bool) -> tuple[dict, dict, list]:
     with tempfile.TemporaryDirectory() as tmp:
         db = LibSQLStore(f"file:{Path(tmp) / 'recall.db'}")
         await db.open()
-        store, index, key = ConversationStore(db), VectorIndex(db), embedder.key
-        await store.ensure_thread("sample-thread", "sample-user")
+        store, index, key = ConversationStore(db), VectorIndex(db, agents=frozenset({AGENT})), embedder.key
+        await store.ensure_thread("sample-thread", "sample-user", agent_id=AGENT)
         await store.append_messages("sample-thread", messages("sample-thread", "sample-user", sample, 0))
         indexer, started = Indexer(index, embedder), time.perf_counter()
         while await indexer.run_once():
             pass
         f["indexer_rate"], f["indexer_written"] = sample_n / (time.perf_counter() - started), indexer.embedded
-        await store.ensure_thread(THREAD, RESOURCE)
+        await store.ensure_thread(THREAD, RESOURCE, agent_id=AGENT)
         bodies, started = [pool[i % pool_n] for i in range(n)], time.perf_counter()
         for at in range(0, n, 1000):
             await store.append_messages(THREAD, messages(THREAD, RESOURCE, bodies[at:at + 1000], at))
@@ -170,7 +170,7 @@ async def run(n: int, quick: bool) -> tuple[dict, dict, list]:
         assert len(todo) == n, (len(todo), n)
         f["store_rate"] = n / await store_vectors(index, key, THREAD, todo, bodies, vectors)
         seqs = np.array([seq for seq, _ in todo], dtype=np.int64)
-        semantic = SemanticIndex(db, embedder, poll_s=3600.0)
+        semantic = SemanticIndex(db, embedder, agents=frozenset({AGENT}), poll_s=3600.0)
         assert await semantic.ready() and (await index.stats(key))["backlog"] == 0
         qv = embedder.embed_sync(query_texts)
 

@@ -87,7 +87,7 @@ class Server:
 
     def rss_mb(self) -> float:
         """Resident memory of the server's processes: their PSS (each shared page split between
-        the processes sharing it, so forked workers are not counted twice), else their RSS."""
+        the processes sharing it, so pages the workers share are not counted twice), else their RSS."""
         total = 0.0
         for pid in self.pids():
             try:

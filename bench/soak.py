@@ -10,7 +10,7 @@ clients ever share a thread). After ``--warmup-s`` of the same load, the run goe
 one-minute rounds; after each round it reads:
 
 - turns/s and latency p50/p99 of the round;
-- the RSS (PSS, so forked workers' shared pages count once) of the gateway's processes and
+- the RSS (PSS, so the workers' shared pages count once) of the gateway's processes and
   of the studio, each also as a ratio to its value after the first round;
 - the gateway's span export counters (``telemetry.spans`` of ``/health``: exported,
   dropped, queued and their bytes, failed exports, the time spent exporting), summed over

@@ -16,7 +16,7 @@ Figures (each with its ratio to the bare server where it has one):
   at once vs one sequential turn; ``save-messages`` of 10k messages in batches of 500;
   ``POST /memory/threads`` with 8 clients; a thread list page (100 of 10k threads) and a
   messages page (40 of 11k). A figure measured in both runs is their mean (each run shown);
-- RSS (as PSS, so forked gateway workers' shared pages count once) of each server at start,
+- RSS (as PSS, so the gateway workers' shared pages count once) of each server at start,
   after warm-up and after each run;
 - the targets of issue 16 as PASS/FAIL lines (bench/report.py).
 

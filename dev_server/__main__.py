@@ -6,20 +6,22 @@ ones: an import string or a ``.py`` file, loaded and checked before anything sta
 (``dev_server.agents.loading``); ``dev`` hands it to both processes.
 
 ``gateway`` runs ``DEV_SERVER_WORKERS`` processes on one socket (default: one per core; with
-more than one, a supervisor forks them: ``dev_server.workers``), ``studio`` always one (it alone
-opens the DuckDB file). ``dev`` runs both as child processes, prints a banner with both URLs
+more than one, uvicorn's supervisor runs and replaces them: ``dev_server.workers``), ``studio``
+always one (it alone opens the DuckDB file). ``dev`` runs both as child processes, prints a banner with both URLs
 and the models in use once both answer, and stops both on Ctrl-C (or when either one
 exits). Start-up problems (a bad command line, bad settings, a non-loopback host without
-auth, port in use, unwritable data dir, unreadable database: ``dev_server.preflight``) print
-one ``error:`` line and exit 2. ``studio-ui`` fetches the Studio web app
-(``dev_server.fetch_studio_ui``) to where the studio serves it from.
+auth, port in use, unwritable data dir, unreadable database: ``dev_server.preflight``;
+semantic recall without what it needs installed) print one ``error:`` line and exit 2.
+``studio-ui`` fetches the Studio web app (``dev_server.fetch_studio_ui``) to where the studio
+serves it from.
 
-Start-up order of one process: bind the port (so "in use" fails at once), open the stores
-(so a bad database is one line), serve. The models warm up in the background; ``/health``
-says ``status: "starting"`` until they are, then ``"ok"``, and the dev banner waits for
-that. ``health ROLE`` exits 0 when that role's ``/health`` on this machine answers
-``status: "ok"`` (the image's HEALTHCHECK, ``deploy/healthcheck.py``, checks the same with
-the standard library only).
+Start-up order of one process: bind the port (so "in use" fails at once), build the app (so
+a configuration it refuses is one line), open the stores (so a bad database is one line),
+serve; with workers, the supervisor does the first three once before it starts them. The
+models warm up in the background; ``/health`` says ``status: "starting"`` until they are,
+then ``"ok"``, and the dev banner waits for that. ``health ROLE`` exits 0 when that role's
+``/health`` on this machine answers ``status: "ok"`` (the image's HEALTHCHECK,
+``deploy/healthcheck.py``, checks the same with the standard library only).
 
 Idle keep-alive connections stay open ``DEV_SERVER_KEEP_ALIVE_S`` (uvicorn's default, 5 s,
 is shorter than common client pools keep a socket, so a client reusing one just then got a
@@ -32,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import json
 import logging
 import os
@@ -50,14 +51,14 @@ import uvicorn
 from dev_server.agents.definition import AgentDefinition
 from dev_server.agents.loading import AgentsError, agents_for
 from dev_server.agents.registry import with_models
-from dev_server.api.worker_slot import STUDIO_NOTE, WorkerSlot
-from dev_server.connection_limits import http_protocol
+from dev_server.api.worker_slot import STUDIO_NOTE
 from dev_server.fetch_studio_ui import PACKAGE, FetchError, fetch
+from dev_server.llm.local_embedder import LocalEmbeddingsMissing
 from dev_server.paths import PathError
 from dev_server.preflight import preflight
 from dev_server.settings import Settings, SettingsError
 from dev_server.storage.errors import StorageError
-from dev_server.workers import supervise, watch_parent
+from dev_server.workers import configure_logging, server_config, supervise
 
 try:  # uvloop's event loop where it exists (not on Windows: asyncio's own loop there)
     import uvloop
@@ -65,6 +66,8 @@ except ImportError:  # pragma: no cover - Windows
     uvloop = None
 
 ROLES = ("gateway", "studio")
+# What a bad start raises, each printed as one ``error:`` line (exit 2).
+START_ERRORS = (StorageError, PathError, SettingsError, AgentsError, LocalEmbeddingsMissing)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -151,18 +154,11 @@ def _fail(message: str) -> int:
 
 def fetch_studio_ui(settings: Settings, dest: Path | None, package: str) -> int:
     try:
-        print(fetch(dest or settings.resolved_studio_ui_dir, package), flush=True)
+        print(fetch(dest or settings.resolved_studio_ui_dir, package, say=lambda line: print(line, flush=True)),
+              flush=True)
     except FetchError as exc:
         return _fail(str(exc))
     return 0
-
-
-def configure_logging(role: str, level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(f"{role:<7} | %(levelname)-7s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -188,8 +184,8 @@ def run_one(role: str, settings: Settings, host: str | None, port: int | None) -
     host = host or settings.host
     port = settings.port_for(role) if port is None else port
     count = settings.workers_for(role)
-    if count > 1 and not hasattr(os, "fork"):  # Windows: one process serves
-        logging.getLogger("dev_server").info("DEV_SERVER_WORKERS: more than one process needs fork(); one serves")
+    if count > 1 and sys.platform == "win32":  # the workers are tried on Linux only: one process serves
+        logging.getLogger("dev_server").info("DEV_SERVER_WORKERS: on Windows one process serves")
         count = 1
     if role == "studio" and (settings.workers or 1) > 1:
         logging.getLogger("dev_server").info("DEV_SERVER_WORKERS=%d applies to the gateway only: %s", settings.workers,
@@ -199,71 +195,54 @@ def run_one(role: str, settings: Settings, host: str | None, port: int | None) -
     except OSError as exc:
         return _fail(f"{role} cannot listen on {host}:{port}: {exc.strerror or exc}")
     if count == 1:
-        return _run_server(role, settings, sock, WorkerSlot())
+        return _run_server(role, settings, sock)
     try:
-        asyncio.run(_check_stores(role, settings))  # in the parent, before any worker exists
-    except (StorageError, PathError) as exc:
+        asyncio.run(_check_start(role, settings))  # in the parent, before any worker exists
+    except START_ERRORS as exc:
         return _fail(str(exc))
-    logging.getLogger("dev_server").info("%s listening on http://%s:%s with %d workers", role, host, port, count)
-    return supervise(count, functools.partial(_run_server, role, settings, sock))
+    logging.getLogger("dev_server").info("%s listening on http://%s:%s with %d workers (data in %s)", role, host,
+                                         port, count, settings.resolved_data_dir)
+    return supervise(role, settings, sock, count)
 
 
-def _run_server(role: str, settings: Settings, sock: socket.socket, slot: WorkerSlot) -> int:
-    if slot.count > 1:
-        configure_logging(f"{role}:{slot.index}", settings.log_level)
+def _run_server(role: str, settings: Settings, sock: socket.socket) -> int:
     # uvicorn re-raises the signal that stopped it once it has shut down gracefully;
     # either one then means a clean exit.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         # uvloop's event loop and uvicorn's httptools parser (picked up when installed): the
         # pure-Python loop and h11 were a fifth of a turn's CPU under load.
-        return (uvloop.run if uvloop is not None else asyncio.run)(_serve(role, settings, sock, slot))
+        return (uvloop.run if uvloop is not None else asyncio.run)(_serve(role, settings, sock))
     except KeyboardInterrupt:
         return 0
-    except (StorageError, PathError) as exc:
+    except START_ERRORS as exc:
         return _fail(str(exc))
 
 
-async def _check_stores(role: str, settings: Settings) -> None:
-    """Open (migrating) and close the stores, so N workers do not each fail or migrate."""
-    from dev_server.factory import storage_for
+async def _check_start(role: str, settings: Settings) -> None:
+    """Build the app once (no I/O: a configuration the app refuses is one line here) and
+    open (migrating) and close the stores, so N workers do not each fail or migrate."""
+    from dev_server.factory import create_app, storage_for
 
     storage = storage_for(role, settings)
+    create_app(role, settings, storage=storage)
     await storage.open()
     await storage.close()
 
 
-async def _serve(role: str, settings: Settings, sock: socket.socket, slot: WorkerSlot) -> int:
+async def _serve(role: str, settings: Settings, sock: socket.socket) -> int:
     from dev_server.factory import create_app, storage_for
 
     storage = storage_for(role, settings)
+    app = create_app(role, settings, storage=storage, freeze_heap=True)  # refuses a bad configuration first
     started = time.perf_counter()
     await storage.open()  # open before serving so a bad database is one clear line, not a traceback
     stores_ms = (time.perf_counter() - started) * 1000
-    try:
-        app = create_app(role, settings, storage=storage, worker=slot, freeze_heap=True)
-    except BaseException:
-        await storage.close()  # its writer thread would keep the process from exiting
-        raise
-    # The guarded protocol adds read deadlines and the connection cap (dev_server.connection_limits).
-    config = uvicorn.Config(app, log_config=None, log_level=settings.log_level, access_log=False,
-                            http=http_protocol(settings), forwarded_allow_ips=settings.forwarded_allow_ips,
-                            timeout_graceful_shutdown=3, timeout_keep_alive=settings.keep_alive_s,
-                            headers=[("Keep-Alive", f"timeout={settings.keep_alive_s}")])
     host, port = sock.getsockname()[:2]
-    served = f"worker {slot.index} of {slot.count} (pid {os.getpid()})" if slot.count > 1 else role
     logging.getLogger("dev_server").info("%s listening on http://%s:%s (stores open in %.0f ms, data in %s; models "
-                                  "warm up in the background: /health says starting until then)", served, host, port,
+                                  "warm up in the background: /health says starting until then)", role, host, port,
                                   stores_ms, settings.resolved_data_dir)
-    server = uvicorn.Server(config)
-    watcher = None
-    if slot.parent_pid is not None:
-        watcher = asyncio.create_task(watch_parent(slot.parent_pid, lambda: setattr(server, "should_exit", True)))
-    try:
-        await server.serve(sockets=[sock])
-    finally:
-        if watcher is not None:
-            watcher.cancel()
+    await uvicorn.Server(server_config(app, settings)).serve(sockets=[sock])
     return 0
 
 

@@ -17,11 +17,13 @@ an agent's model needs litellm: ``/health`` says ``status: "starting"`` until it
 the server answers at once and a probe can wait for ``"ok"``), trace retention (studio) and
 the stream sweep (gateway).
 
-Middleware, outermost first: the telemetry scope (what a request logs is this app's, when
-a process holds more than one: ``dev_server.observability.telemetry``), CORS (a preflight is
-answered before anything else), authentication (a refused caller's body is never read),
-the body-size limit, then FastAPI's routing with the error handlers of ``dev_server.errors``.
-Both processes serve their OpenAPI schema at ``/openapi.json`` and Swagger UI at ``/docs``.
+Middleware, outermost first: the access log (one line per request: method, path, status,
+milliseconds), the telemetry scope (what a request logs is this app's, when a process holds
+more than one: ``dev_server.observability.telemetry``), CORS (a preflight is answered
+before anything else), authentication (a refused caller's body is never read), the
+body-size limit, then FastAPI's routing with the error handlers of ``dev_server.errors``.
+Both processes serve their OpenAPI schema at ``/openapi.json`` and Swagger UI at ``/docs``,
+with Swagger UI's files served by the app itself (``dev_server.api.docs``).
 """
 
 from __future__ import annotations
@@ -47,8 +49,10 @@ from dev_server.agents.salvage import salvage_dead_streams
 from dev_server.agents.signals import ThreadHub
 from dev_server.agents.turns import TurnStarter
 from dev_server.api import chat, health, otlp
+from dev_server.api.access_log import AccessLog
 from dev_server.api.cors import CorsPolicy, LocalCORS
 from dev_server.api.deps import Readiness, Services
+from dev_server.api.docs import mount_docs
 from dev_server.api.input_guard import InputGuard
 from dev_server.api.limits import BodySizeLimit
 from dev_server.api.studio import agents as agent_routes
@@ -64,6 +68,7 @@ from dev_server.errors import document_errors, install_error_handlers
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock
 from dev_server.kernel.model import LLMClient
 from dev_server.llm import LiteLLMClient
+from dev_server.llm.local_embedder import require_recall_stack
 from dev_server.observability.telemetry import Telemetry, TelemetryConfig, TelemetryScope, logging_to
 from dev_server.settings import Settings, otlp_target
 from dev_server.storage.composite import OBSERVABILITY, CompositeStore
@@ -247,11 +252,13 @@ def create_app(
     background = BackgroundWork()
     memories = memory_options(agents, memory_settings(settings))  # each factory once
     semantic_index = None
-    if any(options.uses_vectors for options in memories.values()):
+    searching = sorted(agent_id for agent_id, options in memories.items() if options.uses_vectors)
+    if searching:  # only these agents' messages are embedded, and only if what that needs is installed
+        require_recall_stack(searching, local=llm.embeds_locally(settings.embedder) is True)
         from dev_server.recall.service import SemanticIndex  # numpy: only in a process that searches by meaning
 
         semantic_index = SemanticIndex(storage.default, partial(llm.embedder, settings.embedder),
-                                       requested=settings.embedder, clock=clock)
+                                       agents=frozenset(searching), requested=settings.embedder, clock=clock)
     registry = AgentRegistry(agents, conversations, memories, background=background, semantic_index=semantic_index)
     telemetry = Telemetry(role, _telemetry_config(settings), storage) if settings.telemetry else None
     runner = TurnRunner(llm, tracer=telemetry.tracer if telemetry is not None else None, agents=registry, clock=clock)
@@ -271,7 +278,7 @@ def create_app(
                         readiness=Readiness(), worker=worker or WorkerSlot(), auth_enabled=authenticator is not None)
 
     app = FastAPI(title=f"dev-server {role}", version=__version__, lifespan=_lifespan(services, freeze_heap),
-                  docs_url="/docs", redoc_url=None, openapi_url="/openapi.json")
+                  docs_url=None, redoc_url=None, openapi_url="/openapi.json")  # /docs: mount_docs, offline
     app.state.services = services  # the one thing on app.state; handlers read it through dev_server.api.deps
 
     install_error_handlers(app)
@@ -282,7 +289,9 @@ def create_app(
     if authenticator is not None:  # outside the body limit: a refused caller's body is never read
         app.add_middleware(AuthMiddleware, authenticator=authenticator)
     app.add_middleware(LocalCORS, policy=CorsPolicy.for_origins(settings.cors_origin_list))
-    app.add_middleware(TelemetryScope, telemetry=telemetry)  # outermost: all a request logs
+    app.add_middleware(TelemetryScope, telemetry=telemetry)  # all a request logs
+    app.add_middleware(AccessLog)  # outermost: one line per request, whatever answered it
+    mount_docs(app)
     app.include_router(health.router)
     if role == "gateway":
         app.include_router(chat.router)

@@ -1,27 +1,37 @@
-"""N gateway processes serving one listening socket (``DEV_SERVER_WORKERS``).
+"""N gateway processes serving one listening socket (``DEV_SERVER_WORKERS``), under uvicorn's own supervisor.
 
-``supervise(count, serve)`` is the parent: the caller has bound the socket once (so "port
-in use" is one line) and opened and closed the stores once (so a bad database is one line
-and the migrations run once), then it forks ``count`` workers, each of which runs
-``serve(slot)`` (in ``dev_server.__main__``: uvicorn's ``Server.serve(sockets=[sock])`` under
-uvloop, as a single process does) and accepts from the shared socket; the kernel hands
-each new connection to whichever worker accepts first. A connection stays with the worker
-that accepted it.
+``supervise(role, settings, sock, count)`` is the parent. The caller has bound the socket once
+(so "port in use" is one line) and checked the stores and the app once (so a bad database or
+a bad configuration is one line, and the migrations run once); then uvicorn's
+``Multiprocess`` supervisor starts ``count`` workers, each a fresh process running uvicorn's
+``Server`` on the shared socket; the kernel hands each new connection to whichever worker
+accepts first, and a connection stays with it.
 
-- Nothing is restarted: a worker that dies is logged with its exit code and the others go
-  on serving; when the last one dies without being asked to stop, the parent exits 1.
-- SIGINT or SIGTERM to the parent is forwarded to every worker as SIGTERM (after a
-  terminal's Ctrl-C each worker already got one SIGINT, and uvicorn takes a second SIGINT
-  as "force exit, skip shutdown"); the parent waits for them (``stop_timeout_s``, then
-  SIGKILL) and exits 0 when all stopped cleanly.
-- A worker whose parent is gone (SIGKILLed) stops itself (``watch_parent``), so no orphan
-  keeps the port.
+- A worker that dies, or stops answering the supervisor's ping for
+  ``timeout_worker_healthcheck`` seconds, is replaced by a fresh one (``Child process [pid]
+  died`` in the log); the others go on serving meanwhile. A worker that fails before it
+  serves (its app cannot be built, its lifespan fails) exits with uvicorn's
+  ``STARTUP_FAILURE`` code, which stops the supervisor instead of restarting it forever.
+- SIGINT or SIGTERM to the supervisor: every worker gets SIGTERM (after a terminal's Ctrl-C
+  each worker already got one SIGINT; uvicorn takes a second SIGINT, not a SIGTERM, as
+  "force exit"); the supervisor waits ``STOP_TIMEOUT_S`` for them, then kills the rest, and
+  exits 0. SIGHUP replaces the workers one by one; SIGTTIN and SIGTTOU add or remove one.
+- A worker whose supervisor is gone (SIGKILLed) stops itself (``_stop_when_orphaned``), so
+  no orphan keeps the port.
 
-Why not uvicorn's own ``workers=`` (``uvicorn.supervisors.Multiprocess``): it spawns, so
-every worker imports the app again; it restarts a dead worker on its own; and its workers
-run ``Server.run`` with uvicorn's loop set-up instead of ours (stores opened before
-serving, uvloop). Forking here is safe because the parent forks with one thread only and
-no event loop running: every store, thread pool and loop is made in the worker.
+What each worker sets up for itself, in ``WorkerApp`` (the app factory uvicorn calls in the
+worker; workers are spawned, not forked, so nothing of the parent's heap comes along): its
+log handler (lines prefixed ``gateway:<pid>``), its app (``create_app`` with the
+``WorkerSlot`` that ``/health`` reports and ``freeze_heap``: the warm-up moves what start-up
+built out of the garbage collector's sight, as a single process does), and through the
+app's lifespan its stores, its telemetry (its own span and log export queue to the studio)
+and its model warm-up. uvicorn runs it on uvloop where uvloop is installed.
+
+Why uvicorn's supervisor rather than our own fork loop (which never restarted a worker):
+it restarts dead and hung workers, runs where ``fork`` does not, and is maintained with the
+server. Spawning costs each worker its imports (about 0.9 s of CPU where a forked worker
+spent 0.1 s, and 8 MB more memory; docs/architecture.md#decisions), which did not justify
+keeping our own.
 
 Everything workers share is in the database (turn leases, messages, working memory,
 titles); the studio stays one process because it alone opens the DuckDB file.
@@ -29,117 +39,122 @@ titles); the studio stays one process because it alone opens the DuckDB file.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
-import traceback
-from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+from uvicorn.config import STARTUP_FAILURE
+from uvicorn.supervisors import Multiprocess
 
 from dev_server.api.worker_slot import WorkerSlot
+from dev_server.connection_limits import http_protocol
+from dev_server.settings import Settings
 
 log = logging.getLogger(__name__)
 
-_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-def supervise(count: int, serve: Callable[[WorkerSlot], int], *, stop_timeout_s: float = 10.0) -> int:
-    """Fork ``count`` workers running ``serve(slot)``; wait for them; the exit code."""
-    _join_other_threads()
-    parent = os.getpid()
-    children: dict[int, int] = {}  # pid -> worker index
-    # Blocked while forking: a signal landing in a child before it has its own handlers
-    # would run the parent's (and signal its siblings).
-    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-    for index in range(count):
-        pid = os.fork()
-        if pid == 0:
-            _child(serve, WorkerSlot(index, count, parent))  # never returns
-        children[pid] = index
-    stopping = False
-    deadline = 0.0
-
-    def stop(signum: int, _: object) -> None:
-        nonlocal stopping, deadline
-        if not stopping:
-            log.info("%s: stopping %d workers", signal.Signals(signum).name, len(children))
-            deadline = time.monotonic() + stop_timeout_s
-        stopping = True
-        for pid in children:
-            _signal(pid, signal.SIGTERM)
-
-    for signum in _STOP_SIGNALS:
-        signal.signal(signum, stop)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
-    log.info("%d workers started (pids %s)", count, ", ".join(map(str, children)))
-
-    exit_code = 0
-    while children:
-        pid, status = os.waitpid(-1, os.WNOHANG)
-        if pid == 0:
-            if stopping and time.monotonic() > deadline:
-                log.warning("workers %s did not stop within %.0f s: killed", sorted(children), stop_timeout_s)
-                for child in children:
-                    _signal(child, signal.SIGKILL)
-                deadline = float("inf")
-            time.sleep(0.05)
-            continue
-        if pid not in children:
-            continue
-        index = children.pop(pid)
-        code = os.waitstatus_to_exitcode(status)
-        if stopping:
-            exit_code = exit_code or code
-        else:
-            described = f"signal {-code}" if code < 0 else f"code {code}"
-            log.error("worker %d (pid %d) exited with %s; not restarted, %d left", index, pid, described,
-                      len(children))
-    if not stopping:
-        log.error("every worker has exited; stopping")
-        return 1
-    return 0 if exit_code == 0 else 1
+STOP_TIMEOUT_S = 10.0
+HEALTHCHECK_S = 30  # a worker that does not answer the supervisor's ping this long is replaced: long enough
+# for a spawned worker to import the app on a loaded machine before its ping thread runs
 
 
-async def watch_parent(parent_pid: int, stop: Callable[[], None], every_s: float = 1.0) -> None:
-    """Call ``stop`` once the supervisor is gone (this process was re-parented)."""
-    while os.getppid() == parent_pid:
-        await asyncio.sleep(every_s)
-    log.warning("the supervisor (pid %d) is gone; stopping", parent_pid)
-    stop()
+def server_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Config:
+    """uvicorn's configuration of one serving process (a single one, or each worker): the
+    guarded protocol (read deadlines and the connection cap, ``dev_server.connection_limits``),
+    keep-alive, and no uvicorn access log (``dev_server.api.access_log`` writes ours)."""
+    return uvicorn.Config(app, log_config=None, log_level=settings.log_level, access_log=False,
+                          http=http_protocol(settings), forwarded_allow_ips=settings.forwarded_allow_ips,
+                          timeout_graceful_shutdown=3, timeout_keep_alive=settings.keep_alive_s,
+                          headers=[("Keep-Alive", f"timeout={settings.keep_alive_s}")], **options)
 
 
-def _child(serve: Callable[[WorkerSlot], int], slot: WorkerSlot) -> None:
-    code = 1
+def configure_logging(name: str, level: str) -> None:
+    """One handler on the root logger: every line of this process prefixed with ``name``."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"{name:<7} | %(levelname)-7s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+@dataclass(frozen=True)
+class WorkerApp:
+    """The app factory uvicorn calls in each worker (picklable: it is sent to the spawned
+    process with uvicorn's configuration)."""
+
+    role: str
+    settings: Settings
+    count: int
+    supervisor_pid: int
+
+    def __call__(self) -> Any:
+        configure_logging(f"{self.role}:{os.getpid()}", self.settings.log_level)
+        threading.Thread(target=_stop_when_orphaned, args=(self.supervisor_pid,), name="orphan-watch",
+                         daemon=True).start()
+        try:
+            from dev_server.factory import create_app
+
+            return create_app(self.role, self.settings, worker=WorkerSlot(self.count, self.supervisor_pid),
+                              freeze_heap=True)
+        except Exception as exc:  # the parent built the same app before spawning: not expected
+            log.error("the app could not be built: %s: %s", type(exc).__name__, exc)
+            sys.exit(STARTUP_FAILURE)
+
+
+class _Supervisor(Multiprocess):
+    """uvicorn's supervisor, with a deadline on stopping: a worker still running
+    ``STOP_TIMEOUT_S`` after its SIGTERM is killed (uvicorn would wait for it forever)."""
+
+    def join_all(self) -> None:
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for worker in self.processes:
+            worker.process.join(max(0.0, deadline - time.monotonic()))
+            if worker.process.is_alive():
+                log.warning("worker %s did not stop within %.0f s: killed", worker.pid, STOP_TIMEOUT_S)
+                worker.kill()
+                worker.process.join()
+
+
+def supervise(role: str, settings: Settings, sock: socket.socket, count: int) -> int:
+    """Run ``count`` workers of ``role`` on ``sock`` until SIGINT or SIGTERM; the exit code
+    (1 when a worker failed to start, which stops them all)."""
+    app = WorkerApp(role, settings, count, os.getpid())
+    config = server_config(app, settings, factory=True, workers=count, loop="auto",
+                           timeout_worker_healthcheck=HEALTHCHECK_S)
+    supervisor = _Supervisor(config, sockets=[sock])
     try:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
-        code = serve(slot)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
-    except KeyboardInterrupt:
-        code = 0
-    except BaseException:
-        traceback.print_exc()
+        supervisor.run()
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        os._exit(code)  # never run the parent's exit handlers or return into its loop
+        _stop_resource_tracker()
+    failed = [worker.pid for worker in supervisor.processes if worker.exitcode == STARTUP_FAILURE]
+    if failed:
+        log.error("worker %s failed to start; stopped", failed[0])
+        return 1
+    return 0
 
 
-def _signal(pid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signum)
+def _stop_resource_tracker() -> None:
+    """Spawning starts multiprocessing's resource tracker beside the workers; it would exit
+    only after the supervisor did (and wait to be reaped by whoever adopts it). Stopped and
+    reaped here, so nothing of the gateway outlives its supervisor. ``_stop`` is private
+    (Python 3.11 to 3.14 have it); without it the tracker exits on its own, a moment later."""
+    from multiprocessing import resource_tracker
+
+    stop = getattr(resource_tracker._resource_tracker, "_stop", None)
+    if stop is not None:
+        stop()
 
 
-def _join_other_threads(timeout_s: float = 2.0) -> None:
-    """Fork from one thread only: a thread that is ending (a closed aiosqlite connection's)
-    could hold a lock the child would inherit held."""
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread():
-            thread.join(timeout_s)
-            if thread.is_alive():
-                log.warning("thread %s still running before the workers fork", thread.name)
+def _stop_when_orphaned(supervisor_pid: int, every_s: float = 1.0) -> None:
+    """Stop this worker (SIGTERM to itself: uvicorn shuts down gracefully) once its supervisor
+    is gone and it was re-parented."""
+    while os.getppid() == supervisor_pid:
+        time.sleep(every_s)
+    log.warning("the supervisor (pid %d) is gone; stopping", supervisor_pid)
+    os.kill(os.getpid(), signal.SIGTERM)

@@ -60,7 +60,9 @@ class ServerProcess:
     def output(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path else ""
 
-    def wait_healthy(self, timeout: float = 20.0) -> dict[str, Any]:
+    def wait_healthy(self, timeout: float = 60.0) -> dict[str, Any]:
+        """``/health`` once it answers 200 (generous: with workers, each is a spawned process
+        that imports the app first, slow on a loaded machine)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -92,7 +94,7 @@ def worker_pid(client: httpx.Client, url: str) -> int:
     return client.get(f"{url}/health", timeout=5).json()["worker"]["pid"]
 
 
-def pinned_clients(url: str, count: int, *, distinct: bool, timeout: float = 20.0) -> list[httpx.Client]:
+def pinned_clients(url: str, count: int, *, distinct: bool, timeout: float = 60.0) -> list[httpx.Client]:
     """``count`` clients of one keep-alive connection each; with ``distinct``, each one's
     connection was accepted by a different worker (a connection stays with its worker), so
     what they send is served by different processes. Close them when done."""

@@ -35,7 +35,8 @@ def test_each_apps_log_records_are_exported_by_its_own_telemetry_only(tmp_path: 
     # the studio has stopped: what it queued itself has been written
     with serving("studio", tmp_path) as studio:
         logs = httpx.get(f"{studio.url}/api/observability/logs", params={"perPage": 100}, timeout=30).json()["logs"]
-    started = sorted((log["threadId"], log["serviceName"]) for log in logs if log["message"] == "agent run started")
+    started = sorted((log["threadId"], log["serviceName"]) for log in logs
+                     if log["message"].startswith("agent run started: chat-agent on thread "))
     assert started == [("from-gateway", "dev-server-gateway"), ("from-studio", "dev-server-studio")], started
 
 

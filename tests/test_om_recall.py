@@ -241,11 +241,11 @@ async def test_search_by_meaning_reports_the_group_holding_each_hit(libsql: LibS
     texts = ["The weather was grey all week.", FACT, "Our kettle broke again.", "Football on Sunday.",
              "I repainted the kitchen.", "Dinner was pasta."]
     messages = [stored_text(f"m{i}", "user" if i % 2 == 0 else "assistant", text, i) for i, text in enumerate(texts)]
-    memory, engine, ctx = await om_setup(libsql, messages, {"retrieval": {"vector": True}})
+    memory, engine, ctx = await om_setup(libsql, messages, {"retrieval": {"vector": True}}, agent_id="chat-agent")
     record = await engine.records.initialize(scope="thread", thread_id="t", resource_id="r", config={},
                                              timezone="UTC")
     record = await engine.observe(ctx, record, messages[:3], 500)
-    index = SemanticIndex(libsql, local_embedder())
+    index = SemanticIndex(libsql, local_embedder(), agents=frozenset({"chat-agent"}))
     try:
         await index.start()
         assert await index.ready()

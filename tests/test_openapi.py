@@ -5,6 +5,8 @@ shape (``{"error", "issues": [{"field", "message"}]}``), as the schema says.
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import pytest
 from fastapi import FastAPI
@@ -91,3 +93,42 @@ def test_one_validation_handler_answers_in_mastras_400_shape(request_kwargs, exp
         response = client.post(**request_kwargs)
     assert response.status_code == 400
     assert response.json() == expected
+
+
+# --- /docs offline: Swagger UI's files come from the app, never from a CDN ------------------
+
+
+@pytest.mark.parametrize("role", ["gateway", "studio"])
+def test_the_docs_page_loads_everything_from_its_own_server(role: str, data_dir):
+    app = create_app(role, Settings(data_dir=data_dir, telemetry=False))
+    with LiveApp(app) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+        page = client.get("/docs").text
+        links = re.findall(r'(?:src|href)="([^"]+)"', page) + re.findall(r"url: '([^']+)'", page)
+        assert sorted(links) == ["/docs/assets/favicon.png", "/docs/assets/swagger-ui-bundle.js",
+                                 "/docs/assets/swagger-ui.css", "/openapi.json"]
+        assert not re.search(r"https?://", page.replace("window.location.origin", ""))
+        assert '"validatorUrl": null' in page  # no badge fetched from the online validator
+        kinds = {link: client.get(link) for link in links}
+        assert all(response.status_code == 200 for response in kinds.values())
+        assert kinds["/docs/assets/swagger-ui-bundle.js"].headers["content-type"].startswith("text/javascript")
+        assert kinds["/docs/assets/swagger-ui.css"].headers["content-type"].startswith("text/css")
+        assert b"SwaggerUIBundle" in kinds["/docs/assets/swagger-ui-bundle.js"].content
+        assert client.get("/docs/assets/no-such-file.js").status_code == 404
+        assert client.get("/docs/oauth2-redirect").status_code == 200
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("role", ["gateway", "studio"])
+def test_swagger_ui_renders_in_chromium_with_no_network_but_the_server(role: str, data_dir):
+    from tests.kit.studio_ui import CHROMIUM
+    from tests.support import run_node
+
+    if not CHROMIUM.exists():
+        pytest.skip("Debian chromium is not installed (apt-get install -y chromium)")
+    app = create_app(role, Settings(data_dir=data_dir, telemetry=False))
+    with LiveApp(app) as server:
+        result = run_node("docs_page.mjs", {"url": f"{server.url}/docs"}, timeout=90)
+    assert result["ok"], result
+    assert result["external"] == [] and result["title"] == f"dev-server {role} - Swagger UI"
+    assert result["operations"] >= (3 if role == "gateway" else 60)
+    print(f"/docs of the {role}: {result['operations']} operations rendered in {result['loadMs']} ms, offline")

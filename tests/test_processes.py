@@ -86,6 +86,7 @@ def test_make_dev_serves_both_prints_the_banner_and_one_ctrl_c_stops_both(server
     assert "gateway | " in output and "studio  | " in output
     assert "Traceback" not in output
     lines = output.splitlines()
+    assert lines[0].startswith("fetch_studio_ui: ")  # says what it does with the Studio UI first (here: already there)
     assert f"  Studio: http://localhost:{studio_port}/" in lines
     assert f"  chat:   POST http://localhost:{gateway_port}/api/chat" in lines
     models = lines[lines.index("  models:") + 1:]

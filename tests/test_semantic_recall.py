@@ -20,7 +20,7 @@ from dev_server.factory import create_app
 from dev_server.settings import Settings
 from tests.kit.chat import reply_text, turn
 from tests.kit.servers import serving
-from tests.support import LiveApp, user_message
+from tests.support import LiveApp, sqlite_rows, user_message
 
 FACT = "My name is Ada Lovelace and I live in London."
 
@@ -32,12 +32,14 @@ def gateway(data: Path, role: str = "gateway", **settings: Any) -> Iterator[Live
         yield server
 
 
-def chat(server: LiveApp, thread: str, message_id: str, text: str, token: str | None = None) -> str:
-    """One turn over plain HTTP (the seeding turns); returns the reply's text."""
+def chat(server: LiveApp, thread: str, message_id: str, text: str, token: str | None = None,
+         agent: str | None = None) -> str:
+    """One turn over plain HTTP (the seeding turns), with chat-agent or ``agent``; returns the reply's text."""
     headers = {"authorization": f"Bearer {token}"} if token else {}
     body = {"id": thread, "conversationId": thread, "messages": [user_message(message_id, text)],
             "trigger": "submit-message"}
-    response = httpx.post(f"{server.url}/api/chat", json=body, headers=headers, timeout=60)
+    path = f"/api/agents/{agent}/chat" if agent else "/api/chat"
+    response = httpx.post(f"{server.url}{path}", json=body, headers=headers, timeout=60)
     assert response.status_code == 200, response.text
     events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
     return "".join(e.get("delta", "") for e in events if e.get("type") == "text-delta")
@@ -231,6 +233,47 @@ def test_a_provider_embedder_that_goes_down_costs_recall_not_turns_and_loses_not
             assert indexed(server, 4, timeout=90)["index"]["vectors"] == 4
 
 
+def test_only_the_messages_of_agents_with_recall_reach_the_embedding_provider(data_dir: Path) -> None:
+    from tests.fake_provider import FakeProvider
+
+    secret = "The vault code is swordfish."
+    with FakeProvider() as fake:
+        env = {"OPENAI_API_KEY": "sk-fake", "OPENAI_API_BASE": fake.base_url,
+               "DEV_SERVER_SEMANTIC_RECALL": "chat-agent", "DEV_SERVER_OM_ENABLED": "false",
+               "DEV_SERVER_TELEMETRY": "false"}
+        with serving("gateway", data_dir, env) as server:
+            chat(server, "docs-thread", "d1", secret, agent="docs-agent")  # docs-agent: no semantic recall
+            chat(server, "chat-thread", "c1", "Kayaking on the river at dawn.")
+            health = indexed(server, 2)
+            chat(server, "docs-thread", "d2", "And the spare key is under the mat.", agent="docs-agent")
+            deadline = time.monotonic() + 30
+            while recall_health(server)["index"]["skipped"] < 4 or recall_health(server)["index"]["backlog"]:
+                assert time.monotonic() < deadline, recall_health(server)
+                time.sleep(0.1)
+        assert "Kayaking on the river at dawn." in fake.embedding_inputs
+        assert not [text for text in fake.embedding_inputs if "swordfish" in text or "spare key" in text]
+    assert health["index"]["vectors"] == 2  # chat-agent's message and its reply
+    rows = sqlite_rows(data_dir / "dev-server.db", "SELECT DISTINCT thread_id FROM message_vectors")
+    assert rows == [("chat-thread",)]
+
+
+def test_turning_recall_off_for_an_agent_leaves_its_old_vectors_unsearched(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    env = {"DEV_SERVER_OM_ENABLED": "false", "DEV_SERVER_TELEMETRY": "false"}
+    both = {**env, "DEV_SERVER_SEMANTIC_RECALL": "chat-agent,docs-agent"}
+    with serving("gateway", data, both) as server:
+        chat(server, "docs-1", "d1", "My name is Grace Hopper.", agent="docs-agent")
+        indexed(server, 2)
+    with serving("gateway", data, {**env, "DEV_SERVER_SEMANTIC_RECALL": "chat-agent"}) as server:
+        chat(server, "docs-1", "d2", "I also like sailing.", agent="docs-agent")  # not embedded now
+        assert "Grace" not in chat(server, "chat-1", "c1", "What is my name?")  # one resource (ai-chat), but off
+        health = indexed(server, 4)
+        assert health["index"]["skipped"] == 2 and health["index"]["vectors"] == 4  # docs-1's two, chat-1's two
+    with serving("gateway", data, both) as server:  # on again: the same vectors are searched
+        indexed(server, 4)
+        assert "Your name is Grace Hopper" in chat(server, "chat-2", "c2", "What is my name?")
+
+
 async def _recalled(tmp_path: Path, options: dict[str, Any], query: str) -> list[str]:
     """The ids the recall processor puts before the window, on a 30-message thread whose
     message 10 is the only one about a name (real SQLite file, real local embedder)."""
@@ -246,11 +289,11 @@ async def _recalled(tmp_path: Path, options: dict[str, Any], query: str) -> list
     await db.open()
     try:
         store = ConversationStore(db)
-        index = SemanticIndex(db, local_embedder())
+        index = SemanticIndex(db, local_embedder(), agents=frozenset({"chat-agent"}))
         memory = Memory(MemoryOptions(last_messages=4, semantic_recall=options), store, agent_id="chat-agent",
                         agent_resource="ai-chat", semantic_index=index)
         thread = Thread("range", "ai-chat")
-        await store.ensure_thread(thread.id, thread.resource_id)
+        await store.ensure_thread(thread.id, thread.resource_id, agent_id="chat-agent")
         texts = [FACT if i == 10 else filler(i) for i in range(30)] + [query]
         await store.append_messages(thread.id, [
             Message(f"r{i:02d}", thread.id, "ai-chat", "user" if i % 2 == 0 else "assistant",

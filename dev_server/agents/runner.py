@@ -100,10 +100,16 @@ class Turn:
     span: Span = trace.INVALID_SPAN
     trace_context: Context | None = None
     ids: dict[str, str] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)  # when preparing began: the run's log lines time it
 
     @property
     def text(self) -> str:
         return self.reply.text
+
+    def described(self) -> str:
+        """The run as its log lines name it: the agent, the thread, the time so far."""
+        where = f"thread {self.thread.id}" if self.thread is not None else "no thread"
+        return f"{self.agent.id} on {where}, {(time.monotonic() - self.started) * 1000:.0f} ms"
 
     def reply_metadata(self) -> dict[str, Any]:
         metadata: dict[str, Any] = {"modelId": self.model.model_id, "provider": self.model.provider,
@@ -147,6 +153,7 @@ class TurnRunner:
         regenerate: ``dev_server.memory.turn_rules``) decides what a known message id means; a retry
         whose reply is stored becomes a turn that tells that reply again.
         """
+        started = time.monotonic()
         model = await self.llm.resolve(agent.definition.model)
         memory = agent.memory if thread_id is not None else None
         thread_id = thread_id if memory else None
@@ -164,7 +171,7 @@ class TurnRunner:
                                llm=self.llm, model=model)
             if memory is None:
                 step.history = repair_value(client_context)
-                turn = Turn(agent, model, step, thread=None, resource_id=None, run_id=run_id)
+                turn = Turn(agent, model, step, thread=None, resource_id=None, run_id=run_id, started=started)
             else:
                 with spans.child(self.tracer, "memory: save messages", "memory_operation", ids, context,
                                  input={"messageIds": [m.id for m in incoming]}) as save:
@@ -175,7 +182,7 @@ class TurnRunner:
                 step.thread, step.resource_id, step.input_count = thread, resource_id, len(recorded.stored)
                 turn = Turn(agent, model, step, thread=thread, resource_id=resource_id,
                             user_message_id=incoming[-1].id, run_id=run_id,
-                            processors=memory.processors)
+                            processors=memory.processors, started=started)
                 if recorded.replay is not None:
                     turn.replay, turn.reply_id = recorded.replay, recorded.replay.id
                 elif isinstance(incoming[-1], ContinuedReply):
@@ -187,7 +194,7 @@ class TurnRunner:
         # Logged inside the run's span, with the span's ids as attributes: the log exporter
         # links the record to the trace, the thread and the resource.
         with trace.use_span(root, end_on_exit=False):
-            log.info("agent run started", extra=ids)
+            log.info("agent run started: %s", turn.described(), extra=ids)
         return turn
 
     async def run(self, turn: Turn, *, checkpoint_every_s: float | None = None) -> AsyncIterator[LoopEvent]:
@@ -230,7 +237,7 @@ class TurnRunner:
             raise
         except Exception as exc:
             with trace.use_span(turn.span, end_on_exit=False):
-                log.exception("agent run broke while streaming", extra=turn.ids)
+                log.exception("agent run broke while streaming: %s", turn.described(), extra=turn.ids)
             turn.error, turn.interrupted = TurnFailed(), False
             raise turn.error from exc
         finally:
@@ -264,7 +271,8 @@ class TurnRunner:
         finally:
             turn.step.release()
             with trace.use_span(turn.span, end_on_exit=False):
-                log.info("agent run answered a retry with the stored reply %s", turn.reply_id, extra=turn.ids)
+                log.info("agent run answered a retry with the stored reply %s: %s", turn.reply_id, turn.described(),
+                         extra=turn.ids)
             spans.finish(turn.span, output={"text": turn.replay.content.get("content", ""), "replayed": True})
 
     async def ask(self, agent_id: str, question: str, parent: Context | None) -> str:
@@ -308,11 +316,11 @@ class TurnRunner:
     def _finish_run(self, turn: Turn) -> None:
         with trace.use_span(turn.span, end_on_exit=False):
             if turn.error is not None:
-                log.warning("agent run failed: %s", turn.error.message, extra=turn.ids)
+                log.warning("agent run failed: %s: %s", turn.described(), turn.error.message, extra=turn.ids)
             elif turn.interrupted:
-                log.info("agent run interrupted by the client", extra=turn.ids)
+                log.info("agent run interrupted by the client: %s", turn.described(), extra=turn.ids)
             else:
-                log.info("agent run finished", extra=turn.ids)
+                log.info("agent run finished: %s", turn.described(), extra=turn.ids)
         spans.finish(turn.span, output={"text": turn.text}, error=turn.error,
                      error_kind=turn.error and turn.error.kind)
 

@@ -15,16 +15,18 @@ STUDIO_NOTE = "the studio is always one process: it alone opens the DuckDB file"
 
 @dataclass(frozen=True)
 class WorkerSlot:
-    """Which worker this process is: ``index`` of ``count``; ``parent_pid`` is the
-    supervisor's (None for a single process, which has no supervisor)."""
+    """One of ``count`` processes serving the role; ``supervisor_pid`` is the supervisor's
+    (None for a single process, which has none). Workers have no fixed index: the supervisor
+    replaces one that dies with a new process, so a worker is known by its pid."""
 
-    index: int = 0
     count: int = 1
-    parent_pid: int | None = None
+    supervisor_pid: int | None = None
 
     def report(self, role: str) -> dict[str, Any]:
         """What ``/health`` says under ``worker``."""
-        report: dict[str, Any] = {"pid": os.getpid(), "index": self.index, "count": self.count}
+        report: dict[str, Any] = {"pid": os.getpid(), "count": self.count}
+        if self.supervisor_pid is not None:
+            report["supervisorPid"] = self.supervisor_pid
         if role == "studio":
             report["note"] = STUDIO_NOTE
         return report

@@ -150,6 +150,10 @@ class Embedder(Protocol):
     @property
     def dimensions(self) -> int | None: ...
 
+    async def prepare(self) -> None:
+        """Make ready what can be checked before the first text (a local model's file); raises if it cannot work."""
+        ...
+
     async def embed(self, texts: list[str]) -> np.ndarray: ...
 
 
@@ -171,6 +175,11 @@ class LLMClient(Protocol):
 
     async def embedder(self, mastra_id: str) -> Embedder:
         """Who embeds for ``mastra_id``."""
+        ...
+
+    def embeds_locally(self, mastra_id: str) -> bool | None:
+        """Whether the built-in local embedder will answer for ``mastra_id``, when that is
+        known without importing a provider library (None: not known until then)."""
         ...
 
     async def aclose(self) -> None:

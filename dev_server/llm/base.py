@@ -27,5 +27,8 @@ class ModelClientBase:
     async def embedder(self, mastra_id: str) -> Embedder:
         return local_embedder()
 
+    def embeds_locally(self, mastra_id: str) -> bool | None:
+        return True
+
     async def aclose(self) -> None:
         return None

@@ -129,12 +129,28 @@ class LiteLLMClient:
     async def resolver(self, *mastra_ids: str) -> ModelResolver:
         """The resolver, with litellm imported and attached first if one of ``mastra_ids``
         needs it (the import runs in a thread, so a chat waits for it there, not on the loop)."""
+        resolver = self._plain_resolver()
+        if any(resolver.needs_litellm(mastra_id) for mastra_id in mastra_ids):
+            resolver.attach(await ensure_litellm())
+        return resolver
+
+    def _plain_resolver(self) -> ModelResolver:
+        """The resolver as it is (litellm attached only if it is imported already)."""
         if self._resolver is None:
             self._resolver = ModelResolver(loaded_litellm(), self._environ, force_local=self._force_local,
                                            fallback=self._fallback)
-        if any(self._resolver.needs_litellm(mastra_id) for mastra_id in mastra_ids):
-            self._resolver.attach(await ensure_litellm())
         return self._resolver
+
+    def embeds_locally(self, mastra_id: str) -> bool | None:
+        """Whether the local embedder answers for ``mastra_id`` (its provider's variables are
+        not set, or every model is local), when that is known without litellm."""
+        resolver = self._plain_resolver()
+        if resolver.needs_litellm(mastra_id):
+            return None
+        try:
+            return resolver.plan(mastra_id).is_local
+        except ValueError:  # a malformed id: refused where the embedder is resolved
+            return None
 
     async def resolve(self, mastra_id: str) -> ResolvedModel:
         """Where ``mastra_id`` goes. ValueError for a malformed id or an unknown provider;

@@ -69,6 +69,9 @@ class ProviderEmbedder:
         """The model alone: known before the first call, and a configured model has one size."""
         return self.answered_by
 
+    async def prepare(self) -> None:
+        """Nothing to check before the first call (a provider that is down now may be up then)."""
+
     async def embed(self, texts: list[str]) -> np.ndarray:
         import numpy as np
 

@@ -2,8 +2,9 @@
 
 One task per process, started and stopped by the lifespan. It claims a batch of queued
 messages (``VectorIndex.claim``: the database decides, so two processes never embed the
-same batch), embeds their text pieces in one call, writes the vectors if the text is still
-the claimed version, and goes on until the queue is empty; then it sleeps until ``nudge``
+same batch; messages of agents without semantic recall are dropped there, unembedded),
+embeds their text pieces in one call, writes the vectors if the text is still the claimed
+version, and goes on until the queue is empty; then it sleeps until ``nudge``
 (a turn or an edit of this process saved messages) or ``poll_s`` (the other process did).
 A text already embedded elsewhere (a cloned thread, a repeated "thanks") reuses its vectors.
 
@@ -48,6 +49,7 @@ class Indexer:
         self._idle = asyncio.Event()
         self.embedded = 0  # messages written by this process
         self.reused = 0
+        self.skipped = 0  # messages of agents without semantic recall, dropped from the queue unembedded
         self.failures = 0
         self.last_error: str | None = None
         self.backfill: dict[str, Any] = {"queued": 0, "rebuilt": False, "corrupt": 0}
@@ -111,9 +113,10 @@ class Indexer:
 
     async def run_once(self) -> int:
         """One batch: claim, embed, write. Returns how many messages it took (0: none due)."""
-        claimed = await self.index.claim(self.batch, LEASE_S)
+        claimed, skipped = await self.index.claim(self.batch, LEASE_S)
+        self.skipped += skipped
         if not claimed:
-            return 0
+            return skipped
         texts = [message_text(c.content) for c in claimed]
         hashes = [text_hash(t) for t in texts]
         skip = await self.index.unchanged(self.embedder.key, claimed, hashes)
@@ -153,5 +156,5 @@ class Indexer:
     async def stats(self) -> dict[str, Any]:
         counts = await self.index.stats(self.embedder.key)
         return {"running": self._task is not None and not self._task.done(), "vectors": counts["vectors"],
-                "backlog": counts["backlog"], "embedded": self.embedded, "reused": self.reused,
+                "backlog": counts["backlog"], "embedded": self.embedded, "reused": self.reused, "skipped": self.skipped,
                 "failures": self.failures, "lastError": self.last_error, "backfill": self.backfill}

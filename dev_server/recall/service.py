@@ -1,7 +1,8 @@
 """Semantic recall of one process: the embedder, the index, its in-memory copy, the indexer.
 
-Built once by the app (``from_settings``) and shared by every memory that has semantic
-recall (``DEV_SERVER_SEMANTIC_RECALL``) or OM retrieval with vectors; the lifespan starts
+Built once by the app and shared by every memory that has semantic recall
+(``DEV_SERVER_SEMANTIC_RECALL``, or the agent's own options) or OM retrieval with vectors;
+it embeds and searches the messages of those agents only (``agents``). The lifespan starts
 and stops its indexer. ``search`` embeds the query with the same model as the index and
 returns the nearest messages of a thread or a resource; ``SemanticSearchUnavailable`` when
 the embedder fails (counted in ``/health``), so the caller goes on without recall.
@@ -41,13 +42,14 @@ class SemanticIndex:
     embedder in the background (that may import litellm), so start-up does not wait."""
 
     def __init__(self, db: LibSQLStore, embedder: Embedder | Callable[[], Awaitable[Embedder]], *,
-                 poll_s: float = POLL_S, requested: str | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+                 agents: frozenset[str], poll_s: float = POLL_S, requested: str | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.db = db
         self.requested = requested  # the configured Mastra id (the local embedder may stand in for it)
         self._factory = embedder if callable(embedder) and not hasattr(embedder, "embed") else None
         self.embedder: Embedder | None = None if self._factory is not None else embedder  # type: ignore[assignment]
         self.poll_s = poll_s
-        self.index = VectorIndex(db, clock=clock)
+        self.index = VectorIndex(db, agents=agents, clock=clock)
         self.cache = VectorCache(self.index)
         self.indexer: Indexer | None = None
         self.queries = QueryStats()
@@ -63,6 +65,7 @@ class SemanticIndex:
         try:
             if self.embedder is None:
                 self.embedder = await self._factory()
+            await self.embedder.prepare()  # the local model's file is checked here, once
             indexer = Indexer(self.index, self.embedder, poll_s=self.poll_s)
             await indexer.start()  # repairs the index first: /health says ready only after that
             self.indexer = indexer

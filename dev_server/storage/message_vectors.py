@@ -12,6 +12,12 @@ The queue is the database's, not a process's: triggers enqueue every new or edit
 and assistant message, both processes' indexers claim batches from it (``not_before`` is
 the claim's expiry), and a result is written only if the message's text version is still
 the one that was claimed.
+
+Only what was asked is embedded: an index is made for the agents whose memory searches by
+meaning (``agents``: their threads' ``agent_id``), and a message of any other thread
+(another agent's, or a thread of no agent) is taken off the queue unread when it is
+claimed: its text never reaches an embedder. A search reads only those agents' vectors, so
+vectors left from when another agent had recall on are not recalled either.
 """
 
 from __future__ import annotations
@@ -53,6 +59,13 @@ class Embedded:
     vectors: list[bytes] | None
 
 
+class Claims(NamedTuple):
+    """A claimed batch: the messages to embed, and how many were dropped from the queue
+    unembedded (of a thread whose agent does not search by meaning)."""
+    claimed: list[Claimed]
+    skipped: int
+
+
 class VectorRow(NamedTuple):
     id: int
     seq: int
@@ -65,19 +78,27 @@ def text_hash(text: str) -> str:
 
 
 class VectorIndex:
-    def __init__(self, db: LibSQLStore, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, db: LibSQLStore, *, agents: frozenset[str], clock: Clock = SYSTEM_CLOCK) -> None:
+        """``agents``: whose threads' messages are embedded and searched."""
+        if not agents:
+            raise ValueError("a vector index needs the agents whose messages it embeds")
         self.db = db
+        self.agents = sorted(agents)
         self.clock = clock  # the queue's claim leases and retry times
+        self._in_agents = f"({','.join('?' * len(self.agents))})"  # the agents as an SQL list
 
     # -- upkeep --------------------------------------------------------------------------
 
     async def repair(self, model: str, dimensions: int | None = None) -> dict[str, int]:
         """Make the index whole for ``model``: recreate its tables and triggers if they are
         missing (then everything is embedded again), drop vectors that are not
-        ``dimensions`` floats long (corrupt), and queue every user or assistant message
-        that has no vector of this model (a new embedder, a message stored while the table
-        was gone, a dropped vector). One scan of the messages; run at start."""
+        ``dimensions`` floats long (corrupt), queue every user or assistant message of the
+        index's agents that has no vector of this model (a new embedder, a message stored
+        while the table was gone, a dropped vector, an agent that just had recall turned
+        on), and take the other agents' messages off the queue. One scan of the messages;
+        run at start."""
         schema = split_sqlite_statements((migrations_dir("libsql") / _SCHEMA_FILE).read_text(encoding="utf-8"))
+        agents, in_agents = self.agents, self._in_agents
 
         def work(conn: sqlite3.Connection) -> dict[str, int]:
             present = conn.execute(
@@ -94,9 +115,14 @@ class VectorIndex:
                     (model, dimensions * 4)).rowcount
             queued = conn.execute(
                 "INSERT INTO embedding_queue (message_seq) SELECT m.seq FROM messages m"
-                " WHERE m.role IN ('user', 'assistant') AND NOT EXISTS (SELECT 1 FROM message_vectors v"
+                f" JOIN threads t ON t.id = m.thread_id WHERE t.agent_id IN {in_agents}"
+                " AND m.role IN ('user', 'assistant') AND NOT EXISTS (SELECT 1 FROM message_vectors v"
                 " WHERE v.message_seq = m.seq AND v.model = ?)"
-                " ON CONFLICT (message_seq) DO NOTHING", (model,)).rowcount
+                " ON CONFLICT (message_seq) DO NOTHING", (*agents, model)).rowcount
+            conn.execute(
+                "DELETE FROM embedding_queue WHERE message_seq IN (SELECT q.message_seq FROM embedding_queue q"
+                " JOIN messages m ON m.seq = q.message_seq JOIN threads t ON t.id = m.thread_id"
+                f" WHERE t.agent_id IS NULL OR t.agent_id NOT IN {in_agents})", agents)
             conn.execute("DELETE FROM message_vector_tombstones WHERE id <= (SELECT max(id) FROM"
                          " message_vector_tombstones) - ?", (_TOMBSTONES_KEPT,))
             return {"rebuilt": int(rebuilt), "queued": max(0, queued), "corrupt": max(0, corrupt)}
@@ -116,30 +142,35 @@ class VectorIndex:
 
     # -- the indexer's side ----------------------------------------------------------------
 
-    async def claim(self, limit: int, lease_s: float) -> list[Claimed]:
+    async def claim(self, limit: int, lease_s: float) -> Claims:
         """Take up to ``limit`` due messages, newest first (recent talk is recalled soonest),
-        for ``lease_s`` seconds; another process skips them meanwhile."""
+        for ``lease_s`` seconds; another process skips them meanwhile. Those of a thread
+        whose agent is not the index's are dropped from the queue instead (``skipped``)."""
         now = self.clock.time()
+        wanted = set(self.agents)
 
-        def work(conn: sqlite3.Connection) -> list[Any]:
+        def work(conn: sqlite3.Connection) -> tuple[list[Any], int]:
             rows = conn.execute(
                 "UPDATE embedding_queue SET not_before = ? WHERE message_seq IN (SELECT message_seq FROM"
                 " embedding_queue WHERE not_before <= ? ORDER BY message_seq DESC LIMIT ?)"
                 " RETURNING message_seq, version, attempts", (now + lease_s, now, limit)).fetchall()
             if not rows:
-                return []
+                return [], 0
             seqs = [r[0] for r in rows]
             found = {r[0]: r for r in conn.execute(
-                f"SELECT seq, thread_id, role, content FROM messages WHERE seq IN ({','.join('?' * len(seqs))})",
-                seqs)}
-            gone = [s for s in seqs if s not in found]
-            if gone:  # deleted meanwhile (the trigger removes them; a race leaves none behind)
-                conn.execute(f"DELETE FROM embedding_queue WHERE message_seq IN ({','.join('?' * len(gone))})", gone)
-            return [(r[0], r[1], r[2], found[r[0]]) for r in rows if r[0] in found]
+                "SELECT m.seq, m.thread_id, m.role, m.content, t.agent_id FROM messages m"
+                f" JOIN threads t ON t.id = m.thread_id WHERE m.seq IN ({','.join('?' * len(seqs))})", seqs)}
+            # deleted meanwhile (the trigger removes them; a race leaves none behind), or not asked for
+            dropped = {s for s in seqs if s not in found or found[s]["agent_id"] not in wanted}
+            if dropped:
+                conn.execute(f"DELETE FROM embedding_queue WHERE message_seq IN ({','.join('?' * len(dropped))})",
+                             list(dropped))
+            skipped = sum(1 for s in dropped if s in found)
+            return [(r[0], r[1], r[2], found[r[0]]) for r in rows if r[0] not in dropped], skipped
 
-        claimed = await self.db.run_write(work)
-        return [Claimed(seq, version, attempts, m["thread_id"], m["role"], decode_content(m["content"]))
-                for seq, version, attempts, m in claimed]
+        claimed, skipped = await self.db.run_write(work)
+        return Claims([Claimed(seq, version, attempts, m["thread_id"], m["role"], decode_content(m["content"]))
+                       for seq, version, attempts, m in claimed], skipped)
 
     async def reusable(self, model: str, hashes: Sequence[str]) -> dict[str, list[bytes | None]]:
         """Vectors already computed for these texts (a cloned thread, a repeated "thanks")."""
@@ -220,8 +251,9 @@ class VectorIndex:
         rows = await self.db.fetch_all(
             "SELECT v.id, v.message_seq, v.thread_id, v.vector FROM message_vectors AS v NOT INDEXED"
             " JOIN threads t ON t.id = v.thread_id"
-            " WHERE v.id > ? AND v.model = ? AND t.resource_id = ? AND v.vector IS NOT NULL ORDER BY v.id",
-            (after_id, model, resource_id))
+            " WHERE v.id > ? AND v.model = ? AND t.resource_id = ? AND v.vector IS NOT NULL"
+            f" AND t.agent_id IN {self._in_agents} ORDER BY v.id",
+            (after_id, model, resource_id, *self.agents))
         return rows  # (id, seq, thread id, vector) rows as read: a first load is 100k of them
 
     async def tombstones_after(self, after_id: int) -> list[tuple[int, int]]:

@@ -69,10 +69,11 @@ def stored_tool_invocation(call_id: str, name: str, args: dict[str, Any], result
 
 
 async def seed_threads(conversations: ConversationStore, messages: list[Message],
-                       title: Callable[[str], str] = lambda thread_id: f"About {thread_id}") -> None:
-    """Save each message's thread (in order of first appearance, titled ``title(id)``), then
-    the messages one by one."""
+                       title: Callable[[str], str] = lambda thread_id: f"About {thread_id}",
+                       agent_id: str | None = None) -> None:
+    """Save each message's thread (in order of first appearance, titled ``title(id)``, of
+    ``agent_id``), then the messages one by one."""
     for thread_id, resource_id in dict.fromkeys((m.thread_id, m.resource_id) for m in messages):
-        await conversations.save_thread(Thread(thread_id, resource_id, title=title(thread_id)))
+        await conversations.save_thread(Thread(thread_id, resource_id, title=title(thread_id), agent_id=agent_id))
     for message in messages:
         await conversations.append_messages(message.thread_id, [message])

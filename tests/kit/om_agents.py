@@ -59,13 +59,13 @@ def extracting_agent(options: dict[str, Any] = EXTRACTING) -> AgentDefinition:
 
 
 async def om_setup(db: LibSQLStore, messages: list[Message], options: dict[str, Any],
-                   llm: LLMClient | None = None) -> tuple[Memory, Any, CycleContext]:
-    """``messages`` stored (their threads titled "About <id>"), a memory with OM ``options``
-    on them, its engine, and a cycle context on thread ``t`` with ``llm`` (default: a
-    ``ScriptedModel`` with nothing scripted: the local model answers, ``ctx.llm.requests``
-    holds every request)."""
+                   llm: LLMClient | None = None, agent_id: str | None = None) -> tuple[Memory, Any, CycleContext]:
+    """``messages`` stored (their threads titled "About <id>", of ``agent_id``), a memory
+    with OM ``options`` on them, its engine, and a cycle context on thread ``t`` with ``llm``
+    (default: a ``ScriptedModel`` with nothing scripted: the local model answers,
+    ``ctx.llm.requests`` holds every request)."""
     conversations = ConversationStore(db)
-    await seed_threads(conversations, messages)
+    await seed_threads(conversations, messages, agent_id=agent_id)
     memory = Memory(MemoryOptions(observational_memory=options), conversations)
     engine = memory.observational_memory()
     llm = llm or ScriptedModel()
