@@ -60,7 +60,10 @@ class LiveTurn:
     """A started turn: ``first`` is its first model event; iterate for the rest.
 
     ``aclose`` (idempotent; also run when iteration ends or fails) closes the model stream,
-    which saves the reply, and then lets the next turn on the thread in.
+    which saves the reply, and then lets the next turn on the thread in. It may come from
+    another task than the one reading (the response's close after the client left, while the
+    frame task still waits on the model): that reader is cancelled and waited out of the
+    stream first, since a generator cannot be closed while another task runs it.
     """
 
     def __init__(self, turn: Turn, first: LoopEvent, events: AsyncIterator[LoopEvent],
@@ -70,6 +73,8 @@ class LiveTurn:
         self._events = events
         self._release = release
         self._closed = False
+        self._reader: asyncio.Task | None = None  # the task inside __anext__, if any
+        self._reader_left = asyncio.Event()
 
     def __aiter__(self) -> LiveTurn:
         return self
@@ -77,18 +82,27 @@ class LiveTurn:
     async def __anext__(self) -> LoopEvent:
         if self._closed:
             raise StopAsyncIteration
+        self._reader = asyncio.current_task()
+        self._reader_left.clear()
         try:
             return await anext(self._events)
         except BaseException:
-            await self.aclose()
+            await self.aclose()  # returns at once when another task is closing
             raise
+        finally:
+            self._reader = None
+            self._reader_left.set()
 
     async def aclose(self) -> None:
         if self._closed:
             return
-        self._closed = True
+        self._closed = True  # no further reads
+        reader = self._reader
         with anyio.CancelScope(shield=True):
             try:
+                if reader is not None and reader is not asyncio.current_task():
+                    reader.cancel()
+                    await self._reader_left.wait()
                 await self._events.aclose()
             finally:
                 await self._release()
