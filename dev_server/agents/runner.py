@@ -41,7 +41,7 @@ from dev_server.agents.registry import AgentRegistry, RegisteredAgent
 from dev_server.agents.replay import reply_events
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso
 from dev_server.kernel.convert import assistant_message
-from dev_server.kernel.events import DataPart, LoopEvent, StepFinish
+from dev_server.kernel.events import LoopEvent, StepFinish
 from dev_server.kernel.loop import LoopHooks, ReplyParts, run_steps
 from dev_server.kernel.messages import Message, Thread
 from dev_server.kernel.model import Finish, LLMClient, ResolvedModel, ToolCall
@@ -331,10 +331,11 @@ class TurnRunner:
         turn.step.live = False
         for part, durable in turn.step.take_emitted():
             if durable:
-                turn.reply.add_data(DataPart(part.name, part.data, part.id))
+                turn.step.keep(part, durable, turn.reply)
 
     async def _save_reply(self, turn: Turn) -> None:
         """Store the reply (``_saves_reply`` said there is one to store)."""
+        await self._keep_on_previous_reply(turn)
         reply = self._reply(turn, turn.reply_metadata())
         done = ReplyContext(turn.agent.id, turn.thread, turn.thread.resource_id, reply,
                             interrupted=turn.interrupted, failed=turn.error is not None,
@@ -345,6 +346,20 @@ class TurnRunner:
         else:
             await turn.agent.memory.save_reply(turn.thread, reply)
 
+    @staticmethod
+    async def _keep_on_previous_reply(turn: Turn) -> None:
+        """Write the first step's durable parts onto the thread's previous reply
+        (``StepContext.keep``) before this reply is stored; a thread with no reply yet keeps
+        them at the head of this one."""
+        parts, turn.step.for_previous_reply = turn.step.for_previous_reply, []
+        if not parts or turn.thread is None or turn.agent.memory is None:
+            return
+        kept = ReplyParts()
+        for part in parts:
+            kept.add_data(part)
+        if kept.parts and not await turn.agent.memory.add_to_previous_reply(turn.thread, kept.parts):
+            turn.reply.parts[:0] = kept.parts
+
     async def _checkpoint(self, turn: Turn) -> None:
         """Store the reply so far, marked interrupted until the final save says otherwise.
         A failed checkpoint costs only durability, never the stream: logged and skipped."""
@@ -352,6 +367,7 @@ class TurnRunner:
             return
         metadata = {**turn.reply_metadata(), "interrupted": True}
         try:
+            await self._keep_on_previous_reply(turn)
             await turn.agent.memory.upsert_reply(turn.thread, self._reply(turn, metadata))
             turn.checkpointed = True
         except Exception as exc:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from dev_server.kernel.model import Finish, ReasoningDelta, TextDelta, ToolCallDelta, Usage
 from dev_server.kernel.stream_errors import StreamError, stream_error
@@ -95,6 +95,13 @@ class DataPart:
     data: Any
     id: str | None = None
     transient: bool = False
+
+
+# Where a processor's durable part is kept (``StepContext.keep``): True, on the reply in
+# progress; PREVIOUS_REPLY, on the thread's newest stored reply while the turn's own is not
+# stored yet (a fresh reply's first step), as Mastra writes the markers of background work.
+PREVIOUS_REPLY: Literal["previous-reply"] = "previous-reply"
+Durable = bool | Literal["previous-reply"]
 
 
 @dataclass(frozen=True)

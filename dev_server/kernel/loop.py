@@ -179,6 +179,7 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
     context (agent as tool)."""
     hooks = hooks or LoopHooks()
     max_steps = max(1, max_steps)
+    step.fresh_reply = not reply.parts
     input_tokens = output_tokens = 0
     for index in range(max_steps):
         step.begin_step(index)
@@ -187,7 +188,7 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
         emitted = step.take_emitted()
         for part, durable in emitted:
             if durable:
-                reply.add_data(DataPart(part.name, part.data, part.id))
+                step.keep(part, durable, reply)
         tools = dict(step.tools)
         messages = step.messages()
         hooks.model_called(index, messages)
@@ -272,7 +273,7 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
                     yield event
             for part, durable in step.take_emitted():  # background work that reported meanwhile
                 if durable:
-                    reply.add_data(DataPart(part.name, part.data, part.id))
+                    step.keep(part, durable, reply)
                 yield part
             yield Finish(reason, Usage(input_tokens, output_tokens))
             return

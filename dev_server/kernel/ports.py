@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from dev_server.kernel.events import DataPart
+from dev_server.kernel.events import DataPart, Durable
 from dev_server.kernel.messages import Message, Thread
 
 
@@ -113,9 +113,10 @@ class WorkingMemoryDocument(Protocol):
 class Emit(Protocol):
     """The part channel into the live stream (``StepContext.emit``, or a background job's
     sink, which keeps what it emits once the reply is gone): durable parts are also kept in
-    the reply. Each channel has its own default for ``durable``."""
+    the reply, or on the one before (``PREVIOUS_REPLY``). Each channel has its own default
+    for ``durable``."""
 
-    def __call__(self, part: DataPart, *, durable: bool = ...) -> None: ...
+    def __call__(self, part: DataPart, *, durable: Durable = ...) -> None: ...
 
 
 JobFactory = Callable[[], Awaitable[Any]]

@@ -25,9 +25,11 @@ Mastra's ``processInputStep`` / ``processOutputStep``):
 
 A processor may ``emit`` data parts (``data-om-status``, observation markers): the loop
 streams them once the step's model answered, and keeps the ``durable`` ones in the reply's
-stored parts, ahead of the step. Background work a processor started (buffered
-observation) may emit too while the turn is ``live``: what arrives after the last step is
-streamed before the turn's finish and kept in the reply. ``llm`` and ``model`` are what
+stored parts, ahead of the step, or, for ``PREVIOUS_REPLY`` ones emitted during a new
+reply's first step, on the thread's previous reply after its parts (``StepContext.keep``).
+Background work a processor started (buffered observation) may emit too while the turn is
+``live``: what arrives after the last step is streamed before the turn's finish and kept
+the same way. ``llm`` and ``model`` are what
 answers the turn (a processor that asks a model itself, Observational Memory's observer,
 starts from them); ``open_span`` opens a span under the processor's own, so such a call
 shows in the trace. An agent without memory has no processors, and the model sees the
@@ -41,7 +43,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dev_server.kernel.events import DataPart, StepFinish
+from dev_server.kernel.events import PREVIOUS_REPLY, DataPart, Durable, StepFinish
 from dev_server.kernel.messages import Message, Thread
 from dev_server.kernel.model import LLMClient, ResolvedModel
 from dev_server.kernel.tools import Tool
@@ -71,13 +73,28 @@ class StepContext:
     llm: LLMClient | None = None
     model: ResolvedModel | None = None
     open_span: SpanOpener = no_span  # (name, span_type, input=, attributes=) -> span context manager
-    emitted: list[tuple[DataPart, bool]] = field(default_factory=list)  # (part, durable), this step's
+    emitted: list[tuple[DataPart, Durable]] = field(default_factory=list)  # (part, durable), this step's
     live: bool = True  # the turn still streams: background work started by it may still emit into it
+    fresh_reply: bool = True  # the reply started empty (not one continued from stored parts)
+    for_previous_reply: list[DataPart] = field(default_factory=list)  # durable parts kept on the reply before
 
-    def emit(self, part: DataPart, *, durable: bool = False) -> None:
+    def keep(self, part: DataPart, durable: Durable, reply: Any) -> None:
+        """Keep a durable part where Mastra keeps its markers. A synchronous cycle's go on the
+        reply in progress (``reply``: the loop's ``ReplyParts``). ``PREVIOUS_REPLY`` ones
+        (buffering, activation: Mastra writes them onto the newest assistant message already
+        stored) go, during a fresh reply's first step, onto the thread's previous reply after
+        its parts (``for_previous_reply``, written by the runner before it stores this one);
+        later onto the reply in progress, which Mastra has stored by then."""
+        kept = DataPart(part.name, part.data, part.id)  # streamed transient, stored all the same
+        if durable == PREVIOUS_REPLY and self.fresh_reply and self.index == 0:
+            self.for_previous_reply.append(kept)
+        else:
+            reply.add_data(kept)
+
+    def emit(self, part: DataPart, *, durable: Durable = False) -> None:
         self.emitted.append((part, durable))
 
-    def take_emitted(self) -> list[tuple[DataPart, bool]]:
+    def take_emitted(self) -> list[tuple[DataPart, Durable]]:
         emitted, self.emitted = self.emitted, []
         return emitted
 
@@ -93,6 +110,7 @@ class StepContext:
         on a long thread, measured) instead of being freed at once."""
         self.live = False
         self.system, self.history, self.progress, self.emitted, self.window = [], [], [], [], []
+        self.for_previous_reply = []
         self.tools = {}
         self.open_span = no_span
 

@@ -14,7 +14,7 @@ through it too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dev_server.kernel.messages import Message, Thread
@@ -81,6 +81,9 @@ class Memory:
 
     async def upsert_reply(self, thread: Thread, reply: Message) -> None:
         await self.replies.upsert(thread, reply)
+
+    async def add_to_previous_reply(self, thread: Thread, parts: Sequence[dict[str, Any]]) -> bool:
+        return await self.replies.add_to_previous(thread, parts)
 
     async def salvage_reply(self, thread_id: str, reply: Message, answered_id: str) -> bool:
         return await self.replies.salvage(thread_id, reply, answered_id)

@@ -3,7 +3,8 @@ rebuilt from a dead stream (``dev_server.agents.salvage``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from dev_server.kernel.messages import Message, Thread
 from dev_server.om.tokens.counting import count_message
@@ -32,6 +33,11 @@ class Replies:
         if not await self.store.append_messages(thread.id, [reply]):
             await self.store.replace_message(reply)
         self.saved()
+
+    async def add_to_previous(self, thread: Thread, parts: Sequence[dict[str, Any]]) -> bool:
+        """Append ``parts`` to the thread's newest stored reply (the one before the turn's
+        own, when called before it is saved); False when the thread has none."""
+        return await self.store.add_parts_to_last_reply(thread.id, parts)
 
     async def salvage(self, thread_id: str, reply: Message, answered_id: str) -> bool:
         """A reply rebuilt from a dead stream's frames, stored after the message it answers

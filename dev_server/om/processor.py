@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from dev_server.kernel.clock import epoch_ms, now_iso
 from dev_server.kernel.convert import to_model_messages
-from dev_server.kernel.events import DataPart
+from dev_server.kernel.events import PREVIOUS_REPLY, DataPart
 from dev_server.kernel.messages import Message
 from dev_server.kernel.ports import SemanticSearch
 from dev_server.kernel.processors import ReplyContext, StepContext, TurnProcessor
@@ -333,7 +333,7 @@ class ObservationalMemoryStep:
         if done is None:
             return None
         for part in parts:
-            ctx.emit(part, durable=True)
+            ctx.emit(part, durable=PREVIOUS_REPLY)  # Mastra: onto the last assistant message so far
         # the newest chunk's hints and title, as Mastra writes them (chunks carry no hints:
         # the ones from before the activated messages are stale now)
         await self.engine.patch_hints(ctx, activation_patch(done.chunks))

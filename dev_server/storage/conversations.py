@@ -170,6 +170,10 @@ class ConversationStore:
         now = now_iso(self.clock)
         return await self.db.run_write(lambda conn: writes.insert_messages(conn, thread_id, messages, now))
 
+    async def add_parts_to_last_reply(self, thread_id: str, parts: Sequence[dict[str, Any]]) -> bool:
+        """Append ``parts`` to the thread's newest assistant message; False when it has none."""
+        return await self.db.run_write(lambda conn: writes.add_parts_to_last_reply(conn, thread_id, parts))
+
     async def record_turn(self, thread: Thread, incoming: Sequence[Message],
                           plan: TurnPlan) -> tuple[Thread, TurnWrites]:
         """A turn's writes as one transaction: ensure the thread, find which incoming ids it

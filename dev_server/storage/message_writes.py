@@ -138,3 +138,16 @@ def replace_and_trim(conn: sqlite3.Connection, thread_id: str, message: Any) -> 
     """Bring a stored message up to date and delete everything after it in its thread."""
     replace_message(conn, message)
     delete_after(conn, thread_id, message.id)
+
+
+def add_parts_to_last_reply(conn: sqlite3.Connection, thread_id: str, parts: Sequence[dict[str, Any]]) -> bool:
+    """Append ``parts`` to the thread's newest assistant message, one statement per part.
+    False when the thread has no assistant message."""
+    row = conn.execute("SELECT seq FROM messages WHERE thread_id = ? AND role = 'assistant'"
+                       " ORDER BY created_at DESC, seq DESC LIMIT 1", (thread_id,)).fetchone()
+    if row is None:
+        return False
+    for part in parts:
+        conn.execute("UPDATE messages SET content = json_insert(content, '$.parts[#]', json(?)) WHERE seq = ?",
+                     (stored_json(part), row[0]))
+    return True

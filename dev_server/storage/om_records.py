@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso, parse_iso, to_iso
 from dev_server.storage.libsql import LibSQLStore
-from dev_server.storage.message_writes import stored_json
+from dev_server.storage.message_writes import add_parts_to_last_reply, stored_json
 
 Flag = Literal["is_observing", "is_reflecting", "is_buffering_observation", "is_buffering_reflection"]
 _FLAGS = ("is_observing", "is_reflecting", "is_buffering_observation", "is_buffering_reflection")
@@ -315,17 +315,7 @@ class OMRecordStore:
         """Keep marker parts that arrived after their turn's reply was saved: appended to the
         thread's newest assistant message (2.4, "persist the marker into storage"), one
         statement per part. False when the thread has no assistant message."""
-        def work(conn: sqlite3.Connection) -> bool:
-            row = conn.execute("SELECT seq FROM messages WHERE thread_id = ? AND role = 'assistant'"
-                               " ORDER BY created_at DESC, seq DESC LIMIT 1", (thread_id,)).fetchone()
-            if row is None:
-                return False
-            for part in parts:
-                conn.execute("UPDATE messages SET content = json_insert(content, '$.parts[#]', json(?)) WHERE seq = ?",
-                             (stored_json(part), row[0]))
-            return True
-
-        return await self.db.run_write(work)
+        return await self.db.run_write(lambda conn: add_parts_to_last_reply(conn, thread_id, parts))
 
     async def set_pending_message_tokens(self, record_id: str, tokens: int) -> None:
         await self.db.run_write(lambda conn: conn.execute(

@@ -35,7 +35,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from dev_server.kernel.clock import epoch_ms, now_iso, parse_iso, to_iso
-from dev_server.kernel.events import DataPart
+from dev_server.kernel.events import PREVIOUS_REPLY, DataPart
 from dev_server.kernel.messages import Message
 from dev_server.om.engine.cycle_context import CycleContext, JobParts, describe_error, om_model
 from dev_server.om.engine.extraction import end_fields, observed_source
@@ -121,7 +121,8 @@ class PartSink:
 
     def emit(self, part: DataPart, durable: bool = True) -> None:
         if self.step is not None and self.step.live:
-            self.step.emit(part, durable=durable)
+            # kept as Mastra keeps a background cycle's markers: on the newest stored reply
+            self.step.emit(part, durable=PREVIOUS_REPLY if durable else False)
         elif durable:
             self.store(part)
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dev_server.kernel.clock import Clock
+from dev_server.kernel.events import PREVIOUS_REPLY
 from dev_server.kernel.messages import Message
 from dev_server.kernel.model import ResolvedModel
 from dev_server.llm.complete import Completion
@@ -313,7 +314,7 @@ class ObservationEngine:
                                  config=marker_config(self.options, new.observation_token_count),
                                  tokens_activated=record.observation_token_count,
                                  observation_tokens=new.observation_token_count, messages_activated=0,
-                                 triggered_by=trigger), durable=True)
+                                 triggered_by=trigger), durable=PREVIOUS_REPLY)
         log.info("thread %s: buffered reflection activated, %d -> %d observation tokens (generation %d)",
                  ctx.thread_id, record.observation_token_count, new.observation_token_count, new.generation_count)
         return new
