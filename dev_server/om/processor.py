@@ -150,14 +150,14 @@ class ObservationalMemoryStep:
         the observation messages and tool every step of the turn gets."""
         assert step.thread is not None
         view = await self._first_step(step, turn)
-        step.history = self._history(view)  # stored messages are read repaired (conversations._loads)
-        step.window = view.messages
         retrieval = self.engine.options.retrieval
         view.system = [{"role": "system", "content": text} for text in observation_messages(
             view.record.active_observations, self.engine.records.clock.now().astimezone().date(),
             view.hints.get("currentTask"), view.hints.get("suggestedResponse"), view.others,
             retrieval_instructions(retrieval) if retrieval else None,
             retrieval is not None and retrieval.scope == "resource", self._extracted(view.hints))]
+        step.history = self._history(view)  # stored messages are read repaired (conversations._loads)
+        step.window = view.messages
         if retrieval is not None:
             turn_input = {m.id for m in view.messages[-max(1, step.input_count):] if m.role == "user"}
             view.recall = Recall(self.store, self.search, self.engine, retrieval).tool(step.thread, turn_input)
@@ -184,7 +184,7 @@ class ObservationalMemoryStep:
 
     def _history(self, view: TurnView) -> list[dict[str, Any]]:
         history = to_model_messages(view.messages)
-        if view.record.active_observations.strip():
+        if view.system:  # Mastra: whenever OM injects system messages (the recall instructions alone too)
             history.insert(0, continuation_model_message())
         return history
 

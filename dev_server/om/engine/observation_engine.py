@@ -176,7 +176,7 @@ class ObservationEngine:
         ctx.emit(cycle.start(), durable=True)
         try:
             output = await self.run_observer(ctx, record, messages)
-            new = output.observations.strip()
+            new = raw = output.observations.strip()
             extraction = await self.extract(ctx, record, OBSERVATION, output.extracted,
                                             observed_source(new, messages))
             if self.options.retrieval is not None:  # which messages this cycle observed (4.5)
@@ -184,7 +184,6 @@ class ObservationEngine:
             last_observed_at = max(m.created_at for m in messages)
             existing = record.active_observations.strip()
             merged = f"{existing}{message_boundary(last_observed_at)}{new}" if existing else new
-            new_tokens = estimate_tokens(new)
             updated = await self.records.update_active_observations(
                 record.id, observations=merged, token_count=estimate_tokens(merged),
                 last_observed_at=last_observed_at, observed_ids=[m.id for m in messages])
@@ -195,7 +194,8 @@ class ObservationEngine:
             return None
         finally:
             await self.records.release_flag(record.id, "is_observing")
-        ctx.emit(cycle.end(record=updated, observation_tokens=new_tokens, observations=new,
+        # the observer's own text, as Mastra's end marker carries it (the log holds it grouped)
+        ctx.emit(cycle.end(record=updated, observation_tokens=estimate_tokens(raw), observations=raw,
                            current_task=output.current_task, suggested_response=output.suggested_response,
                            extra=end_fields(extraction)), durable=True)
         return updated
