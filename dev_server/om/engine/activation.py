@@ -107,7 +107,7 @@ async def activate(options: ObservationalMemoryOptions, records: OMRecordStore, 
     updated = await records.activate_chunks(record.id, [c["id"] for c in chunks])
     if updated is None:
         return None, []
-    config = marker_config(options, record.observation_token_count)
+    config = marker_config(options)
     details = dict(trigger.details)
     if "activateAfterIdle" in details:  # the TTL in force goes into the marker's config
         config["activateAfterIdle"] = details.pop("activateAfterIdle")

@@ -198,7 +198,7 @@ class Buffering:
         tokens = count_messages(candidates)
         if not skip_minimum and tokens < buffer_tokens / 2:
             return False
-        config = marker_config(self.engine.options, record.observation_token_count)
+        config = marker_config(self.engine.options)
         cycle = BufferCycle(OBSERVATION, record, ctx.thread_id, config, tokens, clock=self.engine.clock)
         job_ctx = replace(ctx, emit=sink.emit)
         queued: list[Message] | QueuedCandidates = (
@@ -289,7 +289,7 @@ class Buffering:
         if count <= 0:
             return False
         estimate = round(average * count)
-        config = marker_config(self.engine.options, record.observation_token_count)
+        config = marker_config(self.engine.options)
         cycle = BufferCycle(REFLECTION, record, ctx.thread_id, config, estimate, clock=self.engine.clock)
         job_ctx = replace(ctx, emit=sink.emit)
         started = await self._start(f"om-reflect:{record.lookup_key}", record, "is_buffering_reflection",

@@ -172,7 +172,7 @@ class ObservationEngine:
             await self.records.release_flag(record.id, "is_observing")
             return None
         cycle = Cycle(OBSERVATION, record, ctx.thread_id,
-                      marker_config(self.options, record.observation_token_count), message_tokens, clock=self.clock)
+                      marker_config(self.options), message_tokens, clock=self.clock)
         ctx.emit(cycle.start(), durable=True)
         try:
             output = await self.run_observer(ctx, record, messages)
@@ -311,7 +311,7 @@ class ObservationEngine:
         # without the new log: the part is stored on the reply, and the log can be most of 40k tokens
         ctx.emit(activation_part(cycle_id=f"reflect-act-{new.id}", operation=REFLECTION, record=new, clock=self.clock,
                                  thread_id=ctx.thread_id,
-                                 config=marker_config(self.options, new.observation_token_count),
+                                 config=marker_config(self.options),
                                  tokens_activated=record.observation_token_count,
                                  observation_tokens=new.observation_token_count, messages_activated=0,
                                  triggered_by=trigger), durable=PREVIOUS_REPLY)
@@ -355,7 +355,7 @@ class ObservationEngine:
         model = await om_model(ctx.llm, self.options.reflector_model, ctx.agent_model)
         level = reflection_start_level(model.model_id)
         top = reflection_max_level(level)
-        marker = marker_config(self.options, record.observation_token_count)
+        marker = marker_config(self.options)
         before = record.observation_token_count
         cycle = Cycle(REFLECTION, record, ctx.thread_id, marker, before, clock=self.clock)
         ctx.emit(cycle.start(), durable=True)

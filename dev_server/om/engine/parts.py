@@ -24,11 +24,13 @@ OBSERVATION = "observation"
 REFLECTION = "reflection"
 
 
-def marker_config(options: ObservationalMemoryOptions, observation_tokens: int = 0) -> dict[str, Any]:
-    """``ObservationMarkerConfig``: the thresholds in force, the scope, and the configured
-    ``activateAfterIdle`` (milliseconds or ``"auto"``) when there is one, as Mastra writes
-    it on every marker (a TTL activation puts the milliseconds it used instead)."""
-    config: dict[str, Any] = {"messageTokens": options.message_threshold(observation_tokens),
+def marker_config(options: ObservationalMemoryOptions) -> dict[str, Any]:
+    """``ObservationMarkerConfig``: the configured thresholds (with a shared budget the
+    messages' largest, the whole budget, as Mastra's ``getMaxThreshold`` reports it), the
+    scope, and the configured ``activateAfterIdle`` (milliseconds or ``"auto"``) when there
+    is one, as Mastra writes it on every marker (a TTL activation puts the milliseconds it
+    used instead)."""
+    config: dict[str, Any] = {"messageTokens": options.message_threshold(0),
                               "observationTokens": options.reflection.observation_tokens, "scope": options.scope}
     if options.observation_triggers.after_idle is not None:
         config["activateAfterIdle"] = options.observation_triggers.after_idle

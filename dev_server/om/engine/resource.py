@@ -206,7 +206,7 @@ async def _observe_batch(engine: ObservationEngine, ctx: CycleContext, record: O
     options, extraction = engine.options, engine.extraction
     shared = extraction.shared(OBSERVATION)
     per_thread = [s for s in extraction.slugs(OBSERVATION) if s not in shared]
-    config = marker_config(options, record.observation_token_count)
+    config = marker_config(options)
     cycles = {t: Cycle(OBSERVATION, record, t, config, count_messages(ms), clock=engine.records.clock)
               for t, ms in group.items()}
     for thread_id, cycle in cycles.items():
