@@ -169,7 +169,8 @@ class ObservationalMemoryStep:
         if view.recall is not None:
             step.add_tool(view.recall)
         step.emit(status_part(self.engine.options, view.record, pending_tokens=view.pending_tokens,
-                              step=step.index, projected_removal=view.projected_removal))
+                              step=step.index, projected_removal=view.projected_removal,
+                              thread_id=step.thread.id if step.thread else None))
 
     def _extracted(self, hints: dict[str, Any]) -> tuple[tuple[str, str], ...]:
         """The user extractors' last values the actor sees (docs/observational-memory.md#context,

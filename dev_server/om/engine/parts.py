@@ -38,7 +38,9 @@ def marker_config(options: ObservationalMemoryOptions) -> dict[str, Any]:
 
 
 def status_part(options: ObservationalMemoryOptions, record: OMRecord, *, pending_tokens: int,
-                step: int, projected_removal: int = 0) -> DataPart:
+                step: int, projected_removal: int = 0, thread_id: str | None = None) -> DataPart:
+    """``thread_id``: the turn's thread, which Mastra names also in resource scope (where the
+    record belongs to no thread)."""
     buffered_chunks = record.buffered_observation_chunks or []
     chunk_message_tokens = sum(int(c.get("messageTokens") or 0) for c in buffered_chunks)
     chunk_observation_tokens = sum(int(c.get("tokenCount") or 0) for c in buffered_chunks)
@@ -65,7 +67,7 @@ def status_part(options: ObservationalMemoryOptions, record: OMRecord, *, pendin
                                "status": reflection_status},
             },
         },
-        "recordId": record.id, "threadId": record.thread_id, "stepNumber": step,
+        "recordId": record.id, "threadId": thread_id or record.thread_id, "stepNumber": step,
         "generationCount": record.generation_count,
     }
     return DataPart("om-status", data, transient=True)
