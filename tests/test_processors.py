@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dev_server.kernel.events import StepFinish
+from dev_server.kernel.events import PREVIOUS_REPLY, DataPart, StepFinish
 from dev_server.kernel.loop import ReplyParts, run_steps
 from dev_server.kernel.processors import StepContext, TurnProcessor, TurnProcessors, start_turn
 from dev_server.kernel.tools import Tool, ToolContext
@@ -100,3 +100,44 @@ async def test_each_turn_keeps_its_own_state_on_its_own_turn_object() -> None:
     assert processor.turns == [first, second] and first is not second
     assert first.moments == second.moments == [("before", 0), ("after", 0), ("before", 1), ("after", 1)]
     assert second.loaded and len(second.outputs) == 2  # loaded on its own first step, not skipped by the first turn's
+
+
+class Marking(TurnProcessor):
+    """Emits, before every step, a part kept on the reply in progress and one kept as Mastra
+    keeps a background cycle's markers (``PREVIOUS_REPLY``)."""
+
+    name = "marking"
+
+    async def before_step(self, step: StepContext) -> None:
+        if step.index == 0:
+            step.history = [{"role": "user", "content": "echo hi, then say done"}]
+        step.emit(DataPart("om-observation-start", {"step": step.index}, transient=True), durable=True)
+        step.emit(DataPart("om-buffering-start", {"step": step.index}, transient=True), durable=PREVIOUS_REPLY)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("continued", [False, True])
+async def test_durable_parts_of_a_fresh_replys_first_step_are_kept_for_the_previous_reply(continued: bool) -> None:
+    model = tool_turn()
+    step = StepContext("agent", "run", "You are terse.", thread=None, resource_id=None, agent_tools=(ECHO,))
+    reply = ReplyParts()
+    if continued:  # a reply continued from its stored parts is the last assistant message already
+        reply.add_text("so far")
+    resolved = await model.resolve("openai/gpt-4o-mini")
+    events = [e async for e in run_steps(model, resolved, step, TurnProcessors([Marking()]), 5, reply)]
+
+    streamed = [(e.name, e.data["step"]) for e in events if isinstance(e, DataPart)]
+    assert streamed == [("om-observation-start", 0), ("om-buffering-start", 0),
+                        ("om-observation-start", 1), ("om-buffering-start", 1)]
+    kept = [(p["type"], p["data"]["step"]) for p in reply.parts if p["type"].startswith("data-")]
+    if continued:
+        assert step.for_previous_reply == []
+        assert kept == [("data-om-observation-start", 0), ("data-om-buffering-start", 0),
+                        ("data-om-observation-start", 1), ("data-om-buffering-start", 1)]
+    else:
+        # step 0's buffering part waits for the previous reply (the runner appends it there);
+        # a synchronous cycle's part and everything of later steps stay on this reply
+        assert [(p.name, p.data["step"], p.transient) for p in step.for_previous_reply] == [
+            ("om-buffering-start", 0, False)]
+        assert kept == [("data-om-observation-start", 0), ("data-om-observation-start", 1),
+                        ("data-om-buffering-start", 1)]
