@@ -62,8 +62,9 @@ class LiveTurn:
     ``aclose`` (idempotent; also run when iteration ends or fails) closes the model stream,
     which saves the reply, and then lets the next turn on the thread in. It may come from
     another task than the one reading (the response's close after the client left, while the
-    frame task still waits on the model): that reader is cancelled and waited out of the
-    stream first, since a generator cannot be closed while another task runs it.
+    frame task still waits on the model): the stream is closed once that reader is out of it,
+    at the model's next event (a generator cannot be closed while another task runs it, and
+    cancelling the reader would put a second cancellation into the reply's shielded save).
     """
 
     def __init__(self, turn: Turn, first: LoopEvent, events: AsyncIterator[LoopEvent],
@@ -101,8 +102,7 @@ class LiveTurn:
         with anyio.CancelScope(shield=True):
             try:
                 if reader is not None and reader is not asyncio.current_task():
-                    reader.cancel()
-                    await self._reader_left.wait()
+                    await self._reader_left.wait()  # at the model's next event (or its deadline)
                 await self._events.aclose()
             finally:
                 await self._release()
