@@ -38,8 +38,8 @@ def test_two_turn_conversation_passes_the_sdk_schema_and_remembers(gateway, db: 
     assert first["ok"], first["error"]
     assert first["headers"]["x-vercel-ai-ui-message-stream"] == "v1"
     types = [c["type"] for c in first["chunks"]]
-    # chat-agent has Observational Memory: its transient status part opens each step
-    assert types[:4] == ["start", "start-step", "data-om-status", "text-start"]
+    # chat-agent has Observational Memory: its transient status part comes before each step (as Mastra's)
+    assert types[:4] == ["start", "data-om-status", "start-step", "text-start"]
     assert types[-3:] == ["text-end", "finish-step", "finish"]
     start = first["chunks"][0]
     assert start["messageMetadata"]["local"] is True and start["messageMetadata"]["threadId"] == "conv-1"

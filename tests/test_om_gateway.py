@@ -94,7 +94,11 @@ def test_a_thread_is_observed_then_reflected_and_every_part_passes_the_sdk(gatew
         assert status["windows"]["active"]["messages"]["threshold"] == 300
         assert status["windows"]["active"]["observations"]["threshold"] == 400
         assert set(status["windows"]["buffered"]) == {"observations", "reflection"}
-        assert [c["type"] for c in result["chunks"][:2]] == ["start", "start-step"]
+        # Mastra's order: the step's cycle parts, its status, then the step's start-step
+        types = [c["type"] for c in result["chunks"]]
+        opening = types[:types.index("start-step")]
+        assert opening[0] == "start" and opening[-1] == "data-om-status"
+        assert all(t.startswith("data-om-observation-") for t in opening[1:-1])
     cycles = [c for r in results for c in om_chunks(r, "observation")]
     assert all(c["transient"] is True for c in cycles)
     observations = [c["data"] for c in cycles if c["data"]["operationType"] == "observation"]

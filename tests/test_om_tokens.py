@@ -23,6 +23,7 @@ from dev_server.kernel.messages import Message
 from dev_server.om.tokens.attachments import estimate_attachment, image_dimensions
 from dev_server.om.tokens.counting import (
     TOKEN_ESTIMATE_SOURCE,
+    PartsTally,
     count_message,
     count_messages,
     count_string,
@@ -190,6 +191,23 @@ def test_message_shapes():
 ])
 def test_tool_invocation_states(part, payload, overhead):
     assert count_message(message("assistant", part)) == math.floor(2 + payload + overhead + 0.5)
+
+
+def test_a_growing_reply_is_tallied_part_by_part_as_count_message_counts_it_whole():
+    """``PartsTally``: a reply between the steps of its turn (Observational Memory counts it at
+    every step, each part once; a text part may still grow)."""
+    parts: list[dict] = [{"type": "text", "text": "Let me look"}]
+    tally = PartsTally()
+    steps = [
+        lambda: parts[0].update(text="Let me look that up for you."),  # the text grew in place
+        lambda: parts.extend([tool("result", result={"hits": 3}), {"type": "step-start"}]),
+        lambda: parts.extend([{"type": "data-om-status", "data": {"x": 1}}, text("Found three hits " * 20)]),
+        lambda: parts.extend([tool("call"), tool("result", result="3 hits", toolCallId="c2")]),
+    ]
+    for change in [lambda: None, *steps]:
+        change()
+        assert tally.update(parts) == count_message(message("assistant", *copy.deepcopy(parts)))
+    assert all("providerMetadata" not in p for p in parts)  # the live parts are left alone
 
 
 def test_overhead_can_go_negative():

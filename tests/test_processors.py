@@ -5,6 +5,7 @@ the turn object its ``start_turn`` returned, never shared between turns."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -141,3 +142,44 @@ async def test_durable_parts_of_a_fresh_replys_first_step_are_kept_for_the_previ
             ("om-buffering-start", 0, False)]
         assert kept == [("data-om-observation-start", 0), ("data-om-observation-start", 1),
                         ("data-om-buffering-start", 1)]
+
+
+class Reporting(TurnProcessor):
+    """Emits a part for each step before its model call, and starts background work on the
+    first step that reports while the model's text streams."""
+
+    name = "reporting"
+
+    def __init__(self) -> None:
+        self.background: asyncio.Task[None] | None = None
+
+    async def before_step(self, step: StepContext) -> None:
+        step.emit(DataPart("status", {"step": step.index}, transient=True))
+        if step.index == 1:
+            self.background = asyncio.create_task(self.report(step))
+
+    async def report(self, step: StepContext) -> None:
+        await asyncio.sleep(0.02)  # lands inside the step's text, which streams a piece every 50 ms
+        step.emit(DataPart("late", {"done": True}), durable=True)
+
+
+@pytest.mark.anyio
+async def test_a_steps_parts_open_it_and_background_parts_stream_between_runs_and_are_kept() -> None:
+    model = ScriptedModel([Reply(tool_calls=[Call("echo", {"text": "hi"}, id="call-1")]),
+                           Reply(["done", " and", " dusted."], piece_delay_s=0.05)])
+    step = StepContext("agent", "run", "You are terse.", thread=None, resource_id=None, agent_tools=(ECHO,))
+    processor = Reporting()
+    reply = ReplyParts()
+    resolved = await model.resolve("openai/gpt-4o-mini")
+    events = [event async for event in run_steps(model, resolved, step, TurnProcessors([processor]), 5, reply)]
+
+    kinds = [type(e).__name__ if not isinstance(e, DataPart) else e.name for e in events]
+    # each step's own part comes before its StepStart (Mastra's order)
+    assert kinds[:2] == ["status", "StepStart"] and kinds[kinds.index("StepStart", 2) - 1] == "status"
+    # the background part never splits the text run; it is streamed before the turn ends
+    texts = [i for i, kind in enumerate(kinds) if kind == "TextDelta"]
+    late = kinds.index("late")
+    assert late > texts[-1] and late < kinds.index("Finish")
+    assert texts == list(range(texts[0], texts[-1] + 1))
+    # the durable one is kept in the reply where it was streamed, after the step's one text part
+    assert [p["type"] for p in reply.parts] == ["step-start", "tool-invocation", "step-start", "text", "data-late"]

@@ -55,10 +55,10 @@ def test_two_step_tool_turn_streams_tool_parts_and_stores_them(shared):
     result = send(gateway, "tools-1", "u1", "use the calculator tool: 6 * 7")
     assert result["ok"], result["error"]
     deltas = ["tool-input-delta"] * types(result).count("tool-input-delta")
-    # chat-agent has Observational Memory: its transient status part opens each step
-    assert types(result) == ["start", "start-step", "data-om-status", "tool-input-start", *deltas,
-                             "tool-input-available", "tool-output-available", "finish-step", "start-step",
-                             "data-om-status", "text-start",
+    # chat-agent has Observational Memory: its transient status part comes before each step (as Mastra's)
+    assert types(result) == ["start", "data-om-status", "start-step", "tool-input-start", *deltas,
+                             "tool-input-available", "tool-output-available", "finish-step", "data-om-status",
+                             "start-step", "text-start",
                              *["text-delta"] * (types(result).count("text-delta")), "text-end", "finish-step",
                              "finish"]
     parts = result["message"]["parts"]
@@ -132,7 +132,7 @@ def test_studio_stream_sends_mastra_tool_chunks(settings: Settings):
         chunks = [json.loads(line) for line in lines if line != "[DONE]"]
         kinds = [c["type"] for c in chunks]
         deltas = ["tool-call-delta"] * kinds.count("tool-call-delta")
-        assert kinds[:len(deltas) + 8] == ["start", "step-start", "data-om-status", "tool-call-input-streaming-start",
+        assert kinds[:len(deltas) + 8] == ["start", "data-om-status", "step-start", "tool-call-input-streaming-start",
                                            *deltas, "tool-call-input-streaming-end", "tool-call", "tool-result",
                                            "step-finish"]
         call, result, first_step = (chunks[kinds.index(kind)]["payload"]

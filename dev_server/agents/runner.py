@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -39,7 +40,7 @@ from opentelemetry.trace import Span
 
 from dev_server.agents.registry import AgentRegistry, RegisteredAgent
 from dev_server.agents.replay import reply_events
-from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso
+from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso, parse_iso, to_iso
 from dev_server.kernel.convert import assistant_message
 from dev_server.kernel.events import LoopEvent, StepFinish
 from dev_server.kernel.loop import LoopHooks, ReplyParts, run_steps
@@ -96,6 +97,9 @@ class Turn:
     error: ModelProviderError | TurnFailed | None = None
     interrupted: bool = False
     checkpointed: bool = False  # a partial copy of the reply is stored
+    reply_created_at: str | None = None  # the reply's createdAt, once a checkpoint or a processor read it
+    not_before: str | None = None  # after a split: the next message's earliest createdAt
+    split_text: str = ""  # the text of what was split off the reply (``ReplySoFar.split``)
     # the run's root span, and the context its children hang from
     span: Span = trace.INVALID_SPAN
     trace_context: Context | None = None
@@ -104,7 +108,7 @@ class Turn:
 
     @property
     def text(self) -> str:
-        return self.reply.text
+        return self.split_text + self.reply.text
 
     def described(self) -> str:
         """The run as its log lines name it: the agent, the thread, the time so far."""
@@ -187,6 +191,7 @@ class TurnRunner:
                     turn.replay, turn.reply_id = recorded.replay, recorded.replay.id
                 elif isinstance(incoming[-1], ContinuedReply):
                     _continue_reply(turn, incoming[-1])
+                step.reply = _ReplySoFar(self, turn)
         except BaseException as exc:
             spans.finish(root, error=exc)
             raise
@@ -366,6 +371,7 @@ class TurnRunner:
         if turn.thread is None or turn.agent.memory is None:
             return
         metadata = {**turn.reply_metadata(), "interrupted": True}
+        turn.reply_created_at = turn.reply_created_at or self._stamp(turn)
         try:
             await self._keep_on_previous_reply(turn)
             await turn.agent.memory.upsert_reply(turn.thread, self._reply(turn, metadata))
@@ -376,7 +382,51 @@ class TurnRunner:
     def _reply(self, turn: Turn, metadata: dict[str, Any]) -> Message:
         thread = turn.thread or Thread("", "")
         return assistant_message(turn.reply_id, thread.id, turn.resource_id or thread.resource_id,
-                                 turn.reply.snapshot(), now_iso(self.clock), metadata)
+                                 turn.reply.snapshot(), turn.reply_created_at or self._stamp(turn), metadata)
+
+    def _stamp(self, turn: Turn) -> str:
+        """Now, but never before what a split left (a still clock must not tie them)."""
+        now = now_iso(self.clock)
+        return max(now, turn.not_before) if turn.not_before else now
+
+
+class _ReplySoFar:
+    """``ReplySoFar`` (``dev_server.kernel.processors``) of a turn with memory: the reply's
+    parts, the message they would be stored as, and the split that stores them as a message
+    of their own (complete, with the run's metadata) while the reply goes on under a new id,
+    stamped at least 2 ms later (a cursor set 1 ms past the split-off message, as buffering
+    sets it, must not hide the next one)."""
+
+    def __init__(self, runner: TurnRunner, turn: Turn) -> None:
+        self.runner, self.turn = runner, turn
+
+    @property
+    def parts(self) -> list[dict[str, Any]]:
+        return self.turn.reply.parts
+
+    def message(self) -> Message | None:
+        turn = self.turn
+        if not turn.reply.parts or turn.thread is None:
+            return None
+        turn.reply_created_at = turn.reply_created_at or self.runner._stamp(turn)
+        metadata = {k: v for k, v in turn.reply_metadata().items() if k != "interrupted"}  # it is whole
+        return self.runner._reply(turn, metadata)
+
+    async def split(self) -> Message | None:
+        turn = self.turn
+        message = self.message()
+        if message is None or turn.thread is None or turn.agent.memory is None:
+            return None
+        # the first step's parts meant for the thread's previous reply go there before this
+        # message becomes the thread's newest reply (``StepContext.keep``)
+        await self.runner._keep_on_previous_reply(turn)
+        await turn.agent.memory.split_reply(turn.thread, message)
+        turn.split_text += turn.reply.text
+        turn.reply.take()
+        turn.reply_id, turn.checkpointed, turn.reply_created_at = new_id(), False, None
+        turn.not_before = to_iso(parse_iso(message.created_at) + timedelta(milliseconds=2))
+        turn.step.progress.clear()  # the split-off message holds this turn's tool rounds now
+        return message
 
 
 def _saves_reply(turn: Turn) -> bool:
@@ -394,7 +444,7 @@ def _continue_reply(turn: Turn, reply: Message) -> None:
     turn.reply_id, turn.user_message_id = reply.id, None
     turn.reply = ReplyParts(parts=[dict(p) for p in parts])
     turn.first_step = turn.reply.steps
-    turn.checkpointed = True
+    turn.checkpointed, turn.reply_created_at = True, reply.created_at
 
 
 def _last_user_text(incoming: list[Message], client_context: list[dict[str, Any]]) -> str:

@@ -68,16 +68,22 @@ SYSTEM_CLOCK = SystemClock()
 
 class ManualClock:
     """A clock for tests: it stands still at ``start`` until ``set`` or ``advance`` moves it.
-    Its monotonic reading moves with every forward step (a ``set`` into the past leaves it)."""
+    Its monotonic reading moves with every forward step (a ``set`` into the past leaves it).
+    With a ``tick``, every wall-time read moves it that much (not its monotonic reading): two
+    things made one after the other are then never stamped the same moment, as in
+    production, where time passes between them."""
 
-    def __init__(self, start: datetime | str) -> None:
+    def __init__(self, start: datetime | str, *, tick: timedelta = timedelta(0)) -> None:
         self._now = _aware(start)
+        self._tick = tick
         self._monotonic = 0.0
         self._lock = threading.Lock()  # a gateway under test reads it from its server thread
 
     def now(self) -> datetime:
         with self._lock:
-            return self._now
+            moment = self._now
+            self._now += self._tick
+            return moment
 
     def time(self) -> float:
         return self.now().timestamp()

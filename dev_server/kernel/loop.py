@@ -5,7 +5,10 @@ A turn runs at most ``max_steps`` steps. Each step first calls the turn's proces
 messages and may add tools), then streams the model with the step's tools (litellm function calling)
 and the turn's ``x-thread-id`` / ``x-resource-id`` headers (``memory_headers``); the
 step's ``StepStart`` is yielded only once the model's first event arrived, so a provider
-(or a processor) that fails at once still fails before any response starts. Reasoning,
+(or a processor) that fails at once still fails before any response starts, and is preceded
+by the data parts the processors emitted for the step (Mastra streams OM's status and cycle
+parts ahead of the step's ``start-step``); what background work emits while the turn runs
+is streamed at the loop's next pause (``arrived``). Reasoning,
 text and each call's argument text (``ToolInputStart`` + ``ToolCallDelta``) stream as they
 come. The complete tool calls (``ToolCall``, assembled by the client) are then executed
 one by one (``dev_server.kernel.tools.execute``: a bad argument, a raise or a timeout is a tool
@@ -110,6 +113,12 @@ class ReplyParts:
             self.parts.append({"type": "step-start"})
         self.steps += 1
 
+    def take(self) -> list[dict[str, Any]]:
+        """The parts so far, handed over: the reply goes on empty, as a message of its own
+        whose first step has no ``step-start`` (a split, ``ReplySoFar``)."""
+        parts, self.parts, self.steps = self.parts, [], 0
+        return parts
+
     def add_text(self, text: str) -> None:
         if self.parts and self.parts[-1]["type"] == "text":
             self.parts[-1]["text"] += text
@@ -199,14 +208,20 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
         streaming_inputs: set[str] = set()  # calls whose ToolInputStart was sent
         finish: Finish | None = None
         started = False
+        last: type | None = None  # the previous model event's type
         try:
             async for event in stream:
                 if not started:
                     started = True
+                    # the step's own parts, and what background work reported meanwhile, open the step
+                    for part in [part for part, _ in emitted] + arrived(step, reply):
+                        yield part
                     reply.step()
                     yield StepStart(index)
-                    for part, _ in emitted:
+                elif step.emitted and not (type(event) is last and last in _RUNS):
+                    for part in arrived(step, reply):  # never inside a text or reasoning run
                         yield part
+                last = type(event)
                 if isinstance(event, TextDelta):
                     event = TextDelta(repair_text(event.text))
                     reply.add_text(event.text)
@@ -252,6 +267,8 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
                                       ask_agent=ask_agent)
                 outcome = await execute(tools, call.name, call.arguments, context)
                 hooks.tool_finished(outcome)
+            for part in arrived(step, reply):  # what background work reported while the tool ran
+                yield part
             if outcome.error is not None:
                 reply.add_tool(call.id, call.name, outcome.input, outcome.error, error=True)
                 outcomes.append(ToolErrorEvent(call.id, call.name, outcome.input, outcome.error))
@@ -271,9 +288,7 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
             if calls and not waiting:
                 async for event in _max_steps_note(index + 1, max_steps, reply):
                     yield event
-            for part, durable in step.take_emitted():  # background work that reported meanwhile
-                if durable:
-                    step.keep(part, durable, reply)
+            for part in arrived(step, reply):  # background work that reported meanwhile
                 yield part
             yield Finish(reason, Usage(input_tokens, output_tokens))
             return
@@ -292,6 +307,20 @@ def memory_headers(step: StepContext) -> dict[str, Any] | None:
     if step.resource_id:
         headers["x-resource-id"] = step.resource_id
     return {"extra_headers": headers} if headers else None
+
+
+_RUNS = (TextDelta, ReasoningDelta)  # events that continue a part while they follow one another
+
+
+def arrived(step: StepContext, reply: ReplyParts) -> list[DataPart]:
+    """What background work emitted into the turn since the loop last looked: streamed
+    now, and the durable parts kept in the reply where they are streamed."""
+    parts = []
+    for part, durable in step.take_emitted():
+        if durable:
+            step.keep(part, durable, reply)
+        parts.append(part)
+    return parts
 
 
 def max_steps_message(max_steps: int) -> str:

@@ -23,17 +23,26 @@ Mastra's ``processInputStep`` / ``processOutputStep``):
   a processor may add metadata to it or queue background work (a title), but must not
   block the reply for long.
 
+``StepContext.reply`` (``ReplySoFar``, a turn with a thread) is the reply as the earlier steps
+left it: its parts, the message it would be stored as now, and ``split``, which stores
+that much as a message of its own and lets the reply go on as a new one (Observational
+Memory, which may observe or buffer the reply so far in the middle of a turn, as Mastra
+does: ``docs/observational-memory.md#decision-order``). The model sees this turn's tool
+rounds in ``progress`` until a split; from then on the split-off message is part of the
+thread, and the processor that shows the thread (``history``) shows it.
+
 A processor may ``emit`` data parts (``data-om-status``, observation markers): the loop
-streams them once the step's model answered, and keeps the ``durable`` ones in the reply's
-stored parts, ahead of the step, or, for ``PREVIOUS_REPLY`` ones emitted during a new
-reply's first step, on the thread's previous reply after its parts (``StepContext.keep``).
-Background work a processor started (buffered observation) may emit too while the turn is
-``live``: what arrives after the last step is streamed before the turn's finish and kept
-the same way. ``llm`` and ``model`` are what
-answers the turn (a processor that asks a model itself, Observational Memory's observer,
-starts from them); ``open_span`` opens a span under the processor's own, so such a call
-shows in the trace. An agent without memory has no processors, and the model sees the
-client's messages.
+streams them once the step's model answered, ahead of the step's ``start-step``, and keeps
+the ``durable`` ones in the reply's stored parts, ahead of the step, or, for
+``PREVIOUS_REPLY`` ones emitted during a new reply's first step, on the thread's previous
+reply after its parts (``StepContext.keep``). Background work a processor started (buffered
+observation) may emit too while the turn is ``live``: the loop streams (and keeps, the same
+way) what arrived at its next pause, between two model events (never inside a text or
+reasoning run), after a tool call, at the step's end or before the turn's finish. ``llm``
+and ``model`` are what answers the turn (a processor that asks a model itself, Observational
+Memory's observer, starts from them); ``open_span`` opens a span under the processor's own,
+so such a call shows in the trace. An agent without memory has no processors, and the model
+sees the client's messages.
 """
 
 from __future__ import annotations
@@ -53,6 +62,23 @@ SpanOpener = Callable[..., AbstractContextManager[Any]]
 
 def no_span(name: str, span_type: str, **kwargs: Any) -> AbstractContextManager[Any]:
     return nullcontext(None)
+
+
+class ReplySoFar(Protocol):
+    """The turn's reply before a step: what the earlier steps produced (the runner's)."""
+
+    @property
+    def parts(self) -> Sequence[dict[str, Any]]:
+        """Its stored parts so far, live (read them, never change them)."""
+
+    def message(self) -> Message | None:
+        """The reply so far as it would be stored now (one ``createdAt`` from its first
+        reading until it is split); None while it has no parts."""
+
+    async def split(self) -> Message | None:
+        """Store the reply so far as a message of its own (the one ``message`` returned) and
+        let the reply go on under a new id; the turn's tool rounds in ``progress`` start
+        over, since the stored message now holds them. None when there was nothing to store."""
 
 
 @dataclass
@@ -77,6 +103,7 @@ class StepContext:
     live: bool = True  # the turn still streams: background work started by it may still emit into it
     fresh_reply: bool = True  # the reply started empty (not one continued from stored parts)
     for_previous_reply: list[DataPart] = field(default_factory=list)  # durable parts kept on the reply before
+    reply: ReplySoFar | None = None  # the reply so far (a turn with a thread and memory)
 
     def keep(self, part: DataPart, durable: Durable, reply: Any) -> None:
         """Keep a durable part where Mastra keeps its markers. A synchronous cycle's go on the
@@ -113,6 +140,7 @@ class StepContext:
         self.for_previous_reply = []
         self.tools = {}
         self.open_span = no_span
+        self.reply = None
 
     def add_tool(self, tool: Tool) -> None:
         self.tools[tool.name] = tool

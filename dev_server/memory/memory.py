@@ -85,6 +85,9 @@ class Memory:
     async def add_to_previous_reply(self, thread: Thread, parts: Sequence[dict[str, Any]]) -> bool:
         return await self.replies.add_to_previous(thread, parts)
 
+    async def split_reply(self, thread: Thread, message: Message) -> None:
+        await self.replies.split(thread, message)
+
     async def salvage_reply(self, thread_id: str, reply: Message, answered_id: str) -> bool:
         return await self.replies.salvage(thread_id, reply, answered_id)
 

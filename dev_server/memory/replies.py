@@ -1,5 +1,6 @@
-"""Storing an agent's reply: the final save, the checkpoints while it streams, and a reply
-rebuilt from a dead stream (``dev_server.agents.salvage``)."""
+"""Storing an agent's reply: the final save, the checkpoints while it streams, the part of
+it split off in the middle of a turn (``dev_server.kernel.processors.ReplySoFar``), and a
+reply rebuilt from a dead stream (``dev_server.agents.salvage``)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,14 @@ class Replies:
         """Append ``parts`` to the thread's newest stored reply (the one before the turn's
         own, when called before it is saved); False when the thread has none."""
         return await self.store.add_parts_to_last_reply(thread.id, parts)
+
+    async def split(self, thread: Thread, message: Message) -> None:
+        """The reply so far, stored as a message of its own (over its checkpoint, if one was
+        written), with its token estimates: the reply goes on as another message, and a
+        later turn counts this one from the cache."""
+        if self.count_tokens:
+            count_message(message)
+        await self.upsert(thread, message)
 
     async def salvage(self, thread_id: str, reply: Message, answered_id: str) -> bool:
         """A reply rebuilt from a dead stream's frames, stored after the message it answers

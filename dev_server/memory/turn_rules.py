@@ -6,7 +6,8 @@ writes nothing. The rules, for the last message of the request (the *anchor*), w
 thread already holds its id:
 
 - **Retry** (``submit-message``, the same content): nothing is written. When the anchor's
-  reply is stored (the assistant message right after it), the turn answers with that reply
+  reply is stored (the assistant message right after it, with the messages of the same run
+  that continue it: ``answer``), the turn answers with that reply
   (``TurnWrites.replay``) instead of calling the model; a client that lost its connection,
   or failed over to another replica, gets the reply it missed. Without a stored reply the
   model answers the anchor again, and so it does when the stored reply is the thread's last
@@ -29,8 +30,8 @@ Everything here is plain code that runs inside the turn's write transaction
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from dev_server.kernel.errors import Conflict
 from dev_server.kernel.messages import Message
@@ -66,16 +67,24 @@ Following = Callable[[str], tuple[Message, Sequence[Message]]]
 
 def same_content(stored: Message, incoming: Message) -> bool:
     """What the client typed (parts, and their flat text) is what is stored; metadata and
-    server-side bookkeeping in the content do not count."""
-    return (stored.content.get("parts"), stored.content.get("content")) == (
-        incoming.content.get("parts"), incoming.content.get("content"))
+    server-side bookkeeping in the content do not count (a part's ``metadata`` and
+    ``providerMetadata``: Observational Memory's seal and token estimates)."""
+    return (_typed(stored.content.get("parts")), stored.content.get("content")) == (
+        _typed(incoming.content.get("parts")), incoming.content.get("content"))
+
+
+def _typed(parts: Any) -> Any:
+    if not isinstance(parts, list):
+        return parts
+    return [{k: v for k, v in p.items() if k not in ("metadata", "providerMetadata")} if isinstance(p, dict) else p
+            for p in parts]
 
 
 def decide_anchor(anchor: Message, intent: TurnIntent, following: Following) -> AnchorDecision:
     """The rules of the module docstring for an anchor whose id the thread holds."""
     stored, after = following(anchor.id)
     changed = not same_content(stored, anchor)
-    reply = after[0] if after and after[0].role == "assistant" else None
+    reply, pieces = answer(after)
     later_turn = any(m.role == "user" for m in after)
     if intent.regenerate:
         named = intent.message_id
@@ -91,9 +100,40 @@ def decide_anchor(anchor: Message, intent: TurnIntent, following: Following) -> 
     if changed:
         raise Conflict(f"Message {anchor.id} is already stored with other content; to edit it, send its id"
                        " as messageId", code="MESSAGE_ID_REUSED")
-    if reply is not None and len(after) == 1 and _unfinished(reply):
+    if reply is not None and len(after) == pieces and _unfinished(reply):
         return AnchorDecision(replace=anchor)
     return AnchorDecision(replay=reply)
+
+
+def answer(after: Sequence[Message]) -> tuple[Message | None, int]:
+    """The anchor's stored reply and how many messages it takes: the assistant message right
+    after the anchor, joined with the messages of the same run that continue it (a reply
+    split in the middle of its turn, ``dev_server.kernel.processors.ReplySoFar``), so a
+    retry is told the whole reply under its first message's id."""
+    if not after or after[0].role != "assistant":
+        return None, 0
+    run = _metadata(after[0]).get("runId")
+    pieces = [after[0]]
+    for message in after[1:]:
+        if message.role != "assistant" or run is None or _metadata(message).get("runId") != run:
+            break
+        pieces.append(message)
+    if len(pieces) == 1:
+        return pieces[0], 1
+    parts: list[dict[str, Any]] = []
+    for piece in pieces:
+        more = piece.content.get("parts") or []
+        if parts and more and more[0].get("type") != "step-start":
+            parts.append({"type": "step-start"})
+        parts.extend(more)
+    last = pieces[-1]
+    content = {**last.content, "parts": parts, "content": "".join(p.content.get("content") or "" for p in pieces)}
+    return replace(pieces[0], content=content, stored_digest=None), len(pieces)
+
+
+def _metadata(message: Message) -> dict[str, Any]:
+    metadata = message.content.get("metadata")
+    return metadata if isinstance(metadata, dict) else {}
 
 
 def _unfinished(reply: Message) -> bool:

@@ -1,24 +1,25 @@
 """Observational Memory as processors of the step loop (docs/architecture.md#decisions).
 
 With OM on, ``ObservationalMemoryStep`` takes the history window's place. Its turn object
-(``OMTurn``, ``dev_server.kernel.processors``) decides once per turn, on its first
-``before_step``, and keeps what it decided (``TurnView``) for the later steps: it reads
-the active record (created on first use) and the thread's unobserved messages
-(``dev_server.om.engine.window``), counts them (``dev_server.om.tokens.counting``), then follows the decision
-order of docs/observational-memory.md#decision-order: buffered chunks are activated when the window reached
-its threshold or the provider's cache went cold (``dev_server.om.engine.activation``, ``dev_server.om.engine.idle``);
-the log is reflected, or a buffered reflection swapped in or started (``dev_server.om.engine.observation_engine``);
-a background observer is started when the window crossed another buffering interval
-(``dev_server.om.engine.buffering``); at the threshold what is buffered is activated, else the observer
-runs before the model is called, and the observed messages leave the window down to the
-retention floor, never the turn's own input. In resource scope the other threads' unobserved
-messages join the window and the observation (``dev_server.om.engine.resource``).
+(``OMTurn``, ``dev_server.kernel.processors``) decides at every step of the turn, as Mastra
+does. On the turn's first step it reads the active record (created on first use) and the
+thread's unobserved messages (``dev_server.om.engine.window``; with ``temporalMarkers`` a gap
+marker is added) and counts them once (``dev_server.om.tokens.counting``); the turn's
+``TurnWindow`` (``dev_server.om.turn_window``) carries them to the later steps, adding the
+reply so far as it grows, so a step counts only what changed. Every step then follows the
+decision order of docs/observational-memory.md#decision-order (``dev_server.om.step_decisions``):
+activation and reflection on the first step; buffering and the threshold's activation or
+observation on every step, the reply so far included (split off when it is observed or
+buffered).
 
 Every step then gets, after the agent's instructions, the observation system messages
-(``dev_server.om.prompting.context``), a continuation reminder as the first conversation message when there
-are observations, the remaining messages, and a transient ``data-om-status`` part; the
-pending-token count is written to the record once per turn. Later steps reuse what the
-first loaded: the turn holds the thread's lease, so nothing else writes it meanwhile.
+(``dev_server.om.prompting.context``, with the hints the thread has now: a cycle of this very
+step already counts), a continuation reminder as the first conversation message when there
+are observations, the remaining messages, and, in Mastra's order, the cycle parts of the
+step's decisions, a transient ``data-om-status`` (the step's pending tokens, also written to
+the record when they changed), then the start part of a background observer the step
+started. The turn holds the thread's lease, so nothing but this turn's own cycles (and its
+background observer, whose end the turn notices) writes the thread meanwhile.
 
 With ``retrieval`` on, the observation messages also carry the recall instructions
 (``dev_server.om.retrieval.instructions``; in retrieval scope ``resource`` even before anything was observed),
@@ -32,46 +33,37 @@ buffers what a finished turn left (``bufferOnIdle``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
-from dev_server.kernel.clock import epoch_ms, now_iso
-from dev_server.kernel.convert import to_model_messages
+from dev_server.kernel.clock import now_iso
 from dev_server.kernel.events import PREVIOUS_REPLY, DataPart
 from dev_server.kernel.messages import Message
 from dev_server.kernel.ports import SemanticSearch
 from dev_server.kernel.processors import ReplyContext, StepContext, TurnProcessor
 from dev_server.kernel.tools import Tool
-from dev_server.om.engine.activation import Activation, Trigger, activate, interval_crossed, projected_removal
+from dev_server.om.engine.activation import projected_removal
 from dev_server.om.engine.buffering import Buffering, PartSink, buffer_candidates, safe_prefix
 from dev_server.om.engine.flags import clear_stale, flag_live
-from dev_server.om.engine.idle import cold_cache, last_assistant
 from dev_server.om.engine.observation_engine import CycleContext, ObservationEngine
 from dev_server.om.engine.parts import status_part
-from dev_server.om.engine.resource import observe_resource, other_conversations, other_threads, other_tokens
+from dev_server.om.engine.resource import other_conversations, other_threads, other_tokens
 from dev_server.om.engine.temporal import gap_signal, is_gap_marker, marks, signal_part_data
-from dev_server.om.engine.thread_metadata import activation_patch
-from dev_server.om.engine.window import drop_observed, has_incomplete_tool_calls, unobserved
-from dev_server.om.options.activation import IdleSetting
+from dev_server.om.engine.window import unobserved
 from dev_server.om.options.extractors import read_path, shown
-from dev_server.om.prompting.context import (
-    build_context_system_messages,
-    continuation_model_message,
-    other_conversations_message,
-)
+from dev_server.om.prompting.context import build_context_system_messages, other_conversations_message
 from dev_server.om.retrieval.instructions import retrieval_instructions
 from dev_server.om.retrieval.recall_tool import Recall
-from dev_server.om.tokens.counting import count_message, count_messages
+from dev_server.om.step_decisions import StepDecisions
+from dev_server.om.tokens.counting import count_message
+from dev_server.om.turn_window import TurnWindow
 from dev_server.storage.om_records import OMRecord, thread_om
 
 if TYPE_CHECKING:
     from dev_server.kernel.ports import ResourceConversations
 
 log = logging.getLogger(__name__)
-ReflectAhead = Callable[[OMRecord], Awaitable[bool]]  # starts a buffered reflection (dev_server.om.engine.buffering)
 
 
 @lru_cache(maxsize=32)
@@ -98,38 +90,57 @@ def local_timezone() -> str:
     return str(datetime.now().astimezone().tzinfo)
 
 
-@dataclass
-class TurnView:
-    """What the turn's first step decided, kept for the turn's later steps."""
-
-    record: OMRecord
-    messages: list[Message]
-    pending_tokens: int
-    hints: dict[str, Any]
-    projected_removal: int = 0  # message tokens an activation now would remove
-    others: tuple[tuple[str, str], ...] = ()  # resource scope: the other threads' unobserved messages
-    system: list[dict[str, Any]] = field(default_factory=list)  # the observation messages, built once
-    recall: Tool | None = None  # retrieval: the turn's recall tool
-
-
 class OMTurn(TurnProcessor):
-    """Observational Memory's part in one turn: ``view`` is None until the first step
-    decided (activation, reflection, buffering, observation); every step then shows it."""
+    """Observational Memory's part in one turn: what its first step loaded (the record, the
+    window, the cycle context), carried to the later steps and kept current by each step's
+    decisions (``dev_server.om.step_decisions``)."""
 
     name = "observational-memory"
 
     def __init__(self, processor: ObservationalMemoryStep) -> None:
         self.processor = processor
-        self.view: TurnView | None = None
+        self.ctx: CycleContext
+        self.record: OMRecord
+        self.window: TurnWindow
+        self.loaded = False  # the first step read the record and the window
+        self.sink: PartSink  # where the background cycles this turn starts report
+        self.input_ids: set[str] = set()  # the turn's input: kept in view on its first step
+        self.others: dict[str, list[Message]] = {}  # resource scope: the other threads' unobserved messages
+        self.context: list[tuple[str, str]] = []  # ... as the actor sees them
+        self.recall: Tool | None = None  # retrieval: the turn's recall tool
+        self.announced: list[DataPart] = []  # background observers' start parts, streamed after the status
+        self.continued = False  # the history shown starts with the continuation reminder
         self.last_reply: Message | None = None  # the thread's last reply, for a cold cache
         self.last_reply_read = False  # read once per turn: observations and reflections may both ask
 
     async def before_step(self, step: StepContext) -> None:
         if step.thread is None:
             return
-        if self.view is None:
-            self.view = await self.processor.decide(step, self)
-        self.processor.show(step, self.view)
+        processor = self.processor
+        first = not self.loaded
+        if first:
+            await processor.load(step, self)
+            self.loaded = True
+        self.window.read_reply(first=first)
+        if step.llm is not None and step.model is not None:
+            if processor.engine.options.scope == "resource":
+                await processor.decisions.resource_step(step, self, first)
+            else:
+                await processor.decisions.thread_step(step, self, first)
+        await processor.show(step, self)
+
+    def pending(self) -> int:
+        """The step's unobserved tokens: the window, the reply so far, in resource scope the
+        other threads' context."""
+        return self.window.pending + (other_tokens(self.context) if self.context else 0)
+
+    def preserved(self, first: bool) -> set[str]:
+        """What an observation must leave in view: the turn's input, on its first step only."""
+        return self.input_ids if first else set()
+
+    async def reflect_ahead(self, record: OMRecord) -> bool:
+        """Start a buffered reflection (``dev_server.om.engine.buffering``); None when buffering is off."""
+        return await self.processor.buffering.start_reflection(self.ctx, record, self.sink)
 
 
 class ObservationalMemoryStep:
@@ -141,36 +152,71 @@ class ObservationalMemoryStep:
         self.search = search  # the recall tool's search by meaning (retrieval ``vector``)
         self.engine = engine
         self.buffering = buffering
+        self.decisions = StepDecisions(store, engine, buffering)
 
     def start_turn(self, step: StepContext) -> OMTurn:
         return OMTurn(self)
 
-    async def decide(self, step: StepContext, turn: OMTurn) -> TurnView:
-        """The turn's decision (on its first step): what the model sees of the thread, and
-        the observation messages and tool every step of the turn gets."""
-        assert step.thread is not None
-        view = await self._first_step(step, turn)
-        retrieval = self.engine.options.retrieval
-        view.system = [{"role": "system", "content": text} for text in observation_messages(
-            view.record.active_observations, self.engine.records.clock.now().astimezone().date(),
-            view.hints.get("currentTask"), view.hints.get("suggestedResponse"), view.others,
-            retrieval_instructions(retrieval) if retrieval else None,
-            retrieval is not None and retrieval.scope == "resource", self._extracted(view.hints))]
-        step.history = self._history(view)  # stored messages are read repaired (conversations._loads)
-        step.window = view.messages
+    async def load(self, step: StepContext, turn: OMTurn) -> None:
+        """The turn's first step: the record, the thread's unobserved messages (in resource
+        scope also the other threads'), counted once, and the recall tool."""
+        thread = step.thread
+        assert thread is not None
+        options = self.engine.options
+        records = self.engine.records
+        # a read on every turn; the write that creates generation 0 only on a thread's first
+        record = await records.active(self.engine.key(thread.id, thread.resource_id)) or await records.initialize(
+            scope=options.scope, thread_id=thread.id, resource_id=thread.resource_id, config=options.snapshot(),
+            timezone=local_timezone())
+        turn.ctx = CycleContext(step.llm, step.model, thread.id, dict(thread_om(thread.metadata)), step.emit,
+                                step.open_span)
+        turn.sink = PartSink(records, thread.id, step)
+        for flag in await clear_stale(records, record):
+            log.info("thread %s: cleared a stale %s flag left by a process that died", thread.id, flag)
+        if options.scope == "resource":
+            cursor = thread_om(thread.metadata).get("lastObservedAt")
+            messages = unobserved(await self.store.messages_since(thread.id, cursor), record, cursor=cursor)
+            turn.others = await other_threads(self.store, record, thread.resource_id, thread.id)
+            turn.context = other_conversations(turn.others, options.obscure_thread_ids)
+        else:
+            messages = unobserved(await self.store.messages_since(thread.id, record.last_observed_at), record)
+        if options.temporal_markers and step.input_count > 0:
+            messages = await self._temporal_gap(step, messages)
+        turn.record = record
+        turn.window = TurnWindow(messages, partial(count_message, memo=turn.ctx.counted), step.reply)
+        turn.input_ids = {m.id for m in messages[-max(1, step.input_count):]}
+        retrieval = options.retrieval
         if retrieval is not None:
-            turn_input = {m.id for m in view.messages[-max(1, step.input_count):] if m.role == "user"}
-            view.recall = Recall(self.store, self.search, self.engine, retrieval).tool(step.thread, turn_input)
-        return view
+            turn_input = {m.id for m in messages[-max(1, step.input_count):] if m.role == "user"}
+            turn.recall = Recall(self.store, self.search, self.engine, retrieval).tool(thread, turn_input)
 
-    def show(self, step: StepContext, view: TurnView) -> None:
-        """Every step: the observation messages, the recall tool and the status part."""
-        step.system.extend(view.system)
-        if view.recall is not None:
-            step.add_tool(view.recall)
-        step.emit(status_part(self.engine.options, view.record, pending_tokens=view.pending_tokens,
-                              step=step.index, projected_removal=view.projected_removal,
+    async def show(self, step: StepContext, turn: OMTurn) -> None:
+        """Every step: the conversation, the observation messages, the recall tool and the
+        status part, then the start part of a background observer the step started."""
+        window, record = turn.window, turn.record
+        options = self.engine.options
+        pending = turn.pending()
+        await self._store_pending(record, pending)
+        hints = turn.ctx.hints or {}
+        retrieval = options.retrieval
+        system = observation_messages(
+            record.active_observations, self.engine.records.clock.now().astimezone().date(),
+            hints.get("currentTask"), hints.get("suggestedResponse"), tuple(turn.context),
+            retrieval_instructions(retrieval) if retrieval else None,
+            retrieval is not None and retrieval.scope == "resource", self._extracted(hints))
+        step.system.extend({"role": "system", "content": text} for text in system)
+        continued = bool(system)  # Mastra: whenever OM injects system messages (the recall instructions alone too)
+        if window.changed or continued != turn.continued:
+            step.history = window.history(continued)  # stored messages are read repaired (conversations._loads)
+            step.window, turn.continued = list(window.messages), continued
+        if turn.recall is not None:
+            step.add_tool(turn.recall)
+        projected = projected_removal(options, record) if record.buffered_observation_chunks else 0
+        step.emit(status_part(options, record, pending_tokens=pending, step=step.index, projected_removal=projected,
                               thread_id=step.thread.id if step.thread else None))
+        for part in turn.announced:  # kept as the background observer keeps its parts (PartSink)
+            step.emit(part, durable=PREVIOUS_REPLY)
+        turn.announced.clear()
 
     def _extracted(self, hints: dict[str, Any]) -> tuple[tuple[str, str], ...]:
         """The user extractors' last values the actor sees (docs/observational-memory.md#context,
@@ -183,198 +229,11 @@ class ObservationalMemoryStep:
                 found.setdefault(extractor.slug, shown(value))
         return tuple(found.items())
 
-    def _history(self, view: TurnView) -> list[dict[str, Any]]:
-        history = to_model_messages(view.messages)
-        if view.system:  # Mastra: whenever OM injects system messages (the recall instructions alone too)
-            history.insert(0, continuation_model_message())
-        return history
-
-    async def _first_step(self, step: StepContext, turn: OMTurn) -> TurnView:
-        """docs/observational-memory.md#decision-order on the turn's first step: activation,
-        reflection, buffering, and the threshold's observation, in that order."""
-        thread = step.thread
-        assert thread is not None
-        options = self.engine.options
-        records = self.engine.records
-        # a read on every turn; the write that creates generation 0 only on a thread's first
-        record = await records.active(self.engine.key(thread.id, thread.resource_id)) or await records.initialize(
-            scope=options.scope, thread_id=thread.id, resource_id=thread.resource_id, config=options.snapshot(),
-            timezone=local_timezone())
-        ctx = CycleContext(step.llm, step.model, thread.id, thread_om(thread.metadata), step.emit, step.open_span)
-        for flag in await clear_stale(records, record):
-            log.info("thread %s: cleared a stale %s flag left by a process that died", thread.id, flag)
-        if options.scope == "resource":
-            return await self._resource_step(step, ctx, record)
-        stored = await self.store.messages_since(thread.id, record.last_observed_at)
-        messages = unobserved(stored, record)
-        if options.temporal_markers and step.input_count > 0:
-            messages = await self._temporal_gap(step, messages)
-        pending = count_messages(messages, memo=ctx.counted)
-        if step.llm is not None and step.model is not None:
-            sink = PartSink(records, thread.id, step)
-            buffering = options.async_buffering
-            reflect_ahead = (lambda r: self.buffering.start_reflection(ctx, r, sink)) if buffering else None
-            if buffering and record.buffered_observation_chunks:
-                trigger = await self._activation_trigger(step, turn, record, messages, pending)
-                if trigger is not None:
-                    record, messages = await self._activate(ctx, record, trigger, messages)
-                    pending = count_messages(messages, memo=ctx.counted)
-            reflect_trigger = None
-            if record.buffered_reflection:
-                cold = await self._cold_cache(step, turn, messages, options.reflection_triggers.after_idle,
-                                              options.reflection_triggers.on_provider_change)
-                reflect_trigger = cold.kind if cold else None
-            record = await self.engine.maybe_reflect(ctx, record, trigger=reflect_trigger, buffer=reflect_ahead)
-            threshold = options.message_threshold(record.observation_token_count)
-            if buffering and pending < threshold:
-                await self._maybe_buffer(ctx, record, messages, pending, threshold, sink)
-            if pending >= threshold and not has_incomplete_tool_calls(messages):
-                record, messages = await self._threshold(step, ctx, record, messages, pending, reflect_ahead)
-                pending = count_messages(messages, memo=ctx.counted)
-        await self._store_pending(record, pending)
-        projected = projected_removal(options, record) if record.buffered_observation_chunks else 0
-        return TurnView(record, messages, pending, ctx.hints or {}, projected)
-
     async def _store_pending(self, record: OMRecord, pending: int) -> None:
-        """``pendingMessageTokens``: the window written once per turn (the UI's and activation's input)."""
+        """``pendingMessageTokens``: the step's window, written when it changed (the UI's and activation's input)."""
         if record.pending_message_tokens != pending:
             await self.engine.records.set_pending_message_tokens(record.id, pending)
             record.pending_message_tokens = pending
-
-    async def _resource_step(self, step: StepContext, ctx: CycleContext, record: OMRecord) -> TurnView:
-        """Step 0 in resource scope (``dev_server.om.engine.resource``): this thread's unobserved messages
-        from its own cursor, the other threads' as context; at the threshold all of them
-        are observed together."""
-        thread = step.thread
-        assert thread is not None
-        options = self.engine.options
-        store = self.store
-        cursor = thread_om(thread.metadata).get("lastObservedAt")
-        messages = unobserved(await store.messages_since(thread.id, cursor), record, cursor=cursor)
-        if options.temporal_markers and step.input_count > 0:
-            messages = await self._temporal_gap(step, messages)
-        others = await other_threads(store, record, thread.resource_id, thread.id)
-        context = other_conversations(others, options.obscure_thread_ids)
-        pending = count_messages(messages, memo=ctx.counted) + other_tokens(context)
-        if step.llm is not None and step.model is not None:
-            record = await self.engine.maybe_reflect(ctx, record)
-            threshold = options.message_threshold(record.observation_token_count)
-            if pending >= threshold and not has_incomplete_tool_calls(messages):
-                async with self.engine.hooks.cycle(ctx, record, "observation", "turn-sync") as run_ctx:
-                    observed = await observe_resource(self.engine, run_ctx, record, {thread.id: messages, **others})
-                if observed is not None:
-                    preserve = {m.id for m in messages[-max(1, step.input_count):]}
-                    counted = partial(count_message, memo=ctx.counted)
-                    messages = drop_observed(messages, {m.id for m in messages}, floor=0, preserve=preserve,
-                                             count=counted, total=count_messages(messages, memo=ctx.counted))
-                    record = await self.engine.maybe_reflect(ctx, observed)
-                    context = []
-                    pending = count_messages(messages, memo=ctx.counted)
-        await self._store_pending(record, pending)
-        return TurnView(record, messages, pending, ctx.hints or {}, others=tuple(context))
-
-    # -- buffering and activation (2.4, 2.5) -------------------------------------------
-
-    async def _maybe_buffer(self, ctx: CycleContext, record: OMRecord, messages: list[Message], pending: int,
-                            threshold: int, sink: PartSink) -> None:
-        records = self.engine.records
-        buffer_tokens = self.engine.options.observation.buffer_tokens
-        assert buffer_tokens is not False
-        boundary = record.last_buffered_at_tokens
-        if boundary > 0 and pending < 0.5 * boundary:  # a stale boundary (the window shrank meanwhile)
-            boundary = 0
-        if flag_live(record.is_buffering_observation, clock=records.clock) or not interval_crossed(
-                pending, boundary, threshold, buffer_tokens):
-            return
-        await records.set_buffer_boundary(record.id, pending)
-        record.last_buffered_at_tokens = pending
-        if await self.buffering.start_observation(ctx, record, safe_prefix(buffer_candidates(messages, record)), sink):
-            record.is_buffering_observation = now_iso(records.clock)  # this turn's status shows it running
-
-    async def _activation_trigger(self, step: StepContext, turn: OMTurn, record: OMRecord, messages: list[Message],
-                                  pending: int) -> Trigger | None:
-        """Why buffered chunks activate on the turn's first step (2.5): a cold cache, else the threshold."""
-        options = self.engine.options
-        cold = await self._cold_cache(step, turn, messages, options.observation_triggers.after_idle,
-                                      options.observation_triggers.on_provider_change)
-        if cold is not None:
-            return cold
-        if pending >= options.message_threshold(record.observation_token_count):
-            return Trigger("threshold")
-        return None
-
-    async def _cold_cache(self, step: StepContext, turn: OMTurn, messages: list[Message], idle: IdleSetting,
-                          on_provider_change: bool) -> Trigger | None:
-        """``dev_server.om.engine.idle.cold_cache`` against the thread's last reply: from the window, else
-        read from storage once per turn (observations and reflections may both ask)."""
-        if step.model is None or (idle is None and not on_provider_change):
-            return None
-        if not turn.last_reply_read:
-            turn.last_reply, turn.last_reply_read = last_assistant(messages) or await self._last_reply(step), True
-        last = turn.last_reply
-        return cold_cache(step.model, last, idle, on_provider_change,
-                          epoch_ms(self.engine.records.clock)) if last is not None else None
-
-    async def _last_reply(self, step: StepContext) -> Message | None:
-        assert step.thread is not None
-        found, _ = await self.store.page_messages(step.thread.id, per_page=1, direction="DESC",
-                                                         roles=["assistant"])
-        return found[0] if found else None
-
-    async def _activate(self, ctx: CycleContext, record: OMRecord, trigger: Trigger,
-                        messages: list[Message]) -> tuple[OMRecord, list[Message]]:
-        done = await self._swap_in(ctx, record, trigger)
-        if done is None:
-            return await self.engine.records.active(record.lookup_key) or record, messages
-        return done.record, [m for m in messages if m.id not in done.message_ids]
-
-    async def _swap_in(self, ctx: CycleContext, record: OMRecord, trigger: Trigger) -> Activation | None:
-        """Activate buffered chunks, report each, and reset the buffering interval."""
-        done, parts = await activate(self.engine.options, self.engine.records, record, trigger, ctx.thread_id)
-        if done is None:
-            return None
-        for part in parts:
-            ctx.emit(part, durable=PREVIOUS_REPLY)  # Mastra: onto the last assistant message so far
-        # the newest chunk's hints and title, as Mastra writes them (chunks carry no hints:
-        # the ones from before the activated messages are stale now)
-        await self.engine.patch_hints(ctx, activation_patch(done.chunks))
-        await self.engine.records.set_buffer_boundary(done.record.id, 0)
-        done.record.last_buffered_at_tokens = 0
-        log.info("thread %s: %d buffered chunks activated (%s)", ctx.thread_id, len(done.chunks), trigger.kind)
-        return done
-
-    async def _threshold(self, step: StepContext, ctx: CycleContext, record: OMRecord, messages: list[Message],
-                         pending: int, reflect_ahead: ReflectAhead | None) -> tuple[OMRecord, list[Message]]:
-        """The window reached the threshold: activate what is buffered (after waiting for a
-        running buffer), else observe now; then the observed messages leave the window down
-        to the retention floor, never the turn's own input."""
-        options = self.engine.options
-        preserve = {m.id for m in messages[-max(1, step.input_count):]}
-        observed_ids: set[str] = set()
-        if options.async_buffering:
-            record = await self.buffering.wait(record.lookup_key) or record
-            messages = unobserved(messages, record)
-            pending = count_messages(messages, memo=ctx.counted)
-            if pending < options.message_threshold(record.observation_token_count):
-                return record, messages
-            if record.buffered_observation_chunks:
-                done = await self._swap_in(ctx, record, Trigger("threshold"))
-                if done is not None:
-                    record, observed_ids = done.record, done.message_ids
-        if not observed_ids:
-            if has_incomplete_tool_calls(messages):
-                return record, messages
-            observed = await self.engine.observe(ctx, record, messages, pending)
-            if observed is None:
-                return record, messages
-            record, observed_ids = observed, {m.id for m in messages}
-        messages = drop_observed(messages, observed_ids, floor=options.retention_floor(), preserve=preserve,
-                                 count=partial(count_message, memo=ctx.counted), total=pending)
-        record = await self.engine.maybe_reflect(ctx, record, buffer=reflect_ahead)
-        if record.last_buffered_at_tokens:  # the buffering interval starts over (a swap has reset it already)
-            await self.engine.records.set_buffer_boundary(record.id, 0)
-            record.last_buffered_at_tokens = 0
-        return record, messages
 
     # -- temporal markers (docs/observational-memory.md#temporal-markers) ------------------
 
@@ -435,5 +294,5 @@ class BufferOnIdle(TurnProcessor):
         stored = await self.store.messages_since(done.thread.id, record.last_observed_at)
         candidates = safe_prefix(buffer_candidates(unobserved([*stored, done.reply], record), record))
         sink = PartSink(self.engine.records, done.thread.id)
-        ctx = CycleContext(done.llm, done.model, done.thread.id, thread_om(done.thread.metadata), sink.emit)
+        ctx = CycleContext(done.llm, done.model, done.thread.id, dict(thread_om(done.thread.metadata)), sink.emit)
         await self.buffering.start_observation(ctx, record, candidates, sink, skip_minimum=True)

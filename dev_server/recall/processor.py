@@ -1,7 +1,8 @@
 """``semanticRecall``, token tier 2: the stored messages nearest to the user's new message.
 
 A processor of the step loop, after the history window (or Observational Memory): its turn
-object (``RecallTurn``) searches once, on the turn's first step, and keeps what it found.
+object (``RecallTurn``) searches once, on the turn's first step, and keeps what it found
+(shown again whenever a later step's window is built anew).
 As Mastra's ``SemanticRecall``: the query is the text of the last user message of the
 turn; the index gives the ``topK`` nearest messages of the thread (scope ``thread``) or of
 every thread of the user (``resource``); each comes with
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from dev_server.kernel.convert import to_model_messages
 from dev_server.kernel.messages import Message
@@ -45,14 +47,17 @@ class RecallTurn(TurnProcessor):
     def __init__(self, processor: SemanticRecallStep) -> None:
         self.processor = processor
         self.recalled: Recalled | None = None
+        self.shown: list[dict[str, Any]] | None = None  # the history it last put its messages into
 
     async def before_step(self, step: StepContext) -> None:
         if step.thread is None:
             return
         if self.recalled is None:
             self.recalled = await self.processor.recall(step)
-            if self.recalled.messages:
-                step.history = [*to_model_messages(self.recalled.messages), *step.history]
+        # again whenever the window was built anew (Observational Memory may change it at any step)
+        if self.recalled.messages and step.history is not self.shown:
+            step.history = [*to_model_messages(self.recalled.messages), *step.history]
+            self.shown = step.history
         if self.recalled.system:
             step.system.append({"role": "system", "content": self.recalled.system})
 

@@ -180,6 +180,7 @@ class Buffering:
         self.background = background
         self.store = store
         self._suppressed: dict[str, int] = {}  # lookup key -> log size the reflector could not condense
+        self._observing: set[str] = set()  # lookup keys with a background observer queued or running
 
     @property
     def records(self) -> OMRecordStore:
@@ -188,9 +189,12 @@ class Buffering:
     # -- observation -------------------------------------------------------------------
 
     async def start_observation(self, ctx: CycleContext, record: OMRecord, candidates: Sequence[Message],
-                                sink: PartSink, *, skip_minimum: bool = False) -> bool:
+                                sink: PartSink, *, skip_minimum: bool = False,
+                                announce: Callable[[DataPart], None] | None = None) -> bool:
         """Hand ``candidates`` (a safe prefix) to a background observer; False when nothing
-        was started (too few tokens, one already running, no background work)."""
+        was started (too few tokens, one already running, no background work). Its start
+        part goes to ``announce`` when given (a turn's step streams it after its status,
+        where Mastra's job announces itself), else to ``sink``."""
         buffer_tokens = self.engine.options.observation.buffer_tokens
         if not candidates or buffer_tokens is False or flag_live(record.is_buffering_observation,
                                                                                   clock=self.engine.clock):
@@ -206,8 +210,13 @@ class Buffering:
         started = await self._start(f"om-buffer:{record.lookup_key}", record, "is_buffering_observation",
                                     lambda: self._observe(job_ctx, record, queued, cycle, sink))
         if started:
-            sink.emit(cycle.start())
+            self._observing.add(record.lookup_key)
+            (announce or sink.emit)(cycle.start())
         return started
+
+    def observing(self, key: str) -> bool:
+        """A background observer this process started on record ``key`` has not ended yet."""
+        return key in self._observing
 
     async def _start(self, key: str, record: OMRecord, flag: Flag, job: Callable[[], Awaitable[None]]) -> bool:
         """Claim ``flag`` in the database, then queue ``job``, which releases it."""
@@ -222,8 +231,11 @@ class Buffering:
 
     async def _observe(self, ctx: CycleContext, record: OMRecord, queued: list[Message] | QueuedCandidates,
                        cycle: BufferCycle, sink: PartSink) -> None:
-        async with self.engine.hooks.background(ctx, record, OBSERVATION, sink) as (job_ctx, job_sink):
-            await self._buffer_observation(job_ctx, record, queued, cycle, job_sink)
+        try:
+            async with self.engine.hooks.background(ctx, record, OBSERVATION, sink) as (job_ctx, job_sink):
+                await self._buffer_observation(job_ctx, record, queued, cycle, job_sink)
+        finally:
+            self._observing.discard(record.lookup_key)
 
     async def _buffer_observation(self, ctx: CycleContext, record: OMRecord, queued: list[Message] | QueuedCandidates,
                                   cycle: BufferCycle, sink: JobParts) -> None:

@@ -134,8 +134,18 @@ class ObservationEngine:
             or current.observation_token_count != record.observation_token_count
 
     async def patch_hints(self, ctx: CycleContext, values: dict[str, Any]) -> None:
-        """Write the thread's OM metadata; the merged result is what the turn injects next."""
-        ctx.hints = await self.records.patch_thread_om(ctx.thread_id, values) or ctx.hints
+        """Write the thread's OM metadata; the merged result is what the turn injects next.
+        It replaces the hints in place: a cycle runs on a copy of the turn's context
+        (``CycleHooks``), and the turn's step shows the actor what this cycle wrote (Mastra's
+        actor gets a step-0 observation's current task and suggested response at once)."""
+        merged = await self.records.patch_thread_om(ctx.thread_id, values)
+        if merged is None:
+            return
+        if ctx.hints is None or ctx.hints is merged:
+            ctx.hints = merged
+        else:
+            ctx.hints.clear()
+            ctx.hints.update(merged)
 
     async def commit_thread(self, ctx: CycleContext, output: Any, messages: Sequence[Message],
                             extraction: ExtractionResult, cycle_id: str) -> None:

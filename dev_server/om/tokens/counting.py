@@ -24,7 +24,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from dev_server.om.tokens.attachments import client_estimate, estimate_attachment, result_attachments
@@ -191,6 +191,37 @@ def _count_message(message: Any, provider: str | None, cache: bool) -> int:
     if extra_messages:
         overhead += extra_messages * TOKENS_PER_MESSAGE
     return math.floor(payload + overhead + 0.5)  # JavaScript's Math.round
+
+
+class PartsTally:
+    """The tokens of a message whose parts only grow (a reply between the steps of its turn),
+    counted part by part: ``update`` counts the parts added since the last call (and the last
+    one again when it is text or reasoning, the only kinds that grow in place) and returns
+    what ``count_message`` says for the whole message, summed in the same order. The cache
+    is neither read nor written: the parts are the turn's live ones."""
+
+    def __init__(self, role: str = "assistant", provider: str | None = None) -> None:
+        self.role = role
+        self.provider = provider
+        self.counted: list[tuple[float, int, int]] = []  # (payload, overhead change, extra messages) per part
+
+    def update(self, parts: Sequence[dict[str, Any]]) -> int:
+        start = min(len(self.counted), len(parts))
+        if start and parts[start - 1].get("type") in ("text", "reasoning"):
+            start -= 1
+        del self.counted[start:]
+        self.counted.extend(_count_part(part, self.provider, False) if isinstance(part, dict) else (0.0, 0, 0)
+                            for part in parts[start:])
+        payload: float = _ROLE_TOKENS[self.role] if self.role in _ROLE_TOKENS else count_string(self.role)
+        overhead: float = TOKENS_PER_MESSAGE
+        extra_messages = 0
+        for tokens, discount, extra in self.counted:
+            payload += tokens
+            overhead += discount
+            extra_messages += extra
+        if extra_messages:
+            overhead += extra_messages * TOKENS_PER_MESSAGE
+        return math.floor(payload + overhead + 0.5)
 
 
 def _count_part(part: dict[str, Any], provider: str | None, cache: bool) -> tuple[float, int, int]:
