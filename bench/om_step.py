@@ -10,9 +10,14 @@ never asked: no window here reaches its threshold. Cases, each on a real SQLite 
   threshold, so every step counts them all); "cold" messages carry no token estimate yet
   (user messages), "warm" ones carry the estimate a saved reply has;
 * OM, 1,000 observed messages: the cursor is past 1,000 messages, ~40 observation lines
-  are injected, 10 messages are unobserved.
+  are injected, 10 messages are unobserved;
+* OM deciding, 30k-token window, a tool turn: the step has a model client, so OM runs its
+  decision order at every step (the threshold is 100,000 tokens here, so nothing reaches it,
+  and no background work is queued), and the reply so far grows by a tool call and its
+  result per step.
 
-Step 0 reads storage; steps 1-4 reuse what step 0 loaded. Run: .venv/bin/python bench/om_step.py [turns]
+Step 0 reads storage; steps 1-4 carry what step 0 loaded and count only what the reply
+added. Run: .venv/bin/python bench/om_step.py [turns]
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -31,6 +37,7 @@ sys.path.insert(0, str(REPO))
 from dev_server.kernel.clock import to_iso  # noqa: E402
 from dev_server.kernel.messages import Message  # noqa: E402
 from dev_server.kernel.processors import StepContext, TurnProcessors, start_turn  # noqa: E402
+from dev_server.llm.scripted import ScriptedModel  # noqa: E402
 from dev_server.memory.memory import Memory, MemoryOptions  # noqa: E402
 from dev_server.om.engine.record_store import om_record_store  # noqa: E402
 from dev_server.om.tokens.counting import count_message, count_messages  # noqa: E402
@@ -77,8 +84,33 @@ async def seed(store: ConversationStore, records: OMRecordStore) -> None:
     print(f"30k window: {len(window)} messages, {tokens} tokens; observed thread: 1000 observed + 10 new")
 
 
-async def timed_turn(memory: Memory, thread, samples: dict[str, list[float]]) -> None:
-    step = StepContext("chat-agent", "run", "You are a helpful assistant.", thread=thread, resource_id="r1")
+class ToolTurnReply:
+    """The reply so far of a tool turn (``StepContext.reply``): a call and its result per step."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        self.parts: list[dict] = []
+
+    def grow(self, index: int) -> None:
+        if self.parts:
+            self.parts.append({"type": "step-start"})
+        self.parts.append({"type": "tool-invocation", "toolInvocation": {
+            "state": "result", "toolCallId": f"call-{index}", "toolName": "lookup", "args": {"q": SENTENCE[:40]},
+            "result": {"hits": [SENTENCE] * 3}}})
+
+    def message(self) -> Message:
+        return Message("reply", self.thread_id, "r1", "assistant", {"format": 2, "parts": list(self.parts)},
+                       to_iso(datetime.now(UTC)))
+
+    async def split(self) -> None:
+        return None
+
+
+async def timed_turn(memory: Memory, thread, samples: dict[str, list[float]], decide: Any = None) -> None:
+    """``decide``: a model client, so OM runs its decisions at every step of a tool turn."""
+    step = StepContext("chat-agent", "run", "You are a helpful assistant.", thread=thread, resource_id="r1",
+                       llm=decide, model=await decide.resolve("openai/gpt-4o-mini") if decide else None)
+    reply = step.reply = ToolTurnReply(thread.id) if decide else None
     processors = TurnProcessors(start_turn(memory.processors, step))
     for index in range(STEPS):
         started = time.perf_counter()
@@ -87,6 +119,8 @@ async def timed_turn(memory: Memory, thread, samples: dict[str, list[float]]) ->
         step.messages()
         step.take_emitted()
         samples["first" if index == 0 else "later"].append(time.perf_counter() - started)
+        if reply is not None:
+            reply.grow(index)
 
 
 def p50(values: list[float]) -> float:
@@ -102,16 +136,20 @@ async def main(turns: int) -> None:
         plain = Memory(MemoryOptions(last_messages=10), store, agent_id="chat-agent", agent_resource="ai-chat")
         om = Memory(MemoryOptions(last_messages=10, observational_memory=True), store, agent_id="chat-agent",
                     agent_resource="ai-chat")
-        cases = {"plain (last 10)": (plain, "plain"), "OM 30k window, cold": (om, "cold"),
-                 "OM 30k window, warm": (om, "warm"), "OM 1,000 observed": (om, "observed")}
-        threads = {name: await store.get_thread(thread_id) for name, (_, thread_id) in cases.items()}
+        deciding = Memory(MemoryOptions(last_messages=10, observational_memory={"observation": {
+            "messageTokens": 100_000}}), store, agent_id="chat-agent", agent_resource="ai-chat")
+        llm = ScriptedModel()  # never asked: nothing reaches a threshold
+        cases = {"plain (last 10)": (plain, "plain", None), "OM 30k window, cold": (om, "cold", None),
+                 "OM 30k window, warm": (om, "warm", None), "OM 1,000 observed": (om, "observed", None),
+                 "OM deciding, tool turn": (deciding, "warm", llm)}
+        threads = {name: await store.get_thread(thread_id) for name, (_, thread_id, _) in cases.items()}
         runs = {name: {"first": [], "later": []} for name in cases}
         for _ in range(3):  # warm-up
-            for name, (memory, _) in cases.items():
-                await timed_turn(memory, threads[name], {"first": [], "later": []})
+            for name, (memory, _, decide) in cases.items():
+                await timed_turn(memory, threads[name], {"first": [], "later": []}, decide)
         for _ in range(turns):  # interleaved, so drift hits every case alike
-            for name, (memory, _) in cases.items():
-                await timed_turn(memory, threads[name], runs[name])
+            for name, (memory, _, decide) in cases.items():
+                await timed_turn(memory, threads[name], runs[name], decide)
         await db.close()
     base = runs["plain (last 10)"]
     print(f"turns={turns} x {STEPS} steps; p50 ms per step, ratio to the plain memory step of the same run")

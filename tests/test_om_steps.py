@@ -30,6 +30,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dev_server.agents import chat_agent
 from dev_server.agents.definition import AgentDefinition
 from dev_server.kernel.clock import ManualClock
@@ -89,8 +91,18 @@ def chat(server: InProcessServer, clock: ManualClock, data: Path, texts: list[st
     for i, text in enumerate(texts, start=start):
         clock.advance(minutes=1)
         results.append(turn(server, THREAD, f"u{i}", text))
-        settled(data / "dev-server.db", THREAD)
+        if record(data / "dev-server.db", f"thread:{THREAD}"):  # thread scope: background work may run
+            settled(data / "dev-server.db", THREAD)
     return results
+
+
+def record(db: Path, key: str) -> dict[str, Any] | None:
+    """The newest OM record of ``key`` (``thread:<id>``, ``resource:<id>``)."""
+    with sqlite3.connect(db) as conn:
+        conn.row_factory = sqlite3.Row
+        row = conn.execute("SELECT * FROM mastra_observational_memory WHERE lookup_key = ?"
+                           " ORDER BY generation_count DESC LIMIT 1", (key,)).fetchone()
+    return dict(row) if row else None
 
 
 def opening(result: dict[str, Any]) -> list[list[str]]:
@@ -181,9 +193,11 @@ def test_a_tool_turn_decides_at_every_step_splits_the_buffered_reply_and_activat
     assert "Saturday is the best day" in "".join(c.get("delta", "") for c in retried["chunks"])
 
 
+@pytest.mark.parametrize("scope", ["thread", "resource"])
 def test_a_threshold_reached_at_a_later_step_observes_the_reply_so_far_and_leaves_only_the_observations(
-        tmp_path: Path) -> None:
-    options = {"observation": {"messageTokens": 300, "bufferTokens": False}, "reflection": {"observationTokens": 5000}}
+        tmp_path: Path, scope: str) -> None:
+    options = {"scope": scope, "observation": {"messageTokens": 300, "bufferTokens": False},
+               "reflection": {"observationTokens": 5000}}
     observer = ["<observations>\nDate: Jan 5, 2026\n* 🔴 (09:04) User asked for the weather; Saturday is sunny in "
                 "Chamonix\n</observations>\n<current-task>Pick the day for the ridge walk.</current-task>"]
     llm = ScriptedModel([*(f"Noted, point {i}." for i in range(3)), *TOOL_TURN, "Sure."], observer=observer)
@@ -208,8 +222,9 @@ def test_a_threshold_reached_at_a_later_step_observes_the_reply_so_far_and_leave
     # the reply was split where it was observed: the observed part is out of the next turn's
     # window, the text that followed is in it
     db = tmp_path / "dev-server.db"
-    record = record_row(db, THREAD)
-    observed_ids = set(json.loads(record["observed_message_ids"]))
+    row = record(db, f"thread:{THREAD}" if scope == "thread" else "resource:ai-chat")
+    assert row is not None
+    observed_ids = set(json.loads(row["observed_message_ids"]))
     replies = [m for m in stored_messages(db, THREAD) if m.role == "assistant"]
     split_off, rest = replies[3], replies[4]
     assert split_off.id in observed_ids and rest.id not in observed_ids

@@ -15,7 +15,10 @@ for a tool of another agent (agent as tool): no thread, its spans under the tool
 
 While the reply streams it is checkpointed (at most once per ``checkpoint_every_s``) as
 the same message, marked ``interrupted``, so a process killed mid-stream leaves the
-partial reply stored; the final save overwrites the checkpoint. Any failure while
+partial reply stored; the final save overwrites the checkpoint. A processor may split the
+reply between two steps (``_ReplySoFar``, ``dev_server.kernel.processors.ReplySoFar``): what
+it holds is stored as a message of its own and the reply goes on as a new message, under a
+new id; the stream stays one message. Any failure while
 streaming, not only the provider's, is recorded on the turn and re-raised as a failure
 with a ``kind`` and a safe ``message``. Text is repaired (lone surrogates -> U+FFFD) where
 it enters the turn, from storage or from the model, so it can always be encoded.
