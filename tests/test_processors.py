@@ -164,7 +164,7 @@ class Reporting(TurnProcessor):
 
 
 @pytest.mark.anyio
-async def test_a_steps_parts_open_it_and_background_parts_stream_between_runs_and_are_kept() -> None:
+async def test_a_steps_parts_open_it_and_background_parts_wait_for_a_pause_and_are_kept() -> None:
     model = ScriptedModel([Reply(tool_calls=[Call("echo", {"text": "hi"}, id="call-1")]),
                            Reply(["done", " and", " dusted."], piece_delay_s=0.05)])
     step = StepContext("agent", "run", "You are terse.", thread=None, resource_id=None, agent_tools=(ECHO,))
@@ -182,4 +182,4 @@ async def test_a_steps_parts_open_it_and_background_parts_stream_between_runs_an
     assert late > texts[-1] and late < kinds.index("Finish")
     assert texts == list(range(texts[0], texts[-1] + 1))
     # the durable one is kept in the reply where it was streamed, after the step's one text part
-    assert [p["type"] for p in reply.parts] == ["step-start", "tool-invocation", "step-start", "text", "data-late"]
+    assert [p["type"] for p in reply.parts] == ["tool-invocation", "step-start", "text", "data-late"]

@@ -8,7 +8,9 @@ step's ``StepStart`` is yielded only once the model's first event arrived, so a 
 (or a processor) that fails at once still fails before any response starts, and is preceded
 by the data parts the processors emitted for the step (Mastra streams OM's status and cycle
 parts ahead of the step's ``start-step``); what background work emits while the turn runs
-is streamed at the loop's next pause (``arrived``). Reasoning,
+is streamed at the loop's next pause (``arrived``): after a step's ``StepStart`` (before the
+model's first event), after each tool ran (before its result), at the step's end (before its
+``StepFinish``) and before the turn's ``Finish``. Reasoning,
 text and each call's argument text (``ToolInputStart`` + ``ToolCallDelta``) stream as they
 come. The complete tool calls (``ToolCall``, assembled by the client) are then executed
 one by one (``dev_server.kernel.tools.execute``: a bad argument, a raise or a timeout is a tool
@@ -34,8 +36,10 @@ What the reply is made of accumulates on ``ReplyParts`` as stored (Mastra format
 parts: per step its reasoning and text, its ``tool-invocation`` parts (state ``result``,
 ``isError`` for a tool error; state ``call`` for a client tool) and its non-transient data
 parts, with a ``step-start`` between two steps (as Mastra stores a reply: none before the
-first step, though the stream still opens every step with ``start-step``), so a checkpoint
-or the final save writes exactly what was streamed so far.
+first step, though the stream still opens every step with ``start-step``; it goes in as the
+step the turn goes on from ends, so the reply so far that the next step's processors see
+ends with it, as Mastra's does), so a checkpoint or the final save writes exactly what was
+streamed so far.
 """
 
 from __future__ import annotations
@@ -93,6 +97,7 @@ def step_count(parts: list[dict[str, Any]]) -> int:
 class ReplyParts:
     parts: list[dict[str, Any]] = field(default_factory=list)
     steps: int = -1  # steps the parts hold; -1: count them (a reply continued from stored parts)
+    separated: bool = False  # the last step ended with the step-start of the next (``end_step``)
 
     def __post_init__(self) -> None:
         if self.steps < 0:
@@ -108,15 +113,24 @@ class ReplyParts:
         return all(p["type"] == "step-start" or p["type"].startswith("data-") for p in self.parts)
 
     def step(self) -> None:
-        """A step begins: a ``step-start`` separates it from the step before (the first has none)."""
-        if self.steps:
+        """A step begins: a ``step-start`` separates it from the step before (the first has
+        none), unless the step before put it in when it ended (``end_step``)."""
+        if self.steps and not self.separated:
             self.parts.append({"type": "step-start"})
         self.steps += 1
+        self.separated = False
+
+    def end_step(self) -> None:
+        """A step the turn goes on from ends: the ``step-start`` that separates it from the next
+        goes in now, as Mastra's reply holds it between its steps (a reply split before the
+        next step keeps it at the end of the part split off)."""
+        self.parts.append({"type": "step-start"})
+        self.separated = True
 
     def take(self) -> list[dict[str, Any]]:
         """The parts so far, handed over: the reply goes on empty, as a message of its own
         whose first step has no ``step-start`` (a split, ``ReplySoFar``)."""
-        parts, self.parts, self.steps = self.parts, [], 0
+        parts, self.parts, self.steps, self.separated = self.parts, [], 0, False
         return parts
 
     def add_text(self, text: str) -> None:
@@ -208,20 +222,16 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
         streaming_inputs: set[str] = set()  # calls whose ToolInputStart was sent
         finish: Finish | None = None
         started = False
-        last: type | None = None  # the previous model event's type
         try:
             async for event in stream:
                 if not started:
                     started = True
-                    # the step's own parts, and what background work reported meanwhile, open the step
-                    for part in [part for part, _ in emitted] + arrived(step, reply):
+                    for part, _ in emitted:  # the step's own parts open it
                         yield part
                     reply.step()
                     yield StepStart(index)
-                elif step.emitted and not (type(event) is last and last in _RUNS):
-                    for part in arrived(step, reply):  # never inside a text or reasoning run
+                    for part in arrived(step, reply):  # what background work reported before the model answered
                         yield part
-                last = type(event)
                 if isinstance(event, TextDelta):
                     event = TextDelta(repair_text(event.text))
                     reply.add_text(event.text)
@@ -283,6 +293,8 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
         continued = bool(calls) and not waiting and index + 1 < max_steps
         output = StepFinish(index, reason, usage, continued, step_text, tuple(announced), tuple(outcomes))
         await processors.after_step(step, output)
+        for part in arrived(step, reply):  # what background work reported while the model streamed
+            yield part
         yield output
         if not continued:
             if calls and not waiting:
@@ -292,6 +304,7 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
                 yield part
             yield Finish(reason, Usage(input_tokens, output_tokens))
             return
+        reply.end_step()
         step.progress.append(assistant_tool_calls(step_text, [(c.id, c.name, c.arguments) for c in calls]))
         step.progress.extend(results)
 
@@ -307,9 +320,6 @@ def memory_headers(step: StepContext) -> dict[str, Any] | None:
     if step.resource_id:
         headers["x-resource-id"] = step.resource_id
     return {"extra_headers": headers} if headers else None
-
-
-_RUNS = (TextDelta, ReasoningDelta)  # events that continue a part while they follow one another
 
 
 def arrived(step: StepContext, reply: ReplyParts) -> list[DataPart]:

@@ -37,12 +37,13 @@ the ``durable`` ones in the reply's stored parts, ahead of the step, or, for
 ``PREVIOUS_REPLY`` ones emitted during a new reply's first step, on the thread's previous
 reply after its parts (``StepContext.keep``). Background work a processor started (buffered
 observation) may emit too while the turn is ``live``: the loop streams (and keeps, the same
-way) what arrived at its next pause, between two model events (never inside a text or
-reasoning run), after a tool call, at the step's end or before the turn's finish. ``llm``
-and ``model`` are what answers the turn (a processor that asks a model itself, Observational
-Memory's observer, starts from them); ``open_span`` opens a span under the processor's own,
-so such a call shows in the trace. An agent without memory has no processors, and the model
-sees the client's messages.
+way) what arrived at its next pause: right after a step's ``start-step`` (before the model's
+first event), after a tool ran (before its result), at the step's end (before its
+``finish-step``), or before the turn's finish; never inside a text or reasoning run.
+``llm`` and ``model`` are what answers the turn (a processor that asks a model itself,
+Observational Memory's observer, starts from them); ``open_span`` opens a span under the
+processor's own, so such a call shows in the trace. An agent without memory has no
+processors, and the model sees the client's messages.
 """
 
 from __future__ import annotations
