@@ -80,7 +80,7 @@ async def seed(store: ConversationStore, records: OMRecordStore) -> None:
     lines = "\n".join(f"* 🔴 (10:{i % 60:02d}) User stated they want detail number {i} for the trip" for i in range(40))
     await records.update_active_observations(record.id, observations=f"Date: Jan 1, 2026\n{lines}", token_count=900,
                                              last_observed_at=old[999].created_at,
-                                             observed_ids=[m.id for m in old[:1000]], tokens_observed=900)
+                                             observed_ids=[m.id for m in old[:1000]])
     print(f"30k window: {len(window)} messages, {tokens} tokens; observed thread: 1000 observed + 10 new")
 
 
