@@ -107,6 +107,7 @@ class OMTurn(TurnProcessor):
         self.input_ids: set[str] = set()  # the turn's input: kept in view on its first step
         self.others: dict[str, list[Message]] = {}  # resource scope: the other threads' unobserved messages
         self.context: list[tuple[str, str]] = []  # ... as the actor sees them
+        self.context_tokens = 0  # ... and what they count (tokenx of their transcripts)
         self.recall: Tool | None = None  # retrieval: the turn's recall tool
         self.announced: list[DataPart] = []  # background observers' start parts, streamed after the status
         self.continued = False  # the history shown starts with the continuation reminder
@@ -132,14 +133,15 @@ class OMTurn(TurnProcessor):
     def pending(self) -> int:
         """The step's unobserved tokens: the window, the reply so far, in resource scope the
         other threads' context."""
-        return self.window.pending + (other_tokens(self.context) if self.context else 0)
+        return self.window.pending + self.context_tokens
 
     def preserved(self, first: bool) -> set[str]:
         """What an observation must leave in view: the turn's input, on its first step only."""
         return self.input_ids if first else set()
 
     async def reflect_ahead(self, record: OMRecord) -> bool:
-        """Start a buffered reflection (``dev_server.om.engine.buffering``); None when buffering is off."""
+        """Start a buffered reflection (``dev_server.om.engine.buffering``; ``maybe_reflect``
+        asks only with async buffering on)."""
         return await self.processor.buffering.start_reflection(self.ctx, record, self.sink)
 
 
@@ -178,6 +180,7 @@ class ObservationalMemoryStep:
             messages = unobserved(await self.store.messages_since(thread.id, cursor), record, cursor=cursor)
             turn.others = await other_threads(self.store, record, thread.resource_id, thread.id)
             turn.context = other_conversations(turn.others, options.obscure_thread_ids)
+            turn.context_tokens = other_tokens(turn.context)
         else:
             messages = unobserved(await self.store.messages_since(thread.id, record.last_observed_at), record)
         if options.temporal_markers and step.input_count > 0:

@@ -58,6 +58,7 @@ class OMTurn(Protocol):
     sink: PartSink
     others: dict[str, list[Message]]
     context: list[tuple[str, str]]
+    context_tokens: int
     announced: list[DataPart]
     last_reply: Message | None
     last_reply_read: bool
@@ -124,7 +125,7 @@ class StepDecisions:
                 await self._split_observed(step, turn, messages)
                 window.drop_observed({m.id for m in messages}, floor=0, preserve=turn.preserved(first))
                 record = await self.engine.maybe_reflect(ctx, observed)
-                turn.others, turn.context = {}, []
+                turn.others, turn.context, turn.context_tokens = {}, [], 0
         turn.record = record
 
     # -- buffering and activation (2.4, 2.5) -------------------------------------------
