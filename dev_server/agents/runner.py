@@ -16,11 +16,10 @@ for a tool of another agent (agent as tool): no thread, its spans under the tool
 While the reply streams it is checkpointed (at most once per ``checkpoint_every_s``) as
 the same message, marked ``interrupted``, so a process killed mid-stream leaves the
 partial reply stored; the final save overwrites the checkpoint. A processor may split the
-reply between two steps (``_ReplySoFar``, ``dev_server.kernel.processors.ReplySoFar``): what
-it holds is stored as a message of its own and the reply goes on as a new message, under a
-new id; the stream stays one message. Any failure while
-streaming, not only the provider's, is recorded on the turn and re-raised as a failure
-with a ``kind`` and a safe ``message``. Text is repaired (lone surrogates -> U+FFFD) where
+reply between two steps (``dev_server.agents.reply_so_far``): what it holds is stored as a
+message of its own and the reply goes on as a new message, under a new id; the stream stays
+one message. Any failure while streaming, not only the provider's, is recorded on the turn
+and re-raised as a failure with a ``kind`` and a safe ``message``. Text is repaired (lone surrogates -> U+FFFD) where
 it enters the turn, from storage or from the model, so it can always be encoded.
 """
 
@@ -33,7 +32,6 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -43,7 +41,8 @@ from opentelemetry.trace import Span
 
 from dev_server.agents.registry import AgentRegistry, RegisteredAgent
 from dev_server.agents.replay import reply_events
-from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso, parse_iso, to_iso
+from dev_server.agents.reply_so_far import TurnReplySoFar
+from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso
 from dev_server.kernel.convert import assistant_message
 from dev_server.kernel.events import LoopEvent, StepFinish
 from dev_server.kernel.loop import LoopHooks, ReplyParts, run_steps
@@ -194,7 +193,9 @@ class TurnRunner:
                     turn.replay, turn.reply_id = recorded.replay, recorded.replay.id
                 elif isinstance(incoming[-1], ContinuedReply):
                     _continue_reply(turn, incoming[-1])
-                step.reply = _ReplySoFar(self, turn)
+                step.reply = TurnReplySoFar(turn, build=lambda metadata: self._reply(turn, metadata),
+                                            stamp=lambda: self._stamp(turn),
+                                            store=lambda message: self._store_split(turn, message), new_id=new_id)
         except BaseException as exc:
             spans.finish(root, error=exc)
             raise
@@ -354,6 +355,14 @@ class TurnRunner:
         else:
             await turn.agent.memory.save_reply(turn.thread, reply)
 
+    async def _store_split(self, turn: Turn, message: Message) -> None:
+        """A part split off the reply (``TurnReplySoFar``): the first step's parts meant for
+        the thread's previous reply go there first, before this message becomes its newest."""
+        if turn.thread is None or turn.agent.memory is None:
+            return
+        await self._keep_on_previous_reply(turn)
+        await turn.agent.memory.split_reply(turn.thread, message)
+
     @staticmethod
     async def _keep_on_previous_reply(turn: Turn) -> None:
         """Write the first step's durable parts onto the thread's previous reply
@@ -391,45 +400,6 @@ class TurnRunner:
         """Now, but never before what a split left (a still clock must not tie them)."""
         now = now_iso(self.clock)
         return max(now, turn.not_before) if turn.not_before else now
-
-
-class _ReplySoFar:
-    """``ReplySoFar`` (``dev_server.kernel.processors``) of a turn with memory: the reply's
-    parts, the message they would be stored as, and the split that stores them as a message
-    of their own (complete, with the run's metadata) while the reply goes on under a new id,
-    stamped at least 2 ms later (a cursor set 1 ms past the split-off message, as buffering
-    sets it, must not hide the next one)."""
-
-    def __init__(self, runner: TurnRunner, turn: Turn) -> None:
-        self.runner, self.turn = runner, turn
-
-    @property
-    def parts(self) -> list[dict[str, Any]]:
-        return self.turn.reply.parts
-
-    def message(self) -> Message | None:
-        turn = self.turn
-        if not turn.reply.parts or turn.thread is None:
-            return None
-        turn.reply_created_at = turn.reply_created_at or self.runner._stamp(turn)
-        metadata = {k: v for k, v in turn.reply_metadata().items() if k != "interrupted"}  # it is whole
-        return self.runner._reply(turn, metadata)
-
-    async def split(self) -> Message | None:
-        turn = self.turn
-        message = self.message()
-        if message is None or turn.thread is None or turn.agent.memory is None:
-            return None
-        # the first step's parts meant for the thread's previous reply go there before this
-        # message becomes the thread's newest reply (``StepContext.keep``)
-        await self.runner._keep_on_previous_reply(turn)
-        await turn.agent.memory.split_reply(turn.thread, message)
-        turn.split_text += turn.reply.text
-        turn.reply.take()
-        turn.reply_id, turn.checkpointed, turn.reply_created_at = new_id(), False, None
-        turn.not_before = to_iso(parse_iso(message.created_at) + timedelta(milliseconds=2))
-        turn.step.progress.clear()  # the split-off message holds this turn's tool rounds now
-        return message
 
 
 def _saves_reply(turn: Turn) -> bool:
