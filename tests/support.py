@@ -129,13 +129,26 @@ def run_node(script: str, payload: dict[str, Any], timeout: float = 60.0) -> dic
     return json.loads(result.stdout)
 
 
-class LiveApp:
-    """A real uvicorn server in a thread, for apps built in the test (injected LLM, auth)."""
+def bound_socket(port: int = 0) -> socket.socket:
+    """A socket bound on 127.0.0.1 (``port`` 0: one the system picks), for a server to listen
+    on: held from the start, no other process can take the port before the server binds."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    return sock
 
-    def __init__(self, app, port: int | None = None) -> None:
+
+class LiveApp:
+    """A real uvicorn server in a thread, for apps built in the test (injected LLM, auth), on
+    ``sock`` if given, else on ``port``, else on a socket bound here (``bound_socket``)."""
+
+    def __init__(self, app, port: int | None = None, sock: socket.socket | None = None) -> None:
         import uvicorn
 
-        self.port = port or free_port()
+        self.socket = sock if sock is not None or port is not None else bound_socket()
+        if self.socket is not None:
+            port = self.socket.getsockname()[1]
+        self.port = port
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
                                                     lifespan="on"))
         self.thread = None
@@ -147,7 +160,8 @@ class LiveApp:
     def __enter__(self) -> LiveApp:
         import threading
 
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        sockets = [self.socket] if self.socket is not None else None
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": sockets}, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 20
         while not self.server.started:
@@ -159,6 +173,8 @@ class LiveApp:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+        if self.socket is not None:
+            self.socket.close()
 
 
 def sqlite_rows(path: Path, sql: str, params: tuple = ()) -> list[tuple]:

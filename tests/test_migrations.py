@@ -11,6 +11,7 @@ import pytest
 
 from dev_server.storage.libsql import LibSQLStore
 from dev_server.storage.migrate import load_migrations, split_sqlite_statements
+from tests.kit.builders import database_at_version
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -114,23 +115,12 @@ def test_two_processes_opening_the_same_fresh_file_at_once_never_fail(tmp_path: 
             assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def _migrate_up_to(path: Path, last_version: int) -> None:
-    """A database as an older release left it: the migrations up to ``last_version``."""
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE _migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-                     " applied_at TEXT NOT NULL)")
-        for migration in load_migrations("libsql"):
-            if migration.version <= last_version:
-                conn.executescript(migration.sql)
-                conn.execute("INSERT INTO _migrations VALUES (?, ?, 'then')", (migration.version, migration.name))
-
-
 @pytest.mark.anyio
 async def test_search_index_and_thread_agent_are_backfilled_on_upgrade(tmp_path: Path):
     from dev_server.storage.conversations import ConversationStore
 
     path = tmp_path / "old.db"
-    _migrate_up_to(path, 2)
+    database_at_version(path, 2)
     with sqlite3.connect(path) as conn:
         conn.execute("INSERT INTO threads (id, resource_id, created_at, updated_at) VALUES"
                      " ('old', 'ai-chat', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')")

@@ -21,7 +21,7 @@ from dev_server.llm.scripted import Call, Reply, ScriptedModel
 from dev_server.om.tokens.counting import count_message, estimate_tokens
 from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.libsql import LibSQLStore
-from dev_server.storage.migrate import load_migrations
+from tests.kit.builders import database_at_version
 
 
 async def echo(arguments: Any, context: ToolContext) -> dict[str, Any]:
@@ -77,20 +77,10 @@ def test_om_counts_a_one_step_reply_without_a_step_start() -> None:
     assert count_message(legacy) == count_message(reply) + 7
 
 
-def _migrate_up_to(path: Path, last_version: int) -> None:
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE _migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-                     " applied_at TEXT NOT NULL)")
-        for migration in load_migrations("libsql"):
-            if migration.version <= last_version:
-                conn.executescript(migration.sql)
-                conn.execute("INSERT INTO _migrations VALUES (?, ?, 'then')", (migration.version, migration.name))
-
-
 @pytest.mark.anyio
 async def test_replies_stored_with_a_leading_step_start_lose_it_on_upgrade(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    _migrate_up_to(path, 12)
+    database_at_version(path, 12)
     text = {"type": "text", "text": "the zebra answer"}
     marker = {"type": "data-om-observation-end", "data": {"cycleId": "c"}}
     tool = {"type": "tool-invocation", "toolInvocation": {"state": "result", "toolCallId": "c1", "toolName": "x"}}

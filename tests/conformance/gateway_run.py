@@ -2,7 +2,7 @@
 uvicorn in a thread), the scripted model double answering as the recording's mocks
 answered (the actor by turn and step, the observer and the reflector by the order of their
 calls; an actor reply ends once background work is done, as the recorder's does), the
-recorder's clock (``tests.conformance.clock``), seeded UUIDs (``tests.conformance.ids``).
+recorder's clock (a ``ManualClock`` that ticks 1 ms per read), seeded UUIDs (``tests.conformance.ids``).
 
 The result has the trace's shape (``turns``: events, steps, calls, after), built by
 ``tests.conformance.adapt``; a conversation our engine refuses to start has ``error``.
@@ -20,18 +20,19 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, aclosing, contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from dev_server.agents.definition import AgentDefinition
+from dev_server.kernel.clock import ManualClock
 from dev_server.kernel.model import Finish, ModelEvent, ModelRequest, ResolvedModel
 from dev_server.kernel.tools import Tool, ToolContext
 from dev_server.llm.scripted import Call, Reply, ScriptedModel, purpose_of
 from dev_server.memory.options import MemoryOptions
 from tests.conformance.adapt import events_of, message_of, prompt_of, record_of, thread_of
-from tests.conformance.clock import TickingClock
 from tests.conformance.ids import Labels, steady_uuids
 from tests.kit.chat import chat_turn
 from tests.kit.servers import DB_NAME, serve, settings_from_env
@@ -129,7 +130,7 @@ class GatewayRun:
         self.script = script
         self.data = data
         self.db = data / DB_NAME
-        self.clock = TickingClock(script["turns"][0]["at"])
+        self.clock = ManualClock(script["turns"][0]["at"], tick=timedelta(milliseconds=1))
         self.turn: dict[str, Any] = {}
         self.step = 0
         self.steps: list[dict[str, Any]] = []

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 # -- times, to the second ------------------------------------------------------------------
-# Both clocks move 1 ms per read (tests.conformance.clock), and the engines read them a
+# Both clocks move 1 ms per read (the replay's ManualClock ticks), and the engines read them a
 # different number of times: times are compared to the second, durations to the nearest second.
 
 _ISO_MS = re.compile(r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)\.\d{1,3}")

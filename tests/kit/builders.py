@@ -4,11 +4,14 @@ keep) and threads."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.conversations import ConversationStore
+from dev_server.storage.migrate import load_migrations
 from tests.support import user_message
 
 __all__ = ["user_message", "ui_message", "text_part", "file_part", "data_part", "tool_part", "stored_text",
@@ -77,3 +80,14 @@ async def seed_threads(conversations: ConversationStore, messages: list[Message]
         await conversations.save_thread(Thread(thread_id, resource_id, title=title(thread_id), agent_id=agent_id))
     for message in messages:
         await conversations.append_messages(message.thread_id, [message])
+
+
+def database_at_version(path: Path, last_version: int) -> None:
+    """A database as an older release left it: the migrations up to ``last_version``."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE _migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+                     " applied_at TEXT NOT NULL)")
+        for migration in load_migrations("libsql"):
+            if migration.version <= last_version:
+                conn.executescript(migration.sql)
+                conn.execute("INSERT INTO _migrations VALUES (?, ?, 'then')", (migration.version, migration.name))

@@ -21,6 +21,7 @@ end; ``server_fixture(...)`` to declare a module's server as a fixture in one li
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -32,7 +33,7 @@ import httpx
 import pytest
 
 from dev_server.settings import ENV_PREFIX, Settings
-from tests.support import ONE_WORKER, LiveApp, ServerProcess, free_port, wait_models_ready
+from tests.support import ONE_WORKER, LiveApp, ServerProcess, bound_socket, wait_models_ready
 
 DB_NAME = "dev-server.db"
 
@@ -80,7 +81,8 @@ class InProcessServer:
         self.settings = settings if isinstance(settings, Settings) else settings_from_env(data_dir, env,
                                                                                          **(settings or {}))
         self.app_kwargs = app_kwargs
-        self.port = free_port()
+        self._socket: socket.socket | None = bound_socket()  # the first start listens on it
+        self.port = self._socket.getsockname()[1]
         self.app = None
         self._live: LiveApp | None = None
 
@@ -96,7 +98,8 @@ class InProcessServer:
         from dev_server.factory import create_app
 
         self.app = create_app(self.role, self.settings, **self.app_kwargs)
-        self._live = LiveApp(self.app, port=self.port).__enter__()
+        sock, self._socket = self._socket, None  # a restart binds the same port again
+        self._live = LiveApp(self.app, port=self.port, sock=sock).__enter__()
 
     def wait_healthy(self, timeout: float = 20.0) -> dict[str, Any]:
         return httpx.get(f"{self.url}/health", timeout=timeout).json()
@@ -108,6 +111,9 @@ class InProcessServer:
         if self._live is not None:
             self._live.__exit__(None, None, None)
             self._live = None
+        if self._socket is not None:  # never started
+            self._socket.close()
+            self._socket = None
         return 0
 
 

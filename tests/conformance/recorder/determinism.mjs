@@ -2,7 +2,7 @@
 // - one clock: `Date` starts each turn at the moment the script sets and moves 1 ms at
 //   every read, so two things made in a turn are never stamped the same millisecond (as in
 //   production, where time passes between them), and the same run reads the same times
-//   (the replay's TickingClock does the same; times are compared to the second);
+//   (the replay's ManualClock with a 1 ms tick does the same; times are compared to the second);
 //   timers stay real, so waits still end;
 // - seeded randomness whose ids always estimate to the same token count: every random
 //   byte is 0xa0-0xff, so no segment of a UUID is all digits (tokenx counts an all-digit
