@@ -152,6 +152,7 @@ def test_studio_search_by_meaning_and_edits_and_deletes_keep_the_index_consisten
         chat(gw, "notes", "n2", filler(1))
         indexed(gw, 4)
     with gateway(tmp_path, role="studio") as studio:
+        indexed(studio, 4)  # until its embedder has loaded, a search answers by keyword (searchType "text")
         found = search(studio, "what is the user called?")
         assert found["searchType"] == "semantic" and "Ada Lovelace" in found["results"][0]["content"]
         assert {"id", "role", "content", "createdAt", "threadId", "threadTitle"} <= set(found["results"][0])
@@ -334,7 +335,7 @@ def test_client_js_searches_by_meaning_and_a_clone_is_indexed_without_embedding_
         chat(gw, "source", "s2", filler(1))
         indexed(gw, 4)
     with gateway(tmp_path, role="studio") as studio:
-        embedded_before = recall_health(studio)["index"]["embedded"]
+        embedded_before = indexed(studio, 4)["index"]["embedded"]  # its embedder loaded: a search is by meaning
         ops = [{"op": "search", "agentId": "chat-agent", "resourceId": "ai-chat", "searchQuery": "paddling a boat"},
                {"op": "clone", "agentId": "chat-agent", "threadId": "source", "newThreadId": "copy"}]
         found, cloned = run_node("working_memory_client.mjs", {"baseUrl": studio.url, "ops": ops})["results"]
