@@ -16,8 +16,8 @@ from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from dev_server.auth_tokens import SERVICE_PRINCIPAL, service_token, token_principals
 from dev_server.kernel.errors import Unauthorized
-from dev_server.settings import SERVICE_PRINCIPAL, service_token, token_principals
 
 Authenticator = Callable[[HTTPConnection], Awaitable[str]]
 

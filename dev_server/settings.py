@@ -7,35 +7,24 @@ reads ``os.environ`` for configuration; the settings object is built once and pa
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
-from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from dotenv import dotenv_values
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dev_server import paths
+from dev_server.auth_tokens import service_token, token_principals
 from dev_server.kernel.model import DEFAULT_AGENT_MODEL
 from dev_server.llm.models import split_model_id
 from dev_server.om.options.config import merged_options, observational_memory_options
+from dev_server.provider_env import collect_provider_env
 from dev_server.recall.options import semantic_recall_options
 
 ENV_PREFIX = "DEV_SERVER_"
-# Variables model providers are configured with (read by litellm and its SDKs): keys, base
-# URLs, API versions, and the AWS / Azure / Vertex / Google families (and the two names
-# litellm reads for the providers of dev_server.llm.known_providers that the patterns would miss).
-PROVIDER_VARIABLE = re.compile(
-    r"^(?!DEV_SERVER_)(?:[A-Z0-9_]+_(?:API_KEY|API_BASE|BASE_URL|API_VERSION|API_TOKEN|AUTH_TOKEN|ACCOUNT_ID)"
-    r"|(?:AWS|AZURE|VERTEXAI|VERTEX|WATSONX|OLLAMA|DATABRICKS)_[A-Z0-9_]+"
-    r"|GOOGLE_APPLICATION_CREDENTIALS|GOOGLE_CLOUD_PROJECT|TOGETHER_AI_TOKEN|USE_LITELLM_PROXY)$")
-
-
 class SettingsError(Exception):
     """Invalid configuration; the message is one line naming the variable."""
 
@@ -451,33 +440,6 @@ class Settings(BaseSettings):
         return self.gateway_port if role == "gateway" else self.studio_port
 
 
-# The principal the gateway's own span exporter authenticates as (dev_server.auth); no user token may name it.
-SERVICE_PRINCIPAL = "@service"
-
-
-def token_principals(spec: str) -> dict[str, str]:
-    """``DEV_SERVER_AUTH_TOKENS`` (``token=principal,token2=principal2``) as token -> principal;
-    ValueError naming what is wrong (never a token)."""
-    pairs = {}
-    for number, item in enumerate(filter(None, (part.strip() for part in spec.split(","))), start=1):
-        token, sep, principal = (part.strip() for part in item.partition("="))
-        if not sep or not token or not principal:
-            raise ValueError(f"pair {number} is not token=principal (pairs are separated by commas)")
-        if principal == SERVICE_PRINCIPAL:
-            raise ValueError(f"pair {number} names the reserved principal {SERVICE_PRINCIPAL}")
-        pairs[token] = principal
-    if not pairs:
-        raise ValueError("no token=principal pair")
-    return pairs
-
-
-def service_token(auth_tokens: str) -> str:
-    """The service principal's token, derived from the configured user tokens
-    (``DEV_SERVER_AUTH_TOKENS``), so both processes (and every replica) know it with no
-    extra setting: the gateway's telemetry export presents it, the studio's auth accepts it."""
-    return hashlib.sha256(f"dev-server service principal\n{auth_tokens}".encode()).hexdigest()
-
-
 def otlp_target(settings: Settings, signal: str) -> tuple[str, dict[str, str] | None]:
     """The URL the gateway's ``signal`` (``traces`` or ``logs``) exporter posts to, and its headers.
 
@@ -496,17 +458,6 @@ def otlp_target(settings: Settings, signal: str) -> tuple[str, dict[str, str] | 
     base = (settings.studio_url or f"http://{settings.host}:{settings.studio_port}").rstrip("/")
     headers = {"Authorization": f"Bearer {service_token(settings.auth_tokens)}"} if settings.auth_tokens else None
     return f"{base}/v1/{signal}", headers
-
-
-def collect_provider_env(environ: Mapping[str, str], env_file: Path | None) -> dict[str, str]:
-    """Provider variables from ``env_file`` and ``environ`` (which wins), empty values dropped."""
-    found: dict[str, str] = {}
-    sources = [dotenv_values(env_file) if env_file else {}, environ]
-    for source in sources:
-        for name, value in source.items():
-            if value and value.strip() and PROVIDER_VARIABLE.match(name):
-                found[name] = value.strip()
-    return found
 
 
 def _checked_model_id(value: str, *, allow_default: bool = False) -> str:

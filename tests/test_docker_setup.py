@@ -31,7 +31,8 @@ from dockerfile_parse import DockerfileParser
 from pydantic import ValidationError
 
 from dev_server.preflight import check_exposure
-from dev_server.settings import ENV_PREFIX, PROVIDER_VARIABLE, Settings, SettingsError
+from dev_server.provider_env import PROVIDER_VARIABLE
+from dev_server.settings import ENV_PREFIX, Settings, SettingsError
 from tests.kit.compose import (
     COMPOSE,
     HEALTHCHECK,

@@ -19,7 +19,8 @@ import pytest
 
 from dev_server.kernel.model import ModelRequest
 from dev_server.llm import LiteLLMClient, ModelProviderError, ModelResolver, prepare_litellm
-from dev_server.settings import Settings, SettingsError, collect_provider_env
+from dev_server.provider_env import collect_provider_env
+from dev_server.settings import Settings, SettingsError
 from tests.fake_provider import REPLY, FakeProvider
 from tests.kit.servers import serving
 from tests.support import sqlite_rows, user_message, wait_models_ready

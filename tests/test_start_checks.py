@@ -102,7 +102,7 @@ def test_malformed_tokens_are_one_line_naming_the_setting_and_not_the_tokens(mon
 
 def test_tokens_tolerate_spaces_around_their_parts(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("DEV_SERVER_AUTH_TOKENS", " tok-a = alice , tok-b=bob ")
-    from dev_server.settings import token_principals
+    from dev_server.auth_tokens import token_principals
 
     assert token_principals(Settings.load().auth_tokens) == {"tok-a": "alice", "tok-b": "bob"}
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import aclosing, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import aclosing
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,18 +42,18 @@ from opentelemetry.trace import Span
 from dev_server.agents.registry import AgentRegistry, RegisteredAgent
 from dev_server.agents.replay import reply_events
 from dev_server.agents.reply_so_far import TurnReplySoFar
+from dev_server.agents.run_spans import RunSpans, TracedProcessor
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso
 from dev_server.kernel.convert import assistant_message
 from dev_server.kernel.events import LoopEvent, StepFinish
-from dev_server.kernel.loop import LoopHooks, ReplyParts, run_steps
+from dev_server.kernel.loop import ReplyParts, run_steps
 from dev_server.kernel.messages import Message, Thread
-from dev_server.kernel.model import Finish, LLMClient, ResolvedModel, ToolCall
-from dev_server.kernel.processors import Processor, ReplyContext, StepContext, TurnProcessor, TurnProcessors, start_turn
+from dev_server.kernel.model import Finish, LLMClient, ResolvedModel
+from dev_server.kernel.processors import Processor, ReplyContext, StepContext, TurnProcessors, start_turn
 from dev_server.kernel.stream_errors import INTERNAL_MESSAGE
 from dev_server.kernel.text import repair_value
-from dev_server.kernel.tools import Tool, ToolOutcome
+from dev_server.kernel.tools import Tool
 from dev_server.llm import ModelProviderError
-from dev_server.llm.content import for_trace
 from dev_server.memory.tool_results import ContinuedReply
 from dev_server.memory.turn_rules import TurnIntent
 from dev_server.observability import spans
@@ -221,10 +221,10 @@ class TurnRunner:
                                  parent=turn.trace_context,
                                  attributes={"model": model.model_id, "provider": model.provider,
                                              "streaming": True, "parameters": {}, "local": model.is_local})
-        hooks = _RunSpans(self.tracer, turn, generation)
+        hooks = RunSpans(self.tracer, turn.ids, generation)
         turn.step.open_span = hooks.open_span
         definition = turn.agent.definition
-        turn.processing = TurnProcessors([_TracedProcessor(p, hooks) if p.shapes_steps() else p
+        turn.processing = TurnProcessors([TracedProcessor(p, hooks) if p.shapes_steps() else p
                                           for p in start_turn(turn.processors, turn.step)])
         stream = run_steps(self.llm, model, turn.step, turn.processing, definition.max_steps, turn.reply, hooks,
                            ask_agent=self.ask if self.agents is not None else None)
@@ -428,77 +428,3 @@ def _last_user_text(incoming: list[Message], client_context: list[dict[str, Any]
         if message.get("role") == "user":
             return str(message.get("content", ""))
     return ""
-
-
-class _RunSpans(LoopHooks):
-    """The loop's spans: ``model_step`` per step under the generation, ``tool_call`` per
-    tool under its step, ``processor_run`` per processor's ``before_step`` under its step."""
-
-    def __init__(self, tracer: trace.Tracer, turn: Turn, generation: Span) -> None:
-        self.tracer, self.turn, self.generation = tracer, turn, generation
-        self.steps: list[Span] = []
-        self._tool: Span | None = None
-        self.processor_context: Context | None = None  # while a processor's before_step runs: its span
-
-    def open_span(self, name: str, span_type: str, **kwargs: Any) -> Any:
-        """A span under the running processor's (else the step's): a processor's own model call."""
-        parent = self.processor_context or self.step_context()
-        return spans.child(self.tracer, name, span_type, self.turn.ids, parent, **kwargs)
-
-    def step_started(self, index: int) -> None:
-        if self.steps:
-            spans.finish(self.steps[-1], attributes={"stepIndex": index - 1, "finishReason": "tool-calls"})
-        self.steps.append(spans.start(self.tracer, f"step: {index}", "model_step", self.turn.ids,
-                                      parent=trace.set_span_in_context(self.generation)))
-
-    def model_called(self, index: int, messages: list[dict[str, Any]]) -> None:
-        if index == 0:
-            spans.set_input(self.generation, {"messages": for_trace(messages)})
-
-    def step_context(self) -> Context:
-        return trace.set_span_in_context(self.steps[-1])
-
-    @contextmanager
-    def tool_call(self, call: ToolCall, input: Any) -> Iterator[Context | None]:
-        with spans.child(self.tracer, f"tool: '{call.name}'", "tool_call", self.turn.ids, self.step_context(),
-                         input=input, attributes={"toolId": call.name, "toolCallId": call.id}) as span:
-            self._tool = span
-            try:
-                yield trace.set_span_in_context(span)
-            finally:
-                self._tool = None
-
-    def tool_finished(self, outcome: ToolOutcome) -> None:
-        if self._tool is None:
-            return
-        if outcome.error is not None:
-            self._tool.set_attribute("mastra.error", spans.to_json({"message": outcome.error, "name": "ToolError"}))
-            self._tool.set_status(trace.Status(trace.StatusCode.ERROR, outcome.error))
-        else:
-            spans.set_output(self._tool, outcome.output)
-
-
-class _TracedProcessor(TurnProcessor):
-    """A processor's turn object whose ``before_step`` runs inside its own ``processor_run``
-    span, under the step; its other moments are its own."""
-
-    def __init__(self, processor: TurnProcessor, hooks: _RunSpans) -> None:
-        self.processor, self.hooks = processor, hooks
-        self.name = processor.name
-
-    async def after_step(self, step: StepContext, output: StepFinish) -> None:
-        await self.processor.after_step(step, output)
-
-    async def finish(self, done: ReplyContext) -> None:
-        await self.processor.finish(done)
-
-    async def before_step(self, step: StepContext) -> None:
-        turn = self.hooks.turn
-        with spans.child(self.hooks.tracer, f"input processor: {self.name}", "processor_run", turn.ids,
-                         self.hooks.step_context(),
-                         attributes={"processorName": self.name, "stepIndex": step.index}) as span:
-            self.hooks.processor_context = trace.set_span_in_context(span)
-            try:
-                await self.processor.before_step(step)
-            finally:
-                self.hooks.processor_context = None
