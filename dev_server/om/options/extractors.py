@@ -42,7 +42,13 @@ from typing import Any, Literal
 from jsonschema import SchemaError
 from jsonschema.validators import validator_for
 
-from dev_server.kernel.prompt_marks import EXTRACTOR_IDENTITY, SCHEMA_CLOSE, SCHEMA_OPEN, SOURCE_HEADING
+from dev_server.kernel.prompt_marks import (
+    EXTRACTOR_IDENTITY,
+    SCHEMA_CLOSE,
+    SCHEMA_OPEN,
+    SOURCE_HEADING,
+    THREAD_TITLE_SECTION,
+)
 
 CURRENT_TASK = "current-task"
 SUGGESTED_RESPONSE = "suggested-response"
@@ -255,9 +261,10 @@ def parse_extractors(field: str, value: Any) -> tuple[Extractor, ...]:
 
 
 def thread_title_extractor() -> Extractor:
-    return Extractor("Thread title", "A few words naming what this conversation is about, for a list of "
-                     "conversations. Change it only when the topic has clearly changed.",
-                     metadata_key_path="threadTitle", built_in=True)
+    """The title as an extractor, for its parsing and storage; the prompt asks for it in its own
+    section (``THREAD_TITLE_SECTION``), whose words are its instructions here too."""
+    instructions = THREAD_TITLE_SECTION.removeprefix("<thread-title>\n").removesuffix("\n</thread-title>")
+    return Extractor("Thread title", instructions, metadata_key_path="threadTitle", built_in=True)
 
 
 WORKING_MEMORY_INSTRUCTIONS = ("The assistant's working memory about the user, brought up to date with what the "
