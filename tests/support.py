@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from tests.kit import judge
+from tests.kit.local_http import local_http
 
 REPO = Path(__file__).resolve().parents[1]
 JS_DIR = REPO / "tests" / "js"
@@ -68,7 +69,7 @@ class ServerProcess:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{self.role} exited with {self.process.returncode}:\n{self.output()}")
             try:
-                response = httpx.get(f"{self.url}/health", timeout=1.0)
+                response = local_http.get(f"{self.url}/health", timeout=1.0)
                 if response.status_code == 200:
                     return response.json()
             except httpx.TransportError:

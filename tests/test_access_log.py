@@ -16,6 +16,7 @@ import pytest
 from dev_server.factory import create_app
 from dev_server.llm.scripted import Reply, ScriptedModel
 from dev_server.settings import Settings
+from tests.kit.local_http import local_http
 from tests.support import LiveApp, user_message
 
 LINE = re.compile(r"(?P<method>[A-Z]+) (?P<path>\S+) (?P<status>\d{3}|-) (?P<ms>\d+\.\d) ms(?P<left> \(client left\))?")
@@ -78,7 +79,7 @@ def test_a_failed_run_line_says_who_how_long_and_why(data_dir: Path, caplog: pyt
     llm = ScriptedModel([Reply(text="Half an answer", error="rate_limit")])
     app = create_app("gateway", Settings(data_dir=data_dir, telemetry=False), llm=llm)
     with LiveApp(app) as server:
-        response = httpx.post(f"{server.url}/api/chat", json=chat_body("f1", "hi"), timeout=30)
+        response = local_http.post(f"{server.url}/api/chat", json=chat_body("f1", "hi"), timeout=30)
     errors = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith('data: {"type":"error"')]
     assert errors, response.text
     failed = [r for r in caplog.records if r.getMessage().startswith("agent run failed")]
@@ -89,9 +90,9 @@ def test_a_failed_run_line_says_who_how_long_and_why(data_dir: Path, caplog: pyt
 def test_the_studios_routine_traffic_is_quiet_unless_it_fails(data_dir: Path, caplog: pytest.LogCaptureFixture):
     caplog.set_level(logging.DEBUG, logger="access")
     with LiveApp(create_app("studio", Settings(data_dir=data_dir, telemetry=False))) as server:
-        assert httpx.get(f"{server.url}/api/agents", timeout=30).status_code == 200
-        assert httpx.post(f"{server.url}/v1/traces", json={"resourceSpans": []}, timeout=30).status_code == 200
-        bad = httpx.post(f"{server.url}/v1/traces", content=b"{nope", timeout=30,
+        assert local_http.get(f"{server.url}/api/agents", timeout=30).status_code == 200
+        assert local_http.post(f"{server.url}/v1/traces", json={"resourceSpans": []}, timeout=30).status_code == 200
+        bad = local_http.post(f"{server.url}/v1/traces", content=b"{nope", timeout=30,
                          headers={"content-type": "application/json"})
         assert bad.status_code == 400
     levels = {(m["method"], m["path"], m["status"]): r.levelno for r in caplog.records if r.name == "access"

@@ -12,10 +12,10 @@ import logging
 import warnings
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.fake_provider import REPLY, FakeProvider
+from tests.kit.local_http import local_http
 from tests.kit.servers import serving
 from tests.support import user_message
 
@@ -28,13 +28,14 @@ def test_each_apps_log_records_are_exported_by_its_own_telemetry_only(tmp_path: 
     with (serving("studio", tmp_path) as studio,
           serving("gateway", tmp_path, {"DEV_SERVER_STUDIO_URL": studio.url}) as gateway):
         body = {"conversationId": "from-gateway", "messages": [user_message("g1", "hello")]}
-        assert httpx.post(f"{gateway.url}/api/chat", json=body, timeout=30).status_code == 200
+        assert local_http.post(f"{gateway.url}/api/chat", json=body, timeout=30).status_code == 200
         run = {"messages": "hello", "memory": {"thread": "from-studio", "resource": "ai-chat"}}
-        assert httpx.post(f"{studio.url}/api/agents/chat-agent/generate", json=run, timeout=30).status_code == 200
+        assert local_http.post(f"{studio.url}/api/agents/chat-agent/generate", json=run, timeout=30).status_code == 200
     # the gateway has stopped: what it queued has been sent to the studio
     # the studio has stopped: what it queued itself has been written
     with serving("studio", tmp_path) as studio:
-        logs = httpx.get(f"{studio.url}/api/observability/logs", params={"perPage": 100}, timeout=30).json()["logs"]
+        logs = local_http.get(f"{studio.url}/api/observability/logs",
+                              params={"perPage": 100}, timeout=30).json()["logs"]
     started = sorted((log["threadId"], log["serviceName"]) for log in logs
                      if log["message"].startswith("agent run started: chat-agent on thread "))
     assert started == [("from-gateway", "dev-server-gateway"), ("from-studio", "dev-server-studio")], started
@@ -48,6 +49,6 @@ def test_a_stopped_app_leaves_no_provider_connection_open(data_dir: Path) -> Non
         env = {"OPENAI_API_KEY": "sk-fake", "OPENAI_BASE_URL": fake.base_url, "DEV_SERVER_TELEMETRY": "false"}
         with serving("gateway", data_dir, env) as gateway:
             body = {"conversationId": "t1", "messages": [user_message("u1", "hello")]}
-            response = httpx.post(f"{gateway.url}/api/chat", json=body, timeout=30)
+            response = local_http.post(f"{gateway.url}/api/chat", json=body, timeout=30)
             assert response.status_code == 200 and REPLY.split()[-1] in response.text
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []

@@ -19,6 +19,7 @@ from fastapi.routing import iter_route_contexts
 
 from dev_server.factory import create_app
 from dev_server.settings import Settings
+from tests.kit.local_http import local_http
 from tests.support import LiveApp
 
 TOKENS = "ta=alice,tb=bob"
@@ -107,5 +108,5 @@ def test_the_public_routes_need_no_credential(served):
 def test_the_studio_says_auth_is_on(data_dir):
     app = create_app("studio", Settings(data_dir=data_dir, auth_tokens=TOKENS))
     with LiveApp(app) as server:
-        answer = httpx.get(f"{server.url}/api/auth/capabilities", headers=VALID)
+        answer = local_http.get(f"{server.url}/api/auth/capabilities", headers=VALID)
     assert answer.json() == {"enabled": True, "login": None}

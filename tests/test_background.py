@@ -6,11 +6,11 @@ import asyncio
 import logging
 import threading
 
-import httpx
 import pytest
 
 from dev_server.background import BackgroundWork
 from dev_server.factory import create_app
+from tests.kit.local_http import local_http
 from tests.support import LiveApp
 
 pytestmark = pytest.mark.anyio
@@ -126,7 +126,7 @@ def test_health_shows_the_background_counts_and_the_lifespan_drains_them(setting
     work = app.state.services.background
     done: list[str] = []
     with LiveApp(app) as live:
-        report = httpx.get(f"{live.url}/health").json()["background"]
+        report = local_http.get(f"{live.url}/health").json()["background"]
         assert report == {"queued": 0, "running": 0, "done": 0, "failed": 0, "dropped": 0, "deduplicated": 0,
                           "maxQueued": work.max_queued, "byKind": {}}
 
@@ -140,7 +140,7 @@ def test_health_shows_the_background_counts_and_the_lifespan_drains_them(setting
 
         # submitted from the server's own loop, as an output processor does
         asyncio.run_coroutine_threadsafe(_submit(work, "slow", slow), _loop_of(work)).result(5)
-        assert httpx.get(f"{live.url}/health").json()["background"]["running"] == 1
+        assert local_http.get(f"{live.url}/health").json()["background"]["running"] == 1
         release.set()
     assert done == ["slow"]  # the shutdown waited for it
 

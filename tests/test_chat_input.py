@@ -16,6 +16,7 @@ from dev_server.factory import create_app
 from dev_server.llm import LiteLLMClient
 from dev_server.llm.scripted import Reply, ScriptedModel
 from dev_server.settings import Settings
+from tests.kit.local_http import local_http
 from tests.support import REPO, LiveApp, run_node, sqlite_rows, user_message
 
 GOOD = {"id": "c", "trigger": "submit-message", "messages": [user_message("u1", "hi")]}
@@ -60,7 +61,7 @@ BAD_BODIES = {
 @pytest.mark.parametrize("case", list(BAD_BODIES))
 def test_bad_bodies_are_400_with_issues_and_write_nothing(live, settings: Settings, case: str):
     body, status, field = BAD_BODIES[case]
-    response = httpx.post(f"{live.url}/api/chat", content=body, headers={"content-type": "application/json"})
+    response = local_http.post(f"{live.url}/api/chat", content=body, headers={"content-type": "application/json"})
     assert response.status_code == status, response.text
     payload = response.json()
     assert payload["error"] == "Invalid request body"
@@ -69,9 +70,9 @@ def test_bad_bodies_are_400_with_issues_and_write_nothing(live, settings: Settin
 
 
 def test_unknown_agent_is_404(live, settings: Settings):
-    response = httpx.post(f"{live.url}/api/chat", json={**GOOD, "agentId": "nobody", "conversationId": "x"})
+    response = local_http.post(f"{live.url}/api/chat", json={**GOOD, "agentId": "nobody", "conversationId": "x"})
     assert response.status_code == 404 and response.json() == {"error": "Agent with id nobody not found"}
-    assert httpx.post(f"{live.url}/api/agents/nobody/chat", json=GOOD).status_code == 404
+    assert local_http.post(f"{live.url}/api/agents/nobody/chat", json=GOOD).status_code == 404
     assert counts(settings.resolved_data_dir / "dev-server.db") == (0, 0)
 
 
@@ -79,13 +80,14 @@ def test_oversized_body_is_413(data_dir: Path):
     settings = Settings(data_dir=data_dir, max_body_bytes=2048)
     with LiveApp(create_app("gateway", settings)) as live:
         big = {**GOOD, "messages": [user_message("u1", "x" * 5000)]}
-        response = httpx.post(f"{live.url}/api/chat", json=big)
+        response = local_http.post(f"{live.url}/api/chat", json=big)
         assert response.status_code == 413 and response.json() == {"error": "Request body too large"}
 
         def chunked():
             yield json.dumps(big).encode()
 
-        response = httpx.post(f"{live.url}/api/chat", content=chunked(), headers={"content-type": "application/json"})
+        response = local_http.post(f"{live.url}/api/chat", content=chunked(),
+                                   headers={"content-type": "application/json"})
         assert response.status_code == 413
         assert counts(data_dir / "dev-server.db") == (0, 0)
 
@@ -106,7 +108,7 @@ def authed(data_dir: Path):
 def chat(server, token: str | None, conversation: str, text: str, **extra) -> httpx.Response:
     headers = {"authorization": f"Bearer {token}"} if token else {}
     body = {**GOOD, "conversationId": conversation, "messages": [user_message(f"{conversation}-{text}", text)], **extra}
-    return httpx.post(f"{server.url}/api/chat", json=body, headers=headers, timeout=30)
+    return local_http.post(f"{server.url}/api/chat", json=body, headers=headers, timeout=30)
 
 
 def test_auth_forces_the_resource_and_hides_foreign_threads(authed, data_dir: Path):
@@ -132,7 +134,7 @@ def test_a_foreign_thread_id_is_refused_without_queueing_behind_the_owners_reply
     assert chat(authed, "tok-alice", "conv-q", "hello").status_code == 200
     body = {**GOOD, "conversationId": "conv-q", "messages": [user_message("q-slow", "tell me a story [[slower]]")]}
     alice_done = threading.Event()
-    with httpx.stream("POST", f"{authed.url}/api/chat", json=body, headers={"authorization": "Bearer tok-alice"},
+    with local_http.stream("POST", f"{authed.url}/api/chat", json=body, headers={"authorization": "Bearer tok-alice"},
                       timeout=60) as alice:
         assert alice.status_code == 200
         chunks = alice.iter_bytes()
@@ -159,7 +161,7 @@ def test_a_foreign_thread_id_is_refused_without_queueing_behind_the_owners_reply
 def test_provider_errors_before_streaming_are_json_and_keep_the_users_message(data_dir: Path, kind: str, status: int):
     llm = ScriptedModel([Reply(error=kind)], local=False)
     with LiveApp(create_app("gateway", Settings(data_dir=data_dir), llm=llm)) as live:
-        response = httpx.post(f"{live.url}/api/chat", json={**GOOD, "conversationId": "p1"}, timeout=30)
+        response = local_http.post(f"{live.url}/api/chat", json={**GOOD, "conversationId": "p1"}, timeout=30)
     assert response.status_code == status, response.text
     assert response.json()["kind"] == kind and "sk-secret" not in response.text
     assert sqlite_rows(data_dir / "dev-server.db", "SELECT id, role FROM messages") == [("u1", "user")]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.kit.chat import judge, reply_text
+from tests.kit.local_http import local_http
 from tests.kit.servers import server_fixture
 from tests.support import sqlite_rows, user_message
 
@@ -170,10 +171,8 @@ def test_crash_mid_stream_is_an_error_chunk_and_keeps_the_users_message(gateway,
 
 
 def test_resume_answers_204_on_both_chat_routes_as_the_sdk_expects(gateway):
-    import httpx
-
     for api in ("/api/chat", "/api/agents/docs-agent/chat"):
         result = judge(gateway, api=api, reconnect=True, chat_id="c-1")
         assert result["ok"], result["error"]
         assert result["status"] == 204 and result["reconnected"] is False, api
-    assert httpx.get(f"{gateway.url}/api/agents/nobody/chat/c-1/stream").status_code == 404
+    assert local_http.get(f"{gateway.url}/api/agents/nobody/chat/c-1/stream").status_code == 404

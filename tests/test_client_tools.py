@@ -18,6 +18,7 @@ from dev_server.kernel.events import DataPart, ReasoningDelta, StepStart, TextDe
 from dev_server.kernel.loop import max_steps_message
 from dev_server.kernel.model import Finish, Usage
 from dev_server.streaming.ui_chunks import event_chunks as _ui_chunks
+from tests.kit.local_http import local_http
 from tests.kit.servers import serving
 from tests.support import run_node, sqlite_rows, user_message
 
@@ -103,7 +104,7 @@ def test_a_tool_result_for_a_call_the_thread_does_not_have_pending_is_a_400(gate
                                      "input": {}, "output": {"city": "Paris"}}]}
         body = {"messages": [user_message("u-x", ASK_LOCATION), assistant], "conversationId": "ct-3",
                 "trigger": "submit-message", "messageId": reply_id}
-        return httpx.post(f"{server.url}/api/chat", json=body, timeout=30)
+        return local_http.post(f"{server.url}/api/chat", json=body, timeout=30)
 
     unknown = answer("call_nobody_made")
     assert unknown.status_code == 400 and "call_nobody_made" in unknown.json()["error"]

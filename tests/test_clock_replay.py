@@ -17,10 +17,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from dev_server.kernel.clock import ManualClock, to_iso
 from tests.kit.chat import turn
+from tests.kit.local_http import local_http
 from tests.kit.om import FACT, parts
 from tests.kit.servers import serve
 
@@ -41,7 +40,7 @@ def background_idle(url: str, timeout: float = 30.0) -> None:
     the same stored state in every run."""
     deadline = time.monotonic() + timeout
     while True:
-        work = httpx.get(f"{url}/health", timeout=5).json()["background"]
+        work = local_http.get(f"{url}/health", timeout=5).json()["background"]
         if not work["queued"] and not work["running"]:
             return
         assert time.monotonic() < deadline, "background work did not finish"

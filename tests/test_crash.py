@@ -15,9 +15,9 @@ import os
 import re
 from pathlib import Path
 
-import httpx
 import pytest
 
+from tests.kit.local_http import local_http
 from tests.support import sqlite_rows, user_message
 
 pytestmark = pytest.mark.slow
@@ -32,7 +32,7 @@ def stream_until_deltas(server, message_id: str, text: str, deltas: int) -> str:
     """POST a turn and read its stream until ``deltas`` text deltas arrived; their text."""
     received: list[str] = []
     body = {"id": "c", "conversationId": THREAD, "messages": [user_message(message_id, text)]}
-    with httpx.stream("POST", f"{server.url}/api/chat", json=body, timeout=60) as response:
+    with local_http.stream("POST", f"{server.url}/api/chat", json=body, timeout=60) as response:
         assert response.status_code == 200, response.read()
         for line in response.iter_lines():
             if line.startswith("data: {"):
@@ -70,7 +70,7 @@ def test_partial_replies_survive_kill_9_and_the_next_turn_sees_them(start_server
         kept += 1
 
     gateway = start_server("gateway", env=ENV)  # the last killed process's lease expires, then is taken over
-    final = httpx.post(f"{gateway.url}/api/chat", timeout=60,
+    final = local_http.post(f"{gateway.url}/api/chat", timeout=60,
                        json={"id": "c", "conversationId": THREAD, "messages": [user_message("last", "and now?")]})
     assert final.status_code == 200
     rows = stored(db)
@@ -86,7 +86,7 @@ def test_partial_replies_survive_kill_9_and_the_next_turn_sees_them(start_server
 def test_a_completed_reply_replaces_its_checkpoints(start_server, data_dir: Path):
     db = data_dir / "dev-server.db"
     gateway = start_server("gateway", env=ENV)
-    response = httpx.post(f"{gateway.url}/api/chat", timeout=60,
+    response = local_http.post(f"{gateway.url}/api/chat", timeout=60,
                           json={"conversationId": THREAD, "messages": [user_message("whole", "slowly [[slower]]")]})
     assert response.status_code == 200 and "[DONE]" in response.text
     rows = stored(db)
@@ -115,7 +115,7 @@ def test_a_reply_killed_at_a_random_point_after_its_first_text_keeps_that_text(s
         first, received = "", []
         body = {"id": f"k{round_}", "conversationId": "killed-early",
                 "messages": [user_message(f"k{round_}", f"round {round_} [[slower]]")]}
-        with httpx.stream("POST", f"{gateway.url}/api/chat", json=body, timeout=60) as response:
+        with local_http.stream("POST", f"{gateway.url}/api/chat", json=body, timeout=60) as response:
             assert response.status_code == 200, response.read()
             delay = chooser.uniform(0.0, 0.9)  # within the first second: before any checkpoint
             lines = response.iter_lines()

@@ -32,6 +32,7 @@ from tests.kit.compose import (
     render_nginx,
     role_of,
 )
+from tests.kit.local_http import local_http
 from tests.sqld import Sqld
 from tests.support import ServerProcess, free_port, run_node, user_message
 
@@ -80,7 +81,7 @@ def wait_ok(role: str, port: int, server: ServerProcess, timeout: float = 90.0) 
 def chat(url: str, conversation: str, text: str) -> tuple[httpx.Response, list[tuple[float, str]]]:
     """One chat turn; each SSE data line with the time it arrived."""
     frames: list[tuple[float, str]] = []
-    with httpx.stream("POST", f"{url}/api/chat", timeout=60, headers={"accept-encoding": "gzip"},
+    with local_http.stream("POST", f"{url}/api/chat", timeout=60, headers={"accept-encoding": "gzip"},
                       json={"id": conversation, "conversationId": conversation,
                             "messages": [user_message(f"{conversation}-1", text)]}) as response:
         for line in response.iter_lines():
@@ -169,7 +170,7 @@ def test_a_chat_streams_through_the_balancer_frame_by_frame(topology):
 
     # Written through whichever gateway answered, visible in the studio at once (one database).
     studio = topology["servers"]["studio"]
-    messages = httpx.get(f"{studio.url}/api/memory/threads/via-lb/messages", params={"agentId": "chat-agent"},
+    messages = local_http.get(f"{studio.url}/api/memory/threads/via-lb/messages", params={"agentId": "chat-agent"},
                          timeout=10).json()["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant"]
 
@@ -184,12 +185,12 @@ def test_every_gateway_exports_its_spans_to_the_studio(topology):
     threads: set[str] = set()
     while time.monotonic() < deadline and not {"otlp-gateway-1", "otlp-gateway-2"} <= threads:
         body = {"page": {"limit": 100, "after": None}}
-        traces = httpx.post(f"{studio.url}/api/observability/traces/query", json=body, timeout=10).json()["traces"]
+        traces = local_http.post(f"{studio.url}/api/observability/traces/query", json=body, timeout=10).json()["traces"]
         threads = {t["threadId"] for t in traces}
         time.sleep(0.25)
     assert {"otlp-gateway-1", "otlp-gateway-2"} <= threads
     for name in ("gateway-1", "gateway-2"):
-        telemetry = httpx.get(f"{topology['servers'][name].url}/health", timeout=10).json()["telemetry"]
+        telemetry = local_http.get(f"{topology['servers'][name].url}/health", timeout=10).json()["telemetry"]
         assert telemetry["spans"]["dropped"] == 0
 
 
@@ -221,4 +222,4 @@ def test_a_flood_from_one_address_is_refused_by_nginx_in_json(topology):
     assert refused.headers["content-type"] == "application/json" and refused.headers["retry-after"] == "1"
     assert refused.json() == {"error": "Too many requests from this address; retry shortly"}
     time.sleep(2.5)
-    assert httpx.get(f"{topology['lb']}/health", timeout=10).status_code == 200
+    assert local_http.get(f"{topology['lb']}/health", timeout=10).status_code == 200

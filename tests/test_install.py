@@ -37,6 +37,7 @@ from dev_server.fetch_studio_ui import _extract
 from dev_server.storage.migrate import load_migrations
 from tests.kit.chat import post_chat, text_of
 from tests.kit.cli import assert_one_error_line, run_cli
+from tests.kit.local_http import local_http
 from tests.support import REPO, free_port
 
 COMMANDS = ("dev", "gateway", "studio", "health", "studio-ui")
@@ -177,7 +178,7 @@ def wait_for(url: str, process: subprocess.Popen, timeout: float = 60) -> dict:
     while time.monotonic() < deadline:
         assert process.poll() is None, process.communicate()[0]
         try:
-            return httpx.get(url, timeout=1).json()
+            return local_http.get(url, timeout=1).json()
         except httpx.TransportError:
             time.sleep(0.1)
     raise AssertionError(f"{url} did not answer within {timeout} s")
@@ -256,7 +257,7 @@ def test_the_wheel_installs_as_a_command_that_runs_from_any_directory(tmp_path: 
                 time.sleep(0.2)
         reply = text_of(post_chat(f"http://127.0.0.1:{gateway_port}", "first-chat", "my name is Ada"))
         assert reply.startswith("[local model]")
-        studio_page = httpx.get(f"http://127.0.0.1:{studio_port}/", timeout=10).text
+        studio_page = local_http.get(f"http://127.0.0.1:{studio_port}/", timeout=10).text
         assert f'window.MASTRA_SERVER_PORT = "{studio_port}"' in studio_page
         time.sleep(0.5)  # the banner follows both being ready within one 0.1 s poll
     finally:

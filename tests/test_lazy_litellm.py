@@ -19,13 +19,13 @@ import textwrap
 import time
 from typing import Any
 
-import httpx
 import pytest
 
 from dev_server.llm import ModelResolver, prepare_litellm
 from dev_server.llm.known_providers import EVERY_PROVIDER, KNOWN_PROVIDERS
 from dev_server.llm.models import _isolated
 from dev_server.settings import collect_provider_env
+from tests.kit.local_http import local_http
 from tests.support import REPO, free_port, user_message, wait_models_ready
 
 UNKNOWN_MODEL = "a-model-litellm-has-never-heard-of"
@@ -235,15 +235,16 @@ def test_a_gateway_without_keys_answers_without_litellm(start_server: Any) -> No
     assert models["agents"]["chat-agent"]["reason"] == "OPENAI_API_KEY not set"
     assert "chat-agent -> local model (OPENAI_API_KEY not set)" in gateway.output()
     body = {"conversationId": "lazy", "messages": [user_message("u1", "hello")]}
-    response = httpx.post(f"{gateway.url}/api/chat", json=body, timeout=60)
+    response = local_http.post(f"{gateway.url}/api/chat", json=body, timeout=60)
     assert response.status_code == 200, response.text
     chunks = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
     assert chunks[0]["messageMetadata"]["local"] is True
     assert "".join(c.get("delta", "") for c in chunks if c["type"] == "text-delta").startswith("[local model] ")
     deadline = time.monotonic() + 60
-    while (recall := httpx.get(f"{gateway.url}/health", timeout=5).json()["semanticRecall"]).get("embedder") is None:
+    while (recall := local_http.get(f"{gateway.url}/health",
+                                    timeout=5).json()["semanticRecall"]).get("embedder") is None:
         assert time.monotonic() < deadline, recall
         time.sleep(0.1)
     assert recall["embedder"]["local"] is True
-    assert httpx.get(f"{gateway.url}/health", timeout=5).json()["models"]["litellmLoaded"] is False
+    assert local_http.get(f"{gateway.url}/health", timeout=5).json()["models"]["litellmLoaded"] is False
     assert gateway.stop() == 0

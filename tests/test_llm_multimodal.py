@@ -22,6 +22,7 @@ from dev_server.kernel.convert import stored_to_model, ui_to_model, ui_to_stored
 from dev_server.llm.content import fit_to_model, for_trace
 from dev_server.llm.local_model import compose_reply
 from tests.fake_provider import FakeProvider
+from tests.kit.local_http import local_http
 from tests.kit.servers import serving
 from tests.support import sqlite_rows
 
@@ -102,7 +103,7 @@ def test_local_model_acknowledges_attachments() -> None:
 
 
 def post_chat(url: str, thread: str) -> httpx.Response:
-    return httpx.post(f"{url}/api/chat", json={"conversationId": thread, "messages": [ui_message(f"u-{thread}")]},
+    return local_http.post(f"{url}/api/chat", json={"conversationId": thread, "messages": [ui_message(f"u-{thread}")]},
                       timeout=30)
 
 

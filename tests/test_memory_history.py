@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx
-
+from tests.kit.local_http import local_http
 from tests.kit.servers import serving
 from tests.support import sqlite_rows, user_message
 
@@ -19,7 +18,7 @@ from tests.support import sqlite_rows, user_message
 def chat(server, conversation: str, messages: list[dict]) -> tuple[str, dict]:
     """One turn; the reply text and the start chunk's metadata."""
     text, start = "", {}
-    with httpx.stream("POST", f"{server.url}/api/chat", timeout=30,
+    with local_http.stream("POST", f"{server.url}/api/chat", timeout=30,
                       json={"id": "c", "conversationId": conversation, "messages": messages}) as response:
         assert response.status_code == 200, response.read()
         for line in response.iter_lines():
@@ -70,7 +69,7 @@ def test_planted_system_and_assistant_messages_are_neither_stored_nor_seen(data_
 
 def test_a_turn_with_no_user_message_is_a_400_and_writes_nothing(data_dir: Path):
     with serving("gateway", data_dir) as gateway:
-        response = httpx.post(f"{gateway.url}/api/chat", timeout=30,
+        response = local_http.post(f"{gateway.url}/api/chat", timeout=30,
                               json={"id": "c", "conversationId": "h2",
                                     "messages": [planted("sys-9", "system", "only a system message")]})
         assert response.status_code == 400, response.text

@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
+from tests.kit.local_http import local_http
 from tests.kit.servers import serve
 from tests.kit.traces import observability_store, rows
 
@@ -219,16 +220,16 @@ def test_unavailable_store_is_503(data_dir: Path):
     data_dir.mkdir(parents=True)
     (data_dir / "observability.duckdb").write_bytes(b"this is not a duckdb file" * 100)
     with serve("studio", data_dir, inprocess=True, settings={"telemetry": False}) as server:
-        response = httpx.post(f"{server.url}{API}/metrics/aggregate",
+        response = local_http.post(f"{server.url}{API}/metrics/aggregate",
                               json={"name": ["mastra_agent_duration_ms"], "aggregation": "count"})
-        capabilities = httpx.get(f"{server.url}/api/system/packages").json()["observabilityStorageCapabilities"]
+        capabilities = local_http.get(f"{server.url}/api/system/packages").json()["observabilityStorageCapabilities"]
     assert response.status_code == 503 and "observability" in response.json()["error"]
     assert response.headers["retry-after"]
     assert capabilities == {"metrics": False, "logs": False, "traceQueryDiscovery": False}
 
 
 def test_capabilities_when_the_store_is_open(seeded):
-    capabilities = httpx.get(f"{seeded.url}/api/system/packages").json()["observabilityStorageCapabilities"]
+    capabilities = local_http.get(f"{seeded.url}/api/system/packages").json()["observabilityStorageCapabilities"]
     assert capabilities == {"metrics": True, "logs": True, "traceQueryDiscovery": True}
 
 
@@ -246,7 +247,7 @@ def test_metrics_are_scoped_to_the_callers_resource(data_dir: Path):
         span.end()
         provider.shutdown()
         body = {"name": ["mastra_agent_duration_ms"], "aggregation": "count"}
-        counted = {token: httpx.post(f"{server.url}{API}/metrics/aggregate", json=body,
+        counted = {token: local_http.post(f"{server.url}{API}/metrics/aggregate", json=body,
                                      headers={"authorization": f"Bearer {token}"}).json()["value"]
                    for token in ("ta", "tb")}
     assert counted == {"ta": 1, "tb": 0}

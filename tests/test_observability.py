@@ -18,12 +18,13 @@ import pytest
 from fastapi import FastAPI, Request
 
 from tests.kit.chat import chat_and_drain
+from tests.kit.local_http import local_http
 from tests.kit.traces import QUERY, wait_for_traces
 from tests.support import LiveApp, free_port, user_message
 
 
 def chat_studio(studio, thread: str) -> None:
-    with httpx.stream("POST", f"{studio.url}/api/agents/chat-agent/stream", timeout=30,
+    with local_http.stream("POST", f"{studio.url}/api/agents/chat-agent/stream", timeout=30,
                       json={"messages": [{"role": "user", "content": "hello from the studio"}],
                             "memory": {"thread": thread, "resource": "chat-agent"}}) as response:
         assert response.status_code == 200
@@ -55,7 +56,7 @@ def test_runs_through_both_processes_become_traces_with_mastras_tree(pair):
     assert gateway_trace["resourceId"] == "ai-chat" and gateway_trace["inputPreview"] == "my name is Ada"
     assert gateway_trace["parentSpanId"] is None
 
-    spans = httpx.get(f"{studio.url}/api/observability/traces/{gateway_trace['traceId']}").json()["spans"]
+    spans = local_http.get(f"{studio.url}/api/observability/traces/{gateway_trace['traceId']}").json()["spans"]
     by_id = {s["spanId"]: s for s in spans}
     root = by_id[gateway_trace["rootSpanId"]]
     assert root["spanType"] == "agent_run" and root["output"]["text"].startswith("[local model]")
@@ -74,17 +75,17 @@ def test_runs_through_both_processes_become_traces_with_mastras_tree(pair):
     assert (history["spanType"], history["name"]) == ("processor_run", "input processor: observational-memory")
     assert all(s["threadId"] == "obs-gateway" for s in spans)
     assert {s["serviceName"] for s in spans} == {"dev-server-gateway"}
-    studio_spans = httpx.get(f"{studio.url}/api/observability/traces/{by_thread['obs-studio']['traceId']}").json()
+    studio_spans = local_http.get(f"{studio.url}/api/observability/traces/{by_thread['obs-studio']['traceId']}").json()
     assert {s["serviceName"] for s in studio_spans["spans"]} == {"dev-server-studio"}
 
     only = wait_for_traces(studio, lambda ts: len(ts) == 1, where=eq("threadId", "obs-gateway"))
     assert only[0]["traceId"] == gateway_trace["traceId"]
     agent_tab = {"op": "and", "args": [eq("entityType", "agent"), {"spans": {"some": eq("entityId", "chat-agent")}}]}
     assert len(wait_for_traces(studio, lambda ts: len(ts) >= 2, where=agent_tab)) == 2
-    none = httpx.post(f"{studio.url}{QUERY}", json={"where": {"spans": {"some": eq("entityId", "docs-agent")}}})
+    none = local_http.post(f"{studio.url}{QUERY}", json={"where": {"spans": {"some": eq("entityId", "docs-agent")}}})
     assert none.json()["traces"] == []
 
-    logs = httpx.get(f"{studio.url}/api/observability/logs", params={"traceId": gateway_trace["traceId"]}).json()
+    logs = local_http.get(f"{studio.url}/api/observability/logs", params={"traceId": gateway_trace["traceId"]}).json()
     messages = {entry["message"].split(",")[0]: entry for entry in logs["logs"]}  # without the time
     started = messages["agent run started: chat-agent on thread obs-gateway"]
     assert started["spanId"] == root["spanId"] and started["threadId"] == "obs-gateway"
@@ -98,12 +99,12 @@ def test_the_gateway_keeps_chatting_while_the_studio_is_down(start_server):
     gateway = start_server("gateway", env={"DEV_SERVER_STUDIO_PORT": str(studio_port)})
     for i in range(3):
         chat_and_drain(gateway, f"offline-{i}")  # no studio: chats still answer
-    assert httpx.get(f"{gateway.url}/health").json()["telemetry"]["spans"]["queued"] >= 18
+    assert local_http.get(f"{gateway.url}/health").json()["telemetry"]["spans"]["queued"] >= 18
 
     studio = start_server("studio", port=studio_port)
     traces = wait_for_traces(studio, lambda ts: {f"offline-{i}" for i in range(3)} <= {t["threadId"] for t in ts})
     assert len(traces) == 3
-    telemetry = httpx.get(f"{gateway.url}/health").json()["telemetry"]
+    telemetry = local_http.get(f"{gateway.url}/health").json()["telemetry"]
     assert telemetry["spans"]["dropped"] == 0
 
 
@@ -112,7 +113,7 @@ def test_a_full_queue_drops_the_oldest_and_counts(start_server):
                                            "DEV_SERVER_TELEMETRY_QUEUE_SIZE": "100"})
     for i in range(20):  # 6 spans a turn: 120 > 100
         chat_and_drain(gateway, f"flood-{i}")
-    spans = httpx.get(f"{gateway.url}/health").json()["telemetry"]["spans"]
+    spans = local_http.get(f"{gateway.url}/health").json()["telemetry"]["spans"]
     assert spans["queued"] == 100 and spans["dropped"] == 20
     assert "export queue full" in gateway.output()
 
@@ -124,7 +125,7 @@ def test_the_queue_is_bounded_in_megabytes_too_so_large_spans_cannot_pile_up(sta
                                            "DEV_SERVER_TELEMETRY_QUEUE_MB": "1"})
     for i in range(8):  # each turn's agent run and model generation carry the 100 KB message
         chat_and_drain(gateway, f"large-{i}", "x" * 100_000)
-    spans = httpx.get(f"{gateway.url}/health").json()["telemetry"]["spans"]
+    spans = local_http.get(f"{gateway.url}/health").json()["telemetry"]["spans"]
     assert 0 < spans["queuedBytes"] <= 2**20 and spans["dropped"] > 0 and spans["queued"] < 8 * 6
     assert spans["exported"] == 0 and spans["exportSeconds"] >= 0
 
@@ -192,7 +193,7 @@ def test_with_auth_the_gateway_reaches_its_studio_url_with_the_service_token(sta
     with LiveApp(studio) as other:
         gateway = start_server("gateway", env={"DEV_SERVER_STUDIO_URL": other.url + "/",
                                                "DEV_SERVER_AUTH_TOKENS": tokens})
-        with httpx.stream("POST", f"{gateway.url}/api/chat", timeout=30, headers={"authorization": "Bearer ta"},
+        with local_http.stream("POST", f"{gateway.url}/api/chat", timeout=30, headers={"authorization": "Bearer ta"},
                           json={"id": "c", "conversationId": "via-url",
                                 "messages": [user_message("via-url-1", "hello")]}) as response:
             assert response.status_code == 200
@@ -235,7 +236,7 @@ def queried(tmp_path_factory: pytest.TempPathFactory):
             spans.append(otlp_span(trace, child, start, parent=root, ms=ms, name="llm", span_type="model_generation",
                                    entity_name=entity, attributes=json.dumps({"model": model})))
         body = {"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"spans": spans}]}]}
-        assert httpx.post(f"{server.url}/v1/traces", json=body).status_code == 200
+        assert local_http.post(f"{server.url}/v1/traces", json=body).status_code == 200
         with httpx.Client(base_url=f"{server.url}/api/observability") as client:
             yield client
 

@@ -14,14 +14,13 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from dev_server.agents import chat_agent
 from dev_server.agents.registry import DEFINITIONS
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, ShiftedClock
 from dev_server.om.engine.resource import section_id
 from tests.kit.builders import user_message
 from tests.kit.chat import chat_turn, turn
+from tests.kit.local_http import local_http
 from tests.kit.om import FACT, parts, pending, record_row, settled, status
 from tests.kit.servers import InProcessServer, serve
 
@@ -84,7 +83,7 @@ def test_a_shared_budget_gives_messages_what_observations_do_not_use(tmp_path: P
                "reflection": {"observationTokens": 400}}
     with gateway(tmp_path, options) as server:
         results = [turn(server, "shared", f"s{i}", f"Turn {i}. {FACT}") for i in range(1, 9)]
-        health = httpx.get(f"{server.url}/health").json()
+        health = local_http.get(f"{server.url}/health").json()
     windows = [status(r)["windows"]["active"] for r in results]
     assert windows[0]["messages"]["threshold"] == 700  # 300 + 400, nothing observed yet
     observed = next(i for i, r in enumerate(results) if parts(r, "observation-end"))
@@ -132,7 +131,7 @@ def test_buffer_on_idle_buffers_what_a_finished_turn_left_whatever_its_size(tmp_
         result = turn(server, "quiet", "q1", FACT)
         assert pending(result) < 1500 and not parts(result, "buffering-start")  # far below any interval
         [chunk] = json.loads(settled(db, "quiet")["buffered_observation_chunks"])
-        health = httpx.get(f"{server.url}/health").json()["background"]
+        health = local_http.get(f"{server.url}/health").json()["background"]
     assert "q1" in chunk["messageIds"] and len(chunk["messageIds"]) == 2  # the question and the reply
     assert health["byKind"]["om-buffer"]["done"] == 1
 

@@ -24,11 +24,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from dev_server.om.tokens.counting import count_messages
 from tests.kit.chat import judged_turn, reply_text, turn
+from tests.kit.local_http import local_http
 from tests.kit.om import (
     ASYNC_ENV,
     FACT,
@@ -235,7 +235,7 @@ def test_the_observer_call_is_a_span_of_the_turns_trace(start_server: Any) -> No
     observed_at = next(i for i, r in enumerate(results) if om_chunks(r, "observation-end"))
     traces = wait_for_traces(studio, lambda ts: sum(t["threadId"] == "traced" for t in ts) >= observed_at + 1)
     spans = [s for t in traces if t["threadId"] == "traced"
-             for s in httpx.get(f"{studio.url}/api/observability/traces/{t['traceId']}").json()["spans"]]
+             for s in local_http.get(f"{studio.url}/api/observability/traces/{t['traceId']}").json()["spans"]]
     observer = [s for s in spans if s["name"] == "agent run: 'observational-memory-observer'"]
     assert observer and observer[0]["spanType"] == "agent_run"
     parent = next(s for s in spans if s["spanId"] == observer[0]["parentSpanId"])
@@ -378,6 +378,6 @@ def test_the_title_is_updated_streamed_and_listed_by_the_studio(titling: Any) ->
     title, _ = thread_om(data, "titled")
     assert title == update["newTitle"]
     with serve("studio", data, inprocess=True, settings={"telemetry": False}) as studio:
-        listed = httpx.get(f"{studio.url}/api/memory/threads", params={"resourceId": "ai-chat",
+        listed = local_http.get(f"{studio.url}/api/memory/threads", params={"resourceId": "ai-chat",
                                                                         "agentId": "chat-agent"}).json()
     assert {t["id"]: t["title"] for t in listed["threads"]}["titled"] == update["newTitle"]

@@ -12,12 +12,11 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from dev_server.agents import chat_agent
 from dev_server.memory.memory import MemoryOptions
 from dev_server.om.options.models import ModelByInputTokens
 from tests.kit.chat import turn
+from tests.kit.local_http import local_http
 from tests.kit.om import FACT
 from tests.kit.servers import InProcessServer, serve
 from tests.kit.traces import wait_for_traces
@@ -124,11 +123,13 @@ def test_studio_routes_observe_and_reflect_a_thread_manually(tmp_path: Path) -> 
     assert not events  # far below the threshold: the turns observed nothing
     with live("studio", tmp_path, options, hooks_into(events)) as studio:
         body = {"agentId": chat_agent.definition.id, "threadId": "manual"}
-        observed = httpx.post(f"{studio.url}/api/memory/observational-memory/observe", json=body, timeout=30).json()
+        observed = local_http.post(f"{studio.url}/api/memory/observational-memory/observe",
+                                   json=body, timeout=30).json()
         assert observed["observed"] and "Ada Lovelace" in observed["record"]["activeObservations"]
-        reflected = httpx.post(f"{studio.url}/api/memory/observational-memory/reflect", json=body, timeout=30).json()
+        reflected = local_http.post(f"{studio.url}/api/memory/observational-memory/reflect",
+                                    json=body, timeout=30).json()
         assert reflected["reflected"] and reflected["record"]["generationCount"] == 1
-        missing = httpx.post(f"{studio.url}/api/memory/observational-memory/observe",
+        missing = local_http.post(f"{studio.url}/api/memory/observational-memory/observe",
                              json={**body, "threadId": "nope"}, timeout=30)
         assert missing.status_code == 404
     names = [n for n, _ in events]
@@ -147,11 +148,12 @@ def test_the_cycles_span_carries_the_model_picked_by_input_tokens(tmp_path: Path
         turn(server, "picked", "picked-1", f"Turn 1. {FACT}")
     with live("studio", tmp_path, options, hooks_into(events), telemetry=True) as studio:
         body = {"agentId": chat_agent.definition.id, "threadId": "picked"}
-        observed = httpx.post(f"{studio.url}/api/memory/observational-memory/observe", json=body, timeout=30).json()
+        observed = local_http.post(f"{studio.url}/api/memory/observational-memory/observe",
+                                   json=body, timeout=30).json()
         assert observed["observed"]
         traces = wait_for_traces(studio, lambda ts: any(t["threadId"] == "picked" for t in ts))
         trace_id = next(t["traceId"] for t in traces if t["threadId"] == "picked")
-        spans = httpx.get(f"{studio.url}/api/observability/traces/{trace_id}", timeout=10).json()["spans"]
+        spans = local_http.get(f"{studio.url}/api/observability/traces/{trace_id}", timeout=10).json()["spans"]
     observer = next(s for s in spans if s["name"] == "agent run: 'observational-memory-observer'")
     attributes = observer["attributes"]
     assert attributes["mastraModel"] == "local/small" and attributes["trigger"] == "manual"
@@ -172,25 +174,26 @@ def test_studio_routes_observe_and_reflect_in_resource_scope(tmp_path: Path) -> 
     assert not events
     with live("studio", tmp_path, options, hooks_into(events)) as studio:
         body = {"agentId": chat_agent.definition.id, "threadId": "res-a"}
-        observed = httpx.post(f"{studio.url}/api/memory/observational-memory/observe", json=body, timeout=30)
+        observed = local_http.post(f"{studio.url}/api/memory/observational-memory/observe",
+                                   json=body, timeout=30)
         assert observed.status_code == 200, observed.text
         record = observed.json()["record"]
         assert observed.json()["observed"] and record["scope"] == "resource" and record["threadId"] is None
         # the other thread of the resource was observed in the same cycle
         assert '<thread id="res-a">' in record["activeObservations"]
         assert '<thread id="res-b">' in record["activeObservations"]
-        reflected = httpx.post(f"{studio.url}/api/memory/observational-memory/reflect",
+        reflected = local_http.post(f"{studio.url}/api/memory/observational-memory/reflect",
                                json={**body, "threadId": "res-b"}, timeout=30).json()
         assert reflected["reflected"] and reflected["record"]["generationCount"] == 1
         assert reflected["record"]["scope"] == "resource"
-        shown = httpx.get(f"{studio.url}/api/memory/observational-memory",
+        shown = local_http.get(f"{studio.url}/api/memory/observational-memory",
                           params={"agentId": chat_agent.definition.id, "threadId": "res-b"}, timeout=10).json()
         assert shown["record"]["id"] == reflected["record"]["id"]
         url = f"{studio.url}/api/memory/observational-memory/observe"
-        no_thread = httpx.post(url, json={"agentId": chat_agent.definition.id}, timeout=10)
+        no_thread = local_http.post(url, json={"agentId": chat_agent.definition.id}, timeout=10)
         assert no_thread.status_code == 400 and no_thread.json()["error"] == "Invalid request body"
         assert no_thread.json()["issues"][0]["field"] == "threadId"
-        no_agent = httpx.post(url, json={"agentId": "nobody", "threadId": "res-a"}, timeout=10)
+        no_agent = local_http.post(url, json={"agentId": "nobody", "threadId": "res-a"}, timeout=10)
         assert no_agent.status_code == 404 and no_agent.json() == {"error": "Agent with id nobody not found"}
     names = [n for n, _ in events]
     assert names == ["onObservationStart", "onObservationEnd", "onReflectionStart", "onReflectionEnd"]

@@ -12,7 +12,6 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from dev_server.agents import chat_agent
@@ -25,6 +24,7 @@ from dev_server.om.prompting.prompts import SHARED_SECTIONS_NOTE, observer_messa
 from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.libsql import LibSQLStore
 from tests.kit.chat import turn
+from tests.kit.local_http import local_http
 from tests.kit.om import FACT, parts
 from tests.kit.om_agents import EXTRACTORS, Summary
 from tests.kit.servers import serve
@@ -150,7 +150,7 @@ def test_a_resource_scope_gateway_titles_every_observed_thread_and_shares_workin
                    for i in range(1, 8)]
         observed = next(r for r in results if parts(r, "observation-end"))
         with serve("studio", tmp_path, inprocess=True, settings={"telemetry": False}) as studio:
-            listed = httpx.get(f"{studio.url}/api/memory/threads",
+            listed = local_http.get(f"{studio.url}/api/memory/threads",
                                params={"resourceId": "ai-chat", "agentId": "chat-agent"}).json()
     ends = {e["threadId"]: e for e in parts(observed, "observation-end")}
     assert set(ends) == {"trip", "chores"}

@@ -12,11 +12,11 @@ import json
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from dev_server.agents.agent_tools import ask_agent_tool
 from dev_server.kernel.tools import ToolContext, execute
+from tests.kit.local_http import local_http
 from tests.kit.servers import server_fixture
 from tests.support import sqlite_rows
 
@@ -28,7 +28,7 @@ studio = server_fixture("studio", scope="function", data="data_dir")
 
 def stream_orchestrator(studio, text: str) -> list[dict]:
     chunks = []
-    with httpx.stream("POST", f"{studio.url}/api/agents/orchestrator-agent/stream", timeout=60,
+    with local_http.stream("POST", f"{studio.url}/api/agents/orchestrator-agent/stream", timeout=60,
                       json={"messages": [{"role": "user", "content": text}]}) as response:
         assert response.status_code == 200
         for line in response.iter_lines():
@@ -43,10 +43,10 @@ def trace_of(studio, agent_id: str, timeout: float = 45.0) -> list[dict]:
     deadline = time.monotonic() + timeout
     spans: list[dict] = []
     while time.monotonic() < deadline:
-        traces = httpx.post(f"{studio.url}{QUERY}", json={"where": where}, timeout=10).json()["traces"]
+        traces = local_http.post(f"{studio.url}{QUERY}", json={"where": where}, timeout=10).json()["traces"]
         if traces:
             [trace] = traces
-            spans = httpx.get(f"{studio.url}/api/observability/traces/{trace['traceId']}").json()["spans"]
+            spans = local_http.get(f"{studio.url}/api/observability/traces/{trace['traceId']}").json()["spans"]
             if sum(s["spanType"] == "agent_run" for s in spans) == 2 and all(s.get("endedAt") for s in spans):
                 return spans
         time.sleep(0.25)
@@ -89,7 +89,7 @@ def test_the_orchestrator_asks_chat_agent_and_the_whole_tree_is_one_trace(studio
     assert [s["name"] for s in spans if s["spanType"] == "memory_operation"] == []
     # the sub-agent's run is no trace of its own: chat-agent appears only inside the orchestrator's
     chat_rooted = {"op": "eq", "left": {"path": "name"}, "right": {"literal": "agent run: 'chat-agent'"}}
-    assert httpx.post(f"{studio.url}{QUERY}", json={"where": chat_rooted}).json()["traces"] == []
+    assert local_http.post(f"{studio.url}{QUERY}", json={"where": chat_rooted}).json()["traces"] == []
 
     db = data_dir / "dev-server.db"
     assert sqlite_rows(db, "SELECT count(*) FROM threads") == [(0,)]
@@ -104,7 +104,7 @@ def test_the_orchestrator_can_ask_the_docs_agent(studio):
 
 
 def test_the_execute_route_runs_an_ask_tool_under_its_own_span(studio, data_dir: Path):
-    response = httpx.post(f"{studio.url}/api/agents/orchestrator-agent/tools/ask_chat_agent/execute", timeout=30,
+    response = local_http.post(f"{studio.url}/api/agents/orchestrator-agent/tools/ask_chat_agent/execute", timeout=30,
                           json={"data": {"question": "use the calculator tool: 2 + 3"}})
     assert response.status_code == 200, response.text
     assert response.json().startswith("[local model] The calculator tool returned:")
@@ -120,9 +120,9 @@ def trace_of_tool(studio, tool: str, timeout: float = 45.0) -> list[dict]:
     deadline = time.monotonic() + timeout
     spans: list[dict] = []
     while time.monotonic() < deadline:
-        traces = httpx.post(f"{studio.url}{QUERY}", json={"where": name}, timeout=10).json()["traces"]
+        traces = local_http.post(f"{studio.url}{QUERY}", json={"where": name}, timeout=10).json()["traces"]
         if traces:
-            spans = httpx.get(f"{studio.url}/api/observability/traces/{traces[0]['traceId']}").json()["spans"]
+            spans = local_http.get(f"{studio.url}/api/observability/traces/{traces[0]['traceId']}").json()["spans"]
             if any(s["spanType"] == "agent_run" for s in spans) and all(s.get("endedAt") for s in spans):
                 return spans
         time.sleep(0.25)

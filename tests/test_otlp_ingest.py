@@ -29,6 +29,7 @@ from dev_server.settings import Settings
 from dev_server.storage.duckdb_store import DuckDBStore
 from dev_server.storage.observability.columns import SPAN_COLUMNS, TRACE_COLUMNS
 from dev_server.storage.observability.writer import ObservabilityWriter, RowsRejected, Written
+from tests.kit.local_http import local_http
 from tests.kit.servers import serve, server_fixture
 from tests.kit.traces import SPAN_HEX, TRACE_HEX, json_request, log_request, rows
 
@@ -131,7 +132,8 @@ def test_gzip_from_the_sdk_exporter(studio):
 def test_otlp_json_with_hex_ids(studio, compress: bool):
     body = json.dumps(json_request()).encode()
     headers = {"content-type": "application/json"} | ({"content-encoding": "gzip"} if compress else {})
-    response = httpx.post(f"{studio.url}/v1/traces", content=gzip.compress(body) if compress else body, headers=headers)
+    response = local_http.post(f"{studio.url}/v1/traces",
+                               content=gzip.compress(body) if compress else body, headers=headers)
     assert response.status_code == 200 and response.json() == {}
     assert response.headers["content-type"].startswith("application/json")
     (span,) = rows(studio, "SELECT trace_id, span_id, status, error, attributes, started_at, service_name FROM spans")
@@ -143,21 +145,21 @@ def test_otlp_json_with_hex_ids(studio, compress: bool):
 
 def test_otlp_json_links_and_logs_take_hex_ids(studio):
     link = {"traceId": "ab" * 16, "spanId": "cd" * 8, "attributes": [{"key": "k", "value": {"boolValue": True}}]}
-    assert httpx.post(f"{studio.url}/v1/traces", json=json_request(links=[link])).status_code == 200
+    assert local_http.post(f"{studio.url}/v1/traces", json=json_request(links=[link])).status_code == 200
     assert json.loads(rows(studio, "SELECT links FROM spans")[0][0]) == [
         {"traceId": "ab" * 16, "spanId": "cd" * 8, "attributes": {"k": True}}]
     record = {"observedTimeUnixNano": "1700000000000000000", "severityText": "WARNING", "traceId": TRACE_HEX,
               "spanId": "", "body": {"stringValue": "careful"},
               "attributes": [{"key": "log.record.uid", "value": {"stringValue": "log-1"}}]}
     body = {"resourceLogs": [{"scopeLogs": [{"logRecords": [record]}]}]}
-    assert httpx.post(f"{studio.url}/v1/logs", json=body).json() == {}
+    assert local_http.post(f"{studio.url}/v1/logs", json=body).json() == {}
     assert rows(studio, "SELECT log_id, level, message, trace_id, span_id, timestamp, data FROM logs") == [
         ("log-1", "warn", "careful", TRACE_HEX, None, datetime.fromtimestamp(1_700_000_000, UTC), None)]
 
 
 def test_protobuf_reply_is_an_empty_export_response(studio):
     request = ExportTraceServiceRequest()
-    response = httpx.post(f"{studio.url}/v1/traces", content=request.SerializeToString(),
+    response = local_http.post(f"{studio.url}/v1/traces", content=request.SerializeToString(),
                           headers={"content-type": "application/x-protobuf"})
     assert response.status_code == 200 and response.content == b""
     assert response.headers["content-type"] == "application/x-protobuf"
@@ -204,9 +206,9 @@ def short_trace_id() -> bytes:
 ])
 def test_bad_payloads_are_400_and_write_nothing(studio, body: bytes, headers: dict, field: str | None):
     # a good request first, so "nothing written" is measured against real rows
-    httpx.post(f"{studio.url}/v1/traces", json=json_request(spanId="0000000000000001"))
+    local_http.post(f"{studio.url}/v1/traces", json=json_request(spanId="0000000000000001"))
     before = counts(studio)
-    response = httpx.post(f"{studio.url}/v1/traces", content=body, headers=headers)
+    response = local_http.post(f"{studio.url}/v1/traces", content=body, headers=headers)
     assert response.status_code == 400, response.text
     assert response.json()["error"]
     if field:
@@ -219,13 +221,13 @@ def test_bad_payloads_are_400_and_write_nothing(studio, body: bytes, headers: di
                                        (b'{"resourceLogs": [{"scopeLogs": [{"logRecords": [{"spanId": "x"}]}]}]}',
                                         "application/json")])
 def test_bad_log_payloads_are_400(studio, body: bytes, kind: str):
-    response = httpx.post(f"{studio.url}/v1/logs", content=body, headers={"content-type": kind})
+    response = local_http.post(f"{studio.url}/v1/logs", content=body, headers={"content-type": kind})
     assert response.status_code == 400 and counts(studio) == (0, 0, 0)
 
 
 @pytest.mark.parametrize("headers", [{"content-type": "text/plain"}, {"content-encoding": "br"}])
 def test_unsupported_media_is_415(studio, headers: dict):
-    response = httpx.post(f"{studio.url}/v1/traces", content=b"{}", headers=headers)
+    response = local_http.post(f"{studio.url}/v1/traces", content=b"{}", headers=headers)
     assert response.status_code == 415 and "unsupported" in response.json()["error"]
 
 
@@ -233,8 +235,8 @@ def test_unavailable_store_is_503_with_the_cause(settings: Settings, data_dir: P
     data_dir.mkdir(parents=True)
     (data_dir / "observability.duckdb").write_bytes(b"this is not a duckdb file" * 100)
     with serve("studio", data_dir, inprocess=True, settings=settings) as server:
-        response = httpx.post(f"{server.url}/v1/traces", json=json_request())
-        logs = httpx.post(f"{server.url}/v1/logs", content=b"", headers={"content-type": "application/x-protobuf"})
+        response = local_http.post(f"{server.url}/v1/traces", json=json_request())
+        logs = local_http.post(f"{server.url}/v1/logs", content=b"", headers={"content-type": "application/x-protobuf"})
     assert response.status_code == 503 and logs.status_code == 503
     assert "observability" in response.json()["error"] and response.headers["retry-after"]
 
@@ -321,7 +323,7 @@ def test_a_batch_sent_twice_is_stored_once(studio, encoding: str):
         content = otlp.decode_traces(json.dumps(body).encode(), "application/json").SerializeToString()
         headers = {"content-type": "application/x-protobuf"}
     for _ in range(2):  # a retry after a lost acknowledgement
-        response = httpx.post(f"{studio.url}/v1/traces", content=content, headers=headers)
+        response = local_http.post(f"{studio.url}/v1/traces", content=content, headers=headers)
         assert response.status_code == 200
         assert response.content in (b"", b"{}")  # the retry is no partial success: nothing was rejected
     assert counts(studio)[:2] == (2, 1)
@@ -329,10 +331,10 @@ def test_a_batch_sent_twice_is_stored_once(studio, encoding: str):
 
 
 def test_the_same_span_in_either_encoding_is_one_row_and_the_latest_wins(studio):
-    assert httpx.post(f"{studio.url}/v1/traces", content=proto_batch(name="first"),
+    assert local_http.post(f"{studio.url}/v1/traces", content=proto_batch(name="first"),
                       headers={"content-type": "application/x-protobuf"}).status_code == 200
     first_created = rows(studio, "SELECT created_at FROM spans")[0][0]
-    assert httpx.post(f"{studio.url}/v1/traces", json=json_request(name="second")).status_code == 200
+    assert local_http.post(f"{studio.url}/v1/traces", json=json_request(name="second")).status_code == 200
     assert rows(studio, "SELECT name, created_at FROM spans") == [("second", first_created)]
     assert rows(studio, "SELECT name FROM traces") == [("second",)]
 
@@ -341,7 +343,8 @@ def test_a_log_batch_sent_twice_in_either_encoding_is_stored_once(studio):
     body = json.dumps(log_request()).encode()
     proto = otlp.decode_logs(body, "application/json").SerializeToString()
     for content, kind in ((body, "application/json"), (proto, "application/x-protobuf"), (body, "application/json")):
-        assert httpx.post(f"{studio.url}/v1/logs", content=content, headers={"content-type": kind}).status_code == 200
+        assert local_http.post(f"{studio.url}/v1/logs", content=content,
+                               headers={"content-type": kind}).status_code == 200
     ids = rows(studio, "SELECT log_id FROM logs ORDER BY timestamp")
     assert len(ids) == 2 and len({i for (i,) in ids}) == 2 and all(len(i) == 36 for (i,) in ids)
 
@@ -385,11 +388,12 @@ def test_otlp_json_nested_deeper_than_the_limit_is_400(studio):
     # plain: the app's input guard refuses it before the route; gzip passes the guard
     # untouched, so the receiver's own limit applies after inflating
     for content, headers in ((body, {}), (gzip.compress(body), {"content-encoding": "gzip"})):
-        response = httpx.post(f"{studio.url}/v1/traces", content=content,
+        response = local_http.post(f"{studio.url}/v1/traces", content=content,
                               headers={"content-type": "application/json", **headers})
         assert response.status_code == 400 and "deeper" in response.json()["issues"][0]["message"]
     deepest = b'{"resourceSpans":' + b"[" * 50_000 + b"]" * 50_000 + b"}"  # past Python's own recursion limit
-    response = httpx.post(f"{studio.url}/v1/traces", content=gzip.compress(deepest),
+    response = local_http.post(f"{studio.url}/v1/traces",
+                               content=gzip.compress(deepest),
                           headers={"content-type": "application/json", "content-encoding": "gzip"})
     assert response.status_code == 400 and response.json()["issues"][0]["field"] == "body"
     assert counts(studio) == (0, 0, 0)
@@ -398,8 +402,9 @@ def test_otlp_json_nested_deeper_than_the_limit_is_400(studio):
 def test_a_lone_surrogate_in_otlp_json_is_repaired_or_refused(studio):
     body = json.dumps(json_request(name="bad \ud800 name")).encode()  # json.dumps writes it as \\ud800
     # plain: the input guard repairs it to U+FFFD; gzip reaches the decoder, which refuses it
-    response = httpx.post(f"{studio.url}/v1/traces", content=gzip.compress(body),
+    response = local_http.post(f"{studio.url}/v1/traces",
+                               content=gzip.compress(body),
                           headers={"content-type": "application/json", "content-encoding": "gzip"})
     assert response.status_code == 400 and counts(studio) == (0, 0, 0)
-    response = httpx.post(f"{studio.url}/v1/traces", content=body, headers={"content-type": "application/json"})
+    response = local_http.post(f"{studio.url}/v1/traces", content=body, headers={"content-type": "application/json"})
     assert response.status_code == 200 and rows(studio, "SELECT name FROM spans") == [("bad \ufffd name",)]

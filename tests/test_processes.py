@@ -16,6 +16,7 @@ import pytest
 
 from dev_server.storage.migrate import load_migrations
 from tests.kit.cli import assert_one_error_line, run_cli
+from tests.kit.local_http import local_http
 from tests.support import REPO, free_port
 
 
@@ -49,7 +50,7 @@ def wait_ready(url: str, timeout: float = 60) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            health = httpx.get(f"{url}/health", timeout=1).json()
+            health = local_http.get(f"{url}/health", timeout=1).json()
             if health["status"] == "ok":
                 return health
             assert health["status"] == "starting" and health["models"]["ready"] is False
@@ -82,7 +83,7 @@ def test_make_dev_serves_both_prints_the_banner_and_one_ctrl_c_stops_both(server
             os.killpg(make.pid, signal.SIGKILL)
     for port in (gateway_port, studio_port):
         with pytest.raises(httpx.TransportError):
-            httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
+            local_http.get(f"http://127.0.0.1:{port}/health", timeout=1)
     assert "gateway | " in output and "studio  | " in output
     assert "Traceback" not in output
     lines = output.splitlines()
@@ -98,7 +99,7 @@ def test_make_dev_serves_both_prints_the_banner_and_one_ctrl_c_stops_both(server
 
 def test_health_says_starting_until_the_models_are_warm_then_ok(start_server):
     gateway = start_server("gateway")  # answers at once, while litellm still imports
-    first = httpx.get(f"{gateway.url}/health").json()
+    first = local_http.get(f"{gateway.url}/health").json()
     assert first["status"] in ("starting", "ok")
     ready = wait_ready(gateway.url)
     assert ready["models"]["ready"] is True and ready["models"]["warmUpSeconds"] > 0
@@ -160,9 +161,9 @@ def test_duckdb_held_by_another_process_leaves_the_studio_serving(start_server, 
         observability = health["stores"]["observability"]
         assert observability["open"] is False and "lock" in observability["error"].lower()
         assert studio.output().count("observability storage disabled") == 1
-        assert httpx.get(f"{studio.url}/api/memory/threads").status_code == 200
-        assert httpx.get(f"{studio.url}/api/agents").status_code == 200
-        traces = httpx.post(f"{studio.url}/api/observability/traces/query", json={})
+        assert local_http.get(f"{studio.url}/api/memory/threads").status_code == 200
+        assert local_http.get(f"{studio.url}/api/agents").status_code == 200
+        traces = local_http.post(f"{studio.url}/api/observability/traces/query", json={})
         assert traces.status_code == 503 and "lock" in traces.json()["error"].lower()
     finally:
         holder.kill()

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from dev_server.kernel.model import ModelRequest
@@ -22,6 +21,7 @@ from dev_server.llm import LiteLLMClient, ModelProviderError, ModelResolver, pre
 from dev_server.provider_env import collect_provider_env
 from dev_server.settings import Settings, SettingsError
 from tests.fake_provider import REPLY, FakeProvider
+from tests.kit.local_http import local_http
 from tests.kit.servers import serving
 from tests.support import sqlite_rows, user_message, wait_models_ready
 
@@ -145,7 +145,7 @@ def fake() -> Iterator[FakeProvider]:
 def test_start_logs_and_health_name_the_local_fallback(data_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="dev_server")
     with serving("gateway", data_dir, {"DEV_SERVER_TELEMETRY": "false"}) as gateway:
-        models = httpx.get(f"{gateway.url}/health", timeout=10).json()["models"]
+        models = local_http.get(f"{gateway.url}/health", timeout=10).json()["models"]
         chat_agent = models["agents"]["chat-agent"]
         assert (chat_agent["local"], chat_agent["model"], chat_agent["reason"]) == (True, "openai/gpt-4o-mini",
                                                                                     "OPENAI_API_KEY not set")
@@ -164,7 +164,7 @@ def test_start_logs_and_health_name_the_provider(start_server: Any, fake: FakePr
     assert KEY not in str(chat_agent) and fake.base_url not in str(chat_agent)
     assert "chat-agent -> openai/gpt-4o-mini" in gateway.output()
     body = {"conversationId": "t1", "messages": [user_message("u1", "hello")]}
-    response = httpx.post(f"{gateway.url}/api/chat", json=body, timeout=30)
+    response = local_http.post(f"{gateway.url}/api/chat", json=body, timeout=30)
     assert response.status_code == 200 and REPLY.split()[-1] in response.text
     # the reply's title job may ask the same provider in the background; the turn asked once
     assert len(fake.turn_bodies()) == 1
@@ -174,11 +174,11 @@ def test_without_fallback_a_turn_is_a_503_and_nothing_is_stored(data_dir: Path,
                                                                 caplog: pytest.LogCaptureFixture) -> None:
     env = {"DEV_SERVER_TELEMETRY": "false", "DEV_SERVER_LOCAL_FALLBACK": "false"}
     with serving("gateway", data_dir, env) as gateway:
-        health = httpx.get(f"{gateway.url}/health", timeout=10).json()
+        health = local_http.get(f"{gateway.url}/health", timeout=10).json()
         assert health["models"]["agents"]["chat-agent"]["missing"] == ["OPENAI_API_KEY"]
         assert "ERROR" in caplog.text and "chat-agent -> error:" in caplog.text
         body = {"conversationId": "t-nokey", "messages": [user_message("u1", "hello")]}
-        response = httpx.post(f"{gateway.url}/api/chat", json=body, timeout=30)
+        response = local_http.post(f"{gateway.url}/api/chat", json=body, timeout=30)
         assert response.status_code == 503 and response.json()["kind"] == "not_configured"
         assert "OPENAI_API_KEY" in response.json()["error"]
         assert sqlite_rows(data_dir / "dev-server.db", "SELECT count(*) FROM messages") == [(0,)]
@@ -191,10 +191,10 @@ def test_a_turn_with_memory_names_its_thread_and_resource_to_the_provider(data_d
     env = {"DEV_SERVER_TELEMETRY": "false", "OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": fake.base_url}
     with serving("gateway", data_dir, env) as gateway:
         body = {"conversationId": "headed", "messages": [user_message("u1", "hello")]}
-        assert httpx.post(f"{gateway.url}/api/chat", json=body, timeout=30).status_code == 200
+        assert local_http.post(f"{gateway.url}/api/chat", json=body, timeout=30).status_code == 200
     with serving("studio", data_dir, env) as studio:
         run = {"messages": "hello"}  # no memory: no thread
-        assert httpx.post(f"{studio.url}/api/agents/chat-agent/generate", json=run, timeout=30).status_code == 200
+        assert local_http.post(f"{studio.url}/api/agents/chat-agent/generate", json=run, timeout=30).status_code == 200
     turns = [headers for body, headers in zip(fake.bodies, fake.headers, strict=True) if body in fake.turn_bodies()]
     assert len(turns) == 2
     assert (turns[0]["x-thread-id"], turns[0]["x-resource-id"]) == ("headed", "ai-chat")

@@ -18,6 +18,7 @@ import pytest
 from dev_server.kernel.model import Finish, ModelRequest, TextDelta
 from dev_server.llm import LiteLLMClient, ModelProviderError
 from tests.fake_provider import INBAND_MESSAGE, REPLY, FakeProvider
+from tests.kit.local_http import local_http
 from tests.kit.servers import ProcessServer, Servers
 from tests.support import sqlite_rows, user_message, wait_models_ready
 
@@ -136,7 +137,7 @@ def gateway(fake: FakeProvider, module_servers: Servers) -> ProcessServer:
 
 def chat(gateway: Any, thread: str, text: str) -> httpx.Response:
     body = {"conversationId": thread, "messages": [user_message(f"u-{thread}", text)]}
-    return httpx.post(f"{gateway.url}/api/chat", json=body, timeout=30)
+    return local_http.post(f"{gateway.url}/api/chat", json=body, timeout=30)
 
 
 def stored_roles(gateway: Any, thread: str) -> list[str]:
@@ -178,7 +179,7 @@ def test_studio_generate_of_an_empty_stream_is_an_error_not_an_empty_stop(fake: 
                                          "DEV_SERVER_TELEMETRY": "false", "DEV_SERVER_MODEL_RETRIES": "0"})
     wait_models_ready(studio)
     body = {"messages": "[[fault:plain_json]]", "memory": {"thread": "t-generate", "resource": "ai-chat"}}
-    response = httpx.post(f"{studio.url}/api/agents/chat-agent/generate", json=body, timeout=30)
+    response = local_http.post(f"{studio.url}/api/agents/chat-agent/generate", json=body, timeout=30)
     assert response.status_code == 502 and response.json()["kind"] == "response", response.text
     rows = sqlite_rows(data_dir / "dev-server.db", "SELECT role FROM messages WHERE thread_id = 't-generate'")
     assert rows == [("user",)]

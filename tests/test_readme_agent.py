@@ -15,9 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from tests.kit.chat import chat_turn, reply_text
+from tests.kit.local_http import local_http
 from tests.kit.om import om_chunks, record_row
 from tests.kit.servers import process_env, serve
 from tests.support import REPO, free_port, user_message
@@ -84,7 +83,7 @@ def test_the_readme_command_runs_the_agent_in_both_processes(tmp_path: Path) -> 
             if line.startswith(f"    {AGENT} -> ") or len(banner) > 200:
                 break
         assert any(line.startswith(f"    {AGENT} -> openai/gpt-4o-mini") for line in banner), "\n".join(banner)
-        agents = httpx.get(f"http://127.0.0.1:{studio_port}/api/agents", timeout=10).json()
+        agents = local_http.get(f"http://127.0.0.1:{studio_port}/api/agents", timeout=10).json()
         assert list(agents) == [AGENT] and agents[AGENT]["tools"].keys() == {"get_weather"}
         reply = say(f"http://127.0.0.1:{gateway_port}", "cli", "c1", "use the get_weather tool: Porto")
         assert {"city": "Porto", "temperature_c": 21, "conditions": "sunny"} in [

@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.kit.chat import post_chat, resume, text_of
+from tests.kit.local_http import local_http
 from tests.kit.servers import InProcessServer, Servers
 from tests.support import run_node, sqlite_rows, user_message
 
@@ -74,9 +74,9 @@ def test_nothing_to_resume_answers_204_and_a_bad_last_event_id_400(data_dir: Pat
         post_chat(server.url, "done", "hello")  # read to the end: the stream is over
         assert resume(server.url, "done")[0].status_code == 204
         assert resume(server.url, "done", path="/api/agents/docs-agent/chat")[0].status_code == 204
-        bad = httpx.get(f"{server.url}/api/chat/done/stream", headers={"Last-Event-ID": "seven"})
+        bad = local_http.get(f"{server.url}/api/chat/done/stream", headers={"Last-Event-ID": "seven"})
         assert bad.status_code == 400 and bad.json()["error"] == "Invalid Last-Event-ID header"
-        assert httpx.get(f"{server.url}/api/agents/nobody/chat/done/stream").status_code == 404
+        assert local_http.get(f"{server.url}/api/agents/nobody/chat/done/stream").status_code == 404
 
 
 def test_last_event_id_skips_the_frames_the_client_saw(data_dir: Path):
@@ -116,10 +116,10 @@ def test_with_auth_only_the_owner_resumes_and_only_on_its_agent(data_dir: Path):
     alice, bob = {"Authorization": "Bearer ta"}, {"Authorization": "Bearer tb"}
     with replicas(data_dir, 2, auth_tokens="ta=alice,tb=bob") as (first, second):
         seen = post_chat(first.url, "alices", SLOW, headers=alice, read_frames=4)
-        stolen = httpx.get(f"{second.url}/api/chat/alices/stream", headers=bob)
-        unknown = httpx.get(f"{second.url}/api/chat/nobodys/stream", headers=bob)
+        stolen = local_http.get(f"{second.url}/api/chat/alices/stream", headers=bob)
+        unknown = local_http.get(f"{second.url}/api/chat/nobodys/stream", headers=bob)
         assert stolen.status_code == unknown.status_code == 204  # a foreign id cannot be told from none
-        assert httpx.get(f"{second.url}/api/chat/alices/stream").status_code == 401
+        assert local_http.get(f"{second.url}/api/chat/alices/stream").status_code == 401
         assert resume(second.url, "alices", path="/api/agents/docs-agent/chat", headers=alice)[0].status_code == 204
         response, rest = resume(second.url, "alices", path="/api/agents/chat-agent/chat",
                                 headers={**alice, "Last-Event-ID": str(seen[-1][0])})
@@ -131,7 +131,7 @@ def test_another_user_reusing_your_chat_id_does_not_shadow_your_stream(data_dir:
     with replicas(data_dir, 2, auth_tokens="ta=alice,tb=bob") as (first, second):
         seen = post_chat(first.url, "same-id", SLOW, headers=alice, read_frames=4)
         body = {"id": "same-id", "conversationId": "bobs-thread", "messages": [user_message("b-u", "hello from bob")]}
-        bobs = httpx.post(f"{second.url}/api/chat", json=body, headers=bob, timeout=30)  # newer, same chat id
+        bobs = local_http.post(f"{second.url}/api/chat", json=body, headers=bob, timeout=30)  # newer, same chat id
         assert bobs.status_code == 200 and bobs.text.rstrip().endswith("[DONE]")
         response, rest = resume(second.url, "same-id", headers={**alice, "Last-Event-ID": str(seen[-1][0])})
         assert response.status_code == 200 and rest[0][0] == seen[-1][0] + 1

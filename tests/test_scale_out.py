@@ -21,6 +21,7 @@ from dev_server.settings import Settings
 from dev_server.storage.migrate import load_migrations
 from tests.kit.builders import ui_message
 from tests.kit.chat import chat_turn, post_chat, reply_text, resume, streamed_text
+from tests.kit.local_http import local_http
 from tests.kit.servers import ProcessServer, make_server, serve
 from tests.sqld import Sqld
 from tests.support import frames_of, run_node, ui_chunks, user_message, wait_models_ready
@@ -66,7 +67,7 @@ def test_replicas_share_one_database_and_the_migrations_ran_once(topology: Topol
     assert ([v for (v,) in versions] == sorted({v for (v,) in versions})
             and len(versions) == len(load_migrations("libsql")))
     for server in (*topology.gateways, topology.studio):
-        health = httpx.get(f"{server.url}/health").json()
+        health = local_http.get(f"{server.url}/health").json()
         assert health["stores"]["default"]["url"] == topology.sqld.url, health["stores"]
 
 
@@ -79,7 +80,7 @@ def test_a_conversation_alternating_between_replicas_keeps_its_memory(topology: 
     rows = topology.sqld.rows("SELECT id, role FROM messages WHERE thread_id = 'alt' ORDER BY created_at, seq")
     assert [r[1] for r in rows] == ["user", "assistant"] * 4  # no duplicate, none lost
     assert [r[0] for r in rows][::2] == [f"alt-{i}" for i in range(4)]
-    listed = httpx.get(f"{topology.studio.url}/api/memory/threads/alt/messages",
+    listed = local_http.get(f"{topology.studio.url}/api/memory/threads/alt/messages",
                        params={"agentId": "chat-agent"}).json()
     assert len(listed["messages"]) == 8
 
@@ -122,7 +123,7 @@ def test_sqld_restarted_mid_load_fails_cleanly_then_recovers(topology: Topology)
 
     def load(i: int) -> None:
         gateway = (a, b)[i % 2]
-        response = httpx.post(f"{gateway.url}/api/chat", timeout=30, json={
+        response = local_http.post(f"{gateway.url}/api/chat", timeout=30, json={
             "id": f"restart-{i}", "messages": [user_message(f"r-{i}", f"message {i}")],
             "conversationId": f"restart-{i % 3}", "trigger": "submit-message"})
         if response.status_code != 200:
@@ -153,7 +154,7 @@ def test_a_frozen_sqld_is_a_clear_503_not_a_hang(topology: Topology) -> None:
     os.kill(pid, signal.SIGSTOP)
     try:
         started = time.monotonic()
-        response = httpx.post(f"{gateway.url}/api/chat", timeout=30, json={
+        response = local_http.post(f"{gateway.url}/api/chat", timeout=30, json={
             "id": "frozen", "conversationId": "frozen", "messages": [user_message("f1", "hello?")]})
         waited = time.monotonic() - started
     finally:
@@ -221,7 +222,7 @@ def test_a_token_in_the_url_is_used_and_never_shown(tmp_path: Path) -> None:
     with Sqld(tmp_path / "sqld", auth=True) as sqld:
         settings = Settings(data_dir=tmp_path, db_url=f"{sqld.url}?authToken={sqld.token()}", telemetry=False)
         with serve("gateway", tmp_path, inprocess=True, settings=settings) as gateway:
-            health = httpx.get(f"{gateway.url}/health").json()
+            health = local_http.get(f"{gateway.url}/health").json()
     assert health["status"] == "ok" and health["stores"]["default"]["url"] == sqld.url
 
 
@@ -245,7 +246,7 @@ def test_a_replica_killed_mid_load_loses_and_duplicates_no_acknowledged_turn(tmp
 
             def one_turn(url: str, thread: str, history: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
                 try:
-                    with httpx.stream("POST", f"{url}/api/chat", timeout=60,
+                    with local_http.stream("POST", f"{url}/api/chat", timeout=60,
                                       json={"conversationId": thread, "messages": history}) as response:
                         if response.status_code != 200:
                             return None

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from pydantic import ValidationError
 
@@ -29,6 +28,7 @@ from dev_server.llm import LiteLLMClient, ModelProviderError
 from dev_server.llm.errors import provider_error
 from dev_server.llm.scripted import Call, Reply, ScriptedModel
 from dev_server.settings import Settings, SettingsError
+from tests.kit.local_http import local_http
 from tests.support import LiveApp, frames_of, sqlite_rows, ui_chunks, user_message
 
 CHAT_AGENT_INSTRUCTIONS = next(a.instructions for a in DEFINITIONS if a.id == "chat-agent")
@@ -37,7 +37,7 @@ CHAT_AGENT_INSTRUCTIONS = next(a.instructions for a in DEFINITIONS if a.id == "c
 def turn(url: str, conversation: str, text: str, message_id: str = "u1") -> tuple[int, list[dict[str, Any]], Any]:
     """One chat turn over HTTP: (status, UI chunks, the JSON error body when it is not a stream)."""
     body = {"id": conversation, "conversationId": conversation, "messages": [user_message(message_id, text)]}
-    with httpx.stream("POST", f"{url}/api/chat", json=body, timeout=30) as response:
+    with local_http.stream("POST", f"{url}/api/chat", json=body, timeout=30) as response:
         if response.status_code != 200:
             return response.status_code, [], json.loads(response.read())
         return 200, ui_chunks(frames_of(response)), None
@@ -207,7 +207,7 @@ def test_a_server_process_plays_a_json_script_and_records_its_requests(start_ser
         "title": ["Sums"],
         "record": "requests.jsonl"}))
     gateway = start_server("gateway", env={"DEV_SERVER_SCRIPTED_MODEL": str(script)})
-    health = httpx.get(f"{gateway.url}/health").json()
+    health = local_http.get(f"{gateway.url}/health").json()
     assert health["models"]["scripted"] == {"pending": 3, "requests": 0}
     assert health["models"]["agents"]["chat-agent"]["answeredBy"] == "scripted/openai/gpt-4o-mini"
     status, chunks, _ = turn(gateway.url, "proc", "what is 6 * 7?")

@@ -13,12 +13,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from dev_server.factory import create_app
 from dev_server.settings import Settings
 from tests.kit.chat import reply_text, turn
+from tests.kit.local_http import local_http
 from tests.kit.servers import serving
 from tests.support import LiveApp, sqlite_rows, user_message
 
@@ -39,14 +39,14 @@ def chat(server: LiveApp, thread: str, message_id: str, text: str, token: str | 
     body = {"id": thread, "conversationId": thread, "messages": [user_message(message_id, text)],
             "trigger": "submit-message"}
     path = f"/api/agents/{agent}/chat" if agent else "/api/chat"
-    response = httpx.post(f"{server.url}{path}", json=body, headers=headers, timeout=60)
+    response = local_http.post(f"{server.url}{path}", json=body, headers=headers, timeout=60)
     assert response.status_code == 200, response.text
     events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
     return "".join(e.get("delta", "") for e in events if e.get("type") == "text-delta")
 
 
 def recall_health(server: LiveApp) -> dict[str, Any]:
-    return httpx.get(f"{server.url}/health", timeout=10).json()["semanticRecall"]
+    return local_http.get(f"{server.url}/health", timeout=10).json()["semanticRecall"]
 
 
 def indexed(server: LiveApp, at_least: int = 1, timeout: float = 60.0) -> dict[str, Any]:
@@ -139,7 +139,7 @@ def vector_rows(db: Path, message_id: str) -> list[tuple]:
 
 def search(server: LiveApp, text: str, resource: str = "ai-chat", limit: int = 1) -> dict[str, Any]:
     """The Studio's search: with ``limit`` 1, the single nearest message."""
-    response = httpx.get(f"{server.url}/api/memory/search", params={
+    response = local_http.get(f"{server.url}/api/memory/search", params={
         "agentId": "chat-agent", "searchQuery": text, "resourceId": resource, "limit": limit}, timeout=30)
     assert response.status_code == 200, response.text
     return response.json()
@@ -161,17 +161,17 @@ def test_studio_search_by_meaning_and_edits_and_deletes_keep_the_index_consisten
                                 "content": {"format": 2, "parts": [{"type": "text", "text": "I adore kayaking."}],
                                             "content": "I adore kayaking."}, "createdAt": "2026-01-01T00:00:00.000Z"}],
                   "agentId": "chat-agent"}
-        assert httpx.post(f"{studio.url}/api/memory/save-messages?agentId=chat-agent", json=edited,
+        assert local_http.post(f"{studio.url}/api/memory/save-messages?agentId=chat-agent", json=edited,
                           timeout=30).status_code == 200
         indexed(studio, 4)
         assert vector_rows(db, "n1") != before
         assert search(studio, "paddling a boat on a river")["results"][0]["id"] == "n1"
-        deleted = httpx.post(f"{studio.url}/api/memory/messages/delete?agentId=chat-agent",
+        deleted = local_http.post(f"{studio.url}/api/memory/messages/delete?agentId=chat-agent",
                              json={"messageIds": ["n1"]}, timeout=30)
         assert deleted.status_code == 200
         assert vector_rows(db, "n1") == []
         assert "n1" not in [r["id"] for r in search(studio, "paddling a boat on a river")["results"]]
-        config = httpx.get(f"{studio.url}/api/memory/config", params={"agentId": "chat-agent"}).json()["config"]
+        config = local_http.get(f"{studio.url}/api/memory/config", params={"agentId": "chat-agent"}).json()["config"]
         assert config["semanticRecall"] == {"topK": 4, "messageRange": {"before": 1, "after": 1}, "scope": "resource"}
         assert config["embedder"]["model"] == "openai/text-embedding-3-small"
         assert config["embedder"]["answeredBy"] == "local/all-MiniLM-L6-v2-int8"
@@ -394,7 +394,7 @@ def test_a_regenerated_reply_replaces_the_old_ones_vectors(tmp_path: Path) -> No
         assert vector_rows(db, first)
         body = {"id": "regen", "conversationId": "regen", "messages": [user_message("u1", FACT)],
                 "trigger": "regenerate-message"}
-        assert httpx.post(f"{server.url}/api/chat", json=body, timeout=60).status_code == 200
+        assert local_http.post(f"{server.url}/api/chat", json=body, timeout=60).status_code == 200
         indexed(server, 2)
         [second] = replies()
         assert second != first and vector_rows(db, first) == [] and vector_rows(db, second)

@@ -18,9 +18,9 @@ import json
 import socket
 import time
 
-import httpx
 import pytest
 
+from tests.kit.local_http import local_http
 from tests.kit.servers import server_fixture
 
 pytestmark = pytest.mark.slow
@@ -72,7 +72,7 @@ def test_slow_headers_and_slow_bodies_are_closed_at_their_deadline_while_health_
     slow_bodies = [connect(gateway.port, SLOW_BODY) for _ in range(SLOW)]
     silent = [connect(gateway.port, b"") for _ in range(5)]  # connected, never sent a byte
 
-    health = httpx.get(f"{gateway.url}/health", timeout=5)  # served while 125 connections stall
+    health = local_http.get(f"{gateway.url}/health", timeout=5)  # served while 125 connections stall
     assert health.status_code == 200 and health.json()["role"] == "gateway"
 
     for kind, socks, error in (("headers", slow_headers, "Request headers not received within 1 s"),
@@ -154,7 +154,7 @@ def test_the_connection_cap_refuses_requests_beyond_it_with_a_json_503(start_ser
     held = [connect(gateway.port, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n") for _ in range(5)]
     time.sleep(0.3)  # accepted by the server (an idle connection counts as much as a busy one)
 
-    refused = httpx.get(f"{gateway.url}/health", timeout=5)
+    refused = local_http.get(f"{gateway.url}/health", timeout=5)
     assert refused.status_code == 503
     assert refused.headers["retry-after"] == "1" and refused.headers["connection"] == "close"
     assert refused.json() == {"error": "The server is at its connection limit; retry shortly"}
@@ -165,7 +165,7 @@ def test_the_connection_cap_refuses_requests_beyond_it_with_a_json_503(start_ser
     assert first.startswith(b"HTTP/1.1 200"), gateway.output()
     held.pop(0).close()
     deadline = time.monotonic() + BOUND_S
-    while (answer := httpx.get(f"{gateway.url}/health", timeout=5)).status_code == 503:
+    while (answer := local_http.get(f"{gateway.url}/health", timeout=5)).status_code == 503:
         assert time.monotonic() < deadline, "a closed connection never freed its slot"
         time.sleep(0.05)
     assert answer.status_code == 200
@@ -187,7 +187,7 @@ def test_the_studio_cuts_off_a_slow_otlp_body_it_reads_itself_without_an_error(s
         status, headers, _ = response_of(read_until_closed(sock))
         assert status == 408 and headers["content-type"] == "application/json"
     assert time.monotonic() - started < BOUND_S
-    assert httpx.get(f"{studio.url}/health", timeout=5).status_code == 200
+    assert local_http.get(f"{studio.url}/health", timeout=5).status_code == 200
     output = studio.output()
     assert "request body not complete within 1.0 s" in output
     assert "request headers not complete within 1.0 s" in output

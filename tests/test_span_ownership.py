@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import json
 
-import httpx
-
 from dev_server.auth import service_token
+from tests.kit.local_http import local_http
 from tests.kit.servers import server_fixture
 from tests.kit.traces import json_request, log_request, rows
 
@@ -37,32 +36,33 @@ def claimed(trace: str, span: str, resource: str, **attrs: str) -> dict:
 
 
 def trace_ids(server, token: str) -> list[str]:
-    response = httpx.post(f"{server.url}/api/observability/traces/query", json={}, headers=as_user(token))
+    response = local_http.post(f"{server.url}/api/observability/traces/query", json={}, headers=as_user(token))
     assert response.status_code == 200, response.text
     return [t["traceId"] for t in response.json()["traces"]]
 
 
 def test_spans_from_a_user_get_that_users_resource_whatever_they_claim(secured):
     bob_trace, service_trace = "b1" * 16, "5e" * 16
-    response = httpx.post(f"{secured.url}/v1/traces", json=claimed(bob_trace, "b1" * 8, "user:alice"),
+    response = local_http.post(f"{secured.url}/v1/traces", json=claimed(bob_trace, "b1" * 8, "user:alice"),
                           headers=as_user("tb"))
     assert response.status_code == 200
     assert rows(secured, "SELECT DISTINCT resource_id FROM spans") == [("user:bob",)]
     assert trace_ids(secured, "ta") == [] and trace_ids(secured, "tb") == [bob_trace]
     # the gateway's exporter (the service principal) files rows under the run's resource
-    response = httpx.post(f"{secured.url}/v1/traces", json=claimed(service_trace, "5e" * 8, "user:alice"),
+    response = local_http.post(f"{secured.url}/v1/traces", json=claimed(service_trace, "5e" * 8, "user:alice"),
                           headers=as_user(service_token(TOKENS)))
     assert response.status_code == 200
     assert trace_ids(secured, "ta") == [service_trace] and trace_ids(secured, "tb") == [bob_trace]
-    assert httpx.get(f"{secured.url}/api/observability/traces/{service_trace}",
+    assert local_http.get(f"{secured.url}/api/observability/traces/{service_trace}",
                      headers=as_user("tb")).status_code == 404
 
 
 def test_a_user_cannot_overwrite_anothers_span_by_reusing_its_ids(secured):
     alice = claimed("a1" * 16, "a1" * 8, "user:alice")
-    assert httpx.post(f"{secured.url}/v1/traces", json=alice, headers=as_user(service_token(TOKENS))).status_code == 200
+    assert local_http.post(f"{secured.url}/v1/traces", json=alice,
+                           headers=as_user(service_token(TOKENS))).status_code == 200
     forged = claimed("a1" * 16, "a1" * 8, "user:bob", **{"mastra.entity_name": "defaced"})
-    response = httpx.post(f"{secured.url}/v1/traces", json=forged, headers=as_user("tb"))
+    response = local_http.post(f"{secured.url}/v1/traces", json=forged, headers=as_user("tb"))
     assert response.status_code == 200
     assert response.json()["partialSuccess"]["rejectedSpans"] == "1"  # int64 is a string in OTLP/JSON
     assert rows(secured, "SELECT entity_name, resource_id FROM spans") == [("Secret Agent", "user:alice")]
@@ -73,9 +73,9 @@ def test_logs_from_a_user_get_that_users_resource(secured):
     body = log_request()
     for record in body["resourceLogs"][0]["scopeLogs"][0]["logRecords"]:
         record["attributes"].append({"key": "mastra.resource_id", "value": {"stringValue": "user:alice"}})
-    assert httpx.post(f"{secured.url}/v1/logs", json=body, headers=as_user("tb")).status_code == 200
+    assert local_http.post(f"{secured.url}/v1/logs", json=body, headers=as_user("tb")).status_code == 200
     assert rows(secured, "SELECT DISTINCT resource_id FROM logs") == [("user:bob",)]
-    listed = httpx.get(f"{secured.url}/api/observability/logs", headers=as_user("ta")).json()
+    listed = local_http.get(f"{secured.url}/api/observability/logs", headers=as_user("ta")).json()
     assert listed["logs"] == []
 
 
@@ -87,10 +87,11 @@ def test_discovery_lists_only_what_the_caller_may_see(secured):
     alice = claimed("a2" * 16, "a2" * 8, "user:alice", **{"mastra.span_type": "agent_run"})
     alice["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"].append(
         {"key": "mastra.metadata", "value": {"stringValue": json.dumps({"region": "alice-land"})}})
-    assert httpx.post(f"{secured.url}/v1/traces", json=alice, headers=as_user(service_token(TOKENS))).status_code == 200
+    assert local_http.post(f"{secured.url}/v1/traces", json=alice,
+                           headers=as_user(service_token(TOKENS))).status_code == 200
     seen = {}
     for token in ("ta", "tb"):
-        seen[token] = {route: httpx.get(f"{secured.url}/api/observability/discovery/{route}",
+        seen[token] = {route: local_http.get(f"{secured.url}/api/observability/discovery/{route}",
                                         params={"entityType": "agent"} if route == "entity-names" else None,
                                         headers=as_user(token)).json()[key] for route, key in DISCOVERY.items()}
     assert seen["ta"] == {"entity-names": ["Secret Agent"], "entity-types": ["agent"], "environments": ["alice-env"],
@@ -99,7 +100,7 @@ def test_discovery_lists_only_what_the_caller_may_see(secured):
 
     window = {"from": "2023-11-01T00:00:00Z", "to": "2023-11-30T00:00:00Z"}  # json_request's spans: 2023-11-14
     def discover(route: str, token: str, **body) -> dict:
-        response = httpx.post(f"{secured.url}/api/observability/traces/query/{route}", headers=as_user(token),
+        response = local_http.post(f"{secured.url}/api/observability/traces/query/{route}", headers=as_user(token),
                               json={"timeRange": window, "limit": 25, **body})
         assert response.status_code == 200, response.text
         return response.json()
@@ -112,19 +113,21 @@ def test_discovery_lists_only_what_the_caller_may_see(secured):
     assert discover("values", "tb", predicateScope="trace", path="metadata.region")["values"] == []
 
     label = {"metricName": "mastra_agent_duration_ms", "labelKey": "entityName"}
-    values = {t: httpx.get(f"{secured.url}/api/observability/discovery/metric-label-values", params=label,
+    values = {t: local_http.get(f"{secured.url}/api/observability/discovery/metric-label-values", params=label,
                            headers=as_user(t)).json()["values"] for t in ("ta", "tb")}
     assert values == {"ta": ["Secret Agent"], "tb": []}
 
 
 def test_a_span_claiming_a_foreign_parent_does_not_reveal_it_in_metrics(secured):
     alice = claimed("a3" * 16, "a3" * 8, "user:alice", **{"mastra.span_type": "agent_run"})
-    assert httpx.post(f"{secured.url}/v1/traces", json=alice, headers=as_user(service_token(TOKENS))).status_code == 200
+    assert local_http.post(f"{secured.url}/v1/traces", json=alice,
+                           headers=as_user(service_token(TOKENS))).status_code == 200
     child = claimed("a3" * 16, "b3" * 8, "user:bob", **{"mastra.span_type": "agent_run", "mastra.entity_name": "Bob"})
     child["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["parentSpanId"] = "a3" * 8  # alice's root span
-    assert httpx.post(f"{secured.url}/v1/traces", json=child, headers=as_user("tb")).status_code == 200
+    assert local_http.post(f"{secured.url}/v1/traces", json=child, headers=as_user("tb")).status_code == 200
     body = {"name": ["mastra_agent_duration_ms"], "aggregation": "count",
             "groupBy": ["entityName", "parentEntityName", "rootEntityName"]}
-    groups = httpx.post(f"{secured.url}/api/observability/metrics/breakdown", json=body, headers=as_user("tb")).json()
+    groups = local_http.post(f"{secured.url}/api/observability/metrics/breakdown", json=body,
+                             headers=as_user("tb")).json()
     assert [g["dimensions"] for g in groups["groups"]] == [
         {"entityName": "Bob", "parentEntityName": None, "rootEntityName": None}]

@@ -15,7 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
 from dev_server.agents.registry import DEFINITIONS
@@ -25,6 +24,7 @@ from dev_server.llm.models import shown_url
 from dev_server.preflight import check_agent_names, check_exposure, check_models, is_loopback, model_settings
 from dev_server.settings import Settings, SettingsError
 from tests.kit.cli import assert_one_error_line, run_cli
+from tests.kit.local_http import local_http
 from tests.kit.servers import serving, settings_from_env
 from tests.support import REPO, free_port, user_message
 
@@ -44,7 +44,7 @@ def test_a_non_loopback_host_without_tokens_refuses_to_start(server_env: dict[st
 def test_on_every_interface_with_tokens_or_auth_off_it_serves(start_server, auth: dict[str, str]):
     gateway = start_server("gateway", env={"DEV_SERVER_HOST": "0.0.0.0", **auth})
     assert "listening on http://0.0.0.0:" in gateway.output()
-    chat = httpx.post(f"{gateway.url}/api/chat", json={"messages": [user_message("u1", "hi")]}, timeout=30)
+    chat = local_http.post(f"{gateway.url}/api/chat", json={"messages": [user_message("u1", "hi")]}, timeout=30)
     assert chat.status_code == (401 if "DEV_SERVER_AUTH_TOKENS" in auth else 200)
 
 
@@ -258,7 +258,7 @@ def test_the_client_and_the_log_both_get_the_url_that_failed(data_dir: Path, cap
     env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": base_url, "DEV_SERVER_MODEL_RETRIES": "0",
            "DEV_SERVER_TELEMETRY": "false"}
     with caplog.at_level(logging.WARNING), serving("gateway", data_dir, env) as gateway:
-        response = httpx.post(f"{gateway.url}/api/chat", json={"messages": [user_message("u1", "hi")]}, timeout=30)
+        response = local_http.post(f"{gateway.url}/api/chat", json={"messages": [user_message("u1", "hi")]}, timeout=30)
     assert response.status_code == 502
     assert response.json()["kind"] == "connection" and shown in response.json()["error"]
     failed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("agent run failed")]

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from dev_server.settings import Settings
+from tests.kit.local_http import local_http
 from tests.kit.servers import in_process, server_fixture
 from tests.support import user_message
 
@@ -87,9 +88,9 @@ def test_system_packages_report_the_studio_build_served(tmp_path, environment, i
     (ui / "VERSION").write_text("mastra@1.31.0\n")
     settings = Settings(data_dir=tmp_path / "data", studio_ui_dir=ui, environment=environment)
     with in_process("studio", settings) as server:
-        body = httpx.get(f"{server.url}/api/system/packages", timeout=10).json()
+        body = local_http.get(f"{server.url}/api/system/packages", timeout=10).json()
         (ui / "VERSION").unlink()  # no build served: no Mastra package here
-        without = httpx.get(f"{server.url}/api/system/packages", timeout=10).json()["packages"]
+        without = local_http.get(f"{server.url}/api/system/packages", timeout=10).json()["packages"]
     # the Studio's version badge shows the first package's version, and only when isDev
     assert body["packages"] == [{"name": "mastra", "version": "1.31.0"}]
     assert body["isDev"] is is_dev and body["cmsEnabled"] is False
@@ -266,15 +267,15 @@ def test_the_agent_id_is_an_alias_of_the_agents_resource(studio):
 
 def test_split_brain_gateway_writes_are_readable_on_the_studio_at_once(settings: Settings):
     with in_process("gateway", settings) as gateway, in_process("studio", settings) as studio:
-        with httpx.stream("POST", f"{gateway.url}/api/chat", timeout=30,
+        with local_http.stream("POST", f"{gateway.url}/api/chat", timeout=30,
                           json={"id": "c", "conversationId": "shared-1",
                                 "messages": [user_message("g1", "hello from the frontend")]}) as response:
             assert response.status_code == 200
             response.read()
-        listed = httpx.get(f"{studio.url}/api/memory/threads",
+        listed = local_http.get(f"{studio.url}/api/memory/threads",
                            params={"resourceId": "chat-agent", "agentId": "chat-agent"}).json()
         assert "shared-1" in [t["id"] for t in listed["threads"]]
-        messages = httpx.get(f"{studio.url}/api/memory/threads/shared-1/messages",
+        messages = local_http.get(f"{studio.url}/api/memory/threads/shared-1/messages",
                              params={"agentId": "chat-agent"}).json()["messages"]
         assert [m["role"] for m in messages] == ["user", "assistant"]
         # (chat-agent's Observational Memory stores each part with its token estimate, as Mastra does)
@@ -297,8 +298,8 @@ def test_with_auth_every_route_stays_inside_the_principals_resource(authed):
 
 
 def check_isolation(authed, alice: httpx.Client, bob: httpx.Client) -> None:
-    assert httpx.get(f"{authed.url}/api/memory/threads").status_code == 401
-    assert httpx.get(f"{authed.url}/api/auth/capabilities").status_code == 401  # only /health and files are public
+    assert local_http.get(f"{authed.url}/api/memory/threads").status_code == 401
+    assert local_http.get(f"{authed.url}/api/auth/capabilities").status_code == 401  # only /health and files are public
     assert alice.get("/api/auth/capabilities").json()["enabled"] is True
 
     made = alice.post("/api/memory/threads?agentId=chat-agent", json={"resourceId": "user:bob", "threadId": "a1"})

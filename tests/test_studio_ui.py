@@ -17,13 +17,13 @@ import socket
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from dev_server.api.studio.ui import studio_ui_router
 from dev_server.errors import install_error_handlers
+from tests.kit.local_http import local_http
 from tests.kit.studio_ui import (
     CHROMIUM,
     HIDDEN_PAGES,
@@ -263,7 +263,7 @@ def test_every_page_of_the_studios_navigation_loads_in_chromium(servers):
     without a failed request or console error; the only 404 is the new chat's thread (as on
     Mastra). A run first, so Traces, Logs and Metrics have something to show."""
     _, studio = servers
-    run = httpx.post(f"{studio.url}/api/agents/chat-agent/stream", timeout=60,
+    run = local_http.post(f"{studio.url}/api/agents/chat-agent/stream", timeout=60,
                      json={"messages": "hello", "memory": {"thread": "walk", "resource": "chat-agent"}})
     assert run.status_code == 200 and run.text.rstrip().endswith("data: [DONE]")
     result = walk_studio(studio)

@@ -13,7 +13,6 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from dev_server.background import BackgroundWork
@@ -26,6 +25,7 @@ from dev_server.llm.scripted import Reply, ScriptedModel
 from dev_server.memory.memory import Memory, MemoryOptions
 from dev_server.memory.titles import TitleGenerator, clean_title
 from dev_server.storage.conversations import ConversationStore
+from tests.kit.local_http import local_http
 from tests.kit.servers import serving
 from tests.support import run_node, sqlite_rows, user_message
 
@@ -38,7 +38,7 @@ def studio(tmp_path_factory):
 
 
 def studio_turn(studio, thread: str, resource: str, text: str) -> None:
-    with httpx.stream("POST", f"{studio.url}/api/agents/chat-agent/stream", timeout=30,
+    with local_http.stream("POST", f"{studio.url}/api/agents/chat-agent/stream", timeout=30,
                       json={"messages": [{"role": "user", "content": text}],
                             "memory": {"thread": thread, "resource": resource}}) as response:
         assert response.status_code == 200
@@ -55,7 +55,7 @@ def listed(studio, resource: str, titled: str | None = None) -> dict:
 def background_idle(server, done_at_least: int, timeout: float = 15.0) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        report = httpx.get(f"{server.url}/health").json()["background"]
+        report = local_http.get(f"{server.url}/health").json()["background"]
         if report["done"] + report["failed"] >= done_at_least and report["queued"] == report["running"] == 0:
             return report
         time.sleep(0.05)
@@ -68,19 +68,19 @@ def test_the_first_exchange_titles_the_thread_in_client_js_thread_list(studio):
     assert result["ok"], result
     [thread] = result["threads"]
     assert thread["title"] == "Plan a weekend trip to Lisbon"  # the local model: the first six words
-    config = httpx.get(f"{studio.url}/api/memory/config", params={"agentId": "chat-agent"}).json()["config"]
+    config = local_http.get(f"{studio.url}/api/memory/config", params={"agentId": "chat-agent"}).json()["config"]
     assert config["generateTitle"] is True
 
 
 def test_a_title_is_not_overwritten_by_later_turns_or_over_a_users_title(studio):
     studio_turn(studio, "titled-2", "res-titles-2", "first question about tides")
     assert listed(studio, "res-titles-2", titled="titled-2")["ok"]
-    renamed = httpx.patch(f"{studio.url}/api/memory/threads/titled-2", params={"agentId": "chat-agent"},
+    renamed = local_http.patch(f"{studio.url}/api/memory/threads/titled-2", params={"agentId": "chat-agent"},
                           json={"title": "Tides, renamed by me"})
     assert renamed.status_code == 200
-    done = httpx.get(f"{studio.url}/health").json()["background"]["done"]
+    done = local_http.get(f"{studio.url}/health").json()["background"]["done"]
     studio_turn(studio, "titled-2", "res-titles-2", "second question about the moon")
-    created = httpx.post(f"{studio.url}/api/memory/threads", params={"agentId": "chat-agent"},
+    created = local_http.post(f"{studio.url}/api/memory/threads", params={"agentId": "chat-agent"},
                          json={"threadId": "titled-3", "resourceId": "res-titles-2", "title": "Chosen up front"})
     assert created.status_code == 200
     studio_turn(studio, "titled-3", "res-titles-2", "a question in a thread that has a title")

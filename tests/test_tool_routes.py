@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import time
 
-import httpx
 import pytest
 
+from tests.kit.local_http import local_http
 from tests.kit.reference_streams import mastra_shape, reference_streams
 from tests.kit.servers import server_fixture
 from tests.support import run_node
@@ -50,7 +50,7 @@ def test_tool_execute_returns_the_result_and_refuses_bad_input(client_js):
 
 
 def test_a_tool_that_fails_on_its_input_is_a_422_with_its_message(studio):
-    response = httpx.post(f"{studio.url}/api/tools/calculator/execute", json={"data": {"expression": "1 / 0"}})
+    response = local_http.post(f"{studio.url}/api/tools/calculator/execute", json={"data": {"expression": "1 / 0"}})
     assert response.status_code == 422, response.text
     assert response.json() == {"error": "ZeroDivisionError: division by zero", "code": "TOOL_FAILED"}
 
@@ -64,7 +64,7 @@ def test_the_client_tool_loop_of_stream_runs_end_to_end(client_js, studio):
     assert kinds[start + 1:end] == ["tool-call-delta"] * 3 and kinds[end + 1] == "tool-call"
     assert json.loads("".join(loop["deltas"])) == {"city": "Rome"}
     assert 'getWeather tool returned: {"city": "Rome", "forecast": "sunny"}' in loop["text"]
-    messages = httpx.get(f"{studio.url}/api/memory/threads/tr-loop/messages", params={"agentId": "chat-agent"},
+    messages = local_http.get(f"{studio.url}/api/memory/threads/tr-loop/messages", params={"agentId": "chat-agent"},
                          timeout=30).json()["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant"]  # continued in the same reply
     parts = messages[1]["content"]["parts"]
@@ -97,9 +97,9 @@ def test_a_tool_result_for_an_unknown_call_is_a_400(studio):
     body = {"messages": [{"role": "tool", "content": [{"type": "tool-result", "toolCallId": "call_none",
                                                        "toolName": "getWeather", "result": {}}]}],
             "memory": {"thread": "tr-unknown", "resource": "chat-agent"}}
-    response = httpx.post(f"{studio.url}/api/agents/chat-agent/stream", json=body, timeout=30)
+    response = local_http.post(f"{studio.url}/api/agents/chat-agent/stream", json=body, timeout=30)
     assert response.status_code == 400 and "call_none" in response.json()["error"]
-    assert httpx.get(f"{studio.url}/api/memory/threads/tr-unknown", params={"agentId": "chat-agent"},
+    assert local_http.get(f"{studio.url}/api/memory/threads/tr-unknown", params={"agentId": "chat-agent"},
                      timeout=30).status_code == 404  # nothing written
 
 
@@ -108,32 +108,32 @@ def test_a_tool_result_for_an_unknown_call_is_a_400(studio):
 def test_a_tool_message_without_tool_results_is_a_400(studio, route, content):
     body = {"messages": [{"role": "tool", "content": content}],
             "memory": {"thread": f"tr-empty-{route}", "resource": "r1"}}
-    response = httpx.post(f"{studio.url}/api/agents/chat-agent/{route}", json=body, timeout=30)
+    response = local_http.post(f"{studio.url}/api/agents/chat-agent/{route}", json=body, timeout=30)
     assert response.status_code == 400, response.text
     assert "tool results" in response.json()["error"]
 
 
 def test_unknown_tools_are_404_and_the_agent_lists_its_client_tool(studio):
-    assert httpx.get(f"{studio.url}/api/tools/nope", timeout=30).status_code == 404
-    assert httpx.post(f"{studio.url}/api/tools/nope/execute", json={"data": {}}, timeout=30).status_code == 404
-    detail = httpx.get(f"{studio.url}/api/agents/chat-agent", timeout=30).json()
+    assert local_http.get(f"{studio.url}/api/tools/nope", timeout=30).status_code == 404
+    assert local_http.post(f"{studio.url}/api/tools/nope/execute", json={"data": {}}, timeout=30).status_code == 404
+    detail = local_http.get(f"{studio.url}/api/agents/chat-agent", timeout=30).json()
     assert set(detail["tools"]) == {"calculator", "getUserLocation"}
     assert "reason" in schema(detail["tools"]["getUserLocation"])["properties"]
 
 
 def test_a_tool_executed_through_the_route_is_a_tool_call_span_of_its_own_trace(studio):
-    response = httpx.post(f"{studio.url}/api/tools/calculator/execute", params={"runId": "run-exec-span"},
+    response = local_http.post(f"{studio.url}/api/tools/calculator/execute", params={"runId": "run-exec-span"},
                           json={"data": {"expression": "1 + 2"}}, timeout=30)
     assert response.status_code == 200 and response.json()["result"] == 3
     where = {"op": "eq", "left": {"path": "runId"}, "right": {"literal": "run-exec-span"}}
     deadline = time.monotonic() + 10
     traces: list = []
     while not traces and time.monotonic() < deadline:
-        traces = httpx.post(f"{studio.url}/api/observability/traces/query", json={"where": where},
+        traces = local_http.post(f"{studio.url}/api/observability/traces/query", json={"where": where},
                             timeout=30).json()["traces"]
         time.sleep(0.2)
     [trace] = traces
-    spans = httpx.get(f"{studio.url}/api/observability/traces/{trace['traceId']}", timeout=30).json()["spans"]
+    spans = local_http.get(f"{studio.url}/api/observability/traces/{trace['traceId']}", timeout=30).json()["spans"]
     [span] = spans
     assert span["spanType"] == "tool_call" and span["parentSpanId"] is None and span["name"] == "tool: 'calculator'"
 
@@ -142,12 +142,12 @@ def test_client_tools_are_offered_for_their_run_only(studio):
     weather = {"getWeather": {"id": "getWeather", "description": "The weather (client)",
                               "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}}}
     ask = 'call getWeather with {"city": "Bern"}'
-    offered = httpx.post(f"{studio.url}/api/agents/chat-agent/generate",
+    offered = local_http.post(f"{studio.url}/api/agents/chat-agent/generate",
                          json={"messages": ask, "clientTools": weather}, timeout=60).json()
     assert offered["finishReason"] == "tool-calls"
     assert [c["payload"]["toolName"] for c in offered["toolCalls"]] == ["getWeather"] and offered["toolResults"] == []
     assert offered["response"]["messages"][-1]["content"][-1]["type"] == "tool-call"
-    later = httpx.post(f"{studio.url}/api/agents/chat-agent/generate", json={"messages": ask}, timeout=60).json()
+    later = local_http.post(f"{studio.url}/api/agents/chat-agent/generate", json={"messages": ask}, timeout=60).json()
     assert later["finishReason"] == "stop" and later["toolCalls"] == []  # not offered: the model could not call it
 
 
@@ -158,7 +158,7 @@ def test_a_client_tool_call_from_the_studio_chat_ends_as_mastras_loop_ends_it(st
     isContinued: false}`` (the card is the Studio's reading of that finish, on Mastra too)."""
     body = {"messages": 'call getUserLocation with {"reason": "the weather"}',
             "memory": {"thread": "tr-client-tool", "resource": "chat-agent"}}
-    response = httpx.post(f"{studio.url}/api/agents/chat-agent/stream", json=body, timeout=30)
+    response = local_http.post(f"{studio.url}/api/agents/chat-agent/stream", json=body, timeout=30)
     lines = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
     assert lines[-1] == "[DONE]"
     chunks = [json.loads(line) for line in lines[:-1]]

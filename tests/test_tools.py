@@ -12,7 +12,6 @@ import asyncio
 import json
 from pathlib import Path
 
-import httpx
 import pytest
 from pydantic import BaseModel
 
@@ -20,6 +19,7 @@ from dev_server.factory import create_app
 from dev_server.kernel.convert import assistant_message, to_model_messages
 from dev_server.kernel.tools import Tool, ToolContext, execute
 from dev_server.settings import Settings
+from tests.kit.local_http import local_http
 from tests.kit.servers import serving
 from tests.support import LiveApp, run_node, sqlite_rows, user_message
 
@@ -126,7 +126,7 @@ def test_a_model_that_keeps_calling_tools_stops_at_max_steps(shared):
 def test_studio_stream_sends_mastra_tool_chunks(settings: Settings):
     body = {"messages": "use the calculator tool: 3 * 3", "memory": {"thread": "s-tools", "resource": "ai-chat"}}
     with LiveApp(create_app("studio", settings)) as server:
-        with httpx.stream("POST", f"{server.url}/api/agents/chat-agent/stream", json=body, timeout=60) as response:
+        with local_http.stream("POST", f"{server.url}/api/agents/chat-agent/stream", json=body, timeout=60) as response:
             assert response.status_code == 200
             lines = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
         chunks = [json.loads(line) for line in lines if line != "[DONE]"]
@@ -144,7 +144,7 @@ def test_studio_stream_sends_mastra_tool_chunks(settings: Settings):
         last_step = [c for c in chunks if c["type"] == "step-finish"][-1]["payload"]
         assert last_step["stepResult"] == {"reason": "stop", "isContinued": False}
         assert kinds[-1] == "finish" and "9" in chunks[-1]["payload"]["output"]["text"]
-        messages = httpx.get(f"{server.url}/api/memory/threads/s-tools/messages",
+        messages = local_http.get(f"{server.url}/api/memory/threads/s-tools/messages",
                              params={"agentId": "chat-agent"}, timeout=30).json()["messages"]
         reply = [m for m in messages if m["role"] == "assistant"][-1]
         assert [p["type"] for p in reply["content"]["parts"]] == ["tool-invocation", "step-start", "text"]
@@ -199,8 +199,8 @@ def test_the_tool_json_schema_comes_from_its_input_model():
 
 def test_studio_lists_an_agents_tools_with_their_json_schema(settings: Settings):
     with LiveApp(create_app("studio", settings)) as server:
-        listed = httpx.get(f"{server.url}/api/agents", timeout=30).json()
-        detail = httpx.get(f"{server.url}/api/agents/chat-agent", timeout=30).json()
+        listed = local_http.get(f"{server.url}/api/agents", timeout=30).json()
+        detail = local_http.get(f"{server.url}/api/agents/chat-agent", timeout=30).json()
     tool = listed["chat-agent"]["tools"]["calculator"]
     assert detail["tools"] == listed["chat-agent"]["tools"]
     assert tool["id"] == "calculator" and tool["description"]

@@ -39,6 +39,7 @@ import pytest
 from dev_server.agents.agent_tools import AskInput
 from dev_server.agents.registry import DEFINITIONS
 from dev_server.kernel.tools import Tool
+from tests.kit.local_http import local_http
 from tests.kit.servers import running
 from tests.support import sqlite_rows, user_message, wait_models_ready
 
@@ -220,7 +221,7 @@ def test_health_answers_at_once_while_chats_call_a_tool_with_its_worst_inputs(se
 def test_an_unrepresentable_result_on_the_execute_route_is_a_422(servers, expression: str):
     studio, _, _ = servers
     for path in ("/api/tools/calculator/execute", "/api/agents/chat-agent/tools/calculator/execute"):
-        response = httpx.post(f"{studio}{path}", json={"data": {"expression": expression}}, timeout=30)
+        response = local_http.post(f"{studio}{path}", json={"data": {"expression": expression}}, timeout=30)
         assert response.status_code == 422, response.text
         assert response.json()["code"] == "TOOL_FAILED" and response.json()["error"]
 

@@ -17,6 +17,7 @@ import pytest
 
 from dev_server.kernel.clock import ManualClock
 from dev_server.storage.rate_windows import RateWindows
+from tests.kit.local_http import local_http
 from tests.kit.servers import serving
 from tests.support import pinned_clients, run_node, sqlite_rows, user_message
 
@@ -117,10 +118,10 @@ def test_one_budget_per_principal_across_gateway_workers_and_the_studio(start_se
         # The studio's turns draw on the same budget: alice is refused on every run route.
         run = {"messages": [{"role": "user", "content": "hello"}]}
         for route in ("generate", "stream", "stream-until-idle"):
-            assert_limited(httpx.post(f"{studio.url}/api/agents/chat-agent/{route}", json=run, headers=alice,
+            assert_limited(local_http.post(f"{studio.url}/api/agents/chat-agent/{route}", json=run, headers=alice,
                                       timeout=60), 2)
         signal = {"threadId": "a-signal", "message": "hello"}
-        assert_limited(httpx.post(f"{studio.url}/api/agents/chat-agent/send-message", json=signal, headers=alice,
+        assert_limited(local_http.post(f"{studio.url}/api/agents/chat-agent/send-message", json=signal, headers=alice,
                                   timeout=60), 2)
 
         # The real @mastra/client-js rejects the run with the 429 and our body (it retries

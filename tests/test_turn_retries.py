@@ -21,6 +21,7 @@ from dev_server.settings import Settings
 from dev_server.storage.conversations import ConversationStore
 from tests.kit.builders import ui_message
 from tests.kit.chat import chat_turn, judge, streamed_text
+from tests.kit.local_http import local_http
 from tests.kit.servers import serve, server_fixture
 from tests.support import frames_of, sqlite_rows, ui_chunks, user_message
 
@@ -28,7 +29,7 @@ gateway = server_fixture("gateway", env={"DEV_SERVER_TELEMETRY": "false"}, model
 
 
 def post(url: str, thread: str, messages: list[dict[str, Any]], **body: Any) -> httpx.Response:
-    with httpx.stream("POST", f"{url}/api/chat", json={"id": thread, "conversationId": thread,
+    with local_http.stream("POST", f"{url}/api/chat", json={"id": thread, "conversationId": thread,
                                                        "messages": messages, **body}, timeout=30) as response:
         response.read()
         return response
@@ -129,7 +130,7 @@ def test_a_retry_while_the_reply_still_streams_follows_it_on_another_replica(tmp
             serve("gateway", tmp_path, inprocess=True, settings=settings) as second:
         message = user_message("slow-1", "tell me something long [[slower]]")
         body = {"id": "slow", "conversationId": "slow", "messages": [message]}
-        with httpx.stream("POST", f"{first.url}/api/chat", json=body, timeout=30) as response:
+        with local_http.stream("POST", f"{first.url}/api/chat", json=body, timeout=30) as response:
             seen = frames_of(response, 4)  # then the connection drops
         retried = turn(second.url, "slow", [message])  # the other replica, at once
         stored = rows(db, "slow")

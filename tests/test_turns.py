@@ -24,6 +24,7 @@ import pytest
 from dev_server.kernel.clock import ManualClock
 from dev_server.storage.leases import ThreadLeases
 from dev_server.storage.libsql import LibSQLStore
+from tests.kit.local_http import local_http
 from tests.kit.servers import serving
 from tests.support import pinned_clients, sqlite_rows, user_message
 
@@ -66,7 +67,7 @@ def gateway_turn(server, conversation: str, message_id: str, text: str, client: 
 
 def studio_turn(server, thread_id: str, text: str) -> int:
     body = {"messages": text, "memory": {"thread": thread_id, "resource": "ai-chat"}}
-    with httpx.stream("POST", f"{server.url}/api/agents/chat-agent/stream", json=body, timeout=60) as response:
+    with local_http.stream("POST", f"{server.url}/api/agents/chat-agent/stream", json=body, timeout=60) as response:
         response.read()
         return response.status_code
 
@@ -108,7 +109,7 @@ def test_two_studio_streams_at_once_are_serialised(data_dir: Path, db: Path):
 def test_send_message_back_to_back_keeps_order_and_context(data_dir: Path, db: Path):
     with serving("studio", data_dir) as studio:
         for text in ("first [[slow]]", "second [[slow]]"):
-            response = httpx.post(f"{studio.url}/api/agents/chat-agent/send-message", timeout=30,
+            response = local_http.post(f"{studio.url}/api/agents/chat-agent/send-message", timeout=30,
                                   json={"message": text, "threadId": "sig-both", "resourceId": "chat-agent"})
             assert response.status_code == 200 and response.json()["accepted"] is True
         rows = wait_for_rows(db, "sig-both", 4)
@@ -202,7 +203,7 @@ def test_the_lease_is_renewed_while_a_long_reply_streams(data_dir: Path, db: Pat
     env = {"DEV_SERVER_TURN_LEASE_S": "1"}
     with serving("gateway", data_dir, env) as gateway, serving("studio", data_dir, env) as studio:
         body = {"conversationId": "renewed", "messages": [user_message("r1", "a long one [[slower]]")]}
-        with httpx.stream("POST", f"{gateway.url}/api/chat", json=body, timeout=60) as first:
+        with local_http.stream("POST", f"{gateway.url}/api/chat", json=body, timeout=60) as first:
             lines = first.iter_lines()
             next(lines)  # streaming for ~4 s from here, four lease lifetimes
             assert studio_turn(studio, "renewed", "the other process") == 200

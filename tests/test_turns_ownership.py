@@ -18,6 +18,7 @@ import pytest
 
 from dev_server.factory import create_app
 from dev_server.settings import Settings
+from tests.kit.local_http import local_http
 from tests.support import LiveApp, sqlite_rows
 
 ALICE, BOB = {"authorization": "Bearer ta"}, {"authorization": "Bearer tb"}
@@ -78,7 +79,7 @@ def authed(data_dir: Path):
 
 
 def send(url: str, headers: dict, thread_id: str, text: str) -> dict:
-    response = httpx.post(f"{url}{AGENT}/send-message", headers=headers, timeout=30,
+    response = local_http.post(f"{url}{AGENT}/send-message", headers=headers, timeout=30,
                           json={"message": text, "threadId": thread_id, "resourceId": "chat-agent"})
     assert response.status_code == 200, response.text
     return response.json()
@@ -90,14 +91,14 @@ def test_bob_can_neither_watch_nor_stop_alices_reply(authed, data_dir: Path):
     run = send(authed.url, ALICE, "alice-t", "a long answer please [[slower]]")
     mine.wait_for("text-delta")  # her reply is streaming, so her thread exists
 
-    watch = httpx.post(f"{authed.url}{AGENT}/threads/subscribe", headers=BOB, json={"threadId": "alice-t"})
+    watch = local_http.post(f"{authed.url}{AGENT}/threads/subscribe", headers=BOB, json={"threadId": "alice-t"})
     assert watch.status_code == 404 and watch.json() == {"error": "Thread not found"}
-    stop = httpx.post(f"{authed.url}{AGENT}/threads/abort", headers=BOB, json={"threadId": "alice-t"})
+    stop = local_http.post(f"{authed.url}{AGENT}/threads/abort", headers=BOB, json={"threadId": "alice-t"})
     assert stop.status_code == 404 and stop.json() == {"error": "Thread not found"}
-    by_run = httpx.post(f"{authed.url}{AGENT}/threads/abort", headers=BOB,
+    by_run = local_http.post(f"{authed.url}{AGENT}/threads/abort", headers=BOB,
                         json={"threadId": "bobs-own", "expectedRunId": run["runId"]})
     assert by_run.status_code == 404  # her run id on his (empty) thread is nothing of his
-    stolen = httpx.post(f"{authed.url}{AGENT}/send-message", headers=BOB,
+    stolen = local_http.post(f"{authed.url}{AGENT}/send-message", headers=BOB,
                         json={"message": "hi", "threadId": "alice-t", "resourceId": "user:alice"})
     assert stolen.status_code == 404
 
@@ -126,7 +127,7 @@ def test_alice_stops_her_own_reply(authed):
     mine = Subscription(authed.url, ALICE, "stop-me")
     run = send(authed.url, ALICE, "stop-me", "go on and on [[slower]]")
     mine.wait_for("text-delta")
-    stop = httpx.post(f"{authed.url}{AGENT}/threads/abort", headers=ALICE,
+    stop = local_http.post(f"{authed.url}{AGENT}/threads/abort", headers=ALICE,
                       json={"threadId": "stop-me", "expectedRunId": run["runId"]})
     assert stop.status_code == 200 and stop.json() == {"aborted": True}
     mine.wait_for("abort")

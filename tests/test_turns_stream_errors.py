@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import sqlite3
 
-import httpx
 import pytest
 
 from dev_server.kernel.stream_errors import INTERNAL_MESSAGE
@@ -25,6 +24,7 @@ from dev_server.kernel.text import repair_text
 from dev_server.llm.scripted import Reply, ScriptedModel
 from dev_server.settings import Settings
 from tests.kit.chat import judge
+from tests.kit.local_http import local_http
 from tests.kit.reference_streams import BETWEEN_STEPS, MID_STEP, mastra_shape, reference_streams, ui_shape
 from tests.kit.servers import in_process, server_fixture
 from tests.support import sqlite_rows, user_message
@@ -70,7 +70,7 @@ def test_gateway_stream_broken_mid_way_ends_with_an_error_chunk_and_done(broken_
 
 def test_studio_stream_broken_mid_way_ends_with_an_error_chunk_and_done(settings: Settings):
     with in_process("studio", settings, llm=broken_model()) as studio:
-        response = httpx.post(f"{studio.url}/api/agents/chat-agent/stream", timeout=30,
+        response = local_http.post(f"{studio.url}/api/agents/chat-agent/stream", timeout=30,
                               json={"messages": "hello", "memory": {"thread": "broken-s", "resource": "r"}})
     assert response.status_code == 200
     lines = data_lines(response.content)
@@ -86,7 +86,7 @@ def test_a_provider_failure_mid_stream_ends_with_done_on_both_encoders(gateway, 
     result = chat_raw(gateway.url, [user_message("f1", "break [[fail]]")], "fail-g")
     assert result["ok"] and len(result["errorChunks"]) == 1
     assert result["rawText"].rstrip().endswith("data: [DONE]")
-    response = httpx.post(f"{studio.url}/api/agents/chat-agent/stream", timeout=30,
+    response = local_http.post(f"{studio.url}/api/agents/chat-agent/stream", timeout=30,
                           json={"messages": "break [[fail]]", "memory": {"thread": "fail-s", "resource": "r"}})
     lines = data_lines(response.content)
     assert lines[-1] == "[DONE]" and [json.loads(line)["type"] for line in lines[-4:-1]] == ["error", "step-finish",
@@ -99,7 +99,7 @@ def sent_ui_chunks(result: dict) -> list:
 
 
 def studio_chunks(url: str, thread: str) -> tuple[list[dict], str]:
-    response = httpx.post(f"{url}/api/agents/chat-agent/stream", timeout=30,
+    response = local_http.post(f"{url}/api/agents/chat-agent/stream", timeout=30,
                           json={"messages": "hello", "memory": {"thread": thread, "resource": "r"}})
     assert response.status_code == 200
     lines = data_lines(response.content)
@@ -134,7 +134,7 @@ LONE = (b'{"id":"c","conversationId":"lone","messages":[{"id":"l1","role":"user"
 
 
 def test_a_lone_surrogate_from_the_client_never_kills_the_stream(gateway, settings: Settings):
-    response = httpx.post(f"{gateway.url}/api/chat", content=LONE, headers={"content-type": "application/json"},
+    response = local_http.post(f"{gateway.url}/api/chat", content=LONE, headers={"content-type": "application/json"},
                           timeout=30)
     assert response.status_code == 200
     lines = data_lines(response.content)
@@ -159,7 +159,7 @@ def test_a_lone_surrogate_read_back_from_storage_never_kills_the_stream(gateway,
     result = chat_raw(gateway.url, [user_message("p2", "what did I say earlier?")], "planted")
     assert result["ok"] and not result["errorChunks"], result
     assert "old \ufffd text" in "".join(c.get("delta", "") for c in result["chunks"])
-    response = httpx.post(f"{studio.url}/api/agents/chat-agent/stream", timeout=30,
+    response = local_http.post(f"{studio.url}/api/agents/chat-agent/stream", timeout=30,
                           json={"messages": "what did I say earlier?", "memory": {"thread": "planted",
                                                                                   "resource": "ai-chat"}})
     lines = data_lines(response.content)

@@ -7,12 +7,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import httpx
 import pytest
 
 from dev_server.factory import create_app
 from dev_server.llm.scripted import ScriptedModel
 from dev_server.settings import Settings
+from tests.kit.local_http import local_http
 from tests.support import LiveApp
 
 
@@ -38,6 +38,6 @@ def test_the_lifespan_opens_in_order_and_closes_in_reverse_with_the_stores_last(
     services = app.state.services
     assert not services.storage.default.is_open  # building an app does no I/O
     with LiveApp(app) as live:
-        assert httpx.get(f"{live.url}/health").json()["models"]["ready"] in (True, False)
+        assert local_http.get(f"{live.url}/health").json()["models"]["ready"] in (True, False)
         assert services.storage.default.is_open
     assert closed == ["model client (stores open: True)"] and not services.storage.default.is_open

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from dev_server.settings import Settings, SettingsError
+from tests.kit.local_http import local_http
 from tests.support import pinned_clients, sqlite_rows, user_message
 
 TWO = {"DEV_SERVER_WORKERS": "2"}
@@ -41,7 +42,7 @@ def worker_reports(url: str, want: int, timeout: float = START_S) -> dict[int, d
     deadline = time.monotonic() + timeout
     while len(seen) < want and time.monotonic() < deadline:
         try:
-            report = httpx.get(f"{url}/health", timeout=5).json()["worker"]
+            report = local_http.get(f"{url}/health", timeout=5).json()["worker"]
         except httpx.TransportError:  # the connection landed on a worker as it was killed
             continue
         seen[report["pid"]] = report
@@ -67,7 +68,7 @@ def wait_until(predicate, timeout: float = 15.0) -> bool:
 
 def refused(url: str) -> bool:
     try:
-        httpx.get(f"{url}/health", timeout=1)
+        local_http.get(f"{url}/health", timeout=1)
     except httpx.TransportError:
         return True
     return False
@@ -143,9 +144,9 @@ def test_the_workers_of_a_killed_supervisor_stop_on_their_own(start_server):
 
 def test_one_worker_is_one_process_and_the_studio_is_always_one(start_server):
     gateway = start_server("gateway")  # tests default to DEV_SERVER_WORKERS=1
-    assert httpx.get(f"{gateway.url}/health").json()["worker"] == {"pid": gateway.process.pid, "count": 1}
+    assert local_http.get(f"{gateway.url}/health").json()["worker"] == {"pid": gateway.process.pid, "count": 1}
     studio = start_server("studio", env=TWO)
-    report = httpx.get(f"{studio.url}/health").json()["worker"]
+    report = local_http.get(f"{studio.url}/health").json()["worker"]
     assert (report["pid"], report["count"]) == (studio.process.pid, 1) and "DuckDB" in report["note"]
     assert "DEV_SERVER_WORKERS=2 applies to the gateway only" in studio.output()
     for server in (gateway, studio):

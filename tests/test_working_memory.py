@@ -32,6 +32,7 @@ from dev_server.memory.working_document import (
 )
 from dev_server.settings import Settings, SettingsError
 from dev_server.storage.conversations import ConversationStore
+from tests.kit.local_http import local_http
 from tests.kit.servers import serving
 from tests.support import JS_DIR, LiveApp, run_node, sqlite_rows, user_message
 
@@ -294,7 +295,7 @@ def test_memory_config_reports_the_truth(data_dir: Path):
                                                          "template": DEFAULT_TEMPLATE.strip()}
     plain = create_app("studio", Settings(data_dir=data_dir))
     with LiveApp(plain) as server:
-        answer = httpx.get(f"{server.url}/api/memory/config", params={"agentId": "chat-agent"}).json()
+        answer = local_http.get(f"{server.url}/api/memory/config", params={"agentId": "chat-agent"}).json()
         assert answer["config"]["workingMemory"] == {"enabled": False}
 
 

@@ -35,6 +35,7 @@ from dev_server.memory.options import MemoryOptions
 from tests.conformance.adapt import events_of, message_of, prompt_of, record_of, thread_of
 from tests.conformance.ids import Labels, steady_uuids
 from tests.kit.chat import chat_turn
+from tests.kit.local_http import local_http
 from tests.kit.servers import DB_NAME, serve, settings_from_env
 
 AGENT_ID = "chat-agent"
@@ -77,7 +78,7 @@ def _idle(health: dict[str, Any]) -> bool:
 
 def _wait_background(url: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
-    while not _idle(httpx.get(f"{url}/health", timeout=10).json()):
+    while not _idle(local_http.get(f"{url}/health", timeout=10).json()):
         if time.monotonic() > deadline:
             raise TimeoutError("the gateway's background work did not finish")
         time.sleep(0.02)

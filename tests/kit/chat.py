@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from tests.kit.local_http import local_http
 from tests.kit.ui_stream import StreamError, build_message
 from tests.support import frames_of, run_node, user_message
 
@@ -47,7 +48,7 @@ def chat_turn(server: Any, messages: list[dict[str, Any]], *, body: dict[str, An
     out: dict[str, Any] = {"ok": False, "aborted": False, "chunks": [], "message": None, "error": None,
                            "errorChunks": [], "status": None, "headers": None}
     request = chat_request(messages, body=body, chat_id=chat_id, trigger=trigger, message_id=message_id)
-    with httpx.stream("POST", f"{url_of(server)}{api}", json=request, headers=headers or {},
+    with local_http.stream("POST", f"{url_of(server)}{api}", json=request, headers=headers or {},
                       timeout=timeout) as response:
         out["status"], out["headers"] = response.status_code, dict(response.headers)
         if not response.is_success:
@@ -121,7 +122,7 @@ def post_chat(url: str, chat_id: str, text: str, *, headers: dict | None = None,
     """POST a message on thread ``chat_id``; the (id, data) frames read, all of them or the
     first ``read_frames`` (then the client hangs up)."""
     body = {"id": chat_id, "conversationId": chat_id, "messages": [user_message(f"{chat_id}-u", text)]}
-    with httpx.stream("POST", f"{url}{path}", json=body, headers=headers or {}, timeout=30) as response:
+    with local_http.stream("POST", f"{url}{path}", json=body, headers=headers or {}, timeout=30) as response:
         assert response.status_code == 200, response.read()
         return frames_of(response, read_frames)
 
@@ -129,7 +130,7 @@ def post_chat(url: str, chat_id: str, text: str, *, headers: dict | None = None,
 def resume(url: str, chat_id: str, *, path: str = CHAT, headers: dict | None = None
            ) -> tuple[httpx.Response, list[tuple[int, str]]]:
     """``GET .../{chat_id}/stream``: the response and, on 200, its frames."""
-    with httpx.stream("GET", f"{url}{path}/{chat_id}/stream", headers=headers or {}, timeout=30) as response:
+    with local_http.stream("GET", f"{url}{path}/{chat_id}/stream", headers=headers or {}, timeout=30) as response:
         if response.status_code != 200:
             response.read()
             return response, []
@@ -139,7 +140,7 @@ def resume(url: str, chat_id: str, *, path: str = CHAT, headers: dict | None = N
 def chat_and_drain(server: Any, conversation: str, text: str = "my name is Ada") -> None:
     """One turn on ``conversation`` read to its end, nothing asserted but the 200 (a new
     message id each call)."""
-    with httpx.stream("POST", f"{url_of(server)}{CHAT}", timeout=30,
+    with local_http.stream("POST", f"{url_of(server)}{CHAT}", timeout=30,
                       json={"id": "c", "conversationId": conversation,
                             "messages": [user_message(f"{conversation}-{time.monotonic_ns()}", text)]}) as response:
         assert response.status_code == 200

@@ -33,6 +33,7 @@ import httpx
 import pytest
 
 from dev_server.settings import ENV_PREFIX, Settings
+from tests.kit.local_http import local_http
 from tests.support import ONE_WORKER, LiveApp, ServerProcess, bound_socket, wait_models_ready
 
 DB_NAME = "dev-server.db"
@@ -102,7 +103,7 @@ class InProcessServer:
         self._live = LiveApp(self.app, port=self.port, sock=sock).__enter__()
 
     def wait_healthy(self, timeout: float = 20.0) -> dict[str, Any]:
-        return httpx.get(f"{self.url}/health", timeout=timeout).json()
+        return local_http.get(f"{self.url}/health", timeout=timeout).json()
 
     def output(self) -> str:
         return ""  # its logs go to this process's own (pytest captures them)
@@ -184,7 +185,7 @@ def serving(role: str, data_dir: Path, env: dict[str, str] | None = None,
     ``settings_from_env``), yielded once ``/health`` says ``ok`` (its models warm)."""
     with serve(role, data_dir, inprocess=True, env=env, **app_kwargs) as server:
         deadline = time.monotonic() + 20
-        while httpx.get(f"{server.url}/health", timeout=5).json()["status"] != "ok":
+        while local_http.get(f"{server.url}/health", timeout=5).json()["status"] != "ok":
             if time.monotonic() > deadline:
                 raise RuntimeError(f"in-process {role} not ready after 20 s")
             time.sleep(0.01)

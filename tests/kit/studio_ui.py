@@ -10,10 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.kit.builders import user_message
+from tests.kit.local_http import local_http
 from tests.support import REPO, run_node
 
 UI_DIR = REPO / "studio-ui"
@@ -35,7 +35,7 @@ def ensure_studio_build() -> Path:
 def chat_through_gateway(gateway_url: str, conversation_id: str, text: str) -> str:
     """One turn on ``conversation_id``; the raw SSE body."""
     body = {"id": "c", "conversationId": conversation_id, "messages": [user_message("u1", text)]}
-    with httpx.stream("POST", f"{gateway_url}/api/chat", json=body, timeout=30) as response:
+    with local_http.stream("POST", f"{gateway_url}/api/chat", json=body, timeout=30) as response:
         assert response.status_code == 200, response.read()
         return response.read().decode()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import httpx
+from tests.kit.local_http import local_http
 
 QUERY = "/api/observability/traces/query"
 TRACE_HEX, SPAN_HEX = "5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174"
@@ -18,7 +18,7 @@ def wait_for_traces(studio: Any, predicate, *, where=None, timeout: float = 45.0
     traces: list[dict] = []
     while time.monotonic() < deadline:
         body = {"page": {"limit": 100, "after": None}, **({"where": where} if where else {})}
-        traces = httpx.post(f"{studio.url}{QUERY}", json=body, timeout=10).json()["traces"]
+        traces = local_http.post(f"{studio.url}{QUERY}", json=body, timeout=10).json()["traces"]
         if predicate(traces):
             return traces
         time.sleep(0.25)
