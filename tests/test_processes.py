@@ -8,6 +8,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -60,6 +61,7 @@ def wait_ready(url: str, timeout: float = 60) -> dict:
     raise AssertionError(f"{url} not ready after {timeout} s")
 
 
+@pytest.mark.e2e  # the README's first command as a whole: make, both processes, the workers, Ctrl-C
 @pytest.mark.parametrize("workers", [1, 2])
 def test_make_dev_serves_both_prints_the_banner_and_one_ctrl_c_stops_both(server_env: dict[str, str], workers: int):
     gateway_port, studio_port = free_port(), free_port()
@@ -67,20 +69,29 @@ def test_make_dev_serves_both_prints_the_banner_and_one_ctrl_c_stops_both(server
            "DEV_SERVER_WORKERS": str(workers)}
     make = subprocess.Popen(["make", "--no-print-directory", "dev"], cwd=REPO, env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    printed: list[str] = []
+    reader = threading.Thread(target=lambda: printed.extend(make.stdout), daemon=True)
+    reader.start()
     try:
         healthy = {port: wait_ready(f"http://127.0.0.1:{port}") for port in (gateway_port, studio_port)}
         assert {h["role"] for h in healthy.values()} == {"gateway", "studio"}
         assert healthy[gateway_port]["worker"]["count"] == workers and healthy[studio_port]["worker"]["count"] == 1
-        time.sleep(0.5)  # the banner is printed within one 0.1 s poll of both being ready
+        deadline = time.monotonic() + 30  # the banner follows within a 0.1 s poll (longer on a loaded machine)
+        while not any(line.startswith("  chat:") for line in printed) and time.monotonic() < deadline:
+            time.sleep(0.05)
         stop_started = time.monotonic()
         os.killpg(make.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
-        output, _ = make.communicate(timeout=15)
+        make.wait(timeout=15)
         assert time.monotonic() - stop_started < 10
         with pytest.raises(ProcessLookupError):
             os.killpg(make.pid, 0)  # nothing of the session is left: no worker outlived its supervisor
     finally:
         if make.poll() is None:
             os.killpg(make.pid, signal.SIGKILL)
+            make.wait()
+        reader.join(timeout=5)  # the pipe's end: all that was printed is read
+        make.stdout.close()
+    output = "".join(printed)
     for port in (gateway_port, studio_port):
         with pytest.raises(httpx.TransportError):
             local_http.get(f"http://127.0.0.1:{port}/health", timeout=1)

@@ -23,6 +23,9 @@ from dev_server.settings import Settings, SettingsError
 from tests.kit.local_http import local_http
 from tests.support import pinned_clients, sqlite_rows, user_message
 
+# Scale-out on one host: the e2e lane (make test runs it, make test-fast does not).
+pytestmark = pytest.mark.e2e
+
 TWO = {"DEV_SERVER_WORKERS": "2"}
 # Each worker is a spawned process that imports the app (about 0.9 s of CPU): on a loaded
 # machine two of them take a while to start (docs/architecture.md#decisions).
