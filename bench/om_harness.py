@@ -68,6 +68,7 @@ class TimedLLM:
         self._real = real
         self.turn_task: asyncio.Task | None = None
         self.model_s, self.om_calls, self.step0 = 0.0, 0, None
+        self.actor_s = 0.0  # the actor's calls since the start (a running sum)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
@@ -77,6 +78,7 @@ class TimedLLM:
 
     async def stream(self, request: Any):
         on_turn = asyncio.current_task() is self.turn_task
+        actor = bool(request.tools)  # the observer's and reflector's calls offer no tools
         if on_turn and not request.tools:
             self.om_calls += 1  # observer / reflector: the actor's calls offer chat-agent's tools
         elif on_turn and self.step0 is None:
@@ -90,12 +92,16 @@ class TimedLLM:
                 except StopAsyncIteration:
                     return
                 finally:
-                    self.model_s += (time.perf_counter() - started) if on_turn else 0.0
+                    self._spent(time.perf_counter() - started, on_turn, actor)
                 yield event
         finally:
             started = time.perf_counter()
             await inner.aclose()
-            self.model_s += (time.perf_counter() - started) if on_turn else 0.0
+            self._spent(time.perf_counter() - started, on_turn, actor)
+
+    def _spent(self, seconds: float, on_turn: bool, actor: bool) -> None:
+        self.model_s += seconds if on_turn else 0.0
+        self.actor_s += seconds if actor else 0.0  # the actor's calls, wherever they run
 
 
 class Watch(logging.Handler):
@@ -173,14 +179,16 @@ class TurnBench:
             await self.store.save_messages([thread], batch)
 
     async def turn(self, thread_id: str, index: int) -> dict[str, Any]:
-        """One turn: wall time, time inside the model client, the rest, CPU time, OM parts."""
+        """One turn: wall time, time inside the model client, the rest, CPU time (``cpu``; without
+        the actor's own calls, ``cpu_memory``: the local model's cost grows with the context it
+        is given, which OM's window makes larger by design), OM parts."""
         text = f"(turn {index}) {TOPICS[(index - 1) % len(TOPICS)]}"
         incoming = [ui_to_stored({"id": f"u-{uuid.uuid4()}", "role": "user",
                                   "parts": [{"type": "text", "text": text}]}, thread_id, self.resource, now_iso())]
         row: dict[str, Any] = {"turn": index, "parts": Counter()}
         self.llm.start_turn()
         gc_before = self.watch.gc_s if self.watch else 0.0
-        cpu, started = time.process_time(), time.perf_counter()
+        cpu, started, actor = time.process_time(), time.perf_counter(), self.llm.actor_s
         turn = await self.runner.prepare(self.agent, thread_id=thread_id, resource_id=self.resource,
                                          incoming=incoming, client_context=[])
         async for event in self.runner.run(turn):
@@ -190,16 +198,19 @@ class TurnBench:
                     row["pending"] = event.data["windows"]["active"]["messages"]["tokens"]
                     row["generation"] = event.data["generationCount"]
         total = time.perf_counter() - started
-        row.update(total=total, cpu=time.process_time() - cpu, model=self.llm.model_s, own=total - self.llm.model_s,
+        cpu = time.process_time() - cpu
+        row.update(total=total, cpu=cpu, cpu_memory=cpu - (self.llm.actor_s - actor), model=self.llm.model_s, own=total - self.llm.model_s,
                    gc=(self.watch.gc_s if self.watch else 0.0) - gc_before, om_calls=self.llm.om_calls,
                    step0=self.llm.step0)
         return row
 
-    async def cpu_per_turn(self, thread_id: str, turns: int, first_index: int = 1) -> float:
-        """Process CPU seconds per turn over ``turns`` turns, the background work they started included."""
+    async def cpu_per_turn(self, thread_id: str, turns: int, first_index: int = 1) -> tuple[float, float]:
+        """Process CPU seconds per turn over ``turns`` turns, the background work they started
+        included: all of it, and without the time spent in the actor's model calls."""
         await self.settle()
-        started = time.process_time()
+        started, actor = time.process_time(), self.llm.actor_s
         for index in range(first_index, first_index + turns):
             await self.turn(thread_id, index)
         await self.settle()
-        return (time.process_time() - started) / turns
+        spent = time.process_time() - started
+        return spent / turns, (spent - (self.llm.actor_s - actor)) / turns

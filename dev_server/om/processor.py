@@ -86,6 +86,23 @@ def observation_messages(observations: str, today: date, current_task: str | Non
                                                retrieval_instructions=retrieval, extracted=extracted))
 
 
+def carried_count(derived: dict[int, Any], memo: dict[Any, int], message: Message) -> int:
+    """``count_message`` of a stored message, carried from turn to turn in the thread's
+    ``derived`` values (``ConversationStore.window_since``: dropped when the message changes),
+    so a turn counts only the messages that are new or changed since the last one. A virtual
+    copy (``window.unobserved``: no stored digest) is counted afresh. The turn's ``memo`` gets
+    the count too, for its later decisions' ``count_messages``."""
+    digest = message.stored_digest
+    if digest is None or message.seq is None:
+        return count_message(message, memo=memo)
+    carried = derived.get(message.seq)
+    if carried is None or carried[0] != digest:
+        carried = derived[message.seq] = (digest, count_message(message, memo=memo))
+    else:
+        memo[(message.id, digest, None)] = carried[1]
+    return carried[1]
+
+
 def local_timezone() -> str:
     return str(datetime.now().astimezone().tzinfo)
 
@@ -177,16 +194,18 @@ class ObservationalMemoryStep:
             log.info("thread %s: cleared a stale %s flag left by a process that died", thread.id, flag)
         if options.scope == "resource":
             cursor = thread_om(thread.metadata).get("lastObservedAt")
-            messages = unobserved(await self.store.messages_since(thread.id, cursor), record, cursor=cursor)
+            stored, derived = await self.store.window_since(thread.id, cursor)
+            messages = unobserved(stored, record, cursor=cursor)
             turn.others = await other_threads(self.store, record, thread.resource_id, thread.id)
             turn.context = other_conversations(turn.others, options.obscure_thread_ids)
             turn.context_tokens = other_tokens(turn.context)
         else:
-            messages = unobserved(await self.store.messages_since(thread.id, record.last_observed_at), record)
+            stored, derived = await self.store.window_since(thread.id, record.last_observed_at)
+            messages = unobserved(stored, record)
         if options.temporal_markers and step.input_count > 0:
             messages = await self._temporal_gap(step, messages)
         turn.record = record
-        turn.window = TurnWindow(messages, partial(count_message, memo=turn.ctx.counted), step.reply)
+        turn.window = TurnWindow(messages, partial(carried_count, derived, turn.ctx.counted), step.reply)
         turn.input_ids = {m.id for m in messages[-max(1, step.input_count):]}
         retrieval = options.retrieval
         if retrieval is not None:
