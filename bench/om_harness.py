@@ -199,7 +199,8 @@ class TurnBench:
                     row["generation"] = event.data["generationCount"]
         total = time.perf_counter() - started
         cpu = time.process_time() - cpu
-        row.update(total=total, cpu=cpu, cpu_memory=cpu - (self.llm.actor_s - actor), model=self.llm.model_s, own=total - self.llm.model_s,
+        row.update(total=total, cpu=cpu, cpu_memory=cpu - (self.llm.actor_s - actor), model=self.llm.model_s,
+                   own=total - self.llm.model_s,
                    gc=(self.watch.gc_s if self.watch else 0.0) - gc_before, om_calls=self.llm.om_calls,
                    step0=self.llm.step0)
         return row

@@ -117,8 +117,8 @@ def report(quick: bool, windows: list[dict[str, Any]], imports: list[dict[str, A
         + " ".join(f"{v:.2f}" for v in os.getloadavg()),
         "- chat-agent, OM at its defaults unless said; local model as actor, observer and reflector; in-process turns",
         "", "## Window size: last/first over one thread (median time excl. model, 10 turns each)", "",
-        "| messageTokens | turns | first 10 ms | last 10 ms | last/first | CPU/turn ms (excl. actor) | pending at end | "
-        "turns running the observer | target ≤ 1.2 |", "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| messageTokens | turns | first 10 ms | last 10 ms | last/first | CPU/turn ms (excl. actor) | "
+        "pending at end | turns running the observer | target ≤ 1.2 |", "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         *(f"| {w['tokens']:,} | {w['turns']} | {w['first'] * 1000:.2f} | {w['last'] * 1000:.2f} | "
           f"{w['ratio']:.2f}x | {w['cpu'] * 1000:.2f} | {w['pending_end']:,} | {w['om_turns']} | "
           f"{verdict(w['ratio'] <= 1.2)} |" for w in windows),
