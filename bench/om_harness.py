@@ -68,13 +68,15 @@ class TimedLLM:
         self._real = real
         self.turn_task: asyncio.Task | None = None
         self.model_s, self.om_calls, self.step0 = 0.0, 0, None
-        self.actor_s = 0.0  # the actor's calls since the start (a running sum)
+        self.model_cpu = 0.0
+        self.actor_s = 0.0  # CPU seconds of the actor's calls since the start (a running sum)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
 
     def start_turn(self) -> None:
-        self.turn_task, self.model_s, self.om_calls, self.step0 = asyncio.current_task(), 0.0, 0, None
+        self.turn_task, self.model_s, self.model_cpu = asyncio.current_task(), 0.0, 0.0
+        self.om_calls, self.step0 = 0, None
 
     async def stream(self, request: Any):
         on_turn = asyncio.current_task() is self.turn_task
@@ -86,22 +88,25 @@ class TimedLLM:
         inner = self._real.stream(request)
         try:
             while True:
-                started = time.perf_counter()
+                started = time.perf_counter(), time.thread_time()
                 try:
                     event = await anext(inner)
                 except StopAsyncIteration:
                     return
                 finally:
-                    self._spent(time.perf_counter() - started, on_turn, actor)
+                    self._spent(started, on_turn, actor)
                 yield event
         finally:
-            started = time.perf_counter()
+            started = time.perf_counter(), time.thread_time()
             await inner.aclose()
-            self._spent(time.perf_counter() - started, on_turn, actor)
+            self._spent(started, on_turn, actor)
 
-    def _spent(self, seconds: float, on_turn: bool, actor: bool) -> None:
-        self.model_s += seconds if on_turn else 0.0
-        self.actor_s += seconds if actor else 0.0  # the actor's calls, wherever they run
+    def _spent(self, started: tuple[float, float], on_turn: bool, actor: bool) -> None:
+        """Wall time, and CPU time of this thread (the local model runs on the event loop's)."""
+        wall, cpu = time.perf_counter() - started[0], time.thread_time() - started[1]
+        self.model_s += wall if on_turn else 0.0
+        self.model_cpu += cpu if on_turn else 0.0
+        self.actor_s += cpu if actor else 0.0  # the actor's calls, wherever they run
 
 
 class Watch(logging.Handler):
@@ -179,9 +184,10 @@ class TurnBench:
             await self.store.save_messages([thread], batch)
 
     async def turn(self, thread_id: str, index: int) -> dict[str, Any]:
-        """One turn: wall time, time inside the model client, the rest, CPU time (``cpu``; without
-        the actor's own calls, ``cpu_memory``: the local model's cost grows with the context it
-        is given, which OM's window makes larger by design), OM parts."""
+        """One turn: wall time, time inside the model client, the rest (``own``), CPU time
+        (``cpu``; without the turn's model calls, ``cpu_own``; without the actor's calls,
+        ``cpu_memory``: the local model's cost grows with the context it is given, which OM's
+        window makes larger by design), OM parts."""
         text = f"(turn {index}) {TOPICS[(index - 1) % len(TOPICS)]}"
         incoming = [ui_to_stored({"id": f"u-{uuid.uuid4()}", "role": "user",
                                   "parts": [{"type": "text", "text": text}]}, thread_id, self.resource, now_iso())]
@@ -199,8 +205,8 @@ class TurnBench:
                     row["generation"] = event.data["generationCount"]
         total = time.perf_counter() - started
         cpu = time.process_time() - cpu
-        row.update(total=total, cpu=cpu, cpu_memory=cpu - (self.llm.actor_s - actor), model=self.llm.model_s,
-                   own=total - self.llm.model_s,
+        row.update(total=total, cpu=cpu, cpu_memory=cpu - (self.llm.actor_s - actor),
+                   cpu_own=cpu - self.llm.model_cpu, model=self.llm.model_s, own=total - self.llm.model_s,
                    gc=(self.watch.gc_s if self.watch else 0.0) - gc_before, om_calls=self.llm.om_calls,
                    step0=self.llm.step0)
         return row
