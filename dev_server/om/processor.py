@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 from datetime import date, datetime, time
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from dev_server.kernel.clock import now_iso
@@ -57,7 +57,7 @@ from dev_server.om.retrieval.instructions import retrieval_instructions
 from dev_server.om.retrieval.recall_tool import Recall
 from dev_server.om.step_decisions import StepDecisions
 from dev_server.om.tokens.counting import count_message
-from dev_server.om.turn_window import TurnWindow
+from dev_server.om.turn_window import Carried, TurnWindow
 from dev_server.storage.om_records import OMRecord, thread_om
 
 if TYPE_CHECKING:
@@ -84,23 +84,6 @@ def observation_messages(observations: str, today: date, current_task: str | Non
                                                current_task=current_task, suggested_response=suggested_response,
                                                other_conversations=list(others) or None,
                                                retrieval_instructions=retrieval, extracted=extracted))
-
-
-def carried_count(derived: dict[int, Any], memo: dict[Any, int], message: Message) -> int:
-    """``count_message`` of a stored message, carried from turn to turn in the thread's
-    ``derived`` values (``ConversationStore.window_since``: dropped when the message changes),
-    so a turn counts only the messages that are new or changed since the last one. A virtual
-    copy (``window.unobserved``: no stored digest) is counted afresh. The turn's ``memo`` gets
-    the count too, for its later decisions' ``count_messages``."""
-    digest = message.stored_digest
-    if digest is None or message.seq is None:
-        return count_message(message, memo=memo)
-    carried = derived.get(message.seq)
-    if carried is None or carried[0] != digest:
-        carried = derived[message.seq] = (digest, count_message(message, memo=memo))
-    else:
-        memo[(message.id, digest, None)] = carried[1]
-    return carried[1]
 
 
 def local_timezone() -> str:
@@ -205,7 +188,8 @@ class ObservationalMemoryStep:
         if options.temporal_markers and step.input_count > 0:
             messages = await self._temporal_gap(step, messages)
         turn.record = record
-        turn.window = TurnWindow(messages, partial(carried_count, derived, turn.ctx.counted), step.reply)
+        carried = Carried(derived, turn.ctx.counted)
+        turn.window = TurnWindow(messages, carried.count, step.reply, convert=carried.model_messages)
         turn.input_ids = {m.id for m in messages[-max(1, step.input_count):]}
         retrieval = options.retrieval
         if retrieval is not None:

@@ -19,6 +19,10 @@ changed; ``TurnWindow`` keeps the first step's reading instead and follows the c
 ``pending`` is what the status reports and the thresholds compare: the unobserved messages
 and the reply so far, as ``count_messages`` would count them. ``history`` is rebuilt only
 when the window changed.
+
+From turn to turn, ``Carried`` keeps each stored message's count and model messages with
+the thread's window (``ConversationStore.window_since``: dropped when the message changes),
+so a turn counts and converts only the messages that are new or changed since the last one.
 """
 
 from __future__ import annotations
@@ -26,19 +30,64 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
-from dev_server.kernel.convert import to_model_messages
+from dev_server.kernel.convert import stored_to_model_all
 from dev_server.kernel.messages import Message
 from dev_server.kernel.processors import ReplySoFar
 from dev_server.om.engine.window import drop_observed, unobserved
 from dev_server.om.prompting.context import continuation_model_message
-from dev_server.om.tokens.counting import TOKENS_PER_CONVERSATION, PartsTally
+from dev_server.om.tokens.counting import TOKENS_PER_CONVERSATION, PartsTally, count_message
 from dev_server.storage.om_records import OMRecord
+
+
+class Carried:
+    """A stored message's count and model messages, carried from turn to turn in the thread's
+    ``derived`` values (by ``seq``, with the digest of the stored JSON they were made from).
+    A virtual copy (``window.unobserved``: no digest) is counted and converted afresh. The
+    turn's ``memo`` gets each count too, for its later decisions' ``count_messages``."""
+
+    def __init__(self, derived: dict[int, Any], memo: dict[Any, int]) -> None:
+        self.derived = derived
+        self.memo = memo
+
+    def _entry(self, message: Message) -> list[Any] | None:
+        if message.stored_digest is None or message.seq is None:
+            return None
+        entry = self.derived.get(message.seq)
+        if entry is None or entry[0] != message.stored_digest:
+            entry = self.derived[message.seq] = [message.stored_digest, None, None]
+        return entry
+
+    def count(self, message: Message) -> int:
+        entry = self._entry(message)
+        if entry is None:
+            return count_message(message, memo=self.memo)
+        if entry[1] is None:
+            entry[1] = count_message(message, memo=self.memo)
+        else:
+            self.memo[(message.id, entry[0], None)] = entry[1]
+        return entry[1]
+
+    def model_messages(self, message: Message) -> list[dict[str, Any]]:
+        """``stored_to_model_all``, handed out as copies (a provider call may change what it is given)."""
+        entry = self._entry(message)
+        if entry is None:
+            return stored_to_model_all(message)
+        if entry[2] is None:
+            entry[2] = stored_to_model_all(message)
+        return [_copy(model) for model in entry[2]]
+
+
+def _copy(model: dict[str, Any]) -> dict[str, Any]:
+    return {key: [dict(item) if isinstance(item, dict) else item for item in value] if isinstance(value, list)
+            else value for key, value in model.items()}
 
 
 class TurnWindow:
     def __init__(self, messages: Iterable[Message], count: Callable[[Message], int],
-                 reply: ReplySoFar | None = None) -> None:
+                 reply: ReplySoFar | None = None,
+                 convert: Callable[[Message], list[dict[str, Any]]] = stored_to_model_all) -> None:
         self.count = count
+        self.convert = convert
         self.messages: list[Message] = []
         self.tokens: dict[str, int] = {}
         self.observed: set[str] = set()
@@ -164,5 +213,5 @@ class TurnWindow:
         loop's ``progress`` until it is split off)."""
         self.changed = False
         shown = [*self.messages, self.head] if self.head is not None else self.messages
-        history = to_model_messages(shown)
+        history = [model for message in shown for model in self.convert(message)]
         return [continuation_model_message(), *history] if with_continuation else history
