@@ -68,18 +68,14 @@ class Carried:
         return entry[1]
 
     def model_messages(self, message: Message) -> list[dict[str, Any]]:
-        """``stored_to_model_all``, handed out as copies (a provider call may change what it is given)."""
+        """``stored_to_model_all``, each model message handed out as a copy (a provider call may
+        set a key of what it is given; nothing here changes a message's content in place)."""
         entry = self._entry(message)
         if entry is None:
             return stored_to_model_all(message)
         if entry[2] is None:
             entry[2] = stored_to_model_all(message)
-        return [_copy(model) for model in entry[2]]
-
-
-def _copy(model: dict[str, Any]) -> dict[str, Any]:
-    return {key: [dict(item) if isinstance(item, dict) else item for item in value] if isinstance(value, list)
-            else value for key, value in model.items()}
+        return [dict(model) for model in entry[2]]
 
 
 class TurnWindow:
