@@ -86,6 +86,10 @@ class TimedLLM:
         elif on_turn and self.step0 is None:
             self.step0 = list(request.messages)
         inner = self._real.stream(request)
+        if not on_turn and not actor:  # a background observer or reflector: not timed (a clock read costs too)
+            async for event in inner:
+                yield event
+            return
         try:
             while True:
                 started = time.perf_counter(), time.thread_time()
