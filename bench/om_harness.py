@@ -90,6 +90,14 @@ class TimedLLM:
             async for event in inner:
                 yield event
             return
+        if not actor:  # the turn's observer or reflector: read whole (``complete``), timed as one call
+            started = time.perf_counter(), time.thread_time()
+            try:
+                async for event in inner:
+                    yield event
+            finally:
+                self._spent(started, on_turn, actor)
+            return
         try:
             while True:
                 started = time.perf_counter(), time.thread_time()
