@@ -90,9 +90,6 @@ class MessageWindows:
             self._windows.popitem(last=False)
         return list(window.messages), window.derived
 
-    def forget(self, thread_id: str) -> None:
-        self._windows.pop(thread_id, None)
-
     async def _read_whole(self, thread_id: str, since: str) -> _Window | None:
         self.reads["whole"] += 1
         rows = await self.db.fetch_all(_WHOLE, (thread_id, thread_id, thread_id, since))
