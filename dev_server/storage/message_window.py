@@ -114,12 +114,17 @@ class MessageWindows:
             return None
         messages = window.messages
         if changed:
-            seqs = {m.seq for m in changed}
-            messages = [m for m in messages if m.seq not in seqs]
-            messages.extend(m for m in changed if m.created_at >= since)
-            messages.sort(key=_order)  # nearly sorted already: linear
-            for seq in seqs:
-                window.derived.pop(seq, None)  # type: ignore[arg-type]
+            changed.sort(key=_order)
+            revised = {m.seq for m in changed if (m.seq or 0) <= window.top}
+            if revised:  # an edit: its old copy goes
+                messages = [m for m in messages if m.seq not in revised]
+            added = [m for m in changed if m.created_at >= since]
+            if added and messages and _order(added[0]) < _order(messages[-1]):
+                messages = sorted([*messages, *added], key=_order)  # one sorts before the newest kept
+            else:
+                messages = [*messages, *added]  # the usual case: appended after the newest
+            for message in changed:
+                window.derived.pop(message.seq, None)  # type: ignore[arg-type]
         if since > window.since:
             cut = bisect_left(messages, since, key=lambda m: m.created_at)
             for message in messages[:cut]:
