@@ -43,7 +43,9 @@ class RunSpans(LoopHooks):
                                       parent=trace.set_span_in_context(self.generation)))
 
     def model_called(self, index: int, messages: list[dict[str, Any]]) -> None:
-        if index == 0:
+        # only for a span that records (telemetry on): the input is the whole context, which
+        # with Observational Memory is the whole unobserved window
+        if index == 0 and self.generation.is_recording():
             spans.set_input(self.generation, {"messages": for_trace(messages)})
 
     def step_context(self) -> Context:

@@ -95,6 +95,7 @@ class DataPart:
     data: Any
     id: str | None = None
     transient: bool = False
+    kept_data: Any = None  # what a durable copy keeps instead of ``data`` (a smaller form), when set
 
 
 # Where a processor's durable part is kept (``StepContext.keep``): True, on the reply in

@@ -113,7 +113,8 @@ class StepContext:
         stored) go, during a fresh reply's first step, onto the thread's previous reply after
         its parts (``for_previous_reply``, written by the runner before it stores this one);
         later onto the reply in progress, which Mastra has stored by then."""
-        kept = DataPart(part.name, part.data, part.id)  # streamed transient, stored all the same
+        # streamed transient, stored all the same (in its smaller form when it has one)
+        kept = DataPart(part.name, part.data if part.kept_data is None else part.kept_data, part.id)
         if durable == PREVIOUS_REPLY and self.fresh_reply and self.index == 0:
             self.for_previous_reply.append(kept)
         else:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 from datetime import date, datetime, time
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from dev_server.kernel.clock import now_iso
@@ -57,7 +57,7 @@ from dev_server.om.retrieval.instructions import retrieval_instructions
 from dev_server.om.retrieval.recall_tool import Recall
 from dev_server.om.step_decisions import StepDecisions
 from dev_server.om.tokens.counting import count_message
-from dev_server.om.turn_window import TurnWindow
+from dev_server.om.turn_window import Carried, TurnWindow
 from dev_server.storage.om_records import OMRecord, thread_om
 
 if TYPE_CHECKING:
@@ -175,18 +175,24 @@ class ObservationalMemoryStep:
         turn.sink = PartSink(records, thread.id, step)
         for flag in await clear_stale(records, record):
             log.info("thread %s: cleared a stale %s flag left by a process that died", thread.id, flag)
+        turn.record = record
         if options.scope == "resource":
             cursor = thread_om(thread.metadata).get("lastObservedAt")
-            messages = unobserved(await self.store.messages_since(thread.id, cursor), record, cursor=cursor)
+            stored, derived = await self.store.window_since(thread.id, cursor)
+            carried = Carried(derived, turn.ctx.counted)
+            turn.window = TurnWindow(unobserved(stored, record, cursor=cursor), carried.count, step.reply,
+                                     convert=carried.model_messages)
             turn.others = await other_threads(self.store, record, thread.resource_id, thread.id)
             turn.context = other_conversations(turn.others, options.obscure_thread_ids)
             turn.context_tokens = other_tokens(turn.context)
         else:
-            messages = unobserved(await self.store.messages_since(thread.id, record.last_observed_at), record)
+            stored, derived = await self.store.window_since(thread.id, record.last_observed_at)
+            turn.window = Carried(derived, turn.ctx.counted).window(stored, record, step.reply)
         if options.temporal_markers and step.input_count > 0:
-            messages = await self._temporal_gap(step, messages)
-        turn.record = record
-        turn.window = TurnWindow(messages, partial(count_message, memo=turn.ctx.counted), step.reply)
+            gap = await self._temporal_gap(step, turn.window.messages)
+            if gap is not None:
+                turn.window.add(gap)
+        messages = turn.window.messages
         turn.input_ids = {m.id for m in messages[-max(1, step.input_count):]}
         retrieval = options.retrieval
         if retrieval is not None:
@@ -240,25 +246,25 @@ class ObservationalMemoryStep:
 
     # -- temporal markers (docs/observational-memory.md#temporal-markers) ------------------
 
-    async def _temporal_gap(self, step: StepContext, messages: list[Message]) -> list[Message]:
+    async def _temporal_gap(self, step: StepContext, messages: list[Message]) -> Message | None:
         """After a user message that follows a silence of ``TEMPORAL_GAP_MS`` or more (since
-        the window's message before it), store a gap signal (``dev_server.om.engine.temporal``):
-        the model and the observer read it after the message; the stream gets a transient
-        ``data-signal`` part. The signal is part of the turn's input (``step.input_count``)."""
+        the window's message before it), store a gap signal (``dev_server.om.engine.temporal``)
+        and return it: the model and the observer read it after the message; the stream gets a
+        transient ``data-signal`` part. The signal is part of the turn's input (``step.input_count``)."""
         assert step.thread is not None
         newest = messages[-1] if messages and messages[-1].role == "user" else None
         if newest is None or any(is_gap_marker(m) and marks(m, newest.id) for m in messages):
-            return messages
+            return None
         previous = next((m for m in reversed(messages[:-1]) if not is_gap_marker(m)), None)
         if previous is None:  # nothing before it in the window (Mastra's rule: no marker then)
-            return messages
+            return None
         gap = gap_signal(newest, previous, max(now_iso(self.engine.records.clock), newest.created_at))
         if gap is None:
-            return messages
+            return None
         await self.store.append_messages(step.thread.id, [gap])
         step.input_count += 1
         step.emit(DataPart("signal", signal_part_data(gap), transient=True))
-        return [*messages, gap]
+        return gap
 
 
 class TokenEstimates(TurnProcessor):

@@ -19,26 +19,113 @@ changed; ``TurnWindow`` keeps the first step's reading instead and follows the c
 ``pending`` is what the status reports and the thresholds compare: the unobserved messages
 and the reply so far, as ``count_messages`` would count them. ``history`` is rebuilt only
 when the window changed.
+
+From turn to turn, ``Carried`` keeps each stored message's count and model messages with
+the thread's window (``ConversationStore.window_since``: dropped when the message changes),
+so a turn counts and converts only the messages that are new or changed since the last one;
+and while the record is as it was (no cycle moved its cursor or observed ids) and the
+thread's messages were only added to, the next turn's window starts from this one's, with
+only the new messages filtered, counted and converted (``Carried.window``).
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from dev_server.kernel.convert import to_model_messages
+from dev_server.kernel.convert import stored_to_model_all
 from dev_server.kernel.messages import Message
 from dev_server.kernel.processors import ReplySoFar
 from dev_server.om.engine.window import drop_observed, unobserved
 from dev_server.om.prompting.context import continuation_model_message
-from dev_server.om.tokens.counting import TOKENS_PER_CONVERSATION, PartsTally
+from dev_server.om.tokens.counting import TOKENS_PER_CONVERSATION, PartsTally, count_message
 from dev_server.storage.om_records import OMRecord
+
+_START = "om-turn-start"  # the derived key of the last turn's starting window
+
+
+@dataclass(frozen=True)
+class _Start:
+    """A turn's window as its first step built it, before any decision changed it."""
+
+    record: tuple[Any, ...]  # what of the record decided which messages are unobserved
+    stored: list[Message]  # the thread's messages it was made from
+    messages: list[Message]
+    tokens: dict[str, int]
+    unobserved_tokens: int
+    models: list[dict[str, Any]]
+
+
+def _record_key(record: OMRecord) -> tuple[Any, ...]:
+    # observed ids only grow within a generation: the same count is the same set
+    return record.id, record.last_observed_at, len(record.observed_message_ids or ())
+
+
+class Carried:
+    """A stored message's count and model messages, carried from turn to turn in the thread's
+    ``derived`` values (by ``seq``, with the digest of the stored JSON they were made from).
+    A virtual copy (``window.unobserved``: no digest) is counted and converted afresh. The
+    turn's ``memo`` gets each count too, for its later decisions' ``count_messages``."""
+
+    def __init__(self, derived: dict[int, Any], memo: dict[Any, int]) -> None:
+        self.derived = derived
+        self.memo = memo
+
+    def _entry(self, message: Message) -> list[Any] | None:
+        if message.stored_digest is None or message.seq is None:
+            return None
+        entry = self.derived.get(message.seq)
+        if entry is None or entry[0] != message.stored_digest:
+            entry = self.derived[message.seq] = [message.stored_digest, None, None]
+        return entry
+
+    def count(self, message: Message) -> int:
+        entry = self._entry(message)
+        if entry is None:
+            return count_message(message, memo=self.memo)
+        if entry[1] is None:
+            entry[1] = count_message(message, memo=self.memo)
+        else:
+            self.memo[(message.id, entry[0], None)] = entry[1]
+        return entry[1]
+
+    def window(self, stored: list[Message], record: OMRecord, reply: ReplySoFar | None) -> TurnWindow:
+        """The turn's window of ``stored`` (the thread's messages from the cursor on): the last
+        turn's start with the messages added since, when the record is as it was then and
+        ``stored`` still begins with the very messages it was made from; else built afresh."""
+        key = _record_key(record)
+        last = self.derived.get(_START)  # type: ignore[call-overload]
+        if (last is not None and last.record == key and len(stored) >= len(last.stored)
+                and all(map(operator.is_, last.stored, stored))):
+            window = TurnWindow((), self.count, reply, convert=self.model_messages)
+            window.resume(last.messages, last.tokens, last.unobserved_tokens, last.models)
+            for message in unobserved(stored[len(last.stored):], record):
+                window.add(message)
+        else:
+            window = TurnWindow(unobserved(stored, record), self.count, reply, convert=self.model_messages)
+        self.derived[_START] = _Start(key, stored, list(window.messages), dict(window.tokens),  # type: ignore[index]
+                                      window.unobserved_tokens, list(window.models or ()))
+        return window
+
+    def model_messages(self, message: Message) -> list[dict[str, Any]]:
+        """``stored_to_model_all``, each model message handed out as a copy (a provider call may
+        set a key of what it is given; nothing here changes a message's content in place)."""
+        entry = self._entry(message)
+        if entry is None:
+            return stored_to_model_all(message)
+        if entry[2] is None:
+            entry[2] = stored_to_model_all(message)
+        return [dict(model) for model in entry[2]]
 
 
 class TurnWindow:
     def __init__(self, messages: Iterable[Message], count: Callable[[Message], int],
-                 reply: ReplySoFar | None = None) -> None:
+                 reply: ReplySoFar | None = None,
+                 convert: Callable[[Message], list[dict[str, Any]]] = stored_to_model_all) -> None:
         self.count = count
+        self.convert = convert
         self.messages: list[Message] = []
         self.tokens: dict[str, int] = {}
         self.observed: set[str] = set()
@@ -50,8 +137,23 @@ class TurnWindow:
         self.head: Message | None = None
         self._draft: Message | None = None
         self.changed = True  # ``history`` must be built again
+        self.models: list[dict[str, Any]] | None = []  # model messages of ``messages`` while they are all added
         for message in messages:
-            self._add(message, count(message))
+            self.add(message)
+
+    def resume(self, messages: list[Message], tokens: dict[str, int], unobserved_tokens: int,
+               models: list[dict[str, Any]]) -> None:
+        """Start from another turn's starting window (``Carried.window``), copied."""
+        self.messages, self.tokens, self.models = list(messages), dict(tokens), list(models)
+        self.unobserved_tokens, self.unobserved_count = unobserved_tokens, len(messages)
+
+    def add(self, message: Message) -> None:
+        """A stored message joins the window (counted, and converted for the model)."""
+        models = self.models
+        self._add(message, self.count(message))
+        if models is not None:
+            models.extend(self.convert(message))
+            self.models = models
 
     # -- the step's messages -----------------------------------------------------------
 
@@ -119,6 +221,7 @@ class TurnWindow:
                 kept.append(message)
                 continue
             tokens = self.tokens.pop(message.id)
+            self.models = None
             if message.id in self.observed:
                 self.observed.discard(message.id)
             else:
@@ -154,7 +257,7 @@ class TurnWindow:
         self.tokens[message.id] = tokens
         self.unobserved_tokens += tokens
         self.unobserved_count += 1
-        self.changed = True
+        self.changed, self.models = True, None
 
     # -- what the model sees -----------------------------------------------------------
 
@@ -163,6 +266,9 @@ class TurnWindow:
         is not empty, the window, a continued reply's stored copy (the reply so far is the
         loop's ``progress`` until it is split off)."""
         self.changed = False
-        shown = [*self.messages, self.head] if self.head is not None else self.messages
-        history = to_model_messages(shown)
+        if self.models is not None and self.head is None:
+            history = list(map(dict, self.models))  # copies: a provider call may set a key of what it gets
+        else:
+            shown = [*self.messages, self.head] if self.head is not None else self.messages
+            history = [model for message in shown for model in self.convert(message)]
         return [continuation_model_message(), *history] if with_continuation else history

@@ -31,6 +31,7 @@ from dev_server.storage.conversation_records import (
     thread_from_row,
 )
 from dev_server.storage.libsql import LibSQLStore
+from dev_server.storage.message_window import MessageWindows
 
 OrderField = Literal["createdAt", "updatedAt"]
 Direction = Literal["ASC", "DESC"]
@@ -62,6 +63,7 @@ class ConversationStore:
     def __init__(self, db: LibSQLStore, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.db = db
         self.clock = clock  # what the stores and features built on this one read the time from
+        self.windows = MessageWindows(db)
 
     # -- threads -------------------------------------------------------------------------
 
@@ -280,6 +282,12 @@ class ConversationStore:
         rows = await self.db.fetch_all(
             f"{_MESSAGE_SELECT} WHERE thread_id = ? AND created_at >= ? ORDER BY created_at, seq", (thread_id, since))
         return [message_from_row(r) for r in rows]
+
+    async def window_since(self, thread_id: str, since: str | None) -> tuple[list[Message], dict[int, Any]]:
+        """``messages_since``, answered from what this process read of the thread before plus
+        what changed since (``dev_server.storage.message_window``), with the caller's values
+        derived from each message (by ``seq``). The messages are shared: never change one."""
+        return await self.windows.since(thread_id, since)
 
     async def resource_messages_after(self, resource_id: str, exclude_thread_id: str,
                                       cursor_path: str) -> list[Message]:

@@ -128,7 +128,7 @@ class PartSink:
 
     def store(self, part: DataPart) -> None:
         """Keep ``part`` on the thread's newest stored reply without streaming it (``flush``)."""
-        self.late.append({"type": f"data-{part.name}", "data": part.data})
+        self.late.append({"type": f"data-{part.name}", "data": part.data if part.kept_data is None else part.kept_data})
 
     async def flush(self) -> None:
         late, self.late = self.late, []

@@ -22,6 +22,23 @@ from dev_server.storage.om_records import OMRecord
 
 OBSERVATION = "observation"
 REFLECTION = "reflection"
+# The stored copy of a part keeps at most this much of its ``observations`` text: the copy is
+# decoded by every later turn that reads its reply, and a backlog's observation can be
+# megabytes. The streamed part and the record keep the whole text
+# (docs/observational-memory.md#deliberate-differences D48).
+STORED_OBSERVATIONS_CHARS = 4_000
+
+
+def with_observations(name: str, data: dict[str, Any]) -> DataPart:
+    """A transient part; when its ``observations`` text is longer than
+    ``STORED_OBSERVATIONS_CHARS``, its durable copy keeps only that many characters and says
+    how many it left out (``observationsOmittedChars``)."""
+    observations = data.get("observations")
+    if not isinstance(observations, str) or len(observations) <= STORED_OBSERVATIONS_CHARS:
+        return DataPart(name, data, transient=True)
+    kept = {**data, "observations": observations[:STORED_OBSERVATIONS_CHARS],
+            "observationsOmittedChars": len(observations) - STORED_OBSERVATIONS_CHARS}
+    return DataPart(name, data, transient=True, kept_data=kept)
 
 
 def marker_config(options: ObservationalMemoryOptions) -> dict[str, Any]:
@@ -113,7 +130,7 @@ class Cycle:
         if suggested_response:
             data["suggestedResponse"] = suggested_response
         data.update(extra or {})
-        return DataPart("om-observation-end", data, transient=True)
+        return with_observations("om-observation-end", data)
 
     def failed(self, error: str) -> DataPart:
         return DataPart("om-observation-failed", {
@@ -161,7 +178,7 @@ class BufferCycle:
         if observations is not None:
             data["observations"] = observations
         data.update(extra or {})
-        return DataPart("om-buffering-end", data, transient=True)
+        return with_observations("om-buffering-end", data)
 
     def failed(self, error: str) -> DataPart:
         return DataPart("om-buffering-failed", self._failure(error), transient=True)
@@ -192,4 +209,4 @@ def activation_part(*, cycle_id: str | None, operation: str, record: OMRecord, t
         **(details or {})}
     if observations is not None:
         data["observations"] = observations
-    return DataPart("om-activation", data, transient=True)
+    return with_observations("om-activation", data)

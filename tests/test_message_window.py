@@ -1,0 +1,106 @@
+"""A thread's window read incrementally (``ConversationStore.window_since``) is always what a
+whole read (``messages_since``) returns, whoever changed the thread in between: here a second
+store on the same SQLite file, with its own connections, as another worker process or replica
+writes. What changed is answered from the database (migration 0014), and only what changed
+is read and decoded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dev_server.kernel.messages import Message, Thread
+from dev_server.storage.conversations import ConversationStore
+from dev_server.storage.libsql import LibSQLStore
+from tests.kit.builders import minute_at, stored_text
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def two_processes(tmp_path: Path):
+    """(this process's store, another process's store) on one database file."""
+    url = f"file:{tmp_path / 'store.db'}"
+    mine, other = LibSQLStore(url), LibSQLStore(url)
+    await mine.open()
+    await other.open()
+    yield ConversationStore(mine), ConversationStore(other)
+    await other.close()
+    await mine.close()
+
+
+def view(messages: list[Message]) -> list[tuple[str, str, str, object]]:
+    return [(m.id, m.role, m.created_at, m.content) for m in messages]
+
+
+async def same_as_whole(store: ConversationStore, since: str | None) -> list[Message]:
+    window, _ = await store.window_since("t", since)
+    assert view(window) == view(await store.messages_since("t", since))
+    return window
+
+
+async def test_what_another_process_writes_is_read_as_it_changed(two_processes) -> None:
+    mine, other = two_processes
+    await mine.save_thread(Thread("t", "r"))
+    await mine.append_messages("t", [stored_text(f"m{i}", "user" if i % 2 == 0 else "assistant", f"text {i}", i)
+                                     for i in range(6)])
+    first = await same_as_whole(mine, None)
+    assert mine.windows.reads == {"whole": 1, "changes": 0}
+
+    await other.append_messages("t", [stored_text("m6", "user", "new", 6)])  # appended elsewhere
+    window = await same_as_whole(mine, None)
+    assert window[0] is first[0]  # kept, not read again
+    await other.add_parts_to_last_reply("t", [{"type": "data-om-buffering-end", "data": {"cycleId": "c"}}])
+    await same_as_whole(mine, None)
+    edited = stored_text("m2", "user", "text 2, edited", 2)
+    await other.replace_message(edited)
+    await same_as_whole(mine, None)
+    await other.append_messages("t", [stored_text("late", "user", "stored late, sorted early", 3)])
+    await same_as_whole(mine, None)
+    assert mine.windows.reads == {"whole": 1, "changes": 4}  # appends and edits: only what changed was read
+
+    await same_as_whole(mine, minute_at(3))  # the cursor moved on: the older messages leave
+    await other.append_messages("t", [stored_text("old", "assistant", "before the cursor", 1)])
+    await same_as_whole(mine, minute_at(3))
+    assert mine.windows.reads["whole"] == 1
+
+
+async def test_deletions_and_moves_elsewhere_make_it_read_the_window_whole(two_processes) -> None:
+    mine, other = two_processes
+    for thread in ("t", "u"):
+        await mine.save_thread(Thread(thread, "r"))
+    await mine.append_messages("t", [stored_text(f"m{i}", "user", f"text {i}", i) for i in range(4)])
+    await same_as_whole(mine, None)
+
+    await other.delete_messages(["m3"])  # the newest: its seq is given to the next insert
+    await other.append_messages("t", [stored_text("m4", "user", "takes the freed seq", 4)])
+    await same_as_whole(mine, None)
+    await other.delete_after("t", "m1")
+    await same_as_whole(mine, None)
+    await other.save_messages([Thread("u", "r")], [Message("m1", "u", "r", "user", {"format": 2, "parts": []},
+                                                           minute_at(1))])  # moved to another thread
+    await same_as_whole(mine, None)
+    moved_in = Message("m0", "t", "r", "user", {"format": 2, "parts": [{"type": "text", "text": "back"}]},
+                       minute_at(0))
+    await other.append_messages("u", [stored_text("u1", "user", "in u", 5, thread="u")])
+    await other.save_messages([Thread("t", "r"), Thread("u", "r")],
+                              [moved_in, Message("u1", "t", "r", "user", {"format": 2, "parts": []}, minute_at(5))])
+    await same_as_whole(mine, None)
+    assert mine.windows.reads["whole"] >= 4  # each removal was noticed and answered by a whole read
+
+    await other.delete_thread("t")
+    assert await mine.window_since("t", None) == ([], {})
+
+
+async def test_derived_values_are_dropped_with_the_message_they_came_from(two_processes) -> None:
+    mine, other = two_processes
+    await mine.save_thread(Thread("t", "r"))
+    await mine.append_messages("t", [stored_text("a", "user", "one", 1), stored_text("b", "assistant", "two", 2)])
+    window, derived = await mine.window_since("t", None)
+    derived.update({m.seq: m.id for m in window})
+    await other.replace_message(stored_text("b", "assistant", "two, edited", 2))
+    window, derived = await mine.window_since("t", None)
+    assert derived == {window[0].seq: "a"}  # b changed: what was derived from it is gone
+    window, derived = await mine.window_since("t", minute_at(2))
+    assert [m.id for m in window] == ["b"] and derived == {}  # a left the window
