@@ -1,0 +1,166 @@
+"""Semantic recall searched inside a libsql server (sqld), in libsql's own vector index, so
+no process keeps a copy of the vectors (on the embedded file, ``dev_server.recall.matrix``
+scans a copy in each process; that stays as it is).
+
+Schema. libsql indexes a column whose type names its dimensions (``F32_BLOB(384)``), and
+the dimensions are the embedder's, known once it is resolved, after the numbered migrations
+ran; plain SQLite knows neither the type's functions nor the index. So the index is a side
+table per dimension count, ``message_vectors_f32_<dims>`` (its rowid is the
+``message_vectors`` id, its column the same float32 bytes as ``F32_BLOB(dims)``), made by
+``ensure`` only where ``supported`` finds the server's vector functions. Two triggers keep
+it in step with ``message_vectors`` (a vector of that length added, any vector deleted:
+edits, moves and deletes all go through a delete there), so the indexer's SQL is unchanged.
+``ensure`` also fills the table from vectors stored before it existed, a chunk per
+transaction: inserting into the index is slow (libsql's DiskANN: about 150 vectors/s with
+these options on this project's 2-core machine, ``bench/recall_sqld.py``), and a long
+transaction would hold the server's one write lock.
+
+Search (``nearest``). ``vector_top_k`` gives the index's nearest pieces of every resource;
+the scope (model, resource, the index's agents, the thread for thread scope) and the
+excluded messages are applied after, on ``ANN_ROWS`` pieces, and a message counts with its
+best piece, as in the embedded scan. When that leaves fewer than ``k`` messages (a small
+scope among many others, or a scope with fewer than ``k`` messages), the scope is scanned
+exactly in the server instead (``vector_distance_cos`` over its rows: its size, not the
+index's). The score is ``1 - cosine distance``: the cosine similarity, which for the unit
+vectors the embedders give is the embedded scan's dot product.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from dev_server.storage.libsql import LibSQLStore
+from dev_server.storage.migrate import split_sqlite_statements
+
+# DiskANN options: neighbours stored as float8 and at most 32 of them make an insert ~6x
+# cheaper than libsql's defaults, at recall@10 >= 0.95 (bench/recall_sqld.py)
+INDEX_OPTIONS = "'metric=cosine', 'compress_neighbors=float8', 'max_neighbors=32'"
+ANN_ROWS = 200  # vector_top_k answers at most its search list (libsql's default search_l is 200)
+FILL_CHUNK = 128  # vectors indexed per transaction while filling the table
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS {table} (
+    id        INTEGER PRIMARY KEY,
+    embedding F32_BLOB({dims}) NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {table}_ann ON {table} (libsql_vector_idx(embedding, {options}));
+CREATE TRIGGER IF NOT EXISTS {table}_added AFTER INSERT ON message_vectors
+WHEN length(NEW.vector) = {width}
+BEGIN
+    INSERT OR REPLACE INTO {table} (id, embedding) VALUES (NEW.id, NEW.vector);
+END;
+CREATE TRIGGER IF NOT EXISTS {table}_removed AFTER DELETE ON message_vectors
+BEGIN
+    DELETE FROM {table} WHERE id = OLD.id;
+END;
+"""
+
+
+def table_of(dims: int) -> str:
+    return f"message_vectors_f32_{int(dims)}"
+
+
+async def supported(db: LibSQLStore) -> bool:
+    """Whether the database has libsql's vector functions (a libsql server has; the
+    standard library's SQLite has not)."""
+    try:
+        await db.fetch_one("SELECT vector_distance_cos(vector32('[1]'), vector32('[1]'))")
+    except sqlite3.Error:
+        return False
+    return True
+
+
+class NativeVectors:
+    def __init__(self, db: LibSQLStore, *, agents: Iterable[str]) -> None:
+        self.db = db
+        self.agents = sorted(agents)
+        self._in_agents = f"({','.join('?' * len(self.agents))})"
+
+    async def ensure(self, dims: int) -> None:
+        """Create the table, its index and its triggers for ``dims`` if they are missing,
+        and drop rows whose vector is gone (``message_vectors`` was rebuilt). Idempotent:
+        every process runs it at start."""
+        table = table_of(dims)
+        statements = _SCHEMA.format(table=table, dims=int(dims), width=int(dims) * 4, options=INDEX_OPTIONS)
+
+        def work(conn: sqlite3.Connection) -> None:
+            for statement in split_sqlite_statements(statements):
+                conn.execute(statement)
+            conn.execute(f"DELETE FROM {table} WHERE id NOT IN (SELECT id FROM message_vectors)")
+
+        await self.db.run_write(work)
+
+    async def unindexed(self, dims: int) -> int:
+        """Vectors of ``dims`` floats not in the index yet."""
+        row = await self.db.fetch_one(
+            f"SELECT count(*) FROM message_vectors v WHERE length(v.vector) = ?"
+            f" AND NOT EXISTS (SELECT 1 FROM {table_of(dims)} n WHERE n.id = v.id)", (int(dims) * 4,))
+        return row[0] if row else 0
+
+    async def fill(self, dims: int, chunk: int = FILL_CHUNK) -> int:
+        """Index up to ``chunk`` vectors stored before the table existed (oldest first),
+        in one transaction; returns how many (0: the index is complete)."""
+        table = table_of(dims)
+
+        def work(conn: sqlite3.Connection) -> int:
+            return conn.execute(
+                f"INSERT OR IGNORE INTO {table} (id, embedding) SELECT v.id, v.vector FROM message_vectors v"
+                f" WHERE length(v.vector) = ? AND NOT EXISTS (SELECT 1 FROM {table} n WHERE n.id = v.id)"
+                " ORDER BY v.id LIMIT ?", (int(dims) * 4, chunk)).rowcount
+
+        return max(0, await self.db.run_write(work))
+
+    async def nearest(self, model: str, query: Any, k: int, *, resource_id: str, thread_id: str | None = None,
+                      exclude: set[int] | None = None) -> list[tuple[int, float]]:
+        """Best ``k`` messages (seq, score) of the scope, a message scored by its best piece."""
+        vector = np.asarray(query, dtype="<f4")
+        blob, dims = vector.tobytes(), len(vector)
+        exclude = exclude or set()
+        scope = f"v.model = ? AND t.resource_id = ? AND t.agent_id IN {self._in_agents}"
+        params: list[Any] = [model, resource_id, *self.agents]
+        if thread_id is not None:
+            scope += " AND v.thread_id = ?"
+            params.append(thread_id)
+        table = table_of(dims)
+        rows = await self.db.fetch_all(
+            f"SELECT v.message_seq, 1 - vector_distance_cos(n.embedding, ?) AS score"
+            f" FROM vector_top_k('{table}_ann', ?, {ANN_ROWS}) AS top JOIN {table} n ON n.id = top.id"
+            f" JOIN message_vectors v ON v.id = top.id JOIN threads t ON t.id = v.thread_id"
+            f" WHERE {scope} ORDER BY score DESC", [blob, blob, *params])
+        found = _best_messages(rows, k, exclude)
+        if len(found) == k:
+            return found
+        return await self._scan(scope, params, blob, dims, k, exclude)
+
+    async def _scan(self, scope: str, params: list[Any], blob: bytes, dims: int, k: int,
+                    exclude: set[int]) -> list[tuple[int, float]]:
+        """The scope's pieces scored exactly in the server, widened until ``k`` messages."""
+        skip = ""
+        if exclude:
+            skip = f" AND v.message_seq NOT IN ({','.join('?' * len(exclude))})"
+        wanted = k * 4 + 8  # pieces of one long message may crowd the top
+        while True:
+            rows = await self.db.fetch_all(
+                f"SELECT v.message_seq, 1 - vector_distance_cos(v.vector, ?) AS score FROM message_vectors v"
+                f" JOIN threads t ON t.id = v.thread_id WHERE {scope} AND length(v.vector) = ?{skip}"
+                " ORDER BY score DESC LIMIT ?", [blob, *params, dims * 4, *exclude, wanted])
+            found = _best_messages(rows, k, set())
+            if len(found) == k or len(rows) < wanted:
+                return found
+            wanted *= 4
+
+
+def _best_messages(rows: Sequence[Sequence[Any]], k: int, exclude: set[int]) -> list[tuple[int, float]]:
+    """Rows (seq, score) best first -> the first ``k`` distinct messages not excluded."""
+    found: dict[int, float] = {}
+    for seq, score in rows:
+        if seq in exclude or seq in found:
+            continue
+        found[seq] = float(score)
+        if len(found) == k:
+            break
+    return list(found.items())
