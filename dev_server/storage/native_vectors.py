@@ -11,7 +11,7 @@ table per dimension count, ``message_vectors_f32_<dims>`` (its rowid is the
 it in step with ``message_vectors`` (a vector of that length added, any vector deleted:
 edits, moves and deletes all go through a delete there), so the indexer's SQL is unchanged.
 ``ensure`` also fills the table from vectors stored before it existed, a chunk per
-transaction: inserting into the index is slow (libsql's DiskANN: about 150 vectors/s with
+transaction: inserting into the index is slow (libsql's DiskANN: about 160 vectors/s with
 these options on this project's 2-core machine, ``bench/recall_sqld.py``), and a long
 transaction would hold the server's one write lock.
 
@@ -36,11 +36,12 @@ import numpy as np
 from dev_server.storage.libsql import LibSQLStore
 from dev_server.storage.migrate import split_sqlite_statements
 
-# DiskANN options: neighbours stored as float8 and at most 32 of them make an insert ~6x
-# cheaper than libsql's defaults, at recall@10 >= 0.95 (bench/recall_sqld.py)
-INDEX_OPTIONS = "'metric=cosine', 'compress_neighbors=float8', 'max_neighbors=32'"
+# DiskANN options. libsql's defaults (neighbours as full float32 vectors, as many as fit)
+# indexed ~25 vectors/s here and made a node ~10x its vector; neighbours kept as 1 bit a
+# float, at most 32: ~160 vectors/s, a 3.6 kB node, recall@10 0.99 (bench/recall_sqld.py)
+INDEX_OPTIONS = "'metric=cosine', 'compress_neighbors=float1bit', 'max_neighbors=32'"
 ANN_ROWS = 200  # vector_top_k answers at most its search list (libsql's default search_l is 200)
-FILL_CHUNK = 128  # vectors indexed per transaction while filling the table
+FILL_CHUNK = 32  # vectors indexed per transaction while filling the table: ~0.2 s of the write lock
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS {table} (
