@@ -204,11 +204,12 @@ def report(f: dict, load: str) -> str:
         f"| rows written to sqld without the index, rows/s | {f['sqld_write_rate']:,.0f} |",
         f"| sqld index build (NativeVectors.fill, {FILL_CHUNK} a transaction), vectors/s | "
         f"{f['build_rows'] / f['build_s']:,.1f} ({f['build_rows']:,} in {f['build_s']:.0f} s) |",
-        f"| a write of 64 vectors on sqld with the index (trigger), p50 ms | {pct(f['write64_native'], 0.5) * 1000:.0f} |",
+        f"| a write of 64 vectors on sqld with the index (trigger), p50 ms | "
+        f"{pct(f['write64_native'], 0.5) * 1000:.0f} |",
         f"| the same write without the index, p50 ms | {pct(f['write64_plain'], 0.5) * 1000:.0f} |",
         f"| sqld's files (database, WAL, index shadow table) | {f['db_bytes'] / 2 ** 20:,.0f} MiB |",
         f"| the SQLite file (no server index) | {f['embedded_db_bytes'] / 2 ** 20:,.0f} MiB |", "",
-        f"## Query latency (ms; ratio: p50 over the embedded scan's p50 in this run)", "",
+        "## Query latency (ms; ratio: p50 over the embedded scan's p50 in this run)", "",
         "| query | p50 | p99 | ratio |", "|---|---:|---:|---:|",
         row("embedded: in-process exact scan, resource scope, top 10 (warm copy)", f["embedded_resource"]),
         row("sqld: vector_top_k + scope filter, resource scope, top 10", f["native_resource"], f["embedded_resource"]),
