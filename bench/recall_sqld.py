@@ -135,9 +135,12 @@ async def run(n: int, query_n: int, tmp: Path) -> dict:
                                                          " WHERE message_seq >= ?", (n,)))
         native = NativeVectors(served, agents=[AGENT])
         await native.ensure(DIMS)
-        started, done, last = time.perf_counter(), 0, time.perf_counter()
-        while filled := await native.fill(DIMS):
-            done += filled
+        started, done, last, after = time.perf_counter(), 0, time.perf_counter(), 0
+        while True:
+            filled, moved = await native.fill(DIMS, after)
+            if moved == after:
+                break
+            done, after = done + filled, moved
             if time.perf_counter() - last > 60:
                 last = time.perf_counter()
                 print(f"  indexed {done:,} of {n + 200:,} ({done / (last - started):.0f}/s)", flush=True)

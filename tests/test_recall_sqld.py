@@ -163,6 +163,16 @@ async def test_the_index_follows_deletes_and_a_second_replica_adds_nothing(sqld:
         assert hits and not {h.message.thread_id for h in hits} & {"work"}
         await replica.stop()
         await index.stop()
+        sqld.rows("DROP TABLE message_vectors")  # its triggers go with it, and its ids start again
+        rebuilt = SemanticIndex(db, local_embedder(), agents=frozenset({AGENT}))
+        assert await rebuilt.ready()
+        await rebuilt.indexer.settled()
+        assert sqld.rows(f"SELECT count(*) FROM {table_of(384)} n JOIN message_vectors v ON v.id = n.id"
+                         " AND v.vector = n.embedding") == sqld.rows(count) == sqld.rows(
+            "SELECT count(*) FROM message_vectors WHERE vector IS NOT NULL")
+        hits = await rebuilt.search("Which city am I visiting?", resource_id="bob", top_k=2)
+        assert [h.message.resource_id for h in hits] == ["bob", "bob"]
+        await rebuilt.stop()
     finally:
         await db.close()
 
@@ -182,8 +192,8 @@ async def test_the_embedded_file_has_no_server_index(tmp_path: Path) -> None:
 
 
 def unit(rng: np.random.Generator, rows: int, around: np.ndarray | None = None, noise: float = 1.0) -> np.ndarray:
-    base = np.zeros((rows, 16)) if around is None else np.repeat(around[None, :], rows, axis=0)
-    out = base + rng.normal(0, noise, (rows, 16))
+    base = np.zeros((rows, 384)) if around is None else np.repeat(around[None, :], rows, axis=0)
+    out = base + rng.normal(0, noise, (rows, 384))
     return (out / np.linalg.norm(out, axis=1, keepdims=True)).astype("<f4")
 
 
@@ -210,20 +220,26 @@ async def test_a_small_scope_among_many_is_scanned_exactly_and_nothing_leaks(sql
         for i, vector in enumerate(unit(rng, 3, query, 0.6)):
             rows.append((30_000 + i, 0, "tiny", vector.tobytes()))
         native = NativeVectors(db, agents=[AGENT])
-        await native.ensure(16)
+        await native.ensure(384)
         await db.run_write(lambda conn: conn.executemany(
             "INSERT INTO message_vectors (message_seq, chunk, thread_id, model, text_hash, vector)"
             " VALUES (?, ?, ?, 'synthetic', 'h', ?)", rows))
-        assert await native.unindexed(16) == 0  # the trigger indexed each
+        assert await native.unindexed(384) == 0  # the trigger indexed each
         exact = VectorCache(VectorIndex(db, agents=frozenset({AGENT})))
         for resource, thread, k, exclude in (("few", None, 4, set()), ("few", None, 10, {20_001}),
-                                             ("crowd", "tiny", 4, set()), ("crowd", "crowd-2", 10, {10_002}),
-                                             ("crowd", None, 10, {10_000, 10_001})):
+                                             ("crowd", "tiny", 4, set()), ("crowd", "tiny", 4, {30_000})):
             got = await native.nearest("synthetic", query, k, resource_id=resource, thread_id=thread,
                                        exclude=exclude)
-            want = await exact.search("synthetic", 16, resource, query, k, thread_id=thread, exclude=exclude)
-            assert [seq for seq, _ in got] == [seq for seq, _ in want], (resource, thread)
+            want = await exact.search("synthetic", 384, resource, query, k, thread_id=thread, exclude=exclude)
+            assert [seq for seq, _ in got] == [seq for seq, _ in want], (resource, thread)  # scanned: exact
             assert np.allclose([s for _, s in got], [s for _, s in want], atol=1e-5)
+        for thread, exclude in (("crowd-2", {10_002}), (None, {10_000, 10_001})):  # the index's answers
+            got = await native.nearest("synthetic", query, 10, resource_id="crowd", thread_id=thread,
+                                       exclude=exclude)
+            want = await exact.search("synthetic", 384, "crowd", query, 10, thread_id=thread, exclude=exclude)
+            assert len(got) == 10 and not {seq for seq, _ in got} & exclude
+            assert all(10_000 <= seq < 10_600 and (thread is None or (seq - 10_000) % 6 == 2) for seq, _ in got)
+            assert len({seq for seq, _ in got} & {seq for seq, _ in want}) >= 6  # approximate, on 600 equidistant
         assert {seq for seq, _ in await native.nearest("synthetic", query, 10, resource_id="few")} == \
             set(range(20_000, 20_005))
         assert await native.nearest("another-model", query, 10, resource_id="crowd") == []

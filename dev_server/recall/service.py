@@ -104,9 +104,13 @@ class SemanticIndex:
             self.native_backlog = await native.unindexed(dims)
             if self.native_backlog:
                 log.info("semantic recall: indexing %d vectors in the database server", self.native_backlog)
-            while self.native_backlog:
-                done = await native.fill(dims)
-                self.native_backlog = max(0, self.native_backlog - done) if done else 0
+            after = 0
+            while self.native_backlog:  # a cursor over the ids: each chunk reads only its own rows
+                done, moved = await native.fill(dims, after)
+                if moved == after:  # nothing after the cursor (what is left was deleted meanwhile)
+                    break
+                after, self.native_backlog = moved, max(0, self.native_backlog - done)
+            self.native_backlog = 0
             self._native_dims, self.native = dims, native
         except Exception as exc:  # searches go on in this process's copy
             log.warning("semantic recall: the database server's vector index is unavailable: %s: %s",

@@ -82,38 +82,49 @@ class NativeVectors:
         self._in_agents = f"({','.join('?' * len(self.agents))})"
 
     async def ensure(self, dims: int) -> None:
-        """Create the table, its index and its triggers for ``dims`` if they are missing,
-        and drop rows whose vector is gone (``message_vectors`` was rebuilt). Idempotent:
-        every process runs it at start."""
+        """Create the table, its index and its triggers for ``dims`` if they are missing.
+        Triggers missing beside an existing table mean ``message_vectors`` was rebuilt (its
+        triggers went with it, and its ids start again): the table is stale then, and made
+        anew. Idempotent: every process runs it at start."""
         table = table_of(dims)
         statements = _SCHEMA.format(table=table, dims=int(dims), width=int(dims) * 4, options=INDEX_OPTIONS)
 
         def work(conn: sqlite3.Connection) -> None:
+            present = {r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE name IN (?, ?)", (table, f"{table}_added"))}
+            if present == {table}:  # dropped whole: a bulk DELETE would leave the index's shadow rows
+                conn.execute(f"DROP INDEX IF EXISTS {table}_ann")
+                conn.execute(f"DROP TABLE {table}")
             for statement in split_sqlite_statements(statements):
                 conn.execute(statement)
-            conn.execute(f"DELETE FROM {table} WHERE id NOT IN (SELECT id FROM message_vectors)")
 
         await self.db.run_write(work)
 
-    async def unindexed(self, dims: int) -> int:
-        """Vectors of ``dims`` floats not in the index yet."""
+    async def unindexed(self, dims: int, after_id: int = 0) -> int:
+        """Vectors of ``dims`` floats (newer than ``after_id``) not in the index yet."""
         row = await self.db.fetch_one(
-            f"SELECT count(*) FROM message_vectors v WHERE length(v.vector) = ?"
-            f" AND NOT EXISTS (SELECT 1 FROM {table_of(dims)} n WHERE n.id = v.id)", (int(dims) * 4,))
+            f"SELECT count(*) FROM message_vectors v WHERE v.id > ? AND length(v.vector) = ?"
+            f" AND NOT EXISTS (SELECT 1 FROM {table_of(dims)} n WHERE n.id = v.id)", (after_id, int(dims) * 4))
         return row[0] if row else 0
 
-    async def fill(self, dims: int, chunk: int = FILL_CHUNK) -> int:
-        """Index up to ``chunk`` vectors stored before the table existed (oldest first),
-        in one transaction; returns how many (0: the index is complete)."""
+    async def fill(self, dims: int, after_id: int, chunk: int = FILL_CHUNK) -> tuple[int, int]:
+        """Index the next ``chunk`` vectors after ``after_id`` (stored before the table
+        existed; the trigger indexed those since), in one transaction. Returns (vectors
+        indexed, the id to go on after); (0, after_id) once there is nothing after it."""
         table = table_of(dims)
 
-        def work(conn: sqlite3.Connection) -> int:
-            return conn.execute(
-                f"INSERT OR IGNORE INTO {table} (id, embedding) SELECT v.id, v.vector FROM message_vectors v"
-                f" WHERE length(v.vector) = ? AND NOT EXISTS (SELECT 1 FROM {table} n WHERE n.id = v.id)"
-                " ORDER BY v.id LIMIT ?", (int(dims) * 4, chunk)).rowcount
+        def work(conn: sqlite3.Connection) -> tuple[int, int]:
+            ids = [r[0] for r in conn.execute(
+                "SELECT id FROM message_vectors WHERE id > ? AND length(vector) = ? ORDER BY id LIMIT ?",
+                (after_id, int(dims) * 4, chunk))]
+            if not ids:
+                return 0, after_id
+            added = conn.execute(
+                f"INSERT OR IGNORE INTO {table} (id, embedding) SELECT id, vector FROM message_vectors"
+                f" WHERE id IN ({','.join('?' * len(ids))})", ids).rowcount
+            return max(0, added), ids[-1]
 
-        return max(0, await self.db.run_write(work))
+        return await self.db.run_write(work)
 
     async def nearest(self, model: str, query: Any, k: int, *, resource_id: str, thread_id: str | None = None,
                       exclude: set[int] | None = None) -> list[tuple[int, float]]:
