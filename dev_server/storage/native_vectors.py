@@ -10,8 +10,7 @@ table per dimension count, ``message_vectors_f32_<dims>`` (its rowid is the
 ``ensure`` only where ``supported`` finds the server's vector functions. Two triggers keep
 it in step with ``message_vectors`` (a vector of that length added, any vector deleted:
 edits, moves and deletes all go through a delete there), so the indexer's SQL is unchanged.
-``ensure`` also fills the table from vectors stored before it existed, a chunk per
-transaction: inserting into the index is slow (libsql's DiskANN: about 160 vectors/s with
+``fill`` indexes the vectors stored before the table existed, a chunk per transaction: inserting into the index is slow (libsql's DiskANN: about 160 vectors/s with
 these options on this project's 2-core machine, ``bench/recall_sqld.py``), and a long
 transaction would hold the server's one write lock.
 
@@ -52,7 +51,7 @@ CREATE INDEX IF NOT EXISTS {table}_ann ON {table} (libsql_vector_idx(embedding, 
 CREATE TRIGGER IF NOT EXISTS {table}_added AFTER INSERT ON message_vectors
 WHEN length(NEW.vector) = {width}
 BEGIN
-    INSERT OR REPLACE INTO {table} (id, embedding) VALUES (NEW.id, NEW.vector);
+    INSERT OR IGNORE INTO {table} (id, embedding) VALUES (NEW.id, NEW.vector);
 END;
 CREATE TRIGGER IF NOT EXISTS {table}_removed AFTER DELETE ON message_vectors
 BEGIN
