@@ -197,10 +197,11 @@ def unit(rng: np.random.Generator, rows: int, around: np.ndarray | None = None, 
     return (out / np.linalg.norm(out, axis=1, keepdims=True)).astype("<f4")
 
 
-async def test_a_small_scope_among_many_is_scanned_exactly_and_nothing_leaks(sqld: Sqld) -> None:
-    """600 vectors of one resource crowd the query's neighbourhood, so the index's nearest
-    200 hold none of the small resource's 5 nor of a 3-message thread: those scopes are
-    scanned exactly in the server. Results equal the in-process exact scan's."""
+async def test_small_scopes_are_scanned_exactly_large_ones_use_the_index_and_nothing_leaks(sqld: Sqld) -> None:
+    """A scope of at most ``exact_rows`` pieces is scanned in the server: the in-process
+    exact scan's answers. Past it (``exact_rows=0`` here) the index answers; 600 vectors of
+    one resource crowd the query's neighbourhood, so its nearest 200 hold none of a small
+    resource's 5 nor of a 3-message thread, and those scopes are scanned exactly after all."""
     db = RemoteLibSQLStore(sqld.url)
     await db.open()
     try:
@@ -219,23 +220,25 @@ async def test_a_small_scope_among_many_is_scanned_exactly_and_nothing_leaks(sql
             rows.append((20_000 + i, 0, "small", vector.tobytes()))
         for i, vector in enumerate(unit(rng, 3, query, 0.6)):
             rows.append((30_000 + i, 0, "tiny", vector.tobytes()))
-        native = NativeVectors(db, agents=[AGENT])
+        native, indexed = NativeVectors(db, agents=[AGENT]), NativeVectors(db, agents=[AGENT], exact_rows=0)
         await native.ensure(384)
         await db.run_write(lambda conn: conn.executemany(
             "INSERT INTO message_vectors (message_seq, chunk, thread_id, model, text_hash, vector)"
             " VALUES (?, ?, ?, 'synthetic', 'h', ?)", rows))
         assert await native.unindexed(384) == 0  # the trigger indexed each
         exact = VectorCache(VectorIndex(db, agents=frozenset({AGENT})))
-        for resource, thread, k, exclude in (("few", None, 4, set()), ("few", None, 10, {20_001}),
-                                             ("crowd", "tiny", 4, set()), ("crowd", "tiny", 4, {30_000})):
-            got = await native.nearest("synthetic", query, k, resource_id=resource, thread_id=thread,
-                                       exclude=exclude)
+        scopes = (("few", None, 4, set()), ("few", None, 10, {20_001}), ("crowd", "tiny", 4, set()),
+                  ("crowd", "tiny", 4, {30_000}), ("crowd", "crowd-2", 10, {10_002}), ("crowd", None, 10, {10_000}))
+        for searcher, (resource, thread, k, exclude) in [(native, s) for s in scopes] + [(indexed, s)
+                                                                                          for s in scopes[:4]]:
+            got = await searcher.nearest("synthetic", query, k, resource_id=resource, thread_id=thread,
+                                         exclude=exclude)
             want = await exact.search("synthetic", 384, resource, query, k, thread_id=thread, exclude=exclude)
             assert [seq for seq, _ in got] == [seq for seq, _ in want], (resource, thread)  # scanned: exact
             assert np.allclose([s for _, s in got], [s for _, s in want], atol=1e-5)
         for thread, exclude in (("crowd-2", {10_002}), (None, {10_000, 10_001})):  # the index's answers
-            got = await native.nearest("synthetic", query, 10, resource_id="crowd", thread_id=thread,
-                                       exclude=exclude)
+            got = await indexed.nearest("synthetic", query, 10, resource_id="crowd", thread_id=thread,
+                                        exclude=exclude)
             want = await exact.search("synthetic", 384, "crowd", query, 10, thread_id=thread, exclude=exclude)
             assert len(got) == 10 and not {seq for seq, _ in got} & exclude
             assert all(10_000 <= seq < 10_600 and (thread is None or (seq - 10_000) % 6 == 2) for seq, _ in got)

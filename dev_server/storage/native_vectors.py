@@ -10,17 +10,20 @@ table per dimension count, ``message_vectors_f32_<dims>`` (its rowid is the
 ``ensure`` only where ``supported`` finds the server's vector functions. Two triggers keep
 it in step with ``message_vectors`` (a vector of that length added, any vector deleted:
 edits, moves and deletes all go through a delete there), so the indexer's SQL is unchanged.
-``fill`` indexes the vectors stored before the table existed, a chunk per transaction: inserting into the index is slow (libsql's DiskANN: about 160 vectors/s with
-these options on this project's 2-core machine, ``bench/recall_sqld.py``), and a long
-transaction would hold the server's one write lock.
+``fill`` indexes the vectors stored before the table existed, a chunk per transaction:
+inserting into the index is slow (libsql's DiskANN: about 190 vectors/s with these options
+on this project's 2-core machine, ``bench/recall_sqld.py``), and a long transaction would
+hold the server's one write lock.
 
-Search (``nearest``). ``vector_top_k`` gives the index's nearest pieces of every resource;
-the scope (model, resource, the index's agents, the thread for thread scope) and the
-excluded messages are applied after, on ``ANN_ROWS`` pieces, and a message counts with its
-best piece, as in the embedded scan. When that leaves fewer than ``k`` messages (a small
-scope among many others, or a scope with fewer than ``k`` messages), the scope is scanned
-exactly in the server instead (``vector_distance_cos`` over its rows: its size, not the
-index's). The score is ``1 - cosine distance``: the cosine similarity, which for the unit
+Search (``nearest``). The scope is the model, the resource, the index's agents, and the
+thread for thread scope; a message counts with its best piece, as in the embedded scan. A
+scope of at most ``EXACT_ROWS`` pieces (most threads, most users) is scanned exactly in
+the server (``vector_distance_cos`` over its rows: the embedded scan's answer, at a cost
+that follows the scope's size, not the index's). A larger one asks the index:
+``vector_top_k`` gives the nearest ``ANN_ROWS`` pieces of every resource, scored exactly,
+and the scope and the excluded messages are applied after; when that leaves fewer than
+``k`` messages (a large scope far from the query among others nearer), the scope is scanned
+exactly after all. The score is ``1 - cosine distance``: the cosine similarity, which for the unit
 vectors the embedders give is the embedded scan's dot product.
 """
 
@@ -40,6 +43,7 @@ from dev_server.storage.migrate import split_sqlite_statements
 # float, at most 32: ~160 vectors/s, a 3.6 kB node, recall@10 0.99 (bench/recall_sqld.py)
 INDEX_OPTIONS = "'metric=cosine', 'compress_neighbors=float1bit', 'max_neighbors=32'"
 ANN_ROWS = 200  # vector_top_k answers at most its search list (libsql's default search_l is 200)
+EXACT_ROWS = 10_000  # a scope of at most this many pieces is scanned exactly in the server, not the index
 FILL_CHUNK = 32  # vectors indexed per transaction while filling the table: ~0.2 s of the write lock
 
 _SCHEMA = """
@@ -75,8 +79,9 @@ async def supported(db: LibSQLStore) -> bool:
 
 
 class NativeVectors:
-    def __init__(self, db: LibSQLStore, *, agents: Iterable[str]) -> None:
+    def __init__(self, db: LibSQLStore, *, agents: Iterable[str], exact_rows: int = EXACT_ROWS) -> None:
         self.db = db
+        self.exact_rows = exact_rows
         self.agents = sorted(agents)
         self._in_agents = f"({','.join('?' * len(self.agents))})"
 
@@ -136,6 +141,11 @@ class NativeVectors:
         if thread_id is not None:
             scope += " AND v.thread_id = ?"
             params.append(thread_id)
+        small = await self.db.fetch_one(
+            "SELECT count(*) FROM (SELECT 1 FROM message_vectors v JOIN threads t ON t.id = v.thread_id"
+            f" WHERE {scope} LIMIT ?)", [*params, self.exact_rows + 1])
+        if small is not None and small[0] <= self.exact_rows:  # exact, and cheap at this size
+            return await self._scan(scope, params, blob, dims, k, exclude)
         table = table_of(dims)
         rows = await self.db.fetch_all(
             f"SELECT v.message_seq, 1 - vector_distance_cos(n.embedding, ?) AS score"
