@@ -70,6 +70,23 @@ def test_the_quick_recall_bench_reports_rates_latencies_against_the_baseline_and
     assert "bytes" in text and "Indexer.run_once: messages written of the sample | 128 |" in text
 
 
+def test_the_sqld_recall_bench_sets_the_servers_index_against_the_embedded_scan(tmp_path: Path):
+    """``bench/recall_sqld.py``: the build, each sqld latency with its ratio to the embedded
+    scan's in the same run, recall@10 against the exact scan, no hit outside its scope, RSS."""
+    out = tmp_path / "recall-sqld.md"
+    done = subprocess.run([sys.executable, "bench/recall_sqld.py", "--vectors", "1500", "--queries", "20",
+                           "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    text = out.read_text()
+    assert "- CPU: " in text and "load average" in text and "1,500 synthetic unit vectors" in text
+    rows = [line.split("|") for line in text.splitlines() if line.startswith("| sqld: ")]
+    assert len(rows) == 3 and all(cells[4].strip().endswith("x") for cells in rows)
+    assert "| sqld index build" in text and "(1,700 in" in text  # and the other resource's 200
+    assert "hits from the other resource: 0; hits outside the asked thread: 0" in text
+    assert float(text.split("exact scan's (resource scope): **")[1].split("**")[0]) >= 0.8
+    assert "search process, sqld path" in text and "sqld's RSS before the queries" in text
+
+
 def test_the_scale_out_bench_compares_one_and_two_replicas_on_sqld_with_the_file(tmp_path: Path):
     """``bench/scale_out.py``: three scenarios in one run, each with its rate against the
     embedded file's and the server requests one turn costs."""

@@ -1,4 +1,4 @@
-"""Semantic recall of one process: the embedder, the index, its in-memory copy, the indexer.
+"""Semantic recall of one process: the embedder, the index, where it is searched, the indexer.
 
 Built once by the app and shared by every memory that has semantic recall
 (``DEV_SERVER_SEMANTIC_RECALL``, or the agent's own options) or OM retrieval with vectors;
@@ -6,6 +6,12 @@ it embeds and searches the messages of those agents only (``agents``). The lifes
 and stops its indexer. ``search`` embeds the query with the same model as the index and
 returns the nearest messages of a thread or a resource; ``SemanticSearchUnavailable`` when
 the embedder fails (counted in ``/health``), so the caller goes on without recall.
+
+Where a search runs: on the embedded file, in this process's copy of the resource's vectors
+(``recall.matrix``); on a libsql server with vector functions, in the server's own vector
+index (``storage.native_vectors``), once it holds every vector (until then, and on the
+embedded file, the copy). The server's index is filled from vectors stored before it
+existed in the background, a chunk at a time (``_build_native``).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from dev_server.recall.indexer import POLL_S, Indexer
 from dev_server.recall.matrix import VectorCache
 from dev_server.storage.libsql import LibSQLStore
 from dev_server.storage.message_vectors import VectorIndex, message_seqs, messages_by_seq
+from dev_server.storage.native_vectors import NativeVectors, supported
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +58,12 @@ class SemanticIndex:
         self.poll_s = poll_s
         self.index = VectorIndex(db, agents=agents, clock=clock)
         self.cache = VectorCache(self.index)
+        self.native: NativeVectors | None = None  # set once the server's vector index is complete
+        self._native_dims = 0
+        self.native_backlog: int | None = None  # vectors still to index there (None: not a server with one)
+        self._agents = agents
+        self._server_index = False  # the database has libsql's vector functions
+        self._native_build: asyncio.Task | None = None
         self.indexer: Indexer | None = None
         self.queries = QueryStats()
         self.error: str | None = None
@@ -69,20 +82,53 @@ class SemanticIndex:
             indexer = Indexer(self.index, self.embedder, poll_s=self.poll_s)
             await indexer.start()  # repairs the index first: /health says ready only after that
             self.indexer = indexer
+            self._server_index = await supported(self.db)
+            if self._server_index and self.embedder.dimensions:
+                self._start_native(self.embedder.dimensions)
         except Exception as exc:  # recall stays off in this process; /health says why
             self.error = f"{type(exc).__name__}: {exc}"[:500]
             log.warning("semantic recall unavailable: %s", self.error)
+
+    def _start_native(self, dims: int) -> None:
+        """Build the server's vector index in the background (a provider embedder's
+        dimensions are known after its first call: then at the first search)."""
+        if self._native_build is None:
+            self._native_build = asyncio.create_task(self._build_native(dims), name="semantic-index-server")
+
+    async def _build_native(self, dims: int) -> None:
+        """Make the server's vector index for ``dims`` and fill it with what was stored before
+        it existed, a chunk per transaction; searches use it once it is complete."""
+        try:
+            native = NativeVectors(self.db, agents=self._agents)
+            await native.ensure(dims)
+            self.native_backlog = await native.unindexed(dims)
+            if self.native_backlog:
+                log.info("semantic recall: indexing %d vectors in the database server", self.native_backlog)
+            after = 0
+            while self.native_backlog:  # a cursor over the ids: each chunk reads only its own rows
+                done, moved = await native.fill(dims, after)
+                if moved == after:  # nothing after the cursor (what is left was deleted meanwhile)
+                    break
+                after, self.native_backlog = moved, max(0, self.native_backlog - done)
+            self.native_backlog = 0
+            self._native_dims, self.native = dims, native
+        except Exception as exc:  # searches go on in this process's copy
+            log.warning("semantic recall: the database server's vector index is unavailable: %s: %s",
+                        type(exc).__name__, exc)
 
     async def ready(self, timeout_s: float = 60.0) -> bool:
         """Wait for the start (tests, the benchmark); True when the indexer runs."""
         await self.start()
         async with asyncio.timeout(timeout_s):
             await asyncio.shield(self._starting)
+            if self._native_build is not None:  # the server's index too, where there is one
+                await asyncio.shield(self._native_build)
         return self.indexer is not None
 
     async def stop(self) -> None:
-        if self._starting is not None and not self._starting.done():
-            self._starting.cancel()
+        for task in (self._starting, self._native_build):
+            if task is not None and not task.done():
+                task.cancel()
         if self.indexer is not None:
             await self.indexer.stop()
 
@@ -115,8 +161,14 @@ class SemanticIndex:
         excluded_seqs = await message_seqs(self.db, list(set(exclude_ids)))
         if self.embedder is None:
             raise SemanticSearchUnavailable(self.error or "semantic recall is starting")
-        found = await self.cache.search(self.embedder.key, len(vector), resource_id, vector, top_k,
-                                        thread_id=thread_id, exclude=excluded_seqs)
+        if self.native is not None and self._native_dims == len(vector):
+            found = await self.native.nearest(self.embedder.key, vector, top_k, resource_id=resource_id,
+                                              thread_id=thread_id, exclude=excluded_seqs)
+        else:
+            if self._server_index:
+                self._start_native(len(vector))
+            found = await self.cache.search(self.embedder.key, len(vector), resource_id, vector, top_k,
+                                            thread_id=thread_id, exclude=excluded_seqs)
         if threshold is not None:
             found = [(seq, score) for seq, score in found if score >= threshold]
         messages = await messages_by_seq(self.db, [seq for seq, _ in found], resource_id)
@@ -130,6 +182,9 @@ class SemanticIndex:
 
     async def health(self) -> dict[str, Any]:
         index = await self.indexer.stats() if self.indexer is not None else {"running": False}
+        index["searchedIn"] = "server" if self.native is not None else "process"
+        if self.native_backlog is not None:
+            index["serverBacklog"] = self.native_backlog
         return {"ready": self.indexer is not None, "error": self.error, "embedder": self.describe(), "index": index,
                 "queries": {"total": self.queries.queries, "failures": self.queries.failures,
                             "lastError": self.queries.last_error}}

@@ -5,8 +5,8 @@ On the embedded SQLite file, vectors are float32 BLOBs and a query is an exact s
 numpy (``dev_server.recall.matrix``): this Python's ``sqlite3`` cannot load extensions, so
 ``sqlite-vec`` is not available, and at 100k messages an exact scan of a cached matrix
 answers in milliseconds (``bench/recall.py``). The BLOB layout is libsql's ``F32_BLOB``,
-so a libsql server can keep the same rows in a native vector column; only this module
-would change for it.
+so on a libsql server the same rows feed its own vector index (``native_vectors``: a
+side table kept by triggers, searched in the server instead of a copy in each process).
 
 The queue is the database's, not a process's: triggers enqueue every new or edited user
 and assistant message, both processes' indexers claim batches from it (``not_before`` is
