@@ -9,8 +9,17 @@ from its heading, and keeps every date line, 🔴 and ✅ line; it drops 🟢 li
 level 2 also 🟡 and unmarked lines. An observation said again the same day is merged into
 its first line, the counts added up (``dev_server.llm.local_om_text.merged_repeats``). From level 3
 only the newest half (level 4: quarter) of each date's 🔴 lines stay, after one
-``* 🔴 (HH:MM) Earlier: N observations condensed`` line. With any 🟢 or 🟡 line in its input
-the answer is shorter than the input.
+``* 🔴 (HH:MM) Earlier: N observations condensed`` line.
+
+Then, like a model asked for less detail at each level, it writes at most ``DETAIL[level]``
+of its input (1, 0.8, 0.6, 0.4, 0.2 for levels 0-4; of ``REFLECTION_TOKENS``, a model's
+output budget, when the input is larger) and less than it would write one level lower, so
+every retry of the engine's escalation shrinks the answer; never less than ``FLOOR`` of its
+input, which the engine's collapse check would reject. What is over the budget goes as
+``dev_server.llm.local_om_budget.fitted`` decides: newest detail and the user's facts stay.
+Started at level 1 (any model but Gemini 2.5 Flash), a log of any size up to ~530k tokens
+comes back at most 0.8 x 32,000 = 25,600 tokens long: under the default threshold of 40,000
+at the first attempt.
 
 Reflector triggers ride in the log it reflects: the observer keeps a ``[[reflector-...]]``
 trigger in the user statement it quotes, so a user message holding one reaches the
@@ -28,11 +37,11 @@ Deterministic: the same log always gives the same answer.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from dev_server.kernel.prompt_marks import COMPRESSION_HEADINGS, REFLECT_HEADING, REFLECTION_REQUEST
+from dev_server.llm.local_om_budget import fitted, weight
 from dev_server.llm.local_om_text import (
     TIME,
     degenerate_log,
@@ -41,6 +50,7 @@ from dev_server.llm.local_om_text import (
     merged_repeats,
     user_text_under,
 )
+from dev_server.llm.tokens import count_tokens
 
 REFLECTOR_ANSWERS = {
     "[[reflector-prose]]": "I have reviewed these observations. The user has shared a number of personal details and "
@@ -50,7 +60,13 @@ REFLECTOR_ANSWERS = {
     "[[reflector-collapse]]": "<observations>\n* 🔴 (00:00) User talked.\n</observations>",
 }
 REFLECTOR_DEGENERATE_TRIGGER = "[[reflector-degenerate]]"
-_CONDENSED = re.compile(r"Earlier: (\d+) observations? condensed")
+# The share of its input a reflection may keep at each compression level: the detail the
+# guidance asks for (8/10 at level 1 ... 2/10 at level 4), of the input or of a model's
+# output budget, whichever is smaller; never under FLOOR of the input (a reflection under
+# 5 % of its input is rejected as a collapse, dev_server.om.engine.output_check).
+DETAIL = {0: 1.0, 1: 0.8, 2: 0.6, 3: 0.4, 4: 0.2}
+REFLECTION_TOKENS = 32_000
+FLOOR = 0.06
 
 
 def reflector_answer(messages: Sequence[dict[str, Any]]) -> str:
@@ -63,10 +79,31 @@ def reflector_answer(messages: Sequence[dict[str, Any]]) -> str:
         if trigger in observations:
             return answer
     level = _compression_level(prompt[end:] if end >= 0 else "")
-    return "<observations>\n" + "\n".join(_reflected(observations.split("\n"), level)) + "\n</observations>"
+    return "<observations>\n" + "\n".join(reflected(observations.split("\n"), level)) + "\n</observations>"
 
 
-def _reflected(lines: list[str], level: int) -> list[str]:
+def reflected(lines: list[str], level: int) -> list[str]:
+    """The reflection of ``lines`` at compression ``level``: the level's rules, within the
+    level's budget, and smaller than the level below would write while that holds more than
+    one observation (so each retry of the engine's escalation shrinks the answer)."""
+    source = count_tokens("\n".join(lines))
+    result: list[str] = []
+    for step in range(level + 1):
+        budget = DETAIL[step] * min(source, REFLECTION_TOKENS)
+        if step and _observations(result) > 1:
+            budget = min(budget, count_tokens("\n".join(result)) - 1)
+        kept = _by_rules(lines, step)
+        if _observations(kept) > 1:
+            kept = _without_empty_headers(fitted(kept, max(round(budget), math.ceil(FLOOR * source)), mark="🔴"))
+        result = kept
+    return result
+
+
+def _observations(lines: list[str]) -> int:
+    return sum(1 for line in lines if is_observation(line))
+
+
+def _by_rules(lines: list[str], level: int) -> list[str]:
     kept: list[str] = []
     date: str | None = None
     for line in lines:
@@ -105,7 +142,7 @@ def _condensed(lines: list[str], keep_one_in: int) -> list[str]:
         reds = [i for i, item in enumerate(section) if "🔴" in item and "✅" not in item]
         dropped = set(reds[: len(reds) - math.ceil(len(reds) / keep_one_in)])
         if dropped:
-            count = sum(int(m.group(1)) if (m := _CONDENSED.search(section[i])) else 1 for i in dropped)
+            count = sum(weight(section[i]) for i in dropped)
             first = TIME.search(section[min(dropped)])
             result.append(f"* 🔴 ({first.group(1) if first else '00:00'}) Earlier: {count} observations condensed")
         result.extend(item for i, item in enumerate(section) if i not in dropped)
