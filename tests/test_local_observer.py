@@ -148,7 +148,7 @@ def test_reflector_compresses_and_keeps_the_essentials() -> None:
     assert "* 🔴 (10:00) Earlier: 6 observations condensed" in reflected[4]
     # Reflecting a reflection counts what was condensed before.
     again = reflect(reflected[3], 3)
-    assert "Earlier: 14 observations condensed" in again and count_tokens(again) < count_tokens(reflected[3])
+    assert "Earlier: 5 observations condensed" in again and count_tokens(again) < count_tokens(reflected[3])
 
 
 def test_reflector_keeps_completions_threads_and_something() -> None:

@@ -36,9 +36,9 @@ def condensed_line(mark: str, time: str, count: int) -> str:
 
 def weight(line: str) -> int:
     """How many observations ``line`` stands for: what it condensed, or its repeat count."""
-    if found := CONDENSED.search(line):
+    if "condensed" in line and (found := CONDENSED.search(line)):
         return int(found.group(1).replace(",", ""))
-    if found := REPEATS.search(line):
+    if line.endswith(" times)") and (found := REPEATS.search(line)):
         return int(found.group(1))
     return 1
 
@@ -94,10 +94,12 @@ def fitted(lines: list[str], budget: int, *, mark: str) -> list[str]:
         if used + cost(i) > room * RECENT_SHARE:
             break
         keep(i)
-    for level in (-1, 0, 1, 2):
-        for i in reversed(observations):
-            if i in kept or rank(lines[i]) != level:
-                continue
+    older: dict[int, list[int]] = {level: [] for level in (-1, 0, 1, 2)}
+    for i in reversed(observations):
+        if i not in kept:
+            older[rank(lines[i])].append(i)
+    for candidates in older.values():
+        for i in candidates:
             if used + cost(i) > room:
                 break
             keep(i)

@@ -12,10 +12,11 @@ only the newest half (level 4: quarter) of each date's 🔴 lines stay, after on
 ``* 🔴 (HH:MM) Earlier: N observations condensed`` line.
 
 Then, like a model asked for less detail at each level, it writes at most ``DETAIL[level]``
-of its input (1, 0.8, 0.6, 0.4, 0.2 for levels 0-4; of ``REFLECTION_TOKENS``, a model's
-output budget, when the input is larger) and less than it would write one level lower, so
-every retry of the engine's escalation shrinks the answer; never less than ``FLOOR`` of its
-input, which the engine's collapse check would reject. What is over the budget goes as
+(0.8, 0.6, 0.4, 0.2 for levels 1-4) of what it writes at level 0 (detail 10/10: the rules
+above, within ``REFLECTION_TOKENS``, a model's output budget), and less than it would write
+one level lower, so every retry of the engine's escalation shrinks the answer; never less
+than ``FLOOR`` of its input, which the engine's collapse check would reject, nor than
+``SMALLEST`` tokens (a few lines are left to the rules). What is over the budget goes as
 ``dev_server.llm.local_om_budget.fitted`` decides: newest detail and the user's facts stay.
 Started at level 1 (any model but Gemini 2.5 Flash), a log of any size up to ~530k tokens
 comes back at most 0.8 x 32,000 = 25,600 tokens long: under the default threshold of 40,000
@@ -60,13 +61,14 @@ REFLECTOR_ANSWERS = {
     "[[reflector-collapse]]": "<observations>\n* 🔴 (00:00) User talked.\n</observations>",
 }
 REFLECTOR_DEGENERATE_TRIGGER = "[[reflector-degenerate]]"
-# The share of its input a reflection may keep at each compression level: the detail the
-# guidance asks for (8/10 at level 1 ... 2/10 at level 4), of the input or of a model's
-# output budget, whichever is smaller; never under FLOOR of the input (a reflection under
-# 5 % of its input is rejected as a collapse, dev_server.om.engine.output_check).
+# The share of level 0's answer a reflection may keep at each compression level: the detail
+# the guidance asks for (8/10 at level 1 ... 2/10 at level 4); level 0 within a model's output
+# budget; never under FLOOR of the input (a reflection under 5 % of its input is rejected as
+# a collapse, dev_server.om.engine.output_check).
 DETAIL = {0: 1.0, 1: 0.8, 2: 0.6, 3: 0.4, 4: 0.2}
 REFLECTION_TOKENS = 32_000
 FLOOR = 0.06
+SMALLEST = 200  # a log this small is left to the level's rules: a model would not cut a few lines further
 
 
 def reflector_answer(messages: Sequence[dict[str, Any]]) -> str:
@@ -87,15 +89,19 @@ def reflected(lines: list[str], level: int) -> list[str]:
     level's budget, and smaller than the level below would write while that holds more than
     one observation (so each retry of the engine's escalation shrinks the answer)."""
     source = count_tokens("\n".join(lines))
+    full = min(source, REFLECTION_TOKENS)  # detail 10/10: level 0's budget, then its answer
     result: list[str] = []
     for step in range(level + 1):
-        budget = DETAIL[step] * min(source, REFLECTION_TOKENS)
+        budget = DETAIL[step] * full
         if step and _observations(result) > 1:
             budget = min(budget, count_tokens("\n".join(result)) - 1)
         kept = _by_rules(lines, step)
         if _observations(kept) > 1:
-            kept = _without_empty_headers(fitted(kept, max(round(budget), math.ceil(FLOOR * source)), mark="🔴"))
+            budget = max(round(budget), math.ceil(FLOOR * source), SMALLEST)
+            kept = _without_empty_headers(fitted(kept, budget, mark="🔴"))
         result = kept
+        if step == 0:
+            full = count_tokens("\n".join(result))
     return result
 
 
