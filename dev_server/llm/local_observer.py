@@ -153,7 +153,7 @@ def om_reply(messages: Sequence[dict[str, Any]]) -> OmReply | None:
         return OmReply(reflector_answer(messages))
     if is_observer_request(messages):
         threads = _read_transcript(user_text_under(messages, HISTORY_HEADING))
-        return OmReply(_observer_answer(messages, threads), fail=OBSERVER_FAIL_TRIGGER in _last_user(threads))
+        return OmReply(observer_answer(messages, threads), fail=OBSERVER_FAIL_TRIGGER in _last_user(threads))
     return None
 
 
@@ -169,11 +169,10 @@ def is_reflector_request(messages: Sequence[dict[str, Any]]) -> bool:
     return system_text(messages).startswith(REFLECTOR_IDENTITY)
 
 
-def observer_answer(messages: Sequence[dict[str, Any]]) -> str:
-    return _observer_answer(messages, _read_transcript(user_text_under(messages, HISTORY_HEADING)))
-
-
-def _observer_answer(messages: Sequence[dict[str, Any]], threads: list[_Thread]) -> str:
+def observer_answer(messages: Sequence[dict[str, Any]], threads: list[_Thread] | None = None) -> str:
+    """The observer's answer; ``threads``: the transcript already read."""
+    if threads is None:
+        threads = _read_transcript(user_text_under(messages, HISTORY_HEADING))
     last = _last_user(threads)
     if OBSERVER_DEGENERATE_TRIGGER in last:
         return degenerate_log()
