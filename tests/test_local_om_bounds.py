@@ -20,7 +20,7 @@ import pytest
 from dev_server.kernel.messages import Message, Thread
 from dev_server.llm import LiteLLMClient
 from dev_server.llm.local_model import LocalReply, compose_reply
-from dev_server.llm.local_observer import OBSERVATION_TOKENS, observer_answer
+from dev_server.llm.local_observer import OBSERVATION_TOKENS, WORKING_MEMORY_TOKENS, observer_answer
 from dev_server.llm.local_om_budget import weight
 from dev_server.llm.tokens import count_tokens
 from dev_server.om.engine.cycle_context import CycleContext
@@ -28,6 +28,7 @@ from dev_server.om.engine.observation_engine import ObservationEngine
 from dev_server.om.engine.output_check import distinct_observations, observer_problem, reflection_problem
 from dev_server.om.engine.record_store import om_record_store
 from dev_server.om.options.config import observational_memory_options
+from dev_server.om.options.extractors import working_memory_extractor
 from dev_server.om.prompting.parsing import parse_observer_output, parse_reflector_output
 from dev_server.om.prompting.prompts import (
     observer_messages,
@@ -92,6 +93,19 @@ def test_an_observer_call_on_a_million_tokens_writes_a_few_thousand() -> None:
 def test_an_observer_call_is_deterministic() -> None:
     _, request, reply = huge()
     assert observer_answer(request) == reply.text
+
+
+def test_the_working_memory_section_keeps_its_newest_items_within_its_budget() -> None:
+    messages = [said(NAME, "2024-12-31T09:00:00.000Z"), *generated_conversation(2_000)]
+    transcript, _ = format_transcript(messages, tz=UTC)
+    prior = "# About the user\n- Likes tea"
+    request = [{"role": "system", "content": observer_system_prompt(extractors=[working_memory_extractor(None)])},
+               *observer_messages(transcript, previous_observations=None, prior_current_task=None,
+                                  prior_suggested_response=None, prior_extracted=[("working-memory", prior)])]
+    document = parse_observer_output(observer_answer(request), ["working-memory"]).extracted["working-memory"]
+    items = document.split("\n")
+    assert items[0] == "# About the user" and count_tokens(document) <= WORKING_MEMORY_TOKENS + 20
+    assert items[-1] == f"- {messages[-2].content['content']}" and "- Likes tea" not in items  # the oldest go
 
 
 def reflect(log: str, level: int) -> str:
