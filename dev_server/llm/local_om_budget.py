@@ -10,13 +10,15 @@ The lines it leaves out are counted in one ``* <mark> (HH:MM) Earlier: N observa
 condensed`` line per ``<thread>`` block, where the first of them was. ``Date:`` lines with no
 observation left under them go; thread tags stay (the caller decides about empty blocks).
 
-Tokens are tiktoken's (``dev_server.llm.tokens``). Only the lines that may be kept are
-counted, so a call costs about what its output costs, not what its input does.
+Tokens are tiktoken's (``dev_server.llm.tokens``), counted line by line, a newline each (a
+little more than the whole text's count). Only the lines that may be kept are counted, so a
+call costs about what its output costs, not what its input does.
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from dev_server.llm.local_om_text import REPEATS, TIME, is_observation, is_thread_tag
 from dev_server.llm.tokens import count_tokens
@@ -28,6 +30,7 @@ _ABOUT_THE_USER = re.compile(r"\b(?:my name is|call me|i am|i'm|i live|i work|i 
 # A text is counted whole only up to this many characters per token of its budget; longer,
 # it is over (English runs at ~4 characters a token, an observation log at fewer).
 _CHARS_PER_TOKEN_AT_MOST = 16
+_DATE_TOKENS = 10  # "Date: Sep 30, 2025" and its newline
 
 
 def condensed_line(mark: str, time: str, count: int) -> str:
@@ -54,9 +57,19 @@ def rank(line: str) -> int:
     return 2 if "🟢" in line else 1
 
 
+@lru_cache(maxsize=1 << 16)
+def line_tokens(line: str) -> int:
+    """A line's tokens and its newline's: the unit of every budget here (a log's lines are
+    counted again and again as it is fitted at one level after another)."""
+    return count_tokens(line) + 1
+
+
+def tokens_of(lines: list[str]) -> int:
+    return sum(map(line_tokens, lines))
+
+
 def within(lines: list[str], budget: int) -> bool:
-    text = "\n".join(lines)
-    return len(text) <= _CHARS_PER_TOKEN_AT_MOST * budget and count_tokens(text) <= budget
+    return sum(map(len, lines)) <= _CHARS_PER_TOKEN_AT_MOST * budget and tokens_of(lines) <= budget
 
 
 def fitted(lines: list[str], budget: int, *, mark: str) -> list[str]:
@@ -64,18 +77,16 @@ def fitted(lines: list[str], budget: int, *, mark: str) -> list[str]:
     the condensed lines carry ``mark``."""
     if within(lines, budget):
         return lines
-    sizes: dict[int, int] = {}
-
     def size(i: int) -> int:
-        if i not in sizes:
-            sizes[i] = count_tokens(lines[i]) + 1
-        return sizes[i]
+        return line_tokens(lines[i])
 
     headers = _date_headers(lines)
     blocks = 1 + sum(1 for line in lines if line.startswith("<thread "))
     fixed = sum(size(i) for i, line in enumerate(lines) if is_thread_tag(line))
-    room = budget - fixed - blocks * (count_tokens(condensed_line(mark, "00:00", 10 ** 6)) + 1)
+    # each block's condensed line, and the date line above it
+    room = budget - fixed - blocks * (line_tokens(condensed_line(mark, "00:00", 10 ** 6)) + _DATE_TOKENS)
     kept: set[int] = set()
+    chosen: list[int] = []  # in the order chosen: the last is the first to go
     paid: set[int] = set()  # the date lines the kept lines need
     used = 0
 
@@ -87,6 +98,7 @@ def fitted(lines: list[str], budget: int, *, mark: str) -> list[str]:
         nonlocal used
         used += cost(i)
         kept.add(i)
+        chosen.append(i)
         paid.add(headers[i])
 
     observations = [i for i, line in enumerate(lines) if is_observation(line)]
@@ -106,8 +118,8 @@ def fitted(lines: list[str], budget: int, *, mark: str) -> list[str]:
     if not kept and observations:  # a budget under one line: the newest, rather than only a count
         keep(observations[-1])
     result = _render(lines, kept, mark)
-    while len(kept) > 1 and not within(result, budget):  # tokens of the whole text, not of its lines, decide
-        kept.discard(min(kept))
+    while len(kept) > 1 and not within(result, budget):
+        kept.discard(chosen.pop())
         result = _render(lines, kept, mark)
     return result
 

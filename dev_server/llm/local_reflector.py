@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dev_server.kernel.prompt_marks import COMPRESSION_HEADINGS, REFLECT_HEADING, REFLECTION_REQUEST
-from dev_server.llm.local_om_budget import fitted, weight
+from dev_server.llm.local_om_budget import fitted, tokens_of, weight
 from dev_server.llm.local_om_text import (
     TIME,
     degenerate_log,
@@ -51,7 +51,6 @@ from dev_server.llm.local_om_text import (
     merged_repeats,
     user_text_under,
 )
-from dev_server.llm.tokens import count_tokens
 
 REFLECTOR_ANSWERS = {
     "[[reflector-prose]]": "I have reviewed these observations. The user has shared a number of personal details and "
@@ -88,20 +87,20 @@ def reflected(lines: list[str], level: int) -> list[str]:
     """The reflection of ``lines`` at compression ``level``: the level's rules, within the
     level's budget, and smaller than the level below would write while that holds more than
     one observation (so each retry of the engine's escalation shrinks the answer)."""
-    source = count_tokens("\n".join(lines))
+    source = tokens_of(lines)
     full = min(source, REFLECTION_TOKENS)  # detail 10/10: level 0's budget, then its answer
     result: list[str] = []
     for step in range(level + 1):
         budget = DETAIL[step] * full
         if step and _observations(result) > 1:
-            budget = min(budget, count_tokens("\n".join(result)) - 1)
+            budget = min(budget, tokens_of(result) - 1)
         kept = _by_rules(lines, step)
         if _observations(kept) > 1:
             budget = max(round(budget), math.ceil(FLOOR * source), SMALLEST)
             kept = _without_empty_headers(fitted(kept, budget, mark="🔴"))
         result = kept
         if step == 0:
-            full = count_tokens("\n".join(result))
+            full = tokens_of(result)
     return result
 
 
