@@ -15,10 +15,19 @@ forward when omitted) and writes, under a ``Date: Dec 4, 2025`` line per date, o
 statement:
 
 * ``* 🔴 (14:30) User stated: "<text, cut to ~200 chars>"``; a question (ending in ``?``) is
-  ``* 🟡 (14:30) User asked: "..."``;
+  ``* 🟡 (14:30) User asked: "..."``; a message that opens by saying something worked or is
+  settled ("That fixed it", "It works now", "Perfect") is a completion,
+  ``* ✅ (14:30) User confirmed: "..."``;
 * ``* 🟢 (14:31) Assistant replied: "<its first sentence>"``;
 * ``* 🟡 (14:31) 3 days later — 03/05/2026, 9:00 AM UTC`` for a ``Signal:`` line (a temporal gap);
 * ``* 🟡 (14:31) Called <tool>`` for each tool call.
+
+A call writes at most ``OBSERVATION_TOKENS`` of observations, as a real observer's output
+budget holds it to a few thousand tokens whatever it reads: over that, the newest lines of
+every priority stay, then older 🔴 and ✅ ones (facts about the user first), and the rest is
+counted in one ``* 🟡 (HH:MM) Earlier: N observations condensed`` line per thread
+(``dev_server.llm.local_om_budget``). The transcript is read once, and only the lines that
+may be kept are counted, so a call on a 5 M-token backlog takes seconds, not minutes.
 
 Then, unless the prompt leaves them out, ``<current-task>`` (``Respond to: "<last user
 text>"``), ``<suggested-response>`` (``Continue the conversation about "..."``) and, when
@@ -32,7 +41,8 @@ Extractors (``dev_server.om.options.extractors``): for every other ``<slug>`` se
 describes, the observer writes ``<slug>run N: "<last user text>"</slug>``, N being one more
 than the N of the prior value it was shown (so a test sees that the previous extraction
 reached the next run); for ``<working-memory>`` the prior document plus one ``- <text>`` line
-per user statement. A structured follow-up (``EXTRACTOR_IDENTITY``) is answered with a JSON
+per user statement, its oldest ``- `` lines left out beyond ``WORKING_MEMORY_TOKENS``. A
+structured follow-up (``EXTRACTOR_IDENTITY``) is answered with a JSON
 object built from its schema: strings are the last user statement of the source, numbers
 the count of user statements, booleans true, arrays the statements, objects recursively.
 
@@ -75,6 +85,7 @@ from dev_server.kernel.prompt_marks import (
     TASK_HEADING,
     THREAD_TITLE_SECTION,
 )
+from dev_server.llm.local_om_budget import fitted
 from dev_server.llm.local_om_text import (
     QUOTE_CHARS,
     degenerate_log,
@@ -84,6 +95,7 @@ from dev_server.llm.local_om_text import (
     user_text_under,
 )
 from dev_server.llm.local_reflector import reflector_answer
+from dev_server.llm.tokens import count_tokens
 
 OBSERVER_FAIL_TRIGGER = "[[observer-fail]]"
 OBSERVER_DEGENERATE_TRIGGER = "[[observer-degenerate]]"
@@ -93,6 +105,9 @@ OBSERVER_PROSE = ("<observations>\nThe user and the assistant had a friendly con
                   "</observations>")
 OBSERVER_REFUSAL = "I'm sorry, but I can't help with that.\n\n- I cannot record observations about this conversation."
 _TOPIC_CHARS = 60
+OBSERVATION_TOKENS = 3_000  # a call's observations at most: a real observer's output, not its input's size
+WORKING_MEMORY_TOKENS = 600  # the working-memory section's items, newest kept
+CONDENSED_MARK = "🟡"
 _TITLE_WORDS = 6
 
 _DATE_LINE = re.compile(r"^([A-Z][a-z]{2}) (\d{1,2}) (\d{4}):$")
@@ -103,6 +118,9 @@ _THREAD_OPEN = re.compile(r'^<thread id="([^"]*)">$')
 _TRIGGER = re.compile(r"\[\[[\w-]+\]\]")
 _OBSERVER_TRIGGER = re.compile(r"\[\[(?!reflector-)[\w-]+\]\]")  # a reflector's stays in the log
 _FIRST_SENTENCE = re.compile(r"^(.+?[.!?])(?:\s|$)", re.S)
+# A user's message that opens by saying something worked or was settled is a ✅ completion.
+_CONFIRMATION = re.compile(r"(?:that|this|it)\s+(?:fixed\s+it|worked|works|did\s+it|solved\s+it)\b"
+                           r"|(?:it\s+)?works\s+now\b|perfect\b|problem\s+solved\b|all\s+good\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -134,7 +152,8 @@ def om_reply(messages: Sequence[dict[str, Any]]) -> OmReply | None:
     if is_reflector_request(messages):
         return OmReply(reflector_answer(messages))
     if is_observer_request(messages):
-        return OmReply(observer_answer(messages), fail=OBSERVER_FAIL_TRIGGER in _last_user_statement(messages))
+        threads = _read_transcript(user_text_under(messages, HISTORY_HEADING))
+        return OmReply(observer_answer(messages, threads), fail=OBSERVER_FAIL_TRIGGER in _last_user(threads))
     return None
 
 
@@ -150,9 +169,11 @@ def is_reflector_request(messages: Sequence[dict[str, Any]]) -> bool:
     return system_text(messages).startswith(REFLECTOR_IDENTITY)
 
 
-def observer_answer(messages: Sequence[dict[str, Any]]) -> str:
-    threads = _read_transcript(user_text_under(messages, HISTORY_HEADING))
-    last = _last_user_statement(messages)
+def observer_answer(messages: Sequence[dict[str, Any]], threads: list[_Thread] | None = None) -> str:
+    """The observer's answer; ``threads``: the transcript already read."""
+    if threads is None:
+        threads = _read_transcript(user_text_under(messages, HISTORY_HEADING))
+    last = _last_user(threads)
     if OBSERVER_DEGENERATE_TRIGGER in last:
         return degenerate_log()
     if OBSERVER_PROSE_TRIGGER in last:
@@ -170,8 +191,9 @@ def observer_answer(messages: Sequence[dict[str, Any]]) -> str:
         shared = _shared_slugs(system)
         own = [slug for slug in slugs if slug not in shared]
         priors = _prior_section(task)
-        lines = [line for thread in threads
-                 for line in [f'<thread id="{thread.id}">', *_observation_lines(thread.statements),
+        observed = _fitted_per_thread([_observation_lines(thread.statements) for thread in threads])
+        lines = [line for thread, observations in zip(threads, observed, strict=True)
+                 for line in [f'<thread id="{thread.id}">', *observations,
                               *_hint_sections(thread.statements, sections),
                               *_extractor_sections(own, _thread_priors(priors, thread.id), thread.statements),
                               "</thread>"]]
@@ -179,7 +201,8 @@ def observer_answer(messages: Sequence[dict[str, Any]]) -> str:
         return "\n".join(["<observations>", *lines, "</observations>",
                           *_extractor_sections(shared, _THREAD_PRIORS.sub("", priors), everyone)])
     statements = [statement for thread in threads for statement in thread.statements]
-    return "\n".join(["<observations>", *_observation_lines(statements), "</observations>",
+    observations = fitted(_observation_lines(statements), OBSERVATION_TOKENS, mark=CONDENSED_MARK)
+    return "\n".join(["<observations>", *observations, "</observations>",
                       *_hint_sections(statements, sections), *_extractor_sections(slugs, task, statements)])
 
 
@@ -221,13 +244,28 @@ def _extractor_sections(slugs: Sequence[str], priors: str, statements: list[_Sta
     for slug in slugs:
         prior = re.search(rf"<{slug}>([\s\S]*?)</{slug}>", priors)
         if slug == "working-memory":
-            lines = [prior.group(1).strip()] if prior else []
-            value = "\n".join([*lines, *(f"- {text}" for text in users)])
+            lines = prior.group(1).strip().split("\n") if prior else []
+            value = "\n".join(_newest_items([*lines, *(f"- {text}" for text in users)], WORKING_MEMORY_TOKENS))
         else:
             runs = _RUN.match(prior.group(1).strip()) if prior else None
             value = f"run {int(runs.group(1)) + 1 if runs else 1}: {_quote(users[-1], _TOPIC_CHARS)}"
         sections.append(f"<{slug}>{value}</{slug}>")
     return sections
+
+
+def _newest_items(lines: list[str], budget: int) -> list[str]:
+    """``lines`` without their oldest ``- `` items beyond ``budget`` tokens (other lines stay)."""
+    kept: list[str] = []
+    used = 0
+    for line in reversed(lines):
+        if line.startswith("- "):
+            if used > budget:
+                continue
+            used += count_tokens(line) + 1
+            if used > budget:
+                continue
+        kept.append(line)
+    return kept[::-1]
 
 
 def structured_answer(messages: Sequence[dict[str, Any]]) -> str:
@@ -318,6 +356,8 @@ def _observation(statement: _Statement) -> str | None:
     if statement.role == "user":
         if text.endswith("?"):
             return f"* 🟡 ({statement.time}) User asked: {_quote(text, QUOTE_CHARS)}"
+        if _CONFIRMATION.match(text):
+            return f"* ✅ ({statement.time}) User confirmed: {_quote(text, QUOTE_CHARS)}"
         return f"* 🔴 ({statement.time}) User stated: {_quote(text, QUOTE_CHARS)}"
     sentence = _FIRST_SENTENCE.match(text)
     first = sentence.group(1) if sentence else text
@@ -341,10 +381,20 @@ def _hint_sections(statements: list[_Statement], sections: dict[str, bool]) -> l
     return hints
 
 
-def _last_user_statement(messages: Sequence[dict[str, Any]]) -> str:
-    users = [s.text for t in _read_transcript(user_text_under(messages, HISTORY_HEADING))
-             for s in t.statements if s.role == "user"]
-    return users[-1] if users else ""
+def _last_user(threads: list[_Thread]) -> str:
+    return next((s.text for t in reversed(threads) for s in reversed(t.statements) if s.role == "user"), "")
+
+
+def _fitted_per_thread(observations: list[list[str]]) -> list[list[str]]:
+    """Each thread's observation lines, all of them within one call's budget together."""
+    tagged = [line for lines in observations for line in ['<thread id="">', *lines, "</thread>"]]
+    result: list[list[str]] = []
+    for line in fitted(tagged, OBSERVATION_TOKENS, mark=CONDENSED_MARK):
+        if line.startswith("<thread "):
+            result.append([])
+        elif line != "</thread>":
+            result[-1].append(line)
+    return result
 
 
 def _flat(text: str) -> str:

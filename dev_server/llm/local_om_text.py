@@ -61,15 +61,17 @@ def merged_repeats(lines: list[str]) -> list[str]:
             first.clear()
             result.append(line)
             continue
-        repeated = REPEATS.search(line)
-        times = int(repeated.group(1)) if repeated else 1
-        key = REPEATS.sub("", TIME_PREFIX.sub("", line.strip(), count=1))
+        repeated = REPEATS.search(line) if line.endswith(" times)") else None
+        times = 1
+        if repeated:
+            times, line = int(repeated.group(1)), line[:repeated.start()]
+        key = TIME_PREFIX.sub("", line.strip(), count=1)
         if key in first:
             counts[first[key]] += times
             continue
         first[key] = len(result)
         counts[len(result)] = times
-        result.append(REPEATS.sub("", line))
+        result.append(line)
     return [f"{line} ({counts[i]} times)" if counts.get(i, 1) > 1 else line for i, line in enumerate(result)]
 
 

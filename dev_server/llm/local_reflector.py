@@ -9,8 +9,18 @@ from its heading, and keeps every date line, 🔴 and ✅ line; it drops 🟢 li
 level 2 also 🟡 and unmarked lines. An observation said again the same day is merged into
 its first line, the counts added up (``dev_server.llm.local_om_text.merged_repeats``). From level 3
 only the newest half (level 4: quarter) of each date's 🔴 lines stay, after one
-``* 🔴 (HH:MM) Earlier: N observations condensed`` line. With any 🟢 or 🟡 line in its input
-the answer is shorter than the input.
+``* 🔴 (HH:MM) Earlier: N observations condensed`` line.
+
+Then, like a model asked for less detail at each level, it writes at most ``DETAIL[level]``
+(0.8, 0.6, 0.4, 0.2 for levels 1-4) of what it writes at level 0 (detail 10/10: the rules
+above, within ``REFLECTION_TOKENS``, a model's output budget), and less than it would write
+one level lower, so every retry of the engine's escalation shrinks the answer; never less
+than ``FLOOR`` of its input, which the engine's collapse check would reject, nor than
+``SMALLEST`` tokens (a few lines are left to the rules). What is over the budget goes as
+``dev_server.llm.local_om_budget.fitted`` decides: newest detail and the user's facts stay.
+Started at level 1 (any model but Gemini 2.5 Flash), a log of any size up to ~530k tokens
+comes back at most 0.8 x 32,000 = 25,600 tokens long: under the default threshold of 40,000
+at the first attempt.
 
 Reflector triggers ride in the log it reflects: the observer keeps a ``[[reflector-...]]``
 trigger in the user statement it quotes, so a user message holding one reaches the
@@ -28,11 +38,11 @@ Deterministic: the same log always gives the same answer.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from dev_server.kernel.prompt_marks import COMPRESSION_HEADINGS, REFLECT_HEADING, REFLECTION_REQUEST
+from dev_server.llm.local_om_budget import fitted, tokens_of, weight
 from dev_server.llm.local_om_text import (
     TIME,
     degenerate_log,
@@ -50,7 +60,14 @@ REFLECTOR_ANSWERS = {
     "[[reflector-collapse]]": "<observations>\n* 🔴 (00:00) User talked.\n</observations>",
 }
 REFLECTOR_DEGENERATE_TRIGGER = "[[reflector-degenerate]]"
-_CONDENSED = re.compile(r"Earlier: (\d+) observations? condensed")
+# The share of level 0's answer a reflection may keep at each compression level: the detail
+# the guidance asks for (8/10 at level 1 ... 2/10 at level 4); level 0 within a model's output
+# budget; never under FLOOR of the input (a reflection under 5 % of its input is rejected as
+# a collapse, dev_server.om.engine.output_check).
+DETAIL = {0: 1.0, 1: 0.8, 2: 0.6, 3: 0.4, 4: 0.2}
+REFLECTION_TOKENS = 32_000
+FLOOR = 0.06
+SMALLEST = 200  # a log this small is left to the level's rules: a model would not cut a few lines further
 
 
 def reflector_answer(messages: Sequence[dict[str, Any]]) -> str:
@@ -63,10 +80,35 @@ def reflector_answer(messages: Sequence[dict[str, Any]]) -> str:
         if trigger in observations:
             return answer
     level = _compression_level(prompt[end:] if end >= 0 else "")
-    return "<observations>\n" + "\n".join(_reflected(observations.split("\n"), level)) + "\n</observations>"
+    return "<observations>\n" + "\n".join(reflected(observations.split("\n"), level)) + "\n</observations>"
 
 
-def _reflected(lines: list[str], level: int) -> list[str]:
+def reflected(lines: list[str], level: int) -> list[str]:
+    """The reflection of ``lines`` at compression ``level``: the level's rules, within the
+    level's budget, and smaller than the level below would write while that holds more than
+    one observation (so each retry of the engine's escalation shrinks the answer)."""
+    source = tokens_of(lines)
+    full = min(source, REFLECTION_TOKENS)  # detail 10/10: level 0's budget, then its answer
+    result: list[str] = []
+    for step in range(level + 1):
+        budget = DETAIL[step] * full
+        if step and _observations(result) > 1:
+            budget = min(budget, tokens_of(result) - 1)
+        kept = _by_rules(lines, step)
+        if _observations(kept) > 1:
+            budget = max(round(budget), math.ceil(FLOOR * source), SMALLEST)
+            kept = _without_empty_headers(fitted(kept, budget, mark="🔴"))
+        result = kept
+        if step == 0:
+            full = tokens_of(result)
+    return result
+
+
+def _observations(lines: list[str]) -> int:
+    return sum(1 for line in lines if is_observation(line))
+
+
+def _by_rules(lines: list[str], level: int) -> list[str]:
     kept: list[str] = []
     date: str | None = None
     for line in lines:
@@ -105,7 +147,7 @@ def _condensed(lines: list[str], keep_one_in: int) -> list[str]:
         reds = [i for i, item in enumerate(section) if "🔴" in item and "✅" not in item]
         dropped = set(reds[: len(reds) - math.ceil(len(reds) / keep_one_in)])
         if dropped:
-            count = sum(int(m.group(1)) if (m := _CONDENSED.search(section[i])) else 1 for i in dropped)
+            count = sum(weight(section[i]) for i in dropped)
             first = TIME.search(section[min(dropped)])
             result.append(f"* 🔴 ({first.group(1) if first else '00:00'}) Earlier: {count} observations condensed")
         result.extend(item for i, item in enumerate(section) if i not in dropped)

@@ -8,6 +8,7 @@ import json
 import re
 import sqlite3
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +93,63 @@ def await_buffer(studio_url: str, thread: str) -> dict[str, Any]:
                                       "threadId": thread})
     assert read["ok"], read.get("error")
     return read["buffer"]["record"]
+
+
+# -- a long conversation, generated -------------------------------------------------------
+
+_PROJECTS = ("Orion", "Juniper", "Atlas", "Kestrel", "Lumen", "Harbor", "Quill", "Tundra")
+_THINGS = ("sister", "dentist", "landlord", "cat", "garden", "bike", "laptop", "piano")
+_FIRST_DAY = datetime(2025, 1, 1, 8, tzinfo=UTC)
+_DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")
+
+
+def generated_conversation(count: int, *, start: int = 0, thread: str = "t") -> list[Message]:
+    """``count`` messages of a long, varied chat (about 39 tokens each on average): the user
+    states facts, asks, confirms what worked and asks for a tool; the assistant answers in a
+    few sentences or calls a tool. A new day every 200 messages; every statement carries its
+    index, so no two are alike. ``start`` continues an earlier call's conversation."""
+    messages = []
+    for i in range(start, start + count):
+        k, day, minute = i // 2, i // 200, (i % 200) * 3
+        project, thing, weekday = _PROJECTS[k % 8], _THINGS[k % 7], _DAYS[k % 5]
+        stamp = (_FIRST_DAY + timedelta(days=day, minutes=minute)).strftime("%Y-%m-%dT%H:%M:00.000Z")
+        parts: list[dict[str, Any]] = []
+        if i % 2 == 0:
+            text = (f"My {thing} appointment number {k} moved to {weekday}, so the {project} review waits.",
+                    f"Can you check whether build {k} of {project} still fails on {weekday}?",
+                    f"For the {project} project I decided that release {k} ships without the {thing} feature; "
+                    f"the team agreed on {weekday} and the client signed off, so please plan the remaining "
+                    f"tickets around that and keep the changelog short.",
+                    f"That fixed it, thanks: build {k} of {project} is green now.",
+                    f"Use the tracker to list the open tickets of {project} sprint {k}.")[k % 5]
+        elif k % 5 == 4:
+            text = f"Sprint {k} of {project} has {k % 13} open tickets; the oldest is about the {thing} page."
+            parts.append({"type": "tool-invocation", "toolInvocation": {
+                "state": "result", "toolCallId": f"call-{k}", "toolName": "tracker",
+                "args": {"project": project, "sprint": k}, "result": {"open": k % 13}}})
+        else:
+            text = (f"Noted: the {project} review waits for your {thing} appointment on {weekday}. "
+                    f"I moved item {k} in the plan accordingly and kept the other dates. "
+                    "Tell me if anything else changes.")
+        parts.append({"type": "text", "text": text})
+        messages.append(Message(f"g{i}", thread, "r", "user" if i % 2 == 0 else "assistant",
+                                {"format": 2, "parts": parts, "content": text}, stamp))
+    return messages
+
+
+def generated_log(count: int) -> str:
+    """An observation log of ``count`` observation lines as a model writes them: dated
+    groups of 20, every priority, tool calls grouped under their task with a ✅ outcome."""
+    lines = []
+    for i in range(count):
+        project, thing, weekday = _PROJECTS[i % 8], _THINGS[i % 7], _DAYS[i % 5]
+        if i % 20 == 0:
+            lines.append(f"Date: {(_FIRST_DAY + timedelta(days=i // 20)).strftime('%b %-d, %Y')}")
+        time = f"({8 + i % 20 // 2:02d}:{i % 2 * 30:02d})"
+        lines.append((f"* 🔴 {time} User stated the {project} release {i} ships on {weekday} without the {thing} page",
+                      f"* 🟡 {time} User asked whether build {i} of {project} still fails on {weekday}",
+                      f"* 🟢 {time} Assistant suggested moving item {i} of the {project} plan to {weekday}",
+                      f"* 🟡 {time} Assistant listed the open tickets of {project} sprint {i}\n"
+                      f"  * -> tracker: {i % 13} open, the oldest about the {thing} page",
+                      f"  * ✅ {time} Ticket {i} of {project} closed; user confirmed the {thing} page works")[i % 5])
+    return "\n".join(lines)
