@@ -159,9 +159,15 @@ def test_a_tool_turn_decides_at_every_step_splits_the_buffered_reply_and_activat
     assert [p["type"] for p in split_off.content["parts"] if not p["type"].startswith("data-")] == [
         "tool-invocation", "step-start"]  # as Mastra's: the step-start of the step it was split before
     assert split_off.content["metadata"]["mastra"]["sealed"] is True
-    unsealed = [{k: v for k, v in p.items() if k != "metadata"} for p in split_off.content["parts"]]
-    as_counted = dataclasses.replace(split_off, content={**split_off.content, "parts": unsealed})
-    assert pending_of(second) == pending_of(first) + count_message(as_counted)  # as it was before its seal
+    step_start = split_off.content["parts"][-1]
+    assert step_start["type"] == "step-start" and isinstance(step_start["createdAt"], int)
+    assert isinstance(step_start["metadata"]["mastra"]["sealedAt"], int)
+    # counted sealed, as Mastra's status counts it: the step-start is priced by its JSON,
+    # its createdAt and sealedAt included
+    unstamped = [p for p in split_off.content["parts"] if p["type"] != "step-start"] + [{"type": "step-start"}]
+    plain = dataclasses.replace(split_off, content={**split_off.content, "parts": unstamped})
+    assert count_message(split_off, cache=False) > count_message(plain, cache=False)
+    assert pending_of(second) == pending_of(first) + count_message(split_off, cache=False)
     [started] = parts(tool_turn, "buffering-start")  # at step 1, on the reply so far
     activations = parts(tool_turn, "activation")
     chunks = json.loads(record_row(db, THREAD)["buffered_observation_chunks"] or "[]")
