@@ -113,6 +113,7 @@ class OMTurn(TurnProcessor):
         self.continued = False  # the history shown starts with the continuation reminder
         self.last_reply: Message | None = None  # the thread's last reply, for a cold cache
         self.last_reply_read = False  # read once per turn: observations and reflections may both ask
+        self.status_record: OMRecord | None = None  # what the status shows when not ``record`` (step_decisions)
 
     async def before_step(self, step: StepContext) -> None:
         if step.thread is None:
@@ -220,8 +221,10 @@ class ObservationalMemoryStep:
             step.window, turn.continued = list(window.messages), continued
         if turn.recall is not None:
             step.add_tool(turn.recall)
-        projected = projected_removal(options, record) if record.buffered_observation_chunks else 0
-        step.emit(status_part(options, record, pending_tokens=pending, step=step.index, projected_removal=projected,
+        shown = turn.status_record or record
+        shown.pending_message_tokens = pending  # the step's, whichever copy of the record is shown
+        projected = projected_removal(options, shown) if shown.buffered_observation_chunks else 0
+        step.emit(status_part(options, shown, pending_tokens=pending, step=step.index, projected_removal=projected,
                               thread_id=step.thread.id if step.thread else None))
         for part in turn.announced:  # kept as the background observer keeps its parts (PartSink)
             step.emit(part, durable=PREVIOUS_REPLY)

@@ -62,6 +62,7 @@ class OMTurn(Protocol):
     announced: list[DataPart]
     last_reply: Message | None
     last_reply_read: bool
+    status_record: OMRecord | None
 
     def pending(self) -> int: ...
 
@@ -99,13 +100,21 @@ class StepDecisions:
                 reflect_trigger = cold.kind if cold else None
             record = await self.engine.maybe_reflect(ctx, record, trigger=reflect_trigger, buffer=turn.reflect_ahead)
         elif record.is_buffering_observation and not self.buffering.observing(record.lookup_key):
-            # the background observer this turn started has ended: its chunk is on the record now
+            # the background observer this turn started has ended: its chunk is on the record now.
+            # The step's status still shows the turn's copy, as Mastra's does (its turn record
+            # is read again only by activation, reflection and observation)
+            turn.status_record = turn.status_record or record
             record = await self.engine.records.active(record.lookup_key) or record
         threshold = options.message_threshold(record.observation_token_count)
         if buffering and window.pending < threshold:
             await self._maybe_buffer(step, turn, record, threshold)
         if window.pending >= threshold and not has_incomplete_tool_calls(window.newest()):
+            before = record
             record = await self._threshold(step, turn, record, first)
+            if record is not before:
+                turn.status_record = None
+        if first:
+            turn.status_record = None
         turn.record = record
 
     async def resource_step(self, step: StepContext, turn: OMTurn, first: bool) -> None:
@@ -155,6 +164,8 @@ class StepDecisions:
         if await self.buffering.start_observation(turn.ctx, record, candidates, turn.sink,
                                                   announce=turn.announced.append):
             record.is_buffering_observation = now_iso(records.clock)  # this step's status shows it running
+            if turn.status_record is not None:
+                turn.status_record.is_buffering_observation = record.is_buffering_observation
 
     async def _activation_trigger(self, step: StepContext, turn: OMTurn, record: OMRecord) -> Trigger | None:
         """Why buffered chunks activate on the turn's first step (2.5): a cold cache, else the threshold."""
