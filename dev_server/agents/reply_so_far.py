@@ -75,4 +75,5 @@ class TurnReplySoFar:
         turn.reply_id, turn.checkpointed, turn.reply_created_at = self.new_id(), False, None
         turn.not_before = to_iso(parse_iso(message.created_at) + timedelta(milliseconds=2))
         turn.step.progress.clear()  # the split-off message holds this turn's tool rounds now
+        turn.step.split = True
         return message

@@ -185,7 +185,8 @@ class ObservationalMemoryStep:
                                      convert=carried.model_messages)
             turn.others = await other_threads(self.store, record, thread.resource_id, thread.id)
             turn.context = other_conversations(turn.others, options.obscure_thread_ids)
-            turn.context_tokens = other_tokens(turn.context)
+            turn.context_tokens = other_tokens(turn.context) + sum(
+                count_message(m, memo=turn.ctx.counted) for ms in turn.others.values() for m in ms)
         else:
             stored, derived = await self.store.window_since(thread.id, record.last_observed_at)
             turn.window = Carried(derived, turn.ctx.counted).window(stored, record, step.reply)
