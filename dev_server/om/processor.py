@@ -114,6 +114,7 @@ class OMTurn(TurnProcessor):
         self.last_reply: Message | None = None  # the thread's last reply, for a cold cache
         self.last_reply_read = False  # read once per turn: observations and reflections may both ask
         self.status_record: OMRecord | None = None  # what the status shows when not ``record`` (step_decisions)
+        self.seeded_tokens = 0  # this step's reply opened for its markers before it has parts (step_decisions)
 
     async def before_step(self, step: StepContext) -> None:
         if step.thread is None:
@@ -124,6 +125,7 @@ class OMTurn(TurnProcessor):
             await processor.load(step, self)
             self.loaded = True
         self.window.read_reply(first=first)
+        self.seeded_tokens = 0
         if step.llm is not None and step.model is not None:
             if processor.engine.options.scope == "resource":
                 await processor.decisions.resource_step(step, self, first)
@@ -134,7 +136,7 @@ class OMTurn(TurnProcessor):
     def pending(self) -> int:
         """The step's unobserved tokens: the window, the reply so far, in resource scope the
         other threads' context."""
-        return self.window.pending + self.context_tokens
+        return self.window.pending + self.context_tokens + self.seeded_tokens
 
     def preserved(self, first: bool) -> set[str]:
         """What an observation must leave in view: the turn's input, on its first step only."""
