@@ -171,8 +171,8 @@ class BufferCycle:
             "threadIds": [self.thread_id], "config": self.config}, transient=True)
 
     def end(self, *, buffered_tokens: int, observations: str | None, extra: dict[str, Any] | None = None) -> DataPart:
-        """``observations``: the chunk's; a buffered reflection's text is left out (it can be
-        most of the log, and the part is stored on a reply every later turn reads)."""
+        """``observations``: the chunk's, or the buffered reflection's text (the stored copy
+        keeps its head only: ``with_observations``, D48)."""
         data = {"cycleId": self.id, "operationType": self.operation, "completedAt": now_iso(self.clock),
                 "durationMs": self._duration_ms(), "tokensBuffered": self.tokens, "bufferedTokens": buffered_tokens,
                 "recordId": self.record.id, "threadId": self.thread_id}
