@@ -81,7 +81,7 @@ def test_observer_answer_parses_into_dated_prioritised_observations() -> None:
         '* 🔴 (14:30) User stated: "My name is Ada and I have two kids."',
         '* 🟢 (14:30) Assistant replied: "Nice to meet you, Ada!"',
         '* 🔴 (14:32) User stated: "They are 4 and 7"',
-        "* 🟡 (14:32) Called searchParks",  # tool lines carry no time: the last one known
+        "* 🟡 (14:33) Called searchParks",  # a tool line carries its time as any line does
         '* 🟢 (14:33) Assistant replied: "I found three parks."',
         '* 🟡 (09:00) User asked: "Which park is best for a 4 year old?"',
     ]

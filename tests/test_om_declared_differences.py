@@ -21,7 +21,7 @@ from dev_server.kernel.messages import Thread
 from dev_server.llm.scripted import ScriptedModel
 from dev_server.om.engine.record_store import om_record_store
 from dev_server.om.engine.resource import other_conversations, other_tokens
-from dev_server.om.tokens.counting import count_messages
+from dev_server.om.tokens.counting import count_message, count_messages
 from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.libsql import LibSQLStore
 from tests.kit.chat import turn
@@ -66,10 +66,10 @@ def test_a_partly_observed_reply_reaches_the_actor_with_its_unobserved_parts_onl
     assert assistant == ["Ferns like shade."]  # Mastra 1.31 keeps "Bees like clover." in the context too
 
 
-def test_resource_scope_counts_and_transcribes_the_other_threads_once(tmp_path: Path) -> None:
+def test_resource_scope_counts_the_other_threads_twice_as_mastra_but_transcribes_them_once(tmp_path: Path) -> None:
     db = tmp_path / "dev-server.db"
     model = ScriptedModel(["Noted about the plants.", "Noted again.", "Fine."])
-    options = {"scope": "resource", "observation": {"messageTokens": 100}}
+    options = {"scope": "resource", "observation": {"messageTokens": 130}}
     with serve("gateway", tmp_path, inprocess=True, llm=model,
                settings={"telemetry": False, "om_options": options}) as server:
         turn(server, "plants", "a1", "Remind me to water the ferns on Friday.")
@@ -77,9 +77,11 @@ def test_resource_scope_counts_and_transcribes_the_other_threads_once(tmp_path: 
         own = count_messages([m for m in stored_messages(db, "chores") if m.id == "b1"])
         plants = stored_messages(db, "plants")
         assert len(plants) == 2
-        # this thread's window plus the other thread's transcript, once (Mastra adds it a second time)
-        assert pending(chores) == own + other_tokens(other_conversations({"plants": plants}, False))
-        observed = turn(server, "chores", "b2", f"And one more thing: {FACT}")
+        # this thread's window, the other thread's context block and its messages again, as
+        # Mastra counts them (D40: the count is followed, the transcript is not)
+        context = other_tokens(other_conversations({"plants": plants}, False))
+        assert context > 0 and pending(chores) == own + context + sum(count_message(m) for m in plants)
+        observed = turn(server, "chores", "b2", f"And one more thing: {FACT} Also: {FACT}")
     assert parts(observed, "observation-end")
     [observer] = model.requests_for("observer")
     history = observer.messages[-1]["content"]

@@ -140,7 +140,7 @@ async def test_a_title_update_names_an_untitled_threads_old_title_as_empty(db: L
     engine = ObservationEngine(observational_memory_options(True), om_record_store(db), threads=conversations)
     assert await engine.extraction.update_title(ctx, "  Bees in   Leeds ", "c1")
     [(update, durable)] = parts
-    assert update.name == "om-thread-update" and not durable
+    assert update.name == "om-thread-update" and durable  # stored with the cycle's markers, as Mastra's
     assert (update.data["oldTitle"], update.data["newTitle"]) == ("", "Bees in Leeds")
     assert await engine.extraction.update_title(ctx, "Beekeeping", "c2")
     assert parts[-1][0].data["oldTitle"] == "Bees in Leeds"

@@ -259,9 +259,20 @@ def test_transcript_tool_exchange_once_and_skipped_parts() -> None:
                 tool("result", "c1", "search", {"q": "acme"}, result={"hits": 3}),
                 tool("result", "c2", "fetch", {}, result="boom", isError=True),
                 {"type": "text", "text": "Found 3."}))
-    assert text == ('Dec 4 2025:\nReasoning: Search first.\nTool Call search: q: "acme"\n'
+    # every kind of line takes the time label when the time changes, as Mastra's transcript does
+    assert text == ('Dec 4 2025:\nReasoning (2:31 PM): Search first.\nTool Call search: q: "acme"\n'
                     'Tool Result search: {\n  "hits": 3\n}\nTool Call fetch: {}\nTool Error fetch: boom\n'
-                    "Assistant (2:31 PM): Found 3.")
+                    "Assistant: Found 3.")
+
+
+def test_transcript_tool_lines_carry_the_time_when_it_changes() -> None:
+    text = transcript(
+        message("user", "2025-12-04T14:30:00.000Z", text="Weather in Leeds?"),
+        message("assistant", "2025-12-04T14:31:00.000Z",
+                tool("result", "c1", "weather", {"place": "Leeds"}, result="rain"), {"type": "step-start"}),
+        message("assistant", "2025-12-04T14:32:00.000Z", {"type": "text", "text": "Rain."}))
+    assert text == ('Dec 4 2025:\nUser (2:30 PM): Weather in Leeds?\nTool Call weather (2:31 PM): place: "Leeds"\n'
+                    "Tool Result weather: rain\nAssistant (2:32 PM): Rain.")
 
 
 def test_transcript_model_output_and_redaction() -> None:

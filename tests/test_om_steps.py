@@ -159,9 +159,15 @@ def test_a_tool_turn_decides_at_every_step_splits_the_buffered_reply_and_activat
     assert [p["type"] for p in split_off.content["parts"] if not p["type"].startswith("data-")] == [
         "tool-invocation", "step-start"]  # as Mastra's: the step-start of the step it was split before
     assert split_off.content["metadata"]["mastra"]["sealed"] is True
-    unsealed = [{k: v for k, v in p.items() if k != "metadata"} for p in split_off.content["parts"]]
-    as_counted = dataclasses.replace(split_off, content={**split_off.content, "parts": unsealed})
-    assert pending_of(second) == pending_of(first) + count_message(as_counted)  # as it was before its seal
+    step_start = [p for p in split_off.content["parts"] if not p["type"].startswith("data-")][-1]
+    assert step_start["type"] == "step-start" and isinstance(step_start["createdAt"], int)
+    assert isinstance(step_start["metadata"]["mastra"]["sealedAt"], int)
+    # counted sealed, as Mastra's status counts it: the step-start is priced by its JSON,
+    # its createdAt and sealedAt included
+    unstamped = [p for p in split_off.content["parts"] if p["type"] != "step-start"] + [{"type": "step-start"}]
+    plain = dataclasses.replace(split_off, content={**split_off.content, "parts": unstamped})
+    assert count_message(split_off, cache=False) > count_message(plain, cache=False)
+    assert pending_of(second) == pending_of(first) + count_message(split_off, cache=False)
     [started] = parts(tool_turn, "buffering-start")  # at step 1, on the reply so far
     activations = parts(tool_turn, "activation")
     chunks = json.loads(record_row(db, THREAD)["buffered_observation_chunks"] or "[]")
@@ -186,11 +192,14 @@ def test_a_tool_turn_decides_at_every_step_splits_the_buffered_reply_and_activat
     assert step1[3:] == ["tool-input-available", "data-om-buffering-end", "tool-output-available", "finish-step"]
     assert step2[:step2.index("data-om-status")] == ["data-om-activation"] * len(activations)
     assert step2[step2.index("data-om-status") + 1] == "start-step"
-    # stored where they were streamed: the continuation holds step 1's parts and step 2's, and
-    # as a message of its own it has no step-start before its first step (Mastra's form)
+    # stored where Mastra stores them: step 1 split the reply, so its buffering parts go onto the
+    # part split off (the newest stored reply until step 2 stores the new one), after its
+    # parts; the continuation holds step 2's, and as a message of its own it has no
+    # step-start before its first step (Mastra's form)
+    assert [p["type"] for p in split_off.content["parts"]] == [
+        "tool-invocation", "step-start", "data-om-buffering-start", "data-om-buffering-end"]
     assert [p["type"] for p in rest.content["parts"]] == [
-        "data-om-buffering-start", "data-om-buffering-end", "tool-invocation", "step-start",
-        *["data-om-activation"] * len(activations), "text"]
+        "tool-invocation", "step-start", *["data-om-activation"] * len(activations), "text"]
 
     replayed = [c["type"] for c in retried["chunks"]]
     assert llm.pending == 0 and replayed.count("tool-output-available") == 2

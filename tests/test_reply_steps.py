@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from dev_server.kernel.clock import ManualClock
 from dev_server.kernel.convert import assistant_message
 from dev_server.kernel.events import StepStart
 from dev_server.kernel.loop import ReplyParts, run_steps, step_count
@@ -32,12 +33,31 @@ ECHO = Tool("echo", "Echo the text back", function=echo,
             schema={"type": "object", "properties": {"text": {"type": "string"}}})
 
 
-async def turn(model: ScriptedModel, reply: ReplyParts | None = None) -> tuple[list[Any], ReplyParts]:
+async def turn(model: ScriptedModel, reply: ReplyParts | None = None,
+               clock: ManualClock | None = None) -> tuple[list[Any], ReplyParts]:
     step = StepContext("agent", "run", "You are terse.", thread=None, resource_id=None, agent_tools=(ECHO,))
     reply = reply if reply is not None else ReplyParts()
     resolved = await model.resolve("openai/gpt-4o-mini")
-    events = [e async for e in run_steps(model, resolved, step, TurnProcessors(start_turn([], step)), 5, reply)]
+    events = [e async for e in run_steps(model, resolved, step, TurnProcessors(start_turn([], step)), 5, reply,
+                                         clock=clock)]
     return events, reply
+
+
+@pytest.mark.anyio
+async def test_a_step_start_carries_its_time_and_the_model_of_the_step_it_opens_as_mastras_does() -> None:
+    clock = ManualClock("2026-01-05T09:00:00Z")
+    model = ScriptedModel([Reply(tool_calls=[Call("echo", {"text": "hi"}, id="call-1")]),
+                           Reply(tool_calls=[Call("echo", {"text": "again"}, id="call-2")]), Reply("done.")])
+    _, reply = await turn(model, clock=clock)
+    starts = [p for p in reply.parts if p["type"] == "step-start"]
+    assert starts == [{"type": "step-start", "createdAt": 1767603600000, "model": "openai/gpt-4o-mini"}] * 2
+    # Mastra's counter prices the part by its JSON: its time and model count
+    assert count_message({"role": "assistant", "content": {"parts": starts[:1]}}, cache=False) > \
+        count_message({"role": "assistant", "content": {"parts": [{"type": "step-start"}]}}, cache=False)
+    # the reply so far, sealed before it is split off: its last part carries sealedAt
+    sealed = ReplyParts(parts=[dict(p) for p in reply.parts[:2]], clock=clock)
+    sealed.seal()
+    assert sealed.parts[-1]["metadata"] == {"mastra": {"sealedAt": 1767603600000}}
 
 
 @pytest.mark.anyio

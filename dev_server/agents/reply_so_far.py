@@ -3,7 +3,9 @@
 as, and the split that stores them as a message of their own while the reply goes on as a
 new one (Observational Memory splits it where it observes or buffers it mid-turn).
 
-The split-off message is complete (the run's metadata, not ``interrupted``) and keeps the
+The split-off message is sealed as Mastra seals it (``content.metadata.mastra.sealed``, its last
+part's ``metadata.mastra.sealedAt``: ``ReplyParts.seal``), complete (the run's metadata, not
+``interrupted``) and keeps the
 ``createdAt`` the reply had since it was first read or checkpointed; the reply goes on under
 a new id, stamped at least 2 ms later (a cursor set 1 ms past the split-off message, as
 buffering sets it, must not hide the next one), its text counted in the turn's.
@@ -59,13 +61,19 @@ class TurnReplySoFar:
 
     async def split(self) -> Message | None:
         turn = self.turn
+        if not turn.reply.parts or turn.thread is None:
+            return None
+        turn.reply.seal()
         message = self.message()
         if message is None:
             return None
+        metadata = message.content.get("metadata") or {}
+        message.content["metadata"] = {**metadata, "mastra": {**(metadata.get("mastra") or {}), "sealed": True}}
         await self.store(message)
         turn.split_text += turn.reply.text
         turn.reply.take()
         turn.reply_id, turn.checkpointed, turn.reply_created_at = self.new_id(), False, None
         turn.not_before = to_iso(parse_iso(message.created_at) + timedelta(milliseconds=2))
         turn.step.progress.clear()  # the split-off message holds this turn's tool rounds now
+        turn.step.split = True
         return message

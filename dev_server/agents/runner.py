@@ -227,7 +227,7 @@ class TurnRunner:
         turn.processing = TurnProcessors([TracedProcessor(p, hooks) if p.shapes_steps() else p
                                           for p in start_turn(turn.processors, turn.step)])
         stream = run_steps(self.llm, model, turn.step, turn.processing, definition.max_steps, turn.reply, hooks,
-                           ask_agent=self.ask if self.agents is not None else None)
+                           ask_agent=self.ask if self.agents is not None else None, clock=self.clock)
         last_write = time.monotonic()  # prepare stored the input just before
         turn.interrupted = True  # until the stream ends on its own
         save_error: Exception | None = None

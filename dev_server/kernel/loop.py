@@ -39,7 +39,11 @@ parts, with a ``step-start`` between two steps (as Mastra stores a reply: none b
 first step, though the stream still opens every step with ``start-step``; it goes in as the
 step the turn goes on from ends, so the reply so far that the next step's processors see
 ends with it, as Mastra's does), so a checkpoint or the final save writes exactly what was
-streamed so far.
+streamed so far. A ``step-start`` carries what Mastra's carries: ``createdAt`` (epoch ms, when
+the loop has a clock) from when it goes in, and the ``model`` (``provider/model``) of the step
+it opens once that step's model has answered (``ReplyParts.name_step_model``). Mastra's token
+counter prices a ``step-start`` by its JSON, so these fields count in Observational Memory's
+thresholds as they do in Mastra's (docs/observational-memory.md#tokens).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from typing import Any
 
 from opentelemetry.context import Context
 
+from dev_server.kernel.clock import Clock, epoch_ms
 from dev_server.kernel.events import (
     DataPart,
     LoopEvent,
@@ -98,6 +103,7 @@ class ReplyParts:
     parts: list[dict[str, Any]] = field(default_factory=list)
     steps: int = -1  # steps the parts hold; -1: count them (a reply continued from stored parts)
     separated: bool = False  # the last step ended with the step-start of the next (``end_step``)
+    clock: Clock | None = None  # stamps each step-start's ``createdAt``; None: no stamp
 
     def __post_init__(self) -> None:
         if self.steps < 0:
@@ -116,7 +122,7 @@ class ReplyParts:
         """A step begins: a ``step-start`` separates it from the step before (the first has
         none), unless the step before put it in when it ended (``end_step``)."""
         if self.steps and not self.separated:
-            self.parts.append({"type": "step-start"})
+            self.parts.append(self._step_start())
         self.steps += 1
         self.separated = False
 
@@ -124,8 +130,34 @@ class ReplyParts:
         """A step the turn goes on from ends: the ``step-start`` that separates it from the next
         goes in now, as Mastra's reply holds it between its steps (a reply split before the
         next step keeps it at the end of the part split off)."""
-        self.parts.append({"type": "step-start"})
+        self.parts.append(self._step_start())
         self.separated = True
+
+    def _step_start(self) -> dict[str, Any]:
+        part: dict[str, Any] = {"type": "step-start"}
+        if self.clock is not None:
+            part["createdAt"] = epoch_ms(self.clock)
+        return part
+
+    def name_step_model(self, model: str) -> None:
+        """The step that just called ``model`` is named on its ``step-start`` (the reply's
+        last one, if it has no model yet), as Mastra names it after the step's model call."""
+        for part in reversed(self.parts):
+            if part["type"] == "step-start":
+                if "model" not in part:
+                    part["model"] = model
+                return
+
+    def seal(self) -> None:
+        """Mark where the reply so far ends before it is split off (Mastra's seal): its last
+        part gets ``metadata.mastra.sealedAt`` (epoch ms), which Mastra's token counter prices
+        with the part when the part is one it reads as JSON (a ``step-start``)."""
+        if not self.parts or self.clock is None:
+            return
+        last = self.parts[-1]
+        metadata = last.get("metadata") if isinstance(last.get("metadata"), dict) else {}
+        mastra = metadata.get("mastra") if isinstance(metadata.get("mastra"), dict) else {}
+        last["metadata"] = {**metadata, "mastra": {**mastra, "sealedAt": epoch_ms(self.clock)}}
 
     def take(self) -> list[dict[str, Any]]:
         """The parts so far, handed over: the reply goes on empty, as a message of its own
@@ -195,12 +227,15 @@ class LoopHooks:
 
 async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
                     processors: TurnProcessor, max_steps: int, reply: ReplyParts,
-                    hooks: LoopHooks | None = None, ask_agent: AskAgent | None = None) -> AsyncIterator[LoopEvent]:
+                    hooks: LoopHooks | None = None, ask_agent: AskAgent | None = None,
+                    clock: Clock | None = None) -> AsyncIterator[LoopEvent]:
     """The turn's events; ``reply`` accumulates the parts. Each step calls the processors'
     ``before_step`` on ``step`` first (``dev_server.kernel.processors``: the turn's, seen as
     one), then the model, then their ``after_step``. Tools get ``ask_agent`` on their
-    context (agent as tool)."""
+    context (agent as tool). ``clock`` stamps the reply's ``step-start`` parts."""
     hooks = hooks or LoopHooks()
+    if clock is not None:
+        reply.clock = clock
     max_steps = max(1, max_steps)
     step.fresh_reply = not reply.parts
     input_tokens = output_tokens = 0
@@ -252,6 +287,7 @@ async def run_steps(llm: LLMClient, model: ResolvedModel, step: StepContext,
                     finish = event
         finally:
             await stream.aclose()
+        reply.name_step_model(f"{model.provider}/{model.model_id}")
         usage = finish.usage if finish else Usage(0, 0)
         input_tokens, output_tokens = input_tokens + usage.input_tokens, output_tokens + usage.output_tokens
         step_text = "".join(p["text"] for p in reply.parts[_last_step_start(reply):] if p["type"] == "text")

@@ -105,17 +105,20 @@ class StepContext:
     fresh_reply: bool = True  # the reply started empty (not one continued from stored parts)
     for_previous_reply: list[DataPart] = field(default_factory=list)  # durable parts kept on the reply before
     reply: ReplySoFar | None = None  # the reply so far (a turn with a thread and memory)
+    split: bool = False  # the reply so far was split off during this step (``ReplySoFar.split``)
 
     def keep(self, part: DataPart, durable: Durable, reply: Any) -> None:
         """Keep a durable part where Mastra keeps its markers. A synchronous cycle's go on the
         reply in progress (``reply``: the loop's ``ReplyParts``). ``PREVIOUS_REPLY`` ones
         (buffering, activation: Mastra writes them onto the newest assistant message already
         stored) go, during a fresh reply's first step, onto the thread's previous reply after
-        its parts (``for_previous_reply``, written by the runner before it stores this one);
-        later onto the reply in progress, which Mastra has stored by then."""
+        its parts (``for_previous_reply``, written by the runner before it stores this one),
+        and so they do during a later step that split the reply (``split``: the newest stored
+        reply is the part split off until the next step stores the new one); otherwise onto
+        the reply in progress, which Mastra has stored by then."""
         # streamed transient, stored all the same (in its smaller form when it has one)
         kept = DataPart(part.name, part.data if part.kept_data is None else part.kept_data, part.id)
-        if durable == PREVIOUS_REPLY and self.fresh_reply and self.index == 0:
+        if durable == PREVIOUS_REPLY and ((self.fresh_reply and self.index == 0) or self.split):
             self.for_previous_reply.append(kept)
         else:
             reply.add_data(kept)
@@ -129,6 +132,7 @@ class StepContext:
 
     def begin_step(self, index: int) -> None:
         self.index = index
+        self.split = False
         self.system = [{"role": "system", "content": self.instructions}]
         self.tools = {tool.name: tool for tool in self.agent_tools}
 

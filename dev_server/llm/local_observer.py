@@ -111,9 +111,10 @@ CONDENSED_MARK = "🟡"
 _TITLE_WORDS = 6
 
 _DATE_LINE = re.compile(r"^([A-Z][a-z]{2}) (\d{1,2}) (\d{4}):$")
-_SPEAKER_LINE = re.compile(r"^(User|Assistant|System|Tool|Signal)(?: \((\d{1,2}):(\d{2}) ([AP]M)\))?: ?(.*)$")
-_TOOL_CALL_LINE = re.compile(r"^Tool Call ([^:]+):")
-_IGNORED_LINE = re.compile(r"^(?:Reasoning|Tool (?:Result|Error|Denied) [^:]+):")
+_TIME_LABEL = r"(?: \((\d{1,2}):(\d{2}) ([AP]M)\))?"  # any line's title may carry one
+_SPEAKER_LINE = re.compile(r"^(User|Assistant|System|Tool|Signal)" + _TIME_LABEL + r": ?(.*)$")
+_TOOL_CALL_LINE = re.compile(r"^Tool Call ([^:(]+?)" + _TIME_LABEL + ":")
+_IGNORED_LINE = re.compile(r"^(?:Reasoning|Tool (?:Result|Error|Denied) [^:(]+?)" + _TIME_LABEL + ":")
 _THREAD_OPEN = re.compile(r'^<thread id="([^"]*)">$')
 _TRIGGER = re.compile(r"\[\[[\w-]+\]\]")
 _OBSERVER_TRIGGER = re.compile(r"\[\[(?!reflector-)[\w-]+\]\]")  # a reflector's stays in the log
@@ -294,6 +295,14 @@ def _instance(schema: dict[str, Any], users: list[str]) -> Any:
     return users[-1]
 
 
+def _time_of(match: re.Match[str], group: int) -> str | None:
+    """``HH:MM`` of a line's ``(h:mm AM)`` label (groups ``group`` to ``group + 2``), if it has one."""
+    if not match.group(group):
+        return None
+    hour = int(match.group(group)) % 12 + (12 if match.group(group + 2) == "PM" else 0)
+    return f"{hour:02d}:{match.group(group + 1)}"
+
+
 def _read_transcript(transcript: str) -> list[_Thread]:
     threads = [_Thread(None)]
     date, time = "", "00:00"
@@ -309,15 +318,14 @@ def _read_transcript(transcript: str) -> list[_Thread]:
         elif match := _DATE_LINE.match(stripped):
             date, current = f"{match.group(1)} {int(match.group(2))}, {match.group(3)}", None
         elif match := _TOOL_CALL_LINE.match(line):
-            current = _Statement("tool", date, time, match.group(1).strip())
-            threads[-1].statements.append(current)
+            time = _time_of(match, 2) or time
+            threads[-1].statements.append(_Statement("tool", date, time, match.group(1).strip()))
             current = None
-        elif _IGNORED_LINE.match(line):
+        elif match := _IGNORED_LINE.match(line):
+            time = _time_of(match, 1) or time
             current = None
         elif match := _SPEAKER_LINE.match(line):
-            if match.group(2):
-                hour = int(match.group(2)) % 12 + (12 if match.group(4) == "PM" else 0)
-                time = f"{hour:02d}:{match.group(3)}"
+            time = _time_of(match, 2) or time
             role = match.group(1).lower()
             current = _Statement(role, date, time, match.group(5)) if role in ("user", "assistant", "signal") \
                 else None

@@ -113,6 +113,8 @@ class OMTurn(TurnProcessor):
         self.continued = False  # the history shown starts with the continuation reminder
         self.last_reply: Message | None = None  # the thread's last reply, for a cold cache
         self.last_reply_read = False  # read once per turn: observations and reflections may both ask
+        self.status_record: OMRecord | None = None  # what the status shows when not ``record`` (step_decisions)
+        self.seeded_tokens = 0  # this step's reply opened for its markers before it has parts (step_decisions)
 
     async def before_step(self, step: StepContext) -> None:
         if step.thread is None:
@@ -123,6 +125,7 @@ class OMTurn(TurnProcessor):
             await processor.load(step, self)
             self.loaded = True
         self.window.read_reply(first=first)
+        self.seeded_tokens = 0
         if step.llm is not None and step.model is not None:
             if processor.engine.options.scope == "resource":
                 await processor.decisions.resource_step(step, self, first)
@@ -133,7 +136,7 @@ class OMTurn(TurnProcessor):
     def pending(self) -> int:
         """The step's unobserved tokens: the window, the reply so far, in resource scope the
         other threads' context."""
-        return self.window.pending + self.context_tokens
+        return self.window.pending + self.context_tokens + self.seeded_tokens
 
     def preserved(self, first: bool) -> set[str]:
         """What an observation must leave in view: the turn's input, on its first step only."""
@@ -184,7 +187,8 @@ class ObservationalMemoryStep:
                                      convert=carried.model_messages)
             turn.others = await other_threads(self.store, record, thread.resource_id, thread.id)
             turn.context = other_conversations(turn.others, options.obscure_thread_ids)
-            turn.context_tokens = other_tokens(turn.context)
+            turn.context_tokens = other_tokens(turn.context) + sum(
+                count_message(m, memo=turn.ctx.counted) for ms in turn.others.values() for m in ms)
         else:
             stored, derived = await self.store.window_since(thread.id, record.last_observed_at)
             turn.window = Carried(derived, turn.ctx.counted).window(stored, record, step.reply)
@@ -220,8 +224,10 @@ class ObservationalMemoryStep:
             step.window, turn.continued = list(window.messages), continued
         if turn.recall is not None:
             step.add_tool(turn.recall)
-        projected = projected_removal(options, record) if record.buffered_observation_chunks else 0
-        step.emit(status_part(options, record, pending_tokens=pending, step=step.index, projected_removal=projected,
+        shown = turn.status_record or record
+        shown.pending_message_tokens = pending  # the step's, whichever copy of the record is shown
+        projected = projected_removal(options, shown) if shown.buffered_observation_chunks else 0
+        step.emit(status_part(options, shown, pending_tokens=pending, step=step.index, projected_removal=projected,
                               thread_id=step.thread.id if step.thread else None))
         for part in turn.announced:  # kept as the background observer keeps its parts (PartSink)
             step.emit(part, durable=PREVIOUS_REPLY)

@@ -25,7 +25,7 @@ import logging
 from typing import TYPE_CHECKING, Protocol
 
 from dev_server.kernel.clock import epoch_ms, now_iso
-from dev_server.kernel.events import PREVIOUS_REPLY
+from dev_server.kernel.events import PREVIOUS_REPLY, Durable
 from dev_server.kernel.messages import Message
 from dev_server.kernel.processors import StepContext
 from dev_server.om.engine.activation import Activation, Trigger, activate, interval_crossed
@@ -37,7 +37,7 @@ from dev_server.om.engine.resource import observe_resource
 from dev_server.om.engine.thread_metadata import activation_patch
 from dev_server.om.engine.window import has_incomplete_tool_calls
 from dev_server.om.options.activation import IdleSetting
-from dev_server.om.tokens.counting import count_messages
+from dev_server.om.tokens.counting import count_message, count_messages
 from dev_server.storage.om_records import OMRecord
 
 if TYPE_CHECKING:
@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from dev_server.om.turn_window import TurnWindow
 
 log = logging.getLogger(__name__)
+
+EMPTY_REPLY_TOKENS = count_message({"role": "assistant", "content": {"parts": []}}, cache=False)
 
 
 class OMTurn(Protocol):
@@ -62,6 +64,8 @@ class OMTurn(Protocol):
     announced: list[DataPart]
     last_reply: Message | None
     last_reply_read: bool
+    status_record: OMRecord | None
+    seeded_tokens: int
 
     def pending(self) -> int: ...
 
@@ -99,13 +103,21 @@ class StepDecisions:
                 reflect_trigger = cold.kind if cold else None
             record = await self.engine.maybe_reflect(ctx, record, trigger=reflect_trigger, buffer=turn.reflect_ahead)
         elif record.is_buffering_observation and not self.buffering.observing(record.lookup_key):
-            # the background observer this turn started has ended: its chunk is on the record now
+            # the background observer this turn started has ended: its chunk is on the record now.
+            # The step's status still shows the turn's copy, as Mastra's does (its turn record
+            # is read again only by activation, reflection and observation)
+            turn.status_record = turn.status_record or record
             record = await self.engine.records.active(record.lookup_key) or record
         threshold = options.message_threshold(record.observation_token_count)
         if buffering and window.pending < threshold:
             await self._maybe_buffer(step, turn, record, threshold)
         if window.pending >= threshold and not has_incomplete_tool_calls(window.newest()):
+            before = record
             record = await self._threshold(step, turn, record, first)
+            if record is not before:
+                turn.status_record = None
+        if first:
+            turn.status_record = None
         turn.record = record
 
     async def resource_step(self, step: StepContext, turn: OMTurn, first: bool) -> None:
@@ -155,6 +167,8 @@ class StepDecisions:
         if await self.buffering.start_observation(turn.ctx, record, candidates, turn.sink,
                                                   announce=turn.announced.append):
             record.is_buffering_observation = now_iso(records.clock)  # this step's status shows it running
+            if turn.status_record is not None:
+                turn.status_record.is_buffering_observation = record.is_buffering_observation
 
     async def _activation_trigger(self, step: StepContext, turn: OMTurn, record: OMRecord) -> Trigger | None:
         """Why buffered chunks activate on the turn's first step (2.5): a cold cache, else the threshold."""
@@ -185,13 +199,14 @@ class StepDecisions:
         found, _ = await self.store.page_messages(step.thread.id, per_page=1, direction="DESC", roles=["assistant"])
         return found[0] if found else None
 
-    async def _swap_in(self, ctx: CycleContext, record: OMRecord, trigger: Trigger) -> Activation | None:
+    async def _swap_in(self, ctx: CycleContext, record: OMRecord, trigger: Trigger,
+                       durable: Durable = PREVIOUS_REPLY) -> Activation | None:
         """Activate buffered chunks, report each, and reset the buffering interval."""
         done, parts = await activate(self.engine.options, self.engine.records, record, trigger, ctx.thread_id)
         if done is None:
             return None
         for part in parts:
-            ctx.emit(part, durable=PREVIOUS_REPLY)  # Mastra: onto the last assistant message so far
+            ctx.emit(part, durable=durable)  # Mastra: onto the last assistant message so far
         # the newest chunk's hints and title, as Mastra writes them (chunks carry no hints:
         # the ones from before the activated messages are stale now)
         await self.engine.patch_hints(ctx, activation_patch(done.chunks))
@@ -215,9 +230,13 @@ class StepDecisions:
             if window.pending < options.message_threshold(record.observation_token_count):
                 return record
             if record.buffered_observation_chunks:
-                done = await self._swap_in(ctx, record, Trigger("threshold"))
+                # on the first step Mastra has already opened the new reply for this path's markers
+                # (an empty assistant message, which the status then counts: its framing)
+                done = await self._swap_in(ctx, record, Trigger("threshold"), durable=True if first else PREVIOUS_REPLY)
                 if done is not None:
                     record, observed_ids = done.record, done.message_ids
+                    if first:
+                        turn.seeded_tokens = EMPTY_REPLY_TOKENS
         if not observed_ids:
             messages = window.unobserved()
             if has_incomplete_tool_calls(messages):

@@ -207,10 +207,11 @@ class TurnWindow:
 
     def split_off(self, message: Message) -> None:
         """The reply so far was stored as ``message`` (``ReplySoFar.split``): it joins the
-        window as it was counted, and the reply starts over."""
+        window counted as stored (sealed: a ``step-start`` last part counts its ``sealedAt``),
+        and the reply starts over."""
         if self.head is not None:  # its stored copy is part of the message now
             self.changed, self.head = True, None
-        self._add(message, self.reply_tokens)
+        self._add(message, self.count(message))
         self.tally, self.reply_tokens, self._draft = PartsTally(), 0, None
 
     def remove(self, ids: Collection[str]) -> None:

@@ -7,7 +7,9 @@ recorder's clock (a ``ManualClock`` that ticks 1 ms per read), seeded UUIDs (``t
 The result has the trace's shape (``turns``: events, steps, calls, after), built by
 ``tests.conformance.adapt``; a conversation our engine refuses to start has ``error``.
 A turn whose actor model differs from the last one restarts the gateway with the agent on
-that model (same data, same clock), which is how a provider change happens here.
+that model (same data, same clock), which is how a provider change happens here. Given
+``reseed`` (turn index -> Mastra's record after it), the run writes that record over ours
+once the turn is captured (``tests.conformance.reseed``: after a declared difference).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from dev_server.llm.scripted import Call, Reply, ScriptedModel, purpose_of
 from dev_server.memory.options import MemoryOptions
 from tests.conformance.adapt import events_of, message_of, prompt_of, record_of, thread_of
 from tests.conformance.ids import Labels, steady_uuids
+from tests.conformance.reseed import TimeMap, reseed
 from tests.kit.chat import chat_turn
 from tests.kit.local_http import local_http
 from tests.kit.servers import DB_NAME, serve, settings_from_env
@@ -127,8 +130,11 @@ def _utc() -> Iterator[None]:
 class GatewayRun:
     """One conversation on a fresh data dir."""
 
-    def __init__(self, script: dict[str, Any], data: Path) -> None:
+    def __init__(self, script: dict[str, Any], data: Path, reseed: dict[int, dict[str, Any]] | None = None,
+                 mastra_times: dict[str, str] | None = None) -> None:
         self.script = script
+        self.reseed = reseed or {}
+        self.mastra_times = mastra_times or {}
         self.data = data
         self.db = data / DB_NAME
         self.clock = ManualClock(script["turns"][0]["at"], tick=timedelta(milliseconds=1))
@@ -147,10 +153,12 @@ class GatewayRun:
     def thread_of(self, turn: dict[str, Any]) -> str:
         return turn.get("thread") or self.script["name"]
 
+    def _lookup_key(self, thread: str) -> str:
+        return f"resource:{self.script['resource']}" if self.scope == "resource" else f"thread:{thread}"
+
     def _record_row(self, thread: str) -> dict[str, Any] | None:
-        key = f"resource:{self.script['resource']}" if self.scope == "resource" else f"thread:{thread}"
         found = _rows(self.db, "SELECT * FROM mastra_observational_memory WHERE lookup_key = ?"
-                               " ORDER BY generation_count DESC LIMIT 1", (key,))
+                               " ORDER BY generation_count DESC LIMIT 1", (self._lookup_key(thread),))
         return found[0] if found else None
 
     def _actor(self, request: ModelRequest) -> Reply:
@@ -231,7 +239,13 @@ class GatewayRun:
                       "messages": self._changed([message_of(r) for r in stored if r["thread_id"] == thread])}}
         if not result["ok"] or result["errorChunks"]:
             out["error"] = result["error"] or "; ".join(map(str, result["errorChunks"]))
-        return labels.relabel(json.loads(json.dumps(out, default=str)))
+        captured = labels.relabel(json.loads(json.dumps(out, default=str)))
+        if index in self.reseed:
+            ours = {labels.by_id[r["id"]]: r["created_at"] for r in stored if r["id"] in labels.by_id}
+            reseed(self.db, self._lookup_key(thread), self.reseed[index],
+                   {label: message_id for message_id, label in labels.by_id.items()},
+                   TimeMap(self.mastra_times, ours))
+        return captured
 
     def _changed(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The messages that are new or changed since the last turn (as the recorder keeps them)."""
@@ -244,8 +258,9 @@ class GatewayRun:
         return changed
 
 
-def play(script: dict[str, Any], data: Path) -> dict[str, Any]:
-    """The script on our gateway, on the fresh data dir ``data``."""
+def play(script: dict[str, Any], data: Path, reseed: dict[int, dict[str, Any]] | None = None,
+         mastra_times: dict[str, str] | None = None) -> dict[str, Any]:
+    """The script on our gateway, on the fresh data dir ``data`` (``reseed``: see the module's doc)."""
     data.mkdir(parents=True, exist_ok=True)
-    return GatewayRun(script, data).run()
+    return GatewayRun(script, data, reseed, mastra_times).run()
 

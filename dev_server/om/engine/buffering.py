@@ -347,7 +347,8 @@ class Buffering:
                 if extraction.values:
                     await self.engine.patch_hints(ctx, with_extracted(ctx.hints, extraction.patch))
                 await self.engine.extraction.commit(ctx, extraction, cycle.id)
-                sink.emit(cycle.end(buffered_tokens=tokens, observations=None, extra=end_fields(extraction)))
+                # the reflection's text, as Mastra's part carries it (its stored copy is bounded: D48)
+                sink.emit(cycle.end(buffered_tokens=tokens, observations=reflection, extra=end_fields(extraction)))
         except Exception as exc:
             log.warning("buffered reflection of thread %s failed: %s", ctx.thread_id, describe_error(exc))
             sink.emit(cycle.failed(describe_error(exc)))

@@ -265,7 +265,8 @@ class Extraction:
             return False
         data: dict[str, Any] = {"cycleId": cycle_id, "threadId": thread.id, "oldTitle": (thread.title or "").strip(),
                                 "newTitle": title, "timestamp": now_iso(self.clock)}  # '' for an untitled thread
-        ctx.emit(DataPart("om-thread-update", data, transient=True), durable=False)
+        # kept as the cycle's markers are (Mastra persists it onto the reply as it streams it)
+        ctx.emit(DataPart("om-thread-update", data, transient=True), durable=True)
         return True
 
     async def _thread(self, ctx: CycleContext) -> Thread | None:

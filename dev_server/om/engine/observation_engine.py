@@ -318,9 +318,9 @@ class ObservationEngine:
         if swapped is None:
             return None
         _, new = swapped
-        # without the new log: the part is stored on the reply, and the log can be most of 40k tokens
+        # with the new log, as Mastra's (the stored copy keeps its head only: D48)
         ctx.emit(activation_part(cycle_id=f"reflect-act-{new.id}", operation=REFLECTION, record=new, clock=self.clock,
-                                 thread_id=ctx.thread_id,
+                                 thread_id=ctx.thread_id, observations=new.active_observations,
                                  config=marker_config(self.options),
                                  tokens_activated=record.observation_token_count,
                                  observation_tokens=new.observation_token_count, messages_activated=0,

@@ -101,6 +101,7 @@ class Cycle:
     tokens: int  # tokens to observe (messages) or to reflect (observations)
     id: str = field(default_factory=lambda: str(uuid.uuid4()))
     clock: Clock = field(default=SYSTEM_CLOCK, repr=False)
+    thread_ids: list[str] | None = None  # every thread the cycle observes (resource scope); None: this one
     started: float = field(init=False)
 
     def __post_init__(self) -> None:
@@ -113,7 +114,7 @@ class Cycle:
         return DataPart("om-observation-start", {
             "cycleId": self.id, "operationType": self.operation, "startedAt": now_iso(self.clock),
             "tokensToObserve": self.tokens, "recordId": self.record.id, "threadId": self.thread_id,
-            "threadIds": [self.thread_id], "config": self.config}, transient=True)
+            "threadIds": self.thread_ids or [self.thread_id], "config": self.config}, transient=True)
 
     def end(self, *, record: OMRecord, observation_tokens: int, observations: str | None,
             current_task: str | None = None, suggested_response: str | None = None,
@@ -170,8 +171,8 @@ class BufferCycle:
             "threadIds": [self.thread_id], "config": self.config}, transient=True)
 
     def end(self, *, buffered_tokens: int, observations: str | None, extra: dict[str, Any] | None = None) -> DataPart:
-        """``observations``: the chunk's; a buffered reflection's text is left out (it can be
-        most of the log, and the part is stored on a reply every later turn reads)."""
+        """``observations``: the chunk's, or the buffered reflection's text (the stored copy
+        keeps its head only: ``with_observations``, D48)."""
         data = {"cycleId": self.id, "operationType": self.operation, "completedAt": now_iso(self.clock),
                 "durationMs": self._duration_ms(), "tokensBuffered": self.tokens, "bufferedTokens": buffered_tokens,
                 "recordId": self.record.id, "threadId": self.thread_id}

@@ -80,7 +80,12 @@ def other_conversations(by_thread: Mapping[str, Sequence[Message]], obscure: boo
 
 
 def other_tokens(conversations: Sequence[tuple[str, str]]) -> int:
-    return sum(estimate_tokens(transcript) for _, transcript in conversations)
+    """The other threads' context as Mastra counts it: the text of their blocks, each in its
+    ``<other-conversation id="...">`` wrapper, as the actor's context shows them."""
+    if not conversations:
+        return 0
+    return estimate_tokens("\n\n".join(f'<other-conversation id="{thread_id}">\n{transcript}\n</other-conversation>'
+                                        for thread_id, transcript in conversations))
 
 
 def _cut(message: Message) -> Message:
@@ -89,10 +94,12 @@ def _cut(message: Message) -> Message:
     return replace(message, content={**message.content, "parts": parts}, stored_digest=None)
 
 
-def batches(by_thread: Mapping[str, Sequence[Message]], max_tokens: int) -> list[list[str]]:
+def batches(by_thread: Mapping[str, Sequence[Message]], max_tokens: int, current: str | None = None) -> list[list[str]]:
     """Thread ids grouped so a group's messages stay within ``max_tokens`` (a bigger thread
-    is a group of its own), oldest activity first."""
-    order = sorted(by_thread, key=lambda t: by_thread[t][0].created_at if by_thread[t] else "")
+    is a group of its own), oldest activity first. The ``current`` thread comes first: its
+    turn has every other thread's unobserved messages in view, so its oldest is the oldest
+    of all, as Mastra orders it (Mastra's current thread holds them in its message list, D15)."""
+    order = sorted(by_thread, key=lambda t: "" if t == current else by_thread[t][0].created_at if by_thread[t] else "")
     groups: list[list[str]] = []
     size = 0
     for thread_id in order:
@@ -153,8 +160,9 @@ async def observe_resource(engine: ObservationEngine, ctx: CycleContext, record:
         obscure = engine.options.obscure_thread_ids
         hints = await records.threads_om([t for t in by_thread if t != ctx.thread_id])
         contexts = {t: ctx if t == ctx.thread_id else _thread_context(ctx, t, hints.get(t, {})) for t in by_thread}
-        groups = batches(by_thread, engine.options.observation.max_tokens_per_batch)
-        calls = [_observe_batch(engine, ctx, record, {t: by_thread[t] for t in group}, contexts, obscure)
+        groups = batches(by_thread, engine.options.observation.max_tokens_per_batch, ctx.thread_id)
+        every = [t for group in groups for t in group]
+        calls = [_observe_batch(engine, ctx, record, {t: by_thread[t] for t in group}, contexts, obscure, every)
                  for group in groups]
         if engine.extraction.shared(OBSERVATION) and len(calls) > 1:
             results = [await call for call in calls]
@@ -171,16 +179,20 @@ async def observe_resource(engine: ObservationEngine, ctx: CycleContext, record:
             observations = item.output.observations
             if retrieval:  # which messages of this thread the cycle observed (4.5)
                 observations = wrap_group(observations, message_range(by_thread[thread_id]))
-            text = merge_section(text, section_id(thread_id, obscure), observations, newest_at)
+            # the boundary before a thread's section: that thread's newest observed message, as Mastra's
+            thread_newest = max(m.created_at for m in by_thread[thread_id])
+            text = merge_section(text, section_id(thread_id, obscure), observations, thread_newest)
         ids = [m.id for t in observed for m in by_thread[t]]
         updated = await records.update_active_observations(
             record.id, observations=text, token_count=estimate_tokens(text), last_observed_at=newest_at,
             observed_ids=ids)
         for thread_id, item in observed.items():
             await engine.commit_thread(item.ctx, item.output, by_thread[thread_id], item.extraction, item.cycle.id)
+        # each thread's end part reports the whole cycle's new observation tokens, as Mastra's
+        cycle_tokens = sum(estimate_tokens(item.output.observations) for item in observed.values())
         for thread_id, item in observed.items():
             output = item.output
-            ctx.emit(item.cycle.end(record=updated, observation_tokens=estimate_tokens(output.observations),
+            ctx.emit(item.cycle.end(record=updated, observation_tokens=cycle_tokens,
                                     observations=output.observations, current_task=output.current_task,
                                     suggested_response=output.suggested_response,
                                     extra=end_fields(item.extraction)), durable=thread_id == ctx.thread_id)
@@ -200,15 +212,16 @@ def _thread_context(ctx: CycleContext, thread_id: str, hints: dict[str, Any]) ->
 
 async def _observe_batch(engine: ObservationEngine, ctx: CycleContext, record: OMRecord,
                          group: dict[str, list[Message]], contexts: Mapping[str, CycleContext],
-                         obscure: bool) -> dict[str, _Observed]:
+                         obscure: bool, every: list[str]) -> dict[str, _Observed]:
     """The observer on one batch of threads; each thread's parsed output and extracted
-    values, by thread id. Shared working memory is applied here, before the next batch."""
+    values, by thread id. Shared working memory is applied here, before the next batch.
+    ``every``: the threads of the whole observation, which each start part names."""
     options, extraction = engine.options, engine.extraction
     shared = extraction.shared(OBSERVATION)
     per_thread = [s for s in extraction.slugs(OBSERVATION) if s not in shared]
     config = marker_config(options)
-    cycles = {t: Cycle(OBSERVATION, record, t, config, count_messages(ms), clock=engine.records.clock)
-              for t, ms in group.items()}
+    cycles = {t: Cycle(OBSERVATION, record, t, config, count_messages(ms), clock=engine.records.clock,
+                       thread_ids=every) for t, ms in group.items()}
     for thread_id, cycle in cycles.items():
         contexts[thread_id].emit(cycle.start(), durable=True)
     ids = {section_id(t, obscure): t for t in group}
@@ -253,6 +266,7 @@ async def _observe_batch(engine: ObservationEngine, ctx: CycleContext, record: O
         for thread_id, cycle in cycles.items():
             contexts[thread_id].emit(cycle.failed(describe_error(exc)), durable=True)
         return {}
+    outputs = {t: outputs[t] for t in group if t in outputs}  # the threads' order, not the answer's
     results = await asyncio.gather(*[
         engine.extract(contexts[t], record, OBSERVATION, output.extracted,
                        observed_source(output.observations, group[t]), slugs=per_thread)

@@ -11,8 +11,9 @@ The observer sees no JSON, only lines a person could read::
     }
 
 Times are local (the process's zone unless ``tz`` is given), written en-US style. A date
-line is written whenever the date changes, and a line carries ``(time)`` only when its time
-differs from the previous line's. Reasoning becomes ``Reasoning: ...``. A tool exchange
+line is written whenever the date changes, and a line carries ``(time)`` after its title only
+when its time differs from the previous line's, whatever the line (text, reasoning, a tool's
+call or result, an attachment). Reasoning becomes ``Reasoning: ...``. A tool exchange
 appears once, however many parts repeat it: ``Tool Call <name>: <args>`` where its call is
 first seen, then ``Tool Result <name>: ...`` (``Tool Error`` when it failed) where its result
 is. Results are pretty-printed JSON (the ``providerMetadata.mastra.modelOutput`` form when the
@@ -131,9 +132,9 @@ class _TranscriptWriter:
             text = part.get("reasoning") or "".join(
                 d.get("text", "") for d in part.get("details") or () if isinstance(d, dict))
             if isinstance(text, str) and text.strip():
-                self.lines.append(f"Reasoning: {text}")
+                self.lines.append(f"{self._speaker('Reasoning', moment)}: {text}")
         elif kind == "tool-invocation":
-            self._add_tool(part)
+            self._add_tool(part, moment)
         elif kind in ("file", "image"):
             attachment = self._attachment(part)
             if attachment is not None:  # the line is named after the part's type, as Mastra names it
@@ -148,18 +149,19 @@ class _TranscriptWriter:
         self._time = stamp
         return f"{role} ({stamp[1]})"
 
-    def _add_tool(self, part: dict[str, Any]) -> None:
+    def _add_tool(self, part: dict[str, Any], moment: datetime | None) -> None:
         invocation = part.get("toolInvocation") or {}
         call_id = str(invocation.get("toolCallId") or id(invocation))
         name = invocation.get("toolName") or "unknown"
         if call_id not in self._calls_seen:
             self._calls_seen.add(call_id)
-            self.lines.append(f"Tool Call {name}: {_capped(_arguments(invocation.get('args')))}")
+            arguments = _capped(_arguments(invocation.get("args")))
+            self.lines.append(f"{self._speaker(f'Tool Call {name}', moment)}: {arguments}")
         if invocation.get("state") == "result" and call_id not in self._results_seen:
             self._results_seen.add(call_id)
             label = "Tool Error" if invocation.get("isError") else "Tool Result"
             result = self._without_attachments(_model_output(part, invocation))
-            self.lines.append(f"{label} {name}: {_capped(_output(result))}")
+            self.lines.append(f"{self._speaker(f'{label} {name}', moment)}: {_capped(_output(result))}")
 
     def _without_attachments(self, result: Any) -> Any:
         """A content result with each image or file item numbered as an attachment and
