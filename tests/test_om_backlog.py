@@ -1,5 +1,5 @@
 """Issue 31, item 1: an imported backlog is observed in bounded batches
-(docs/observational-memory.md#backlog, D50, D51).
+(docs/observational-memory.md#backlog, D49, D50).
 
 A thread gets 6,000 messages from another connection (as the Studio's save-messages saves
 them), then turns through a gateway in this process (real uvicorn, a real SQLite file, the
@@ -35,8 +35,8 @@ from dev_server.llm.scripted import ScriptedModel
 from dev_server.memory.options import MemoryOptions
 from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.libsql import LibSQLStore
-from tests.kit.local_http import local_http
 from tests.kit.chat import turn
+from tests.kit.local_http import local_http
 from tests.kit.om import parts, pending, record_row, stored_messages
 from tests.kit.servers import serve
 
