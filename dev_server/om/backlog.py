@@ -15,16 +15,17 @@ block at all), never less than one batch. Then:
   turn's input always), as any window below its threshold is shown; the messages between
   the log and that tail wait, unshown, for the catch-up. For the rest of the turn nothing
   is buffered or observed by the turn itself (an observation of the tail would move the
-  cursor past what is still unshown);
+  cursor past what is still unshown, a chunk of it would be activated past it);
 * a catch-up job on the process's background work (``dev_server.background``) observes the
   next oldest batch, reflects when the log reached its threshold, and queues itself again,
-  one batch per job so other background work gets its turn, until what is unobserved is
-  below the threshold; from there the ordinary decisions (buffering, the threshold path)
-  take over. A job is one observation cycle (``ObservationEngine.observe``: the record's
+  one batch per job so other background work gets its turn, until every message up to the
+  newest the first step saw is observed (Mastra's state after it observed the whole
+  window). A job is one observation cycle (``ObservationEngine.observe``: the record's
   ``is_observing`` flag, re-read and skipped when another cycle moved on), so a turn, a
-  manual observe or another process never observes the same messages. A later turn that
-  finds the backlog with no catch-up running (this process restarted, a batch failed)
-  observes one batch itself and queues the catch-up again.
+  manual observe or another process never observes the same messages. While it is at work
+  a turn of this process treats its window as above: the tail below the threshold, nothing
+  buffered or observed. A later turn that finds the backlog with no catch-up at work (this
+  process restarted, a batch failed) observes one batch itself and queues it again.
 
 A catch-up cycle keeps no markers on messages (D50): its observation start and end parts
 would land on the newest stored reply, which is among the messages not observed yet, and an
@@ -33,7 +34,6 @@ end marker there would mark that reply as observed.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -108,6 +108,7 @@ class _Job:
     ctx: CycleContext
     key: str
     thread_id: str
+    until: str  # the newest message the turn saw: what the catch-up observes ends there
 
 
 class Backlog:
@@ -118,17 +119,19 @@ class Backlog:
         self.engine = engine
         self.background = background
         self.store = store
-        self._catching_up: set[str] = set()  # lookup keys with a catch-up queued or running here
 
     @property
     def options(self) -> ObservationalMemoryOptions:
         return self.engine.options
 
     def over(self, record: OMRecord, pending: int) -> bool:
-        return pending > backlog_limit(self.options, record.observation_token_count)
+        """A backlog, or a catch-up of this process still at work on the record."""
+        return self.catching_up(record.lookup_key) or pending > backlog_limit(
+            self.options, record.observation_token_count)
 
     def catching_up(self, key: str) -> bool:
-        return key in self._catching_up
+        """A catch-up of record ``key`` is queued or running in this process."""
+        return self.background is not None and self.background.busy(f"{JOB}:{key}")
 
     async def first_step(self, ctx: CycleContext, record: OMRecord, window: TurnWindow,
                          keep: set[str]) -> OMRecord:
@@ -153,55 +156,37 @@ class Backlog:
         window.remove(hidden)
         if hidden:
             log.info("thread %s: %d backlog messages wait for the catch-up, unshown", ctx.thread_id, len(hidden))
-        self.start(ctx, record)
+        if window.messages:
+            self.start(ctx, record, max(m.created_at for m in window.messages))
         return record
 
-    def start(self, ctx: CycleContext, record: OMRecord) -> bool:
-        """Queue the catch-up of ``record``'s thread (one per record in this process)."""
+    def start(self, ctx: CycleContext, record: OMRecord, until: str) -> bool:
+        """Queue the catch-up of ``record``'s thread up to ``until`` (one per record in this process)."""
         key = record.lookup_key
-        if self.background is None or not self.background.accepting or key in self._catching_up:
+        if self.background is None or not self.background.accepting:
             return False
         job = _Job(replace(ctx, emit=_unkept, open_span=no_span, hints=dict(ctx.hints or {}), counted={},
-                           extractors={}), key, ctx.thread_id)
-        if not self.background.submit(f"{JOB}:{key}", lambda: self._catch_up(job)):
-            return False
-        self._catching_up.add(key)
-        return True
+                           extractors={}), key, ctx.thread_id, until)
+        return self.background.submit(f"{JOB}:{key}", lambda: self._catch_up(job))
 
     async def _catch_up(self, job: _Job) -> None:
-        """One batch of the backlog, then the next job (queued once this one has ended)."""
-        again = False
-        try:
-            again = await self._one_batch(job)
-        finally:
-            self._catching_up.discard(job.key)
-            if again:  # after the worker has let go of this job's key (``BackgroundWork._worker``)
-                asyncio.get_running_loop().call_soon(self._requeue, job)
-
-    def _requeue(self, job: _Job) -> None:
-        if self.background is not None and self.background.accepting and job.key not in self._catching_up \
-                and self.background.submit(f"{JOB}:{job.key}", lambda: self._catch_up(job)):
-            self._catching_up.add(job.key)
+        """One batch of the backlog, then the next job, queued as this one ends."""
+        if await self._one_batch(job) and self.background is not None:
+            self.background.follow_up(f"{JOB}:{job.key}", lambda: self._catch_up(job))
 
     async def _one_batch(self, job: _Job) -> bool:
-        """Observe the oldest batch while what is unobserved reaches the threshold; True
-        when another batch may follow."""
+        """Observe the oldest batch of what is unobserved up to ``job.until``; True when
+        another batch may follow."""
         engine = self.engine
         record = await engine.records.active(job.key)
         if record is None:
             return False
         stored, derived = await self.store.window_since(job.thread_id, record.last_observed_at)
-        messages = unobserved(stored, record)
-        carried = Carried(derived, job.ctx.counted)
-        threshold = self.options.message_threshold(record.observation_token_count)
-        total = TOKENS_PER_CONVERSATION
-        for message in messages:  # counted only as far as the threshold
-            total += carried.count(message)
-            if total >= threshold:
-                break
-        else:
+        messages = [m for m in unobserved(stored, record) if m.created_at <= job.until]
+        if not messages:
             log.info("thread %s: the backlog is caught up", job.thread_id)
             return False
+        carried = Carried(derived, job.ctx.counted)
         batch = oldest_batch(messages, carried.count, self.options.observation.max_tokens_per_batch)
         token = current_trigger.set("async-buffer")
         try:

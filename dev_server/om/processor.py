@@ -154,13 +154,12 @@ class ObservationalMemoryStep:
     name = "observational-memory"
 
     def __init__(self, store: ResourceConversations, search: SemanticSearch, engine: ObservationEngine,
-                 buffering: Buffering) -> None:
+                 buffering: Buffering, backlog: Backlog) -> None:
         self.store = store
         self.search = search  # the recall tool's search by meaning (retrieval ``vector``)
         self.engine = engine
         self.buffering = buffering
-        self.backlog = Backlog(engine, buffering.background, store)
-        self.decisions = StepDecisions(store, engine, buffering, self.backlog)
+        self.decisions = StepDecisions(store, engine, buffering, backlog)
 
     def start_turn(self, step: StepContext) -> OMTurn:
         return OMTurn(self)
@@ -295,10 +294,12 @@ class BufferOnIdle(TurnProcessor):
 
     name = "om-buffer-on-idle"
 
-    def __init__(self, store: ResourceConversations, engine: ObservationEngine, buffering: Buffering) -> None:
+    def __init__(self, store: ResourceConversations, engine: ObservationEngine, buffering: Buffering,
+                 backlog: Backlog) -> None:
         self.store = store
         self.engine = engine
         self.buffering = buffering
+        self.backlog = backlog
 
     def start_turn(self, step: StepContext) -> BufferOnIdle:
         return self
@@ -307,7 +308,8 @@ class BufferOnIdle(TurnProcessor):
         if done.failed or done.interrupted or done.llm is None or done.model is None:
             return
         record = await self.engine.records.active(self.engine.key(done.thread.id, done.thread.resource_id))
-        if record is None or flag_live(record.is_buffering_observation, clock=self.engine.records.clock):
+        if record is None or flag_live(record.is_buffering_observation, clock=self.engine.records.clock) \
+                or self.backlog.catching_up(record.lookup_key):
             return
         stored = await self.store.messages_since(done.thread.id, record.last_observed_at)
         candidates = safe_prefix(buffer_candidates(unobserved([*stored, done.reply], record), record))
