@@ -10,7 +10,8 @@ scripted model at the provider seam):
   and its input, none of the messages still waiting;
 * a turn while the catch-up works observes nothing itself and does not wait;
 * the catch-up then observes the rest batch by batch in the background, up to the newest
-  message the first turn saw: every imported message is observed, none twice.
+  message the first turn saw: every imported message is observed, none twice, and the
+  record lists none of them as observed ids (the cursor covers them).
 """
 
 from __future__ import annotations
@@ -141,4 +142,5 @@ def test_an_imported_backlog_is_observed_one_batch_per_turn_then_caught_up_in_th
     assert len(observer.seen) > IMPORTED * 10 / BATCH
     turn_one = next(m for m in stored_messages(tmp_path / "dev-server.db", THREAD) if m.id == "u1")
     assert record["last_observed_at"] == turn_one.created_at  # up to the newest message the first turn saw
+    assert json.loads(record["observed_message_ids"] or "[]") == []  # the cursor says it: no id list to carry
     assert pending(third) < THRESHOLD / 5  # nothing of the backlog pending: the turns since

@@ -144,7 +144,7 @@ class Backlog:
                                  self.options.observation.max_tokens_per_batch)
             if batch:
                 observed = await self.engine.observe(ctx, record, batch, TOKENS_PER_CONVERSATION + sum(
-                    window.tokens[m.id] for m in batch))
+                    window.tokens[m.id] for m in batch), by_cursor=True)
                 if observed is not None:
                     record = observed
                     window.remove({m.id for m in batch})
@@ -191,7 +191,8 @@ class Backlog:
         token = current_trigger.set("async-buffer")
         try:
             observed = await engine.observe(job.ctx, record, batch,
-                                            TOKENS_PER_CONVERSATION + sum(carried.count(m) for m in batch))
+                                            TOKENS_PER_CONVERSATION + sum(carried.count(m) for m in batch),
+                                            by_cursor=True)
             if observed is None:
                 return False
             await engine.maybe_reflect(job.ctx, observed)
