@@ -31,7 +31,7 @@ from dev_server.agents.definition import AgentDefinition
 from dev_server.kernel.clock import ManualClock, to_iso
 from dev_server.kernel.messages import Message, Thread
 from dev_server.kernel.model import ModelRequest
-from dev_server.llm.scripted import ScriptedModel
+from dev_server.llm.scripted import Reply, ScriptedModel
 from dev_server.memory.options import MemoryOptions
 from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.libsql import LibSQLStore
@@ -77,18 +77,24 @@ def import_backlog(db: Path, clock: ManualClock) -> None:
 
 
 class Observer:
-    """The observer at the seam: notes which imported messages each call saw; every call after
-    the first (the catch-up's) waits while ``gate`` is closed."""
+    """The observer at the seam: notes which imported messages each call saw (``failed``: the
+    calls it failed); every call after the first (the catch-up's) waits while ``gate`` is
+    closed; the calls numbered in ``fail`` fail as a provider fails."""
 
-    def __init__(self) -> None:
+    def __init__(self, fail: tuple[int, ...] = ()) -> None:
         self.gate = threading.Event()
         self.seen: list[list[int]] = []
+        self.fail = fail
+        self.failed: list[int] = []
 
-    async def __call__(self, request: ModelRequest) -> str:
+    async def __call__(self, request: ModelRequest) -> str | Reply:
         seen = [int(i) for i in MARK.findall(json.dumps(request.messages[-1]))]
         self.seen.append(seen)
         while len(self.seen) > 1 and not self.gate.is_set():
             await asyncio.sleep(0.01)
+        if len(self.seen) in self.fail:
+            self.failed.append(len(self.seen) - 1)
+            return Reply(error="provider")
         return (f"<observations>\nDate: Jan 5, 2026\n* 🟡 (09:00) User talked about bees "
                 f"(messages {min(seen, default=-1)} to {max(seen, default=-1)}).\n</observations>")
 
@@ -144,3 +150,26 @@ def test_an_imported_backlog_is_observed_one_batch_per_turn_then_caught_up_in_th
     assert record["last_observed_at"] == turn_one.created_at  # up to the newest message the first turn saw
     assert json.loads(record["observed_message_ids"] or "[]") == []  # the cursor says it: no id list to carry
     assert pending(third) < THRESHOLD / 5  # nothing of the backlog pending: the turns since
+
+
+def test_a_failed_catch_up_batch_is_taken_up_again_by_the_next_turn(tmp_path: Path) -> None:
+    clock = ManualClock("2026-01-05T09:00:00.000Z", tick=timedelta(milliseconds=1))
+    observer = Observer(fail=(2,))  # the catch-up's first batch fails
+    observer.gate.set()
+    llm = ScriptedModel([f"Reply {i}." for i in range(3)], observer=observer)
+    with serve("gateway", tmp_path, inprocess=True, settings={"telemetry": False, "om_agents": ""}, llm=llm,
+               agents=(agent(),), clock=clock) as server:
+        import_backlog(tmp_path / "dev-server.db", clock)
+        turn(server, THREAD, "u1", "(turn 1) What do I keep on the roof?")
+        idle(server)
+        assert len(observer.seen) == 2 and observer.failed == [1]  # the chain ended with the failure
+        second = turn(server, THREAD, "u2", "(turn 2) And what else?")
+        assert len(parts(second, "observation-end")) == 1  # one batch, taken up by the turn
+        idle(server)
+        record = record_row(tmp_path / "dev-server.db", THREAD)
+
+    kept = [call for index, call in enumerate(observer.seen) if index not in observer.failed]
+    seen = [index for call in kept for index in call]
+    assert sorted(seen) == list(range(IMPORTED))  # all of it once: the failed batch again, nothing else twice
+    turn_two = next(m for m in stored_messages(tmp_path / "dev-server.db", THREAD) if m.id == "u2")
+    assert record["last_observed_at"] == turn_two.created_at
