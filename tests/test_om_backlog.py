@@ -1,5 +1,5 @@
 """Issue 31, item 1: an imported backlog is observed in bounded batches
-(docs/observational-memory.md#backlog, D49, D50).
+(docs/observational-memory.md#backlog, D52, D53).
 
 A thread gets 6,000 messages from another connection (as the Studio's save-messages saves
 them), then turns through a gateway in this process (real uvicorn, a real SQLite file, the

@@ -1,5 +1,5 @@
 """A backlog: a thread whose unobserved window is far past its threshold, observed in
-bounded batches (docs/observational-memory.md#backlog, D49).
+bounded batches (docs/observational-memory.md#backlog, D52).
 
 A thread imported with thousands of messages (the Studio's ``save-messages``) reaches its
 first turn with millions of unobserved tokens. Mastra observes all of them in one
@@ -27,7 +27,7 @@ block at all), never less than one batch. Then:
   buffered or observed. A later turn that finds the backlog with no catch-up at work (this
   process restarted, a batch failed) observes one batch itself and queues it again.
 
-A catch-up cycle keeps no markers on messages (D50): its observation start and end parts
+A catch-up cycle keeps no markers on messages (D53): its observation start and end parts
 would land on the newest stored reply, which is among the messages not observed yet, and an
 end marker there would mark that reply as observed.
 """
