@@ -12,7 +12,7 @@ The lifespan opens what needs opening, each closed in reverse order at shutdown 
 model layer (its provider connections), the signal hub, semantic recall's indexer, the
 background work (``dev_server.background``: drained before the stores close, its jobs write
 to them), the recorded streams still running, then the chores: warming the model layer up
-in the background (the tokenizer and the local model, plus litellm's import of seconds when
+in the background (the local model run once, plus litellm's import of seconds when
 an agent's model needs litellm: ``/health`` says ``status: "starting"`` until it is done, so
 the server answers at once and a probe can wait for ``"ok"``), trace retention (studio) and
 the stream sweep (gateway).
