@@ -96,11 +96,11 @@ def wait_ok(server: Server, started: float, timeout: float = 120) -> float:
 def first_turn_ms(server: Server, role: str) -> float:
     started = time.perf_counter()
     if role == "studio":
-        body = {"messages": [{"role": "user", "content": "hello"}], "memory": {"thread": "first", "resource": "r"}}
+        body = {"messages": [{"role": "user", "content": "hello"}], "memory": {"thread": f"first-{server.name}", "resource": "r"}}
         response = httpx.post(f"{server.url}/api/agents/chat-agent/stream", json=body, timeout=120)
         response.raise_for_status()
     else:
-        body = {"id": "b", "trigger": "submit-message", "conversationId": "first",
+        body = {"id": "b", "trigger": "submit-message", "conversationId": f"first-{server.name}",
                 "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hello"}]}]}
         response = httpx.post(f"{server.url}/api/chat", json=body, timeout=120)
         if response.status_code != 200 or not response.text.rstrip().endswith("[DONE]"):
@@ -120,7 +120,7 @@ def run_load(server: Server, role: str, seconds: float, clients: int, threads: i
                           "count": clients * 10})["done"]
         return done
     spec = {"mode": "turns", "base": server.url, "clients": clients, "threadCount": threads,
-            "threadPrefix": f"load-{server.name}", "seconds": seconds}
+            "threadPrefix": f"load-{server.name}".replace(" ", ""), "seconds": seconds}
     return load(spec)["done"]
 
 
@@ -147,7 +147,8 @@ def measure(name: str, role: str, command: list[str], env: dict[str, str], log_d
 
 
 def report(results: list[dict], args: argparse.Namespace) -> str:
-    lines = [f"# Footprint ({commit()})", "", machine(), "",
+    lines = [f"# Footprint ({commit()})", "", *(f"- {line}" for line in machine()),
+             f"- load average at the start: {args.load_start}", "",
              f"load: {args.seconds:.0f} s of turns from {args.clients} clients over {args.threads} threads per"
              " process; RSS in MB (VmRSS), per process", "",
              "| process | ok after s | first turn ms | RSS after start | RSS after load | after/start | turns |"
@@ -175,6 +176,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=20)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    args.load_start = " ".join(f"{v:.2f}" for v in os.getloadavg())
     python = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
