@@ -96,7 +96,8 @@ def wait_ok(server: Server, started: float, timeout: float = 120) -> float:
 def first_turn_ms(server: Server, role: str) -> float:
     started = time.perf_counter()
     if role == "studio":
-        body = {"messages": [{"role": "user", "content": "hello"}], "memory": {"thread": f"first-{server.name}", "resource": "r"}}
+        body = {"messages": [{"role": "user", "content": "hello"}],
+                "memory": {"thread": f"first-{server.name}", "resource": "r"}}
         response = httpx.post(f"{server.url}/api/agents/chat-agent/stream", json=body, timeout=120)
         response.raise_for_status()
     else:

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from opentelemetry._logs import SeverityNumber
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -22,9 +23,11 @@ from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Link, Status, StatusCode
 
 from dev_server.api import otlp
-from dev_server.observability.otlp_mapping import input_preview, spans_from_request
+from dev_server.observability.otlp_mapping import input_preview, spans_from_own, spans_from_request
 from dev_server.settings import Settings
 from dev_server.storage.duckdb_store import DuckDBStore
 from dev_server.storage.observability.columns import SPAN_COLUMNS, TRACE_COLUMNS
@@ -99,6 +102,26 @@ def test_sdk_spans_become_a_tree_and_a_trace_row(studio):
     assert trace["trace_id"] == trace_id and len(trace_id) == 32 and trace["root_span_id"] == root[1]
     assert (trace["entity_id"], trace["run_id"], trace["service_name"]) == ("chat-agent", "run-1", "dev-server-gateway")
     assert trace["input_preview"] == "weather?" and json.loads(trace["metadata"]) == {"k": "v"}
+
+
+def test_the_studios_own_spans_map_to_the_rows_their_otlp_message_maps_to():
+    # The studio stores its own spans read from the SDK (spans_from_own), not through an OTLP
+    # message; whatever the span holds (errors, events, links, arrays), the rows are the same.
+    provider = TracerProvider(resource=RESOURCE)
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("test")
+    agent_run(tracer)
+    with tracer.start_as_current_span("linked", links=[Link(provider.get_tracer("t").start_span("x").get_span_context(),
+                                                             {"why": "retry", "n": 2})],
+                                      attributes={"list": ["a", "b"], "flag": True, "ratio": 0.5,
+                                                  "mastra.input": json.dumps("plain text")}) as span:
+        span.set_status(Status(StatusCode.ERROR, "went wrong"))
+    spans = memory.get_finished_spans()
+    received = datetime.now(UTC)
+    assert spans_from_own(spans, received) == spans_from_request(encode_spans(spans), received)
+    own_rows, own_traces = spans_from_own(spans, received)
+    assert len(own_rows) == len(spans) == 5 and len(own_traces) == 2
 
 
 def test_studio_read_routes_return_ingested_traces(studio):
