@@ -11,7 +11,10 @@ turn's CPU that telemetry takes: (on - off) / on.
 Two workloads: ``small`` (a one-line message) and ``big`` (a message of ``--big-kb``
 kilobytes, so each model generation's input, the thread's last messages, is tens of
 kilobytes, as on a long conversation).
-Run: ``nice -n 5 .venv/bin/python bench/span_cost.py [--turns 50] [--rounds 4] [--big-kb 4]``.
+``--baseline DIR`` runs the studios of another checkout (say a worktree of the commit before
+a change) in the same rounds, so before and after are measured under the same load.
+Run: ``nice -n 5 .venv/bin/python bench/span_cost.py [--turns 200] [--rounds 3] [--big-kb 4]
+[--baseline DIR]``.
 Linux only (/proc).
 """
 
@@ -47,23 +50,34 @@ def turns(server: Server, thread: str, text: str, count: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--turns", type=int, default=50, help="turns per round")
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--turns", type=int, default=200, help="turns per round")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--big-kb", type=int, default=4)
+    parser.add_argument("--baseline", type=Path, help="another checkout (a worktree of an earlier commit), whose"
+                        " studios run in the same rounds")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     load_start = os.getloadavg()
     big = ("lorem ipsum dolor sit amet " * (args.big_kb * 40))[:args.big_kb * 1024]
     workloads = {"small": "hello there", "big": big}
-    cpu: dict[tuple[str, str], float] = {}
+    cpu: dict[tuple[str, str, str], float] = {}
+    checkouts = ["this checkout"] + ([str(args.baseline)] if args.baseline else [])
+
+    def command(checkout: str, port: int) -> list[str]:
+        if checkout == "this checkout":
+            return [sys.executable, "-m", "dev_server", "studio", "--port", str(port)]
+        return [sys.executable, "-c", f"import sys; sys.path.insert(0, {checkout!r}); from dev_server.__main__ "
+                "import main; sys.exit(main(sys.argv[1:]))", "studio", "--port", str(port)]
+
     with tempfile.TemporaryDirectory() as tmp:
         servers = {}
-        for telemetry in ("on", "off"):
-            port = free_port()
-            env = server_env(Path(tmp) / telemetry, free_port(), DEV_SERVER_OM_ENABLED="false",
-                             DEV_SERVER_TELEMETRY="true" if telemetry == "on" else "false")
-            servers[telemetry] = Server(f"studio-{telemetry}", [sys.executable, "-m", "dev_server", "studio",
-                                                                 "--port", str(port)], port, env, Path(tmp))
+        for checkout in checkouts:
+            for telemetry in ("on", "off"):
+                port = free_port()
+                env = server_env(Path(tmp) / f"{checkout}-{telemetry}", free_port(), DEV_SERVER_OM_ENABLED="false",
+                                 DEV_SERVER_TELEMETRY="true" if telemetry == "on" else "false")
+                servers[checkout, telemetry] = Server(f"studio-{telemetry}", command(checkout, port), port, env,
+                                                      Path(tmp))
         try:
             for server in servers.values():
                 server.wait_ready(120)
@@ -71,8 +85,8 @@ def main() -> None:
                 for server in servers.values():  # warm: the thread exists, its window is full
                     turns(server, name, text, 20)
                 for _ in range(args.rounds):
-                    for telemetry, server in servers.items():
-                        cpu[name, telemetry] = cpu.get((name, telemetry), 0.0) + turns(server, name, text, args.turns)
+                    for key, server in servers.items():
+                        cpu[(name, *key)] = cpu.get((name, *key), 0.0) + turns(server, name, text, args.turns)
         finally:
             for server in servers.values():
                 server.stop()
@@ -82,11 +96,12 @@ def main() -> None:
              f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}", "",
              f"{count} sequential turns per workload and studio, in {args.rounds} alternating rounds; OM off; "
              f"big = a {args.big_kb} KB message per turn", "",
-             "| workload | CPU ms/turn, telemetry on | CPU ms/turn, off | telemetry's share of the turn |",
-             "|---|---|---|---|"]
-    for name in workloads:
-        on, off = cpu[name, "on"] * 1000 / count, cpu[name, "off"] * 1000 / count
-        lines.append(f"| {name} | {on:.2f} | {off:.2f} | {(on - off) / on * 100:.1f} % |")
+             "| checkout | workload | CPU ms/turn, telemetry on | CPU ms/turn, off | telemetry's share of the turn |",
+             "|---|---|---|---|---|"]
+    for checkout in checkouts:
+        for name in workloads:
+            on, off = cpu[name, checkout, "on"] * 1000 / count, cpu[name, checkout, "off"] * 1000 / count
+            lines.append(f"| {checkout} | {name} | {on:.2f} | {off:.2f} | {(on - off) / on * 100:.1f} % |")
     text = "\n".join(lines)
     print(text)
     out = args.out or REPO / "bench" / "results" / f"{time.strftime('%Y-%m-%d')}-{commit()}-span-cost.md"
