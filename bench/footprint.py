@@ -17,7 +17,10 @@ their spans to the studio). For each, in order:
   and its ratio to the RSS after start, and the CPU per turn of the load.
 
 Baseline in the same run: a bare uvicorn + FastAPI app (one route), its RSS after start.
-Run: ``nice -n 5 .venv/bin/python bench/footprint.py [--seconds 30] [--clients 4] [--threads 20]``.
+``--baseline DIR``: another checkout (say a worktree of the commit before a change), each of
+its processes measured right after this checkout's, so before and after meet the same load.
+Run: ``nice -n 5 .venv/bin/python bench/footprint.py [--seconds 30] [--clients 4] [--threads 20]
+[--baseline DIR]``.
 Linux only (/proc).
 """
 
@@ -126,10 +129,10 @@ def run_load(server: Server, role: str, seconds: float, clients: int, threads: i
 
 
 def measure(name: str, role: str, command: list[str], env: dict[str, str], log_dir: Path,
-            args: argparse.Namespace) -> dict:
+            args: argparse.Namespace, cwd: Path = REPO) -> dict:
     port = int(command[command.index("--port") + 1]) if "--port" in command else int(command[-1])
     started = time.perf_counter()
-    server = Server(name, command, port, env, log_dir)
+    server = Server(name.replace(" ", "-").replace("/", "_"), command, port, env, log_dir, cwd)
     try:
         result: dict = {"name": name, "ok_s": wait_ok(server, started)}
         time.sleep(1.0)
@@ -175,31 +178,43 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--threads", type=int, default=20)
+    parser.add_argument("--baseline", type=Path, help="another checkout (a worktree of an earlier commit), each of"
+                        " whose processes is measured right after this checkout's")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     args.load_start = " ".join(f"{v:.2f}" for v in os.getloadavg())
     python = sys.executable
+    checkouts = {"": REPO} | ({f"{args.baseline.name}: ": args.baseline} if args.baseline else {})
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
-        studio_port = free_port()
-        env = server_env(tmp_path / "data", studio_port)
-        env.pop("DEV_SERVER_LOCAL_MODEL_ONLY")  # as make dev: no key, so the local model answers
-        results = []
+        envs, studios = {}, {}
+        for label in checkouts:
+            envs[label] = server_env(tmp_path / f"data{len(envs)}", free_port())
+            envs[label].pop("DEV_SERVER_LOCAL_MODEL_ONLY")  # as make dev: no key, so the local model answers
+
+        def serve(label: str, role: str) -> list[str]:
+            port = envs[label]["DEV_SERVER_STUDIO_PORT"] if role == "studio" else str(free_port())
+            return [python, "-m", "dev_server", role, "--port", port]
+
         bare_port = free_port()
-        results.append(measure("bare", "bare", [python, "-c", BARE_APP, str(bare_port)], env, tmp_path, args))
-        results.append(measure("studio", "studio", [python, "-m", "dev_server", "studio", "--port",
-                                                    str(studio_port)], env, tmp_path, args))
-        studio = Server("studio", [python, "-m", "dev_server", "studio", "--port", str(studio_port)], studio_port, env,
-                        tmp_path)
-        studio.wait_ready(120)
+        results = [measure("bare", "bare", [python, "-c", BARE_APP, str(bare_port)], envs[""], tmp_path, args)]
+        for label, checkout in checkouts.items():  # each checkout's, one after the other, under the same load
+            results.append(measure(f"{label}studio", "studio", serve(label, "studio"), envs[label], tmp_path, args,
+                                   checkout))
         try:
+            for label, checkout in checkouts.items():  # the studios that receive the gateways' spans
+                command = serve(label, "studio")
+                studios[label] = Server(f"receiver{len(studios)}", command, int(command[-1]), envs[label], tmp_path,
+                                        checkout)
+                studios[label].wait_ready(120)
             for workers in (1, 2):
-                port = free_port()
-                results.append(measure(f"gateway x{workers}", "gateway",
-                                       [python, "-m", "dev_server", "gateway", "--port", str(port)],
-                                       {**env, "DEV_SERVER_WORKERS": str(workers)}, tmp_path, args))
+                for label, checkout in checkouts.items():
+                    results.append(measure(f"{label}gateway x{workers}", "gateway", serve(label, "gateway"),
+                                           {**envs[label], "DEV_SERVER_WORKERS": str(workers)}, tmp_path, args,
+                                           checkout))
         finally:
-            studio.stop()
+            for studio in studios.values():
+                studio.stop()
     text = report(results, args)
     print(text)
     out = args.out or REPO / "bench" / "results" / f"{time.strftime('%Y-%m-%d')}-{commit()}-footprint.md"

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from opentelemetry._logs import SeverityNumber
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
@@ -19,7 +20,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -27,7 +28,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Link, Status, StatusCode
 
 from dev_server.api import otlp
-from dev_server.observability.otlp_mapping import input_preview, spans_from_own, spans_from_request
+from dev_server.observability.otlp_mapping import (
+    input_preview,
+    logs_from_own,
+    logs_from_request,
+    spans_from_own,
+    spans_from_request,
+)
 from dev_server.settings import Settings
 from dev_server.storage.duckdb_store import DuckDBStore
 from dev_server.storage.observability.columns import SPAN_COLUMNS, TRACE_COLUMNS
@@ -206,6 +213,26 @@ def test_logs_from_the_sdk_exporter(studio):
     assert json.loads(got[0][7]) == ["x"] and json.loads(got[0][8]) == {"code.lineno": 12}
     assert got[0][9:] == ("dev-server-gateway", "test", 36)
     assert got[1][:4] == ("info", '{"event":"started","n":1}', None, None)
+
+
+def test_the_studios_own_log_records_map_to_the_rows_their_otlp_message_maps_to():
+    provider = LoggerProvider(resource=RESOURCE)
+    memory = InMemoryLogRecordExporter()
+    provider.add_log_record_processor(SimpleLogRecordProcessor(memory))
+    logger = provider.get_logger("test")
+    with TracerProvider(resource=RESOURCE).get_tracer("t").start_as_current_span("s"):
+        logger.emit(severity_number=SeverityNumber(17), severity_text="ERROR", body="tool failed",
+                    attributes={"mastra.thread_id": "t1", "mastra.tags": json.dumps(["x"]), "code.lineno": 12})
+    logger.emit(severity_number=SeverityNumber(10), body={"event": "started", "n": 1})
+    logger.emit(severity_number=SeverityNumber(10), body={"event": "started", "n": 1})  # the same, a moment later
+    logger.emit(body="named", attributes={"log.record.uid": "given-id"})
+    records = memory.get_finished_logs()
+    received = datetime.now(UTC)
+    own, sent = logs_from_own(records, received), logs_from_request(encode_logs(records), received)
+    assert [row[1:] for row in own] == [row[1:] for row in sent]  # all but the id, which is derived apart
+    ids = [row[0] for row in own]
+    assert len(set(ids)) == 4 and ids[3] == "given-id"
+    assert [row[0] for row in logs_from_own(records, received)] == ids  # written again: the same ids
 
 
 def short_trace_id() -> bytes:

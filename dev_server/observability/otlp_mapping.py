@@ -1,9 +1,9 @@
 """OTLP export requests -> rows of ``spans``, ``traces`` and ``logs`` (pure, no I/O).
 
 The gateway cannot open the DuckDB file (docs/architecture.md#decisions), so its spans and logs
-arrive at the studio as OTLP/HTTP. The studio's own spans are read from the SDK as they are
-(``spans_from_own``: no OTLP message in between) into the same rows; its own logs go through
-the OTLP mapping. The
+arrive at the studio as OTLP/HTTP. The studio's own spans and logs are read from the SDK as
+they are (``spans_from_own``, ``logs_from_own``: no OTLP message in between) into the same
+rows. The
 ``mastra.*`` attributes our instrumentation sets become the Mastra row fields of
 Mastra's Studio REST API: observability; every other attribute (third-party instrumentation) is kept in
 the row's ``attributes`` (spans) or ``data`` (logs) JSON.
@@ -31,9 +31,10 @@ import hashlib
 import json
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import orjson
@@ -349,6 +350,26 @@ def log_id(record, resource_bytes: bytes, scope_bytes: bytes, position: int) -> 
     return str(uuid.UUID(bytes=digest.digest()[:16], version=5))
 
 
+def _log_row(attrs: dict[str, Any], severity_text: str, severity_number: int, nanos: int, body: Any,
+             trace_id: str | None, span_id: str | None, service: str | None, env: str | None,
+             received_at: datetime, resource: str | None, default_id: Callable[[], str]) -> tuple:
+    """One log row (``LOG_COLUMNS``); ``default_id`` gives the record's id when it names none."""
+    mastra = {name: _text(attrs.pop(f"mastra.{name}", None)) for name in (*_FIELDS, "environment")}
+    given_ids = attrs.pop("log.record.uid", None), attrs.pop("mastra.log_id", None)
+    level = _TEXT_LEVELS.get(severity_text.strip().lower(), "info")
+    if 1 <= severity_number <= 24:
+        level = ("debug", "debug", "info", "warn", "error", "fatal")[(severity_number - 1) // 4]
+    moment = _moment(nanos, "timeUnixNano") if nanos else received_at
+    message = body if isinstance(body, str) else ("" if body is None else _json(body))
+    tags, metadata = attrs.pop("mastra.tags", None), attrs.pop("mastra.metadata", None)
+    given = given_ids[0] or given_ids[1]
+    key = str(given) if given else default_id()
+    if resource is not None:
+        mastra["resource_id"] = resource
+    return (key, moment, level, message, _json(attrs or None), _tags(tags), trace_id, span_id,
+            *(mastra[name] for name in _FIELDS), service, mastra["environment"] or env, _decoded(metadata)[1])
+
+
 def logs_from_request(req: ExportLogsServiceRequest, received_at: datetime,
                       resource: str | None = None) -> list[tuple]:
     """Log rows in ``LOG_COLUMNS`` order; a record without any timestamp gets the receive time;
@@ -362,26 +383,39 @@ def logs_from_request(req: ExportLogsServiceRequest, received_at: datetime,
             scope_bytes = scope_logs.scope.SerializeToString(deterministic=True)
             for record in scope_logs.log_records:
                 position += 1
-                attrs = _attributes(record.attributes)
-                mastra = {name: _text(attrs.pop(f"mastra.{name}", None)) for name in (*_FIELDS, "environment")}
-                given_ids = attrs.pop("log.record.uid", None), attrs.pop("mastra.log_id", None)
-                level = _TEXT_LEVELS.get(record.severity_text.strip().lower(), "info")
-                if 1 <= record.severity_number <= 24:
-                    level = ("debug", "debug", "info", "warn", "error", "fatal")[(record.severity_number - 1) // 4]
-                nanos = record.time_unix_nano or record.observed_time_unix_nano
-                moment = _moment(nanos, "timeUnixNano") if nanos else received_at
-                body = _any(record.body) if record.HasField("body") else None
-                message = body if isinstance(body, str) else ("" if body is None else _json(body))
-                tags, metadata = attrs.pop("mastra.tags", None), attrs.pop("mastra.metadata", None)
-                given = given_ids[0] or given_ids[1]
-                key = str(given) if given else log_id(record, resource_bytes, scope_bytes, position)
-                if resource is not None:
-                    mastra["resource_id"] = resource
-                rows.append((key, moment, level, message,
-                             _json(attrs or None), _tags(tags),
-                             _hex_id(record.trace_id, 16, "traceId", required=False),
-                             _hex_id(record.span_id, 8, "spanId", required=False),
-                             *(mastra[name] for name in _FIELDS),
-                             service, mastra["environment"] or env, _decoded(metadata)[1]))
+                rows.append(_log_row(
+                    _attributes(record.attributes), record.severity_text, record.severity_number,
+                    record.time_unix_nano or record.observed_time_unix_nano,
+                    _any(record.body) if record.HasField("body") else None,
+                    _hex_id(record.trace_id, 16, "traceId", required=False),
+                    _hex_id(record.span_id, 8, "spanId", required=False), service, env, received_at, resource,
+                    partial(log_id, record, resource_bytes, scope_bytes, position)))
     return rows
 
+
+def logs_from_own(records: Sequence[Any], received_at: datetime) -> list[tuple]:
+    """``logs_from_request`` for this process's own SDK log records (``ReadableLogRecord``),
+    read as they are. A record's id is a digest of what it holds (its times, severity, body,
+    attributes, ids and resource), so a batch written again keeps its ids, as an OTLP one does."""
+    rows = []
+    for record in records:
+        log_record, resource_attrs = record.log_record, record.resource.attributes
+        attrs = dict(log_record.attributes or {})
+        env = resource_attrs.get("deployment.environment") or resource_attrs.get("deployment.environment.name")
+        severity = getattr(log_record.severity_number, "value", None) or 0
+        nanos = log_record.timestamp or log_record.observed_timestamp or 0
+        trace_id, span_id = log_record.trace_id or 0, log_record.span_id or 0
+        rows.append(_log_row(
+            attrs, log_record.severity_text or "", severity, nanos, log_record.body,
+            f"{trace_id:032x}" if trace_id else None, f"{span_id:016x}" if span_id else None,
+            _text(resource_attrs.get("service.name")), _text(env), received_at, None,
+            partial(_own_log_id, log_record, resource_attrs)))
+    return rows
+
+
+def _own_log_id(log_record: Any, resource_attrs: Any) -> str:
+    facts = (log_record.timestamp, log_record.observed_timestamp, log_record.severity_text,
+             getattr(log_record.severity_number, "value", None), log_record.trace_id, log_record.span_id,
+             log_record.body, dict(log_record.attributes or {}), dict(resource_attrs))
+    digest = hashlib.sha1(_LOG_NAMESPACE.bytes + json.dumps(facts, default=repr).encode())
+    return str(uuid.UUID(bytes=digest.digest()[:16], version=5))
