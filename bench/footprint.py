@@ -6,7 +6,8 @@ chat-agent with its default memory: history, title, Observational Memory; teleme
 One studio, then a gateway with one worker, then a gateway with two workers (both export
 their spans to the studio). For each, in order:
 
-- seconds from spawn to the first ``/health`` that says ``status: "ok"``;
+- seconds from spawn to the first ``/health`` that says ``status: "ok"``, and the CPU its
+  processes used until then (on a loaded machine the seconds stretch; the CPU much less);
 - the RSS of each of its processes a second later (the supervisor and each worker of a
   gateway with workers), and which heavy native libraries each has loaded (read from
   ``/proc/<pid>/maps``: numpy, onnxruntime, duckdb, tiktoken, litellm's tokenizers);
@@ -134,7 +135,7 @@ def measure(name: str, role: str, command: list[str], env: dict[str, str], log_d
     started = time.perf_counter()
     server = Server(name.replace(" ", "-").replace("/", "_"), command, port, env, log_dir, cwd)
     try:
-        result: dict = {"name": name, "ok_s": wait_ok(server, started)}
+        result: dict = {"name": name, "ok_s": wait_ok(server, started), "ok_cpu_s": server.cpu_s()}
         time.sleep(1.0)
         result["start"] = {pid: (kind, rss_mb(pid), loaded(pid)) for pid, kind in processes(server).items()}
         if role == "bare":
@@ -155,9 +156,9 @@ def report(results: list[dict], args: argparse.Namespace) -> str:
              f"- load average at the start: {args.load_start}", "",
              f"load: {args.seconds:.0f} s of turns from {args.clients} clients over {args.threads} threads per"
              " process; RSS in MB (VmRSS), per process", "",
-             "| process | ok after s | first turn ms | RSS after start | RSS after load | after/start | turns |"
-             " CPU ms/turn | heavy libraries loaded (start -> after load) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| process | ok after s | CPU s until ok (all its processes) | first turn ms | RSS after start |"
+             " RSS after load | after/start | turns | CPU ms/turn | heavy libraries loaded (start -> after load) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for result in results:
         after = result.get("after", {})
         for pid, (kind, start_mb, libs) in result["start"].items():
@@ -165,7 +166,7 @@ def report(results: list[dict], args: argparse.Namespace) -> str:
             later_mb = f"{later[1]:.0f}" if later else "-"
             ratio = f"{later[1] / start_mb:.2f}" if later else "-"
             later_libs = ", ".join(later[2]) if later else "-"
-            lines.append(f"| {result['name']} {kind} {pid} | {result['ok_s']:.2f} | "
+            lines.append(f"| {result['name']} {kind} {pid} | {result['ok_s']:.2f} | {result['ok_cpu_s']:.2f} | "
                          f"{result.get('first_turn_ms', 0):.0f} | {start_mb:.0f} | {later_mb} | {ratio} | "
                          f"{result.get('turns', '-')} | {result.get('cpu_ms_per_turn', 0):.1f} | "
                          f"{', '.join(libs) or 'none'} -> {later_libs or 'none'} |")
