@@ -3,7 +3,8 @@
 Two studios run side by side, the same but for ``DEV_SERVER_TELEMETRY`` (on: each turn's
 spans go through the export queue and the OTLP mapping into DuckDB; off: no spans). Both
 answer sequential turns of ``POST /api/agents/chat-agent/stream`` on one thread each
-(Observational Memory off, the local model answering), in alternating rounds so that the
+(Observational Memory off, the local model answering, logging at ``info`` as ``make dev``
+does: a run's two log lines are exported with its spans), in alternating rounds so that the
 machine's load falls on both alike. Reported: CPU per turn of each studio process (user +
 system, read from /proc, the export thread included) and the share of the telemetry-on
 turn's CPU that telemetry takes: (on - off) / on.
@@ -75,6 +76,7 @@ def main() -> None:
             for telemetry in ("on", "off"):
                 port = free_port()
                 env = server_env(Path(tmp) / f"{checkout}-{telemetry}", free_port(), DEV_SERVER_OM_ENABLED="false",
+                                 DEV_SERVER_LOG_LEVEL="info",  # as make dev: each run logs, and exports, two lines
                                  DEV_SERVER_TELEMETRY="true" if telemetry == "on" else "false")
                 servers[checkout, telemetry] = Server(f"studio-{telemetry}", command(checkout, port), port, env,
                                                       Path(tmp))
