@@ -75,9 +75,9 @@ def main() -> None:
         for checkout in checkouts:
             for telemetry in ("on", "off"):
                 port = free_port()
-                env = server_env(Path(tmp) / f"{checkout}-{telemetry}", free_port(), DEV_SERVER_OM_ENABLED="false",
-                                 DEV_SERVER_LOG_LEVEL="info",  # as make dev: each run logs, and exports, two lines
+                env = server_env(Path(tmp) / f"data{len(servers)}", free_port(), DEV_SERVER_OM_ENABLED="false",
                                  DEV_SERVER_TELEMETRY="true" if telemetry == "on" else "false")
+                env["DEV_SERVER_LOG_LEVEL"] = "info"  # as make dev: each run logs, and exports, two lines
                 servers[checkout, telemetry] = Server(f"studio-{telemetry}", command(checkout, port), port, env,
                                                       Path(tmp))
         try:
