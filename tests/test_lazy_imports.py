@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from tests.kit.local_http import local_http
 from tests.support import user_message, wait_models_ready
 
 # A native library each package loads on import, as it appears in /proc/<pid>/maps.
@@ -35,18 +34,18 @@ def test_started_processes_with_local_models_load_only_what_they_use(start_serve
     for server in (studio, gateway):
         assert wait_models_ready(server)["models"]["litellmLoaded"] is False
     body = {"conversationId": "lazy", "messages": [user_message("u1", "hello")]}
-    chat = httpx.post(f"{gateway.url}/api/chat", json=body, timeout=60)
+    chat = local_http.post(f"{gateway.url}/api/chat", json=body, timeout=60)
     assert chat.status_code == 200 and chat.text.rstrip().endswith("[DONE]"), chat.text
-    turn = httpx.post(f"{studio.url}/api/agents/chat-agent/generate", timeout=60,
+    turn = local_http.post(f"{studio.url}/api/agents/chat-agent/generate", timeout=60,
                       json={"messages": [{"role": "user", "content": "hello"}],
                             "memory": {"thread": "lazy-studio", "resource": "r"}})
     assert turn.status_code == 200 and turn.json()["text"].startswith("[local model] "), turn.text
     deadline = time.monotonic() + 30  # both runs' spans are in the studio's store (the gateway's sent over OTLP)
-    while len(httpx.get(f"{studio.url}/api/observability/traces", timeout=10).json()["spans"]) < 2:
+    while len(local_http.get(f"{studio.url}/api/observability/traces", timeout=10).json()["spans"]) < 2:
         assert time.monotonic() < deadline
         time.sleep(0.2)
 
     assert loaded(gateway.process.pid) == set()
     assert loaded(studio.process.pid) == {"duckdb"}
     for server in (studio, gateway):
-        assert httpx.get(f"{server.url}/health", timeout=5).json()["models"]["litellmLoaded"] is False
+        assert local_http.get(f"{server.url}/health", timeout=5).json()["models"]["litellmLoaded"] is False
