@@ -1,20 +1,28 @@
 """Bulk writes through the studio: ``save-messages`` (10k messages in batches of 500, msgs/s)
 and ``POST /memory/threads`` (8 clients, threads/s), plus a burst of first turns on new
 threads through the gateway (p50 vs one sequential turn). The same scenarios as
-``bench/workload.py``, alone, repeated ``--runs`` times on one pair of servers; medians.
-Also the studio's CPU (user+system, all its threads) per batch and per thread created:
-steadier than rates on a machine shared with other work.
+``bench/workload.py``, alone, repeated ``--runs`` times; medians. Also the studio's CPU
+(user+system, all its threads) per batch and per thread created: steadier than rates on a
+machine shared with other work.
 
-Run: .venv/bin/python bench/bulk_writes.py [--runs N]
+Two pairs of servers run side by side, each on its own data directory, and every run
+measures both, one after the other: group commit as configured (``DEV_SERVER_DB_WRITE_GROUP``
+64) and the baseline, one transaction per write (``DEV_SERVER_DB_WRITE_GROUP=1``, what every
+write did before group commit); the last column is their ratio.
+
+Run: .venv/bin/python bench/bulk_writes.py [--runs N] [--out PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import platform
 import statistics
 import sys
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,47 +32,74 @@ from bench.servers import Server, server_env  # noqa: E402
 from bench.workload import burst, create_threads, save_messages, sequential  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
+FIGURES = ("save-messages, 10k in batches of 500, msgs/s", "  studio CPU per batch of 500, ms",
+           "POST /memory/threads, 8 clients, threads/s", "  studio CPU per thread created, ms",
+           "first turn of 32 new threads at once, p50 ms", "  the same, vs one sequential turn, x")
+PATHS = {"grouped": "64", "one per write": "1"}  # DEV_SERVER_DB_WRITE_GROUP of each pair
+
+
+class Pair:
+    """A studio and a gateway on one data directory."""
+
+    def __init__(self, root: Path, write_group: str, stack: ExitStack) -> None:
+        data = root / f"data-{write_group}"
+        data.mkdir()
+        studio_port, gateway_port = free_port(), free_port()
+        env = server_env(data, studio_port, DEV_SERVER_DB_WRITE_GROUP=write_group)
+        self.studio = Server("studio", [sys.executable, "-m", "dev_server", "studio", "--port", str(studio_port)],
+                             studio_port, env)
+        stack.callback(self.studio.stop)
+        self.gateway = Server("gateway", [sys.executable, "-m", "dev_server", "gateway", "--port",
+                                          str(gateway_port)], gateway_port, env)
+        stack.callback(self.gateway.stop)
+        self.figures: list[list[float]] = [[] for _ in FIGURES]
+
+    def warm_up(self) -> None:
+        self.studio.wait_ready()
+        self.gateway.wait_ready()
+        asyncio.run(save_messages(self.studio.url, 1_000, 500))
+        create_threads(self.studio.url, 200, 8)
+
+    def run(self) -> None:
+        before = self.studio.cpu_s()
+        msgs = asyncio.run(save_messages(self.studio.url, 10_000, 500))
+        batch_cpu = (self.studio.cpu_s() - before) / 20 * 1000
+        before = self.studio.cpu_s()
+        threads = create_threads(self.studio.url, 2_000, 8)
+        thread_cpu = (self.studio.cpu_s() - before) / 2_000 * 1000
+        one = statistics.median(sequential(self.gateway.url, None, 20))
+        p50 = statistics.median(burst(self.gateway.url, 32))
+        for figure, value in zip(self.figures, (msgs, batch_cpu, threads, thread_cpu, p50, p50 / one), strict=True):
+            figure.append(value)
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--out", type=Path, help="also write the table here (e.g. bench/results/...)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp) / "data"
-        data.mkdir()
-        studio_port, gateway_port = free_port(), free_port()
-        env = server_env(data, studio_port)
-        studio = Server("studio", [sys.executable, "-m", "dev_server", "studio", "--port", str(studio_port)],
-                        studio_port, env)
-        gateway = Server("gateway", [sys.executable, "-m", "dev_server", "gateway", "--port", str(gateway_port)],
-                         gateway_port, env)
-        try:
-            studio.wait_ready()
-            gateway.wait_ready()
-            asyncio.run(save_messages(studio.url, 1_000, 500))  # warm-up
-            create_threads(studio.url, 200, 8)
-            msgs, threads, first, ratio, batch_cpu, thread_cpu = [], [], [], [], [], []
-            for _ in range(args.runs):
-                before = studio.cpu_s()
-                msgs.append(asyncio.run(save_messages(studio.url, 10_000, 500)))
-                batch_cpu.append((studio.cpu_s() - before) / 20 * 1000)
-                before = studio.cpu_s()
-                threads.append(create_threads(studio.url, 2_000, 8))
-                thread_cpu.append((studio.cpu_s() - before) / 2_000 * 1000)
-                one = statistics.median(sequential(gateway.url, None, 20))
-                p50 = statistics.median(burst(gateway.url, 32))
-                first.append(p50)
-                ratio.append(p50 / one)
-        finally:
-            studio.stop()
-            gateway.stop()
-    for label, values in (("save-messages, 10k in batches of 500, msgs/s", msgs),
-                          ("  studio CPU per batch of 500, ms", batch_cpu),
-                          ("POST /memory/threads, 8 clients, threads/s", threads),
-                          ("  studio CPU per thread created, ms", thread_cpu),
-                          ("first turn of 32 new threads at once, p50 ms", first),
-                          ("  the same, vs one sequential turn, x", ratio)):
-        print(f"{label:<48} median {statistics.median(values):9.2f}   runs {', '.join(f'{v:.2f}' for v in values)}")
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        pairs = {name: Pair(Path(tmp), group, stack) for name, group in PATHS.items()}
+        for pair in pairs.values():
+            pair.warm_up()
+        load_before = os.getloadavg()
+        for run in range(args.runs):
+            order = list(pairs.values()) if run % 2 == 0 else list(reversed(pairs.values()))
+            for pair in order:  # alternated, so neither path always runs on the warmer machine
+                pair.run()
+        load_after = os.getloadavg()
+    grouped, single = pairs["grouped"], pairs["one per write"]
+    lines = [f"{platform.machine()}, {os.cpu_count()} cores, load average {load_before[0]:.2f} before,"
+             f" {load_after[0]:.2f} after; {args.runs} runs, medians (each run's figures after /)",
+             "", "| figure | grouped | one per write | ratio |", "|---|---|---|---|"]
+    for index, label in enumerate(FIGURES):
+        a, b = grouped.figures[index], single.figures[index]
+        ma, mb = statistics.median(a), statistics.median(b)
+        lines.append(f"| {label.strip()} | {ma:.2f} / {', '.join(f'{v:.1f}' for v in a)}"
+                     f" | {mb:.2f} / {', '.join(f'{v:.1f}' for v in b)} | {ma / mb:.2f} |")
+    print("\n".join(lines))
+    if args.out:
+        args.out.write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

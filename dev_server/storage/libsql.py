@@ -47,6 +47,7 @@ import aiosqlite
 from dev_server.kernel.clock import now_iso
 from dev_server.paths import PathError, ensure_db_dir, file_path
 from dev_server.storage.errors import StorageBusy, StorageError
+from dev_server.storage.group_commit import DEFAULT_MAX_GROUP, Write, WriteQueue
 from dev_server.storage.migrate import apply_libsql, load_migrations
 
 _REMOTE_PREFIXES = ("http://", "https://", "libsql://", "ws://", "wss://")
@@ -58,12 +59,15 @@ Work = Callable[[sqlite3.Connection], T]
 class LibSQLStore:
     engine = "libsql"
 
-    def __init__(self, url: str, *, busy_timeout_ms: int = 5000, readers: int = DEFAULT_READERS) -> None:
+    def __init__(self, url: str, *, busy_timeout_ms: int = 5000, readers: int = DEFAULT_READERS,
+                 max_group: int = DEFAULT_MAX_GROUP) -> None:
         self.url = url
         self.busy_timeout_ms = busy_timeout_ms
         self.reader_count = max(1, readers)
+        self.max_group = max_group
         self._writer: sqlite3.Connection | None = None
         self._writer_thread: ThreadPoolExecutor | None = None
+        self._writes: WriteQueue | None = None
         self._readers: list[aiosqlite.Connection] = []
         self._idle: deque[aiosqlite.Connection] = deque()
         self._waiting: deque[asyncio.Future[aiosqlite.Connection]] = deque()
@@ -92,6 +96,7 @@ class LibSQLStore:
             self._writer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-writer")
             writer = await self._on_writer(sqlite3.connect, str(target), isolation_level=None)
             self._writer = writer
+            self._writes = WriteQueue(self._writer_thread, partial(run_group, writer), self.max_group)
             writer.row_factory = sqlite3.Row
             await self._set_pragmas(target, lambda sql: self._on_writer(_fetch_sync, writer, sql))
             migrations = load_migrations("libsql")
@@ -136,7 +141,7 @@ class LibSQLStore:
             await self._on_writer(self._writer.close)
         if self._writer_thread is not None:
             self._writer_thread.shutdown(wait=True)  # idle by now: its last job closed the connection
-        self._readers, self._writer, self._writer_thread = [], None, None
+        self._readers, self._writer, self._writer_thread, self._writes = [], None, None, None
         self._idle.clear()
 
     @asynccontextmanager
@@ -191,18 +196,21 @@ class LibSQLStore:
         ``BEGIN IMMEDIATE`` takes the write lock first, waiting up to ``busy_timeout`` for
         another process's; past that, ``StorageBusy``. Reads in ``work`` see its own writes.
         """
-        if self._writer is None:
+        if self._writes is None:
             raise StorageError(f"store {self.url} is not open")
         try:
-            return await self._on_writer(_transaction, self._writer, work)
+            return await asyncio.wrap_future(self._writes.submit(work))
         except sqlite3.OperationalError as exc:
             if is_locked(exc):
                 raise StorageBusy(f"database {self.url} is locked by another writer") from exc
             raise
 
     def health(self) -> dict[str, Any]:
+        writes = self._writes
         return {"engine": self.engine, "url": self.url, "path": str(self.path) if self.path else None,
-                "open": self.is_open, "readers": len(self._readers)}
+                "open": self.is_open, "readers": len(self._readers),
+                "writes": {"writes": writes.writes, "transactions": writes.groups, "queued": len(writes)}
+                if writes is not None else None}
 
 
 def _transaction(conn: sqlite3.Connection, work: Work[T]) -> T:
@@ -215,6 +223,73 @@ def _transaction(conn: sqlite3.Connection, work: Work[T]) -> T:
             conn.execute("ROLLBACK")
         raise
     return result
+
+
+_SAVEPOINT, _ROLLBACK_TO, _RELEASE = "SAVEPOINT grouped", "ROLLBACK TO grouped", "RELEASE grouped"
+
+
+def run_group(conn: sqlite3.Connection, group: list[Write]) -> None:
+    """Run a group of writes as one transaction, each in a savepoint of its own
+    (dev_server.storage.group_commit); settles every write's future."""
+    if len(group) == 1:
+        _alone(conn, group[0])
+        return
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except BaseException as exc:  # locked past busy_timeout: the group waited as one write would
+        for write in group:
+            write.future.set_exception(exc)
+        return
+    try:
+        done = _in_savepoints(conn, group)
+        if done is not None:
+            conn.execute("COMMIT")
+    except BaseException as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        if not isinstance(exc, sqlite3.Error):
+            raise  # the queue fails every write not settled yet
+        done = None
+    if done is None:  # the group could not commit: the writes not settled yet, one transaction each
+        _one_by_one(conn, [w for w in group if not w.future.done()])
+        return
+    for write, result in done:
+        write.future.set_result(result)
+
+
+def _in_savepoints(conn: sqlite3.Connection, group: list[Write]) -> list[tuple[Write, Any]] | None:
+    """Each work in its own savepoint; a failed one is rolled back alone and gets its error.
+    Returns the works that succeeded and their results, or None when SQLite ended the whole
+    transaction (disk full, an I/O error): then nothing was written."""
+    done: list[tuple[Write, Any]] = []
+    for write in group:
+        conn.execute(_SAVEPOINT)
+        try:
+            result = write.work(conn)
+        except BaseException as exc:
+            write.future.set_exception(exc)
+            if not conn.in_transaction:
+                return None
+            conn.execute(_ROLLBACK_TO)
+            conn.execute(_RELEASE)
+            continue
+        conn.execute(_RELEASE)
+        done.append((write, result))
+    return done
+
+
+def _one_by_one(conn: sqlite3.Connection, writes: list[Write]) -> None:
+    for write in writes:
+        _alone(conn, write)
+
+
+def _alone(conn: sqlite3.Connection, write: Write) -> None:
+    try:
+        result = _transaction(conn, write.work)
+    except BaseException as exc:
+        write.future.set_exception(exc)
+    else:
+        write.future.set_result(result)
 
 
 def _fetch_sync(conn: sqlite3.Connection, sql: str) -> Any:

@@ -1,0 +1,205 @@
+"""Group commit on a real SQLite file: writes queued behind a busy writer share one
+transaction, and each caller still gets what a transaction of its own would have given it
+(its own error only, an answer only once committed, the order it asked in)."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import struct
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dev_server.kernel.clock import now_iso
+from dev_server.kernel.messages import Message, Thread
+from dev_server.storage.conversation_records import ThreadExists, ThreadNotVisible
+from dev_server.storage.conversations import ConversationStore
+from dev_server.storage.libsql import LibSQLStore
+from tests.support import sqlite_rows
+
+pytestmark = pytest.mark.anyio
+
+
+def wal_commits(db: Path) -> int:
+    """Transactions committed to the WAL file: its frames that end a transaction (a non-zero
+    database size in the frame header), counted by reading the file as SQLite wrote it."""
+    wal = db.with_name(db.name + "-wal").read_bytes()
+    page_size = struct.unpack(">I", wal[8:12])[0]
+    salts = wal[16:24]
+    commits = 0
+    for offset in range(32, len(wal) - 24, 24 + page_size):
+        header = wal[offset:offset + 24]
+        if header[8:16] != salts:  # a frame left from before the last checkpoint reset
+            break
+        commits += struct.unpack(">I", header[4:8])[0] != 0
+    return commits
+
+
+class HeldWriter:
+    """Keeps the store's writer busy with one write until released, so that the writes asked
+    for meanwhile queue up behind it (what concurrent requests do under load)."""
+
+    def __init__(self, store: LibSQLStore) -> None:
+        self.store = store
+        self.started, self.release = threading.Event(), threading.Event()
+        self.task: asyncio.Task[Any] | None = None
+
+    def _hold(self, conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO resources (id, created_at, updated_at) VALUES ('held', '', '')")
+        self.started.set()
+        self.release.wait(30)
+
+    async def __aenter__(self) -> HeldWriter:
+        self.task = asyncio.create_task(self.store.run_write(self._hold))
+        while not self.started.is_set():
+            await asyncio.sleep(0.001)
+        return self
+
+    async def queued(self, count: int) -> None:
+        while self.store.health()["writes"]["queued"] < count:
+            await asyncio.sleep(0.001)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release.set()
+        assert self.task is not None
+        await self.task
+
+
+async def in_one_group(store: LibSQLStore, writes: list[Callable[[], Any]]) -> list[Any]:
+    """Start every write while the writer is held, then let them run: their outcomes, in order."""
+    async with HeldWriter(store) as held:
+        tasks = [asyncio.create_task(write()) for write in writes]
+        await held.queued(len(writes))
+    return await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def thread_ids(db: Path) -> set[str]:
+    return {row[0] for row in sqlite_rows(db, "SELECT id FROM threads")}
+
+
+async def test_writes_queued_behind_a_busy_writer_share_one_transaction(sqlite_store: LibSQLStore, tmp_path: Path):
+    db = tmp_path / "store.db"
+    conversations = ConversationStore(sqlite_store)
+    before, counted = wal_commits(db), sqlite_store.health()["writes"]
+    results = await in_one_group(sqlite_store, [
+        lambda i=i: conversations.ensure_thread(f"t{i}", "r1") for i in range(20)])
+    assert [t.id for t in results] == [f"t{i}" for i in range(20)]
+    assert wal_commits(db) - before == 2  # the held write, then the twenty together
+    after = sqlite_store.health()["writes"]
+    assert (after["transactions"] - counted["transactions"], after["writes"] - counted["writes"]) == (2, 21)
+    assert thread_ids(db) == {f"t{i}" for i in range(20)}
+
+
+async def test_a_write_alone_is_not_held_back(sqlite_store: LibSQLStore, tmp_path: Path):
+    db = tmp_path / "store.db"
+    conversations = ConversationStore(sqlite_store)
+    before = wal_commits(db)
+    for i in range(3):
+        await conversations.ensure_thread(f"t{i}", "r1")
+    assert wal_commits(db) - before == 3
+
+
+async def test_each_caller_in_a_group_sees_only_its_own_failure(sqlite_store: LibSQLStore, tmp_path: Path):
+    conversations = ConversationStore(sqlite_store)
+    await conversations.ensure_thread("theirs", "r-other")
+    foreign = Message("m-foreign", "theirs", "r1", "user", {"format": 2, "parts": []}, now_iso())
+    results = await in_one_group(sqlite_store, [
+        lambda: conversations.ensure_thread("a", "r1"),
+        # creates thread "new" and then finds "theirs" belongs to another resource: all of it undone
+        lambda: conversations.save_messages([Thread("new", "r1"), Thread("theirs", "r1")], [foreign]),
+        lambda: conversations.save_thread(Thread("theirs", "r1"), unless_owned_by_other_than="r1"),
+        lambda: sqlite_store.run_write(lambda conn: conn.execute(
+            "INSERT INTO threads (id, resource_id, created_at, updated_at) VALUES ('a', 'r1', '', '')")),
+        lambda: conversations.ensure_thread("b", "r1"),
+        lambda: sqlite_store.run_write(lambda conn: [r[0] for r in conn.execute("SELECT id FROM threads")]),
+    ])
+    assert results[0].id == "a" and results[4].id == "b"
+    assert isinstance(results[1], ThreadNotVisible)
+    assert isinstance(results[2], ThreadExists)
+    assert isinstance(results[3], sqlite3.IntegrityError)
+    assert sorted(results[5]) == ["a", "b", "theirs"]  # the later write saw the earlier ones, not the failed
+    assert thread_ids(tmp_path / "store.db") == {"a", "b", "theirs"}
+    assert sqlite_rows(tmp_path / "store.db", "SELECT count(*) FROM messages") == [(0,)]
+
+
+async def test_a_failure_that_ends_the_whole_transaction_fails_only_its_write(sqlite_store: LibSQLStore,
+                                                                             tmp_path: Path):
+    """SQLite rolls back the whole transaction on a full disk (here: past max_page_count): the
+    writes before it in the group are written again, one transaction each."""
+    conversations = ConversationStore(sqlite_store)
+    pages = await sqlite_store.run_write(lambda conn: conn.execute("PRAGMA page_count").fetchone()[0])
+    await sqlite_store.run_write(lambda conn: conn.execute(f"PRAGMA max_page_count = {pages + 20}"))
+    huge = Message("m-huge", "a", "r1", "user", {"format": 2, "parts": [{"type": "text", "text": "x" * 400_000}]},
+                   now_iso())
+    results = await in_one_group(sqlite_store, [
+        lambda: conversations.ensure_thread("a", "r1"),
+        lambda: conversations.append_messages("a", [huge]),
+        lambda: conversations.ensure_thread("b", "r1"),
+    ])
+    assert [r.id for r in (results[0], results[2])] == ["a", "b"]
+    assert isinstance(results[1], sqlite3.OperationalError) and "full" in str(results[1])
+    assert thread_ids(tmp_path / "store.db") == {"a", "b"}
+    assert sqlite_rows(tmp_path / "store.db", "SELECT count(*) FROM messages") == [(0,)]
+
+
+async def test_an_answer_means_committed(sqlite_store: LibSQLStore, tmp_path: Path):
+    """Every caller of a group, when its answer arrives, finds its row through another
+    connection: it was committed (to the WAL, which outlives the process) before it was told."""
+    db = tmp_path / "store.db"
+    conversations = ConversationStore(sqlite_store)
+
+    async def create_and_look(i: int) -> bool:
+        await conversations.ensure_thread(f"t{i}", "r1")
+        return bool(sqlite_rows(db, "SELECT 1 FROM threads WHERE id = ?", (f"t{i}",)))
+
+    assert await in_one_group(sqlite_store, [lambda i=i: create_and_look(i) for i in range(10)]) == [True] * 10
+
+
+async def test_writes_keep_the_order_they_were_asked_in(sqlite_store: LibSQLStore, tmp_path: Path):
+    conversations = ConversationStore(sqlite_store)
+    for thread in ("x", "y"):
+        await conversations.ensure_thread(thread, "r1")
+    stamp = now_iso()  # one time for all: the order is the insertion order alone
+
+    def append(thread: str, i: int) -> Any:
+        message = Message(f"{thread}{i}", thread, "r1", "user", {"format": 2, "parts": []}, stamp)
+        return conversations.append_messages(thread, [message])
+
+    writes = [lambda t=t, i=i: append(t, i) for i in range(15) for t in ("x", "y")]
+    await in_one_group(sqlite_store, writes[:10])
+    await asyncio.gather(*(write() for write in writes[10:]))  # and as they come, in whatever groups
+    for thread in ("x", "y"):
+        history = await conversations.recent_messages(thread, None)
+        assert [m.id for m in history] == [f"{thread}{i}" for i in range(15)]
+
+
+async def test_a_write_cancelled_while_queued_is_skipped(sqlite_store: LibSQLStore, tmp_path: Path):
+    conversations = ConversationStore(sqlite_store)
+    async with HeldWriter(sqlite_store) as held:
+        kept = asyncio.create_task(conversations.ensure_thread("kept", "r1"))
+        dropped = asyncio.create_task(conversations.ensure_thread("dropped", "r1"))
+        await held.queued(2)
+        dropped.cancel()
+        while not dropped.done():  # the cancellation has reached the queue
+            await asyncio.sleep(0)
+    await kept
+    with pytest.raises(asyncio.CancelledError):
+        await dropped
+    assert thread_ids(tmp_path / "store.db") == {"kept"}
+
+
+async def test_one_transaction_per_write_when_groups_are_off(tmp_path: Path):
+    db = tmp_path / "store.db"
+    store = LibSQLStore(f"file:{db}", max_group=1)
+    await store.open()
+    try:
+        conversations = ConversationStore(store)
+        before = wal_commits(db)
+        await in_one_group(store, [lambda i=i: conversations.ensure_thread(f"t{i}", "r1") for i in range(5)])
+        assert wal_commits(db) - before == 6
+    finally:
+        await store.close()
