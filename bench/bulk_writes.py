@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.report import machine  # noqa: E402
 from bench.servers import Server, server_env  # noqa: E402
 from bench.workload import burst, create_threads, save_messages, sequential  # noqa: E402
 from tests.support import free_port  # noqa: E402
@@ -89,9 +89,10 @@ def main() -> None:
                 pair.run()
         load_after = os.getloadavg()
     grouped, single = pairs["grouped"], pairs["one per write"]
-    lines = [f"{platform.machine()}, {os.cpu_count()} cores, load average {load_before[0]:.2f} before,"
-             f" {load_after[0]:.2f} after; {args.runs} runs, medians (each run's figures after /)",
-             "", "| figure | grouped | one per write | ratio |", "|---|---|---|---|"]
+    lines = [*(f"- {line}" for line in machine()),
+             f"- load average {load_before[0]:.2f} before, {load_after[0]:.2f} after; {args.runs} runs, medians"
+             " (each run's figures after the /)", "",
+             "| figure | grouped | one per write | ratio |", "|---|---|---|---|"]
     for index, label in enumerate(FIGURES):
         a, b = grouped.figures[index], single.figures[index]
         ma, mb = statistics.median(a), statistics.median(b)

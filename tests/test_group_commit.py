@@ -1,6 +1,7 @@
-"""Group commit on a real SQLite file: writes queued behind a busy writer share one
-transaction, and each caller still gets what a transaction of its own would have given it
-(its own error only, an answer only once committed, the order it asked in)."""
+"""Group commit, on a real SQLite file and on a real libsql server (sqld): writes queued
+behind a busy writer share one transaction, and each caller still gets what a transaction of
+its own would have given it (its own error only, an answer only once committed, the order it
+asked in)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.conversation_records import ThreadExists, ThreadNotVisible
 from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.libsql import LibSQLStore
-from tests.support import sqlite_rows
 
 pytestmark = pytest.mark.anyio
 
@@ -43,13 +43,14 @@ class HeldWriter:
     """Keeps the store's writer busy with one write until released, so that the writes asked
     for meanwhile queue up behind it (what concurrent requests do under load)."""
 
-    def __init__(self, store: LibSQLStore) -> None:
+    def __init__(self, store: Any) -> None:
         self.store = store
         self.started, self.release = threading.Event(), threading.Event()
         self.task: asyncio.Task[Any] | None = None
 
-    def _hold(self, conn: sqlite3.Connection) -> None:
-        conn.execute("INSERT INTO resources (id, created_at, updated_at) VALUES ('held', '', '')")
+    def _hold(self, conn: Any) -> None:
+        conn.execute("INSERT INTO resources (id, created_at, updated_at) VALUES ('held', '', '')"
+                     " ON CONFLICT DO NOTHING")
         self.started.set()
         self.release.wait(30)
 
@@ -69,7 +70,7 @@ class HeldWriter:
         await self.task
 
 
-async def in_one_group(store: LibSQLStore, writes: list[Callable[[], Any]]) -> list[Any]:
+async def in_one_group(store: Any, writes: list[Callable[[], Any]]) -> list[Any]:
     """Start every write while the writer is held, then let them run: their outcomes, in order."""
     async with HeldWriter(store) as held:
         tasks = [asyncio.create_task(write()) for write in writes]
@@ -77,57 +78,63 @@ async def in_one_group(store: LibSQLStore, writes: list[Callable[[], Any]]) -> l
     return await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def thread_ids(db: Path) -> set[str]:
-    return {row[0] for row in sqlite_rows(db, "SELECT id FROM threads")}
+async def committed_threads(store: Any) -> set[str]:
+    """The threads another connection sees (a reader of the pool: only what was committed)."""
+    return {row[0] for row in await store.fetch_all("SELECT id FROM threads")}
 
 
-async def test_writes_queued_behind_a_busy_writer_share_one_transaction(sqlite_store: LibSQLStore, tmp_path: Path):
-    db = tmp_path / "store.db"
-    conversations = ConversationStore(sqlite_store)
-    before, counted = wal_commits(db), sqlite_store.health()["writes"]
-    results = await in_one_group(sqlite_store, [
-        lambda i=i: conversations.ensure_thread(f"t{i}", "r1") for i in range(20)])
+def counted(store: Any) -> tuple[int, int]:
+    """(transactions, writes) the store's writer has run so far."""
+    writes = store.health()["writes"]
+    return writes["transactions"], writes["writes"]
+
+
+async def test_writes_queued_behind_a_busy_writer_share_one_transaction(libsql: Any):
+    conversations = ConversationStore(libsql)
+    transactions, writes = counted(libsql)
+    results = await in_one_group(libsql, [lambda i=i: conversations.ensure_thread(f"t{i}", "r1") for i in range(20)])
     assert [t.id for t in results] == [f"t{i}" for i in range(20)]
-    assert wal_commits(db) - before == 2  # the held write, then the twenty together
-    after = sqlite_store.health()["writes"]
-    assert (after["transactions"] - counted["transactions"], after["writes"] - counted["writes"]) == (2, 21)
-    assert thread_ids(db) == {f"t{i}" for i in range(20)}
+    assert counted(libsql) == (transactions + 2, writes + 21)  # the held write, then the twenty together
+    assert await committed_threads(libsql) == {f"t{i}" for i in range(20)}
 
 
-async def test_a_write_alone_is_not_held_back(sqlite_store: LibSQLStore, tmp_path: Path):
+async def test_the_file_holds_one_commit_per_group(sqlite_store: LibSQLStore, tmp_path: Path):
+    """Counted in the WAL file itself, not by the store: a group is one SQLite commit, and a
+    write that finds the writer idle commits alone, at once."""
     db = tmp_path / "store.db"
     conversations = ConversationStore(sqlite_store)
     before = wal_commits(db)
+    await in_one_group(sqlite_store, [lambda i=i: conversations.ensure_thread(f"t{i}", "r1") for i in range(20)])
+    assert wal_commits(db) - before == 2
     for i in range(3):
-        await conversations.ensure_thread(f"t{i}", "r1")
-    assert wal_commits(db) - before == 3
+        await conversations.ensure_thread(f"alone{i}", "r1")
+    assert wal_commits(db) - before == 5
 
 
-async def test_each_caller_in_a_group_sees_only_its_own_failure(sqlite_store: LibSQLStore, tmp_path: Path):
-    conversations = ConversationStore(sqlite_store)
+async def test_each_caller_in_a_group_sees_only_its_own_failure(libsql: Any):
+    conversations = ConversationStore(libsql)
     await conversations.ensure_thread("theirs", "r-other")
     foreign = Message("m-foreign", "theirs", "r1", "user", {"format": 2, "parts": []}, now_iso())
-    results = await in_one_group(sqlite_store, [
+    results = await in_one_group(libsql, [
         lambda: conversations.ensure_thread("a", "r1"),
-        # creates thread "new" and then finds "theirs" belongs to another resource: all of it undone
+        # creates thread "new", then finds "theirs" belongs to another resource: all of it undone
         lambda: conversations.save_messages([Thread("new", "r1"), Thread("theirs", "r1")], [foreign]),
         lambda: conversations.save_thread(Thread("theirs", "r1"), unless_owned_by_other_than="r1"),
-        lambda: sqlite_store.run_write(lambda conn: conn.execute(
+        lambda: libsql.run_write(lambda conn: conn.execute(
             "INSERT INTO threads (id, resource_id, created_at, updated_at) VALUES ('a', 'r1', '', '')")),
         lambda: conversations.ensure_thread("b", "r1"),
-        lambda: sqlite_store.run_write(lambda conn: [r[0] for r in conn.execute("SELECT id FROM threads")]),
+        lambda: libsql.run_write(lambda conn: [r[0] for r in conn.execute("SELECT id FROM threads").fetchall()]),
     ])
     assert results[0].id == "a" and results[4].id == "b"
     assert isinstance(results[1], ThreadNotVisible)
     assert isinstance(results[2], ThreadExists)
     assert isinstance(results[3], sqlite3.IntegrityError)
     assert sorted(results[5]) == ["a", "b", "theirs"]  # the later write saw the earlier ones, not the failed
-    assert thread_ids(tmp_path / "store.db") == {"a", "b", "theirs"}
-    assert sqlite_rows(tmp_path / "store.db", "SELECT count(*) FROM messages") == [(0,)]
+    assert await committed_threads(libsql) == {"a", "b", "theirs"}
+    assert await libsql.fetch_all("SELECT id FROM messages") == []
 
 
-async def test_a_failure_that_ends_the_whole_transaction_fails_only_its_write(sqlite_store: LibSQLStore,
-                                                                             tmp_path: Path):
+async def test_a_failure_that_ends_the_whole_transaction_fails_only_its_write(sqlite_store: LibSQLStore):
     """SQLite rolls back the whole transaction on a full disk (here: past max_page_count): the
     writes before it in the group are written again, one transaction each."""
     conversations = ConversationStore(sqlite_store)
@@ -142,25 +149,25 @@ async def test_a_failure_that_ends_the_whole_transaction_fails_only_its_write(sq
     ])
     assert [r.id for r in (results[0], results[2])] == ["a", "b"]
     assert isinstance(results[1], sqlite3.OperationalError) and "full" in str(results[1])
-    assert thread_ids(tmp_path / "store.db") == {"a", "b"}
-    assert sqlite_rows(tmp_path / "store.db", "SELECT count(*) FROM messages") == [(0,)]
+    assert await committed_threads(sqlite_store) == {"a", "b"}
+    assert await sqlite_store.fetch_all("SELECT id FROM messages") == []
 
 
-async def test_an_answer_means_committed(sqlite_store: LibSQLStore, tmp_path: Path):
+async def test_an_answer_means_committed(libsql: Any):
     """Every caller of a group, when its answer arrives, finds its row through another
-    connection: it was committed (to the WAL, which outlives the process) before it was told."""
-    db = tmp_path / "store.db"
-    conversations = ConversationStore(sqlite_store)
+    connection: it was committed (on a file, to the WAL, which outlives the process) before
+    it was told."""
+    conversations = ConversationStore(libsql)
 
     async def create_and_look(i: int) -> bool:
         await conversations.ensure_thread(f"t{i}", "r1")
-        return bool(sqlite_rows(db, "SELECT 1 FROM threads WHERE id = ?", (f"t{i}",)))
+        return f"t{i}" in await committed_threads(libsql)
 
-    assert await in_one_group(sqlite_store, [lambda i=i: create_and_look(i) for i in range(10)]) == [True] * 10
+    assert await in_one_group(libsql, [lambda i=i: create_and_look(i) for i in range(10)]) == [True] * 10
 
 
-async def test_writes_keep_the_order_they_were_asked_in(sqlite_store: LibSQLStore, tmp_path: Path):
-    conversations = ConversationStore(sqlite_store)
+async def test_writes_keep_the_order_they_were_asked_in(libsql: Any):
+    conversations = ConversationStore(libsql)
     for thread in ("x", "y"):
         await conversations.ensure_thread(thread, "r1")
     stamp = now_iso()  # one time for all: the order is the insertion order alone
@@ -170,16 +177,16 @@ async def test_writes_keep_the_order_they_were_asked_in(sqlite_store: LibSQLStor
         return conversations.append_messages(thread, [message])
 
     writes = [lambda t=t, i=i: append(t, i) for i in range(15) for t in ("x", "y")]
-    await in_one_group(sqlite_store, writes[:10])
+    await in_one_group(libsql, writes[:10])
     await asyncio.gather(*(write() for write in writes[10:]))  # and as they come, in whatever groups
     for thread in ("x", "y"):
         history = await conversations.recent_messages(thread, None)
         assert [m.id for m in history] == [f"{thread}{i}" for i in range(15)]
 
 
-async def test_a_write_cancelled_while_queued_is_skipped(sqlite_store: LibSQLStore, tmp_path: Path):
-    conversations = ConversationStore(sqlite_store)
-    async with HeldWriter(sqlite_store) as held:
+async def test_a_write_cancelled_while_queued_is_skipped(libsql: Any):
+    conversations = ConversationStore(libsql)
+    async with HeldWriter(libsql) as held:
         kept = asyncio.create_task(conversations.ensure_thread("kept", "r1"))
         dropped = asyncio.create_task(conversations.ensure_thread("dropped", "r1"))
         await held.queued(2)
@@ -189,7 +196,7 @@ async def test_a_write_cancelled_while_queued_is_skipped(sqlite_store: LibSQLSto
     await kept
     with pytest.raises(asyncio.CancelledError):
         await dropped
-    assert thread_ids(tmp_path / "store.db") == {"kept"}
+    assert await committed_threads(libsql) == {"kept"}
 
 
 async def test_one_transaction_per_write_when_groups_are_off(tmp_path: Path):

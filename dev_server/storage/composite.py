@@ -79,7 +79,7 @@ class CompositeStore:
         default: Any
         if default_db_url.startswith(REMOTE_PREFIXES):
             default = RemoteLibSQLStore(default_db_url, auth_token=db_auth_token, busy_timeout_ms=busy_timeout_ms,
-                                        timeout_s=db_timeout_s)
+                                        timeout_s=db_timeout_s, max_group=write_group)
         else:
             default = LibSQLStore(default_db_url, busy_timeout_ms=busy_timeout_ms, max_group=write_group)
         if role != "studio":
