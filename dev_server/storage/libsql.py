@@ -16,11 +16,15 @@ function, ``run_write(work)``: ``work(conn)`` runs there between ``BEGIN IMMEDIA
 ``COMMIT`` (``ROLLBACK`` if it raises), one hop however many statements it runs. Writes are
 serialised by that one thread, in the order they were asked for; nothing awaits while a
 transaction is open, so one transaction never waits on the event loop for another's next
-statement. ``work`` is plain code: it must not touch the event loop or anything it owns.
+statement. ``work`` is plain code: it must not touch the event loop or anything it owns,
+nor have any effect outside the transaction (it may run again, see below).
 
-A caller cancelled while its write waits in the queue skips it; once ``work`` has started
-it runs to ``COMMIT`` or ``ROLLBACK`` whatever the caller does, so a write is still all or
-nothing.
+The writes asked for while the writer is busy share its next transaction, each in a savepoint
+of its own (group commit: ``dev_server.storage.group_commit``, ``run_group`` below): a work
+that raises is rolled back alone and gets its own error, every caller is answered after the
+``COMMIT``. A caller cancelled while its write waits in the queue skips it; once ``work`` has
+started it runs to the end of its group whatever the caller does, so a write is still all
+or nothing.
 
 Opening is retried: on a fresh file, ``PRAGMA journal_mode = WAL`` (and the first
 migration transaction) can fail at once with "database is locked" while another process
@@ -229,53 +233,91 @@ _SAVEPOINT, _ROLLBACK_TO, _RELEASE = "SAVEPOINT grouped", "ROLLBACK TO grouped",
 
 
 def run_group(conn: sqlite3.Connection, group: list[Write]) -> None:
-    """Run a group of writes as one transaction, each in a savepoint of its own
-    (dev_server.storage.group_commit); settles every write's future."""
+    """Run a group of writes as one transaction (dev_server.storage.group_commit); settles
+    every write's future.
+
+    Optimistic first: the works one after another, one ``COMMIT`` (a savepoint per work
+    would cost two statements, and two trips for the GIL, per write). When one fails, the
+    transaction is rolled back, that work keeps its error, and the others run again, each in
+    a savepoint of its own, so that a second failure is rolled back alone."""
     if len(group) == 1:
         _alone(conn, group[0])
         return
+    if not _begin(conn, group):
+        return
+    try:
+        results = []
+        for write in group:
+            try:
+                results.append(write.work(conn))
+            except BaseException as exc:
+                write.future.set_exception(exc)
+                break
+        else:
+            conn.execute("COMMIT")
+            for write, result in zip(group, results, strict=True):
+                write.future.set_result(result)
+            return
+    except sqlite3.Error:
+        pass  # the COMMIT failed: nothing was written
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise  # the queue fails every write not settled yet
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+    _in_savepoints(conn, [write for write in group if not write.future.done()])
+
+
+def _begin(conn: sqlite3.Connection, group: list[Write]) -> bool:
     try:
         conn.execute("BEGIN IMMEDIATE")
     except BaseException as exc:  # locked past busy_timeout: the group waited as one write would
         for write in group:
             write.future.set_exception(exc)
+        return False
+    return True
+
+
+def _in_savepoints(conn: sqlite3.Connection, group: list[Write]) -> None:
+    """The group again, each work in a savepoint of its own: a failed one is rolled back
+    alone and gets its error. When SQLite ends the whole transaction inside a work (disk
+    full, an I/O error) or the ``COMMIT`` fails, nothing was written: the writes not
+    settled yet run one transaction each."""
+    if len(group) <= 1:
+        _one_by_one(conn, group)
         return
+    if not _begin(conn, group):
+        return
+    done: list[tuple[Write, Any]] = []
     try:
-        done = _in_savepoints(conn, group)
-        if done is not None:
+        for write in group:
+            conn.execute(_SAVEPOINT)
+            try:
+                result = write.work(conn)
+            except BaseException as exc:
+                write.future.set_exception(exc)
+                if not conn.in_transaction:
+                    break
+                conn.execute(_ROLLBACK_TO)
+                conn.execute(_RELEASE)
+                continue
+            conn.execute(_RELEASE)
+            done.append((write, result))
+        else:
             conn.execute("COMMIT")
-    except BaseException as exc:
+            for write, result in done:
+                write.future.set_result(result)
+            return
+    except sqlite3.Error:
+        pass
+    except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-        if not isinstance(exc, sqlite3.Error):
-            raise  # the queue fails every write not settled yet
-        done = None
-    if done is None:  # the group could not commit: the writes not settled yet, one transaction each
-        _one_by_one(conn, [w for w in group if not w.future.done()])
-        return
-    for write, result in done:
-        write.future.set_result(result)
-
-
-def _in_savepoints(conn: sqlite3.Connection, group: list[Write]) -> list[tuple[Write, Any]] | None:
-    """Each work in its own savepoint; a failed one is rolled back alone and gets its error.
-    Returns the works that succeeded and their results, or None when SQLite ended the whole
-    transaction (disk full, an I/O error): then nothing was written."""
-    done: list[tuple[Write, Any]] = []
-    for write in group:
-        conn.execute(_SAVEPOINT)
-        try:
-            result = write.work(conn)
-        except BaseException as exc:
-            write.future.set_exception(exc)
-            if not conn.in_transaction:
-                return None
-            conn.execute(_ROLLBACK_TO)
-            conn.execute(_RELEASE)
-            continue
-        conn.execute(_RELEASE)
-        done.append((write, result))
-    return done
+        raise
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+    _one_by_one(conn, [write for write in group if not write.future.done()])
 
 
 def _one_by_one(conn: sqlite3.Connection, writes: list[Write]) -> None:
