@@ -6,8 +6,11 @@ asked in)."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import sqlite3
 import struct
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +23,7 @@ from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.conversation_records import ThreadExists, ThreadNotVisible
 from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.libsql import LibSQLStore
+from tests.support import REPO, sqlite_rows
 
 pytestmark = pytest.mark.anyio
 
@@ -210,3 +214,40 @@ async def test_one_transaction_per_write_when_groups_are_off(tmp_path: Path):
         assert wal_commits(db) - before == 6
     finally:
         await store.close()
+
+
+WRITER = """
+import asyncio, sys
+from dev_server.storage.conversations import ConversationStore
+from dev_server.storage.libsql import LibSQLStore
+
+async def main(url):
+    db = LibSQLStore(url)
+    await db.open()
+    store = ConversationStore(db)
+    for round_ in range(100_000):
+        ids = [f"t{round_}-{i}" for i in range(16)]
+        await asyncio.gather(*(store.ensure_thread(tid, "r1") for tid in ids))
+        print(" ".join(ids), flush=True)  # answered: what a 2xx would be sent for
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+def test_a_process_killed_after_its_answers_keeps_every_answered_write(tmp_path: Path):
+    db = tmp_path / "store.db"
+    child = subprocess.Popen([sys.executable, "-c", WRITER, f"file:{db}"], cwd=REPO, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    answered: list[str] = []
+    try:
+        for _ in range(20):
+            line = child.stdout.readline()
+            assert line, child.stderr.read() if child.stderr else ""
+            answered += line.split()
+    finally:
+        child.send_signal(signal.SIGKILL)  # mid-write: more groups are queued and running
+        child.communicate()
+    stored = {row[0] for row in sqlite_rows(db, "SELECT id FROM threads")}
+    assert set(answered) <= stored
+    assert sqlite_rows(db, "PRAGMA integrity_check") == [("ok",)]
