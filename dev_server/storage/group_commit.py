@@ -10,8 +10,8 @@ thread hops) between writes that would have waited for each other anyway.
 What each caller is promised is what it was promised alone (docs/architecture.md#decisions):
 
 * its future is resolved only after the group's ``COMMIT``: an answer means committed;
-* each work runs inside a savepoint of its own, so a work that raises is rolled back to
-  that savepoint and gets its own error while the rest of the group commits;
+* a work that raises gets its own error and the rest of the group commits without it
+  (how each store achieves that: ``libsql.run_group``, ``remote.RemoteLibSQLStore``);
 * works run, and see each other's writes, in the order they were asked for: the group is
   the same serial history as one transaction each;
 * a write cancelled while it is still queued is skipped; once it has started it runs to
@@ -19,7 +19,9 @@ What each caller is promised is what it was promised alone (docs/architecture.md
 
 When the group as a whole cannot commit (the ``COMMIT`` fails, or SQLite ended the whole
 transaction inside a work: disk full, I/O error), nothing of it was committed, so the works
-that had succeeded are run again one transaction each and every caller gets its own outcome.
+not answered yet run again one transaction each and every caller gets its own outcome. So a
+work may run more than once before it commits: it must have no effect outside its
+transaction (the remote store already re-ran works after a lock timeout).
 """
 
 from __future__ import annotations

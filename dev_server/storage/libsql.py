@@ -19,12 +19,12 @@ transaction is open, so one transaction never waits on the event loop for anothe
 statement. ``work`` is plain code: it must not touch the event loop or anything it owns,
 nor have any effect outside the transaction (it may run again, see below).
 
-The writes asked for while the writer is busy share its next transaction, each in a savepoint
-of its own (group commit: ``dev_server.storage.group_commit``, ``run_group`` below): a work
-that raises is rolled back alone and gets its own error, every caller is answered after the
-``COMMIT``. A caller cancelled while its write waits in the queue skips it; once ``work`` has
-started it runs to the end of its group whatever the caller does, so a write is still all
-or nothing.
+The writes asked for while the writer is busy share its next transaction (group commit:
+``dev_server.storage.group_commit``, ``run_group`` below): a work that raises gets its own
+error and the others commit without it; every caller is answered after the ``COMMIT``.
+A caller cancelled while its write waits in the queue skips it; once ``work`` has started
+it runs to the end of its group whatever the caller does, so a write is still all or
+nothing.
 
 Opening is retried: on a fresh file, ``PRAGMA journal_mode = WAL`` (and the first
 migration transaction) can fail at once with "database is locked" while another process
