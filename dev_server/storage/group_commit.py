@@ -7,7 +7,7 @@ A write that finds the writer idle runs at once, alone: grouping never waits for
 it only shares the ``BEGIN IMMEDIATE ... COMMIT`` (the file lock, the WAL pages, the
 thread hops) between writes that would have waited for each other anyway.
 
-What each caller is promised is what it was promised alone (docs/architecture.md#decisions):
+What each caller is promised is what it was promised alone (docs/architecture.md#group-commit):
 
 * its future is resolved only after the group's ``COMMIT``: an answer means committed;
 * a work that raises gets its own error and the rest of the group commits without it

@@ -237,9 +237,9 @@ def run_group(conn: sqlite3.Connection, group: list[Write]) -> None:
     every write's future.
 
     Optimistic first: the works one after another, one ``COMMIT`` (a savepoint per work
-    would cost two statements, and two trips for the GIL, per write). When one fails, the
-    transaction is rolled back, that work keeps its error, and the others run again, each in
-    a savepoint of its own, so that a second failure is rolled back alone."""
+    would cost two more statements per write, each a trip out of the GIL and back). When one
+    fails, the transaction is rolled back, that work keeps its error, and the others run
+    again, each in a savepoint of its own, so that a second failure is rolled back alone."""
     if len(group) == 1:
         _alone(conn, group[0])
         return
