@@ -216,6 +216,33 @@ async def test_one_transaction_per_write_when_groups_are_off(tmp_path: Path):
         await store.close()
 
 
+async def test_a_group_meeting_an_unreachable_server_fails_at_once_not_once_per_write(tmp_path: Path):
+    """The server down is no one write's failure: every write of the group gets the 503's
+    error from one attempt, instead of each waiting for it again alone."""
+    from dev_server.storage.hrana import StorageUnavailable
+    from dev_server.storage.remote import RemoteLibSQLStore
+    from tests.sqld import Sqld
+
+    with Sqld(tmp_path / "sqld") as server:
+        store = RemoteLibSQLStore(server.url, timeout_s=2)
+        await store.open()
+        try:
+            conversations = ConversationStore(store)
+            held = await HeldWriter(store).__aenter__()
+            tasks = [asyncio.create_task(conversations.ensure_thread(f"t{i}", "r1")) for i in range(5)]
+            await held.queued(5)
+            server.stop()
+            transactions = store.transactions
+            held.release.set()
+            with pytest.raises(StorageUnavailable):
+                await held.task  # type: ignore[misc]
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            assert all(isinstance(r, StorageUnavailable) for r in results), results
+            assert store.transactions - transactions == 2  # the held write's, then the group's
+        finally:
+            await store.close()
+
+
 WRITER = """
 import asyncio, sys
 from dev_server.storage.conversations import ConversationStore

@@ -22,7 +22,10 @@ server that wants one (or ``?authToken=`` on the URL, as Turso prints it).
   and ``COMMIT`` once. A statement's error surfaces at the next flush, which may be another
   work's, so a group is not split with savepoints here: when anything in it fails, the
   whole group is rolled back (nothing of it was committed) and its writes run again one
-  transaction each, so every caller gets its own outcome.
+  transaction each, so every caller gets its own outcome. The server unreachable, or its
+  lock held past the timeout, is not any one write's failure: every write of the group
+  gets that error at once (and a locked one is retried by its caller), rather than each
+  waiting for it again.
 * Migrations run as one such transaction, so N replicas starting at once apply each once.
 * The server unreachable (down, restarting, a partition longer than the timeout) is
   ``StorageUnavailable``: a 503 with a JSON error, never a hang; a failed write left nothing
@@ -44,7 +47,7 @@ from urllib.parse import parse_qs, urlsplit
 from dev_server.kernel.clock import now_iso
 from dev_server.storage.errors import StorageBusy, StorageError
 from dev_server.storage.group_commit import DEFAULT_MAX_GROUP, Write, WriteQueue
-from dev_server.storage.hrana import PipelineClient, Row, Transaction, read_result, statement
+from dev_server.storage.hrana import PipelineClient, Row, StorageUnavailable, Transaction, read_result, statement
 from dev_server.storage.libsql import is_locked, retry_locked
 from dev_server.storage.migrate import apply_libsql, load_migrations
 
@@ -161,6 +164,11 @@ class RemoteLibSQLStore:
         if len(group) > 1:
             try:
                 results = self._transaction(lambda transaction: [write.work(transaction) for write in group])
+            except (StorageUnavailable, StorageBusy, sqlite3.OperationalError) as exc:
+                if not isinstance(exc, sqlite3.OperationalError) or is_locked(exc):  # the server's, not a write's
+                    for write in group:  # each caller fails (a lock: retries) as it would have alone
+                        write.future.set_exception(exc)
+                    return
             except BaseException:  # noqa: S110 - every write is run again below and gets its own outcome
                 pass
             else:
