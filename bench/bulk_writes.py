@@ -6,9 +6,10 @@ threads through the gateway (p50 vs one sequential turn). The same scenarios as
 machine shared with other work.
 
 Two pairs of servers run side by side, each on its own data directory, and every run
-measures both, one after the other: group commit as configured (``DEV_SERVER_DB_WRITE_GROUP``
-64) and the baseline, one transaction per write (``DEV_SERVER_DB_WRITE_GROUP=1``, what every
-write did before group commit); the last column is their ratio.
+measures each scenario on both, back to back (the order alternating between runs): group
+commit as configured (``DEV_SERVER_DB_WRITE_GROUP`` 64) and the baseline, one transaction
+per write (``DEV_SERVER_DB_WRITE_GROUP=1``, what every write did before group commit); the
+last column is their ratio.
 
 Run: .venv/bin/python bench/bulk_writes.py [--runs N] [--out PATH]
 """
@@ -60,17 +61,24 @@ class Pair:
         asyncio.run(save_messages(self.studio.url, 1_000, 500))
         create_threads(self.studio.url, 200, 8)
 
-    def run(self) -> None:
+    def save_messages(self) -> None:
         before = self.studio.cpu_s()
-        msgs = asyncio.run(save_messages(self.studio.url, 10_000, 500))
-        batch_cpu = (self.studio.cpu_s() - before) / 20 * 1000
+        self.figures[0].append(asyncio.run(save_messages(self.studio.url, 10_000, 500)))
+        self.figures[1].append((self.studio.cpu_s() - before) / 20 * 1000)
+
+    def create_threads(self) -> None:
         before = self.studio.cpu_s()
-        threads = create_threads(self.studio.url, 2_000, 8)
-        thread_cpu = (self.studio.cpu_s() - before) / 2_000 * 1000
+        self.figures[2].append(create_threads(self.studio.url, 2_000, 8))
+        self.figures[3].append((self.studio.cpu_s() - before) / 2_000 * 1000)
+
+    def first_turns(self) -> None:
         one = statistics.median(sequential(self.gateway.url, None, 20))
         p50 = statistics.median(burst(self.gateway.url, 32))
-        for figure, value in zip(self.figures, (msgs, batch_cpu, threads, thread_cpu, p50, p50 / one), strict=True):
-            figure.append(value)
+        self.figures[4].append(p50)
+        self.figures[5].append(p50 / one)
+
+
+SCENARIOS = (Pair.save_messages, Pair.create_threads, Pair.first_turns)
 
 
 def main() -> None:
@@ -85,8 +93,9 @@ def main() -> None:
         load_before = os.getloadavg()
         for run in range(args.runs):
             order = list(pairs.values()) if run % 2 == 0 else list(reversed(pairs.values()))
-            for pair in order:  # alternated, so neither path always runs on the warmer machine
-                pair.run()
+            for scenario in SCENARIOS:  # each scenario on both paths back to back, in alternating order,
+                for pair in order:  # so that neither always runs on the busier machine
+                    scenario(pair)
         load_after = os.getloadavg()
     grouped, single = pairs["grouped"], pairs["one per write"]
     lines = [*(f"- {line}" for line in machine()),
