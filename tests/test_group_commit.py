@@ -102,17 +102,43 @@ async def test_writes_queued_behind_a_busy_writer_share_one_transaction(libsql: 
     assert await committed_threads(libsql) == {f"t{i}" for i in range(20)}
 
 
-async def test_the_file_holds_one_commit_per_group(sqlite_store: LibSQLStore, tmp_path: Path):
+@pytest.fixture
+async def wal_store(tmp_path: Path):
+    """A store whose WAL only SQLite's own checkpoint would reset (after 1,000 pages, far more
+    than these tests write), so that its commits can be counted in the file."""
+    store = LibSQLStore(f"file:{tmp_path / 'store.db'}", checkpoint_after_s=None)
+    await store.open()
+    yield store
+    await store.close()
+
+
+async def test_the_file_holds_one_commit_per_group(wal_store: LibSQLStore, tmp_path: Path):
     """Counted in the WAL file itself, not by the store: a group is one SQLite commit, and a
     write that finds the writer idle commits alone, at once."""
     db = tmp_path / "store.db"
-    conversations = ConversationStore(sqlite_store)
+    conversations = ConversationStore(wal_store)
     before = wal_commits(db)
-    await in_one_group(sqlite_store, [lambda i=i: conversations.ensure_thread(f"t{i}", "r1") for i in range(20)])
+    await in_one_group(wal_store, [lambda i=i: conversations.ensure_thread(f"t{i}", "r1") for i in range(20)])
     assert wal_commits(db) - before == 2
     for i in range(3):
         await conversations.ensure_thread(f"alone{i}", "r1")
     assert wal_commits(db) - before == 5
+
+
+async def test_checkpoints_run_off_the_writer_and_reach_the_database_file(sqlite_store: LibSQLStore,
+                                                                          tmp_path: Path):
+    """The writer never checkpoints (its commits only append to the WAL); the checkpointer's
+    own connection copies them into the database file soon after."""
+    conversations = ConversationStore(sqlite_store)
+    assert await sqlite_store.run_write(lambda conn: conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]) == 0
+    await asyncio.gather(*(conversations.ensure_thread(f"t{i}", "r1") for i in range(50)))
+    for _ in range(500):
+        if sqlite_store.health()["writes"]["checkpoints"]:
+            break
+        await asyncio.sleep(0.01)
+    alone = tmp_path / "copy.db"
+    alone.write_bytes((tmp_path / "store.db").read_bytes())  # the database file without its WAL
+    assert {row[0] for row in sqlite_rows(alone, "SELECT id FROM threads")} == {f"t{i}" for i in range(50)}
 
 
 async def test_each_caller_in_a_group_sees_only_its_own_failure(libsql: Any):
@@ -205,7 +231,7 @@ async def test_a_write_cancelled_while_queued_is_skipped(libsql: Any):
 
 async def test_one_transaction_per_write_when_groups_are_off(tmp_path: Path):
     db = tmp_path / "store.db"
-    store = LibSQLStore(f"file:{db}", max_group=1)
+    store = LibSQLStore(f"file:{db}", max_group=1, checkpoint_after_s=None)
     await store.open()
     try:
         conversations = ConversationStore(store)

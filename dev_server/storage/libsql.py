@@ -50,6 +50,7 @@ import aiosqlite
 
 from dev_server.kernel.clock import now_iso
 from dev_server.paths import PathError, ensure_db_dir, file_path
+from dev_server.storage.checkpoints import DEFAULT_DELAY_S, Checkpointer
 from dev_server.storage.errors import StorageBusy, StorageError
 from dev_server.storage.group_commit import DEFAULT_MAX_GROUP, Write, WriteQueue
 from dev_server.storage.migrate import apply_libsql, load_migrations
@@ -64,14 +65,18 @@ class LibSQLStore:
     engine = "libsql"
 
     def __init__(self, url: str, *, busy_timeout_ms: int = 5000, readers: int = DEFAULT_READERS,
-                 max_group: int = DEFAULT_MAX_GROUP) -> None:
+                 max_group: int = DEFAULT_MAX_GROUP, checkpoint_after_s: float | None = DEFAULT_DELAY_S) -> None:
+        """``checkpoint_after_s``: WAL checkpoints on a thread of their own, this long after a
+        commit (dev_server.storage.checkpoints); None: SQLite's own, on the writer."""
         self.url = url
+        self.checkpoint_after_s = checkpoint_after_s
         self.busy_timeout_ms = busy_timeout_ms
         self.reader_count = max(1, readers)
         self.max_group = max_group
         self._writer: sqlite3.Connection | None = None
         self._writer_thread: ThreadPoolExecutor | None = None
         self._writes: WriteQueue | None = None
+        self._checkpoints: Checkpointer | None = None
         self._readers: list[aiosqlite.Connection] = []
         self._idle: deque[aiosqlite.Connection] = deque()
         self._waiting: deque[asyncio.Future[aiosqlite.Connection]] = deque()
@@ -106,6 +111,11 @@ class LibSQLStore:
             migrations = load_migrations("libsql")
             self.applied_migrations = await self._retry_locked(lambda: self._on_writer(
                 _transaction, writer, partial(apply_libsql, migrations=migrations, now=now_iso())))
+            if target != ":memory:" and self.checkpoint_after_s is not None:
+                self._checkpoints = Checkpointer(target, busy_timeout_ms=self.busy_timeout_ms,
+                                                 delay_s=self.checkpoint_after_s)
+                await self._checkpoints.open()
+                await self._on_writer(_fetch_sync, writer, "PRAGMA wal_autocheckpoint = 0")
             for _ in range(self.reader_count):
                 reader = await self._connect(target)
                 self._readers.append(reader)
@@ -139,6 +149,9 @@ class LibSQLStore:
         return conn
 
     async def close(self) -> None:
+        if self._checkpoints is not None:
+            await self._checkpoints.close()
+            self._checkpoints = None
         for conn in self._readers:
             await conn.close()
         if self._writer is not None:
@@ -208,12 +221,16 @@ class LibSQLStore:
             if is_locked(exc):
                 raise StorageBusy(f"database {self.url} is locked by another writer") from exc
             raise
+        finally:
+            if self._checkpoints is not None:
+                self._checkpoints.committed()
 
     def health(self) -> dict[str, Any]:
         writes = self._writes
         return {"engine": self.engine, "url": self.url, "path": str(self.path) if self.path else None,
                 "open": self.is_open, "readers": len(self._readers),
-                "writes": {"writes": writes.writes, "transactions": writes.groups, "queued": len(writes)}
+                "writes": {"writes": writes.writes, "transactions": writes.groups, "queued": len(writes),
+                           "checkpoints": self._checkpoints.runs if self._checkpoints else 0}
                 if writes is not None else None}
 
 
