@@ -6,13 +6,15 @@ threads through the gateway (p50 vs one sequential turn). The same scenarios as
 machine shared with other work.
 
 Two pairs of servers run side by side, each on its own data directory, and every run
-measures each scenario on both, back to back (the order alternating between runs): group
-commit as configured (``DEV_SERVER_DB_WRITE_GROUP`` 64) and the baseline, one transaction
-per write (``DEV_SERVER_DB_WRITE_GROUP=1``, what every write did before group commit); then
-their ratio, as the ratio of the medians and as the median of each run's ratio (the two
-measured seconds apart: the steadier one when other work shares the machine).
+measures each scenario on both, back to back (the order alternating between runs): this
+checkout as configured, and a baseline: with ``--baseline PATH``, the code of another
+checkout (``git worktree add /tmp/base main``: the commit before a change) with the same
+settings; without it, this checkout with one transaction per write
+(``DEV_SERVER_DB_WRITE_GROUP=1``: no group commit). Then their ratio, as the ratio of the
+medians and as the median of each run's ratio (the two measured seconds apart: the steadier
+one when other work shares the machine).
 
-Run: .venv/bin/python bench/bulk_writes.py [--runs N] [--out PATH]
+Run: .venv/bin/python bench/bulk_writes.py [--runs N] [--baseline PATH] [--out PATH]
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import argparse
 import asyncio
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 from contextlib import ExitStack
@@ -37,22 +40,21 @@ from tests.support import free_port  # noqa: E402
 FIGURES = ("save-messages, 10k in batches of 500, msgs/s", "  studio CPU per batch of 500, ms",
            "POST /memory/threads, 8 clients, threads/s", "  studio CPU per thread created, ms",
            "first turn of 32 new threads at once, p50 ms", "  the same, vs one sequential turn, x")
-PATHS = {"grouped": "64", "one per write": "1"}  # DEV_SERVER_DB_WRITE_GROUP of each pair
 
 
 class Pair:
-    """A studio and a gateway on one data directory."""
+    """A studio and a gateway on one data directory, running the code of ``checkout``."""
 
-    def __init__(self, root: Path, write_group: str, stack: ExitStack) -> None:
-        data = root / f"data-{write_group}"
+    def __init__(self, name: str, root: Path, checkout: Path, stack: ExitStack, **settings: str) -> None:
+        data = root / f"data-{name.replace(' ', '-')}"
         data.mkdir()
         studio_port, gateway_port = free_port(), free_port()
-        env = server_env(data, studio_port, DEV_SERVER_DB_WRITE_GROUP=write_group)
+        env = server_env(data, studio_port, PYTHONPATH=str(checkout), **settings)
         self.studio = Server("studio", [sys.executable, "-m", "dev_server", "studio", "--port", str(studio_port)],
-                             studio_port, env)
+                             studio_port, env, cwd=checkout)
         stack.callback(self.studio.stop)
         self.gateway = Server("gateway", [sys.executable, "-m", "dev_server", "gateway", "--port",
-                                          str(gateway_port)], gateway_port, env)
+                                          str(gateway_port)], gateway_port, env, cwd=checkout)
         stack.callback(self.gateway.stop)
         self.figures: list[list[float]] = [[] for _ in FIGURES]
 
@@ -82,13 +84,27 @@ class Pair:
 SCENARIOS = (Pair.save_messages, Pair.create_threads, Pair.first_turns)
 
 
+def commit_of(checkout: Path) -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=checkout, capture_output=True, text=True,
+                          check=False)
+    return done.stdout.strip() or "unknown"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--baseline", type=Path, help="a checkout whose code is the baseline")
     parser.add_argument("--out", type=Path, help="also write the table here (e.g. bench/results/...)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
-        pairs = {name: Pair(Path(tmp), group, stack) for name, group in PATHS.items()}
+        ours = Pair("ours", Path(tmp), REPO, stack)
+        if args.baseline:
+            baseline = Pair("baseline", Path(tmp), args.baseline.resolve(), stack)
+            names = ("this checkout", f"{args.baseline} ({commit_of(args.baseline)})")
+        else:
+            baseline = Pair("baseline", Path(tmp), REPO, stack, DEV_SERVER_DB_WRITE_GROUP="1")
+            names = ("group commit", "one transaction per write")
+        pairs = {"ours": ours, "baseline": baseline}
         for pair in pairs.values():
             pair.warm_up()
         load_before = os.getloadavg()
@@ -98,11 +114,11 @@ def main() -> None:
                 for pair in order:  # so that neither always runs on the busier machine
                     scenario(pair)
         load_after = os.getloadavg()
-    grouped, single = pairs["grouped"], pairs["one per write"]
+    grouped, single = ours, baseline
     lines = [*(f"- {line}" for line in machine()),
              f"- load average {load_before[0]:.2f} before, {load_after[0]:.2f} after; {args.runs} runs, medians"
              " (each run's figures after the /)", "",
-             "| figure | grouped | one per write | ratio of medians | median of each run's ratio |",
+             f"| figure | {names[0]} | {names[1]} | ratio of medians | median of each run's ratio |",
              "|---|---|---|---|---|"]
     for index, label in enumerate(FIGURES):
         a, b = grouped.figures[index], single.figures[index]
