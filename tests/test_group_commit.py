@@ -304,3 +304,4 @@ def test_a_process_killed_after_its_answers_keeps_every_answered_write(tmp_path:
     stored = {row[0] for row in sqlite_rows(db, "SELECT id FROM threads")}
     assert set(answered) <= stored
     assert sqlite_rows(db, "PRAGMA integrity_check") == [("ok",)]
+
