@@ -74,7 +74,7 @@ def format_arguments(args: Any, max_chars: int | None = None) -> str:
     for index, (path, text) in enumerate(long_strings):
         left = len(long_strings) - index
         share = _Budget(estimate_tokens(shown) + max(0, MAX_TOKENS - estimate_tokens(shown)) // left,
-                        len(shown) + 1 + max(0, budget.chars - len(shown) - 1) // left)
+                        len(shown) + 1 + _share(max(0, budget.chars - len(shown) - 1), left))
         longer = _joined(shown, _preview(path, text, share, shown), budget)
         if longer is None:
             skipped += 1
@@ -86,6 +86,10 @@ def format_arguments(args: Any, max_chars: int | None = None) -> str:
         shown = _joined(shown, f"... [{skipped} large string {'preview' if skipped == 1 else 'previews'} omitted]",
                         budget) or shown
     return shown
+
+
+def _share(amount: float, ways: int) -> float:
+    return amount if math.isinf(amount) else amount // ways
 
 
 def _outline(args: dict[str, Any] | list[Any]) -> tuple[list[_Line], list[tuple[str, str]]]:
