@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from dev_server.kernel.tokenx import estimate_tokens
 from dev_server.om.prompting.tool_arguments import MAX_TOKENS, format_arguments
-from dev_server.om.tokens.tokenx import estimate_tokens
 
 
 @pytest.mark.parametrize(("args", "expected"), [

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from dev_server.om.tokens.tokenx import estimate_tokens
+from dev_server.kernel.tokenx import estimate_tokens
 
 MAX_TOKENS = 2000
 INLINE_STRING_CHARS = 160
