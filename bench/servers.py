@@ -27,14 +27,15 @@ def server_env(data: Path, studio_port: int, **extra: str) -> dict[str, str]:
 
 class Server:
     def __init__(self, name: str, command: list[str], port: int, env: dict[str, str],
-                 log_dir: Path | None = None) -> None:
+                 log_dir: Path | None = None, cwd: Path = REPO) -> None:
         """``log_dir``: where the server's output goes (``<name>.log``, shown if it fails to
-        start); without it the output is dropped."""
+        start); without it the output is dropped. ``cwd``: where it runs (``python -m
+        dev_server`` there runs that checkout's code)."""
         self.name, self.port = name, port
         self.url = f"http://127.0.0.1:{port}"
         self.log = log_dir / f"{name}.log" if log_dir else None
         with self.log.open("wb") if self.log else open(os.devnull, "wb") as log:
-            self.proc = subprocess.Popen(command, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
         self.snapshots = 0  # tracemalloc snapshots asked for (bench/traced.py)
 
     def wait_ready(self, timeout: float = 60) -> None:

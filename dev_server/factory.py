@@ -12,7 +12,7 @@ The lifespan opens what needs opening, each closed in reverse order at shutdown 
 model layer (its provider connections), the signal hub, semantic recall's indexer, the
 background work (``dev_server.background``: drained before the stores close, its jobs write
 to them), the recorded streams still running, then the chores: warming the model layer up
-in the background (the tokenizer and the local model, plus litellm's import of seconds when
+in the background (the local model run once, plus litellm's import of seconds when
 an agent's model needs litellm: ``/health`` says ``status: "starting"`` until it is done, so
 the server answers at once and a probe can wait for ``"ok"``), trace retention (studio) and
 the stream sweep (gateway).
@@ -48,18 +48,13 @@ from dev_server.agents.runner import TurnRunner
 from dev_server.agents.salvage import salvage_dead_streams
 from dev_server.agents.signals import ThreadHub
 from dev_server.agents.turns import TurnStarter
-from dev_server.api import chat, health, otlp
+from dev_server.api import chat, health
 from dev_server.api.access_log import AccessLog
 from dev_server.api.cors import CorsPolicy, LocalCORS
 from dev_server.api.deps import Readiness, Services
 from dev_server.api.docs import mount_docs
 from dev_server.api.input_guard import InputGuard
 from dev_server.api.limits import BodySizeLimit
-from dev_server.api.studio import agents as agent_routes
-from dev_server.api.studio import memory, observability, observational, shell
-from dev_server.api.studio import metrics as metric_routes
-from dev_server.api.studio import tools as tool_routes
-from dev_server.api.studio.ui import studio_ui_router
 from dev_server.api.turn_limit import TurnLimit
 from dev_server.api.worker_slot import WorkerSlot
 from dev_server.auth import Authenticator, AuthMiddleware, BearerTokens
@@ -157,7 +152,7 @@ def storage_for(role: str, settings: Settings) -> CompositeStore:
     return CompositeStore.for_role(role, default_db_url=settings.default_db_url,
                                    observability_db_url=settings.observability_db_url,
                                    busy_timeout_ms=settings.busy_timeout_ms, db_auth_token=settings.db_auth_token,
-                                   db_timeout_s=settings.db_timeout_s)
+                                   db_timeout_s=settings.db_timeout_s, write_group=settings.db_write_group)
 
 
 def _openapi(app: FastAPI, generate: Callable[[FastAPI], dict[str, Any]]) -> dict[str, Any]:
@@ -296,8 +291,21 @@ def create_app(
     if role == "gateway":
         app.include_router(chat.router)
     else:
-        for router in (shell.router, agent_routes.router, tool_routes.router, observational.router, memory.router,
-                       observability.router, observability.legacy, metric_routes.router, otlp.router):
-            app.include_router(router)
-        app.include_router(studio_ui_router(settings.resolved_studio_ui_dir, agent_signals=True))
+        _include_studio_routes(app, settings)
     return app
+
+
+def _include_studio_routes(app: FastAPI, settings: Settings) -> None:
+    """The studio's routers, imported here: a gateway (each of its workers) never imports
+    them nor the OTLP receivers' protobuf messages (~0.15 s of CPU per process)."""
+    from dev_server.api import otlp
+    from dev_server.api.studio import agents as agent_routes
+    from dev_server.api.studio import memory, observability, observational, shell
+    from dev_server.api.studio import metrics as metric_routes
+    from dev_server.api.studio import tools as tool_routes
+    from dev_server.api.studio.ui import studio_ui_router
+
+    for router in (shell.router, agent_routes.router, tool_routes.router, observational.router, memory.router,
+                   observability.router, observability.legacy, metric_routes.router, otlp.router):
+        app.include_router(router)
+    app.include_router(studio_ui_router(settings.resolved_studio_ui_dir, agent_signals=True))

@@ -49,6 +49,8 @@ class Settings(BaseSettings):
     studio_port: int = Field(4111, ge=0, le=65535, description="Port of the studio (Mastra REST + UI)")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level")
     busy_timeout_ms: int = Field(5000, ge=0, description="SQLite busy_timeout for concurrent writers")
+    db_write_group: int = Field(64, ge=1, le=1000, description="Writes queued while the writer is busy that share"
+                                " one transaction, at most (group commit); 1: one transaction per write")
     max_body_bytes: int = Field(4_500_000, ge=1024, description="Largest accepted request body")
     local_model_only: bool = Field(
         False, description="Answer every agent with the built-in local model, even when provider keys are set"

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from dev_server.kernel.model import Finish, ModelRequest, TextDelta, Usage
+from dev_server.kernel.tokenx import estimate_tokens
 from dev_server.llm import LiteLLMClient, ModelProviderError, ModelResolver, prepare_litellm, translate
 from dev_server.llm.local_model import compose_reply
-from dev_server.llm.tokens import count_tokens
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_KEY = "sk-test-not-a-real-key-0123456789"
@@ -147,8 +147,8 @@ async def test_local_stream_is_deterministic_and_well_formed() -> None:
     text = "".join(deltas)
     assert text == '[local model] You said: "how are you today?". I can see 2 earlier messages in this conversation.'
     assert finish.finish_reason == "stop"
-    assert finish.usage == Usage(input_tokens=count_tokens("hello there") + count_tokens("hi")
-                                 + count_tokens("how are you today?"), output_tokens=count_tokens(text))
+    assert finish.usage == Usage(input_tokens=estimate_tokens("hello there") + estimate_tokens("hi")
+                                 + estimate_tokens("how are you today?"), output_tokens=estimate_tokens(text))
 
 
 @pytest.mark.anyio
@@ -222,7 +222,7 @@ async def test_local_model_counts_its_usage_and_streams_without_litellm(monkeypa
     finish = check_shape(events)
     text = "".join(e.text for e in events[:-1])
     assert text == '[local model] You said: "hi there". I can see 0 earlier messages in this conversation.'
-    assert (finish.usage.input_tokens, finish.usage.output_tokens) == (2, count_tokens(text))
+    assert (finish.usage.input_tokens, finish.usage.output_tokens) == (2, estimate_tokens(text))
 
 
 # -- litellm path: mock responses and errors ----------------------------------------------

@@ -1,12 +1,14 @@
-"""Three things Mastra 1.31 does that look like defects, and what dev-server does instead
-(docs/observational-memory.md#deliberate-differences D38-D40), each checked where it shows:
+"""Things Mastra 1.31 does that look like defects, and what dev-server does instead
+(docs/observational-memory.md#deliberate-differences D38-D40, D49), each checked where it shows:
 
 * D38: a reflection's new generation carries over the record as it is now (the cursor and
   the running total a synchronous observation just moved), not a copy read before it, so no
   turn already observed is observed again;
 * D39: a reply observed in part reaches the actor with its unobserved parts only;
 * D40: in resource scope the other threads' unobserved messages are counted once, and
-  transcribed once, under their own thread.
+  transcribed once, under their own thread;
+* D49: after a synchronous observation on a turn's first step, no reply the observation
+  covered stays in the actor's context, though it holds an earlier observation's markers.
 """
 
 from __future__ import annotations
@@ -88,3 +90,25 @@ def test_resource_scope_counts_the_other_threads_twice_as_mastra_but_transcribes
     history = history if isinstance(history, str) else " ".join(p.get("text", "") for p in history)
     assert history.count("Remind me to water the ferns on Friday.") == 1  # under its own thread only
     assert history.count("Also buy clover seeds.") == 1
+
+
+def test_a_reply_holding_an_earlier_observations_markers_leaves_the_context_once_observed(tmp_path: Path) -> None:
+    db = tmp_path / "dev-server.db"
+    observer = [f"<observations>\nDate: Jan 1, 2026\n* 🔴 (10:00) User stated fact {i}\n</observations>"
+                for i in (1, 2)]
+    model = ScriptedModel(["Noted one.", "Noted two."], observer=observer)
+    options = {"observation": {"messageTokens": 30, "bufferTokens": False}}
+    with serve("gateway", tmp_path, inprocess=True, llm=model,
+               settings={"telemetry": False, "om_options": options}) as server:
+        first = turn(server, "marked", "m1", FACT)
+        second = turn(server, "marked", "m2", FACT.replace("Alps", "Pyrenees"))
+    assert len(parts(first, "observation-end")) == len(parts(second, "observation-end")) == 1
+    # the first reply opens with its observation's markers and ends with its text: the reply
+    # Mastra's cleanup trims to that text and keeps
+    [reply, _] = [m for m in stored_messages(db, "marked") if m.role == "assistant"]
+    assert [p["type"] for p in reply.content["parts"]] == ["data-om-observation-start", "data-om-observation-end",
+                                                            "text"]
+    # the second turn's observer read that text, so the second turn's actor gets it from the log only
+    assert "Noted one." in str(model.requests_for("observer")[-1].messages[-1]["content"])
+    sent = model.requests_for("agent")[-1].messages
+    assert [m for m in sent if m["role"] == "assistant"] == []  # Mastra 1.31 still sends "Noted one."

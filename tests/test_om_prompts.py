@@ -261,7 +261,8 @@ def test_transcript_tool_exchange_once_and_skipped_parts() -> None:
                 {"type": "text", "text": "Found 3."}))
     # every kind of line takes the time label when the time changes, as Mastra's transcript does
     assert text == ('Dec 4 2025:\nReasoning (2:31 PM): Search first.\nTool Call search: q: "acme"\n'
-                    'Tool Result search: {\n  "hits": 3\n}\nTool Call fetch: {}\nTool Error fetch: boom\n'
+                    'Tool Result search: {\n  "hits": 3\n}\nTool Call fetch: arguments: [empty object]\n'
+                    'Tool Error fetch: boom\n'
                     "Assistant: Found 3.")
 
 

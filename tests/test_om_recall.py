@@ -92,6 +92,18 @@ async def test_messages_page_forward_and_back_from_a_cursor(libsql: LibSQLStore)
 
 
 @anyio
+async def test_a_page_leaves_out_the_turns_own_input_and_names_only_another_thread(libsql: LibSQLStore) -> None:
+    recall, _, caller = await recall_setup(libsql)
+    asking = Caller(caller.thread, "r", frozenset({"m28"}))  # m28 is the message this turn answers
+    end = await call(recall, asking, anchor="end", limit=2)
+    assert shown_ids(end) == ["m27", "m29"] and end["count"] == 2 and "threadId" not in end
+    forward = await call(recall, asking, cursor="m26")
+    assert shown_ids(forward) == ["m27", "m29"] and "threadId" not in forward
+    other = await call(recall, asking, cursor="u1", page=-1)
+    assert other["threadId"] == "u"
+
+
+@anyio
 async def test_low_detail_cuts_parts_with_a_hint_and_a_page_stays_within_its_budget(libsql: LibSQLStore) -> None:
     recall, _, caller = await recall_setup(libsql)
     page = await call(recall, caller, cursor="m11", limit=1)
@@ -191,7 +203,7 @@ async def test_thread_scope_reads_the_current_thread_only(libsql: LibSQLStore) -
     searched = await call(recall, caller, mode="search", query="Alps hiking")
     assert searched["count"] == 0
     assert (await call(recall, caller, mode="search", query="Message 3 about"))["count"] == 1
-    assert (await call(recall, caller, threadId="current", limit=1))["threadId"] == "t"
+    assert "threadId" not in await call(recall, caller, threadId="current", limit=1)
 
 
 @anyio

@@ -12,19 +12,29 @@ from pathlib import Path
 import httpx
 import pytest
 from opentelemetry._logs import SeverityNumber
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Link, Status, StatusCode
 
 from dev_server.api import otlp
-from dev_server.observability.otlp_mapping import input_preview, spans_from_request
+from dev_server.observability.otlp_mapping import (
+    input_preview,
+    logs_from_own,
+    logs_from_request,
+    spans_from_own,
+    spans_from_request,
+)
 from dev_server.settings import Settings
 from dev_server.storage.duckdb_store import DuckDBStore
 from dev_server.storage.observability.columns import SPAN_COLUMNS, TRACE_COLUMNS
@@ -99,6 +109,26 @@ def test_sdk_spans_become_a_tree_and_a_trace_row(studio):
     assert trace["trace_id"] == trace_id and len(trace_id) == 32 and trace["root_span_id"] == root[1]
     assert (trace["entity_id"], trace["run_id"], trace["service_name"]) == ("chat-agent", "run-1", "dev-server-gateway")
     assert trace["input_preview"] == "weather?" and json.loads(trace["metadata"]) == {"k": "v"}
+
+
+def test_the_studios_own_spans_map_to_the_rows_their_otlp_message_maps_to():
+    # The studio stores its own spans read from the SDK (spans_from_own), not through an OTLP
+    # message; whatever the span holds (errors, events, links, arrays), the rows are the same.
+    provider = TracerProvider(resource=RESOURCE)
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("test")
+    agent_run(tracer)
+    with tracer.start_as_current_span("linked", links=[Link(provider.get_tracer("t").start_span("x").get_span_context(),
+                                                             {"why": "retry", "n": 2})],
+                                      attributes={"list": ["a", "b"], "flag": True, "ratio": 0.5,
+                                                  "mastra.input": json.dumps("plain text")}) as span:
+        span.set_status(Status(StatusCode.ERROR, "went wrong"))
+    spans = memory.get_finished_spans()
+    received = datetime.now(UTC)
+    assert spans_from_own(spans, received) == spans_from_request(encode_spans(spans), received)
+    own_rows, own_traces = spans_from_own(spans, received)
+    assert len(own_rows) == len(spans) == 5 and len(own_traces) == 2
 
 
 def test_studio_read_routes_return_ingested_traces(studio):
@@ -183,6 +213,26 @@ def test_logs_from_the_sdk_exporter(studio):
     assert json.loads(got[0][7]) == ["x"] and json.loads(got[0][8]) == {"code.lineno": 12}
     assert got[0][9:] == ("dev-server-gateway", "test", 36)
     assert got[1][:4] == ("info", '{"event":"started","n":1}', None, None)
+
+
+def test_the_studios_own_log_records_map_to_the_rows_their_otlp_message_maps_to():
+    provider = LoggerProvider(resource=RESOURCE)
+    memory = InMemoryLogRecordExporter()
+    provider.add_log_record_processor(SimpleLogRecordProcessor(memory))
+    logger = provider.get_logger("test")
+    with TracerProvider(resource=RESOURCE).get_tracer("t").start_as_current_span("s"):
+        logger.emit(severity_number=SeverityNumber(17), severity_text="ERROR", body="tool failed",
+                    attributes={"mastra.thread_id": "t1", "mastra.tags": json.dumps(["x"]), "code.lineno": 12})
+    logger.emit(severity_number=SeverityNumber(10), body={"event": "started", "n": 1})
+    logger.emit(severity_number=SeverityNumber(10), body={"event": "started", "n": 1})  # the same, a moment later
+    logger.emit(body="named", attributes={"log.record.uid": "given-id"})
+    records = memory.get_finished_logs()
+    received = datetime.now(UTC)
+    own, sent = logs_from_own(records, received), logs_from_request(encode_logs(records), received)
+    assert [row[1:] for row in own] == [row[1:] for row in sent]  # all but the id, which is derived apart
+    ids = [row[0] for row in own]
+    assert len(set(ids)) == 4 and ids[3] == "given-id"
+    assert [row[0] for row in logs_from_own(records, received)] == ids  # written again: the same ids
 
 
 def short_trace_id() -> bytes:

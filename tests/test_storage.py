@@ -357,3 +357,13 @@ async def test_thread_metadata_with_non_finite_numbers_is_stored_as_null(libsql)
     assert (await store.get_thread("t-nf")).metadata == {"score": None, "kept": [2.5, None]}
     threads, total = await store.list_threads(resource_id="r", metadata={"kept": [2.5, None]})
     assert total == 1 and threads[0].id == "t-nf"
+
+
+def test_a_restarting_server_without_its_database_yet_is_unavailable_not_an_error():
+    """sqld answers HTTP before its database is back after a restart (404, "Namespace `default`
+    doesn't exist"): a 503 to retry, like the server down, never a 500 (seen in
+    test_scale_out's restart under load)."""
+    from dev_server.storage.hrana import StorageUnavailable, answer_of
+
+    with pytest.raises(StorageUnavailable):
+        answer_of(404, b'{"error":"Namespace `default` doesn\'t exist"}', "http://db/v2/pipeline")

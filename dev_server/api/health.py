@@ -1,7 +1,7 @@
 """``GET /health`` on both processes: public (no credential needed), cheap, always JSON.
 
 It answers as soon as the port is open. ``status`` is ``"starting"`` while the models warm
-up in the background (the tokenizer and the local model, ~1 s; plus litellm's import, 3-10 s,
+up in the background (the local model run once, well under a second; plus litellm's import, 3-10 s,
 when an agent's model needs litellm: a chat for it waits for that import), ``"ok"`` once a
 chat is answered at once (also after a failed warm-up: then the first chat tries again),
 ``"unavailable"`` when the conversation store is not open. ``models.litellmLoaded`` says

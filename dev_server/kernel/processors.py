@@ -114,11 +114,16 @@ class StepContext:
         stored) go, during a fresh reply's first step, onto the thread's previous reply after
         its parts (``for_previous_reply``, written by the runner before it stores this one),
         and so they do during a later step that split the reply (``split``: the newest stored
-        reply is the part split off until the next step stores the new one); otherwise onto
+        reply is the part split off until the next step stores the new one), as do a
+        synchronous cycle's when it split the reply before the model answered; otherwise onto
         the reply in progress, which Mastra has stored by then."""
         # streamed transient, stored all the same (in its smaller form when it has one)
         kept = DataPart(part.name, part.data if part.kept_data is None else part.kept_data, part.id)
         if durable == PREVIOUS_REPLY and ((self.fresh_reply and self.index == 0) or self.split):
+            self.for_previous_reply.append(kept)
+        elif durable is True and self.split and not reply.parts:
+            # a later step's synchronous cycle that split the reply: Mastra writes its markers
+            # onto the part split off (stored, sealed) before the reply goes on in a new message
             self.for_previous_reply.append(kept)
         else:
             reply.add_data(kept)

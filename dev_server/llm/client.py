@@ -63,7 +63,6 @@ from dev_server.llm.errors import ModelProviderError, at_endpoint, translate
 from dev_server.llm.local_model import stream_local
 from dev_server.llm.models import ModelResolver
 from dev_server.llm.offline import close_loop_clients, ensure_litellm, litellm_ready, loaded_litellm
-from dev_server.llm.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -180,8 +179,8 @@ class LiteLLMClient:
         await close_loop_clients()
 
     def status(self) -> dict[str, Any]:
-        """``/health``'s ``models``: whether the warm-up has run (the tokenizer and the local
-        model loaded, every agent's model resolved, litellm imported if one of them needs
+        """``/health``'s ``models``: whether the warm-up has run (the local model run once,
+        every agent's model resolved, litellm imported if one of them needs
         it), who answers each agent, and whether litellm is loaded in this process."""
         resolver = self._resolver
         if not self._warmed or resolver is None or any(map(resolver.needs_litellm, self.agent_models.values())):
@@ -308,11 +307,10 @@ class LiteLLMClient:
 
     async def warm_up(self) -> None:
         """Resolve each agent's model (importing litellm first, ~3.6 s, only when one of them
-        needs it), load the tokenizer and run the local model once before the first chat,
-        then log who answers each agent (one line per agent)."""
+        needs it) and run the local model once before the first chat, then log who answers
+        each agent (one line per agent)."""
         try:
             await self.resolver(*self.agent_models.values())
-            await asyncio.to_thread(count_tokens, "warm-up")  # loads the tokenizer off the event loop
             stream = self.stream(ModelRequest(model="local/warm-up", messages=[{"role": "user", "content": "hi"}]))
             try:
                 async for _ in stream:

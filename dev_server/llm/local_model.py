@@ -25,8 +25,9 @@ user message carries attachments (OpenAI ``image_url`` / ``file`` content parts)
 ``I received N attachment(s): <media types>.``, e.g. ``I received 2 attachments:
 image/png, application/pdf.``, so what reaches a model can be checked offline. The text is
 streamed in word-ish pieces (each piece carries its leading whitespace, so joining them
-gives the answer back). Usage is counted exactly with tiktoken (``dev_server.llm.tokens``): input
-tokens = the text of all messages, output tokens = the reply.
+gives the answer back). Usage is estimated (``dev_server.kernel.tokenx``, the estimator Observational Memory
+counts with; an exact tokenizer held ~75 MB per process): input tokens = the text of all
+messages, output tokens = the reply.
 
 Tools (when the request offers them, litellm's ``tools=[...]``), decided from the last user
 message, never by chance:
@@ -91,6 +92,7 @@ from typing import Any
 
 from dev_server.kernel.model import Finish, ModelEvent, TextDelta, ToolCall, ToolCallDelta, Usage
 from dev_server.kernel.prompt_marks import TOOL_NAME as WORKING_MEMORY_TOOL
+from dev_server.kernel.tokenx import estimate_tokens
 from dev_server.llm.content import attachments
 from dev_server.llm.errors import ModelProviderError, connection_message
 from dev_server.llm.local_observer import om_reply
@@ -103,7 +105,6 @@ from dev_server.llm.local_working_memory import (
     remembered_fact,
 )
 from dev_server.llm.models import LOCAL_PROVIDER
-from dev_server.llm.tokens import count_tokens
 
 PREFIX = "[local model] "
 SLOW_TRIGGER = "[[slow]]"
@@ -243,8 +244,8 @@ def compose_reply(messages: Sequence[dict[str, Any]]) -> LocalReply:
     return LocalReply(
         text=text,
         pieces=tuple(_PIECE.findall(text)),
-        input_tokens=sum(count_tokens(t) for t in texts),
-        output_tokens=count_tokens(text),
+        input_tokens=sum(estimate_tokens(t) for t in texts),
+        output_tokens=estimate_tokens(text),
         slow=SLOW_TRIGGER in last_user or SLOWER_TRIGGER in last_user,
         fail=memory.fail if memory is not None else FAIL_TRIGGER in last_user,
         delay_s=SLOWER_DELAY_S if SLOWER_TRIGGER in last_user else SLOW_DELAY_S if SLOW_TRIGGER in last_user else 0.0,
@@ -341,7 +342,7 @@ async def stream_local(messages: Sequence[dict[str, Any]],
                 yield ToolCallDelta(call.id, call.name, piece)
         for call in calls:
             yield ToolCall(call.id, call.name, call.arguments)
-        tokens = sum(count_tokens(message_text(m.get("content"))) for m in messages)
+        tokens = sum(estimate_tokens(message_text(m.get("content"))) for m in messages)
         yield Finish("tool-calls", Usage(tokens, 0))
         return
     reply = compose_reply(messages)

@@ -114,6 +114,10 @@ _DATE_LINE = re.compile(r"^([A-Z][a-z]{2}) (\d{1,2}) (\d{4}):$")
 _TIME_LABEL = r"(?: \((\d{1,2}):(\d{2}) ([AP]M)\))?"  # any line's title may carry one
 _SPEAKER_LINE = re.compile(r"^(User|Assistant|System|Tool|Signal)" + _TIME_LABEL + r": ?(.*)$")
 _TOOL_CALL_LINE = re.compile(r"^Tool Call ([^:(]+?)" + _TIME_LABEL + ":")
+# A line of a tool call's argument outline (om/prompting/tool_arguments.py): a field's path and
+# its value as JSON or a container's summary, or an indented preview. A field named ``User``
+# must not read as a speaker.
+_ARGUMENT_LINE = re.compile(r'^[\w$.\[\]]+: (?:".*"|-?\d[\d.eE+-]*|true|false|null|<object>|<array, \d+ items?>)$')
 _IGNORED_LINE = re.compile(r"^(?:Reasoning|Tool (?:Result|Error|Denied) [^:(]+?)" + _TIME_LABEL + ":")
 _THREAD_OPEN = re.compile(r'^<thread id="([^"]*)">$')
 _TRIGGER = re.compile(r"\[\[[\w-]+\]\]")
@@ -307,8 +311,12 @@ def _read_transcript(transcript: str) -> list[_Thread]:
     threads = [_Thread(None)]
     date, time = "", "00:00"
     current: _Statement | None = None
+    in_arguments = False  # on the lines after a tool call's title: its argument outline
     for line in transcript.split("\n"):
         stripped = line.strip()
+        if in_arguments and (line[:1].isspace() or _ARGUMENT_LINE.match(line) or line.startswith("... [")):
+            continue
+        in_arguments = False
         if match := _THREAD_OPEN.match(stripped):
             threads.append(_Thread(match.group(1)))
             current = None
@@ -320,7 +328,7 @@ def _read_transcript(transcript: str) -> list[_Thread]:
         elif match := _TOOL_CALL_LINE.match(line):
             time = _time_of(match, 2) or time
             threads[-1].statements.append(_Statement("tool", date, time, match.group(1).strip()))
-            current = None
+            current, in_arguments = None, True
         elif match := _IGNORED_LINE.match(line):
             time = _time_of(match, 1) or time
             current = None

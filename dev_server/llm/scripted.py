@@ -25,7 +25,7 @@ A script is a list of replies, one per model call, in order, or a function of th
   the words ``translate`` gives it; a ``ModelProviderError`` is raised as given; any other
   exception too (what a bug would raise, not a provider failure);
 * else one ``Finish``: ``finish_reason`` (default ``tool-calls`` after tool calls, else
-  ``stop``) and ``usage`` (default counted with the tokenizer, as the local model counts).
+  ``stop``) and ``usage`` (default estimated as the local model estimates it).
 
 Requests are told apart by what asks (``purpose_of``): ``agent`` (an agent's step, the
 default), ``title`` (``dev_server.memory.titles``), ``observer``, ``reflector`` and ``extractor``
@@ -80,6 +80,7 @@ from dev_server.kernel.model import (
     ToolCallDelta,
     Usage,
 )
+from dev_server.kernel.tokenx import estimate_tokens
 from dev_server.llm.base import ModelClientBase
 from dev_server.llm.content import fit_to_model
 from dev_server.llm.errors import ModelProviderError, provider_error
@@ -87,7 +88,6 @@ from dev_server.llm.local_model import is_title_request, message_text, stream_lo
 from dev_server.llm.local_observer import is_extractor_request, is_observer_request, is_reflector_request
 from dev_server.llm.models import split_model_id
 from dev_server.llm.offline import litellm_ready
-from dev_server.llm.tokens import count_tokens
 
 Purpose = Literal["agent", "title", "observer", "reflector", "extractor"]
 PURPOSES: tuple[Purpose, ...] = ("agent", "title", "observer", "reflector", "extractor")
@@ -276,8 +276,7 @@ class ScriptedModel(ModelClientBase):
                 "scripted": {"pending": self.pending, "requests": len(self.calls)}, "agents": agents}
 
     async def warm_up(self) -> None:
-        """Load the tokenizer (usage counts and the local model use it) before the first call."""
-        await asyncio.to_thread(count_tokens, "warm-up")
+        """Nothing to load: usage is estimated (``dev_server.kernel.tokenx``), without a tokenizer."""
 
 
 async def _play(reply: Reply, request: ModelRequest) -> AsyncIterator[ModelEvent]:
@@ -299,8 +298,8 @@ async def _play(reply: Reply, request: ModelRequest) -> AsyncIterator[ModelEvent
             yield ToolCallDelta(call.id, call.name, piece)
     for call in calls:
         yield call
-    usage = reply.usage or Usage(sum(count_tokens(message_text(m.get("content"))) for m in request.messages),
-                                 count_tokens("".join(reply.pieces)))
+    usage = reply.usage or Usage(sum(estimate_tokens(message_text(m.get("content"))) for m in request.messages),
+                                 estimate_tokens("".join(reply.pieces)))
     yield Finish(reply.finish_reason or ("tool-calls" if calls else "stop"), usage)
 
 

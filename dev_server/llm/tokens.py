@@ -1,12 +1,12 @@
-"""Exact token counts with tiktoken, offline.
+"""Exact token counts with tiktoken, offline, for the local observer's and reflector's output
+budgets (``dev_server.llm.local_om_budget``: what a real model would write per call).
 
-Used where litellm does not count for us: the local model's usage. (For providers whose
-stream omits usage, litellm already counts with the same tiktoken encodings, because every
-call asks for ``stream_options.include_usage``.) The encoding is ``o200k_base``, that of
-OpenAI's current models; its file ships inside litellm and ``dev_server.llm.offline`` points
-``TIKTOKEN_CACHE_DIR`` at it before tiktoken loads anything (without importing litellm), so
-nothing is downloaded.
-Loading it takes ~0.5 s once per process; the warm-up pays it.
+The encoding is ``o200k_base``, that of OpenAI's current models; its file ships inside
+litellm and ``dev_server.llm.offline`` points ``TIKTOKEN_CACHE_DIR`` at it before tiktoken
+loads anything (without importing litellm), so nothing is downloaded. Loading it costs ~0.5 s
+and ~75 MB, so it is loaded on the first count: the first local observation or reflection of
+a process, never at start nor on a plain turn (the local model's usage is estimated,
+``dev_server.kernel.tokenx``).
 """
 
 from __future__ import annotations

@@ -16,9 +16,6 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from jsonschema import SchemaError
-from jsonschema.validators import validator_for
-
 from dev_server.kernel.prompt_marks import (
     DATA_CLOSE,
     DATA_OPEN,
@@ -66,6 +63,9 @@ class WorkingMemoryOptions:
         if self.schema is not None:
             if not isinstance(self.schema, dict):
                 raise ValueError("the working memory schema must be a JSON schema object")
+            from jsonschema import SchemaError  # jsonschema (~85 ms to import) only where a schema is given
+            from jsonschema.validators import validator_for
+
             try:
                 validator_for(self.schema).check_schema(self.schema)
             except SchemaError as exc:
@@ -107,6 +107,8 @@ class WorkingMemoryOptions:
     def validated(self, document: Any) -> dict[str, Any]:
         if not isinstance(document, dict):
             raise WorkingMemoryInvalid("working memory must be a JSON object")
+        from jsonschema.validators import validator_for
+
         errors = sorted(validator_for(self.schema)(self.schema).iter_errors(document), key=lambda e: list(e.path))
         if errors:
             where = "/".join(map(str, errors[0].path)) or "(root)"

@@ -2,8 +2,10 @@
 
 Where the spans and logs go depends on who owns the DuckDB file (docs/architecture.md#decisions):
 
-- the studio writes them straight into its observability store, through the same OTLP
-  mapping its ``/v1/traces`` and ``/v1/logs`` receivers use;
+- the studio writes them straight into its observability store, into the rows its
+  ``/v1/traces`` and ``/v1/logs`` receivers write, read from the SDK as they are
+  (``otlp_mapping.spans_from_own``, ``logs_from_own``: encoding each to protobuf and reading
+  it back cost more than the rest of its way into DuckDB);
 - the gateway sends them with OpenTelemetry's OTLP/HTTP exporters to the studio, or to
   any collector named by the standard ``OTEL_EXPORTER_OTLP_*`` variables.
 
@@ -195,10 +197,7 @@ def accepts_connections(url: str, timeout_s: float = 1.0) -> Callable[[], bool]:
 
 
 def _direct_exports(storage: CompositeStore):
-    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-
-    from dev_server.observability.otlp_mapping import logs_from_request, spans_from_request
+    from dev_server.observability.otlp_mapping import logs_from_own, spans_from_own
     from dev_server.storage.observability.writer import ObservabilityWriter
 
     def writer() -> ObservabilityWriter | None:
@@ -208,7 +207,7 @@ def _direct_exports(storage: CompositeStore):
         target = writer()
         if target is None:
             return False  # kept queued (bounded) until the store can be written
-        span_rows, trace_rows = spans_from_request(encode_spans(batch), parse_iso(now_iso()))
+        span_rows, trace_rows = spans_from_own(batch, parse_iso(now_iso()))
         target.write_spans_blocking(span_rows, trace_rows)
         return True
 
@@ -216,7 +215,7 @@ def _direct_exports(storage: CompositeStore):
         target = writer()
         if target is None:
             return False
-        target.write_logs_blocking(logs_from_request(encode_logs(batch), parse_iso(now_iso())))
+        target.write_logs_blocking(logs_from_own(batch, parse_iso(now_iso())))
         return True
 
     return (export_spans, None), (export_logs, None)

@@ -16,6 +16,7 @@ import logging
 from typing import Any, Protocol
 
 from dev_server.storage.errors import StorageError
+from dev_server.storage.group_commit import DEFAULT_MAX_GROUP
 from dev_server.storage.libsql import LibSQLStore
 from dev_server.storage.remote import REMOTE_PREFIXES, RemoteLibSQLStore
 
@@ -70,6 +71,7 @@ class CompositeStore:
         observability_domain: Store | None = None,
         db_auth_token: str | None = None,
         db_timeout_s: float = 10.0,
+        write_group: int = DEFAULT_MAX_GROUP,
     ) -> CompositeStore:
         """The stores one process opens: the studio owns the observability file, the
         gateway only knows where it is (plain values: storage does not read settings).
@@ -77,9 +79,9 @@ class CompositeStore:
         default: Any
         if default_db_url.startswith(REMOTE_PREFIXES):
             default = RemoteLibSQLStore(default_db_url, auth_token=db_auth_token, busy_timeout_ms=busy_timeout_ms,
-                                        timeout_s=db_timeout_s)
+                                        timeout_s=db_timeout_s, max_group=write_group)
         else:
-            default = LibSQLStore(default_db_url, busy_timeout_ms=busy_timeout_ms)
+            default = LibSQLStore(default_db_url, busy_timeout_ms=busy_timeout_ms, max_group=write_group)
         if role != "studio":
             return cls(default, remote={OBSERVABILITY: observability_db_url})
         if observability_domain is None:

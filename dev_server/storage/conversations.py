@@ -6,10 +6,11 @@ saving is insert-or-ignore by id, so a client that re-sends the history (``useCh
 every turn) never duplicates a row. ``(created_at, seq)`` is a total order within a thread:
 ``seq`` is the insertion order and breaks ties.
 
-A unit of work is one ``BEGIN IMMEDIATE`` transaction on the writer connection, run as one
-plain function on its thread (``LibSQLStore.run_write``): a turn's writes (``record_turn``),
-a clone, a ``save-messages`` batch, a guarded delete. The lock is taken before anything is
-read, so what a unit checks is what it writes against; a failure anywhere rolls it all back.
+A unit of work is one ``BEGIN IMMEDIATE`` transaction on the writer connection (or its part
+of one, when writes queued together: group commit), run as one plain function on its
+thread (``LibSQLStore.run_write``): a turn's writes (``record_turn``), a clone, a
+``save-messages`` batch, a guarded delete. The lock is taken before anything is read, so
+what a unit checks is what it writes against; a failure anywhere rolls it all back.
 """
 
 from __future__ import annotations

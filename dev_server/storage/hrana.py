@@ -295,6 +295,8 @@ def answer_of(status: int, content: bytes, url: str) -> dict[str, Any]:
         text = content[:300].decode(errors="replace")
         if "locked" in text or "busy" in text.lower():
             raise StorageBusy(f"the database server at {url} is busy: {text}")
+        if status == 404 and "Namespace" in text:  # sqld restarting: it answers before its database is back
+            raise StorageUnavailable(f"the database server at {url} is not serving its database yet: {text}")
         raise StorageError(f"the database server at {url} answered HTTP {status}: {text}")
     return orjson.loads(content)
 

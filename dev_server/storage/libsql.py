@@ -16,10 +16,14 @@ function, ``run_write(work)``: ``work(conn)`` runs there between ``BEGIN IMMEDIA
 ``COMMIT`` (``ROLLBACK`` if it raises), one hop however many statements it runs. Writes are
 serialised by that one thread, in the order they were asked for; nothing awaits while a
 transaction is open, so one transaction never waits on the event loop for another's next
-statement. ``work`` is plain code: it must not touch the event loop or anything it owns.
+statement. ``work`` is plain code: it must not touch the event loop or anything it owns,
+nor have any effect outside the transaction (it may run again, see below).
 
+The writes asked for while the writer is busy share its next transaction (group commit:
+``dev_server.storage.group_commit``, ``run_group`` below): a work that raises gets its own
+error and the others commit without it; every caller is answered after the ``COMMIT``.
 A caller cancelled while its write waits in the queue skips it; once ``work`` has started
-it runs to ``COMMIT`` or ``ROLLBACK`` whatever the caller does, so a write is still all or
+it runs to the end of its group whatever the caller does, so a write is still all or
 nothing.
 
 Opening is retried: on a fresh file, ``PRAGMA journal_mode = WAL`` (and the first
@@ -46,7 +50,9 @@ import aiosqlite
 
 from dev_server.kernel.clock import now_iso
 from dev_server.paths import PathError, ensure_db_dir, file_path
+from dev_server.storage.checkpoints import DEFAULT_DELAY_S, Checkpointer
 from dev_server.storage.errors import StorageBusy, StorageError
+from dev_server.storage.group_commit import DEFAULT_MAX_GROUP, Write, WriteQueue
 from dev_server.storage.migrate import apply_libsql, load_migrations
 
 _REMOTE_PREFIXES = ("http://", "https://", "libsql://", "ws://", "wss://")
@@ -58,12 +64,19 @@ Work = Callable[[sqlite3.Connection], T]
 class LibSQLStore:
     engine = "libsql"
 
-    def __init__(self, url: str, *, busy_timeout_ms: int = 5000, readers: int = DEFAULT_READERS) -> None:
+    def __init__(self, url: str, *, busy_timeout_ms: int = 5000, readers: int = DEFAULT_READERS,
+                 max_group: int = DEFAULT_MAX_GROUP, checkpoint_after_s: float | None = DEFAULT_DELAY_S) -> None:
+        """``checkpoint_after_s``: WAL checkpoints on a thread of their own, this long after a
+        commit (dev_server.storage.checkpoints); None: SQLite's own, on the writer."""
         self.url = url
+        self.checkpoint_after_s = checkpoint_after_s
         self.busy_timeout_ms = busy_timeout_ms
         self.reader_count = max(1, readers)
+        self.max_group = max_group
         self._writer: sqlite3.Connection | None = None
         self._writer_thread: ThreadPoolExecutor | None = None
+        self._writes: WriteQueue | None = None
+        self._checkpoints: Checkpointer | None = None
         self._readers: list[aiosqlite.Connection] = []
         self._idle: deque[aiosqlite.Connection] = deque()
         self._waiting: deque[asyncio.Future[aiosqlite.Connection]] = deque()
@@ -92,11 +105,17 @@ class LibSQLStore:
             self._writer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-writer")
             writer = await self._on_writer(sqlite3.connect, str(target), isolation_level=None)
             self._writer = writer
+            self._writes = WriteQueue(self._writer_thread, partial(run_group, writer), self.max_group)
             writer.row_factory = sqlite3.Row
             await self._set_pragmas(target, lambda sql: self._on_writer(_fetch_sync, writer, sql))
             migrations = load_migrations("libsql")
             self.applied_migrations = await self._retry_locked(lambda: self._on_writer(
                 _transaction, writer, partial(apply_libsql, migrations=migrations, now=now_iso())))
+            if target != ":memory:" and self.checkpoint_after_s is not None:
+                self._checkpoints = Checkpointer(target, busy_timeout_ms=self.busy_timeout_ms,
+                                                 delay_s=self.checkpoint_after_s)
+                await self._checkpoints.open()
+                await self._on_writer(_fetch_sync, writer, "PRAGMA wal_autocheckpoint = 0")
             for _ in range(self.reader_count):
                 reader = await self._connect(target)
                 self._readers.append(reader)
@@ -130,13 +149,16 @@ class LibSQLStore:
         return conn
 
     async def close(self) -> None:
+        if self._checkpoints is not None:
+            await self._checkpoints.close()
+            self._checkpoints = None
         for conn in self._readers:
             await conn.close()
         if self._writer is not None:
             await self._on_writer(self._writer.close)
         if self._writer_thread is not None:
             self._writer_thread.shutdown(wait=True)  # idle by now: its last job closed the connection
-        self._readers, self._writer, self._writer_thread = [], None, None
+        self._readers, self._writer, self._writer_thread, self._writes = [], None, None, None
         self._idle.clear()
 
     @asynccontextmanager
@@ -191,18 +213,25 @@ class LibSQLStore:
         ``BEGIN IMMEDIATE`` takes the write lock first, waiting up to ``busy_timeout`` for
         another process's; past that, ``StorageBusy``. Reads in ``work`` see its own writes.
         """
-        if self._writer is None:
+        if self._writes is None:
             raise StorageError(f"store {self.url} is not open")
         try:
-            return await self._on_writer(_transaction, self._writer, work)
+            return await asyncio.wrap_future(self._writes.submit(work))
         except sqlite3.OperationalError as exc:
             if is_locked(exc):
                 raise StorageBusy(f"database {self.url} is locked by another writer") from exc
             raise
+        finally:
+            if self._checkpoints is not None:
+                self._checkpoints.committed()
 
     def health(self) -> dict[str, Any]:
+        writes = self._writes
         return {"engine": self.engine, "url": self.url, "path": str(self.path) if self.path else None,
-                "open": self.is_open, "readers": len(self._readers)}
+                "open": self.is_open, "readers": len(self._readers),
+                "writes": {"writes": writes.writes, "transactions": writes.groups, "queued": len(writes),
+                           "checkpoints": self._checkpoints.runs if self._checkpoints else 0}
+                if writes is not None else None}
 
 
 def _transaction(conn: sqlite3.Connection, work: Work[T]) -> T:
@@ -215,6 +244,111 @@ def _transaction(conn: sqlite3.Connection, work: Work[T]) -> T:
             conn.execute("ROLLBACK")
         raise
     return result
+
+
+_SAVEPOINT, _ROLLBACK_TO, _RELEASE = "SAVEPOINT grouped", "ROLLBACK TO grouped", "RELEASE grouped"
+
+
+def run_group(conn: sqlite3.Connection, group: list[Write]) -> None:
+    """Run a group of writes as one transaction (dev_server.storage.group_commit); settles
+    every write's future.
+
+    Optimistic first: the works one after another, one ``COMMIT`` (a savepoint per work
+    would cost two more statements per write, each a trip out of the GIL and back). When one
+    fails, the transaction is rolled back, that work keeps its error, and the others run
+    again, each in a savepoint of its own, so that a second failure is rolled back alone."""
+    if len(group) == 1:
+        _alone(conn, group[0])
+        return
+    if not _begin(conn, group):
+        return
+    try:
+        results = []
+        for write in group:
+            try:
+                results.append(write.work(conn))
+            except BaseException as exc:
+                write.future.set_exception(exc)
+                break
+        else:
+            conn.execute("COMMIT")
+            for write, result in zip(group, results, strict=True):
+                write.future.set_result(result)
+            return
+    except sqlite3.Error:
+        pass  # the COMMIT failed: nothing was written
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise  # the queue fails every write not settled yet
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+    _in_savepoints(conn, [write for write in group if not write.future.done()])
+
+
+def _begin(conn: sqlite3.Connection, group: list[Write]) -> bool:
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except BaseException as exc:  # locked past busy_timeout: the group waited as one write would
+        for write in group:
+            write.future.set_exception(exc)
+        return False
+    return True
+
+
+def _in_savepoints(conn: sqlite3.Connection, group: list[Write]) -> None:
+    """The group again, each work in a savepoint of its own: a failed one is rolled back
+    alone and gets its error. When SQLite ends the whole transaction inside a work (disk
+    full, an I/O error) or the ``COMMIT`` fails, nothing was written: the writes not
+    settled yet run one transaction each."""
+    if len(group) <= 1:
+        _one_by_one(conn, group)
+        return
+    if not _begin(conn, group):
+        return
+    done: list[tuple[Write, Any]] = []
+    try:
+        for write in group:
+            conn.execute(_SAVEPOINT)
+            try:
+                result = write.work(conn)
+            except BaseException as exc:
+                write.future.set_exception(exc)
+                if not conn.in_transaction:
+                    break
+                conn.execute(_ROLLBACK_TO)
+                conn.execute(_RELEASE)
+                continue
+            conn.execute(_RELEASE)
+            done.append((write, result))
+        else:
+            conn.execute("COMMIT")
+            for write, result in done:
+                write.future.set_result(result)
+            return
+    except sqlite3.Error:
+        pass
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+    _one_by_one(conn, [write for write in group if not write.future.done()])
+
+
+def _one_by_one(conn: sqlite3.Connection, writes: list[Write]) -> None:
+    for write in writes:
+        _alone(conn, write)
+
+
+def _alone(conn: sqlite3.Connection, write: Write) -> None:
+    try:
+        result = _transaction(conn, write.work)
+    except BaseException as exc:
+        write.future.set_exception(exc)
+    else:
+        write.future.set_result(result)
 
 
 def _fetch_sync(conn: sqlite3.Connection, sql: str) -> Any:

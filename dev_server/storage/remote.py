@@ -17,6 +17,15 @@ server that wants one (or ``?authToken=`` on the URL, as Turso prints it).
   transaction that read first held the server's write lock while its thread waited for the
   GIL behind the others, sqld's transaction timeout took the lock from it ("Stream handle
   not found"), and turns failed with 503 under 32 clients.
+* Writes asked for while one runs share the next transaction (group commit,
+  ``dev_server.storage.group_commit``): their statements go out together, in the order asked,
+  and ``COMMIT`` once. A statement's error surfaces at the next flush, which may be another
+  work's, so a group is not split with savepoints here: when anything in it fails, the
+  whole group is rolled back (nothing of it was committed) and its writes run again one
+  transaction each, so every caller gets its own outcome. The server unreachable, or its
+  lock held past the timeout, is not any one write's failure: every write of the group
+  gets that error at once (and a locked one is retried by its caller), rather than each
+  waiting for it again.
 * Migrations run as one such transaction, so N replicas starting at once apply each once.
 * The server unreachable (down, restarting, a partition longer than the timeout) is
   ``StorageUnavailable``: a 503 with a JSON error, never a hang; a failed write left nothing
@@ -37,7 +46,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from dev_server.kernel.clock import now_iso
 from dev_server.storage.errors import StorageBusy, StorageError
-from dev_server.storage.hrana import PipelineClient, Row, Transaction, read_result, statement
+from dev_server.storage.group_commit import DEFAULT_MAX_GROUP, Write, WriteQueue
+from dev_server.storage.hrana import PipelineClient, Row, StorageUnavailable, Transaction, read_result, statement
 from dev_server.storage.libsql import is_locked, retry_locked
 from dev_server.storage.migrate import apply_libsql, load_migrations
 
@@ -57,7 +67,7 @@ class RemoteLibSQLStore:
     engine = "libsql"
 
     def __init__(self, url: str, *, auth_token: str | None = None, busy_timeout_ms: int = 5000,
-                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+                 timeout_s: float = DEFAULT_TIMEOUT_S, max_group: int = DEFAULT_MAX_GROUP) -> None:
         if not url.startswith(REMOTE_PREFIXES):
             raise StorageError(f"not a libsql server URL: {url} (http://, https:// or libsql://)")
         query = parse_qs(urlsplit(url).query)
@@ -73,6 +83,8 @@ class RemoteLibSQLStore:
         self._read_clients: list[PipelineClient] = []
         self._writes: PipelineClient | None = None  # used by the writer thread only
         self._writer_thread: ThreadPoolExecutor | None = None
+        self._queue: WriteQueue | None = None
+        self.max_group = max_group
         self.applied_migrations: list[int] = []
         self.round_trips = 0  # write requests sent, and
         self.transactions = 0  # write transactions run
@@ -93,6 +105,7 @@ class RemoteLibSQLStore:
         self._reader_threads = ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="libsql-reader")
         self._writes = PipelineClient(self.endpoint, headers=self._headers, timeout_s=self._timeout_s)
         self._writer_thread = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="libsql-writer")
+        self._queue = WriteQueue(self._writer_thread, self._run_group, self.max_group)
         try:
             migrations = load_migrations("libsql")
             self.applied_migrations = await self.run_write(partial(apply_libsql, migrations=migrations,
@@ -108,6 +121,7 @@ class RemoteLibSQLStore:
         for client in (*self._read_clients, *([self._writes] if self._writes else [])):
             client.close()
         self._read_clients, self._reader_threads, self._writes, self._writer_thread = [], None, None, None
+        self._queue = None
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         if self._reader_threads is None:
@@ -131,18 +145,43 @@ class RemoteLibSQLStore:
         return rows[0] if rows else None
 
     async def run_write(self, work: Any) -> Any:
-        """``work(transaction)`` as one transaction on the writer thread; its result, or
-        its error after the rollback. Still locked after ``busy_timeout``: ``StorageBusy``."""
-        if self._writer_thread is None:
+        """``work(transaction)`` as one transaction (or with the writes queued beside it, as
+        one group) on the writer thread; its result, or its error after the rollback. Still
+        locked after ``busy_timeout``: ``StorageBusy``."""
+        queue = self._queue
+        if queue is None:
             raise StorageError(f"store {self.url} is not open")
-        loop = asyncio.get_running_loop()
         try:  # the transaction never committed, so running ``work`` again is safe
-            return await retry_locked(lambda: loop.run_in_executor(self._writer_thread, self._transaction, work),
-                                      self.busy_timeout_ms)
+            return await retry_locked(lambda: asyncio.wrap_future(queue.submit(work)), self.busy_timeout_ms)
         except sqlite3.OperationalError as exc:
             if is_locked(exc):
                 raise StorageBusy(f"database {self.url} is locked by another writer") from exc
             raise
+
+    def _run_group(self, group: list[Write]) -> None:
+        """On the writer thread: the group as one transaction; if anything in it fails, each
+        write again in a transaction of its own (see the module docstring)."""
+        if len(group) > 1:
+            try:
+                results = self._transaction(lambda transaction: [write.work(transaction) for write in group])
+            except (StorageUnavailable, StorageBusy, sqlite3.OperationalError) as exc:
+                if not isinstance(exc, sqlite3.OperationalError) or is_locked(exc):  # the server's, not a write's
+                    for write in group:  # each caller fails (a lock: retries) as it would have alone
+                        write.future.set_exception(exc)
+                    return
+            except BaseException:  # noqa: S110 - every write is run again below and gets its own outcome
+                pass
+            else:
+                for write, result in zip(group, results, strict=True):
+                    write.future.set_result(result)
+                return
+        for write in group:
+            try:
+                result = self._transaction(write.work)
+            except BaseException as exc:
+                write.future.set_exception(exc)
+            else:
+                write.future.set_result(result)
 
     def _transaction(self, work: Any) -> Any:
         assert self._writes is not None
@@ -161,7 +200,9 @@ class RemoteLibSQLStore:
 
     def health(self) -> dict[str, Any]:
         return {"engine": self.engine, "url": self.url, "path": None, "open": self.is_open, "server": True,
-                "requests": {"reads": self.reads, "writes": self.round_trips, "transactions": self.transactions}}
+                "requests": {"reads": self.reads, "writes": self.round_trips, "transactions": self.transactions},
+                "writes": {"writes": queue.writes, "transactions": queue.groups, "queued": len(queue)}
+                if (queue := self._queue) is not None else None}
 
 
 def ping(url: str, auth_token: str | None = None, timeout_s: float = 2.0) -> bool:

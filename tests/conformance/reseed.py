@@ -1,5 +1,5 @@
 """Re-seeding: our OM record made Mastra's again after a declared difference
-(docs/om-conformance.md#declared-differences).
+(docs/om-conformance.md#two-rates-free-and-re-seeded).
 
 A declared difference (docs/observational-memory.md, D38 for instance) can make the two
 records diverge at one turn; every later turn then differs because the states differ, not

@@ -6,8 +6,8 @@ handed OM's rules for the log it keeps (``LOG_RULES``: the message boundary of
 from __future__ import annotations
 
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock
+from dev_server.kernel.tokenx import estimate_tokens
 from dev_server.om.prompting.context import message_boundary
-from dev_server.om.tokens.tokenx import estimate_tokens
 from dev_server.storage.libsql import LibSQLStore
 from dev_server.storage.om_records import LogRules, OMRecordStore
 

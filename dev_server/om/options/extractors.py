@@ -39,9 +39,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from jsonschema import SchemaError
-from jsonschema.validators import validator_for
-
 from dev_server.kernel.prompt_marks import (
     EXTRACTOR_IDENTITY,
     SCHEMA_CLOSE,
@@ -192,6 +189,9 @@ def object_schema(field: str, schema: Any) -> dict[str, Any]:
     schema = dict(schema)
     if schema.get("type") != "object":
         raise ValueError(f"{field} must describe an object (\"type\": \"object\"), not {schema.get('type')!r}")
+    from jsonschema import SchemaError  # jsonschema (~85 ms to import) only where a schema is given
+    from jsonschema.validators import validator_for
+
     try:
         validator_for(schema).check_schema(schema)
     except SchemaError as exc:
@@ -378,6 +378,8 @@ def read_json_object(text: str) -> dict[str, Any]:
 
 
 def check_against(schema: dict[str, Any], value: dict[str, Any]) -> None:
+    from jsonschema.validators import validator_for
+
     errors = sorted(validator_for(schema)(schema).iter_errors(value), key=lambda e: list(e.path))
     if errors:
         where = "/".join(map(str, errors[0].path)) or "(root)"

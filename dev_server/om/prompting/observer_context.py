@@ -12,7 +12,7 @@ lines they head, so every kept line keeps its day.
 
 from __future__ import annotations
 
-from dev_server.om.tokens.tokenx import estimate_tokens
+from dev_server.kernel.tokenx import estimate_tokens
 
 KEPT_MARKERS = ("🔴", "✅")
 

@@ -6,6 +6,7 @@ The observer sees no JSON, only lines a person could read::
     User (2:30 PM): Hello, I have two kids
     Assistant: Nice to meet you!
     Tool Call search: q: "acme"
+    limit: 3
     Tool Result search: {
       "hits": 3
     }
@@ -18,7 +19,8 @@ appears once, however many parts repeat it: ``Tool Call <name>: <args>`` where i
 first seen, then ``Tool Result <name>: ...`` (``Tool Error`` when it failed) where its result
 is. Results are pretty-printed JSON (the ``providerMetadata.mastra.modelOutput`` form when the
 part has one), with long ``encryptedContent`` strings redacted and the whole capped at
-``TOOL_OUTPUT_TOKEN_CAP`` tokens; arguments get the same cap. Images and files become numbered
+``TOOL_OUTPUT_TOKEN_CAP`` tokens. Arguments are an outline, a field a line
+(``tool_arguments.py``). Images and files become numbered
 placeholders on a line named after the part's type (``File: [Image #1: photo.png]``, ``File:
 [File #1: report.pdf]``; the label is the file name, else a URL's last segment, else the
 media type) and are returned beside the text, so the caller can forward the files themselves
@@ -41,6 +43,7 @@ from urllib.parse import unquote, urlparse
 
 from dev_server.kernel.clock import parse_iso
 from dev_server.om.options.attachments import DEFAULT_OBSERVE_ATTACHMENTS, AttachmentFilter, accepts
+from dev_server.om.prompting.tool_arguments import format_arguments
 
 if TYPE_CHECKING:
     from dev_server.kernel.messages import Message
@@ -155,7 +158,7 @@ class _TranscriptWriter:
         name = invocation.get("toolName") or "unknown"
         if call_id not in self._calls_seen:
             self._calls_seen.add(call_id)
-            arguments = _capped(_arguments(invocation.get("args")))
+            arguments = format_arguments(invocation.get("args"))
             self.lines.append(f"{self._speaker(f'Tool Call {name}', moment)}: {arguments}")
         if invocation.get("state") == "result" and call_id not in self._results_seen:
             self._results_seen.add(call_id)
@@ -245,13 +248,6 @@ def _parts(content: Any) -> list[dict[str, Any]]:
 def _clock(moment: datetime) -> str:
     """``2:30 PM``: en-US, 12-hour, no leading zero."""
     return f"{moment.hour % 12 or 12}:{moment.minute:02d} {'AM' if moment.hour < 12 else 'PM'}"
-
-
-def _arguments(args: Any) -> str:
-    """``q: "acme", limit: 3`` for an object, JSON for anything else."""
-    if isinstance(args, dict) and args:
-        return ", ".join(f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in args.items())
-    return json.dumps(args if args is not None else {}, ensure_ascii=False)
 
 
 def _model_output(part: dict[str, Any], invocation: dict[str, Any]) -> Any:

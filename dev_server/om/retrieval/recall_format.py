@@ -12,7 +12,7 @@ cut parts grow back in priority order (the user's text up to 200 tokens, the res
 50); over it, the page is cut and says so (``truncated``, ``tokenOffset``). High detail
 shows parts whole (tool results up to 4,000 tokens); one part past a result's budget is
 read in chunks from a character offset (``read_chunk``). Tokens are tokenx's
-(``dev_server.om.tokens.tokenx``), as everywhere in OM.
+(``dev_server.kernel.tokenx``), as everywhere in OM.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Any
 
 from dev_server.kernel.clock import parse_iso
 from dev_server.kernel.messages import Message
+from dev_server.kernel.tokenx import estimate_tokens
 from dev_server.om.tokens.counting import format_tool_result
-from dev_server.om.tokens.tokenx import estimate_tokens
 
 PAGE_TOKENS = 2_000
 HIGH_TOOL_RESULT_TOKENS = 4_000

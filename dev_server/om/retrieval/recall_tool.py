@@ -101,6 +101,11 @@ def _error(message: str) -> dict[str, Any]:
     return {"error": message}
 
 
+def _other_thread(thread_id: str, caller: Caller) -> dict[str, str]:
+    """A page names its thread only when it is not the caller's (Mastra's pages never do, D50)."""
+    return {} if thread_id == caller.thread.id else {"threadId": thread_id}
+
+
 @dataclass(frozen=True)
 class Caller:
     """Who asks: the turn's thread, its resource, and this turn's input (not a search hit)."""
@@ -146,7 +151,7 @@ class Recall:
             return await self._from_cursor(args, caller, target if args.threadId else None)
         if args.partIndex is not None or args.charOffset is not None:
             return _error("partIndex and charOffset need a cursor (the id of the message the part belongs to)")
-        return await self._from_anchor(args, target)
+        return await self._from_anchor(args, caller, target)
 
     # -- access --------------------------------------------------------------------------
 
@@ -178,10 +183,15 @@ class Recall:
 
     # -- messages ------------------------------------------------------------------------
 
-    def _keep(self, args: RecallInput) -> Callable[[Message], bool]:
+    @staticmethod
+    def _keep(args: RecallInput, caller: Caller) -> Callable[[Message], bool]:
+        """Which messages a page lists. Never the turn's own input: the actor has it, and
+        Mastra's pages at a turn's first step do not list it either (it stores the input only
+        after that step; we store it when the turn starts, D50)."""
         if args.partType is None and args.toolName is None:
-            return is_visible
-        return lambda m: any(matches(p, args.partType, args.toolName) for p in message_parts(m))
+            return lambda m: m.id not in caller.turn_input and is_visible(m)
+        return lambda m: m.id not in caller.turn_input and any(
+            matches(p, args.partType, args.toolName) for p in message_parts(m))
 
     async def _walk(self, thread_id: str, anchor: str | None, forward: bool, needed: int,
                     keep: Callable[[Message], bool]) -> list[Message]:
@@ -261,26 +271,26 @@ class Recall:
             return _error("charOffset needs partIndex: it continues one part of the cursor's message")
         forward = page > 0
         skip = (abs(page) - 1) * limit
-        found = await self._walk(anchor.thread_id, anchor.id, forward, skip + limit + 1, self._keep(args))
+        found = await self._walk(anchor.thread_id, anchor.id, forward, skip + limit + 1, self._keep(args, caller))
         window = found[skip:skip + limit]
         more = len(found) > skip + limit
         messages = window if forward else list(reversed(window))
         return self._page_result(messages, args, cursor=args.cursor, page=page,
                                  has_next=more if forward else skip > 0, has_prev=skip > 0 if forward else more,
-                                 threadId=anchor.thread_id)
+                                 **_other_thread(anchor.thread_id, caller))
 
-    async def _from_anchor(self, args: RecallInput, thread: Thread) -> dict[str, Any]:
+    async def _from_anchor(self, args: RecallInput, caller: Caller, thread: Thread) -> dict[str, Any]:
         limit = args.limit or MAX_LIMIT
         page = abs(args.page or 1) or 1
         from_end = args.anchor == "end"
         skip = (page - 1) * limit
-        found = await self._walk(thread.id, None, not from_end, skip + limit + 1, self._keep(args))
+        found = await self._walk(thread.id, None, not from_end, skip + limit + 1, self._keep(args, caller))
         window = found[skip:skip + limit]
         more = len(found) > skip + limit
         messages = list(reversed(window)) if from_end else window
         return self._page_result(messages, args, cursor=messages[0].id if messages else "", page=page,
                                  has_next=skip > 0 if from_end else more, has_prev=more if from_end else skip > 0,
-                                 threadId=thread.id, anchor=args.anchor or "start")
+                                 **_other_thread(thread.id, caller))
 
     def _part(self, message: Message, index: int, char_offset: int) -> dict[str, Any]:
         parts = message_parts(message, high=True, whole=True)

@@ -27,8 +27,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from dev_server.kernel.tokenx import estimate_tokens
 from dev_server.om.tokens.attachments import client_estimate, estimate_attachment, result_attachments
-from dev_server.om.tokens.tokenx import estimate_tokens
 
 TOKENS_PER_MESSAGE = 3.8  # role, framing and separators of one message
 TOKENS_PER_CONVERSATION = 24  # system framing and reply priming of a whole prompt

@@ -5,8 +5,9 @@ through its in-process exporter). Each call is all-or-nothing: its batches (one 
 run inside one explicit transaction, as ONE job on the store's worker thread, so a trace
 row never lands without its spans and no other caller's statement can slip in between.
 
-Ingest is idempotent (migration 0002 gives every table its natural key): rows go through
-DuckDB's appender into a per-connection TEMP staging table, then one
+Ingest is idempotent (migration 0002 gives every table its natural key): rows are appended
+to their tables directly (DuckDB's appender) while none of their keys is stored yet; a batch
+that meets a stored key goes through a per-connection TEMP staging table instead, then one
 ``INSERT ... ON CONFLICT DO UPDATE`` moves them in. A batch sent again (a sender whose
 acknowledgement was lost retries it) replaces its own rows instead of adding copies. A row
 may only replace a row of the same resource: a span id that another resource already holds
@@ -25,6 +26,7 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from dev_server.storage.duckdb_store import DuckDBStore
@@ -109,15 +111,29 @@ class ObservabilityWriter:
         return await self.store.run(delete)
 
 
+class _KeysTaken(Exception):
+    """A row's key is already stored: the batch is written again as upserts."""
+
+
 def _job(batches: list[tuple[Table, Rows]]):
     """The write as one function of the connection; the first table's counts are reported
-    (spans for a span write: the trace rows are derived from them)."""
+    (spans for a span write: the trace rows are derived from them).
+
+    First the rows are appended to their tables directly, in one transaction: what nearly
+    every batch is (new spans), at two thirds of the upsert's cost. A key already stored (a
+    retried batch) rolls that back and the batch goes through staging and upserts."""
     batches = [(table, table.unique(rows)) for table, rows in batches if rows]
     sent = len(batches[0][1]) if batches else 0
 
-    def upsert_all(con) -> Written:
+    def write_all(con) -> Written:
         if not batches:
             return Written(0, 0)
+        try:
+            return Written(_in_transaction(con, partial(_append_all, con, batches)), 0)
+        except _KeysTaken:
+            return upsert_all(con)
+
+    def upsert_all(con) -> Written:
 
         def upserts() -> int:
             first = None
@@ -135,7 +151,19 @@ def _job(batches: list[tuple[Table, Rows]]):
         stored = _in_transaction(con, upserts)
         return Written(stored, sent - stored)
 
-    return upsert_all
+    return write_all
+
+
+def _append_all(con, batches: list[tuple[Table, Rows]]) -> int:
+    import duckdb
+
+    for table, rows in batches:
+        try:
+            with con.appender(table.name, columns=list(table.columns)) as appender:
+                appender.append_rows(rows)
+        except duckdb.ConstraintException as exc:  # a key taken, or a NULL where none may be: the upserts tell
+            raise _KeysTaken from exc
+    return len(batches[0][1])
 
 
 def _in_transaction(con, work):

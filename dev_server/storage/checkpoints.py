@@ -1,0 +1,80 @@
+"""WAL checkpoints off the writer's path.
+
+In WAL mode a commit appends pages to the ``-wal`` file, and SQLite copies them back into
+the database file (a checkpoint) once the WAL holds 1,000 pages, on the connection whose
+commit crossed that line, before that commit returns. A checkpoint syncs both files
+(``synchronous = NORMAL`` syncs nothing else), and an fsync on a busy disk took 2 ms at the
+median and up to 76 ms here: every write queued behind that commit waited for it (p99 of a
+thread creation 100 ms, measured with 8 writers in one process).
+
+So the writer turns automatic checkpoints off (``wal_autocheckpoint = 0``) and this runs
+them on a connection and a thread of its own: a ``PASSIVE`` checkpoint, which never blocks
+a reader or a writer (the writer keeps appending to the WAL meanwhile), ``delay_s`` after
+the first commit since the last one, so the WAL holds at most that long of writes beyond
+what a checkpoint could not copy yet (a frame newer than what a reader still reads waits
+for the next). Durability is unchanged: a committed transaction is in the WAL either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DELAY_S = 0.1
+
+
+class Checkpointer:
+    def __init__(self, target: Path | str, *, busy_timeout_ms: int, delay_s: float = DEFAULT_DELAY_S) -> None:
+        self.target = str(target)
+        self.busy_timeout_ms = busy_timeout_ms
+        self.delay_s = delay_s
+        self._thread: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None
+        self._due: asyncio.TimerHandle | None = None
+        self.runs = 0  # checkpoints run (for /health)
+
+    async def open(self) -> None:
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-checkpoint")
+        loop = asyncio.get_running_loop()
+        self._conn = await loop.run_in_executor(self._thread, self._connect)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.target, isolation_level=None)
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+        return conn
+
+    def committed(self) -> None:
+        """A write committed: a checkpoint runs ``delay_s`` from the first such since the last."""
+        if self._due is None and self._thread is not None:
+            self._due = asyncio.get_running_loop().call_later(self.delay_s, self._start)
+
+    def _start(self) -> None:
+        self._due = None
+        if self._thread is not None:
+            self._thread.submit(self._checkpoint)
+
+    def _checkpoint(self) -> None:
+        if self._conn is None:
+            return
+        try:
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            self.runs += 1
+        except sqlite3.Error as exc:  # another process's checkpoint, say: the next one catches up
+            log.debug("WAL checkpoint skipped: %s", exc)
+
+    async def close(self) -> None:
+        if self._due is not None:
+            self._due.cancel()
+            self._due = None
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await asyncio.get_running_loop().run_in_executor(thread, conn.close)
+        thread.shutdown(wait=True)
