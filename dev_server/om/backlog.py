@@ -182,12 +182,13 @@ class Backlog:
         if record is None:
             return False
         stored, derived = await self.store.window_since(job.thread_id, record.last_observed_at)
-        messages = [m for m in unobserved(stored, record) if m.created_at <= job.until]
+        carried = Carried(derived, job.ctx.counted)
+        budget = self.options.observation.max_tokens_per_batch
+        messages = _oldest_unobserved(stored, record, job.until, carried.count, budget)
         if not messages:
             log.info("thread %s: the backlog is caught up", job.thread_id)
             return False
-        carried = Carried(derived, job.ctx.counted)
-        batch = oldest_batch(messages, carried.count, self.options.observation.max_tokens_per_batch)
+        batch = oldest_batch(messages, carried.count, budget)
         token = current_trigger.set("async-buffer")
         try:
             observed = await engine.observe(job.ctx, record, batch,
@@ -201,6 +202,26 @@ class Backlog:
         job.ctx.counted.clear()
         log.info("thread %s: a backlog batch observed in the background (%d messages)", job.thread_id, len(batch))
         return True
+
+
+_SCAN = 500  # messages filtered at a time: a batch is found without filtering the whole backlog
+
+
+def _oldest_unobserved(stored: Sequence[Message], record: OMRecord, until: str, count: Callable[[Message], int],
+                       budget: int) -> list[Message]:
+    """The oldest unobserved of ``stored`` (oldest first) up to ``until``, as far as a batch of
+    ``budget`` tokens needs: until one more message of a later time than the one before it."""
+    found: list[Message] = []
+    total = TOKENS_PER_CONVERSATION
+    for start in range(0, len(stored), _SCAN):
+        for message in unobserved(stored[start:start + _SCAN], record):
+            if message.created_at > until:
+                return found
+            found.append(message)
+            total += count(message)
+            if total > budget and len(found) > 1 and found[-1].created_at > found[-2].created_at:
+                return found
+    return found
 
 
 def _unkept(part: DataPart, *args: Any, **kwargs: Any) -> None:
