@@ -3,8 +3,8 @@ bounded batches (docs/observational-memory.md#backlog, D52).
 
 A thread imported with thousands of messages (the Studio's ``save-messages``) reaches its
 first turn with millions of unobserved tokens. Mastra observes all of them in one
-synchronous observer call before the turn answers (37 s for 100,000 messages with the local
-model; a real model cannot even take such a prompt). Here a window is a backlog when its
+synchronous observer call before the turn answers (100,000 messages are 5.1 M tokens: no
+provider takes such a prompt, and issue 31 measured 37 s with the local model). Here a window is a backlog when its
 pending tokens exceed ``backlog_limit``: ``blockAfter`` (the point past which a turn may
 block at all), never less than one batch. Then:
 
