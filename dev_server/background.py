@@ -11,7 +11,10 @@ a log line when the queue is full (``max_queued``) or the group is not running, 
 when a job with the same key (one per thread and kind, e.g. ``title:<thread>``) is already
 queued or running. ``factory`` is called only when a worker picks the job up, so nothing
 runs on the caller's task. A job that raises is logged and counted, never retried.
-``stats()`` is what ``/health`` shows, in total and by kind (the key's first part:
+A running job may ask to be followed by another of its key (``follow_up``): queued as it
+ends, before its key is let go, so the key stays busy from one to the next (a catch-up
+that works one piece per job, ``dev_server.om.backlog``). ``busy(key)`` says whether a job of
+``key`` is queued or running. ``stats()`` is what ``/health`` shows, in total and by kind (the key's first part:
 ``title``, ``om-buffer``, ``om-reflect``).
 
 The queue and its keys are this process's: each of the gateway's workers has its own, so
@@ -46,6 +49,7 @@ class BackgroundWork:
         self.drain_s = drain_s
         self._queue: asyncio.Queue[tuple[str, JobFactory] | None] | None = None
         self._keys: set[str] = set()  # queued or running
+        self._follow: dict[str, JobFactory] = {}  # running key -> the job queued as it ends
         self._running = 0
         self._counts: Counter[str] = Counter()
         self._by_kind: dict[str, Counter[str]] = {}  # "om-buffer" of "om-buffer:thread:t" -> counts
@@ -82,6 +86,18 @@ class BackgroundWork:
             return False
         self._keys.add(key)
         self._count(key, "submitted")
+        return True
+
+    def busy(self, key: str) -> bool:
+        """A job of ``key`` is queued or running."""
+        return key in self._keys
+
+    def follow_up(self, key: str, factory: JobFactory) -> bool:
+        """Queue ``factory()`` under ``key`` as the job of ``key`` now running ends (called
+        from that job); False when it will not be. Never blocks, never raises."""
+        if not self._accepting or key not in self._keys or key in self._follow:
+            return False
+        self._follow[key] = factory
         return True
 
     async def drain(self, timeout_s: float | None = None) -> None:
@@ -137,4 +153,17 @@ class BackgroundWork:
                 log.warning("background job %s failed: %s: %s", key, type(exc).__name__, exc)
             finally:
                 self._running -= 1
-                self._keys.discard(key)
+                self._next(key)
+
+    def _next(self, key: str) -> None:
+        """The job of ``key`` ended: its follow-up is queued under the same key, or the key is free."""
+        follow = self._follow.pop(key, None)
+        if follow is not None and self._accepting and self._queue is not None:
+            try:
+                self._queue.put_nowait((key, follow))
+                self._count(key, "submitted")
+                return
+            except asyncio.QueueFull:
+                self._count(key, "dropped")
+                log.warning("background job %s dropped: the queue is full (%d jobs)", key, self.max_queued)
+        self._keys.discard(key)

@@ -70,6 +70,33 @@ async def test_one_job_per_key_is_queued_or_running_at_a_time() -> None:
     assert done == ["first", "other", "third"] and work.stats()["deduplicated"] == 1
 
 
+async def test_a_follow_up_keeps_its_key_busy_from_one_job_to_the_next() -> None:
+    work = BackgroundWork(workers=2)
+    await work.start()
+    done: list[int] = []
+    seen_idle: list[bool] = []
+
+    async def piece(n: int) -> None:
+        await asyncio.sleep(0)
+        done.append(n)
+        if n < 5:
+            assert work.follow_up("catch-up:t", lambda: piece(n + 1))
+            assert not work.follow_up("catch-up:t", lambda: piece(99))  # one follow-up at a time
+
+    async def watch() -> None:  # what a poller sees while the pieces run
+        while len(done) < 5:
+            seen_idle.append(not work.busy("catch-up:t"))
+            await asyncio.sleep(0)
+
+    assert work.submit("catch-up:t", lambda: piece(1))
+    await asyncio.wait_for(watch(), 5)
+    await asyncio.sleep(0.01)
+    assert done == [1, 2, 3, 4, 5] and seen_idle and not any(seen_idle)  # never free in between
+    assert not work.busy("catch-up:t") and not work.follow_up("catch-up:t", lambda: piece(99))  # ended
+    await work.drain()
+    assert work.stats()["byKind"]["catch-up"] == {"submitted": 5, "done": 5}
+
+
 async def test_a_failing_job_is_logged_counted_and_the_next_one_runs(caplog) -> None:
     work = BackgroundWork(workers=1)
     await work.start()

@@ -24,7 +24,7 @@ def assemble(options: MemoryOptions, store: ConversationStore, *, om: OMParts | 
              working: WorkingMemoryDocument, background: BackgroundJobs | None) -> tuple[Processor, ...]:
     """``om``: the memory's Observational Memory when it is on; ``working``: its working
     memory document (used when working memory is on); ``background``: where titles queue."""
-    processors: list[Processor] = [ObservationalMemoryStep(store, search, om.engine, om.buffering) if om
+    processors: list[Processor] = [ObservationalMemoryStep(store, search, om.engine, om.buffering, om.backlog) if om
                                    else HistoryWindow(store, options.window)]
     if options.recall is not None:
         processors.append(SemanticRecallStep(store, search, options.recall))
@@ -33,7 +33,7 @@ def assemble(options: MemoryOptions, store: ConversationStore, *, om: OMParts | 
     if om is not None:
         processors.append(TokenEstimates())
         if om.engine.options.buffer_on_idle:
-            processors.append(BufferOnIdle(store, om.engine, om.buffering))
+            processors.append(BufferOnIdle(store, om.engine, om.buffering, om.backlog))
     if options.generate_title and background is not None:
         processors.append(TitleGenerator(store, background))
     return tuple(processors)

@@ -12,6 +12,7 @@ from dev_server.kernel.model import LLMClient, ResolvedModel
 from dev_server.kernel.ports import BackgroundJobs, WorkingMemoryDocument
 from dev_server.kernel.processors import SpanOpener, no_span
 from dev_server.om import manual
+from dev_server.om.backlog import Backlog
 from dev_server.om.engine.buffering import Buffering
 from dev_server.om.engine.configured import configured_engine
 from dev_server.om.engine.observation_engine import ObservationEngine
@@ -24,6 +25,7 @@ from dev_server.storage.conversations import ConversationStore
 class OMParts:
     engine: ObservationEngine
     buffering: Buffering  # the engine's background observer and reflector
+    backlog: Backlog  # a backlog's bounded first observation and its background catch-up
     store: ConversationStore
 
     @classmethod
@@ -34,7 +36,7 @@ class OMParts:
         (the extractors' run context)."""
         engine = configured_engine(options, store.db, store.clock, working=working, threads=store,
                                    agent_id=agent_id, memory=memory)
-        return cls(engine, Buffering(engine, background, store), store)
+        return cls(engine, Buffering(engine, background, store), Backlog(engine, background, store), store)
 
     async def observe(self, thread_id: str, resource_id: str, *, llm: LLMClient,
                       model: ResolvedModel | str | None = None, messages: list[Message] | None = None,

@@ -43,6 +43,7 @@ from dev_server.kernel.messages import Message
 from dev_server.kernel.ports import SemanticSearch
 from dev_server.kernel.processors import ReplyContext, StepContext, TurnProcessor
 from dev_server.kernel.tools import Tool
+from dev_server.om.backlog import Backlog, backlog_limit
 from dev_server.om.engine.activation import projected_removal
 from dev_server.om.engine.buffering import Buffering, PartSink, buffer_candidates, safe_prefix
 from dev_server.om.engine.flags import clear_stale, flag_live
@@ -56,7 +57,7 @@ from dev_server.om.prompting.context import build_context_system_messages, other
 from dev_server.om.retrieval.instructions import retrieval_instructions
 from dev_server.om.retrieval.recall_tool import Recall
 from dev_server.om.step_decisions import StepDecisions
-from dev_server.om.tokens.counting import count_message
+from dev_server.om.tokens.counting import count_message, count_messages
 from dev_server.om.turn_window import Carried, TurnWindow
 from dev_server.storage.om_records import OMRecord, thread_om
 
@@ -115,6 +116,7 @@ class OMTurn(TurnProcessor):
         self.last_reply_read = False  # read once per turn: observations and reflections may both ask
         self.status_record: OMRecord | None = None  # what the status shows when not ``record`` (step_decisions)
         self.seeded_tokens = 0  # this step's reply opened for its markers before it has parts (step_decisions)
+        self.backlog = False  # the window is a backlog the catch-up observes (dev_server.om.backlog)
 
     async def before_step(self, step: StepContext) -> None:
         if step.thread is None:
@@ -152,12 +154,12 @@ class ObservationalMemoryStep:
     name = "observational-memory"
 
     def __init__(self, store: ResourceConversations, search: SemanticSearch, engine: ObservationEngine,
-                 buffering: Buffering) -> None:
+                 buffering: Buffering, backlog: Backlog) -> None:
         self.store = store
         self.search = search  # the recall tool's search by meaning (retrieval ``vector``)
         self.engine = engine
         self.buffering = buffering
-        self.decisions = StepDecisions(store, engine, buffering)
+        self.decisions = StepDecisions(store, engine, buffering, backlog)
 
     def start_turn(self, step: StepContext) -> OMTurn:
         return OMTurn(self)
@@ -292,10 +294,12 @@ class BufferOnIdle(TurnProcessor):
 
     name = "om-buffer-on-idle"
 
-    def __init__(self, store: ResourceConversations, engine: ObservationEngine, buffering: Buffering) -> None:
+    def __init__(self, store: ResourceConversations, engine: ObservationEngine, buffering: Buffering,
+                 backlog: Backlog) -> None:
         self.store = store
         self.engine = engine
         self.buffering = buffering
+        self.backlog = backlog
 
     def start_turn(self, step: StepContext) -> BufferOnIdle:
         return self
@@ -304,10 +308,13 @@ class BufferOnIdle(TurnProcessor):
         if done.failed or done.interrupted or done.llm is None or done.model is None:
             return
         record = await self.engine.records.active(self.engine.key(done.thread.id, done.thread.resource_id))
-        if record is None or flag_live(record.is_buffering_observation, clock=self.engine.records.clock):
+        if record is None or flag_live(record.is_buffering_observation, clock=self.engine.records.clock) \
+                or self.backlog.catching_up(record.lookup_key):
             return
         stored = await self.store.messages_since(done.thread.id, record.last_observed_at)
         candidates = safe_prefix(buffer_candidates(unobserved([*stored, done.reply], record), record))
+        if count_messages(candidates) > backlog_limit(self.engine.options, record.observation_token_count):
+            return  # a backlog: its catch-up observes it in batches (dev_server.om.backlog)
         sink = PartSink(self.engine.records, done.thread.id)
         ctx = CycleContext(done.llm, done.model, done.thread.id, dict(thread_om(done.thread.metadata)), sink.emit)
         await self.buffering.start_observation(ctx, record, candidates, sink, skip_minimum=True)

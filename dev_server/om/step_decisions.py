@@ -28,6 +28,7 @@ from dev_server.kernel.clock import epoch_ms, now_iso
 from dev_server.kernel.events import PREVIOUS_REPLY, Durable
 from dev_server.kernel.messages import Message
 from dev_server.kernel.processors import StepContext
+from dev_server.om.backlog import Backlog
 from dev_server.om.engine.activation import Activation, Trigger, activate, interval_crossed
 from dev_server.om.engine.buffering import Buffering, buffer_candidates, safe_prefix
 from dev_server.om.engine.flags import flag_live
@@ -62,6 +63,7 @@ class OMTurn(Protocol):
     context: list[tuple[str, str]]
     context_tokens: int
     announced: list[DataPart]
+    backlog: bool
     last_reply: Message | None
     last_reply_read: bool
     status_record: OMRecord | None
@@ -77,10 +79,12 @@ class OMTurn(Protocol):
 class StepDecisions:
     """The decisions of one memory's OM, for the turn (``OMTurn``) a step belongs to."""
 
-    def __init__(self, store: ResourceConversations, engine: ObservationEngine, buffering: Buffering) -> None:
+    def __init__(self, store: ResourceConversations, engine: ObservationEngine, buffering: Buffering,
+                 backlog: Backlog) -> None:
         self.store = store
         self.engine = engine
         self.buffering = buffering
+        self.backlog = backlog
 
     async def thread_step(self, step: StepContext, turn: OMTurn, first: bool) -> None:
         options = self.engine.options
@@ -102,12 +106,18 @@ class StepDecisions:
                                               options.reflection_triggers.on_provider_change)
                 reflect_trigger = cold.kind if cold else None
             record = await self.engine.maybe_reflect(ctx, record, trigger=reflect_trigger, buffer=turn.reflect_ahead)
+            if self.backlog.over(record, window.pending):  # docs/observational-memory.md#backlog
+                record = await self.backlog.first_step(ctx, record, window, turn.preserved(first))
+                turn.backlog = True
         elif record.is_buffering_observation and not self.buffering.observing(record.lookup_key):
             # the background observer this turn started has ended: its chunk is on the record now.
             # The step's status still shows the turn's copy, as Mastra's does (its turn record
             # is read again only by activation, reflection and observation)
             turn.status_record = turn.status_record or record
             record = await self.engine.records.active(record.lookup_key) or record
+        if turn.backlog:  # the catch-up observes; the turn neither buffers nor observes what it shows
+            turn.record = record
+            return
         threshold = options.message_threshold(record.observation_token_count)
         if buffering and window.pending < threshold:
             await self._maybe_buffer(step, turn, record, threshold)

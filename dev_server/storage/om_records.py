@@ -166,10 +166,12 @@ class OMRecordStore:
         return _record(await self.db.run_write(work))
 
     async def update_active_observations(self, record_id: str, *, observations: str, token_count: int,
-                                         last_observed_at: str | None, observed_ids: Sequence[str]) -> OMRecord:
+                                         last_observed_at: str | None, observed_ids: Sequence[str],
+                                         listed_ids: Sequence[str] | None = None) -> OMRecord:
         """After a sync observation: the new log, its size, the cursor, the observed ids
-        (old and new), and no pending tokens; the running total grows by the new log's size
-        (``token_count``: what Mastra adds per sync observation). A buffered chunk holding
+        (old and new; of the new only ``listed_ids`` when given), and no pending tokens; the
+        running total grows by the new log's size (``token_count``: what Mastra adds per sync
+        observation). A buffered chunk holding
         any of the messages just observed is dropped: this cycle observed them (a manual
         observe does not wait for activation), and activating the chunk would write them
         into the log a second time."""
@@ -177,7 +179,7 @@ class OMRecordStore:
             row = conn.execute("SELECT observed_message_ids, buffered_observation_chunks"
                                " FROM mastra_observational_memory WHERE id = ?", (record_id,)).fetchone()
             known = json.loads(row[0]) if row and row[0] else []
-            merged = list(dict.fromkeys([*known, *observed_ids]))
+            merged = list(dict.fromkeys([*known, *(observed_ids if listed_ids is None else listed_ids)]))
             chunks = json.loads(row[1]) if row and row[1] else []
             kept = [c for c in chunks if not _holds_any(c, observed_ids)]
             return conn.execute(

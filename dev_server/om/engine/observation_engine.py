@@ -55,6 +55,7 @@ from dev_server.om.engine.flags import STALE_FLAG_S, settled
 from dev_server.om.engine.output_check import distinct_observations, observer_problem, reflection_problem
 from dev_server.om.engine.parts import OBSERVATION, REFLECTION, Cycle, activation_part, marker_config
 from dev_server.om.engine.thread_metadata import observation_patch, with_extracted
+from dev_server.om.engine.window import has_markers
 from dev_server.om.options.attachments import for_model
 from dev_server.om.options.config import ObservationalMemoryOptions
 from dev_server.om.prompting.context import message_boundary
@@ -169,13 +170,16 @@ class ObservationEngine:
     # -- observation -------------------------------------------------------------------
 
     async def observe(self, ctx: CycleContext, record: OMRecord, messages: Sequence[Message],
-                      message_tokens: int) -> OMRecord | None:
-        """Observe ``messages``; the updated record, or None when nothing was observed."""
+                      message_tokens: int, *, by_cursor: bool = False) -> OMRecord | None:
+        """Observe ``messages``; the updated record, or None when nothing was observed.
+        ``by_cursor``: the new cursor covers every one of ``messages`` (a backlog's batch,
+        ``dev_server.om.backlog``), so only those the cursor does not decide for (they carry
+        observation markers, ``window.unobserved``) join the record's observed ids."""
         async with self.hooks.cycle(ctx, record, OBSERVATION) as cycle_ctx:
-            return await self._observe(cycle_ctx, record, messages, message_tokens)
+            return await self._observe(cycle_ctx, record, messages, message_tokens, by_cursor)
 
     async def _observe(self, ctx: CycleContext, record: OMRecord, messages: Sequence[Message],
-                       message_tokens: int) -> OMRecord | None:
+                       message_tokens: int, by_cursor: bool = False) -> OMRecord | None:
         if not messages or not await self.records.claim_flag(record.id, "is_observing", stale_after_s=STALE_FLAG_S):
             return None
         if await self._moved_on(record):
@@ -196,7 +200,8 @@ class ObservationEngine:
             merged = f"{existing}{message_boundary(last_observed_at)}{new}" if existing else new
             updated = await self.records.update_active_observations(
                 record.id, observations=merged, token_count=estimate_tokens(merged),
-                last_observed_at=last_observed_at, observed_ids=[m.id for m in messages])
+                last_observed_at=last_observed_at, observed_ids=[m.id for m in messages],
+                listed_ids=[m.id for m in messages if has_markers(m)] if by_cursor else None)
             await self.commit_thread(ctx, output, messages, extraction, cycle.id)
         except Exception as exc:
             log.warning("observation of thread %s failed: %s", ctx.thread_id, describe_error(exc))

@@ -74,6 +74,11 @@ def unobserved(messages: Sequence[Message], record: OMRecord | None, *, cursor: 
     return found
 
 
+def has_markers(message: Message) -> bool:
+    """``message`` carries an observation marker: the cursor alone does not say whether it is observed."""
+    return any(part.get("type") in MARKERS for part in message.content.get("parts") or ())
+
+
 def has_incomplete_tool_calls(messages: Sequence[Message]) -> bool:
     """The newest message waits on a tool call (state ``call``): observing now would split it."""
     if not messages:
