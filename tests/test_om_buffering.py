@@ -247,9 +247,13 @@ async def test_background_observer_stores_a_chunk_and_reports_late_parts_on_the_
     sink = PartSink(engine.records, "t")  # no live turn: parts go onto the newest reply
     ctx = CycleContext(llm, model, "t", None, sink.emit)
     buffering = Buffering(engine, background)
+    gate = asyncio.Event()  # every worker busy: the observation stays queued until the gate opens
+    for worker in range(background.workers):
+        assert background.submit(f"hold:{worker}", gate.wait)
     assert await buffering.start_observation(ctx, record, messages, sink)
     assert flag_live((await engine.records.active("thread:t")).is_buffering_observation)  # claimed by the turn
     assert not await buffering.start_observation(ctx, record, messages, sink)  # one at a time per thread
+    gate.set()
     await background.drain()
     active = await settled(engine.records, "thread:t", timeout_s=5)
     assert active.is_buffering_observation is None
