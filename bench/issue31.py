@@ -74,7 +74,7 @@ class Sizes:
 
 SIZES = {
     "full": Sizes(None, None, None, 5_000_000, 200, 3, 30, 5, 3_000, 20_000, 100_000),
-    "quick": Sizes(20, 1.0, None, 1_000_000, 50, 1, 5, 1, 1_000, 2_000, 5_000),
+    "quick": Sizes(None, None, None, 1_000_000, 100, 2, 5, 3, 1_000, 2_000, 5_000),
     # The smallest run that goes through every part (tests/test_bench.py): its figures mean nothing.
     "smoke": Sizes(5, 0.5, (20, 5, (1_000,)), 100_000, 5, 1, 1, 1, 100, 500, 1_500),
 }
