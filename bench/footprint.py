@@ -184,6 +184,16 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     args.load_start = " ".join(f"{v:.2f}" for v in os.getloadavg())
+    results = run(args)
+    text = report(results, args)
+    print(text)
+    out = args.out or REPO / "bench" / "results" / f"{time.strftime('%Y-%m-%d')}-{commit()}-footprint.md"
+    out.write_text(text + "\n")
+    print(f"written to {out}")
+
+
+def run(args: argparse.Namespace) -> list[dict]:
+    """Every process measured (``args``: seconds, clients, threads, baseline), the bare app first."""
     python = sys.executable
     checkouts = {"": REPO} | ({f"{args.baseline.name}: ": args.baseline} if args.baseline else {})
     with tempfile.TemporaryDirectory() as tmp:
@@ -216,11 +226,7 @@ def main() -> None:
         finally:
             for studio in studios.values():
                 studio.stop()
-    text = report(results, args)
-    print(text)
-    out = args.out or REPO / "bench" / "results" / f"{time.strftime('%Y-%m-%d')}-{commit()}-footprint.md"
-    out.write_text(text + "\n")
-    print(f"written to {out}")
+    return results
 
 
 if __name__ == "__main__":

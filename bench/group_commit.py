@@ -76,17 +76,29 @@ async def main() -> None:
     parser.add_argument("--request-ms", type=float, default=0.3)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    lines, _ = await compare(args.runs, args.writes, args.request_ms)
+    print("\n".join(lines))
+    if args.out:
+        args.out.write_text("\n".join(lines) + "\n")
+
+
+async def compare(runs: int, writes: int, request_ms: float, in_flights: tuple[int, ...] = (8, 32)
+                  ) -> tuple[list[str], dict[int, dict[str, list[tuple[float, ...]]]]]:
+    """The table's lines, and per in-flight count each configuration's figures per run
+    (writes/s, p50 wait ms, p99 wait ms, writes per transaction)."""
+    found: dict[int, dict[str, list[tuple[float, ...]]]] = {}
     load_before = os.getloadavg()
     lines = [*(f"- {line}" for line in machine()), ""]
     with tempfile.TemporaryDirectory() as tmp:
-        for in_flight in (8, 32):
+        for in_flight in in_flights:
             figures: dict[str, list[tuple[float, ...]]] = {name: [] for name in CONFIGS}
-            for run in range(args.runs):
+            found[in_flight] = figures
+            for run in range(runs):
                 names = list(CONFIGS) if run % 2 == 0 else list(reversed(CONFIGS))
                 for name in names:
-                    figures[name].append(await one_run(Path(tmp), CONFIGS[name], args.writes, in_flight,
-                                                       args.request_ms))
-            lines += [f"{in_flight} in flight, {args.writes} thread creations a run, {args.request_ms} ms of loop"
+                    figures[name].append(await one_run(Path(tmp), CONFIGS[name], writes, in_flight,
+                                                       request_ms))
+            lines += [f"{in_flight} in flight, {writes} thread creations a run, {request_ms} ms of loop"
                       " CPU before each:", "",
                       "| figure | as shipped | baseline | ratio of medians | median of each run's ratio |",
                       "|---|---|---|---|---|"]
@@ -98,10 +110,8 @@ async def main() -> None:
                              f" | {statistics.median(ours) / statistics.median(base):.2f} | {paired:.2f} |")
             lines.append("")
     load_after = os.getloadavg()
-    lines.append(f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after; {args.runs} runs each")
-    print("\n".join(lines))
-    if args.out:
-        args.out.write_text("\n".join(lines) + "\n")
+    lines.append(f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after; {runs} runs each")
+    return lines, found
 
 
 if __name__ == "__main__":

@@ -78,33 +78,50 @@ def main() -> None:
     print("# Local observer and reflector on big inputs\n")
     print("\n".join(f"- {line}" for line in machine()))
     print(f"- dev_server from: {Path(dev_server.__file__).parent}\n- load average at start: {os.getloadavg()[0]:.2f}\n")
+    run(top, echo=True)
+    print(f"\n(load average at end: {os.getloadavg()[0]:.2f})")
+
+
+def run(top: int, echo: bool = False) -> tuple[list[str], dict[str, Any]]:
+    """The tables' lines (each printed as it comes with ``echo``) and the figures: per observer
+    input (input tokens, output tokens), per reflector input (input tokens, output tokens per
+    level), and the cycles' largest active log, threshold and reflections."""
+    lines: list[str] = []
+    found: dict[str, Any] = {"observer": [], "reflector": []}
+
+    def out(*texts: str) -> None:
+        for text in texts:
+            lines.extend(text.split("\n"))
+            if echo:
+                print(text, flush=True)
+
     compose_reply(observer_request("Dec 4 2025:\nUser (9:00 AM): warm up"))  # tiktoken's load is not a call's
-    print("| observer input | input tokens | output tokens | output / input | time per call |")
-    print("|---|---|---|---|---|")
+    out("| observer input | input tokens | output tokens | output / input | time per call |", "|---|---|---|---|---|")
     for tokens in (t for t in (100_000, 1_000_000, 5_000_000) if t <= top):
         messages = generated_conversation(tokens // 39)
         transcript, _ = format_transcript(messages, tz=UTC)
         request = observer_request(transcript)
         seconds, reply = best(lambda request=request: compose_reply(request), 1 if tokens > 1_000_000 else 3)
         output, read = estimate_tokens(parse_observer_output(reply.text).observations), estimate_tokens(transcript)
-        print(f"| {len(messages):,} messages | {read:,} | {output:,} | {output / read:.4f} | {seconds:.2f} s |",
-              flush=True)
-    for lines in LOG_LINES:
-        log = generated_log(lines)
-        print(f"\n| reflector input {estimate_tokens(log):,} tokens, threshold {THRESHOLD:,} | output tokens "
-              "| under threshold | time per call |")
-        print("|---|---|---|---|")
+        found["observer"].append((read, output))
+        out(f"| {len(messages):,} messages | {read:,} | {output:,} | {output / read:.4f} | {seconds:.2f} s |")
+    for log_lines in LOG_LINES:
+        log = generated_log(log_lines)
+        outputs: list[int] = []
+        found["reflector"].append((estimate_tokens(log), outputs))
+        out(f"\n| reflector input {estimate_tokens(log):,} tokens, threshold {THRESHOLD:,} | output tokens "
+            "| under threshold | time per call |", "|---|---|---|---|")
         for level in range(5):
             request = [{"role": "system", "content": reflector_system_prompt()}, *reflector_messages(log, level=level)]
             seconds, reply = best(lambda request=request: compose_reply(request), 3)
             output = estimate_tokens(parse_reflector_output(reply.text).observations)
-            print(f"| level {level} | {output:,} | {'yes' if output < THRESHOLD else 'no'} | {seconds:.3f} s |",
-                  flush=True)
-    asyncio.run(cycles())
-    print(f"\n(load average at end: {os.getloadavg()[0]:.2f})")
+            outputs.append(output)
+            out(f"| level {level} | {output:,} | {'yes' if output < THRESHOLD else 'no'} | {seconds:.3f} s |")
+    found["cycles"] = asyncio.run(cycles(out))
+    return lines, found
 
 
-async def cycles(count: int = 30, messages: int = 1_000) -> None:
+async def cycles(out: Callable[..., None], count: int = 30, messages: int = 1_000) -> dict[str, int]:
     """Observational Memory's engine at its default reflection threshold on a real SQLite
     file, the local model observing ``messages`` messages (~39k tokens, about Mastra's
     default window of 30k) per cycle and reflecting when the log reaches the threshold."""
@@ -127,13 +144,14 @@ async def cycles(count: int = 30, messages: int = 1_000) -> None:
             sizes.append(record.observation_token_count)
         await store.close()
     threshold = engine.options.reflection.observation_tokens
-    print(f"\n| {count} cycles of {messages:,} messages, reflection threshold {threshold:,} | figure |\n|---|---|")
-    print(f"| active observations after cycles 1 / 10 / 20 / {count} | "
-          f"{' / '.join(f'{sizes[i]:,}' for i in (0, 9, 19, count - 1))} |")
+    out(f"\n| {count} cycles of {messages:,} messages, reflection threshold {threshold:,} | figure |", "|---|---|",
+        f"| active observations after cycles 1 / 10 / 20 / {count} | "
+        f"{' / '.join(f'{sizes[i]:,}' for i in (0, 9, 19, count - 1))} |")
     verdict = "under" if max(sizes) < threshold else "over"
-    print(f"| largest after any cycle | {max(sizes):,} ({verdict} the threshold) |")
-    print(f"| reflections (generations) | {record.generation_count} |")
-    print(f"| time per cycle, median / max | {statistics.median(seconds):.2f} s / {max(seconds):.2f} s |")
+    out(f"| largest after any cycle | {max(sizes):,} ({verdict} the threshold) |",
+        f"| reflections (generations) | {record.generation_count} |",
+        f"| time per cycle, median / max | {statistics.median(seconds):.2f} s / {max(seconds):.2f} s |")
+    return {"largest": max(sizes), "threshold": threshold, "reflections": record.generation_count}
 
 
 if __name__ == "__main__":

@@ -145,28 +145,40 @@ def report(quick: bool, windows: list[dict[str, Any]], imports: list[dict[str, A
     return "\n".join(lines) + "\n"
 
 
-async def main_async(quick: bool, watch: Watch) -> str:
+async def measure(quick: bool, watch: Watch, sizes: tuple[int, int, tuple[int, ...]] | None = None
+                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, tuple[float, float]],
+                             tuple[float, ...]]:
+    """Each window size's figures, each imported thread's, the fresh thread's CPU per turn (on,
+    off), and the load average at the start. ``sizes``: turns per window size, turns per CPU
+    block and the imported threads' sizes, instead of the mode's."""
     load = os.getloadavg()
-    turns, block = (150, 40) if quick else (600, 100)
+    turns, block, import_sizes = sizes or ((150, 40, (10_000,)) if quick else (600, 100, (10_000, 100_000)))
     windows = []
     for tokens in WINDOW_SIZES:
         windows.append(await window_size(tokens, turns, watch))
         print(f"  messageTokens {tokens:,}: last/first {windows[-1]['ratio']:.2f}x", flush=True)
     imports = []
-    for size in (10_000,) if quick else (10_000, 100_000):
+    for size in import_sizes:
         imports.append(await imported(size, block, watch))
         print(f"  imported {size:,}: first turn {imports[-1]['first_s']:.2f} s, on/off "
               f"{imports[-1]['on'][1] / imports[-1]['off'][1]:.2f}x", flush=True)
     new = await fresh(block, watch)
-    return report(quick, windows, imports, new, load, watch)
+    return windows, imports, new, load
+
+
+def watching() -> Watch:
+    """A Watch on the root logger and the garbage collector, as the runs need it."""
+    watch = Watch()
+    logging.getLogger().addHandler(watch)
+    gc.callbacks.append(watch.gc_event)
+    return watch
 
 
 def main() -> None:
     quick = "--quick" in sys.argv[1:]
-    at_start, watch = commit(), Watch()
-    logging.getLogger().addHandler(watch)
-    gc.callbacks.append(watch.gc_event)
-    text = asyncio.run(main_async(quick, watch))
+    at_start, watch = commit(), watching()
+    windows, imports, new, load = asyncio.run(measure(quick, watch))
+    text = report(quick, windows, imports, new, load, watch)
     if commit() != at_start:
         text += f"\nNote: the checkout changed during the run (commit {at_start} at start).\n"
     print(text)

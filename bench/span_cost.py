@@ -58,6 +58,17 @@ def main() -> None:
                         " studios run in the same rounds")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    text = table(args, *measure(args))
+    print(text)
+    out = args.out or REPO / "bench" / "results" / f"{time.strftime('%Y-%m-%d')}-{commit()}-span-cost.md"
+    out.write_text(text + "\n")
+    print(f"written to {out}")
+
+
+def measure(args: argparse.Namespace) -> tuple[dict[tuple[str, str, str], float], list[str], list[str],
+                                                 tuple[float, ...]]:
+    """CPU seconds per (workload, checkout, telemetry) over every round (``args``: turns, rounds,
+    big_kb, baseline); the checkouts, the workloads and the load average at the start."""
     load_start = os.getloadavg()
     big = ("lorem ipsum dolor sit amet " * (args.big_kb * 40))[:args.big_kb * 1024]
     workloads = {"small": "hello there", "big": big}
@@ -92,6 +103,17 @@ def main() -> None:
         finally:
             for server in servers.values():
                 server.stop()
+    return cpu, checkouts, list(workloads), load_start
+
+
+def per_turn_ms(cpu: dict[tuple[str, str, str], float], count: int, workload: str,
+                checkout: str = "this checkout") -> tuple[float, float]:
+    """CPU ms per turn with telemetry on and off."""
+    return cpu[workload, checkout, "on"] * 1000 / count, cpu[workload, checkout, "off"] * 1000 / count
+
+
+def table(args: argparse.Namespace, cpu: dict[tuple[str, str, str], float], checkouts: list[str],
+          workloads: list[str], load_start: tuple[float, ...]) -> str:
     count = args.turns * args.rounds
     lines = [f"# Telemetry's share of a studio turn's CPU ({commit()})", "", *(f"- {line}" for line in machine()),
              f"- load average at the start: {' '.join(f'{v:.2f}' for v in load_start)}, at the end: "
@@ -102,13 +124,9 @@ def main() -> None:
              "|---|---|---|---|---|"]
     for checkout in checkouts:
         for name in workloads:
-            on, off = cpu[name, checkout, "on"] * 1000 / count, cpu[name, checkout, "off"] * 1000 / count
+            on, off = per_turn_ms(cpu, count, name, checkout)
             lines.append(f"| {checkout} | {name} | {on:.2f} | {off:.2f} | {(on - off) / on * 100:.1f} % |")
-    text = "\n".join(lines)
-    print(text)
-    out = args.out or REPO / "bench" / "results" / f"{time.strftime('%Y-%m-%d')}-{commit()}-span-cost.md"
-    out.write_text(text + "\n")
-    print(f"written to {out}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

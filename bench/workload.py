@@ -228,21 +228,30 @@ def main() -> None:
     parser.add_argument("--workers", type=int, help="gateway workers (default DEV_SERVER_WORKERS, else one per "
                                                     "core as make dev; 1 with --trace-memory)")
     args = parser.parse_args()
+    out = args.out or targets.result_path(args.quick, args.trace_memory, args.om)
+    report = run(args.quick, args.om, args.workers, args.turns, args.seconds, args.trace_memory)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report.markdown())
+    print(f"written to {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
+
+
+def run(quick: bool, om: bool = False, workers: int | None = None, turns: int | None = None,
+        seconds: float | None = None, trace_memory: bool = False) -> Report:
+    """The whole workload against fresh servers and the bare server; its report (printed as it goes)."""
     # One traced gateway process: bench/traced.py's snapshots are per process, and every
     # worker runs the same code.
-    workers = args.workers or (1 if args.trace_memory else None) or int(os.environ.get("DEV_SERVER_WORKERS") or 0) \
+    workers = workers or (1 if trace_memory else None) or int(os.environ.get("DEV_SERVER_WORKERS") or 0) \
         or os.cpu_count() or 1
-    turns = args.turns or (50 if args.quick else 100)
-    seconds = args.seconds or (1.5 if args.quick else 5.0)
-    scale = 5 if args.quick else 1  # the bulk writes and reads of a quick run are this much smaller
-    out = args.out or targets.result_path(args.quick, args.trace_memory, args.om)
-    report = Report(args.quick, f"settings: gateway of {workers} worker{'s' if workers > 1 else ''} (the bare "
-                                f"server and the studio: one process each), "
-                                f"{turns} turns per sequential scenario, {seconds:g} s per concurrency "
-                                f"level, two runs, save-messages {10_000 // scale:,} messages, "
-                                f"{2_000 // scale:,} threads created, {200 // scale} reads per page, "
-                                f"chat-agent's Observational Memory {'on' if args.om else 'off'}"
-                                + (", servers under tracemalloc (figures are off)" if args.trace_memory else ""))
+    turns = turns or (50 if quick else 100)
+    seconds = seconds or (1.5 if quick else 5.0)
+    scale = 5 if quick else 1  # the bulk writes and reads of a quick run are this much smaller
+    report = Report(quick, f"settings: gateway of {workers} worker{'s' if workers > 1 else ''} (the bare "
+                           f"server and the studio: one process each), "
+                           f"{turns} turns per sequential scenario, {seconds:g} s per concurrency "
+                           f"level, two runs, save-messages {10_000 // scale:,} messages, "
+                           f"{2_000 // scale:,} threads created, {200 // scale} reads per page, "
+                           f"chat-agent's Observational Memory {'on' if om else 'off'}"
+                           + (", servers under tracemalloc (figures are off)" if trace_memory else ""))
     for line in targets.machine():
         print(line)
     print(f"load average at start: {', '.join(f'{v:.2f}' for v in report.load_start)}")
@@ -257,8 +266,8 @@ def main() -> None:
         asyncio.run(seed_threads(db_path, "bench-list", 10_000))
         studio_port, gateway_port = free_port(), free_port()
         env = server_env(data, studio_port, DEV_SERVER_WORKERS=str(workers),
-                         DEV_SERVER_OM_ENABLED="true" if args.om else "false")
-        launcher = [str(REPO / "bench" / "traced.py")] if args.trace_memory else ["-m", "dev_server"]
+                         DEV_SERVER_OM_ENABLED="true" if om else "false")
+        launcher = [str(REPO / "bench" / "traced.py")] if trace_memory else ["-m", "dev_server"]
 
         def ours_env(name: str) -> dict[str, str]:
             return {**env, "BENCH_TRACE_OUT": str(tmp_path / f"{name}.snapshot")}
@@ -277,16 +286,14 @@ def main() -> None:
             servers.append(bare)
             rss["start"]["bare"] = bare.rss_mb()
             print(f"{'figure':<56} {'ours':>12} {'bare':>12} {'ratio':>9}  ours, run 1 / run 2")
-            run_all(report, gateway, studio, bare, turns, seconds, scale, rss, args.trace_memory, tmp_path)
+            run_all(report, gateway, studio, bare, turns, seconds, scale, rss, trace_memory, tmp_path)
         finally:
             for server in servers:
                 server.stop()
 
     report.load_end = os.getloadavg()
     print(f"load average at end: {', '.join(f'{v:.2f}' for v in report.load_end)}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report.markdown())
-    print(f"written to {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
+    return report
 
 
 def run_all(report: Report, gateway: Server, studio: Server, bare: Server, turns: int, seconds: float, scale: int,
