@@ -8,6 +8,7 @@ the real ``ai`` package (``tests/js/resume_chat.mjs``: a Chat's own ``resumeStre
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -195,5 +196,31 @@ async def test_the_recorder_writes_frames_in_batches_not_one_transaction_each(tm
         row = await stream_log.latest("c", "ai-chat")
         assert row is not None and row.status == "finished" and await stream_log.last_seq(row.stream_id) == 300
         assert [seq for seq, _ in await stream_log.chunks_after(row.stream_id, 295)] == [296, 297, 298, 299, 300]
+    finally:
+        await store.close()
+
+
+@pytest.mark.anyio
+async def test_a_stream_that_ends_during_the_recorders_pause_is_closed_at_once(tmp_path: Path):
+    """The recorder pauses between writes to gather frames; a stream's end must not wait the
+    pause out (every instant reply waited 50 ms for it). With a pause of an hour, close()
+    returns as soon as the last write is done, and that write holds every frame."""
+    from dev_server.storage.libsql import LibSQLStore
+    from dev_server.storage.stream_log import StreamLog, StreamOwner
+    from dev_server.streaming.recorder import StreamRecorder
+
+    store = LibSQLStore(f"file:{tmp_path / 'db.sqlite'}")
+    await store.open()
+    try:
+        stream_log = StreamLog(store)
+        recorder = StreamRecorder(stream_log, StreamOwner("c", "t", "chat-agent", "ai-chat"), flush_every_s=3600)
+        recorder.start()
+        recorder.add(1, json.dumps({"type": "start"}))
+        while recorder.writes < 1:  # the first frame is written at once; then the pause begins
+            await asyncio.sleep(0.01)
+        recorder.add(2, json.dumps({"type": "finish"}))
+        await asyncio.wait_for(recorder.close(), timeout=30)
+        row = await stream_log.latest("c", "ai-chat")
+        assert row is not None and row.status == "finished" and await stream_log.last_seq(row.stream_id) == 2
     finally:
         await store.close()

@@ -22,6 +22,7 @@ frames go with the next write.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator, Coroutine
@@ -55,6 +56,7 @@ class StreamRecorder:
         self._pending: list[Chunk] = []
         self._created = False
         self._closing = False
+        self._closed = asyncio.Event()  # set by close(): a coalescing pause ends at once
         self._wake = asyncio.Event()
         self._writing = asyncio.Lock()  # one write at a time: the loop's, a sync's, the last
         self._task: asyncio.Task | None = None
@@ -74,6 +76,7 @@ class StreamRecorder:
     async def close(self) -> None:
         """Write what is pending and mark the stream finished (waits for a write in flight)."""
         self._closing = True
+        self._closed.set()
         self._wake.set()
         if self._task is not None:
             await asyncio.wait([self._task])
@@ -93,7 +96,12 @@ class StreamRecorder:
             self._wake.clear()
             gap = self.flush_every_s - (time.monotonic() - last_write)
             if gap > 0 and len(self._pending) < self.max_batch and not self._closing:
-                await asyncio.sleep(gap)  # coalesce: what arrives meanwhile joins this write
+                # coalesce: what arrives meanwhile joins this write. A stream that ends
+                # meanwhile ends the pause (its last write is close()'s), or every reply's end
+                # waited out the rest of it: 50 ms on each turn of an instant model.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(gap):
+                        await self._closed.wait()
             if self._closing:
                 return
             await self._flush()
