@@ -42,14 +42,10 @@ sys.path.insert(0, str(REPO))
 
 from bench.report import commit, machine  # noqa: E402
 from bench.servers import Server, server_env  # noqa: E402
+from bench.startup import BARE_APP  # noqa: E402
 from bench.workload import load  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
-BARE_APP = (
-    "import sys, uvicorn; from fastapi import FastAPI; app = FastAPI()\n"
-    "@app.get('/health')\ndef health(): return {'status': 'ok'}\n"
-    "uvicorn.run(app, port=int(sys.argv[1]), log_level='warning')\n"
-)
 HEAVY = {"numpy": "_multiarray_umath", "onnxruntime": "onnxruntime_pybind11", "duckdb": "_duckdb",
          "tiktoken": "_tiktoken", "tokenizers": "tokenizers."}
 MB = 2**20
@@ -84,17 +80,8 @@ def processes(server: Server) -> dict[int, str]:
 
 
 def wait_ok(server: Server, started: float, timeout: float = 120) -> float:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{server.url}/health", timeout=1).json().get("status") == "ok":
-                return time.perf_counter() - started
-        except (httpx.TransportError, ValueError):
-            pass
-        if server.proc.poll() is not None:
-            raise RuntimeError(f"{server.name} exited with {server.proc.returncode}")
-        time.sleep(0.02)
-    raise RuntimeError(f"{server.name} was not ok within {timeout} s")
+    server.wait_ready(timeout, poll_s=0.02)
+    return time.perf_counter() - started
 
 
 def first_turn_ms(server: Server, role: str) -> float:
