@@ -137,7 +137,10 @@ def test_buffer_on_idle_buffers_what_a_finished_turn_left_whatever_its_size(tmp_
         result = turn(server, "quiet", "q1", FACT)
         assert pending(result) < 1500 and not parts(result, "buffering-start")  # far below any interval
         [chunk] = json.loads(settled(db, "quiet")["buffered_observation_chunks"])
-        health = local_http.get(f"{server.url}/health").json()["background"]
+        deadline = time.monotonic() + 30  # the chunk is stored just before its job returns and counts
+        while (health := local_http.get(f"{server.url}/health").json()["background"])["running"] \
+                and time.monotonic() < deadline:
+            time.sleep(0.02)
     assert "q1" in chunk["messageIds"] and len(chunk["messageIds"]) == 2  # the question and the reply
     assert health["byKind"]["om-buffer"]["done"] == 1
 
