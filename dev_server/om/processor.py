@@ -311,7 +311,7 @@ class BufferOnIdle(TurnProcessor):
         if record is None or flag_live(record.is_buffering_observation, clock=self.engine.records.clock) \
                 or self.backlog.catching_up(record.lookup_key):
             return
-        stored = await self.store.messages_since(done.thread.id, record.last_observed_at)
+        stored, _ = await self.store.window_since(done.thread.id, record.last_observed_at)  # the turn's read, updated
         candidates = safe_prefix(buffer_candidates(unobserved([*stored, done.reply], record), record))
         if count_messages(candidates) > backlog_limit(self.engine.options, record.observation_token_count):
             return  # a backlog: its catch-up observes it in batches (dev_server.om.backlog)

@@ -163,7 +163,8 @@ class QueuedCandidates:
         """The messages still stored, in thread order, as they are now (the newest as queued
         while it is not stored yet)."""
         wanted = set(self.ids)
-        found = [m for m in await store.messages_since(self.thread_id, self.since) if m.id in wanted]
+        stored, _ = await store.window_since(self.thread_id, self.since)  # what changed since the turn's read
+        found = [m for m in stored if m.id in wanted]
         if all(m.id != self.newest.id for m in found):
             found.append(self.newest)
         return found
