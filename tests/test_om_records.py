@@ -140,3 +140,36 @@ def test_observed_messages_leave_the_window_down_to_the_floor_and_the_input_stay
         {"type": "tool-invocation", "toolInvocation": {"state": "call", "toolCallId": "c", "toolName": "x"}}],
         role="assistant")
     assert has_incomplete_tool_calls([*messages, waiting]) and not has_incomplete_tool_calls(messages)
+
+
+async def test_a_reflection_keeps_the_lines_an_observation_appended_while_it_ran(db: LibSQLStore) -> None:
+    """A backlog's catch-up observes beside a turn: lines appended while the reflector ran are
+    behind the cursor already, so the new generation must hold them after the reflection."""
+    records = om_record_store(db)
+    first = await records.initialize(scope="thread", thread_id="t1", resource_id="r1", config={}, timezone="UTC")
+    read = await records.update_active_observations(first.id, observations="* a\n* b", token_count=6,
+                                                    last_observed_at="2026-01-01T10:00:00.000Z", observed_ids=["m1"])
+    # the reflector is given ``read``; meanwhile another cycle appends a line and moves the cursor
+    await records.update_active_observations(first.id, observations="* a\n* b\n* c", token_count=9,
+                                             last_observed_at="2026-01-01T11:00:00.000Z", observed_ids=["m2"])
+    reflected = await records.create_reflection_generation(read, observations="* a and b", token_count=4)
+    assert reflected is not None and reflected.active_observations == "* a and b\n\n* c"
+    assert reflected.observation_token_count > 4 and reflected.last_observed_at == "2026-01-01T11:00:00.000Z"
+
+
+async def test_a_reflection_stores_nothing_once_a_newer_generation_exists(db: LibSQLStore) -> None:
+    """Two cycles making the next generation (a buffered reflection activated by a turn while
+    the catch-up reflected synchronously) once raised UNIQUE(lookup_key, generation_count) in
+    the background job; the later one now yields to the generation that exists."""
+    records = om_record_store(db)
+    first = await records.initialize(scope="thread", thread_id="t1", resource_id="r1", config={}, timezone="UTC")
+    read = await records.update_active_observations(first.id, observations="* a", token_count=3,
+                                                    last_observed_at="2026-01-01T10:00:00.000Z", observed_ids=["m1"])
+    winner = await records.create_reflection_generation(read, observations="* first", token_count=2)
+    assert winner is not None and winner.generation_count == 1
+    assert await records.create_reflection_generation(read, observations="* second", token_count=2) is None
+    rewritten = await records.update_active_observations(winner.id, observations="* other", token_count=2,
+                                                         last_observed_at=None, observed_ids=[])
+    stale = await records.create_reflection_generation(winner, observations="* x", token_count=1)
+    assert stale is None  # the log was rewritten, not appended to: nothing to keep safely
+    assert (await records.active("thread:t1")).id == rewritten.id

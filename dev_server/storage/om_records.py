@@ -193,12 +193,36 @@ class OMRecordStore:
         return _record(await self.db.run_write(work))
 
     async def create_reflection_generation(self, previous: OMRecord, *, observations: str,
-                                           token_count: int) -> OMRecord:
+                                           token_count: int) -> OMRecord | None:
         """The next generation (``originType: reflection``) holding the reflector's log; the
         cursor and the totals carry over, observed ids and buffering state start empty
-        (``_insert_generation``)."""
-        return _record(await self.db.run_write(
-            lambda conn: _insert_generation(conn, previous.id, observations, token_count, now_iso(self.clock))))
+        (``_insert_generation``).
+
+        The reflector read ``previous.active_observations``; another cycle may have changed
+        the record while it ran (a backlog's catch-up observes beside a turn). Lines an
+        observation appended meanwhile are kept after the reflection (their messages are
+        behind the cursor: dropping them would lose them). None, and nothing written, when
+        the log was rewritten otherwise or a newer generation exists (a buffered reflection
+        was activated): that cycle's log stands."""
+        reflected = previous.active_observations or ""
+
+        def work(conn: sqlite3.Connection) -> sqlite3.Row | None:
+            row = conn.execute(f"{_SELECT} WHERE id = ?", (previous.id,)).fetchone()
+            if row is None or not _is_newest(conn, row):
+                return None
+            current = row["active_observations"] or ""
+            text, tokens = observations, token_count
+            if current != reflected:
+                if not current.startswith(reflected):
+                    return None
+                added = current[len(reflected):].strip()
+                if added:
+                    text = f"{observations}\n\n{added}"
+                    tokens = self.rules.count_tokens(text)
+            return _insert_generation(conn, previous.id, text, tokens, now_iso(self.clock))
+
+        row = await self.db.run_write(work)
+        return _record(row) if row is not None else None
 
     # -- async buffering (2.4-2.6) -----------------------------------------------------
 

@@ -402,6 +402,10 @@ class ObservationEngine:
         text, tokens, inline = result.text, result.tokens, result.extracted
         extraction = await self.extract(ctx, record, REFLECTION, inline, text)
         new = await self.records.create_reflection_generation(record, observations=text, token_count=tokens)
+        if new is None:  # another cycle replaced the log meanwhile: its generation stands
+            ctx.emit(cycle.failed("Another cycle changed the observations while reflecting"), durable=True)
+            log.info("thread %s: a reflection was dropped, another cycle changed the log meanwhile", ctx.thread_id)
+            return await self.records.active(record.lookup_key) or record
         if extraction.values:
             await self.patch_hints(ctx, with_extracted(ctx.hints, extraction.patch))
         await self.extraction.commit(ctx, extraction, cycle.id)
