@@ -104,3 +104,20 @@ async def test_derived_values_are_dropped_with_the_message_they_came_from(two_pr
     assert derived == {window[0].seq: "a"}  # b changed: what was derived from it is gone
     window, derived = await mine.window_since("t", minute_at(2))
     assert [m.id for m in window] == ["b"] and derived == {}  # a left the window
+
+
+async def test_a_look_past_the_windows_start_keeps_it_for_the_next_read_from_the_cursor(two_processes) -> None:
+    """A queued observation reads from its oldest candidate, ahead of the record's cursor
+    (``advance=False``); the turn after it reads from the cursor again. Moving the window
+    to the candidate made that next read a whole read of the window (five in 300 turns of an
+    imported thread, each decoding and counting hundreds of messages)."""
+    mine, other = two_processes
+    await mine.save_thread(Thread("t", "r"))
+    await mine.append_messages("t", [stored_text(f"m{i}", "user", f"text {i}", i) for i in range(6)])
+    await same_as_whole(mine, minute_at(1))
+    await other.append_messages("t", [stored_text("m6", "user", "new", 6)])
+    ahead, _ = await mine.window_since("t", minute_at(4), advance=False)
+    assert view(ahead) == view(await mine.messages_since("t", minute_at(4)))
+    await same_as_whole(mine, minute_at(1))
+    await same_as_whole(mine, minute_at(2))  # the cursor moved: the window follows it
+    assert mine.windows.reads["whole"] == 1

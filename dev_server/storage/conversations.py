@@ -284,11 +284,13 @@ class ConversationStore:
             f"{_MESSAGE_SELECT} WHERE thread_id = ? AND created_at >= ? ORDER BY created_at, seq", (thread_id, since))
         return [message_from_row(r) for r in rows]
 
-    async def window_since(self, thread_id: str, since: str | None) -> tuple[list[Message], dict[int, Any]]:
+    async def window_since(self, thread_id: str, since: str | None, *,
+                           advance: bool = True) -> tuple[list[Message], dict[int, Any]]:
         """``messages_since``, answered from what this process read of the thread before plus
         what changed since (``dev_server.storage.message_window``), with the caller's values
-        derived from each message (by ``seq``). The messages are shared: never change one."""
-        return await self.windows.since(thread_id, since)
+        derived from each message (by ``seq``). The messages are shared: never change one.
+        ``advance=False``: a look past the window's start that keeps it where it is."""
+        return await self.windows.since(thread_id, since, advance=advance)
 
     async def resource_messages_after(self, resource_id: str, exclude_thread_id: str,
                                       cursor_path: str) -> list[Message]:

@@ -68,15 +68,21 @@ class MessageWindows:
         self._windows: OrderedDict[str, _Window] = OrderedDict()
         self.reads = {"whole": 0, "changes": 0}  # how each read was answered (tests, benches)
 
-    async def since(self, thread_id: str, since: str | None) -> tuple[list[Message], dict[int, Any]]:
+    async def since(self, thread_id: str, since: str | None, *,
+                    advance: bool = True) -> tuple[list[Message], dict[int, Any]]:
         """The thread's messages created at or after ``since`` (all when None), oldest first,
         as ``ConversationStore.messages_since`` returns them, and the caller's ``derived``
         values of those messages. The list is the caller's; the messages are shared with
-        later reads and must not be changed in place."""
+        later reads and must not be changed in place.
+
+        ``advance=False``: a read from a time past the window's start that must not move it
+        there (a queued observation reads from its oldest candidate, ahead of the record's
+        cursor; moving the window would make the next turn's read, from the cursor, a whole
+        read again)."""
         cursor = since or ""
         window = self._windows.get(thread_id)
         if window is not None and cursor >= window.since:
-            window = await self._update(thread_id, window, cursor)
+            window = await self._update(thread_id, window, cursor if advance else window.since)
         else:
             window = None
         if window is None:
@@ -88,6 +94,8 @@ class MessageWindows:
         self._windows.move_to_end(thread_id)
         while len(self._windows) > self.max_threads:
             self._windows.popitem(last=False)
+        if cursor > window.since:  # not advanced: the messages from ``since`` on
+            return window.messages[bisect_left(window.messages, cursor, key=lambda m: m.created_at):], window.derived
         return list(window.messages), window.derived
 
     async def _read_whole(self, thread_id: str, since: str) -> _Window | None:

@@ -163,7 +163,9 @@ class QueuedCandidates:
         """The messages still stored, in thread order, as they are now (the newest as queued
         while it is not stored yet)."""
         wanted = set(self.ids)
-        stored, _ = await store.window_since(self.thread_id, self.since)  # what changed since the turn's read
+        # what changed since the turn's read; the window stays at the record's cursor, where
+        # the next turn reads from
+        stored, _ = await store.window_since(self.thread_id, self.since, advance=False)
         found = [m for m in stored if m.id in wanted]
         if all(m.id != self.newest.id for m in found):
             found.append(self.newest)
