@@ -24,6 +24,7 @@ from dev_server.om.options.hooks import CycleRun, current_run, current_trigger
 from dev_server.om.options.models import (
     DEFAULT_MAX_OUTPUT_TOKENS,
     DEFAULT_MODEL,
+    ModelByInputTokens,
     default_temperature,
     uses_default_output_limit,
 )
@@ -104,7 +105,10 @@ class ModelChoiceCaller:
         observer = agent == OBSERVER_AGENT
         choice = self.options.observer_choice if observer else self.options.reflector_choice
         provider_options = (self.options.observation if observer else self.options.reflection).provider_options
-        size = input_tokens(messages)
+        # sized only for a choice by input size: the estimate reads the whole prompt (the log and
+        # the transcript), a cost every observer call paid for a span attribute
+        sized = any(isinstance(c.model, ModelByInputTokens) for c in choice.candidates)
+        size = input_tokens(messages) if sized else 0
         last = len(choice.candidates) - 1
         for index, candidate in enumerate(choice.candidates):
             called = False  # _call counts its own attempt, failed or not
@@ -124,7 +128,8 @@ class ModelChoiceCaller:
                                        options=options or None,
                                        retries=candidate.max_retries if candidate.max_retries is not None
                                        else settings.get("maxRetries"))
-                selection = {"inputTokens": size, "candidate": index, "candidates": len(choice.candidates),
+                selection = {"inputTokens": size if sized else None, "candidate": index,
+                             "candidates": len(choice.candidates),
                              "byInputTokens": not isinstance(candidate.model, str)}
                 called = True
                 return await self._call(ctx, agent, resolved, request, selection, run)
