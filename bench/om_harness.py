@@ -70,6 +70,7 @@ class TimedLLM:
         self.model_s, self.om_calls, self.step0 = 0.0, 0, None
         self.model_cpu = 0.0
         self.actor_s = 0.0  # CPU seconds of the actor's calls since the start (a running sum)
+        self.memory_model_s = 0.0  # ... and of the observer's and reflector's calls, wherever they run
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
@@ -86,11 +87,7 @@ class TimedLLM:
         elif on_turn and self.step0 is None:
             self.step0 = list(request.messages)
         inner = self._real.stream(request)
-        if not on_turn and not actor:  # a background observer or reflector: not timed (a clock read costs too)
-            async for event in inner:
-                yield event
-            return
-        if not actor:  # the turn's observer or reflector: read whole (``complete``), timed as one call
+        if not actor:  # an observer or reflector, the turn's or a background one: read whole, timed as one call
             started = time.perf_counter(), time.thread_time()
             try:
                 async for event in inner:
@@ -119,6 +116,7 @@ class TimedLLM:
         self.model_s += wall if on_turn else 0.0
         self.model_cpu += cpu if on_turn else 0.0
         self.actor_s += cpu if actor else 0.0  # the actor's calls, wherever they run
+        self.memory_model_s += 0.0 if actor else cpu
 
 
 class Watch(logging.Handler):
@@ -223,13 +221,16 @@ class TurnBench:
                    step0=self.llm.step0)
         return row
 
-    async def cpu_per_turn(self, thread_id: str, turns: int, first_index: int = 1) -> tuple[float, float]:
+    async def cpu_per_turn(self, thread_id: str, turns: int, first_index: int = 1) -> tuple[float, float, float]:
         """Process CPU seconds per turn over ``turns`` turns, the background work they started
-        included: all of it, and without the time spent in the actor's model calls."""
+        included: all of it, without the time spent in the actor's model calls, and without
+        any model call's (the observer's and reflector's too: the local model's work, which an
+        instant mock model or a remote provider would not put on this process)."""
         await self.settle()
-        started, actor = time.process_time(), self.llm.actor_s
+        started, actor, memory = time.process_time(), self.llm.actor_s, self.llm.memory_model_s
         for index in range(first_index, first_index + turns):
             await self.turn(thread_id, index)
         await self.settle()
         spent = time.process_time() - started
-        return spent / turns, (spent - (self.llm.actor_s - actor)) / turns
+        actor, memory = self.llm.actor_s - actor, self.llm.memory_model_s - memory
+        return spent / turns, (spent - actor) / turns, (spent - actor - memory) / turns

@@ -47,12 +47,15 @@ def placeholder(part: dict[str, Any], why: str) -> dict[str, str]:
 
 def fit_to_model(messages: list[dict[str, Any]], *, vision: bool, pdf_input: bool,
                  model: str) -> list[dict[str, Any]]:
-    """``messages`` with every attachment the model cannot take replaced by a placeholder."""
+    """``messages`` with every attachment the model cannot take replaced by a placeholder;
+    each message a copy: the provider's library may set keys of what it is given, and the
+    messages handed in are the turn's, shared with what later steps and turns are shown
+    (``dev_server.om.turn_window``)."""
     fitted = []
     for message in messages:
         content = message.get("content")
         if not isinstance(content, list):
-            fitted.append(message)
+            fitted.append(dict(message))
             continue
         parts = []
         for part in content:

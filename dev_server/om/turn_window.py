@@ -268,7 +268,9 @@ class TurnWindow:
         loop's ``progress`` until it is split off)."""
         self.changed = False
         if self.models is not None and self.head is None:
-            history = list(map(dict, self.models))  # copies: a provider call may set a key of what it gets
+            # not copied: nothing here changes a model message, and the provider call gets copies
+            # (``dev_server.llm.content.fit_to_model``)
+            history = list(self.models)
         else:
             shown = [*self.messages, self.head] if self.head is not None else self.messages
             history = [model for message in shown for model in self.convert(message)]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -123,15 +124,35 @@ class LogRules:
 
 
 class OMRecordStore:
+    KEPT_LOGS = 64  # threads whose last log text ``active`` keeps (``_same_texts``)
+
     def __init__(self, db: LibSQLStore, rules: LogRules, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.rules = rules
         self.db = db
         self.clock = clock
+        self._texts: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
 
     async def active(self, key: str) -> OMRecord | None:
         row = await self.db.fetch_one(f"{_SELECT} WHERE lookup_key = ? ORDER BY generation_count DESC LIMIT 1",
                                       (key,))
-        return _record(row) if row else None
+        return self._same_texts(key, _record(row)) if row else None
+
+    def _same_texts(self, key: str, record: OMRecord) -> OMRecord:
+        """The record with the log texts of the last read of ``key`` when they are equal: every
+        turn reads a log of up to tens of kilobytes that rarely changed, and what is built from
+        it (the observation system messages) is cached by its text, which an equal copy must
+        hash again (a comparison costs a tenth of that) while the kept one has its hash."""
+        kept = self._texts.get(key)
+        if kept is not None:
+            if record.active_observations == kept[0]:
+                record.active_observations = kept[0]
+            if record.buffered_reflection is not None and record.buffered_reflection == kept[1]:
+                record.buffered_reflection = kept[1]
+            self._texts.move_to_end(key)
+        self._texts[key] = (record.active_observations, record.buffered_reflection)
+        if len(self._texts) > self.KEPT_LOGS:
+            self._texts.popitem(last=False)
+        return record
 
     async def history(self, key: str, *, limit: int = 10, offset: int = 0, created_from: str | None = None,
                       created_to: str | None = None) -> list[OMRecord]:

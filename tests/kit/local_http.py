@@ -12,6 +12,20 @@ between threads.
 
 from __future__ import annotations
 
+import time
+
 import httpx
 
 local_http = httpx.Client(limits=httpx.Limits(max_connections=None, max_keepalive_connections=0))
+
+
+def background_idle(url: str, timeout: float = 30.0) -> dict:
+    """The server's background work (``/health``'s ``background``) once nothing of it is queued
+    or running, or as it is when ``timeout`` passes: a job's result is stored just before the
+    job returns, so a test that read the result may still see the job at work."""
+    deadline = time.monotonic() + timeout
+    while True:
+        work = local_http.get(f"{url}/health").json()["background"]
+        if (not work["running"] and not work["queued"]) or time.monotonic() > deadline:
+            return work
+        time.sleep(0.02)
