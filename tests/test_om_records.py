@@ -173,3 +173,25 @@ async def test_a_reflection_stores_nothing_once_a_newer_generation_exists(db: Li
     stale = await records.create_reflection_generation(winner, observations="* x", token_count=1)
     assert stale is None  # the log was rewritten, not appended to: nothing to keep safely
     assert (await records.active("thread:t1")).id == rewritten.id
+
+
+async def test_a_record_read_again_shares_what_did_not_change_with_the_last_read(db: LibSQLStore) -> None:
+    """Every turn reads the active record; its log and buffered chunks (tens of kilobytes) are
+    decoded and hashed again only when they changed since the last read of the key."""
+    records = om_record_store(db)
+    first = await records.initialize(scope="thread", thread_id="t1", resource_id="r1", config={}, timezone="UTC")
+    log = "\n".join(f"* 🔴 (10:{i:02d}) fact number {i} about the trip" for i in range(60))
+    await records.update_active_observations(first.id, observations=log, token_count=900,
+                                             last_observed_at="2026-01-01T10:00:00.000Z", observed_ids=["m1"])
+    chunk = {"id": "ombuf-1", "cycleId": "c1", "observations": "* c " * 200, "tokenCount": 2,
+             "messageIds": [f"m{i}" for i in range(2, 60)], "messageTokens": 30,
+             "lastObservedAt": "2026-01-01T12:00:00.001Z", "createdAt": "x"}
+    await records.add_buffered_chunk("thread:t1", chunk)
+    one, two = await records.active("thread:t1"), await records.active("thread:t1")
+    assert one is not two and one.active_observations is two.active_observations == log
+    assert one.buffered_observation_chunks is two.buffered_observation_chunks
+    assert two.buffered_observation_chunks[0]["messageIds"][0] == "m2"
+    await records.add_buffered_chunk("thread:t1", {**chunk, "id": "ombuf-2", "cycleId": "c2", "messageIds": ["m60"]})
+    three = await records.active("thread:t1")
+    assert [c["id"] for c in three.buffered_observation_chunks] == ["ombuf-1", "ombuf-2"]
+    assert three.active_observations is log or three.active_observations == log

@@ -38,6 +38,7 @@ from dev_server.storage.message_writes import add_parts_to_last_reply, stored_js
 Flag = Literal["is_observing", "is_reflecting", "is_buffering_observation", "is_buffering_reflection"]
 _FLAGS = ("is_observing", "is_reflecting", "is_buffering_observation", "is_buffering_reflection")
 _JSON_COLUMNS = ("config", "observed_message_ids", "buffered_observation_chunks", "metadata")
+_TEXT_COLUMNS = ("active_observations", "buffered_reflection")  # the large ones
 
 
 def lookup_key(thread_id: str | None, resource_id: str) -> str:
@@ -100,10 +101,13 @@ class OMRecord:
         }
 
 
-def _record(row: sqlite3.Row) -> OMRecord:
+def _record(row: sqlite3.Row, decoded: dict[str, Any] | None = None) -> OMRecord:
+    """The record of a row; ``decoded``: JSON columns already decoded (by column)."""
     values = {key: row[key] for key in row.keys()}  # noqa: SIM118 -- iterating a sqlite3.Row gives its values
     for column in _JSON_COLUMNS:
-        if values[column] is not None:
+        if decoded is not None and column in decoded:
+            values[column] = decoded[column]
+        elif values[column] is not None:
             values[column] = json.loads(values[column])
     values["metadata"] = values["metadata"] or {}
     values.pop("active_observations_pending_update", None)
@@ -124,32 +128,39 @@ class LogRules:
 
 
 class OMRecordStore:
-    KEPT_LOGS = 64  # threads whose last log text ``active`` keeps (``_same_texts``)
+    KEPT_LOGS = 64  # records whose last read ``active`` keeps (``_as_last_read``)
 
     def __init__(self, db: LibSQLStore, rules: LogRules, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.rules = rules
         self.db = db
         self.clock = clock
-        self._texts: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
+        self._texts: OrderedDict[str, dict[str, tuple[Any, Any]]] = OrderedDict()  # per key: (raw, value)
 
     async def active(self, key: str) -> OMRecord | None:
         row = await self.db.fetch_one(f"{_SELECT} WHERE lookup_key = ? ORDER BY generation_count DESC LIMIT 1",
                                       (key,))
-        return self._same_texts(key, _record(row)) if row else None
+        return self._as_last_read(key, row) if row else None
 
-    def _same_texts(self, key: str, record: OMRecord) -> OMRecord:
-        """The record with the log texts of the last read of ``key`` when they are equal: every
-        turn reads a log of up to tens of kilobytes that rarely changed, and what is built from
-        it (the observation system messages) is cached by its text, which an equal copy must
-        hash again (a comparison costs a tenth of that) while the kept one has its hash."""
+    def _as_last_read(self, key: str, row: sqlite3.Row) -> OMRecord:
+        """The record, sharing with the last read of ``key`` what did not change: every turn
+        reads a record whose large values rarely changed since the last turn. An equal log
+        text is the kept one, whose hash is kept too (the observation messages are cached by
+        it: hashing an equal copy costs ten times comparing it); an equal JSON text (the
+        buffered chunks, tens of kilobytes while they wait for activation) is not decoded
+        again. Nothing changes a record's values in place: a write builds new ones."""
         kept = self._texts.get(key)
+        raw = {column: row[column] for column in _JSON_COLUMNS}
+        decoded = {column: kept[column][1] for column in _JSON_COLUMNS
+                   if kept is not None and raw[column] is not None and raw[column] == kept[column][0]}
+        record = _record(row, decoded)
         if kept is not None:
-            if record.active_observations == kept[0]:
-                record.active_observations = kept[0]
-            if record.buffered_reflection is not None and record.buffered_reflection == kept[1]:
-                record.buffered_reflection = kept[1]
-            self._texts.move_to_end(key)
-        self._texts[key] = (record.active_observations, record.buffered_reflection)
+            for name in _TEXT_COLUMNS:
+                value = getattr(record, name)
+                if value is not None and value == kept[name][0]:
+                    setattr(record, name, kept[name][0])
+        self._texts[key] = {**{c: (raw[c], getattr(record, c)) for c in _JSON_COLUMNS},
+                            **{n: (getattr(record, n), None) for n in _TEXT_COLUMNS}}
+        self._texts.move_to_end(key)
         if len(self._texts) > self.KEPT_LOGS:
             self._texts.popitem(last=False)
         return record
