@@ -256,7 +256,8 @@ def create_app(
                                        agents=frozenset(searching), requested=settings.embedder, clock=clock)
     registry = AgentRegistry(agents, conversations, memories, background=background, semantic_index=semantic_index)
     telemetry = Telemetry(role, _telemetry_config(settings), storage) if settings.telemetry else None
-    runner = TurnRunner(llm, tracer=telemetry.tracer if telemetry is not None else None, agents=registry, clock=clock)
+    runner = TurnRunner(llm, tracer=telemetry.tracer if telemetry is not None else None, agents=registry, clock=clock,
+                        trace_input_chars=settings.trace_input_chars)
     db = conversations.db
     stream_log = StreamLog(db, retention_ms=int(settings.stream_retention_s * 1000),
                            dead_after_ms=int(settings.stream_dead_after_s * 1000), clock=clock)

@@ -94,6 +94,25 @@ def test_runs_through_both_processes_become_traces_with_mastras_tree(pair):
                         messages["agent run finished: chat-agent on thread obs-gateway"]["message"])
 
 
+def test_a_generations_span_records_its_input_within_the_configured_bound(start_server):
+    """A long thread's model input is the whole window: the span keeps the system messages and
+    the newest messages, and says how many it left out (DEV_SERVER_TRACE_INPUT_CHARS, docs/studio.md S4)."""
+    studio_port = free_port()
+    studio = start_server("studio", port=studio_port)
+    gateway = start_server("gateway", env={"DEV_SERVER_STUDIO_PORT": str(studio_port),
+                                           "DEV_SERVER_TRACE_INPUT_CHARS": "600"})
+    for index in range(6):
+        chat_and_drain(gateway, "obs-bounded", f"message {index}: " + "words of a long conversation " * 4)
+    traces = wait_for_traces(studio, lambda ts: sum(t["threadId"] == "obs-bounded" for t in ts) == 6)
+    last = max((t for t in traces if t["threadId"] == "obs-bounded"), key=lambda t: t["startedAt"])
+    spans = local_http.get(f"{studio.url}/api/observability/traces/{last['traceId']}").json()["spans"]
+    recorded = next(s for s in spans if s["spanType"] == "model_generation")["input"]["messages"]
+    assert recorded[0]["role"] == "system" and recorded[-1]["content"].startswith("message 5: ")
+    [marker] = [m for m in recorded if "not recorded in this trace" in str(m["content"])]
+    assert re.match(r"\[\d+ earlier messages \([\d,]+ characters\)", marker["content"])
+    assert sum(len(str(m["content"])) for m in recorded) < 1_200
+
+
 def test_the_gateway_keeps_chatting_while_the_studio_is_down(start_server):
     studio_port = free_port()
     gateway = start_server("gateway", env={"DEV_SERVER_STUDIO_PORT": str(studio_port)})

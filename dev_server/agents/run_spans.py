@@ -25,8 +25,9 @@ class RunSpans(LoopHooks):
     """The loop's spans: ``model_step`` per step under the generation, ``tool_call`` per
     tool under its step, ``processor_run`` per processor's ``before_step`` under its step."""
 
-    def __init__(self, tracer: trace.Tracer, ids: dict[str, str], generation: Span) -> None:
+    def __init__(self, tracer: trace.Tracer, ids: dict[str, str], generation: Span, input_chars: int = 0) -> None:
         self.tracer, self.ids, self.generation = tracer, ids, generation
+        self.input_chars = input_chars  # of the model's input, what the generation records (0: all)
         self.steps: list[Span] = []
         self._tool: Span | None = None
         self.processor_context: Context | None = None  # while a processor's before_step runs: its span
@@ -44,9 +45,9 @@ class RunSpans(LoopHooks):
 
     def model_called(self, index: int, messages: list[dict[str, Any]]) -> None:
         # only for a span that records (telemetry on): the input is the whole context, which
-        # with Observational Memory is the whole unobserved window
+        # with Observational Memory is the whole unobserved window (bounded: for_trace)
         if index == 0 and self.generation.is_recording():
-            spans.set_input(self.generation, {"messages": for_trace(messages)})
+            spans.set_input(self.generation, {"messages": for_trace(messages, limit=self.input_chars)})
 
     def step_context(self) -> Context:
         return trace.set_span_in_context(self.steps[-1])

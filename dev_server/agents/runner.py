@@ -137,10 +137,11 @@ class Turn:
 
 class TurnRunner:
     def __init__(self, llm: LLMClient, tracer: trace.Tracer | None = None,
-                 agents: AgentRegistry | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+                 agents: AgentRegistry | None = None, clock: Clock = SYSTEM_CLOCK, trace_input_chars: int = 0) -> None:
         self.llm = llm
         self.clock = clock  # stamps the replies
         self.tracer = tracer or trace.NoOpTracer()
+        self.trace_input_chars = trace_input_chars  # what a generation span keeps of its input (0: all)
         self.agents = agents  # what tools may ask (``ask``); None: no agent as tool
 
     async def prepare(self, agent: RegisteredAgent, *, thread_id: str | None, resource_id: str,
@@ -221,7 +222,7 @@ class TurnRunner:
                                  parent=turn.trace_context,
                                  attributes={"model": model.model_id, "provider": model.provider,
                                              "streaming": True, "parameters": {}, "local": model.is_local})
-        hooks = RunSpans(self.tracer, turn.ids, generation)
+        hooks = RunSpans(self.tracer, turn.ids, generation, self.trace_input_chars)
         turn.step.open_span = hooks.open_span
         definition = turn.agent.definition
         turn.processing = TurnProcessors([TracedProcessor(p, hooks) if p.shapes_steps() else p

@@ -70,26 +70,66 @@ def fit_to_model(messages: list[dict[str, Any]], *, vision: bool, pdf_input: boo
     return fitted
 
 
-def for_trace(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``messages`` with each attachment's data URL replaced by ``data:<type>;base64,… (N chars)``."""
+def for_trace(messages: list[dict[str, Any]], *, limit: int = 0) -> list[dict[str, Any]]:
+    """``messages`` with each attachment's data URL replaced by ``data:<type>;base64,… (N chars)``.
+
+    ``limit`` (characters of text, 0: no limit) bounds what a model generation's span records
+    of its input (``DEV_SERVER_TRACE_INPUT_CHARS``, docs/studio.md#differences-from-mastra): the
+    leading system messages (instructions, observations) each cut at half of it, then the
+    newest messages within the other half; the messages between are one system message that
+    says how many were left out. With Observational Memory the input is the whole unobserved
+    window: recorded whole, every turn of a long thread wrote and stored it again."""
+    if limit <= 0:
+        return [_traced(message) for message in messages]
+    head = 0
+    while head < len(messages) - 1 and messages[head].get("role") == "system":
+        head += 1
+    kept_from, room = len(messages), limit // 2
+    while kept_from > head and (kept_from == len(messages) or _text_size(messages[kept_from - 1]) <= room):
+        kept_from -= 1
+        room -= _text_size(messages[kept_from])
+    traced = [_traced(_cut(message, limit // 2)) for message in messages[:head]]
+    if kept_from > head:
+        left_out = messages[head:kept_from]
+        traced.append({"role": "system", "content": f"[{len(left_out)} earlier messages "
+                       f"({sum(map(_text_size, left_out)):,} characters) not recorded in this trace: "
+                       "DEV_SERVER_TRACE_INPUT_CHARS]"})
+    traced.extend(_traced(message) for message in messages[kept_from:])
+    return traced
+
+
+def _text_size(message: dict[str, Any]) -> int:
+    content = message.get("content")
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(len(part.get("text") or "") if isinstance(part, dict) else 0 for part in content) + 64 * len(content)
+    return 64
+
+
+def _cut(message: dict[str, Any], limit: int) -> dict[str, Any]:
+    content = message.get("content")
+    if isinstance(content, str) and len(content) > limit:
+        return {**message, "content": f"{content[:limit]}… [{len(content) - limit:,} more characters not recorded]"}
+    return message
+
+
+def _traced(message: dict[str, Any]) -> dict[str, Any]:
     def short(url: Any) -> Any:
         if isinstance(url, str) and url.startswith("data:") and len(url) > 64:
             return f"{url.split(',', 1)[0]},… ({len(url)} chars)"
         return url
 
-    traced = []
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, list):
-            parts = []
-            for part in content:
-                if isinstance(part, dict) and part.get("type") == "image_url":
-                    part = {**part, "image_url": {**(part.get("image_url") or {}),
-                                                  "url": short((part.get("image_url") or {}).get("url"))}}
-                elif isinstance(part, dict) and part.get("type") == "file":
-                    part = {**part, "file": {**(part.get("file") or {}),
-                                             "file_data": short((part.get("file") or {}).get("file_data"))}}
-                parts.append(part)
-            message = {**message, "content": parts}
-        traced.append(message)
-    return traced
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    parts = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "image_url":
+            part = {**part, "image_url": {**(part.get("image_url") or {}),
+                                          "url": short((part.get("image_url") or {}).get("url"))}}
+        elif isinstance(part, dict) and part.get("type") == "file":
+            part = {**part, "file": {**(part.get("file") or {}),
+                                     "file_data": short((part.get("file") or {}).get("file_data"))}}
+        parts.append(part)
+    return {**message, "content": parts}
