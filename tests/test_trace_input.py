@@ -22,12 +22,22 @@ def test_a_long_input_keeps_its_system_messages_and_its_newest_messages() -> Non
                 *conversation(300)]
     traced = for_trace(messages, limit=10_000)
     assert traced[0] == messages[0]
-    cut = traced[1]["content"]
-    assert cut.startswith(log[:5_000]) and cut.endswith("… [33,000 more characters not recorded]")
+    cut = traced[1]["content"]  # the system messages share half of the limit
+    assert cut.startswith(log[:4_984]) and cut.endswith("… [33,016 more characters not recorded]")
     marker = traced[2]
     assert marker["role"] == "system" and marker["content"].startswith("[250 earlier messages (25,000 characters)")
     assert traced[3:] == messages[-50:]  # 50 x 100 characters fill the other half
-    assert sum(len(m["content"]) for m in traced) < 12_000
+    assert sum(len(m["content"]) for m in traced) < 10_200
+
+
+def test_system_messages_past_their_half_are_counted_with_the_left_out_ones() -> None:
+    blocks = [{"role": "system", "content": f"block {i} " + "o" * 9_000} for i in range(8)]
+    messages = [{"role": "system", "content": "You are helpful."}, *blocks, *conversation(10)]
+    traced = for_trace(messages, limit=32_000)
+    assert [m["content"][:7] for m in traced[:3]] == ["You are", "block 0", "block 1"]
+    assert traced[2]["content"].endswith("more characters not recorded]")
+    assert traced[3]["content"].startswith("[6 earlier messages (54,048 characters)")
+    assert traced[4:] == messages[-10:] and sum(len(m["content"]) for m in traced) < 33_000
 
 
 def test_the_newest_message_is_recorded_even_when_it_alone_is_over_the_limit() -> None:

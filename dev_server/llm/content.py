@@ -75,10 +75,11 @@ def for_trace(messages: list[dict[str, Any]], *, limit: int = 0) -> list[dict[st
 
     ``limit`` (characters of text, 0: no limit) bounds what a model generation's span records
     of its input (``DEV_SERVER_TRACE_INPUT_CHARS``, docs/studio.md#differences-from-mastra): the
-    leading system messages (instructions, observations) each cut at half of it, then the
-    newest messages within the other half; the messages between are one system message that
-    says how many were left out. With Observational Memory the input is the whole unobserved
-    window: recorded whole, every turn of a long thread wrote and stored it again."""
+    leading system messages (instructions, observations) within half of it, the last one kept
+    cut to fit, then the newest messages within the other half; the messages left out are one
+    system message after the kept system messages that says how many they were. With
+    Observational Memory the input is the whole unobserved window: recorded whole, every turn
+    of a long thread wrote and stored it again."""
     if limit <= 0:
         return [_traced(message) for message in messages]
     head = 0
@@ -88,9 +89,17 @@ def for_trace(messages: list[dict[str, Any]], *, limit: int = 0) -> list[dict[st
     while kept_from > head and (kept_from == len(messages) or _text_size(messages[kept_from - 1]) <= room):
         kept_from -= 1
         room -= _text_size(messages[kept_from])
-    traced = [_traced(_cut(message, limit // 2)) for message in messages[:head]]
-    if kept_from > head:
-        left_out = messages[head:kept_from]
+    traced: list[dict[str, Any]] = []
+    left_out = messages[head:kept_from]
+    room = limit // 2
+    for index, message in enumerate(messages[:head]):
+        size = _text_size(message)
+        if size > room and not (room > 0 and isinstance(message.get("content"), str)):
+            left_out = [*messages[index:head], *left_out]
+            break
+        traced.append(_traced(_cut(message, room)))
+        room -= min(size, room)
+    if left_out:
         traced.append({"role": "system", "content": f"[{len(left_out)} earlier messages "
                        f"({sum(map(_text_size, left_out)):,} characters) not recorded in this trace: "
                        "DEV_SERVER_TRACE_INPUT_CHARS]"})
