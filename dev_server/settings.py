@@ -62,7 +62,8 @@ class Settings(BaseSettings):
     environment: str = Field("development", description="deployment.environment of spans and logs")
     telemetry: bool = Field(True, description="Record spans and logs of agent runs")
     trace_input_chars: int = Field(32_000, ge=0, description="Characters of text a model generation's span records "
-                                   "of its input (the system messages, then the newest messages, each within half); 0: all of it")
+                                   "of its input (the system messages, then the newest messages, each within "
+                                   "half); 0: all of it")
     telemetry_queue_size: int = Field(10_000, ge=100, description="Spans (and logs) kept while the receiver is down")
     telemetry_queue_mb: int = Field(64, ge=1, description="Megabytes of spans (and of logs) kept while the receiver "
                                                          "is down or behind; past either bound the oldest go")
