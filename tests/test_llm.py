@@ -225,6 +225,29 @@ async def test_local_model_counts_its_usage_and_streams_without_litellm(monkeypa
     assert (finish.usage.input_tokens, finish.usage.output_tokens) == (2, estimate_tokens(text))
 
 
+def test_the_local_model_estimates_a_repeated_input_once(monkeypatch: Any) -> None:
+    """A turn's input is the last turn's plus two messages (with Observational Memory a window of
+    hundreds): the usage's input tokens estimate each message's text once, not at every call."""
+    import dev_server.llm.local_model as local_model
+
+    estimated: list[str] = []
+
+    def counting(text: str) -> int:
+        estimated.append(text)
+        return estimate_tokens(text)
+
+    monkeypatch.setattr(local_model, "estimate_tokens", counting)
+    window = [user(f"window message {i} {id(estimated)}") for i in range(40)]
+    first = compose_reply(window)
+    assert sum(1 for t in estimated if t.startswith("window message")) == 40
+    again = compose_reply([*window, user(f"one more {id(estimated)}")])
+    assert sum(1 for t in estimated if t.startswith("window message")) == 40  # none estimated again
+    assert again.input_tokens == first.input_tokens + estimate_tokens(f"one more {id(estimated)}")
+    huge = "long " * 3_000  # past what the cache keeps: estimated at every call
+    compose_reply([user(huge)]), compose_reply([user(huge)])
+    assert estimated.count(huge.strip()) + estimated.count(huge) == 2
+
+
 # -- litellm path: mock responses and errors ----------------------------------------------
 
 

@@ -88,6 +88,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from dev_server.kernel.model import Finish, ModelEvent, TextDelta, ToolCall, ToolCallDelta, Usage
@@ -235,6 +236,19 @@ def message_text(content: Any) -> str:
     return ""
 
 
+def _text_tokens(text: str) -> int:
+    """The usage's input tokens of one message. A turn's input repeats the last turn's (with
+    Observational Memory, a window of hundreds of messages) and its text objects: a message is
+    estimated once, not at every call (tokenx reads every character). Long texts are estimated
+    each time, so that what the cache holds stays small (at most 4,096 texts of 8 KB)."""
+    return _short_text_tokens(text) if len(text) <= 8_192 else estimate_tokens(text)
+
+
+@lru_cache(maxsize=4096)
+def _short_text_tokens(text: str) -> int:
+    return estimate_tokens(text)
+
+
 def compose_reply(messages: Sequence[dict[str, Any]]) -> LocalReply:
     texts = [message_text(m.get("content")) for m in messages]
     memory = om_reply(messages)
@@ -244,7 +258,7 @@ def compose_reply(messages: Sequence[dict[str, Any]]) -> LocalReply:
     return LocalReply(
         text=text,
         pieces=tuple(_PIECE.findall(text)),
-        input_tokens=sum(estimate_tokens(t) for t in texts),
+        input_tokens=sum(map(_text_tokens, texts)),
         output_tokens=estimate_tokens(text),
         slow=SLOW_TRIGGER in last_user or SLOWER_TRIGGER in last_user,
         fail=memory.fail if memory is not None else FAIL_TRIGGER in last_user,
@@ -342,7 +356,7 @@ async def stream_local(messages: Sequence[dict[str, Any]],
                 yield ToolCallDelta(call.id, call.name, piece)
         for call in calls:
             yield ToolCall(call.id, call.name, call.arguments)
-        tokens = sum(estimate_tokens(message_text(m.get("content"))) for m in messages)
+        tokens = sum(_text_tokens(message_text(m.get("content"))) for m in messages)
         yield Finish("tool-calls", Usage(tokens, 0))
         return
     reply = compose_reply(messages)
