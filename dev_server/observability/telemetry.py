@@ -163,9 +163,9 @@ def _otlp_exports(config: TelemetryConfig):
 class OtlpExport:
     """The gateway's export of one signal (``traces`` or ``logs``) with OpenTelemetry's
     OTLP/HTTP exporter, which is built (and its modules imported: protobuf, requests) by the
-    export queue's worker at the first batch, not at start-up: they were a sixth of the
-    gateway's CPU before it could say ``status: ok``. The queue calls it from one thread at a
-    time (its export lock), so the exporter is built once."""
+    export queue's worker at the first batch, not at start-up, where they took 40 ms of the
+    0.6 s of CPU before the gateway could say ``status: ok``. The queue calls it from one
+    thread at a time (its export lock), so the exporter is built once."""
 
     def __init__(self, signal: str, endpoint: str, headers: dict[str, str] | None) -> None:
         self.signal, self.endpoint, self.headers = signal, endpoint, headers
