@@ -48,10 +48,12 @@ def run_python(code: str, data_dir: Path) -> str:
     return result.stdout.strip()
 
 
-def test_a_gateway_starts_without_the_http_clients_it_has_not_used_yet(tmp_path: Path) -> None:
+def test_a_gateway_starts_without_what_it_has_not_used_yet(tmp_path: Path) -> None:
     # httpx: only `health` and dev's banner probe with it. The OTLP exporters (protobuf,
     # requests): built by the export queue's worker when the first spans or logs go out.
-    modules = {"httpx", "requests", "google.protobuf", "opentelemetry.exporter.otlp.proto.http"}
+    # imagesize (and xml.etree with it): when OM first measures an image attachment.
+    modules = {"httpx", "requests", "google.protobuf", "opentelemetry.exporter.otlp.proto.http", "imagesize",
+               "xml.etree"}
     assert run_python(GATEWAY_START.replace("{MODULES}", repr(modules)), tmp_path) == "none"
 
 
