@@ -43,9 +43,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import httpx
 import uvicorn
 
 from dev_server.agents.definition import AgentDefinition
@@ -59,6 +58,9 @@ from dev_server.preflight import preflight
 from dev_server.settings import Settings, SettingsError
 from dev_server.storage.errors import StorageError
 from dev_server.workers import configure_logging, server_config, supervise
+
+if TYPE_CHECKING:  # httpx: imported by the commands that probe (health, dev's banner), never by a server
+    import httpx
 
 try:  # uvloop's event loop where it exists (not on Windows: asyncio's own loop there)
     import uvloop
@@ -248,6 +250,8 @@ async def _serve(role: str, settings: Settings, sock: socket.socket) -> int:
 
 def probe_health(role: str, settings: Settings, port: int | None) -> int:
     """0 when ``role``'s /health on this machine says ``status: ok``; else 1 with one line."""
+    import httpx
+
     host = settings.host if settings.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port or settings.port_for(role)}/health"
     try:
@@ -317,6 +321,8 @@ class DevBanner:
         probe_host = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
         self.probe_host = f"[{probe_host}]" if ":" in probe_host else probe_host
         self.shown = False
+        import httpx
+
         # one client for every poll: each new one loads the CA bundle (~15 ms of CPU), and
         # polling both roles every 0.1 s that way took a third of a core from their start-up
         self._http: httpx.Client | None = httpx.Client(timeout=0.5)
@@ -324,6 +330,8 @@ class DevBanner:
     def try_show(self, elapsed_s: float) -> bool:
         if self._http is None:
             return self.shown
+        import httpx
+
         health = {}
         for role in ROLES:
             try:

@@ -43,8 +43,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
-import imagesize
-
 CLIENT_SOURCE = "client"
 
 OPENAI_BASE_TOKENS = 85
@@ -330,6 +328,8 @@ def image_dimensions(read: ByteReader) -> tuple[int, int] | None:
     if not (head.startswith((b"\x89PNG\r\n\x1a\n", b"GIF87a", b"GIF89a", b"\xff\xd8"))
             or (head[:4] == b"RIFF" and head[8:12] == b"WEBP")):
         return None
+    import imagesize  # with xml.etree (for SVG): loaded by the first image measured, not at start-up
+
     width, height = imagesize.get(_ReaderFile(read), exif_rotation=False)
     if head[12:16] == b"VP8 ":  # imagesize keeps a lossy WebP's two scaling bits on each side
         width, height = width & 0x3FFF, height & 0x3FFF
