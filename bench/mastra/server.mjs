@@ -33,7 +33,8 @@ function lastUserText(prompt) {
 }
 
 // What our local model answers to a plain message (dev_server/llm/local_model.py), so both
-// servers stream replies of about the same size; the observer and reflector get the same shape.
+// servers stream replies of about the same size, in the same pieces (a word each, with the
+// space before it); the observer and reflector get the same shape.
 function reply(prompt) {
   const earlier = prompt.filter((m) => m.role === "user" || m.role === "assistant").length - 1;
   return `You said: "${lastUserText(prompt)}". I can see ${earlier} earlier messages in this conversation.`;
@@ -54,7 +55,7 @@ function instantModel(modelId) {
       const chunks = [
         { type: "stream-start", warnings: [] },
         { type: "text-start", id: "text-1" },
-        { type: "text-delta", id: "text-1", delta: reply(prompt) },
+        ...reply(prompt).match(/\s*\S+/g).map((delta) => ({ type: "text-delta", id: "text-1", delta })),
         { type: "text-end", id: "text-1" },
         { type: "finish", finishReason: "stop", usage },
       ];
