@@ -92,10 +92,12 @@ lint: install-test
 # bench/results/<date>-<commit>-issue31[-quick].md with the machine and the load average.
 # `make bench QUICK=1`: every part smaller (about 5 minutes on a quiet 2-core machine).
 # LONG=1: bench/om_long_thread.py at full size (600 turns, the 100k import); SQLD=1: recall
-# on sqld with libsql's vector index too (its index builds are slow).
+# on sqld with libsql's vector index too (its index builds are slow); MASTRA=1: a real Mastra
+# server beside ours (bench/mastra, `npm ci` there at the first use) for issue 31 item 5's
+# targets: thread creation and a burst of first turns, the same requests on both.
 # `make bench-workload` runs the workload of issue 16 alone (OM=1: with OM on).
 # `make bench-all` then runs every other benchmark too.
-BENCH_ARGS := $(if $(QUICK),--quick) $(if $(LONG),--long-thread-full) $(if $(SQLD),--sqld)
+BENCH_ARGS := $(if $(QUICK),--quick) $(if $(LONG),--long-thread-full) $(if $(SQLD),--sqld) $(if $(MASTRA),--mastra)
 bench: install
 	$(PY) bench/issue31.py $(BENCH_ARGS)
 
@@ -103,7 +105,7 @@ bench-workload: install
 	$(PY) bench/workload.py $(if $(QUICK),--quick) $(if $(OM),--om)
 
 BENCH_HELPERS := bench/__init__.py bench/issue31.py bench/workload.py bench/bare_server.py bench/canned.py \
-	bench/report.py bench/servers.py bench/traced.py
+	bench/report.py bench/servers.py bench/traced.py bench/mastra_server.py
 bench-all: bench
 	@for script in $(filter-out $(BENCH_HELPERS),$(wildcard bench/*.py)); do \
 	  echo "== $$script"; $(PY) $$script || exit 1; done
@@ -124,4 +126,4 @@ conformance: install-test $(RECORDER)/node_modules/.installed
 	$(PY) -m tests.conformance.replay $(CONVERSATIONS)
 
 clean:
-	rm -rf $(VENV) $(JS_DIR)/node_modules $(RECORDER)/node_modules $(STUDIO_UI)
+	rm -rf $(VENV) $(JS_DIR)/node_modules $(RECORDER)/node_modules bench/mastra/node_modules $(STUDIO_UI)

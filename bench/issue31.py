@@ -16,14 +16,16 @@ Each part is another bench script's own measurement, called as a function in thi
 6. ``bench/recall.py`` at a small size (the embedded scan); ``--sqld`` adds
    ``bench/recall_sqld.py`` (libsql's vector index on sqld: its index builds are slow).
 
-Targets against Mastra's own figures (item 5) need a Mastra server, which this run has not:
-they are printed as N/A with our figures. The header has the machine, the commit and the load
+Targets against Mastra's own figures (item 5) need a Mastra server: ``--mastra`` starts a real
+one (bench/mastra_server.py, installed from npm at the first use) beside ours in both
+workloads, with chat-agent's OM as ours, and gives both the same requests one right after the
+other; without it they are printed as N/A with our figures. The header has the machine, the commit and the load
 average at the start and the end: other work on the machine slows every figure, ratios
 measured in the same run much less.
 Written to bench/results/<date>-<commit>-issue31[-quick].md (``--out`` elsewhere).
 Run: ``make bench`` (``QUICK=1``: every part smaller, about 5 minutes on a quiet 2-core
 machine) or ``.venv/bin/python bench/issue31.py [--quick] [--long-thread-full] [--sqld]
-[--workers N] [--out PATH]``. Linux only (/proc).
+[--mastra] [--workers N] [--out PATH]``. Linux only (/proc).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ RSS_AFTER_START_MB = 150.0
 RSS_AFTER_LOAD_RATIO = 1.2
 OK_AFTER_S = 2.0
 RECALL_AT_10_MIN = 0.95
+THREADS_VS_MASTRA_MIN = 2.0
+FIRST_TURNS_VS_MASTRA_MAX = 1.0
 
 
 @dataclass(frozen=True)
@@ -130,13 +134,14 @@ def _figure(name: str) -> str:
     return re.sub(r" \((gateway [\d.]+ \+ studio [\d.]+)\)$", "", name)
 
 
-def workloads(suite: Suite, sizes: Sizes, workers: int | None) -> None:
-    """Item 1 (and 5) end to end: the workload with OM off, then on, each against the bare server."""
+def workloads(suite: Suite, sizes: Sizes, workers: int | None, mastra: bool) -> None:
+    """Item 1 (and 5) end to end: the workload with OM off, then on, each against the bare server
+    (and with ``mastra`` against a real Mastra server with chat-agent's OM off, then on)."""
     runs: dict[str, Report] = {}
     for label, om in (("off", False), ("on", True)):
-        print(f"== bench/workload.py, Observational Memory {label}", flush=True)
+        print(f"== bench/workload.py{' --mastra' if mastra else ''}, Observational Memory {label}", flush=True)
         runs[label] = workload_bench.run(suite.quick, om=om, workers=workers, turns=sizes.workload_turns,
-                                         seconds=sizes.workload_seconds)
+                                         seconds=sizes.workload_seconds, mastra=mastra)
     off = {_figure(r.figure): r for r in runs["off"].rows}
     on = {_figure(r.figure): r for r in runs["on"].rows}
     settings = runs["off"].settings.replace("Observational Memory off", "Observational Memory off, then on")
@@ -165,12 +170,44 @@ def workloads(suite: Suite, sizes: Sizes, workers: int | None) -> None:
                  f"OM on {on[cpu].ours:.2f} ms "
                  f"= {cpu_on_off:.2f}x OM off {off[cpu].ours:.2f} ms (bare server {off[cpu].bare:.3f} ms; target "
                  f"<= {OM_CPU_RATIO_MAX}x)")
+    if mastra:
+        against_mastra(suite, runs)
+        return
     created, first = "POST /memory/threads, 8 clients, threads/s", "first turn of 32 new threads at once, p50, ms"
-    suite.target(None, f"thread creation at 8 in flight >= 2x Mastra's rate: no Mastra server in this run; ours "
-                       f"{off[created].ours:,.0f} threads/s (OM off), {on[created].ours:,.0f} (OM on)")
-    suite.target(None, f"a burst of 32 first turns p50 <= Mastra's: no Mastra server in this run; ours "
-                       f"{off[first].ours:,.0f} ms with OM off ({off[first].ratio or 0:.1f}x the bare server's), "
-                       f"{on[first].ours:,.0f} ms with OM on")
+    suite.target(None, f"thread creation at 8 in flight >= 2x Mastra's rate: no Mastra server in this run (make "
+                       f"bench MASTRA=1); ours {off[created].ours:,.0f} threads/s (OM off), {on[created].ours:,.0f} "
+                       "(OM on)")
+    suite.target(None, f"a burst of 32 first turns p50 <= Mastra's: no Mastra server in this run (make bench "
+                       f"MASTRA=1); ours {off[first].ours:,.0f} ms with OM off on the gateway's /api/chat "
+                       f"({off[first].ratio or 0:.1f}x the bare server's), {on[first].ours:,.0f} ms with OM on")
+
+
+def against_mastra(suite: Suite, runs: dict[str, Report]) -> None:
+    """Item 5's targets: our studio against a real Mastra server with chat-agent's OM the same,
+    each request measured on ours and right after on Mastra's, in both of the workload's runs."""
+    lines = ["Mastra 1.x's own server (bench/mastra: @mastra/deployer's createNodeServer, as `mastra dev` starts "
+             "it; chat-agent with Memory on LibSQL and an instant mock model) beside our studio; each request "
+             "measured on ours, then on Mastra's, in each of the workload's two runs (their mean).", "",
+             "| figure | OM | ours | Mastra | ours / Mastra | run 1 / run 2 (ours vs Mastra) |",
+             "|---|---|---:|---:|---:|---:|"]
+    found = {}
+    for label, report in runs.items():
+        for row in report.mastra:
+            found[row.figure, label] = row
+            lines.append(f"| {row.figure} | {label} | {num(row.ours)} | {num(row.mastra)} | {row.ratio:.2f}x | "
+                         f"{row.runs} |")
+    suite.section("Against a real Mastra server (bench/mastra, bench/workload.py --mastra)", "\n".join(lines))
+    for label in runs:
+        created, cpu = found[workload_bench.VERSUS_CREATED, label], found[workload_bench.VERSUS_CREATED_CPU, label]
+        suite.target(created.ratio >= THREADS_VS_MASTRA_MIN,
+                     f"thread creation at 8 in flight, OM {label}: ours {created.ours:,.0f} threads/s = "
+                     f"{created.ratio:.2f}x Mastra's {created.mastra:,.0f} (server CPU per thread {cpu.ours:.2f} ms "
+                     f"against {cpu.mastra:.2f}; target >= {THREADS_VS_MASTRA_MIN:g}x)")
+        first = found[workload_bench.VERSUS_FIRST, label]
+        suite.target(first.ratio <= FIRST_TURNS_VS_MASTRA_MAX,
+                     f"a burst of 32 first turns on POST /api/agents/chat-agent/stream, OM {label}: p50 ours "
+                     f"{first.ours:,.0f} ms = {first.ratio:.2f}x Mastra's {first.mastra:,.0f} ms (target <= "
+                     "Mastra's)")
 
 
 def long_thread(suite: Suite, sizes: Sizes, full: bool) -> None:
@@ -298,6 +335,8 @@ def main() -> None:
                                                              "figures mean nothing)")
     parser.add_argument("--sqld", action="store_true", help="also recall on sqld with libsql's vector index (slow)")
     parser.add_argument("--workers", type=int, help="gateway workers in the workload (default as make dev)")
+    parser.add_argument("--mastra", action="store_true",
+                        help="also a real Mastra server (bench/mastra, npm ci at the first use): item 5's targets")
     parser.add_argument("--out", type=Path, help="result file (default bench/results/<date>-<commit>-issue31.md)")
     args = parser.parse_args()
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
@@ -308,7 +347,7 @@ def main() -> None:
         print(line)
     print(f"load average at start: {', '.join(f'{v:.2f}' for v in suite.load_start)}", flush=True)
     started = time.perf_counter()
-    workloads(suite, sizes, args.workers)
+    workloads(suite, sizes, args.workers, args.mastra)
     long_thread(suite, sizes, args.long_thread_full)
     local_observer(suite, sizes)
     telemetry(suite, sizes)
@@ -317,6 +356,7 @@ def main() -> None:
     semantic_recall(suite, sizes, args.sqld)
     settings = (f"{mode} run; long thread at "
                 f"{'full' if args.long_thread_full else 'quick'} size; sqld recall {'on' if args.sqld else 'off'}; "
+                f"Mastra server {'on' if args.mastra else 'off'}; "
                 f"took {(time.perf_counter() - started) / 60:.1f} min")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(suite.markdown(settings))

@@ -8,7 +8,10 @@
 //          With more threads than clients, client i takes turns on threads i, i + clients,
 //          i + 2 * clients, ... in a cycle (so two clients never share a thread when the
 //          count of threads is a multiple of the clients'). `threadCount` (with `threadPrefix`)
-//          names the threads `<prefix>-<n>` instead of listing them.
+//          names the threads `<prefix>-<n>` instead of listing them. `chatPath` posts elsewhere;
+//          `format: "mastra"` sends Mastra's agent-run body instead of the AI SDK chat body
+//          ({messages, memory: {thread, resource}}: POST /api/agents/<id>/stream, on our studio
+//          and on Mastra's server alike).
 //   burst: `clients` first turns on new conversations sent at once.
 //   get:   `count` sequential GETs of `path`.
 //   post:  `count` POSTs of `body` to `path` from `clients` loops (`{i}` in body is the index).
@@ -40,6 +43,10 @@ function request(method, path, body, client = 0) {
 }
 
 function chatBody(conversation, text) {
+  if (spec.format === "mastra") {
+    return JSON.stringify({ messages: [{ role: "user", content: text }],
+      memory: { thread: conversation, resource: spec.resource ?? "bench" } });
+  }
   return JSON.stringify({
     id: "bench", trigger: "submit-message", conversationId: conversation,
     messages: [{ id: randomUUID(), role: "user", parts: [{ type: "text", text }] }],

@@ -39,11 +39,25 @@ class Row:
 
 
 @dataclass
+class Versus:
+    """A figure of one request measured on our server and, right after, on a real Mastra server."""
+    figure: str
+    ours: float
+    mastra: float
+    runs: str = ""  # each run's (ours, Mastra's)
+
+    @property
+    def ratio(self) -> float:
+        return self.ours / self.mastra
+
+
+@dataclass
 class Report:
     quick: bool
     settings: str
     rows: list[Row] = field(default_factory=list)
     targets: list[tuple[bool, str]] = field(default_factory=list)
+    mastra: list[Versus] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.time)
     load_start: tuple[float, float, float] = field(default_factory=os.getloadavg)
@@ -55,6 +69,13 @@ class Report:
         ratio = f"{row.ratio:.2f}x" if row.ratio is not None else "-"
         print(f"{figure:<56} {_num(ours):>12} {_num(bare) if bare is not None else '-':>12} {ratio:>9}  {row.runs}",
               flush=True)
+        return row
+
+    def versus(self, figure: str, ours: float, mastra: float, runs: list[tuple[float, float]]) -> Versus:
+        row = Versus(figure, ours, mastra, " / ".join(f"{_num(a)} vs {_num(b)}" for a, b in runs))
+        self.mastra.append(row)
+        print(f"{figure:<56} {_num(ours):>12} {_num(mastra):>12} {row.ratio:>8.2f}x  (ours vs Mastra's; run 1 / run 2: "
+              f"{row.runs})", flush=True)
         return row
 
     def target(self, ok: bool, text: str) -> None:
@@ -76,6 +97,11 @@ class Report:
                  "| figure | ours | bare server | ratio | ours, run 1 / run 2 |", "|---|---:|---:|---:|---:|",
                  *(f"| {r.figure} | {_num(r.ours)} | {_num(r.bare) if r.bare is not None else '-'} | "
                    f"{f'{r.ratio:.2f}x' if r.ratio is not None else '-'} | {r.runs} |" for r in self.rows),
+                 *(["", "## Against a real Mastra server (same requests, right after ours)", "",
+                    "| figure | ours | Mastra | ours / Mastra | run 1 / run 2 (ours vs Mastra) |",
+                    "|---|---:|---:|---:|---:|",
+                    *(f"| {v.figure} | {_num(v.ours)} | {_num(v.mastra)} | {v.ratio:.2f}x | {v.runs} |"
+                      for v in self.mastra)] if self.mastra else []),
                  "", "## Targets (issue 16)", "",
                  *(f"- **{'PASS' if ok else 'FAIL'}** {text}" for ok, text in self.targets)]
         if self.notes:

@@ -7,7 +7,9 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -25,13 +27,19 @@ def server_env(data: Path, studio_port: int, **extra: str) -> dict[str, str]:
     return env
 
 
+def status_ok(health: Any) -> bool:
+    """Our servers' (and the bare server's) ``/health`` when ready."""
+    return isinstance(health, dict) and health.get("status") == "ok"
+
+
 class Server:
     def __init__(self, name: str, command: list[str], port: int, env: dict[str, str],
-                 log_dir: Path | None = None, cwd: Path = REPO) -> None:
+                 log_dir: Path | None = None, cwd: Path = REPO, ready: Callable[[Any], bool] = status_ok) -> None:
         """``log_dir``: where the server's output goes (``<name>.log``, shown if it fails to
         start); without it the output is dropped. ``cwd``: where it runs (``python -m
-        dev_server`` there runs that checkout's code)."""
-        self.name, self.port = name, port
+        dev_server`` there runs that checkout's code). ``ready``: whether a ``/health`` body
+        says the server is ready (Mastra's answers ``{"success": true}``)."""
+        self.name, self.port, self.ready = name, port, ready
         self.url = f"http://127.0.0.1:{port}"
         self.log = log_dir / f"{name}.log" if log_dir else None
         with self.log.open("wb") if self.log else open(os.devnull, "wb") as log:
@@ -39,7 +47,7 @@ class Server:
         self.snapshots = 0  # tracemalloc snapshots asked for (bench/traced.py)
 
     def wait_ready(self, timeout: float = 60, poll_s: float = 0.1) -> None:
-        """Until ``/health`` says ``status: ok``, asked every ``poll_s``."""
+        """Until ``/health`` says the server is ready (``status: ok``), asked every ``poll_s``."""
         try:
             self._wait_ready(timeout, poll_s)
         except RuntimeError as exc:
@@ -54,7 +62,7 @@ class Server:
         with httpx.Client(timeout=1) as client:
             while time.monotonic() < deadline:
                 try:
-                    if client.get(f"{self.url}/health").json().get("status") == "ok":
+                    if self.ready(client.get(f"{self.url}/health").json()):
                         return
                 except (httpx.TransportError, ValueError):
                     pass

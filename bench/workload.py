@@ -22,8 +22,10 @@ Figures (each with its ratio to the bare server where it has one):
 
 Clients are bench/load.mjs (Node), so the client is not what limits the bare server.
 Results are printed and written to bench/results/<date>-<commit>.md (``--out`` elsewhere).
+``--mastra`` adds a real Mastra server (bench/mastra_server.py) and, in each run, issue 31's
+thread creation and burst of first turns on our studio and on it, one right after the other.
 Run: ``make bench`` (``QUICK=1`` for a short run) or ``.venv/bin/python bench/workload.py
-[--quick] [--turns N] [--seconds S] [--workers N] [--out PATH] [--trace-memory]``. Linux only
+[--quick] [--turns N] [--seconds S] [--workers N] [--out PATH] [--trace-memory] [--mastra]``. Linux only
 (/proc). The gateway runs as many workers as ``make dev`` would (``DEV_SERVER_WORKERS``, else
 one per core); CPU and RSS are summed over each server's processes.
 ``--trace-memory`` runs our servers under tracemalloc (bench/traced.py: much slower, so
@@ -50,7 +52,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench import canned  # noqa: E402
+from bench import canned, mastra_server  # noqa: E402
 from bench import report as targets  # noqa: E402
 from bench.chat_turn import seed  # noqa: E402
 from bench.report import Report  # noqa: E402
@@ -60,6 +62,11 @@ from tests.support import free_port  # noqa: E402
 AGENT = "chat-agent"
 LIST_PATH = f"/api/memory/threads?agentId={AGENT}&resourceId=bench-list&perPage=100&page=0"
 MESSAGES_PATH = f"/api/memory/threads/bench-10k/messages?agentId={AGENT}&perPage=40&page=0"
+# Issue 31's comparison with a real Mastra server (bench/mastra_server.py): Mastra's own routes
+AGENT_ROUTE = {"chatPath": f"/api/agents/{AGENT}/stream", "format": "mastra", "resource": "bench-burst"}
+VERSUS_CREATED = f"POST /api/memory/threads?agentId={AGENT}, 8 in flight, threads/s"
+VERSUS_CREATED_CPU = "server CPU per thread created, ms"
+VERSUS_FIRST = f"first turn of 32 new threads at once, POST /api/agents/{AGENT}/stream, p50, ms"
 SETTLE_S = 1.5  # the gateway exports spans every 0.5 s: their cost lands in the figure it belongs to
 
 
@@ -116,9 +123,12 @@ def background_idle(base: str, quiet_polls: int = 10, timeout_s: float = 600.0) 
             time.sleep(0.05)
 
 
-def burst(base: str, count: int) -> list[float]:
-    load({"mode": "turns", "base": base, "clients": 1, "fresh": True, "count": 1})
-    return load({"mode": "burst", "base": base, "clients": count})["latenciesMs"]
+def burst(base: str, count: int, route: dict | None = None) -> list[float]:
+    """``count`` first turns on new threads sent at once (after one to warm up); ``route``:
+    load.mjs's ``chatPath``/``format`` for another route than the gateway's ``/api/chat``."""
+    route = route or {}
+    load({"mode": "turns", "base": base, "clients": 1, "fresh": True, "count": 1, **route})
+    return load({"mode": "burst", "base": base, "clients": count, **route})["latenciesMs"]
 
 
 async def save_messages(studio: str, total: int, batch: int) -> float:
@@ -146,6 +156,30 @@ def create_threads(studio: str, total: int, clients: int) -> float:
                    "path": f"/api/memory/threads?agentId={AGENT}",
                    "body": json.dumps({"resourceId": "bench-create", "title": "t {i}"})})
     return result["done"] / (result["wallMs"] / 1000)
+
+
+def warm_up(server: Server) -> None:
+    """Issue 31's two requests before any is measured (Node's JIT compiles what runs often,
+    Python fills caches lazily), the same on our studio and on Mastra's: 40 first turns, four at
+    a time, and 1,000 thread creations at 8 in flight."""
+    load({"mode": "turns", "base": server.url, "clients": 4, "fresh": True, "count": 10, **AGENT_ROUTE})
+    create_threads(server.url, 1_000, 8)
+
+
+def against_mastra(studio: Server, mastra: Server, threads: int) -> dict[str, tuple[float, float]]:
+    """Issue 31's two requests on our studio and, right after, on Mastra's server: thread
+    creation at 8 in flight (and the server CPU per thread) and 32 first turns at once on
+    ``POST /api/agents/chat-agent/stream`` (Mastra's route, which our studio serves too).
+    Each figure as (ours, Mastra's)."""
+    created: dict[str, tuple[float, float]] = {}
+    for server in (studio, mastra):
+        before = server.cpu_s()
+        rate = create_threads(server.url, threads, 8)
+        created[server.name] = (rate, (server.cpu_s() - before) / threads * 1000)
+    first = {server.name: pct(burst(server.url, 32, AGENT_ROUTE), .5) for server in (studio, mastra)}
+    return {VERSUS_CREATED: (created["studio"][0], created["mastra"][0]),
+            VERSUS_CREATED_CPU: (created["studio"][1], created["mastra"][1]),
+            VERSUS_FIRST: (first["studio"], first["mastra"])}
 
 
 def reads(base: str, path: str, count: int) -> list[float]:
@@ -238,17 +272,21 @@ def main() -> None:
                              "figures are the step loop's, as issue 16's targets were set before OM)")
     parser.add_argument("--workers", type=int, help="gateway workers (default DEV_SERVER_WORKERS, else one per "
                                                     "core as make dev; 1 with --trace-memory)")
+    parser.add_argument("--mastra", action="store_true", help="also a real Mastra server (bench/mastra, installed "
+                                                              "from npm at the first use), given issue 31's requests")
     args = parser.parse_args()
     out = args.out or targets.result_path(args.quick, args.trace_memory, args.om)
-    report = run(args.quick, args.om, args.workers, args.turns, args.seconds, args.trace_memory)
+    report = run(args.quick, args.om, args.workers, args.turns, args.seconds, args.trace_memory, args.mastra)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report.markdown())
     print(f"written to {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
 
 
 def run(quick: bool, om: bool = False, workers: int | None = None, turns: int | None = None,
-        seconds: float | None = None, trace_memory: bool = False) -> Report:
-    """The whole workload against fresh servers and the bare server; its report (printed as it goes)."""
+        seconds: float | None = None, trace_memory: bool = False, mastra: bool = False) -> Report:
+    """The whole workload against fresh servers and the bare server; its report (printed as it goes).
+    ``mastra``: also a real Mastra server (chat-agent's OM as ours), given issue 31's two requests
+    beside ours in each run."""
     # One traced gateway process: bench/traced.py's snapshots are per process, and every
     # worker runs the same code.
     workers = workers or (1 if trace_memory else None) or int(os.environ.get("DEV_SERVER_WORKERS") or 0) \
@@ -262,6 +300,7 @@ def run(quick: bool, om: bool = False, workers: int | None = None, turns: int | 
                            f"level, two runs, save-messages {10_000 // scale:,} messages, "
                            f"{2_000 // scale:,} threads created, {200 // scale} reads per page, "
                            f"chat-agent's Observational Memory {'on' if om else 'off'}"
+                           + (", a real Mastra server beside ours (bench/mastra)" if mastra else "")
                            + (", servers under tracemalloc (figures are off)" if trace_memory else ""))
     for line in targets.machine():
         print(line)
@@ -296,8 +335,13 @@ def run(quick: bool, om: bool = False, workers: int | None = None, turns: int | 
             bare = start_bare(gateway, studio, tmp_path, env, report)
             servers.append(bare)
             rss["start"]["bare"] = bare.rss_mb()
+            other = None
+            if mastra:
+                (tmp_path / "mastra").mkdir()
+                other = mastra_server.start(tmp_path / "mastra", free_port(), om=om, log_dir=tmp_path)
+                servers.append(other)
             print(f"{'figure':<56} {'ours':>12} {'bare':>12} {'ratio':>9}  ours, run 1 / run 2")
-            run_all(report, gateway, studio, bare, turns, seconds, scale, rss, trace_memory, tmp_path)
+            run_all(report, gateway, studio, bare, turns, seconds, scale, rss, trace_memory, tmp_path, other)
         finally:
             for server in servers:
                 server.stop()
@@ -308,7 +352,7 @@ def run(quick: bool, om: bool = False, workers: int | None = None, turns: int | 
 
 
 def run_all(report: Report, gateway: Server, studio: Server, bare: Server, turns: int, seconds: float, scale: int,
-            rss: dict[str, dict[str, float]], trace: bool, tmp: Path) -> None:
+            rss: dict[str, dict[str, float]], trace: bool, tmp: Path, mastra: Server | None = None) -> None:
     ours = [gateway, studio]
     row = report.row
 
@@ -342,6 +386,9 @@ def run_all(report: Report, gateway: Server, studio: Server, bare: Server, turns
     snapshots = {s.name: [s.snapshot(tmp / f"{s.name}.snapshot")] for s in ours} if trace else {}
 
     runs: list[dict[str, tuple[float, float | None]]] = []
+    versus: list[dict[str, tuple[float, float]]] = []  # (ours, Mastra's) per run
+    for server in (studio, mastra) if mastra else ():
+        warm_up(server)
     for run in (1, 2):
         figures: dict[str, tuple[float, float | None]] = {}
         for clients in (8, 32, 128):
@@ -369,6 +416,8 @@ def run_all(report: Report, gateway: Server, studio: Server, bare: Server, turns
                                                            pct(reads(bare.url, LIST_PATH, 200 // scale), .5))
         figures["messages page (40 of 11k), p50 ms"] = (pct(reads(studio.url, MESSAGES_PATH, 200 // scale), .5),
                                                        pct(reads(bare.url, MESSAGES_PATH, 200 // scale), .5))
+        if mastra:
+            versus.append(against_mastra(studio, mastra, 2_000 // scale))
         rss[f"run {run}"] = {s.name: s.rss_mb() for s in (*ours, bare)}
         for server in ours if trace else ():
             snapshots[server.name].append(server.snapshot(tmp / f"{server.name}.snapshot"))
@@ -381,6 +430,9 @@ def run_all(report: Report, gateway: Server, studio: Server, bare: Server, turns
         bare_values = [r[name][1] for r in runs]
         rows[name] = row(name, statistics.mean(ours_values),
                          None if bare_values[0] is None else statistics.mean(bare_values), runs=ours_values)
+    for name in versus[0] if versus else ():
+        report.versus(name, statistics.mean(r[name][0] for r in versus), statistics.mean(r[name][1] for r in versus),
+                      runs=[r[name] for r in versus])
     # 32 turns sent at once on CPU-bound servers: the median one waits for about 16 turns' CPU
     # on the cores the servers use. The burst's p50 against this floor is its queueing beyond CPU.
     per_turn, cores = rows["server CPU per turn, 32 clients, ms"], rows["server cores used, 32 clients"]

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from contextvars import ContextVar
@@ -43,6 +42,7 @@ from dev_server.agents.registry import AgentRegistry, RegisteredAgent
 from dev_server.agents.replay import reply_events
 from dev_server.agents.reply_so_far import TurnReplySoFar
 from dev_server.agents.run_spans import RunSpans, TracedProcessor
+from dev_server.kernel import ids
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso
 from dev_server.kernel.convert import assistant_message
 from dev_server.kernel.events import LoopEvent, StepFinish
@@ -65,7 +65,7 @@ _ASK_DEPTH: ContextVar[int] = ContextVar("ask_depth", default=0)
 
 
 def new_id(prefix: str = "") -> str:
-    return f"{prefix}{uuid.uuid4()}"
+    return f"{prefix}{ids.uuid4()}"
 
 
 class TurnFailed(Exception):

@@ -27,7 +27,6 @@ import logging
 import os
 import socket
 import time
-import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -35,6 +34,7 @@ import anyio
 
 from dev_server.agents.registry import RegisteredAgent
 from dev_server.agents.runner import Turn, TurnFailed, TurnRunner
+from dev_server.kernel import ids
 from dev_server.kernel.clock import spaced_iso
 from dev_server.kernel.convert import to_model_messages
 from dev_server.kernel.errors import ApiError
@@ -190,7 +190,7 @@ class TurnStarter:
         if not await self._locks.acquire(thread_id, self.wait_s, check_owner_once):
             raise _busy(thread_id)
         # The pid is read here, not at import: the gateway's workers are forked after it.
-        holder = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex}"
+        holder = f"{_HOST}:{os.getpid()}:{ids.uuid4().hex}"
         renewal: asyncio.Task | None = None
 
         async def release() -> None:

@@ -35,11 +35,11 @@ It also takes Mastra's ``onDebugEvent``: one event per observation or reflection
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dev_server.kernel import ids
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, epoch_ms, now_iso
 from dev_server.kernel.events import DataPart
 from dev_server.kernel.messages import Message
@@ -214,7 +214,7 @@ def as_message(item: Message | dict[str, Any], thread_id: str, resource_id: str,
     content = item.get("content", "")
     if isinstance(content, str):
         content = {"format": 2, "parts": [{"type": "text", "text": content}]}
-    return Message(str(item.get("id") or uuid.uuid4()), thread_id, resource_id, str(item.get("role", "user")),
+    return Message(str(item.get("id") or ids.uuid4()), thread_id, resource_id, str(item.get("role", "user")),
                    content, str(item.get("createdAt") or now_iso(clock)))
 
 

@@ -16,11 +16,11 @@ what a unit checks is what it writes against; a failure anywhere rolls it all ba
 from __future__ import annotations
 
 import sqlite3
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dev_server.kernel import ids
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso
 from dev_server.kernel.messages import Message, Thread
 from dev_server.storage import message_writes as writes
@@ -387,7 +387,7 @@ class ConversationStore:
                 (new_thread.id, new_thread.resource_id, new_thread.title, writes.json_or_null(new_thread.metadata),
                  now, now, new_thread.agent_id))
             originals = [message_from_row(r) for r in reversed(conn.execute(sql, params).fetchall())]
-            copies = [Message(str(uuid.uuid4()), new_thread.id, new_thread.resource_id, m.role, m.content,
+            copies = [Message(str(ids.uuid4()), new_thread.id, new_thread.resource_id, m.role, m.content,
                               m.created_at, m.type) for m in originals]
             writes.insert_messages(conn, new_thread.id, copies, now)
             return copies

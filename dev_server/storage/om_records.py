@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
+from dev_server.kernel import ids
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso, parse_iso, to_iso
 from dev_server.storage.libsql import LibSQLStore
 from dev_server.storage.message_writes import add_parts_to_last_reply, stored_json
@@ -190,7 +190,7 @@ class OMRecordStore:
                 "INSERT OR IGNORE INTO mastra_observational_memory (id, lookup_key, scope, resource_id, thread_id,"
                 " origin_type, config, generation_count, observed_timezone, created_at, updated_at)"
                 " VALUES (?, ?, ?, ?, ?, 'initial', ?, 0, ?, ?, ?)",
-                (str(uuid.uuid4()), key, scope, resource_id, thread_id if scope == "thread" else None,
+                (str(ids.uuid4()), key, scope, resource_id, thread_id if scope == "thread" else None,
                  stored_json(config), timezone, now, now))
             return conn.execute(f"{_SELECT} WHERE lookup_key = ? ORDER BY generation_count DESC LIMIT 1",
                                 (key,)).fetchone()
@@ -463,7 +463,7 @@ def _insert_generation(conn: sqlite3.Connection, previous_id: str, observations:
         " SELECT ?, lookup_key, scope, resource_id, thread_id, ?, 'reflection', config, generation_count + 1,"
         " last_observed_at, 0, total_tokens_observed, ?, observed_timezone, metadata, ?, ?"
         " FROM mastra_observational_memory WHERE id = ? RETURNING *",
-        (str(uuid.uuid4()), observations, token_count, now, now, previous_id)).fetchone()
+        (str(ids.uuid4()), observations, token_count, now, now, previous_id)).fetchone()
 
 
 def thread_om(metadata: dict[str, Any] | None) -> dict[str, Any]:

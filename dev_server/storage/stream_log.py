@@ -17,10 +17,10 @@ stream without sleeping.
 from __future__ import annotations
 
 import sqlite3
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dev_server.kernel import ids
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, epoch_ms
 from dev_server.storage.libsql import LibSQLStore
 
@@ -71,7 +71,7 @@ class StreamLog:
 
     @staticmethod
     def new_id() -> str:
-        return f"stream_{uuid.uuid4().hex}"
+        return f"stream_{ids.uuid4().hex}"
 
     async def write(self, stream_id: str, owner: StreamOwner | None, chunks: Sequence[Chunk], *,
                     finished: bool = False) -> None:

@@ -18,11 +18,11 @@ calls (``dev_server.memory.tool_results``).
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from dev_server.kernel import ids
 from dev_server.kernel.clock import Clock, spaced_iso
 from dev_server.kernel.convert import flat_text, ui_part_to_stored
 from dev_server.kernel.errors import BadRequest, invalid
@@ -177,7 +177,7 @@ def input_messages(messages: str | list[Any], thread_id: str, resource_id: str, 
             parts = message_parts(item.get(key), ui=key == "parts")
         except (ValueError, TypeError, KeyError) as exc:
             raise BadRequest("Invalid request body", [{"field": f"{field}.{key}", "message": str(exc)}]) from None
-        message_id = item.get("id") if isinstance(item.get("id"), str) and item.get("id") else str(uuid.uuid4())
+        message_id = item.get("id") if isinstance(item.get("id"), str) and item.get("id") else str(ids.uuid4())
         stored.append(Message(id=message_id, thread_id=thread_id, resource_id=resource_id, role=item["role"],
                               content={"format": 2, "parts": parts, "content": flat_text(parts)},
                               created_at=stamps[index]))

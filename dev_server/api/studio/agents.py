@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import uuid
 from collections.abc import AsyncGenerator
 from functools import partial
 from typing import Any
@@ -42,6 +41,7 @@ from dev_server.api.studio.agent_input import (
     signal_contents,
 )
 from dev_server.api.studio.generate_result import generate_result, response_messages
+from dev_server.kernel import ids
 from dev_server.kernel.clock import now_iso
 from dev_server.kernel.errors import ApiError, NotFound, upstream
 from dev_server.kernel.events import StepFinish
@@ -231,7 +231,7 @@ async def send_message(body: SendMessageBody, agent: AgentDep, hub: SignalsDep, 
         except ThreadNotOwned:
             raise NotFound("Thread not found") from None
     key = await _hub_key(conversations, hub, agent, body.threadId, forced)
-    run_id = body.runId or str(uuid.uuid4())
+    run_id = body.runId or str(ids.uuid4())
     stored = input_messages([{"role": "user", "content": contents}], body.threadId, resource_id, turns.clock)
     now = now_iso(turns.clock)
     signal = {"id": stored[-1].id, "type": "user", "contents": contents, "metadata": metadata,

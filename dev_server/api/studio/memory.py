@@ -9,7 +9,6 @@ multi-row writes are one transaction each (``ConversationStore``).
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
@@ -30,6 +29,7 @@ from dev_server.api.studio.memory_bodies import (
     WorkingMemoryBody,
 )
 from dev_server.api.studio.memory_search import semantic_results
+from dev_server.kernel import ids
 from dev_server.kernel.clock import parse_iso, spaced_iso, to_iso
 from dev_server.kernel.convert import flat_text
 from dev_server.kernel.errors import BadRequest, NotFound, invalid
@@ -73,7 +73,7 @@ async def create_thread(agent: QueryAgent, body: CreateThreadBody, forced: Force
     if not body.resourceId and forced is None:
         raise invalid("body", "resourceId", "resourceId is required")
     resource = effective_resource(forced, agent, body.resourceId)
-    thread = Thread(body.threadId or str(uuid.uuid4()), resource, body.title or "", body.metadata, agent_id=agent.id)
+    thread = Thread(body.threadId or str(ids.uuid4()), resource, body.title or "", body.metadata, agent_id=agent.id)
     try:  # with auth on, an id taken in another resource is refused in the same statement
         return (await store.save_thread(thread, unless_owned_by_other_than=forced)).to_api()
     except ThreadExists:
@@ -118,7 +118,7 @@ async def clone_thread(thread_id: str, scope: ScopeDep, store: ConversationsDep,
     body = body or CloneBody()
     limit = body.options.messageLimit if body.options else None
     resource = effective_resource(forced, agent, body.resourceId) or source.resource_id
-    new_thread = Thread(body.newThreadId or str(uuid.uuid4()), resource,
+    new_thread = Thread(body.newThreadId or str(ids.uuid4()), resource,
                         body.title or (f"Clone of {source.title}" if source.title else ""),
                         {**(source.metadata or {}), **(body.metadata or {}), "clonedFrom": source.id},
                         agent_id=agent.id if agent else source.agent_id)
@@ -244,7 +244,7 @@ def _saved_message(item: SavedMessage, index: int, thread: Thread, stamp: str) -
             created_at = to_iso(parse_iso(item.createdAt))
         except ValueError:
             raise invalid("body", f"messages.{index}.createdAt", ISO_TIME) from None
-    return Message(item.id or str(uuid.uuid4()), thread.id, thread.resource_id, item.role, stored, created_at,
+    return Message(item.id or str(ids.uuid4()), thread.id, thread.resource_id, item.role, stored, created_at,
                    item.type or "text")
 
 

@@ -28,12 +28,12 @@ leaves a ``data-om-observation-failed`` copy on the newest stored reply, not str
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from dev_server.kernel import ids
 from dev_server.kernel.clock import epoch_ms, now_iso, parse_iso, to_iso
 from dev_server.kernel.events import PREVIOUS_REPLY, DataPart
 from dev_server.kernel.messages import Message
@@ -264,7 +264,7 @@ class Buffering:
                 if self.engine.options.retrieval is not None:
                     observations = wrap_group(observations, message_range(fresh))
                 newest = max(parse_iso(m.created_at) for m in fresh)
-                chunk = {"id": f"ombuf-{uuid.uuid4()}", "cycleId": cycle.id, "observations": observations,
+                chunk = {"id": f"ombuf-{ids.uuid4()}", "cycleId": cycle.id, "observations": observations,
                          "tokenCount": estimate_tokens(observations), "messageIds": [m.id for m in fresh],
                          "messageTokens": count_messages(fresh),
                          "lastObservedAt": to_iso(newest + timedelta(milliseconds=1)),

@@ -11,10 +11,10 @@ times are ISO strings, durations milliseconds.
 from __future__ import annotations
 
 import random
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from dev_server.kernel import ids
 from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, epoch_ms, now_iso
 from dev_server.kernel.events import DataPart
 from dev_server.om.options.config import ObservationalMemoryOptions
@@ -99,7 +99,7 @@ class Cycle:
     thread_id: str
     config: dict[str, Any]
     tokens: int  # tokens to observe (messages) or to reflect (observations)
-    id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    id: str = field(default_factory=lambda: str(ids.uuid4()))
     clock: Clock = field(default=SYSTEM_CLOCK, repr=False)
     thread_ids: list[str] | None = None  # every thread the cycle observes (resource scope); None: this one
     started: float = field(init=False)

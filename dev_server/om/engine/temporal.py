@@ -22,10 +22,10 @@ Replies stored before this form hold a user message 1 ms before the message inst
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
+from dev_server.kernel import ids
 from dev_server.kernel.clock import parse_iso, to_iso
 from dev_server.kernel.messages import Message
 
@@ -99,7 +99,7 @@ def gap_signal(newest: Message, previous: Message, created_at: str, tz: tzinfo |
     text = f"{gap_text} — {timestamp}"
     attributes = {"type": REMINDER_TYPE, "gapText": gap_text, "gapMs": gap_ms, "timestamp": timestamp,
                   "timestampMs": timestamp_ms, "precedesMessageId": newest.id}
-    signal_id = f"{MARKER_ID_PREFIX}gap_{uuid.uuid4()}"
+    signal_id = f"{MARKER_ID_PREFIX}gap_{ids.uuid4()}"
     metadata = {"reminderType": REMINDER_TYPE, "gapText": gap_text, "gapMs": gap_ms, "timestamp": timestamp,
                 "timestampMs": timestamp_ms, "precedesMessageId": newest.id,
                 "systemReminder": {**attributes, "message": text}}
