@@ -264,3 +264,14 @@ def test_a_conversation_that_repeats_itself_is_observed_and_reflected_not_reject
     assert reflection_problem(text, reflected.degenerate, tokens=estimate_tokens(text),
                               source_tokens=estimate_tokens(distinct_observations(log))) is None
     assert estimate_tokens(distinct_observations(log)) < estimate_tokens(log) / 10
+
+
+def test_an_om_answer_streams_in_a_few_large_pieces() -> None:
+    """The observer's and reflector's answers are read whole, never shown as they stream: a
+    long one comes in pieces of MEMORY_PIECE_CHARS, not a word a piece."""
+    from dev_server.llm.local_model import MEMORY_PIECE_CHARS
+
+    log = "\n".join(f"* 🔴 (10:{i % 60:02d}) the user said thing number {i}" for i in range(400))
+    reply = compose_reply(reflector_request(f"Date: Dec 4, 2025\n{log}", 1))
+    assert "".join(reply.pieces) == reply.text.rstrip() and len(reply.text) > 4 * MEMORY_PIECE_CHARS
+    assert len(reply.pieces) == -(-len(reply.text.rstrip()) // MEMORY_PIECE_CHARS)

@@ -249,6 +249,16 @@ def _short_text_tokens(text: str) -> int:
     return estimate_tokens(text)
 
 
+MEMORY_PIECE_CHARS = 2_048
+
+
+def _memory_pieces(text: str) -> tuple[str, ...]:
+    """An observer's or reflector's answer in pieces of ``MEMORY_PIECE_CHARS``: it is read whole
+    (``dev_server.llm.complete``), never shown as it streams, and a reflection of tens of
+    thousands of tokens streamed a word a piece spent most of its time passing the pieces on."""
+    return tuple(text[i:i + MEMORY_PIECE_CHARS] for i in range(0, len(text), MEMORY_PIECE_CHARS))
+
+
 def compose_reply(messages: Sequence[dict[str, Any]]) -> LocalReply:
     texts = [message_text(m.get("content")) for m in messages]
     memory = om_reply(messages)
@@ -257,7 +267,7 @@ def compose_reply(messages: Sequence[dict[str, Any]]) -> LocalReply:
     last_user = "" if memory is not None else _last_user_text(messages)
     return LocalReply(
         text=text,
-        pieces=tuple(_PIECE.findall(text)),
+        pieces=tuple(_PIECE.findall(text)) if memory is None else _memory_pieces(text.rstrip()),
         input_tokens=sum(map(_text_tokens, texts)),
         output_tokens=estimate_tokens(text),
         slow=SLOW_TRIGGER in last_user or SLOWER_TRIGGER in last_user,
