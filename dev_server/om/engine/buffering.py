@@ -202,7 +202,7 @@ class Buffering:
         if not candidates or buffer_tokens is False or flag_live(record.is_buffering_observation,
                                                                                   clock=self.engine.clock):
             return False
-        tokens = count_messages(candidates)
+        tokens = count_messages(candidates, memo=ctx.counted)  # the turn counted them: its memo answers
         if not skip_minimum and tokens < buffer_tokens / 2:
             return False
         config = marker_config(self.engine.options)
@@ -266,7 +266,7 @@ class Buffering:
                 newest = max(parse_iso(m.created_at) for m in fresh)
                 chunk = {"id": f"ombuf-{ids.uuid4()}", "cycleId": cycle.id, "observations": observations,
                          "tokenCount": estimate_tokens(observations), "messageIds": [m.id for m in fresh],
-                         "messageTokens": count_messages(fresh),
+                         "messageTokens": count_messages(fresh, memo=ctx.counted),
                          "lastObservedAt": to_iso(newest + timedelta(milliseconds=1)),
                          "createdAt": now_iso(self.engine.clock)}
                 if extraction.title is not None:  # written to the thread again when the chunk is activated
