@@ -182,12 +182,12 @@ def _injected(messages: Sequence[dict[str, Any]]) -> InjectedMemory | None:
 
 def _tool_results_answer(messages: Sequence[dict[str, Any]]) -> str | None:
     """``The <tool> tool returned: ...`` for the tool results after the last user message."""
-    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
-    names = {c.get("id"): c.get("function", {}).get("name") for m in messages if m.get("role") == "assistant"
-             for c in m.get("tool_calls") or ()}
+    last_user = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), -1)
     results = [m for m in messages[last_user + 1:] if m.get("role") == "tool"]
     if not results:
         return None
+    names = {c.get("id"): c.get("function", {}).get("name") for m in messages if m.get("role") == "assistant"
+             for c in m.get("tool_calls") or ()}
     return " ".join(f"The {names.get(m.get('tool_call_id'), 'unknown')} tool returned: "
                     f"{message_text(m.get('content'))}." for m in results)
 
@@ -301,25 +301,26 @@ def _answer(messages: Sequence[dict[str, Any]]) -> str:
         return "I did not receive a user message." + suffix
     last_index = user_positions[-1]
     last = message_text(convo[last_index].get("content"))
-    earlier_user = [message_text(convo[i].get("content")) for i in user_positions[:-1]]
     memory = _injected(messages) if asks_about_me(last) else None
     if memory is not None:
         return known_about_user(memory) + suffix
-    if _NAME_QUESTION.search(last):
+    name_question, recall = _NAME_QUESTION.search(last), _RECALL.search(last) and _RECALL_WHEN.search(last)
+    if not (name_question or recall):  # the usual answer: the earlier messages' texts are not read
+        return (f"You said: {_quote(last)}. I can see {_plural(last_index, 'earlier message')} in this "
+                "conversation." + suffix)
+    earlier_user = [message_text(convo[i].get("content")) for i in user_positions[:-1]]
+    if name_question:
         # the earlier messages, else what memory injected (Observational Memory's observations)
         name = _stated_name(earlier_user) or _stated_name(
             [message_text(m.get("content")) for m in messages if m.get("role") == "system"])
         if name is None:
             return "You haven't told me your name in the messages I can see." + suffix
         return f"Your name is {name}." + suffix
-    if _RECALL.search(last) and _RECALL_WHEN.search(last):
-        if not earlier_user:
-            return "I don't see any earlier messages from you in this conversation." + suffix
-        quoted = "; ".join(_quote(t) for t in earlier_user)
-        count = _plural(len(earlier_user), "message")
-        return f"Earlier you said ({count}): {quoted}." + suffix
-    return (f"You said: {_quote(last)}. I can see {_plural(last_index, 'earlier message')} in this conversation."
-            + suffix)
+    if not earlier_user:  # a recall question
+        return "I don't see any earlier messages from you in this conversation." + suffix
+    quoted = "; ".join(_quote(t) for t in earlier_user)
+    count = _plural(len(earlier_user), "message")
+    return f"Earlier you said ({count}): {quoted}." + suffix
 
 
 def _stated_name(user_texts: Sequence[str]) -> str | None:
