@@ -19,7 +19,6 @@ from dev_server.llm import LiteLLMClient, ModelProviderError
 from dev_server.llm.local_model import compose_reply, stream_local
 from dev_server.llm.local_observer import is_observer_request, is_reflector_request, observer_answer, om_reply
 from dev_server.llm.local_reflector import reflector_answer
-from dev_server.llm.tokens import count_tokens
 from dev_server.om.engine.output_check import distinct_observations, observer_problem, reflection_problem
 from dev_server.om.prompting.parsing import parse_observer_output, parse_reflector_output
 from dev_server.om.prompting.prompts import (
@@ -164,15 +163,15 @@ def test_reflector_compresses_and_keeps_the_essentials() -> None:
         assert "Date: Dec 4, 2025" in text and "Date: Dec 5, 2025" in text, level
         assert "🟢" not in text
         assert 'User stated: "Fact 5-7: I own 7 bikes"' in text  # the newest 🔴 always stays
-    sizes = [count_tokens(reflected[level]) for level in range(5)]
-    assert count_tokens(observations) > sizes[0] > sizes[1] > sizes[2] > sizes[3] > sizes[4]  # each level shrinks
+    sizes = [estimate_tokens(reflected[level]) for level in range(5)]
+    assert estimate_tokens(observations) > sizes[0] > sizes[1] > sizes[2] > sizes[3] > sizes[4]  # each level shrinks
     assert reflected[0].count("🟡") == 16 and "🟡" in reflected[1]  # level 0 only drops the 🟢 lines
     assert "🟡" not in reflected[2] and reflected[2].count("🔴") == 16
     assert "* 🔴 (10:00) Earlier: 4 observations condensed" in reflected[3]
     assert "* 🔴 (10:00) Earlier: 6 observations condensed" in reflected[4]
     # Reflecting a reflection counts what was condensed before.
     again = reflect(reflected[3], 3)
-    assert "Earlier: 5 observations condensed" in again and count_tokens(again) < count_tokens(reflected[3])
+    assert "Earlier: 5 observations condensed" in again and estimate_tokens(again) < estimate_tokens(reflected[3])
 
 
 def test_reflector_keeps_completions_threads_and_something() -> None:

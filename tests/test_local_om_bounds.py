@@ -22,7 +22,6 @@ from dev_server.llm import LiteLLMClient
 from dev_server.llm.local_model import LocalReply, compose_reply
 from dev_server.llm.local_observer import OBSERVATION_TOKENS, WORKING_MEMORY_TOKENS, observer_answer
 from dev_server.llm.local_om_budget import weight
-from dev_server.llm.tokens import count_tokens
 from dev_server.om.engine.cycle_context import CycleContext
 from dev_server.om.engine.observation_engine import ObservationEngine
 from dev_server.om.engine.output_check import distinct_observations, observer_problem, reflection_problem
@@ -73,7 +72,7 @@ def test_an_observer_call_on_a_million_tokens_writes_a_few_thousand() -> None:
     assert reply.output_tokens <= OBSERVATION_TOKENS + HINTS_TOKENS
     parsed = parse_observer_output(reply.text)
     assert observer_problem(parsed.observations, parsed.degenerate) is None
-    assert count_tokens(parsed.observations) <= OBSERVATION_TOKENS
+    assert estimate_tokens(parsed.observations) <= OBSERVATION_TOKENS
     lines = parsed.observations.split("\n")
     assert lines[0] == "Date: Dec 31, 2024" and all(LINE.match(line) for line in lines if not line.startswith("Date:"))
     assert {mark for line in lines for mark in "🔴🟡🟢✅" if mark in line} == set("🔴🟡🟢✅")
@@ -104,7 +103,7 @@ def test_the_working_memory_section_keeps_its_newest_items_within_its_budget() -
                                   prior_suggested_response=None, prior_extracted=[("working-memory", prior)])]
     document = parse_observer_output(observer_answer(request), ["working-memory"]).extracted["working-memory"]
     items = document.split("\n")
-    assert items[0] == "# About the user" and count_tokens(document) <= WORKING_MEMORY_TOKENS + 20
+    assert items[0] == "# About the user" and estimate_tokens(document) <= WORKING_MEMORY_TOKENS + 20
     assert items[-1] == f"- {messages[-2].content['content']}" and "- Likes tea" not in items  # the oldest go
 
 

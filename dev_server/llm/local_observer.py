@@ -85,7 +85,7 @@ from dev_server.kernel.prompt_marks import (
     TASK_HEADING,
     THREAD_TITLE_SECTION,
 )
-from dev_server.llm.local_om_budget import fitted
+from dev_server.llm.local_om_budget import fitted, line_tokens
 from dev_server.llm.local_om_text import (
     QUOTE_CHARS,
     degenerate_log,
@@ -95,7 +95,6 @@ from dev_server.llm.local_om_text import (
     user_text_under,
 )
 from dev_server.llm.local_reflector import reflector_answer
-from dev_server.llm.tokens import count_tokens
 
 OBSERVER_FAIL_TRIGGER = "[[observer-fail]]"
 OBSERVER_DEGENERATE_TRIGGER = "[[observer-degenerate]]"
@@ -266,7 +265,7 @@ def _newest_items(lines: list[str], budget: int) -> list[str]:
         if line.startswith("- "):
             if used > budget:
                 continue
-            used += count_tokens(line) + 1
+            used += line_tokens(line)
             if used > budget:
                 continue
         kept.append(line)

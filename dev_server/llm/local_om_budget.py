@@ -10,9 +10,11 @@ The lines it leaves out are counted in one ``* <mark> (HH:MM) Earlier: N observa
 condensed`` line per ``<thread>`` block, where the first of them was. ``Date:`` lines with no
 observation left under them go; thread tags stay (the caller decides about empty blocks).
 
-Tokens are tiktoken's (``dev_server.llm.tokens``), counted line by line, a newline each (a
-little more than the whole text's count). Only the lines that may be kept are counted, so a
-call costs about what its output costs, not what its input does.
+Tokens are estimated as Observational Memory estimates them (``dev_server.kernel.tokenx``,
+whose counts every threshold compares), line by line, a newline each (a little more than the
+whole text's count); an exact tokenizer held ~75 MB in every process that ran a local cycle.
+Only the lines that may be kept are counted, so a call costs about what its output costs,
+not what its input does.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from dev_server.kernel.tokenx import estimate_tokens
 from dev_server.llm.local_om_text import REPEATS, TIME, is_observation, is_thread_tag
-from dev_server.llm.tokens import count_tokens
 
 RECENT_SHARE = 0.5  # of a budget, for the newest lines whatever their priority
 CONDENSED = re.compile(r"Earlier: ([\d,]+) observations? condensed")
@@ -57,11 +59,11 @@ def rank(line: str) -> int:
     return 2 if "🟢" in line else 1
 
 
-@lru_cache(maxsize=1 << 16)
+@lru_cache(maxsize=1 << 13)
 def line_tokens(line: str) -> int:
     """A line's tokens and its newline's: the unit of every budget here (a log's lines are
     counted again and again as it is fitted at one level after another)."""
-    return count_tokens(line) + 1
+    return estimate_tokens(line) + 1
 
 
 def tokens_of(lines: list[str]) -> int:
