@@ -156,7 +156,8 @@ def storage_for(role: str, settings: Settings) -> CompositeStore:
     return CompositeStore.for_role(role, default_db_url=settings.default_db_url,
                                    observability_db_url=settings.observability_db_url,
                                    busy_timeout_ms=settings.busy_timeout_ms, db_auth_token=settings.db_auth_token,
-                                   db_timeout_s=settings.db_timeout_s, write_group=settings.db_write_group)
+                                   db_timeout_s=settings.db_timeout_s, write_group=settings.db_write_group,
+                                   observability_memory_mb=settings.trace_memory_mb or None)
 
 
 def _openapi(app: FastAPI, generate: Callable[[FastAPI], dict[str, Any]]) -> dict[str, Any]:

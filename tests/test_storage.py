@@ -153,6 +153,19 @@ async def test_duckdb_store_appends_in_batches(tmp_path: Path):
     await store.close()
 
 
+async def test_the_studios_observability_store_keeps_its_cache_within_the_configured_memory(tmp_path: Path):
+    """DuckDB's own limit is 80 % of the machine's RAM, and it keeps what it wrote cached up to
+    it: a studio storing spans grew by what it stored (DEV_SERVER_TRACE_MEMORY_MB)."""
+    settings = Settings(data_dir=tmp_path, trace_memory_mb=48)
+    storage = storage_for("studio", settings)
+    await storage.open()
+    try:
+        limit = await storage.domain(OBSERVABILITY).fetch_all("SELECT current_setting('memory_limit') AS v")
+        assert limit[0]["v"] == "45.7 MiB"  # 48 MB, shown in mebibytes
+    finally:
+        await storage.close()
+
+
 async def test_thread_message_count_stays_exact(settings: Settings):
     storage = storage_for("gateway", settings)
     await storage.open()

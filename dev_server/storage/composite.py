@@ -72,6 +72,7 @@ class CompositeStore:
         db_auth_token: str | None = None,
         db_timeout_s: float = 10.0,
         write_group: int = DEFAULT_MAX_GROUP,
+        observability_memory_mb: int | None = None,
     ) -> CompositeStore:
         """The stores one process opens: the studio owns the observability file, the
         gateway only knows where it is (plain values: storage does not read settings).
@@ -87,7 +88,7 @@ class CompositeStore:
         if observability_domain is None:
             from dev_server.storage.duckdb_store import DuckDBStore
 
-            observability_domain = DuckDBStore(observability_db_url)
+            observability_domain = DuckDBStore(observability_db_url, memory_mb=observability_memory_mb)
         return cls(default, {OBSERVABILITY: observability_domain})
 
     def domain(self, name: str) -> Any:

@@ -26,8 +26,9 @@ T = TypeVar("T")
 class DuckDBStore:
     engine = "duckdb"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, memory_mb: int | None = None) -> None:
         self.url = url
+        self.memory_mb = memory_mb  # DuckDB's memory_limit (None: its own, 80 % of the machine's RAM)
         self._con = None
         self._executor: ThreadPoolExecutor | None = None
 
@@ -56,7 +57,10 @@ class DuckDBStore:
         except PathError as exc:
             raise StorageError(str(exc)) from exc
         try:
-            con = duckdb.connect(str(target) if target else ":memory:")
+            # DuckDB keeps the blocks it wrote in its buffer pool up to its memory limit: by default
+            # most of the machine's RAM, so a studio storing spans grew by what it stored
+            config = {"memory_limit": f"{self.memory_mb}MB"} if self.memory_mb else {}
+            con = duckdb.connect(str(target) if target else ":memory:", config=config)
         except duckdb.Error as exc:
             raise StorageError(f"cannot open observability database {target}: {first_line(exc)}") from exc
         try:

@@ -363,11 +363,14 @@ class OMRecordStore:
 
     async def seal_messages(self, message_ids: Sequence[str], sealed_at_ms: int) -> None:
         """Mark messages handed to a background observer as sealed (1.4, mechanism 4):
-        ``content.metadata.mastra.sealed`` and their last part's ``metadata.mastra.sealedAt``."""
-        await self.db.run_write(lambda conn: conn.executemany(
+        ``content.metadata.mastra.sealed`` and their last part's ``metadata.mastra.sealedAt``.
+        One statement for all of them: as ``executemany`` (a statement per message, each
+        firing the messages' triggers) it failed now and then under load with SQLite's "bad
+        parameter or other API misuse" (about one seal in 500 with ten turns at once)."""
+        await self.db.run_write(lambda conn: conn.execute(
             "UPDATE messages SET content = json_set(content, '$.metadata.mastra.sealed', json('true'),"
-            " '$.parts[#-1].metadata.mastra.sealedAt', ?) WHERE id = ? AND json_array_length(content, '$.parts') > 0",
-            [(sealed_at_ms, mid) for mid in message_ids]))
+            " '$.parts[#-1].metadata.mastra.sealedAt', ?) WHERE id IN (SELECT value FROM json_each(?))"
+            " AND json_array_length(content, '$.parts') > 0", (sealed_at_ms, stored_json(list(message_ids)))))
 
     async def add_parts_to_last_reply(self, thread_id: str, parts: Sequence[dict[str, Any]]) -> bool:
         """Keep marker parts that arrived after their turn's reply was saved: appended to the
