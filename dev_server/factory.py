@@ -311,7 +311,9 @@ def _include_studio_routes(app: FastAPI, settings: Settings) -> None:
     from dev_server.api.studio import tools as tool_routes
     from dev_server.api.studio.ui import studio_ui_router
 
-    for router in (shell.router, agent_routes.router, tool_routes.router, observational.router, memory.router,
-                   observability.router, observability.legacy, metric_routes.router, otlp.router):
+    # A request is matched against the routes in order: the busiest first (thread creation, a
+    # turn, the OTLP ingest), the Studio's constant pages (shell) last; no two of these overlap
+    for router in (memory.router, observational.router, agent_routes.router, tool_routes.router, otlp.router,
+                   observability.router, observability.legacy, metric_routes.router, shell.router):
         app.include_router(router)
     app.include_router(studio_ui_router(settings.resolved_studio_ui_dir, agent_signals=True))
