@@ -68,8 +68,9 @@ class Settings(BaseSettings):
     telemetry_queue_mb: int = Field(64, ge=1, description="Megabytes of spans (and of logs) kept while the receiver "
                                                          "is down or behind; past either bound the oldest go")
     trace_retention_days: int | None = Field(None, ge=1, description="Drop spans and logs older than this (studio)")
-    trace_memory_mb: int = Field(64, ge=0, description="Memory the studio's observability store (DuckDB) may hold "
-                                 "for its cache; 0: DuckDB's own limit (80 % of RAM)")
+    trace_memory_mb: int = Field(0, ge=0, description="Memory the studio's observability store (DuckDB) may use; "
+                                 "0: DuckDB's own limit (80 % of RAM). Its span index stays in memory: without "
+                                 "trace retention a limit ends ingestion once the index outgrows it")
     studio_url: str | None = Field(
         None, description="Where the gateway reaches the studio's OTLP receivers (default http://<host>:<studio port>)"
     )

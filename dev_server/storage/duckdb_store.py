@@ -57,8 +57,9 @@ class DuckDBStore:
         except PathError as exc:
             raise StorageError(str(exc)) from exc
         try:
-            # DuckDB keeps the blocks it wrote in its buffer pool up to its memory limit: by default
-            # most of the machine's RAM, so a studio storing spans grew by what it stored
+            # DuckDB caches the blocks it wrote up to its memory limit (by default most of the RAM);
+            # its primary-key index is held in memory whatever the limit, so a limit is only safe
+            # with retention (DEV_SERVER_TRACE_MEMORY_MB, docs/configuration.md)
             config = {"memory_limit": f"{self.memory_mb}MB"} if self.memory_mb else {}
             con = duckdb.connect(str(target) if target else ":memory:", config=config)
         except duckdb.Error as exc:
