@@ -57,6 +57,7 @@ from bench import report as targets  # noqa: E402
 from bench.chat_turn import seed  # noqa: E402
 from bench.report import Report  # noqa: E402
 from bench.servers import Server, cpu, server_env  # noqa: E402
+from tests.kit.local_http import background_idle  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
 AGENT = "chat-agent"
@@ -110,17 +111,6 @@ def concurrent(base: str, clients: int, seconds: float) -> tuple[int, float]:
     load({**spec, "count": 1})  # the threads exist
     result = load({**spec, "seconds": seconds})
     return result["done"], result["wallMs"] / 1000
-
-
-def background_idle(base: str, quiet_polls: int = 10, timeout_s: float = 600.0) -> None:
-    """Until ``/health`` reports no background work queued or running ``quiet_polls`` times in a
-    row (with several workers each poll reaches one of them)."""
-    deadline, quiet = time.monotonic() + timeout_s, 0
-    with httpx.Client(timeout=5) as client:
-        while quiet < quiet_polls and time.monotonic() < deadline:
-            work = client.get(f"{base}/health").json()["background"]
-            quiet = quiet + 1 if not work["queued"] and not work["running"] else 0
-            time.sleep(0.05)
 
 
 def burst(base: str, count: int, route: dict | None = None) -> list[float]:
@@ -369,7 +359,7 @@ def run_all(report: Report, gateway: Server, studio: Server, bare: Server, turns
     # background (docs/observational-memory.md#backlog); the figures are of the turns after it
     started, catch_up_before = time.perf_counter(), cpu(ours)
     sequential(gateway.url, "bench-10k", 1)
-    background_idle(gateway.url)
+    background_idle(gateway.url, timeout=600, quiet_polls=10)
     catch_up_s, catch_up_cpu = time.perf_counter() - started, cpu(ours) - catch_up_before
     before = {s.name: s.cpu_s() for s in ours}
     times = sequential(gateway.url, "bench-10k", turns)

@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from dev_server.kernel.clock import ManualClock, to_iso
 from tests.kit.chat import turn
-from tests.kit.local_http import local_http
+from tests.kit.local_http import background_idle
 from tests.kit.om import FACT, parts
 from tests.kit.servers import serve
 
@@ -33,18 +32,6 @@ SCRIPT = [
 ]
 THREAD = "replayed"
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}")
-
-
-def background_idle(url: str, timeout: float = 30.0) -> None:
-    """Until the gateway's background jobs (the title) are done: the next turn starts from
-    the same stored state in every run."""
-    deadline = time.monotonic() + timeout
-    while True:
-        work = local_http.get(f"{url}/health", timeout=5).json()["background"]
-        if not work["queued"] and not work["running"]:
-            return
-        assert time.monotonic() < deadline, "background work did not finish"
-        time.sleep(0.05)
 
 
 def run_script(data: Path) -> tuple[list[dict[str, Any]], ManualClock]:

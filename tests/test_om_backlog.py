@@ -21,10 +21,8 @@ import dataclasses
 import json
 import re
 import threading
-import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from dev_server.agents import chat_agent
 from dev_server.agents.definition import AgentDefinition
@@ -36,7 +34,7 @@ from dev_server.memory.options import MemoryOptions
 from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.libsql import LibSQLStore
 from tests.kit.chat import turn
-from tests.kit.local_http import local_http
+from tests.kit.local_http import background_idle
 from tests.kit.om import parts, pending, record_row, stored_messages
 from tests.kit.servers import serve
 
@@ -99,17 +97,6 @@ class Observer:
                 f"(messages {min(seen, default=-1)} to {max(seen, default=-1)}).\n</observations>")
 
 
-def idle(server: Any) -> None:
-    """Background work done: nothing queued or running at two reads in a row."""
-    quiet = 0
-    deadline = time.monotonic() + 60
-    while quiet < 2:
-        assert time.monotonic() < deadline, "the catch-up did not finish"
-        work = local_http.get(f"{server.url}/health", timeout=5).json()["background"]
-        quiet = quiet + 1 if work["queued"] == 0 and work["running"] == 0 else 0
-        time.sleep(0.05)
-
-
 def test_an_imported_backlog_is_observed_one_batch_per_turn_then_caught_up_in_the_background(tmp_path: Path) -> None:
     clock = ManualClock("2026-01-05T09:00:00.000Z", tick=timedelta(milliseconds=1))
     observer = Observer()
@@ -135,12 +122,12 @@ def test_an_imported_backlog_is_observed_one_batch_per_turn_then_caught_up_in_th
         assert len(observer.seen) == 2  # the turn observed nothing itself
 
         observer.gate.set()
-        idle(server)
+        background_idle(server.url, timeout=60, quiet_polls=2)
         record = record_row(tmp_path / "dev-server.db", THREAD)
         caught_up = [index for call in observer.seen for index in call]
         third = turn(server, THREAD, "u3", "(turn 3) Thanks.")
         assert not parts(third, "observation-start") and pending(third) < THRESHOLD
-        idle(server)
+        background_idle(server.url, timeout=60, quiet_polls=2)
 
     seen = [index for call in observer.seen for index in call]  # turn 3's buffering included
     assert len(seen) == len(set(seen))  # nothing observed twice
@@ -161,11 +148,11 @@ def test_a_failed_catch_up_batch_is_taken_up_again_by_the_next_turn(tmp_path: Pa
                agents=(agent(),), clock=clock) as server:
         import_backlog(tmp_path / "dev-server.db", clock)
         turn(server, THREAD, "u1", "(turn 1) What do I keep on the roof?")
-        idle(server)
+        background_idle(server.url, timeout=60, quiet_polls=2)
         assert len(observer.seen) == 2 and observer.failed == [1]  # the chain ended with the failure
         second = turn(server, THREAD, "u2", "(turn 2) And what else?")
         assert len(parts(second, "observation-end")) == 1  # one batch, taken up by the turn
-        idle(server)
+        background_idle(server.url, timeout=60, quiet_polls=2)
         record = record_row(tmp_path / "dev-server.db", THREAD)
 
     kept = [call for index, call in enumerate(observer.seen) if index not in observer.failed]

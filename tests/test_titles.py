@@ -25,7 +25,7 @@ from dev_server.llm.scripted import Reply, ScriptedModel
 from dev_server.memory.memory import Memory, MemoryOptions
 from dev_server.memory.titles import TitleGenerator, clean_title
 from dev_server.storage.conversations import ConversationStore
-from tests.kit.local_http import local_http
+from tests.kit.local_http import background_idle, local_http
 from tests.kit.servers import serving
 from tests.support import run_node, sqlite_rows, user_message
 
@@ -52,16 +52,6 @@ def listed(studio, resource: str, titled: str | None = None) -> dict:
     return run_node("memory_threads.mjs", payload)
 
 
-def background_idle(server, done_at_least: int, timeout: float = 15.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        report = local_http.get(f"{server.url}/health").json()["background"]
-        if report["done"] + report["failed"] >= done_at_least and report["queued"] == report["running"] == 0:
-            return report
-        time.sleep(0.05)
-    raise AssertionError(f"background work never settled: {report}")
-
-
 def test_the_first_exchange_titles_the_thread_in_client_js_thread_list(studio):
     studio_turn(studio, "titled-1", "res-titles-1", "Plan a weekend trip to Lisbon in May, please")
     result = listed(studio, "res-titles-1", titled="titled-1")
@@ -84,7 +74,7 @@ def test_a_title_is_not_overwritten_by_later_turns_or_over_a_users_title(studio)
                          json={"threadId": "titled-3", "resourceId": "res-titles-2", "title": "Chosen up front"})
     assert created.status_code == 200
     studio_turn(studio, "titled-3", "res-titles-2", "a question in a thread that has a title")
-    background_idle(studio, done)
+    background_idle(studio.url, timeout=15, done_at_least=done)
     titles = {t["id"]: t["title"] for t in listed(studio, "res-titles-2")["threads"]}
     assert titles == {"titled-2": "Tides, renamed by me", "titled-3": "Chosen up front"}
 

@@ -19,13 +19,18 @@ import httpx
 local_http = httpx.Client(limits=httpx.Limits(max_connections=None, max_keepalive_connections=0))
 
 
-def background_idle(url: str, timeout: float = 30.0) -> dict:
+def background_idle(url: str, *, timeout: float = 30.0, quiet_polls: int = 1, done_at_least: int = 0) -> dict:
     """The server's background work (``/health``'s ``background``) once nothing of it is queued
-    or running, or as it is when ``timeout`` passes: a job's result is stored just before the
-    job returns, so a test that read the result may still see the job at work."""
-    deadline = time.monotonic() + timeout
+    or running at ``quiet_polls`` reads in a row (with several workers each read reaches one
+    of them) and at least ``done_at_least`` jobs ended; AssertionError past ``timeout``. A
+    job's result is stored just before the job returns, so a test that read the result may
+    still see the job at work."""
+    deadline, quiet = time.monotonic() + timeout, 0
     while True:
-        work = local_http.get(f"{url}/health").json()["background"]
-        if (not work["running"] and not work["queued"]) or time.monotonic() > deadline:
+        work = local_http.get(f"{url}/health", timeout=5).json()["background"]
+        settled = not work["queued"] and not work["running"] and work["done"] + work["failed"] >= done_at_least
+        quiet = quiet + 1 if settled else 0
+        if quiet >= quiet_polls:
             return work
-        time.sleep(0.02)
+        assert time.monotonic() < deadline, f"background work never settled: {work}"
+        time.sleep(0.05)
