@@ -42,15 +42,8 @@ BEGIN
         ON CONFLICT (message_seq) DO UPDATE SET version = version + 1, attempts = 0, not_before = 0;
 END;
 
--- (0015 narrows this to changes of the text; the same definition here, as this file is run
--- again when the vector tables are rebuilt)
 CREATE TRIGGER IF NOT EXISTS embedding_queue_edited_message AFTER UPDATE OF content ON messages
 WHEN NEW.role IN ('user', 'assistant') AND NEW.content IS NOT OLD.content
- AND (json_extract(OLD.content, '$.content') IS NOT json_extract(NEW.content, '$.content')
-      OR (SELECT group_concat(json_extract(value, '$.text'), char(10)) FROM json_each(OLD.content, '$.parts')
-           WHERE json_extract(value, '$.type') = 'text')
-         IS NOT (SELECT group_concat(json_extract(value, '$.text'), char(10)) FROM json_each(NEW.content, '$.parts')
-           WHERE json_extract(value, '$.type') = 'text'))
 BEGIN
     INSERT INTO embedding_queue (message_seq) VALUES (NEW.seq)
         ON CONFLICT (message_seq) DO UPDATE SET version = version + 1, attempts = 0, not_before = 0;

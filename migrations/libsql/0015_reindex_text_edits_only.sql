@@ -5,6 +5,8 @@
 -- re-indexed the message's text (trigram FTS) and queued it to be embedded again, a model
 -- call per message. Now only a change of the flat text (content.content), or of the text
 -- parts the embedder reads when there is none (dev_server.recall.text), does.
+-- (0008 is run again when the vector tables are rebuilt; its CREATE TRIGGER IF NOT EXISTS
+-- then keeps this definition: a trigger on messages outlives the tables it writes to.)
 
 DROP TRIGGER messages_fts_update;
 
