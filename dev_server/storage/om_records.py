@@ -38,7 +38,7 @@ from dev_server.storage.message_writes import add_parts_to_last_reply, stored_js
 Flag = Literal["is_observing", "is_reflecting", "is_buffering_observation", "is_buffering_reflection"]
 _FLAGS = ("is_observing", "is_reflecting", "is_buffering_observation", "is_buffering_reflection")
 _JSON_COLUMNS = ("config", "observed_message_ids", "buffered_observation_chunks", "metadata")
-_TEXT_COLUMNS = ("active_observations", "buffered_reflection")  # the large ones
+_SHARED_COLUMNS = (*_JSON_COLUMNS, "active_observations", "buffered_reflection")  # ``OMRecordStore._as_last_read``
 
 
 def lookup_key(thread_id: str | None, resource_id: str) -> str:
@@ -101,14 +101,14 @@ class OMRecord:
         }
 
 
-def _record(row: sqlite3.Row, decoded: dict[str, Any] | None = None) -> OMRecord:
-    """The record of a row; ``decoded``: JSON columns already decoded (by column)."""
+def _record(row: sqlite3.Row, known: dict[str, Any] | None = None) -> OMRecord:
+    """The record of a row; ``known``: values of some columns already at hand (not decoded again)."""
+    known = known or {}
     values = {key: row[key] for key in row.keys()}  # noqa: SIM118 -- iterating a sqlite3.Row gives its values
     for column in _JSON_COLUMNS:
-        if decoded is not None and column in decoded:
-            values[column] = decoded[column]
-        elif values[column] is not None:
+        if values[column] is not None and column not in known:
             values[column] = json.loads(values[column])
+    values.update(known)
     values["metadata"] = values["metadata"] or {}
     values.pop("active_observations_pending_update", None)
     return OMRecord(**values)
@@ -128,13 +128,13 @@ class LogRules:
 
 
 class OMRecordStore:
-    KEPT_LOGS = 64  # records whose last read ``active`` keeps (``_as_last_read``)
+    KEPT_RECORDS = 64  # records whose last read ``active`` keeps (``_as_last_read``)
 
     def __init__(self, db: LibSQLStore, rules: LogRules, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.rules = rules
         self.db = db
         self.clock = clock
-        self._texts: OrderedDict[str, dict[str, tuple[Any, Any]]] = OrderedDict()  # per key: (raw, value)
+        self._last_read: OrderedDict[str, dict[str, tuple[Any, Any]]] = OrderedDict()  # column: (stored, value)
 
     async def active(self, key: str) -> OMRecord | None:
         row = await self.db.fetch_one(f"{_SELECT} WHERE lookup_key = ? ORDER BY generation_count DESC LIMIT 1",
@@ -142,27 +142,20 @@ class OMRecordStore:
         return self._as_last_read(key, row) if row else None
 
     def _as_last_read(self, key: str, row: sqlite3.Row) -> OMRecord:
-        """The record, sharing with the last read of ``key`` what did not change: every turn
-        reads a record whose large values rarely changed since the last turn. An equal log
-        text is the kept one, whose hash is kept too (the observation messages are cached by
-        it: hashing an equal copy costs ten times comparing it); an equal JSON text (the
-        buffered chunks, tens of kilobytes while they wait for activation) is not decoded
-        again. Nothing changes a record's values in place: a write builds new ones."""
-        kept = self._texts.get(key)
-        raw = {column: row[column] for column in _JSON_COLUMNS}
-        decoded = {column: kept[column][1] for column in _JSON_COLUMNS
-                   if kept is not None and raw[column] is not None and raw[column] == kept[column][0]}
-        record = _record(row, decoded)
-        if kept is not None:
-            for name in _TEXT_COLUMNS:
-                value = getattr(record, name)
-                if value is not None and value == kept[name][0]:
-                    setattr(record, name, kept[name][0])
-        self._texts[key] = {**{c: (raw[c], getattr(record, c)) for c in _JSON_COLUMNS},
-                            **{n: (getattr(record, n), None) for n in _TEXT_COLUMNS}}
-        self._texts.move_to_end(key)
-        if len(self._texts) > self.KEPT_LOGS:
-            self._texts.popitem(last=False)
+        """The record, sharing with the last read of ``key`` the large values whose stored text
+        did not change: every turn reads a record whose log and buffered chunks rarely changed
+        since the last turn. The kept log text has its hash already (the observation messages
+        are cached by it: hashing an equal copy costs ten times comparing it), and kept JSON
+        (the chunks, tens of kilobytes while they wait) is not decoded again. Nothing changes a
+        record's values in place: a write builds new ones."""
+        kept = self._last_read.get(key, {})
+        same = {column: kept[column][1] for column in _SHARED_COLUMNS
+                if column in kept and row[column] is not None and row[column] == kept[column][0]}
+        record = _record(row, same)
+        self._last_read[key] = {column: (row[column], getattr(record, column)) for column in _SHARED_COLUMNS}
+        self._last_read.move_to_end(key)
+        if len(self._last_read) > self.KEPT_RECORDS:
+            self._last_read.popitem(last=False)
         return record
 
     async def history(self, key: str, *, limit: int = 10, offset: int = 0, created_from: str | None = None,
