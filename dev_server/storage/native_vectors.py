@@ -106,22 +106,24 @@ class NativeVectors:
 
         await self.db.run_write(work)
 
-    async def unindexed(self, dims: int, after_id: int = 0) -> int:
-        """Vectors of ``dims`` floats (newer than ``after_id``) not in the index yet."""
+    async def unindexed(self, dims: int) -> int:
+        """Vectors of ``dims`` floats not in the index yet."""
         row = await self.db.fetch_one(
-            f"SELECT count(*) FROM message_vectors v WHERE v.id > ? AND length(v.vector) = ?"
-            f" AND NOT EXISTS (SELECT 1 FROM {table_of(dims)} n WHERE n.id = v.id)", (after_id, int(dims) * 4))
+            f"SELECT count(*) FROM message_vectors v WHERE length(v.vector) = ?"
+            f" AND NOT EXISTS (SELECT 1 FROM {table_of(dims)} n WHERE n.id = v.id)", (int(dims) * 4,))
         return row[0] if row else 0
 
     async def fill(self, dims: int, after_id: int, chunk: int = FILL_CHUNK) -> tuple[int, int]:
-        """Index the next ``chunk`` vectors after ``after_id`` (stored before the table
-        existed; the trigger indexed those since), in one transaction. Returns (vectors
+        """Index the next ``chunk`` vectors after ``after_id`` that are not in the index yet
+        (stored before the table existed; the trigger indexed those since, and a fill another
+        process or an earlier start began indexed some), in one transaction. Returns (vectors
         indexed, the id to go on after); (0, after_id) once there is nothing after it."""
         table = table_of(dims)
 
         def work(conn: sqlite3.Connection) -> tuple[int, int]:
             ids = [r[0] for r in conn.execute(
-                "SELECT id FROM message_vectors WHERE id > ? AND length(vector) = ? ORDER BY id LIMIT ?",
+                "SELECT id FROM message_vectors v WHERE id > ? AND length(vector) = ?"
+                f" AND NOT EXISTS (SELECT 1 FROM {table} n WHERE n.id = v.id) ORDER BY id LIMIT ?",
                 (after_id, int(dims) * 4, chunk))]
             if not ids:
                 return 0, after_id
