@@ -78,13 +78,20 @@ class BackgroundWork:
             self._count(key, "deduplicated")
             log.debug("background job %s skipped: one is already queued or running", key)
             return False
+        if not self._enqueue(key, factory):
+            return False
+        self._keys.add(key)
+        return True
+
+    def _enqueue(self, key: str, factory: JobFactory) -> bool:
+        """Put a job on the queue, counted submitted; dropped (counted, logged) when it is full."""
+        assert self._queue is not None
         try:
             self._queue.put_nowait((key, factory))
         except asyncio.QueueFull:
             self._count(key, "dropped")
             log.warning("background job %s dropped: the queue is full (%d jobs)", key, self.max_queued)
             return False
-        self._keys.add(key)
         self._count(key, "submitted")
         return True
 
@@ -158,12 +165,6 @@ class BackgroundWork:
     def _next(self, key: str) -> None:
         """The job of ``key`` ended: its follow-up is queued under the same key, or the key is free."""
         follow = self._follow.pop(key, None)
-        if follow is not None and self._accepting and self._queue is not None:
-            try:
-                self._queue.put_nowait((key, follow))
-                self._count(key, "submitted")
-                return
-            except asyncio.QueueFull:
-                self._count(key, "dropped")
-                log.warning("background job %s dropped: the queue is full (%d jobs)", key, self.max_queued)
+        if follow is not None and self._accepting and self._queue is not None and self._enqueue(key, follow):
+            return
         self._keys.discard(key)
