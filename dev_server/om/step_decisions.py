@@ -126,8 +126,6 @@ class StepDecisions:
             record = await self._threshold(step, turn, record, first)
             if record is not before:
                 turn.status_record = None
-        if first:
-            turn.status_record = None
         turn.record = record
 
     async def resource_step(self, step: StepContext, turn: OMTurn, first: bool) -> None:

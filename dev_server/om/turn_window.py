@@ -40,7 +40,7 @@ from dev_server.kernel.messages import Message
 from dev_server.kernel.processors import ReplySoFar
 from dev_server.om.engine.window import drop_observed, unobserved
 from dev_server.om.prompting.context import continuation_model_message
-from dev_server.om.tokens.counting import TOKENS_PER_CONVERSATION, PartsTally, count_message
+from dev_server.om.tokens.counting import TOKENS_PER_CONVERSATION, PartsTally, count_message, memo_key
 from dev_server.storage.om_records import OMRecord
 
 _START = "om-turn-start"  # the derived key of the last turn's starting window
@@ -88,7 +88,7 @@ class Carried:
         if entry[1] is None:
             entry[1] = count_message(message, memo=self.memo)
         else:
-            self.memo[(message.id, entry[0], None)] = entry[1]
+            self.memo[memo_key(message)] = entry[1]
         return entry[1]
 
     def window(self, stored: list[Message], record: OMRecord, reply: ReplySoFar | None) -> TurnWindow:
@@ -110,14 +110,15 @@ class Carried:
         return window
 
     def model_messages(self, message: Message) -> list[dict[str, Any]]:
-        """``stored_to_model_all``, each model message handed out as a copy (a provider call may
-        set a key of what it is given; nothing here changes a message's content in place)."""
+        """``stored_to_model_all``, converted once per stored message. Shared, not copied: nothing
+        here changes a model message in place, and the provider call gets copies
+        (``dev_server.llm.content.fit_to_model``)."""
         entry = self._entry(message)
         if entry is None:
             return stored_to_model_all(message)
         if entry[2] is None:
             entry[2] = stored_to_model_all(message)
-        return [dict(model) for model in entry[2]]
+        return entry[2]
 
 
 class TurnWindow:
@@ -149,11 +150,9 @@ class TurnWindow:
 
     def add(self, message: Message) -> None:
         """A stored message joins the window (counted, and converted for the model)."""
-        models = self.models
         self._add(message, self.count(message))
-        if models is not None:
-            models.extend(self.convert(message))
-            self.models = models
+        if self.models is not None:
+            self.models.extend(self.convert(message))
 
     # -- the step's messages -----------------------------------------------------------
 
@@ -212,6 +211,7 @@ class TurnWindow:
         if self.head is not None:  # its stored copy is part of the message now
             self.changed, self.head = True, None
         self._add(message, self.count(message))
+        self.models = None  # the reply so far was not among them: built again from the messages
         self.tally, self.reply_tokens, self._draft = PartsTally(), 0, None
 
     def remove(self, ids: Collection[str]) -> None:
@@ -258,7 +258,7 @@ class TurnWindow:
         self.tokens[message.id] = tokens
         self.unobserved_tokens += tokens
         self.unobserved_count += 1
-        self.changed, self.models = True, None
+        self.changed = True
 
     # -- what the model sees -----------------------------------------------------------
 

@@ -108,7 +108,7 @@ class ModelChoiceCaller:
         # sized only for a choice by input size: the estimate reads the whole prompt (the log and
         # the transcript), a cost every observer call paid for a span attribute
         sized = any(isinstance(c.model, ModelByInputTokens) for c in choice.candidates)
-        size = input_tokens(messages) if sized else 0
+        size = input_tokens(messages) if sized else None
         last = len(choice.candidates) - 1
         for index, candidate in enumerate(choice.candidates):
             called = False  # _call counts its own attempt, failed or not
@@ -128,7 +128,7 @@ class ModelChoiceCaller:
                                        options=options or None,
                                        retries=candidate.max_retries if candidate.max_retries is not None
                                        else settings.get("maxRetries"))
-                selection = {"inputTokens": size if sized else None, "candidate": index,
+                selection = {"inputTokens": size, "candidate": index,
                              "candidates": len(choice.candidates),
                              "byInputTokens": not isinstance(candidate.model, str)}
                 called = True

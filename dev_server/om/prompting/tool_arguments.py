@@ -38,10 +38,9 @@ SIZE_MARKER = "... [additional argument fields omitted by size limit]"
 @dataclass(frozen=True)
 class _Budget:
     tokens: float
-    chars: float
 
     def fits(self, text: str) -> bool:
-        return len(text) <= self.chars and estimate_tokens(text) <= self.tokens
+        return estimate_tokens(text) <= self.tokens
 
 
 @dataclass(frozen=True)
@@ -51,11 +50,11 @@ class _Line:
     order: int
 
 
-def format_arguments(args: Any, max_chars: int | None = None) -> str:
+def format_arguments(args: Any) -> str:
     """``args`` laid out for the observer (``[arguments unavailable]`` when the call has none)."""
-    budget = _Budget(MAX_TOKENS, max_chars or math.inf)
+    budget = _Budget(MAX_TOKENS)
     if args is None:
-        return _cut("[arguments unavailable]", max_chars)
+        return "[arguments unavailable]"
     if not isinstance(args, (dict, list)):
         if not isinstance(args, str) or len(args) <= INLINE_STRING_CHARS:
             value = _primitive(args)
@@ -73,8 +72,7 @@ def format_arguments(args: Any, max_chars: int | None = None) -> str:
     added = skipped = 0
     for index, (path, text) in enumerate(long_strings):
         left = len(long_strings) - index
-        share = _Budget(estimate_tokens(shown) + max(0, MAX_TOKENS - estimate_tokens(shown)) // left,
-                        len(shown) + 1 + _share(max(0, budget.chars - len(shown) - 1), left))
+        share = _Budget(estimate_tokens(shown) + max(0, MAX_TOKENS - estimate_tokens(shown)) // left)
         longer = _joined(shown, _preview(path, text, share, shown), budget)
         if longer is None:
             skipped += 1
@@ -86,10 +84,6 @@ def format_arguments(args: Any, max_chars: int | None = None) -> str:
         shown = _joined(shown, f"... [{skipped} large string {'preview' if skipped == 1 else 'previews'} omitted]",
                         budget) or shown
     return shown
-
-
-def _share(amount: float, ways: int) -> float:
-    return amount if math.isinf(amount) else amount // ways
 
 
 def _outline(args: dict[str, Any] | list[Any]) -> tuple[list[_Line], list[tuple[str, str]]]:
@@ -216,6 +210,3 @@ def _summary(value: dict[str, Any] | list[Any]) -> str:
         return f"<array, {len(value)} {'item' if len(value) == 1 else 'items'}>"
     return "<object>"
 
-
-def _cut(text: str, max_chars: int | None) -> str:
-    return text if not max_chars or len(text) <= max_chars else text[:max_chars]

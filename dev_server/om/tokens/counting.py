@@ -154,14 +154,18 @@ def count_message(message: Any, *, provider: str | None = None, cache: bool = Tr
     (``Message.stored_digest``; any change to the stored content changes it). There is no
     process-wide memo: one that outlived turns grew with every message a process had seen
     and kept the allocator's arenas of short-lived turn data from being returned."""
-    digest = getattr(message, "stored_digest", None)
-    if memo is None or digest is None or not cache:
+    if memo is None or getattr(message, "stored_digest", None) is None or not cache:
         return _count_message(message, provider, cache)
-    key = (message.id, digest, provider)
+    key = memo_key(message, provider)
     tokens = memo.get(key)
     if tokens is None:
         tokens = memo[key] = _count_message(message, provider, cache)
     return tokens
+
+
+def memo_key(message: Any, provider: str | None = None) -> tuple[Any, ...]:
+    """Where ``count_message`` keeps a stored message's count in its caller's ``memo``."""
+    return message.id, message.stored_digest, provider
 
 
 def _count_message(message: Any, provider: str | None, cache: bool) -> int:
