@@ -191,9 +191,7 @@ class Backlog:
         batch = oldest_batch(messages, carried.count, budget)
         token = current_trigger.set("async-buffer")
         try:
-            observed = await engine.observe(job.ctx, record, batch,
-                                            TOKENS_PER_CONVERSATION + sum(carried.count(m) for m in batch),
-                                            by_cursor=True)
+            observed = await engine.observe(job.ctx, record, batch, carried.count_all(batch), by_cursor=True)
             if observed is None:
                 return False
             await engine.maybe_reflect(job.ctx, observed)

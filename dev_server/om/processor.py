@@ -57,7 +57,7 @@ from dev_server.om.prompting.context import build_context_system_messages, other
 from dev_server.om.retrieval.instructions import retrieval_instructions
 from dev_server.om.retrieval.recall_tool import Recall
 from dev_server.om.step_decisions import StepDecisions
-from dev_server.om.tokens.counting import count_message, count_messages
+from dev_server.om.tokens.counting import count_message
 from dev_server.om.turn_window import Carried, TurnWindow
 from dev_server.storage.om_records import OMRecord, thread_om
 
@@ -311,10 +311,12 @@ class BufferOnIdle(TurnProcessor):
         if record is None or flag_live(record.is_buffering_observation, clock=self.engine.records.clock) \
                 or self.backlog.catching_up(record.lookup_key):
             return
-        stored, _ = await self.store.window_since(done.thread.id, record.last_observed_at)  # the turn's read, updated
+        stored, derived = await self.store.window_since(done.thread.id, record.last_observed_at)  # the turn's read
         candidates = safe_prefix(buffer_candidates(unobserved([*stored, done.reply], record), record))
-        if count_messages(candidates) > backlog_limit(self.engine.options, record.observation_token_count):
-            return  # a backlog: its catch-up observes it in batches (dev_server.om.backlog)
         sink = PartSink(self.engine.records, done.thread.id)
         ctx = CycleContext(done.llm, done.model, done.thread.id, dict(thread_om(done.thread.metadata)), sink.emit)
+        # counted from the window's carried counts, into the memo start_observation counts with
+        if Carried(derived, ctx.counted).count_all(candidates) > backlog_limit(self.engine.options,
+                                                                             record.observation_token_count):
+            return  # a backlog: its catch-up observes it in batches (dev_server.om.backlog)
         await self.buffering.start_observation(ctx, record, candidates, sink, skip_minimum=True)

@@ -91,6 +91,10 @@ class Carried:
             self.memo[memo_key(message)] = entry[1]
         return entry[1]
 
+    def count_all(self, messages: Collection[Message]) -> int:
+        """``count_messages`` of ``messages``, each counted as ``count`` counts it."""
+        return TOKENS_PER_CONVERSATION + sum(map(self.count, messages)) if messages else 0
+
     def window(self, stored: list[Message], record: OMRecord, reply: ReplySoFar | None) -> TurnWindow:
         """The turn's window of ``stored`` (the thread's messages from the cursor on): the last
         turn's start with the messages added since, when the record is as it was then and
