@@ -35,7 +35,7 @@ end marker there would mark that reply as observed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -70,10 +70,10 @@ def backlog_limit(options: ObservationalMemoryOptions, observation_tokens: int =
     return max(round(block), threshold, options.observation.max_tokens_per_batch)
 
 
-def oldest_batch(messages: Sequence[Message], count: Callable[[Message], int], budget: int) -> list[Message]:
+def oldest_batch(messages: Iterable[Message], count: Callable[[Message], int], budget: int) -> list[Message]:
     """The oldest of ``messages`` (oldest first) up to ``budget`` tokens, at least one, and
     every message of the same time as the last one taken (the cursor is a time: a message
-    left out at that time would count as observed)."""
+    left out at that time would count as observed). Reads ``messages`` only as far as that."""
     batch: list[Message] = []
     total = TOKENS_PER_CONVERSATION
     for message in messages:
@@ -184,11 +184,10 @@ class Backlog:
         stored, derived = await self.store.window_since(job.thread_id, record.last_observed_at)
         carried = Carried(derived, job.ctx.counted)
         budget = self.options.observation.max_tokens_per_batch
-        messages = _oldest_unobserved(stored, record, job.until, carried.count, budget)
-        if not messages:
+        batch = oldest_batch(_unobserved_until(stored, record, job.until), carried.count, budget)
+        if not batch:
             log.info("thread %s: the backlog is caught up", job.thread_id)
             return False
-        batch = oldest_batch(messages, carried.count, budget)
         token = current_trigger.set("async-buffer")
         try:
             observed = await engine.observe(job.ctx, record, batch, carried.count_all(batch), by_cursor=True)
@@ -205,21 +204,14 @@ class Backlog:
 _SCAN = 500  # messages filtered at a time: a batch is found without filtering the whole backlog
 
 
-def _oldest_unobserved(stored: Sequence[Message], record: OMRecord, until: str, count: Callable[[Message], int],
-                       budget: int) -> list[Message]:
-    """The oldest unobserved of ``stored`` (oldest first) up to ``until``, as far as a batch of
-    ``budget`` tokens needs: until one more message of a later time than the one before it."""
-    found: list[Message] = []
-    total = TOKENS_PER_CONVERSATION
+def _unobserved_until(stored: Sequence[Message], record: OMRecord, until: str) -> Iterator[Message]:
+    """The unobserved of ``stored`` (oldest first) up to ``until``, filtered ``_SCAN`` at a time
+    as they are read (a batch takes the oldest few hundred of a backlog of thousands)."""
     for start in range(0, len(stored), _SCAN):
         for message in unobserved(stored[start:start + _SCAN], record):
             if message.created_at > until:
-                return found
-            found.append(message)
-            total += count(message)
-            if total > budget and len(found) > 1 and found[-1].created_at > found[-2].created_at:
-                return found
-    return found
+                return
+            yield message
 
 
 def _unkept(part: DataPart, *args: Any, **kwargs: Any) -> None:
