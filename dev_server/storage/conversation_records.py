@@ -21,6 +21,9 @@ def thread_from_row(row: Any) -> Thread:
                   row["created_at"], row["updated_at"], row["agent_id"])
 
 
+MESSAGE_COLUMNS = "seq, id, thread_id, resource_id, role, type, content, created_at"  # what message_from_row reads
+
+
 def message_from_row(row: Any) -> Message:
     raw = row["content"]
     return Message(row["id"], row["thread_id"], row["resource_id"], row["role"], decode_content(raw), row["created_at"],

@@ -25,6 +25,7 @@ from dev_server.kernel.clock import SYSTEM_CLOCK, Clock, now_iso
 from dev_server.kernel.messages import Message, Thread
 from dev_server.storage import message_writes as writes
 from dev_server.storage.conversation_records import (
+    MESSAGE_COLUMNS,
     MessageNotVisible,
     ThreadExists,
     ThreadNotVisible,
@@ -57,7 +58,7 @@ Following = Callable[[str], tuple[Message, list[Message]]]
 TurnPlan = Callable[[Thread, dict[str, tuple[str, str]], Following], TurnWrites]
 FOLLOWING_LIMIT = 8  # enough to see the anchor's reply and whether another turn came after it
 
-_MESSAGE_SELECT = "SELECT seq, id, thread_id, resource_id, role, type, content, created_at FROM messages"
+_MESSAGE_SELECT = f"SELECT {MESSAGE_COLUMNS} FROM messages"
 
 
 class ConversationStore:

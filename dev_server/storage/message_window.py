@@ -28,17 +28,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dev_server.kernel.messages import Message
-from dev_server.storage.conversation_records import message_from_row
+from dev_server.storage.conversation_records import MESSAGE_COLUMNS, message_from_row
 from dev_server.storage.libsql import LibSQLStore
 
 DEFAULT_MAX_THREADS = 16
 
-_COLUMNS = "seq, id, thread_id, resource_id, role, type, content, created_at"
 _STATE = ("SELECT 0 AS kind, message_count AS n, message_rev AS rev, message_removals AS removals,"
           " (SELECT max(seq) FROM messages WHERE thread_id = ?) AS top,"
           " NULL AS seq, NULL AS id, NULL AS thread_id, NULL AS resource_id, NULL AS role, NULL AS type,"
           " NULL AS content, NULL AS created_at FROM threads WHERE id = ?")
-_ROWS = f"SELECT 1, NULL, NULL, NULL, NULL, {_COLUMNS} FROM messages"
+_ROWS = f"SELECT 1, NULL, NULL, NULL, NULL, {MESSAGE_COLUMNS} FROM messages"
 # no ORDER BY: it would sort the compound in a temporary b-tree; the rows come in index order
 # and are sorted (a linear pass then) in Python
 _WHOLE = f"{_STATE} UNION ALL {_ROWS} WHERE thread_id = ? AND created_at >= ?"

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from dev_server.kernel.json_text import Encoder
+from dev_server.storage.conversation_records import MESSAGE_COLUMNS
 
 _INSERT_BATCH = 500  # 7 parameters a row: 3,500 a statement, well under SQLite's 32,766 limit
 _ID_BATCH = 900
@@ -129,7 +130,7 @@ def delete_after(conn: sqlite3.Connection, thread_id: str, message_id: str) -> i
 def message_and_following(conn: sqlite3.Connection, thread_id: str, message_id: str, limit: int) -> list[Any]:
     """The rows of a message of the thread and of the ``limit`` messages after it, in order."""
     return conn.execute(
-        "SELECT seq, id, thread_id, resource_id, role, type, content, created_at FROM messages"
+        f"SELECT {MESSAGE_COLUMNS} FROM messages"
         " WHERE thread_id = ? AND (created_at, seq) >= (SELECT created_at, seq FROM messages WHERE id = ?)"
         " ORDER BY created_at, seq LIMIT ?", (thread_id, message_id, limit + 1)).fetchall()
 
