@@ -150,7 +150,11 @@ def _hex_id(raw: bytes, size: int, field: str, *, required: bool) -> str | None:
 
 
 def _resource(resource) -> tuple[str | None, str | None]:
-    attrs = _attributes(resource.attributes)
+    return _service_env(_attributes(resource.attributes))
+
+
+def _service_env(attrs: Any) -> tuple[str | None, str | None]:
+    """A resource's service name and deployment environment, from its attributes (a mapping)."""
     env = attrs.get("deployment.environment") or attrs.get("deployment.environment.name")
     return _text(attrs.get("service.name")), _text(env)
 
@@ -328,10 +332,8 @@ def spans_from_own(spans: Sequence[Any], received_at: datetime) -> tuple[list[tu
     rows, traces = [], []
     resources: dict[int, tuple[str | None, str | None]] = {}
     for span in spans:
-        attrs = span.resource.attributes
         if id(span.resource) not in resources:
-            env = attrs.get("deployment.environment") or attrs.get("deployment.environment.name")
-            resources[id(span.resource)] = _text(attrs.get("service.name")), _text(env)
+            resources[id(span.resource)] = _service_env(span.resource.attributes)
         row, trace = _span_rows(own_span_facts(span), *resources[id(span.resource)], received_at, own=True)
         rows.append(row)
         if trace is not None:
@@ -401,14 +403,13 @@ def logs_from_own(records: Sequence[Any], received_at: datetime) -> list[tuple]:
     for record in records:
         log_record, resource_attrs = record.log_record, record.resource.attributes
         attrs = dict(log_record.attributes or {})
-        env = resource_attrs.get("deployment.environment") or resource_attrs.get("deployment.environment.name")
         severity = getattr(log_record.severity_number, "value", None) or 0
         nanos = log_record.timestamp or log_record.observed_timestamp or 0
         trace_id, span_id = log_record.trace_id or 0, log_record.span_id or 0
         rows.append(_log_row(
             attrs, log_record.severity_text or "", severity, nanos, log_record.body,
             f"{trace_id:032x}" if trace_id else None, f"{span_id:016x}" if span_id else None,
-            _text(resource_attrs.get("service.name")), _text(env), received_at, None,
+            *_service_env(resource_attrs), received_at, None,
             partial(_own_log_id, log_record, resource_attrs)))
     return rows
 
