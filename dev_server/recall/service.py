@@ -59,9 +59,7 @@ class SemanticIndex:
         self.index = VectorIndex(db, agents=agents, clock=clock)
         self.cache = VectorCache(self.index)
         self.native: NativeVectors | None = None  # set once the server's vector index is complete
-        self._native_dims = 0
         self.native_backlog: int | None = None  # vectors still to index there (None: not a server with one)
-        self._agents = agents
         self._server_index = False  # the database has libsql's vector functions
         self._native_build: asyncio.Task | None = None
         self.indexer: Indexer | None = None
@@ -99,7 +97,7 @@ class SemanticIndex:
         """Make the server's vector index for ``dims`` and fill it with what was stored before
         it existed, a chunk per transaction; searches use it once it is complete."""
         try:
-            native = NativeVectors(self.db, agents=self._agents)
+            native = NativeVectors(self.db, agents=self.index.agents)
             await native.ensure(dims)
             self.native_backlog = await native.unindexed(dims)
             if self.native_backlog:
@@ -111,7 +109,7 @@ class SemanticIndex:
                     break
                 after, self.native_backlog = moved, max(0, self.native_backlog - done)
             self.native_backlog = 0
-            self._native_dims, self.native = dims, native
+            native.dims, self.native = dims, native
         except Exception as exc:  # searches go on in this process's copy
             log.warning("semantic recall: the database server's vector index is unavailable: %s: %s",
                         type(exc).__name__, exc)
@@ -161,7 +159,7 @@ class SemanticIndex:
         excluded_seqs = await message_seqs(self.db, list(set(exclude_ids)))
         if self.embedder is None:
             raise SemanticSearchUnavailable(self.error or "semantic recall is starting")
-        if self.native is not None and self._native_dims == len(vector):
+        if self.native is not None and self.native.dims == len(vector):
             found = await self.native.nearest(self.embedder.key, vector, top_k, resource_id=resource_id,
                                               thread_id=thread_id, exclude=excluded_seqs)
         else:

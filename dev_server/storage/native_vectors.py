@@ -86,6 +86,7 @@ class NativeVectors:
         self.exact_rows = exact_rows
         self.agents = sorted(agents)
         self._in_agents = f"({','.join('?' * len(self.agents))})"
+        self.dims = 0  # of the index searches use, once it is complete
 
     async def ensure(self, dims: int) -> None:
         """Create the table, its index and its triggers for ``dims`` if they are missing.
