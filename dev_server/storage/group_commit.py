@@ -41,6 +41,16 @@ class Write:
     work: Callable[[Any], Any]
     future: Future[Any]
 
+    def run_alone(self, transaction: Callable[[Callable[[Any], Any]], Any]) -> None:
+        """Run the work as ``transaction`` runs a work (a transaction of its own) and settle the
+        future with its result or its error."""
+        try:
+            result = transaction(self.work)
+        except BaseException as exc:
+            self.future.set_exception(exc)
+        else:
+            self.future.set_result(result)
+
 
 class WriteQueue:
     """The writes waiting for the writer thread, and the loop that drains them in groups.

@@ -343,12 +343,7 @@ def _one_by_one(conn: sqlite3.Connection, writes: list[Write]) -> None:
 
 
 def _alone(conn: sqlite3.Connection, write: Write) -> None:
-    try:
-        result = _transaction(conn, write.work)
-    except BaseException as exc:
-        write.future.set_exception(exc)
-    else:
-        write.future.set_result(result)
+    write.run_alone(partial(_transaction, conn))
 
 
 def _fetch_sync(conn: sqlite3.Connection, sql: str) -> Any:

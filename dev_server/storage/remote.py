@@ -176,12 +176,7 @@ class RemoteLibSQLStore:
                     write.future.set_result(result)
                 return
         for write in group:
-            try:
-                result = self._transaction(write.work)
-            except BaseException as exc:
-                write.future.set_exception(exc)
-            else:
-                write.future.set_result(result)
+            write.run_alone(self._transaction)
 
     def _transaction(self, work: Any) -> Any:
         assert self._writes is not None
