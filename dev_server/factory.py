@@ -39,6 +39,7 @@ from typing import Any
 
 import anyio
 from fastapi import FastAPI
+from fastapi.telemetry import TelemetryConfig as FastAPITelemetry
 
 from dev_server import __version__
 from dev_server.agents.definition import AgentDefinition
@@ -75,6 +76,12 @@ from dev_server.streaming.recorder import StreamRecording
 
 ROLES = ("gateway", "studio")
 log = logging.getLogger(__name__)
+
+
+# FastAPI's own OpenTelemetry spans, metrics and logs (FastAPI >= 0.143): off. Our telemetry
+# records every request (TelemetryScope, AccessLog); theirs would only ask the global providers,
+# on every request, whether anyone configured them.
+FASTAPI_TELEMETRY_OFF: FastAPITelemetry = {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}
 
 
 async def _retention(storage: CompositeStore, days: int) -> None:
@@ -279,7 +286,8 @@ def create_app(
                         readiness=Readiness(), worker=worker or WorkerSlot(), auth_enabled=authenticator is not None)
 
     app = FastAPI(title=f"dev-server {role}", version=__version__, lifespan=_lifespan(services, freeze_heap),
-                  docs_url=None, redoc_url=None, openapi_url="/openapi.json")  # /docs: mount_docs, offline
+                  docs_url=None, redoc_url=None, openapi_url="/openapi.json",  # /docs: mount_docs, offline
+                  telemetry=FASTAPI_TELEMETRY_OFF)
     app.state.services = services  # the one thing on app.state; handlers read it through dev_server.api.deps
 
     install_error_handlers(app)

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from starlette.requests import Request
 
-from dev_server.api.input_guard import repair_target
+from dev_server.api.input_guard import InputRefused, check_query, repair_target
 from dev_server.api.query import Query
 from tests.kit.servers import server_fixture
 from tests.support import sqlite_rows, user_message
@@ -165,6 +165,17 @@ def test_deep_json_in_a_query_parameter_is_a_400(studio: httpx.Client) -> None:
     response = studio.get("/api/memory/threads", params={"resourceId": "r", "orderBy": deep_json()})
     assert_refused(response, "Invalid query parameters", "orderBy")
     assert "deeper than 64" in response.json()["issues"][0]["message"]
+
+
+@pytest.mark.parametrize("written", ["raw", "upper", "lower"])
+def test_deep_json_in_a_query_is_found_however_its_brackets_are_written(written: str) -> None:
+    # the guard's quick pass counts openers before it parses: as written, %5B and %5b alike
+    deep = deep_json()
+    encoded = {"raw": deep, "upper": deep.replace("[", "%5B").replace("]", "%5D"),
+               "lower": deep.replace("[", "%5b").replace("]", "%5d")}[written]
+    with pytest.raises(InputRefused):
+        check_query(f"resourceId=r&orderBy={encoded}".encode())
+    check_query(f"resourceId=r&orderBy={encoded[:64 * (1 if written == 'raw' else 3)]}".encode())
 
 
 def test_json_just_within_the_limit_is_accepted(studio: httpx.Client) -> None:

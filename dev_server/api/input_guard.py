@@ -125,13 +125,20 @@ def _surrogate_in(value: Any) -> bool:
 
 def check_query(query_string: bytes) -> None:
     """Refuse query parameters holding over-deep JSON or over-long integers."""
-    if not query_string:
-        return
+    if not query_string or (len(query_string) <= MAX_INT_DIGITS and _openers(query_string) <= MAX_DEPTH):
+        return  # the usual short query: too short for a long integer, too few openers to nest deep
     for key, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
         if _LONG_DIGITS.search(value):
             raise InputRefused(_QUERY, key, f"holds an integer with more than {MAX_INT_DIGITS} digits")
         if value.lstrip()[:1] in ("{", "[") and query_json_too_deep(value):
             raise InputRefused(_QUERY, key, f"JSON nests deeper than {MAX_DEPTH} levels")
+
+
+def _openers(query_string: bytes) -> int:
+    """How many ``{`` and ``[`` a query string holds, as written or percent-encoded."""
+    lowered = query_string.lower() if b"%" in query_string else query_string
+    return (lowered.count(b"{") + lowered.count(b"[") + lowered.count(b"%7b") + lowered.count(b"%5b")
+            if b"{" in lowered or b"[" in lowered or b"%" in lowered else 0)
 
 
 def query_json_too_deep(value: str) -> bool:
