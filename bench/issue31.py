@@ -187,7 +187,9 @@ def against_mastra(suite: Suite, runs: dict[str, Report]) -> None:
     each request measured on ours and right after on Mastra's, in both of the workload's runs."""
     lines = ["Mastra 1.x's own server (bench/mastra: @mastra/deployer's createNodeServer, as `mastra dev` starts "
              "it; chat-agent with Memory on LibSQL and an instant mock model) beside our studio; each request "
-             "measured on ours, then on Mastra's, in each of the workload's two runs (their mean).", "",
+             "measured on ours, then on Mastra's, in each of the workload's two runs (their mean); thread "
+             f"creation: {workload_bench.MASTRA_THREADS:,} threads on each server per run, in two halves taking "
+             "turns, once our servers' background work has settled.", "",
              "| figure | OM | ours | Mastra | ours / Mastra | run 1 / run 2 (ours vs Mastra) |",
              "|---|---|---:|---:|---:|---:|"]
     found = {}
