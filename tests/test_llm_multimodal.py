@@ -81,6 +81,18 @@ def test_fit_to_model_keeps_what_the_model_accepts_and_names_the_rest() -> None:
     assert "report.pdf (application/pdf)" in text_only[2]["text"]
 
 
+def test_for_a_model_that_only_reads_messages_with_nothing_replaced_are_not_copied() -> None:
+    plain = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    system = {"role": "system", "content": "observations"}
+    messages = [system, plain, *[stored_to_model(ui_to_stored(ui_message(), "t", "r", "2026-01-01T00:00:00.000Z"))]]
+    shared = fit_to_model(messages, vision=False, pdf_input=False, model="local/dev-model", copy=False)
+    assert shared[0] is system and shared[1] is plain
+    assert shared[2] is not messages[2] and "does not accept image/png" in shared[2]["content"][1]["text"]
+    assert messages[2]["content"][1]["type"] == "image_url"  # the turn's own message is left as it was
+    copied = fit_to_model(messages, vision=False, pdf_input=False, model="openai/gpt-4o")
+    assert copied[0] is not system and copied[1] is not plain and copied[:2] == [system, plain]
+
+
 def test_span_inputs_carry_short_data_urls() -> None:
     big = "data:image/png;base64," + base64.b64encode(bytes(3000)).decode()
     messages = [{"role": "user", "content": [{"type": "text", "text": "look"},

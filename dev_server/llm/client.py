@@ -334,7 +334,7 @@ class LiteLLMClient:
         kwargs: dict[str, Any] = {
             "model": resolved.litellm_model,
             "messages": fit_to_model(list(request.messages), vision=resolved.vision, pdf_input=resolved.pdf_input,
-                                     model=resolved.mastra_id),
+                                     model=resolved.mastra_id, copy=not resolved.is_local),
             "stream": True,
             "stream_options": {"include_usage": True},
             "timeout": self._timeout_s,

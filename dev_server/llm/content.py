@@ -46,16 +46,22 @@ def placeholder(part: dict[str, Any], why: str) -> dict[str, str]:
 
 
 def fit_to_model(messages: list[dict[str, Any]], *, vision: bool, pdf_input: bool,
-                 model: str) -> list[dict[str, Any]]:
+                 model: str, copy: bool = True) -> list[dict[str, Any]]:
     """``messages`` with every attachment the model cannot take replaced by a placeholder;
     each message a copy: the provider's library may set keys of what it is given, and the
     messages handed in are the turn's, shared with what later steps and turns are shown
-    (``dev_server.om.turn_window``)."""
+    (``dev_server.om.turn_window``). ``copy=False`` (a model that only reads them, the
+    local one): a message with nothing replaced is passed as it is, not copied (with
+    Observational Memory a step's input is the whole unobserved window)."""
     fitted = []
     for message in messages:
         content = message.get("content")
         if not isinstance(content, list):
-            fitted.append(dict(message))
+            fitted.append(dict(message) if copy else message)
+            continue
+        if not copy and not any(isinstance(part, dict) and part.get("type") in ATTACHMENT_TYPES
+                                for part in content):
+            fitted.append(message)
             continue
         parts = []
         for part in content:
