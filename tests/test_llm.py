@@ -43,6 +43,10 @@ def user(text: str) -> dict[str, str]:
     return {"role": "user", "content": text}
 
 
+def system(text: str) -> dict[str, str]:
+    return {"role": "system", "content": text}
+
+
 def assistant(text: str) -> dict[str, str]:
     return {"role": "assistant", "content": text}
 
@@ -243,7 +247,10 @@ def test_the_local_model_estimates_a_repeated_input_once(monkeypatch: Any) -> No
     again = compose_reply([*window, user(f"one more {id(estimated)}")])
     assert sum(1 for t in estimated if t.startswith("window message")) == 40  # none estimated again
     assert again.input_tokens == first.input_tokens + estimate_tokens(f"one more {id(estimated)}")
-    huge = "long " * 3_000  # past what the cache keeps: estimated at every call
+    observations = f"observed {id(estimated)} " * 8_000  # a system message of Observational Memory's size
+    compose_reply([system(observations), user("hi")]), compose_reply([system(observations), user("hi again")])
+    assert estimated.count(observations) + estimated.count(observations.strip()) == 1
+    huge = "long " * 60_000  # past what the caches keep (256 KB): estimated at every call
     compose_reply([user(huge)]), compose_reply([user(huge)])
     assert estimated.count(huge.strip()) + estimated.count(huge) == 2
 

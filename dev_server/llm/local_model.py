@@ -238,14 +238,23 @@ def message_text(content: Any) -> str:
 
 def _text_tokens(text: str) -> int:
     """The usage's input tokens of one message. A turn's input repeats the last turn's (with
-    Observational Memory, a window of hundreds of messages) and its text objects: a message is
-    estimated once, not at every call (tokenx reads every character). Long texts are estimated
-    each time, so that what the cache holds stays small (at most 4,096 texts of 8 KB)."""
-    return _short_text_tokens(text) if len(text) <= 8_192 else estimate_tokens(text)
+    Observational Memory, a window of hundreds of messages, and the observations: a system
+    message of up to the reflection threshold, 40,000 tokens by default): a text is estimated
+    once, not at every call (tokenx reads every character; finding an equal text in the cache
+    compares bytes). What the caches hold stays small: at most 4,096 texts of 8 KB and 16 of
+    256 KB; a longer text is estimated each time."""
+    if len(text) <= 8_192:
+        return _short_text_tokens(text)
+    return _long_text_tokens(text) if len(text) <= 262_144 else estimate_tokens(text)
 
 
 @lru_cache(maxsize=4096)
 def _short_text_tokens(text: str) -> int:
+    return estimate_tokens(text)
+
+
+@lru_cache(maxsize=16)
+def _long_text_tokens(text: str) -> int:
     return estimate_tokens(text)
 
 
