@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import orjson
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
@@ -26,10 +27,20 @@ from opentelemetry.trace import Span, Status, StatusCode
 from dev_server.kernel.json_text import Encoder
 
 _JSON = Encoder(default=str, separators=(",", ":"))
+# Dates and dataclasses are written as ``str`` writes them, as the standard library's encoder
+# does with ``default=str``.
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
 def to_json(value: Any) -> str:
-    return _JSON.encode(value)
+    """A span attribute's JSON text. orjson, several times faster on a model's input (with
+    Observational Memory, tens of kilobytes per step), and unescaped UTF-8; what it refuses
+    (a lone surrogate, a non-string key, an integer past 64 bits) is written by the standard
+    library's encoder (``dev_server.kernel.json_text``), as before."""
+    try:
+        return orjson.dumps(value, default=str, option=_ORJSON_OPTIONS).decode()
+    except TypeError:
+        return _JSON.encode(value)
 
 
 def identity(*, agent_id: str, agent_name: str, run_id: str, thread_id: str | None,
