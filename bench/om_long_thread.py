@@ -15,9 +15,7 @@ built-in local model answering as actor, observer and reflector. Three figures:
 3. **Fresh thread**: CPU per turn, OM on against OM off (target ≤ 1.5x).
 
 CPU per turn is the process's CPU time over a block of turns, the background work they
-started (buffered observations, reflections) included, divided by the turns; OM on and OM off
-run side by side in one process and take turns, ``ROUNDS`` blocks each, and each figure is the
-median of its blocks.
+started (buffered observations, reflections) included, divided by the turns.
 Results are printed and written to bench/results/<date>-<commit>-om-long-thread[-quick].md.
 Run: .venv/bin/python bench/om_long_thread.py [--quick]
 (quick: 150 turns per window size, the 10,000-message import only, 100-turn CPU blocks; else 300.)
@@ -44,7 +42,6 @@ from dev_server.settings import Settings  # noqa: E402
 WINDOW = 10
 CATCH_UP = 60
 WINDOW_SIZES = (30_000, 100_000)
-ROUNDS = 6  # blocks each of OM on and OM off per CPU figure, taking turns (``alternating``)
 
 
 def median(values: list[float]) -> float:
@@ -63,29 +60,9 @@ async def window_size(message_tokens: int, turns: int, watch: Watch) -> dict[str
             "om_turns": sum(1 for r in rows if r["om_calls"])}
 
 
-async def alternating(on: tuple[TurnBench, str, int], off: tuple[TurnBench, str, int],
-                      turns: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """CPU per turn with OM on and with OM off (``TurnBench.cpu_per_turn``'s three figures),
-    each over ``turns`` turns in ``ROUNDS`` blocks taking turns, on then off; each figure the
-    median of its blocks. Measured one after the other, minutes apart, on this shared machine
-    the two swung by a fifth from run to run. ``on``/``off``: the bench, its thread and the
-    index of its next turn."""
-    blocks: dict[str, list[tuple[float, ...]]] = {"on": [], "off": []}
-    following = {"on": on[2], "off": off[2]}
-    per_block = max(1, turns // ROUNDS)
-    for _ in range(ROUNDS):
-        for label, (bench, thread, _) in (("on", on), ("off", off)):
-            blocks[label].append(await bench.cpu_per_turn(thread, per_block, following[label]))
-            following[label] += per_block
-    def medians(found: list[tuple[float, ...]]) -> tuple[float, ...]:
-        return tuple(median(list(figure)) for figure in zip(*found, strict=True))
-
-    return medians(blocks["on"]), medians(blocks["off"])
-
-
 async def imported(size: int, block: int, watch: Watch) -> dict[str, Any]:
     found: dict[str, Any] = {"size": size}
-    async with TurnBench(Settings(), watch) as bench, TurnBench(Settings(om_enabled=False), watch) as plain:
+    async with TurnBench(Settings(), watch) as bench:
         thread = bench.new_thread()
         started = time.perf_counter()
         await bench.import_messages(thread, size)
@@ -103,20 +80,23 @@ async def imported(size: int, block: int, watch: Watch) -> dict[str, Any]:
             if row.get("pending", 0) < threshold:
                 break
         found.update(catch_up_turns=index - 1, catch_up_slowest_s=slowest, pending_after=row.get("pending", 0))
-        plain_thread = plain.new_thread()
-        await plain.import_messages(plain_thread, size)
-        await plain.turn(plain_thread, 1)
-        found["on"], found["off"] = await alternating((bench, thread, index + 1), (plain, plain_thread, 2), block)
+        found["on"] = await bench.cpu_per_turn(thread, block, index + 1)
+    async with TurnBench(Settings(om_enabled=False), watch) as bench:
+        thread = bench.new_thread()
+        await bench.import_messages(thread, size)
+        await bench.turn(thread, 1)
+        found["off"] = await bench.cpu_per_turn(thread, block, 2)
     return found
 
 
 async def fresh(block: int, watch: Watch) -> dict[str, tuple[float, ...]]:
-    async with TurnBench(Settings(), watch) as bench, TurnBench(Settings(om_enabled=False), watch) as plain:
-        thread, plain_thread = bench.new_thread(), plain.new_thread()
-        await bench.turn(thread, 1)
-        await plain.turn(plain_thread, 1)
-        on, off = await alternating((bench, thread, 2), (plain, plain_thread, 2), block)
-    return {"on": on, "off": off}
+    found: dict[str, tuple[float, ...]] = {}
+    for label, settings in (("on", Settings()), ("off", Settings(om_enabled=False))):
+        async with TurnBench(settings, watch) as bench:
+            thread = bench.new_thread()
+            await bench.turn(thread, 1)
+            found[label] = await bench.cpu_per_turn(thread, block, 2)
+    return found
 
 
 def cpu_cells(on: tuple[float, ...], off: tuple[float, ...]) -> str:
