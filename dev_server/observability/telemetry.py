@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -160,6 +161,13 @@ def _otlp_exports(config: TelemetryConfig):
     return ((spans, accepts_connections(traces), spans.close), (records, accepts_connections(logs), records.close))
 
 
+# The exporters' modules (and requests, their HTTP client) are imported at first use, each
+# signal's from its own export thread, the reachability check's from whichever thread checks.
+# requests' modules import each other: a thread importing ``requests.utils`` while another
+# was halfway through ``requests`` found it half-initialised (ImportError). One at a time.
+_LAZY_IMPORTS = threading.Lock()
+
+
 class OtlpExport:
     """The gateway's export of one signal (``traces`` or ``logs``) with OpenTelemetry's
     OTLP/HTTP exporter, which is built (and its modules imported: protobuf, requests) by the
@@ -178,14 +186,16 @@ class OtlpExport:
         return self.exporter.export(batch) == self._success
 
     def _build(self) -> None:
-        if self.signal == "traces":
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Exporter
-            from opentelemetry.sdk.trace.export import SpanExportResult as Result
-        else:
-            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as Exporter
-            from opentelemetry.sdk._logs.export import LogRecordExportResult as Result
+        with _LAZY_IMPORTS:
+            if self.signal == "traces":
+                from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Exporter
+                from opentelemetry.sdk.trace.export import SpanExportResult as Result
+            else:
+                from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as Exporter
+                from opentelemetry.sdk._logs.export import LogRecordExportResult as Result
+            # building one imports more (its requests session, its compression)
+            self.exporter = Exporter(endpoint=self.endpoint, timeout=EXPORT_TIMEOUT_S, headers=self.headers)
         self._success = Result.SUCCESS
-        self.exporter = Exporter(endpoint=self.endpoint, timeout=EXPORT_TIMEOUT_S, headers=self.headers)
 
     def close(self) -> None:
         """Close the exporter's HTTP session (pooled keep-alive connections to the studio,
@@ -201,7 +211,8 @@ def accepts_connections(url: str, timeout_s: float = 1.0) -> Callable[[], bool]:
     address = (parts.hostname or "localhost", parts.port or (443 if parts.scheme == "https" else 80))
 
     def check() -> bool:
-        import requests.utils  # the exporters' HTTP client: loaded when a check is made
+        with _LAZY_IMPORTS:
+            import requests.utils  # the exporters' HTTP client: loaded when a check is made
 
         if requests.utils.get_environ_proxies(url):
             return True
