@@ -3,9 +3,10 @@ its own thread: the two export queues' workers and the shutdown's reachability c
 requests package's modules import each other, and a thread importing ``requests.utils`` while
 another was halfway through importing the exporter found it half-initialised (``ImportError:
 cannot import name 'parse_dict_header' from partially initialized module 'requests.utils'``):
-a gateway's shutdown failed so now and then. Each case runs in a fresh interpreter (nothing
-imported yet), the check starting a little after the exporter's build, at delays around the
-20-40 ms at which it failed here."""
+a gateway's shutdown failed so now and then. Such imports now take one lock
+(``dev_server.kernel.lazy_imports``; litellm's first import too). Each case runs in a fresh
+interpreter (nothing imported yet), the check starting a little after the exporter's build,
+at delays around the 20-40 ms at which it failed here."""
 
 from __future__ import annotations
 

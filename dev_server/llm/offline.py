@@ -44,7 +44,8 @@ import warnings
 from pathlib import Path
 from types import ModuleType
 
-_lock = threading.Lock()
+from dev_server.kernel.lazy_imports import LAZY_IMPORTS
+
 _litellm: ModuleType | None = None
 
 # sha1 of the cl100k_base URL: the file tiktoken looks for in TIKTOKEN_CACHE_DIR.
@@ -56,7 +57,7 @@ def prepare_litellm() -> ModuleType:
     global _litellm
     if _litellm is not None:
         return _litellm
-    with _lock:
+    with LAZY_IMPORTS:  # requests, which litellm imports, is imported by the exporters too
         if _litellm is None:
             try:
                 _litellm = _import_configured()

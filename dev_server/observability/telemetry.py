@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -37,6 +36,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from dev_server import __version__
 from dev_server.kernel.clock import now_iso, parse_iso
+from dev_server.kernel.lazy_imports import LAZY_IMPORTS
 from dev_server.observability.export_queue import (
     ExportQueue,
     QueueLogProcessor,
@@ -161,13 +161,6 @@ def _otlp_exports(config: TelemetryConfig):
     return ((spans, accepts_connections(traces), spans.close), (records, accepts_connections(logs), records.close))
 
 
-# The exporters' modules (and requests, their HTTP client) are imported at first use, each
-# signal's from its own export thread, the reachability check's from whichever thread checks.
-# requests' modules import each other: a thread importing ``requests.utils`` while another
-# was halfway through ``requests`` found it half-initialised (ImportError). One at a time.
-_LAZY_IMPORTS = threading.Lock()
-
-
 class OtlpExport:
     """The gateway's export of one signal (``traces`` or ``logs``) with OpenTelemetry's
     OTLP/HTTP exporter, which is built (and its modules imported: protobuf, requests) by the
@@ -186,7 +179,7 @@ class OtlpExport:
         return self.exporter.export(batch) == self._success
 
     def _build(self) -> None:
-        with _LAZY_IMPORTS:
+        with LAZY_IMPORTS:
             if self.signal == "traces":
                 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Exporter
                 from opentelemetry.sdk.trace.export import SpanExportResult as Result
@@ -211,7 +204,7 @@ def accepts_connections(url: str, timeout_s: float = 1.0) -> Callable[[], bool]:
     address = (parts.hostname or "localhost", parts.port or (443 if parts.scheme == "https" else 80))
 
     def check() -> bool:
-        with _LAZY_IMPORTS:
+        with LAZY_IMPORTS:
             import requests.utils  # the exporters' HTTP client: loaded when a check is made
 
         if requests.utils.get_environ_proxies(url):
