@@ -109,7 +109,6 @@ async def _at_capacity(scope: Any, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-
 class CorkedWrites:
     """A connection's transport whose writes within one loop turn are sent as one."""
 

@@ -136,9 +136,9 @@ def check_query(query_string: bytes) -> None:
 
 def _openers(query_string: bytes) -> int:
     """How many ``{`` and ``[`` a query string holds, as written or percent-encoded."""
-    lowered = query_string.lower() if b"%" in query_string else query_string
-    return (lowered.count(b"{") + lowered.count(b"[") + lowered.count(b"%7b") + lowered.count(b"%5b")
-            if b"{" in lowered or b"[" in lowered or b"%" in lowered else 0)
+    if b"%" in query_string:
+        query_string = query_string.lower()
+    return sum(map(query_string.count, (b"{", b"[", b"%7b", b"%5b")))
 
 
 def query_json_too_deep(value: str) -> bool:

@@ -59,20 +59,19 @@ def fit_to_model(messages: list[dict[str, Any]], *, vision: bool, pdf_input: boo
         if not isinstance(content, list):
             fitted.append(dict(message) if copy else message)
             continue
-        if not copy and not any(isinstance(part, dict) and part.get("type") in ATTACHMENT_TYPES
-                                for part in content):
-            fitted.append(message)
-            continue
-        parts = []
+        parts, replaced = [], False
         for part in content:
             kind = part.get("type") if isinstance(part, dict) else None
             if kind not in ATTACHMENT_TYPES:
                 parts.append(part)
                 continue
             media = media_type_of(part)
-            accepted = vision if kind == "image_url" else (pdf_input and media == "application/pdf")
-            parts.append(part if accepted else placeholder(part, f"not sent, {model} does not accept {media}"))
-        fitted.append({**message, "content": parts})
+            if vision if kind == "image_url" else (pdf_input and media == "application/pdf"):
+                parts.append(part)
+            else:
+                parts.append(placeholder(part, f"not sent, {model} does not accept {media}"))
+                replaced = True
+        fitted.append({**message, "content": parts} if copy or replaced else message)
     return fitted
 
 
