@@ -88,9 +88,9 @@ import json
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
+from dev_server.kernel.count_memo import CountMemo
 from dev_server.kernel.model import Finish, ModelEvent, TextDelta, ToolCall, ToolCallDelta, Usage
 from dev_server.kernel.prompt_marks import TOOL_NAME as WORKING_MEMORY_TOOL
 from dev_server.kernel.tokenx import estimate_tokens
@@ -240,22 +240,12 @@ def _text_tokens(text: str) -> int:
     """The usage's input tokens of one message. A turn's input repeats the last turn's (with
     Observational Memory, a window of hundreds of messages, and the observations: a system
     message of up to the reflection threshold, 40,000 tokens by default): a text is estimated
-    once, not at every call (tokenx reads every character; finding an equal text in the cache
-    compares bytes). What the caches hold stays small: at most 4,096 texts of 8 KB and 16 of
-    256 KB; a longer text is estimated each time."""
-    if len(text) <= 8_192:
-        return _short_text_tokens(text)
-    return _long_text_tokens(text) if len(text) <= 262_144 else estimate_tokens(text)
+    once, not at every call (tokenx reads every character), and the memo keeps its count,
+    not the text."""
+    return _input_tokens(text)
 
 
-@lru_cache(maxsize=4096)
-def _short_text_tokens(text: str) -> int:
-    return estimate_tokens(text)
-
-
-@lru_cache(maxsize=16)
-def _long_text_tokens(text: str) -> int:
-    return estimate_tokens(text)
+_input_tokens = CountMemo(lambda text: estimate_tokens(text), 16_384)  # the module's, at each call
 
 
 MEMORY_PIECE_CHARS = 2_048

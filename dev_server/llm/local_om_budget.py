@@ -20,8 +20,8 @@ not what its input does.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
+from dev_server.kernel.count_memo import CountMemo
 from dev_server.kernel.tokenx import estimate_tokens
 from dev_server.llm.local_om_text import REPEATS, TIME, is_observation, is_thread_tag
 
@@ -59,11 +59,13 @@ def rank(line: str) -> int:
     return 2 if "🟢" in line else 1
 
 
-@lru_cache(maxsize=1 << 13)
 def line_tokens(line: str) -> int:
     """A line's tokens and its newline's: the unit of every budget here (a log's lines are
     counted again and again as it is fitted at one level after another)."""
-    return estimate_tokens(line) + 1
+    return _line_tokens(line)
+
+
+_line_tokens = CountMemo(lambda line: estimate_tokens(line) + 1, 1 << 13)
 
 
 def tokens_of(lines: list[str]) -> int:
