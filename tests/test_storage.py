@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -14,7 +15,9 @@ from dev_server.kernel.messages import Message
 from dev_server.settings import Settings
 from dev_server.storage.composite import OBSERVABILITY, CompositeStore, DomainUnavailable
 from dev_server.storage.conversations import ConversationStore
-from dev_server.storage.duckdb_store import DuckDBStore
+from dev_server.storage.duckdb_store import CACHE_MB, REFIT_EVERY, DuckDBStore
+from dev_server.storage.observability.columns import SPAN_COLUMNS as ALL_SPAN_COLUMNS
+from dev_server.storage.observability.writer import ObservabilityWriter
 from tests.support import sqlite_rows
 
 pytestmark = pytest.mark.anyio
@@ -162,6 +165,36 @@ async def test_the_studios_observability_store_keeps_its_cache_within_the_config
     try:
         limit = await storage.domain(OBSERVABILITY).fetch_all("SELECT current_setting('memory_limit') AS v")
         assert limit[0]["v"] == "45.7 MiB"  # 48 MB, shown in mebibytes
+    finally:
+        await storage.close()
+
+
+async def test_without_a_configured_limit_the_observability_cache_follows_the_span_index(tmp_path: Path):
+    """DuckDB's own limit is 80 % of the machine's RAM, and it kept what it wrote cached up to
+    it (the studio's RSS grew ~85 MB per 100,000 spans). Its primary-key index must stay in
+    memory, so the limit the store keeps is the index's size plus CACHE_MB, as it grows."""
+    storage = storage_for("studio", Settings(data_dir=tmp_path))
+    await storage.open()
+    try:
+        observability = storage.domain(OBSERVABILITY)
+
+        async def limit_and_index_mib() -> tuple[float, float]:
+            (row,) = await observability.fetch_all(
+                "SELECT current_setting('memory_limit') AS limit, (SELECT coalesce(sum(memory_usage_bytes), 0) "
+                "FROM duckdb_memory() WHERE tag = 'ART_INDEX') AS index_bytes")
+            number, unit = row["limit"].split()
+            return float(number) * {"MiB": 1, "GiB": 1024}[unit], row["index_bytes"] / 2**20
+
+        assert (await limit_and_index_mib())[0] == CACHE_MB
+        writer = ObservabilityWriter(observability)
+        now = datetime.now(UTC)
+        for batch in range(REFIT_EVERY * 4):
+            rows = [tuple({"trace_id": f"t{batch}-{i}", "span_id": f"s{i}", "name": "a span", "span_type": "generic",
+                           "is_event": False, "status": "success", "started_at": now, "created_at": now,
+                           "updated_at": now}.get(column) for column in ALL_SPAN_COLUMNS) for i in range(1_000)]
+            await writer.write_spans(rows)
+        limit, index = await limit_and_index_mib()
+        assert index >= 2 and CACHE_MB + int(index) - 1 <= limit <= CACHE_MB + index
     finally:
         await storage.close()
 

@@ -22,14 +22,22 @@ from dev_server.storage.migrate import apply_duckdb, load_migrations
 
 T = TypeVar("T")
 
+# Without a limit of ours, DuckDB caches the blocks it wrote up to its own, 80 % of the RAM:
+# the studio's RSS grew ~85 MB per 100,000 spans stored. Its primary-key indexes (ART) must
+# stay in memory whatever the limit (past it, a checkpoint fails and the database is closed
+# for good), so the limit follows them: what they hold, plus this much for everything else.
+CACHE_MB = 64
+REFIT_EVERY = 16  # writes between two looks at the indexes' size (~0.1 MB of index a write)
+
 
 class DuckDBStore:
     engine = "duckdb"
 
     def __init__(self, url: str, *, memory_mb: int | None = None) -> None:
         self.url = url
-        self.memory_mb = memory_mb  # DuckDB's memory_limit (None: its own, 80 % of the machine's RAM)
+        self.memory_mb = memory_mb  # DuckDB's memory_limit (None: the indexes' size + CACHE_MB, kept so)
         self._con = None
+        self._writes = 0
         self._executor: ThreadPoolExecutor | None = None
 
     @property
@@ -57,9 +65,7 @@ class DuckDBStore:
         except PathError as exc:
             raise StorageError(str(exc)) from exc
         try:
-            # DuckDB caches the blocks it wrote up to its memory limit (by default most of the RAM);
-            # its primary-key index is held in memory whatever the limit, so a limit is only safe
-            # with retention (DEV_SERVER_TRACE_MEMORY_MB, docs/configuration.md)
+            # a fixed limit (DEV_SERVER_TRACE_MEMORY_MB) is only safe with retention: see CACHE_MB
             config = {"memory_limit": f"{self.memory_mb}MB"} if self.memory_mb else {}
             con = duckdb.connect(str(target) if target else ":memory:", config=config)
         except duckdb.Error as exc:
@@ -70,6 +76,20 @@ class DuckDBStore:
             con.close()
             raise StorageError(f"cannot migrate observability database {target}: {first_line(exc)}") from exc
         self._con = con
+        self._fit_memory_limit(con)
+
+    def wrote(self, con) -> None:
+        """After a write, on the worker thread: now and then, the limit follows the indexes."""
+        self._writes += 1
+        if self._writes % REFIT_EVERY == 0:
+            self._fit_memory_limit(con)
+
+    def _fit_memory_limit(self, con) -> None:
+        if self.memory_mb:
+            return
+        (index_bytes,) = con.execute("SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() "
+                                     "WHERE tag = 'ART_INDEX'").fetchone()
+        con.execute(f"SET memory_limit = '{(index_bytes >> 20) + CACHE_MB}MiB'")
 
     async def close(self) -> None:
         if self._con is not None:
