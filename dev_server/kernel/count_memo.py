@@ -42,6 +42,3 @@ class CountMemo:
 
     def __len__(self) -> int:
         return len(self._recent.keys() | self._older.keys())
-
-    def clear(self) -> None:
-        self._recent, self._older = {}, {}

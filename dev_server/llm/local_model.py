@@ -245,7 +245,7 @@ def _text_tokens(text: str) -> int:
     return _input_tokens(text)
 
 
-_input_tokens = CountMemo(lambda text: estimate_tokens(text), 16_384)  # the module's, at each call
+_input_tokens = CountMemo(lambda text: estimate_tokens(text), 16_384)  # this module's estimate_tokens when called
 
 
 MEMORY_PIECE_CHARS = 2_048
