@@ -156,9 +156,14 @@ async def get_principal(conn: HTTPConnection) -> str | None:
     return principal_of(conn)
 
 
-async def get_forced_resource(conn: HTTPConnection) -> str | None:
+def forced_resource_of(conn: HTTPConnection) -> str | None:
+    """The resource every request of an authenticated principal works in; None with auth off."""
     principal = principal_of(conn)
     return resource_for(principal) if principal is not None else None
+
+
+async def get_forced_resource(conn: HTTPConnection) -> str | None:
+    return forced_resource_of(conn)
 
 
 Principal = Annotated[str | None, Depends(get_principal)]
