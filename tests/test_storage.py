@@ -15,7 +15,7 @@ from dev_server.kernel.messages import Message
 from dev_server.settings import Settings
 from dev_server.storage.composite import OBSERVABILITY, CompositeStore, DomainUnavailable
 from dev_server.storage.conversations import ConversationStore
-from dev_server.storage.duckdb_store import CACHE_MB, REFIT_EVERY, DuckDBStore
+from dev_server.storage.duckdb_store import CACHE_MB, KEY_BYTES, REFIT_EVERY, DuckDBStore
 from dev_server.storage.observability.columns import SPAN_COLUMNS as ALL_SPAN_COLUMNS
 from dev_server.storage.observability.writer import ObservabilityWriter
 from tests.support import sqlite_rows
@@ -171,21 +171,27 @@ async def test_the_studios_observability_store_keeps_its_cache_within_the_config
 
 async def test_without_a_configured_limit_the_observability_cache_follows_the_span_index(tmp_path: Path):
     """DuckDB's own limit is 80 % of the machine's RAM, and it kept what it wrote cached up to
-    it (the studio's RSS grew ~85 MB per 100,000 spans). Its primary-key index must stay in
-    memory, so the limit the store keeps is the index's size plus CACHE_MB, as it grows."""
+    it. Its primary-key indexes must fit in memory, also when a checkpoint or a restart left
+    them on disk and the next insert reads them back, so the limit the store keeps is what
+    the keys stored need (or the indexes' size in memory, if larger) plus CACHE_MB, from the
+    moment the store opens."""
+
+    async def limit_keys_index(observability: DuckDBStore) -> tuple[float, int, float]:
+        (row,) = await observability.fetch_all(
+            "SELECT current_setting('memory_limit') AS limit, (SELECT count(*) FROM spans) AS keys, "
+            "(SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() WHERE tag = 'ART_INDEX') AS index")
+        number, unit = row["limit"].split()
+        return float(number) * {"MiB": 1, "GiB": 1024}[unit], row["keys"], row["index"] / 2**20
+
+    def fitted(limit: float, keys: int, index: float) -> bool:
+        needed = max(keys * KEY_BYTES / 2**20, index)
+        return CACHE_MB + needed - 1 <= limit <= CACHE_MB + needed + 1
+
     storage = storage_for("studio", Settings(data_dir=tmp_path))
     await storage.open()
     try:
         observability = storage.domain(OBSERVABILITY)
-
-        async def limit_and_index_mib() -> tuple[float, float]:
-            (row,) = await observability.fetch_all(
-                "SELECT current_setting('memory_limit') AS limit, (SELECT coalesce(sum(memory_usage_bytes), 0) "
-                "FROM duckdb_memory() WHERE tag = 'ART_INDEX') AS index_bytes")
-            number, unit = row["limit"].split()
-            return float(number) * {"MiB": 1, "GiB": 1024}[unit], row["index_bytes"] / 2**20
-
-        assert (await limit_and_index_mib())[0] == CACHE_MB
+        assert (await limit_keys_index(observability))[:2] == (CACHE_MB, 0)
         writer = ObservabilityWriter(observability)
         now = datetime.now(UTC)
         for batch in range(REFIT_EVERY * 4):
@@ -193,10 +199,17 @@ async def test_without_a_configured_limit_the_observability_cache_follows_the_sp
                            "is_event": False, "status": "success", "started_at": now, "created_at": now,
                            "updated_at": now}.get(column) for column in ALL_SPAN_COLUMNS) for i in range(1_000)]
             await writer.write_spans(rows)
-        limit, index = await limit_and_index_mib()
-        assert index >= 2 and CACHE_MB + int(index) - 1 <= limit <= CACHE_MB + index
+        limit, keys, index = await limit_keys_index(observability)
+        assert keys == REFIT_EVERY * 4_000 and fitted(limit, keys, index)
     finally:
         await storage.close()
+    reopened = storage_for("studio", Settings(data_dir=tmp_path))
+    await reopened.open()
+    try:  # the index is on disk until an insert needs it: the limit counts it already
+        limit, keys, _ = await limit_keys_index(reopened.domain(OBSERVABILITY))
+        assert keys == REFIT_EVERY * 4_000 and fitted(limit, keys, 0)
+    finally:
+        await reopened.close()
 
 
 async def test_thread_message_count_stays_exact(settings: Settings):

@@ -23,11 +23,17 @@ from dev_server.storage.migrate import apply_duckdb, load_migrations
 T = TypeVar("T")
 
 # Without a limit of ours, DuckDB caches the blocks it wrote up to its own, 80 % of the RAM:
-# the studio's RSS grew ~85 MB per 100,000 spans stored. Its primary-key indexes (ART) must
-# stay in memory whatever the limit (past it, a checkpoint fails and the database is closed
-# for good), so the limit follows them: what they hold, plus this much for everything else.
+# the studio's RSS grew with the spans it stored, by hundreds of megabytes. Its primary-key
+# indexes (ART) must fit in memory whatever the limit (past it, a write or a checkpoint fails),
+# and they are not always in memory when looked at: a checkpoint writes them out, a restart
+# opens them on disk, and the next insert reads them back whole. So the limit follows the
+# keys stored (KEY_BYTES a key, above the ~100 measured) or the indexes' size in memory,
+# whichever is larger, never lower than it was in this process, plus CACHE_MB for the rest.
 CACHE_MB = 64
-REFIT_EVERY = 16  # writes between two looks at the indexes' size (~0.1 MB of index a write)
+KEY_BYTES = 160
+REFIT_EVERY = 16  # writes between two looks (~0.1 MB of index a write)
+_KEYS = "SELECT (SELECT count(*) FROM spans) + (SELECT count(*) FROM traces) + (SELECT count(*) FROM logs)"
+_INDEX_BYTES = "SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() WHERE tag = 'ART_INDEX'"
 
 
 class DuckDBStore:
@@ -38,6 +44,7 @@ class DuckDBStore:
         self.memory_mb = memory_mb  # DuckDB's memory_limit (None: the indexes' size + CACHE_MB, kept so)
         self._con = None
         self._writes = 0
+        self._index_bytes = 0  # the most the indexes were found to need in this process
         self._executor: ThreadPoolExecutor | None = None
 
     @property
@@ -85,11 +92,12 @@ class DuckDBStore:
             self._fit_memory_limit(con)
 
     def _fit_memory_limit(self, con) -> None:
-        if self.memory_mb:
+        if self.memory_mb or self.path is None:  # configured, or in memory (nothing to evict its blocks to)
             return
-        (index_bytes,) = con.execute("SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() "
-                                     "WHERE tag = 'ART_INDEX'").fetchone()
-        con.execute(f"SET memory_limit = '{(index_bytes >> 20) + CACHE_MB}MiB'")
+        (keys,) = con.execute(_KEYS).fetchone()
+        (in_memory,) = con.execute(_INDEX_BYTES).fetchone()
+        self._index_bytes = max(self._index_bytes, keys * KEY_BYTES, in_memory)
+        con.execute(f"SET memory_limit = '{(self._index_bytes >> 20) + CACHE_MB}MiB'")
 
     async def close(self) -> None:
         if self._con is not None:
