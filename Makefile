@@ -105,7 +105,7 @@ bench-workload: install
 	$(PY) bench/workload.py $(if $(QUICK),--quick) $(if $(OM),--om)
 
 BENCH_HELPERS := bench/__init__.py bench/issue31.py bench/workload.py bench/bare_server.py bench/canned.py \
-	bench/report.py bench/servers.py bench/traced.py bench/mastra_server.py
+	bench/report.py bench/servers.py bench/traced.py bench/mastra_server.py bench/load_requests.py bench/versus_mastra.py
 bench-all: bench
 	@for script in $(filter-out $(BENCH_HELPERS),$(wildcard bench/*.py)); do \
 	  echo "== $$script"; $(PY) $$script || exit 1; done

@@ -32,9 +32,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.load_requests import burst, create_threads, save_messages, sequential  # noqa: E402
 from bench.report import machine  # noqa: E402
 from bench.servers import Server, server_env  # noqa: E402
-from bench.workload import burst, create_threads, save_messages, sequential  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
 FIGURES = ("save-messages, 10k in batches of 500, msgs/s", "  studio CPU per batch of 500, ms",

@@ -40,10 +40,10 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.load_requests import load  # noqa: E402
 from bench.report import commit, machine  # noqa: E402
 from bench.servers import Server, server_env  # noqa: E402
 from bench.startup import BARE_APP  # noqa: E402
-from bench.workload import load  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
 HEAVY = {"numpy": "_multiarray_umath", "onnxruntime": "onnxruntime_pybind11", "duckdb": "_duckdb",

@@ -44,7 +44,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench import footprint, group_commit, local_om, om_long_thread, recall, recall_sqld, span_cost  # noqa: E402
+from bench import footprint, group_commit, local_om, om_long_thread, recall, recall_sqld, span_cost, versus_mastra  # noqa: E402
 from bench import workload as workload_bench  # noqa: E402
 from bench.report import Report, commit, machine  # noqa: E402
 from bench.report import _num as num  # noqa: E402
@@ -188,7 +188,7 @@ def against_mastra(suite: Suite, runs: dict[str, Report]) -> None:
     lines = ["Mastra 1.x's own server (bench/mastra: @mastra/deployer's createNodeServer, as `mastra dev` starts "
              "it; chat-agent with Memory on LibSQL and an instant mock model) beside our studio; each request "
              "measured on ours, then on Mastra's, in each of the workload's two runs (their mean); thread "
-             f"creation: {workload_bench.MASTRA_THREADS:,} threads on each server per run, in two halves taking "
+             f"creation: {versus_mastra.MASTRA_THREADS:,} threads on each server per run, in two halves taking "
              "turns, once our servers' background work has settled.", "",
              "| figure | OM | ours | Mastra | ours / Mastra | run 1 / run 2 (ours vs Mastra) |",
              "|---|---|---:|---:|---:|---:|"]
@@ -200,14 +200,14 @@ def against_mastra(suite: Suite, runs: dict[str, Report]) -> None:
                          f"{row.runs} |")
     suite.section("Against a real Mastra server (bench/mastra, bench/workload.py --mastra)", "\n".join(lines))
     for label in runs:
-        created, cpu = found[workload_bench.VERSUS_CREATED, label], found[workload_bench.VERSUS_CREATED_CPU, label]
-        generator = found[workload_bench.VERSUS_LOADGEN_CPU, label]
+        created, cpu = found[versus_mastra.VERSUS_CREATED, label], found[versus_mastra.VERSUS_CREATED_CPU, label]
+        generator = found[versus_mastra.VERSUS_LOADGEN_CPU, label]
         suite.target(created.ratio >= THREADS_VS_MASTRA_MIN,
                      f"thread creation at 8 in flight, OM {label}: ours {created.ours:,.0f} threads/s = "
                      f"{created.ratio:.2f}x Mastra's {created.mastra:,.0f} (server CPU per thread {cpu.ours:.2f} ms "
                      f"against {cpu.mastra:.2f}; the load generator's {generator.ours:.2f} and {generator.mastra:.2f}; "
                      f"target >= {THREADS_VS_MASTRA_MIN:g}x)")
-        first = found[workload_bench.VERSUS_FIRST, label]
+        first = found[versus_mastra.VERSUS_FIRST, label]
         suite.target(first.ratio <= FIRST_TURNS_VS_MASTRA_MAX,
                      f"a burst of 32 first turns on POST /api/agents/chat-agent/stream, OM {label}: p50 ours "
                      f"{first.ours:,.0f} ms = {first.ratio:.2f}x Mastra's {first.mastra:,.0f} ms (target <= "

@@ -29,8 +29,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.load_requests import load, pct  # noqa: E402
 from bench.servers import Server, cpu, server_env  # noqa: E402
-from bench.workload import load, pct  # noqa: E402
 from tests.sqld import Sqld  # noqa: E402
 from tests.support import free_port  # noqa: E402
 

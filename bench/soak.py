@@ -63,9 +63,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.chat_turn import store_thread  # noqa: E402
+from bench.load_requests import load, pct  # noqa: E402
 from bench.report import commit, machine  # noqa: E402
 from bench.servers import Server, server_env  # noqa: E402
-from bench.workload import growth, load, pct  # noqa: E402
+from bench.workload import growth  # noqa: E402
 from dev_server.kernel.clock import now_iso  # noqa: E402
 from dev_server.kernel.messages import Message  # noqa: E402
 from dev_server.om.tokens.counting import count_message  # noqa: E402

@@ -38,9 +38,7 @@ import argparse
 import asyncio
 import json
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,159 +46,32 @@ import tracemalloc
 import uuid
 from pathlib import Path
 
-import httpx
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench import canned, mastra_server  # noqa: E402
 from bench import report as targets  # noqa: E402
 from bench.chat_turn import seed  # noqa: E402
+from bench.load_requests import (  # noqa: E402
+    AGENT,
+    burst,
+    chat_body,
+    concurrent,
+    create_threads,
+    pct,
+    reads,
+    save_messages,
+    sequential,
+)
 from bench.report import Report  # noqa: E402
 from bench.servers import Server, cpu, server_env  # noqa: E402
+from bench.versus_mastra import MASTRA_THREADS, against_mastra, warm_up  # noqa: E402
 from tests.kit.local_http import background_idle  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
-AGENT = "chat-agent"
 LIST_PATH = f"/api/memory/threads?agentId={AGENT}&resourceId=bench-list&perPage=100&page=0"
 MESSAGES_PATH = f"/api/memory/threads/bench-10k/messages?agentId={AGENT}&perPage=40&page=0"
-# Issue 31's comparison with a real Mastra server (bench/mastra_server.py): Mastra's own routes
-AGENT_ROUTE = {"chatPath": f"/api/agents/{AGENT}/stream", "format": "mastra", "resource": "bench-burst"}
-MASTRA_THREADS = 4_000  # threads each server creates in the comparison, quick or not (two halves each)
-VERSUS_CREATED = f"POST /api/memory/threads?agentId={AGENT}, 8 in flight, threads/s"
-VERSUS_CREATED_CPU = "server CPU per thread created, ms"
-VERSUS_LOADGEN_CPU = "load generator's CPU per thread created (bench/load.mjs, its Node start included), ms"
-VERSUS_FIRST = f"first turn of 32 new threads at once, POST /api/agents/{AGENT}/stream, p50, ms"
 SETTLE_S = 1.5  # the gateway exports spans every 0.5 s: their cost lands in the figure it belongs to
-
-
-# -- requests ---------------------------------------------------------------------------------
-
-
-def load(spec: dict) -> dict:
-    """Run bench/load.mjs (Node's http client: Python's httpx tops out near the bare server's
-    rate on this machine, so it would measure itself) and return what it reports."""
-    done = subprocess.run(["node", str(REPO / "bench" / "load.mjs"), json.dumps(spec)], capture_output=True,
-                          text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"load generator failed: {done.stderr[-2000:]}")
-    return json.loads(done.stdout)
-
-
-def chat_body(conversation: str, text: str) -> dict:
-    return {"id": "bench", "trigger": "submit-message", "conversationId": conversation,
-            "messages": [{"id": str(uuid.uuid4()), "role": "user", "parts": [{"type": "text", "text": text}]}]}
-
-
-def pct(values: list[float], q: float) -> float:
-    """The ``q`` quantile of latencies in ms."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-# -- scenarios --------------------------------------------------------------------------------
-
-
-def sequential(base: str, conversation: str | None, turns: int) -> list[float]:
-    spec = {"mode": "turns", "base": base, "clients": 1, "threads": [conversation], "fresh": conversation is None}
-    load({**spec, "count": 3})
-    return load({**spec, "count": turns})["latenciesMs"]
-
-
-def concurrent(base: str, clients: int, seconds: float) -> tuple[int, float]:
-    """Turns completed by ``clients`` loops (each on its own thread) in ``seconds``, and the wall time."""
-    threads = [f"bench-conc-{clients}-{uuid.uuid4()}" for _ in range(clients)]
-    spec = {"mode": "turns", "base": base, "clients": clients, "threads": threads}
-    load({**spec, "count": 1})  # the threads exist
-    result = load({**spec, "seconds": seconds})
-    return result["done"], result["wallMs"] / 1000
-
-
-def burst(base: str, count: int, route: dict | None = None) -> list[float]:
-    """``count`` first turns on new threads sent at once (after one to warm up); ``route``:
-    load.mjs's ``chatPath``/``format`` for another route than the gateway's ``/api/chat``."""
-    route = route or {}
-    load({"mode": "turns", "base": base, "clients": 1, "fresh": True, "count": 1, **route})
-    return load({"mode": "burst", "base": base, "clients": count, **route})["latenciesMs"]
-
-
-async def save_messages(studio: str, total: int, batch: int) -> float:
-    thread = f"bench-seed-{uuid.uuid4()}"
-    bodies = [{"messages": [{"id": f"{thread}-{i}", "threadId": thread, "resourceId": "bench-seed",
-                             "role": "user" if i % 2 == 0 else "assistant", "createdAt": None,
-                             "content": {"format": 2, "parts": [{"type": "text", "text": f"seeded message {i}"}]}}
-                            for i in range(first, min(total, first + batch))]}
-              for first in range(0, total, batch)]
-    payloads = [json.dumps(body).encode() for body in bodies]  # encoded before the clock starts
-    async with httpx.AsyncClient(timeout=120) as http:
-        created = await http.post(f"{studio}/api/memory/threads?agentId={AGENT}",
-                                  json={"threadId": thread, "resourceId": "bench-seed"})
-        created.raise_for_status()
-        started = time.perf_counter()
-        for payload in payloads:
-            response = await http.post(f"{studio}/api/memory/save-messages?agentId={AGENT}", content=payload,
-                                       headers={"content-type": "application/json"})
-            response.raise_for_status()
-        return total / (time.perf_counter() - started)
-
-
-def children_cpu_s() -> float:
-    """CPU seconds of this process's finished children (each load generator run is one)."""
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
-
-
-def create_threads(studio: str, total: int, clients: int) -> float:
-    result = load({"mode": "post", "base": studio, "clients": clients, "count": total,
-                   "path": f"/api/memory/threads?agentId={AGENT}",
-                   "body": json.dumps({"resourceId": "bench-create", "title": "t {i}"})})
-    return result["done"] / (result["wallMs"] / 1000)
-
-
-def warm_up(server: Server) -> None:
-    """Issue 31's two requests before any is measured (Node's JIT compiles what runs often,
-    Python fills caches lazily), the same on our studio and on Mastra's: 40 first turns, four at
-    a time, and 1,000 thread creations at 8 in flight."""
-    load({"mode": "turns", "base": server.url, "clients": 4, "fresh": True, "count": 10, **AGENT_ROUTE})
-    create_threads(server.url, 1_000, 8)
-
-
-def against_mastra(studio: Server, mastra: Server, threads: int,
-                   gateways: tuple[Server, ...] = ()) -> dict[str, tuple[float, float]]:
-    """Issue 31's two requests on our studio and, right after, on Mastra's server: thread
-    creation at 8 in flight (and the server CPU per thread) and 32 first turns at once on
-    ``POST /api/agents/chat-agent/stream`` (Mastra's route, which our studio serves too).
-    Each figure as (ours, Mastra's)."""
-    # Rates of a second or less swing by a third from one to the next on this shared machine:
-    # each server creates ``threads`` in two halves, ours and Mastra's taking turns, after our
-    # servers' background work (an OM catch-up, the spans of the last phase) has settled.
-    for server in (studio, *gateways):
-        background_idle(server.url, timeout=600, quiet_polls=5)
-    # The load generator shares the machine's two cores: its CPU tells how much of them the
-    # servers had (at ~2,800 threads/s, ~0.4 of a core).
-    spent = {server.name: [0.0, 0.0, 0, 0.0] for server in (studio, mastra)}  # wall s, CPU s, threads, load gen CPU s
-    half = threads // 2
-    for _ in range(2):
-        for server in (studio, mastra):
-            before, generator_before = server.cpu_s(), children_cpu_s()
-            rate = create_threads(server.url, half, 8)  # as the load generator timed it (not its start)
-            totals = spent[server.name]
-            totals[0] += half / rate
-            totals[1] += server.cpu_s() - before
-            totals[2] += half
-            totals[3] += children_cpu_s() - generator_before
-    created = {name: (count / wall, cpu / count * 1000, generator / count * 1000)
-               for name, (wall, cpu, count, generator) in spent.items()}
-    first = {server.name: pct(burst(server.url, 32, AGENT_ROUTE), .5) for server in (studio, mastra)}
-    return {VERSUS_CREATED: (created["studio"][0], created["mastra"][0]),
-            VERSUS_CREATED_CPU: (created["studio"][1], created["mastra"][1]),
-            VERSUS_LOADGEN_CPU: (created["studio"][2], created["mastra"][2]),
-            VERSUS_FIRST: (first["studio"], first["mastra"])}
-
-
-def reads(base: str, path: str, count: int) -> list[float]:
-    load({"mode": "get", "base": base, "count": 5, "path": path})
-    return load({"mode": "get", "base": base, "count": count, "path": path})["latenciesMs"]
 
 
 async def seed_threads(db_path: Path, resource: str, count: int) -> None:
