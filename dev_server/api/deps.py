@@ -195,9 +195,20 @@ async def get_path_agent(agent_id: str, agents: AgentsDep) -> RegisteredAgent:
 AgentDep = Annotated[RegisteredAgent, Depends(get_path_agent)]
 
 
-# Query strings in Mastra's three encodings (plain, JSON in one parameter, bracket notation).
+_QUERY_KEY = "dev_server.query"  # where the parsed query waits in the request's scope
+
+
+def query_of(request: Request) -> Query:
+    """The request's query string in Mastra's three encodings (plain, JSON in one parameter,
+    bracket notation), parsed once per request whichever dependencies read it."""
+    parsed = request.scope.get(_QUERY_KEY)
+    if parsed is None:
+        parsed = request.scope[_QUERY_KEY] = Query(request)
+    return parsed
+
+
 async def get_query(request: Request) -> Query:
-    return Query(request)
+    return query_of(request)
 
 
 MastraQuery = Annotated[Query, Depends(get_query)]

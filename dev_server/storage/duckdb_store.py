@@ -41,7 +41,7 @@ class DuckDBStore:
 
     def __init__(self, url: str, *, memory_mb: int | None = None) -> None:
         self.url = url
-        self.memory_mb = memory_mb  # DuckDB's memory_limit (None: the indexes' size + CACHE_MB, kept so)
+        self.memory_mb = memory_mb  # DuckDB's memory_limit (None: what the indexes need + CACHE_MB, kept so)
         self._con = None
         self._writes = 0
         self._index_bytes = 0  # the most the indexes were found to need in this process

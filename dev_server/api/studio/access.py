@@ -22,7 +22,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from dev_server.agents.registry import AgentRegistry, RegisteredAgent
-from dev_server.api.deps import forced_resource_of, services_of
+from dev_server.api.deps import forced_resource_of, query_of, services_of
 from dev_server.api.query import Query
 from dev_server.kernel.errors import NotFound
 from dev_server.kernel.messages import Thread
@@ -70,12 +70,12 @@ def _optional_agent(query: Query, agents: AgentRegistry) -> RegisteredAgent | No
 # fifth of a thread creation's main-thread CPU.
 async def get_optional_agent(request: Request) -> RegisteredAgent | None:
     """The agent named by the ``agentId`` query parameter, if any and known."""
-    return _optional_agent(Query(request), services_of(request).agents)
+    return _optional_agent(query_of(request), services_of(request).agents)
 
 
 async def get_query_agent(request: Request) -> RegisteredAgent:
     """The agent named by the ``agentId`` query parameter, or a 404."""
-    agent_id = Query(request).str("agentId") or ""
+    agent_id = query_of(request).str("agentId") or ""
     agent = services_of(request).agents.get(agent_id)
     if agent is None:
         raise NotFound(f"Agent with id {agent_id} not found")
@@ -89,7 +89,7 @@ QueryAgent = Annotated[RegisteredAgent, Depends(get_query_agent)]
 async def get_scope(request: Request) -> Scope:
     """The scope of a memory request: the forced resource, or ``resourceId`` as given (an
     agent's id, with or without ``agentId``, also reaches that agent's own threads)."""
-    query, agents = Query(request), services_of(request).agents
+    query, agents = query_of(request), services_of(request).agents
     requested = query.str("resourceId", aliases=("resourceid",))
     agent = _optional_agent(query, agents)
     if agent is None and requested is not None:

@@ -85,19 +85,19 @@ class ObservabilityWriter:
 
     async def write_spans(self, span_rows: Rows, trace_rows: Rows = ()) -> Written:
         """Spans and their trace rows (``SPAN_COLUMNS``, ``TRACE_COLUMNS``) in one transaction."""
-        return await self.store.run(self._job([(SPANS, span_rows), (TRACES, trace_rows)]))
+        return await self.store.run(self._write_job([(SPANS, span_rows), (TRACES, trace_rows)]))
 
     def write_spans_blocking(self, span_rows: Rows, trace_rows: Rows = (), timeout: float | None = 30.0) -> Written:
         """``write_spans`` from a non-event-loop thread (an OpenTelemetry processor thread)."""
-        return self.store.run_blocking(self._job([(SPANS, span_rows), (TRACES, trace_rows)]), timeout)
+        return self.store.run_blocking(self._write_job([(SPANS, span_rows), (TRACES, trace_rows)]), timeout)
 
     async def write_logs(self, rows: Rows) -> Written:
-        return await self.store.run(self._job([(LOGS, rows)]))
+        return await self.store.run(self._write_job([(LOGS, rows)]))
 
     def write_logs_blocking(self, rows: Rows, timeout: float | None = 30.0) -> Written:
-        return self.store.run_blocking(self._job([(LOGS, rows)]), timeout)
+        return self.store.run_blocking(self._write_job([(LOGS, rows)]), timeout)
 
-    def _job(self, batches: list[tuple[Table, Rows]]):
+    def _write_job(self, batches: list[tuple[Table, Rows]]):
         write = _job(batches)
 
         def write_and_refit(con) -> Written:
