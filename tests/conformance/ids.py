@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
+from dev_server.kernel import ids as gateway_ids
+
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _CYCLE = re.compile(r"\b(buffer-obs|reflect-buf|reflect-act)-\d+-[a-z0-9]+")
 _GROUP = re.compile(r'(["`])[0-9a-f]{16}\1')
@@ -79,8 +81,8 @@ def _seed(name: str) -> int:
 
 @contextmanager
 def steady_uuids(name: str) -> Iterator[None]:
-    """``uuid.uuid4`` draws from a sequence seeded by ``name``, every byte 0xa0-0xff (the
-    version and variant nibbles set as a v4 UUID's)."""
+    """``uuid.uuid4`` and ``dev_server.kernel.ids.uuid4`` draw from a sequence seeded by
+    ``name``, every byte 0xa0-0xff (the version and variant nibbles set as a v4 UUID's)."""
     draw = random.Random(_seed(name))
 
     def uuid4() -> uuid.UUID:
@@ -89,5 +91,6 @@ def steady_uuids(name: str) -> Iterator[None]:
         raw[8] = 0xA0 | (raw[8] & 0x0F)
         return uuid.UUID(bytes=bytes(raw))
 
-    with mock.patch("uuid.uuid4", uuid4):
+    # the gateway draws its ids from dev_server.kernel.ids (a pool of random bytes), libraries from uuid
+    with mock.patch("uuid.uuid4", uuid4), mock.patch.object(gateway_ids, "uuid4", uuid4):
         yield

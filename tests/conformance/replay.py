@@ -138,8 +138,9 @@ def summary(result: Result, *, verbose: bool = False, limit: int = 4) -> str:
 
 
 # Below a measured rate by this much: the replay is deterministic (the actor's reply ends once
-# background work is done), the margin is for a race that it does not rule out (seen once in
-# tool-steps on a loaded machine: a buffering's end stored on the next reply, 2 checks of 366).
+# background work is done; every id is drawn from the seeded sequence), the margin is for a
+# race that it does not rule out (seen once in tool-steps on a loaded machine: a buffering's
+# end stored on the next reply, 2 checks of 366).
 MARGIN = 0.01
 
 
