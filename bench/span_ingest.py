@@ -44,7 +44,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span  # noqa: E402
 from dev_server.observability.otlp_mapping import spans_from_request  # noqa: E402
 from dev_server.storage.duckdb_store import DuckDBStore  # noqa: E402
 from dev_server.storage.migrate import apply_duckdb, load_migrations  # noqa: E402
-from dev_server.storage.observability.columns import SPAN_COLUMNS, TRACE_COLUMNS  # noqa: E402
+from dev_server.storage.observability.columns import SPAN_COLUMNS, TRACE_COLUMNS, span_key  # noqa: E402
 from dev_server.storage.observability.where import compile_where  # noqa: E402
 from dev_server.storage.observability.writer import ObservabilityWriter  # noqa: E402
 from tests.support import free_port  # noqa: E402
@@ -108,9 +108,11 @@ def fresh_db(directory: Path, name: str) -> duckdb.DuckDBPyConnection:
 
 def raw_appender(directory: Path, name: str, mapped: list[tuple[list, list]]) -> float:
     con = fresh_db(directory, name)
+    keyed = [([(*row, span_key(row[0], row[1])) for row in span_rows], trace_rows)  # the key made before the clock
+             for span_rows, trace_rows in mapped]
     started = time.perf_counter()
-    for span_rows, trace_rows in mapped:
-        with con.appender("spans", columns=list(SPAN_COLUMNS)) as appender:
+    for span_rows, trace_rows in keyed:
+        with con.appender("spans", columns=[*SPAN_COLUMNS, "span_key"]) as appender:
             appender.append_rows(span_rows)
         with con.appender("traces", columns=list(TRACE_COLUMNS)) as appender:
             appender.append_rows(trace_rows)
@@ -183,7 +185,7 @@ def fill_million(path: Path) -> None:
     con.execute(f"""
         INSERT INTO spans (trace_id, span_id, parent_span_id, name, span_type, status, started_at, ended_at,
                            entity_type, entity_id, entity_name, run_id, thread_id, resource_id, service_name,
-                           attributes, input, output, created_at, updated_at)
+                           attributes, input, output, created_at, updated_at, span_key)
         SELECT printf('%032x', t), printf('%016x', t * 8 + j + 1),
                CASE WHEN j = 0 THEN NULL ELSE printf('%016x', t * 8 + 1) END,
                'span ' || j, ['agent_run','memory_operation','model_generation','model_step','tool_call','model_step',
@@ -193,7 +195,8 @@ def fill_million(path: Path) -> None:
                CASE WHEN j = 0 THEN 'agent' WHEN j = 4 THEN 'tool' ELSE 'agent' END,
                CASE WHEN j = 4 THEN 'weather' ELSE 'agent-' || (t % 20) END, 'Agent', 'run-' || t, 't' || (t % 500),
                'ai-chat', 'dev-server-gateway', '{{"stepIndex": 1}}', '[{{"role":"user","content":"hello"}}]',
-               '{{"text":"hi"}}', now(), now()
+               '{{"text":"hi"}}', now(), now(),
+               md5_number(printf('%032x', t) || chr(31) || printf('%016x', t * 8 + j + 1))
         FROM range({traces}) r(t), range({TREE}) s(j)""")
     con.execute("""
         INSERT INTO traces SELECT trace_id, span_id, name, status, started_at, ended_at, entity_type, entity_id,

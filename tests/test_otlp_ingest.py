@@ -400,7 +400,10 @@ def test_a_log_batch_sent_twice_in_either_encoding_is_stored_once(studio):
 
 
 @pytest.mark.anyio
-async def test_migration_0002_folds_rows_stored_twice_and_keys_the_tables(tmp_path: Path):
+async def test_migrations_fold_rows_stored_twice_and_key_the_tables(tmp_path: Path):
+    """0002 keys each table (rows stored twice folded), 0003 keeps a span's key as the digest
+    ``span_key``: the same spans written again after both replace the migrated rows (the
+    migration's md5_number and the writer's digest agree), no copies."""
     import duckdb
 
     from dev_server.storage.migrate import apply_duckdb, load_migrations
@@ -424,8 +427,9 @@ async def test_migration_0002_folds_rows_stored_twice_and_keys_the_tables(tmp_pa
                                  "WHERE constraint_type = 'PRIMARY KEY' AND table_name <> '_migrations' "
                                  "ORDER BY table_name")
     assert [(k["table_name"], k["cols"]) for k in keys] == [
-        ("logs", ["log_id"]), ("spans", ["trace_id", "span_id"]), ("traces", ["trace_id"])]
+        ("logs", ["log_id"]), ("spans", ["span_key"]), ("traces", ["trace_id"])]
     assert await ObservabilityWriter(store).write_spans(span_rows, trace_rows) == Written(2, 0)
+    assert await store.fetch_all("SELECT name FROM spans ORDER BY span_id") == [{"name": "s0"}, {"name": "s1"}]
     assert await store.fetch_all("SELECT count(*) AS n FROM spans") == [{"n": 2}]
     await store.close()
 

@@ -15,14 +15,16 @@ from dev_server.kernel.messages import Message
 from dev_server.settings import Settings
 from dev_server.storage.composite import OBSERVABILITY, CompositeStore, DomainUnavailable
 from dev_server.storage.conversations import ConversationStore
-from dev_server.storage.duckdb_store import CACHE_MB, KEY_BYTES, REFIT_EVERY, DuckDBStore
+from dev_server.storage.duckdb_store import CACHE_MB, REFIT_EVERY, SPAN_KEY_BYTES, DuckDBStore
 from dev_server.storage.observability.columns import SPAN_COLUMNS as ALL_SPAN_COLUMNS
+from dev_server.storage.observability.columns import span_key
 from dev_server.storage.observability.writer import ObservabilityWriter
 from tests.support import sqlite_rows
 
 pytestmark = pytest.mark.anyio
 
-SPAN_COLUMNS = ["trace_id", "span_id", "name", "span_type", "status", "started_at", "created_at", "updated_at"]
+SPAN_COLUMNS = ["trace_id", "span_id", "name", "span_type", "status", "started_at", "created_at", "updated_at",
+                "span_key"]
 
 
 def a_message(i: int, thread: str = "t1", resource: str = "r1", role: str = "user") -> Message:
@@ -39,7 +41,8 @@ async def test_domains_route_to_their_engines(settings: Settings, data_dir: Path
     await conversations.append_messages("t1", [a_message(1)])
     now = now_iso()
     await storage.domain(OBSERVABILITY).append("spans", SPAN_COLUMNS,
-                                               [("tr1", "s1", "agent run", "agent_run", "success", now, now, now)])
+                                               [("tr1", "s1", "agent run", "agent_run", "success", now, now, now,
+                                                 span_key("tr1", "s1"))])
     await storage.close()
 
     with sqlite3.connect(data_dir / "dev-server.db") as conn:
@@ -150,7 +153,8 @@ async def test_duckdb_store_appends_in_batches(tmp_path: Path):
     store = DuckDBStore(f"file:{tmp_path / 'obs.duckdb'}")
     await store.open()
     now = now_iso()
-    rows = [(f"tr{i}", f"s{i}", "x", "generic", "success", now, now, now) for i in range(5000)]
+    rows = [(f"tr{i}", f"s{i}", "x", "generic", "success", now, now, now, span_key(f"tr{i}", f"s{i}"))
+            for i in range(5000)]
     assert await store.append("spans", SPAN_COLUMNS, rows) == 5000
     assert await store.fetch_all("SELECT count(DISTINCT trace_id) AS n FROM spans") == [{"n": 5000}]
     await store.close()
@@ -184,7 +188,7 @@ async def test_without_a_configured_limit_the_observability_cache_follows_the_sp
         return float(number) * {"MiB": 1, "GiB": 1024}[unit], row["keys"], row["index"] / 2**20
 
     def fitted(limit: float, keys: int, index: float) -> bool:
-        needed = max(keys * KEY_BYTES / 2**20, index)
+        needed = max(keys * SPAN_KEY_BYTES / 2**20, index)
         return CACHE_MB + needed - 1 <= limit <= CACHE_MB + needed + 1
 
     storage = storage_for("studio", Settings(data_dir=tmp_path))

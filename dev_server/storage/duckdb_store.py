@@ -27,12 +27,15 @@ T = TypeVar("T")
 # indexes (ART) must fit in memory whatever the limit (past it, a write or a checkpoint fails),
 # and they are not always in memory when looked at: a checkpoint writes them out, a restart
 # opens them on disk, and the next insert reads them back whole. So the limit follows the
-# keys stored (KEY_BYTES a key, above the ~100 measured) or the indexes' size in memory,
-# whichever is larger, never lower than it was in this process, plus CACHE_MB for the rest.
+# keys stored (KEY_BYTES a string key, above the ~100 measured; SPAN_KEY_BYTES a span's
+# 16-byte key, above the ~40 measured) or the indexes' size in memory, whichever is larger,
+# never lower than it was in this process, plus CACHE_MB for the rest.
 CACHE_MB = 64
 KEY_BYTES = 160
+SPAN_KEY_BYTES = 64
 REFIT_EVERY = 16  # writes between two looks (~0.1 MB of index a write)
-_KEYS = "SELECT (SELECT count(*) FROM spans) + (SELECT count(*) FROM traces) + (SELECT count(*) FROM logs)"
+_KEY_BYTES = (f"SELECT (SELECT count(*) FROM spans) * {SPAN_KEY_BYTES}"
+              f" + ((SELECT count(*) FROM traces) + (SELECT count(*) FROM logs)) * {KEY_BYTES}")
 _INDEX_BYTES = "SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() WHERE tag = 'ART_INDEX'"
 
 
@@ -94,9 +97,9 @@ class DuckDBStore:
     def _fit_memory_limit(self, con) -> None:
         if self.memory_mb or self.path is None:  # configured, or in memory (nothing to evict its blocks to)
             return
-        (keys,) = con.execute(_KEYS).fetchone()
+        (keys,) = con.execute(_KEY_BYTES).fetchone()
         (in_memory,) = con.execute(_INDEX_BYTES).fetchone()
-        self._index_bytes = max(self._index_bytes, keys * KEY_BYTES, in_memory)
+        self._index_bytes = max(self._index_bytes, keys, in_memory)
         con.execute(f"SET memory_limit = '{(self._index_bytes >> 20) + CACHE_MB}MiB'")
 
     async def close(self) -> None:

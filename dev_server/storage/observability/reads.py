@@ -15,6 +15,7 @@ from typing import Any
 
 from dev_server.kernel.clock import parse_iso, to_iso
 from dev_server.storage.duckdb_store import DuckDBStore
+from dev_server.storage.observability.columns import span_key
 from dev_server.storage.observability.where import compile_where
 
 JSON_COLUMNS = {"attributes", "metadata", "input", "output", "error", "tags", "links", "request_context", "data"}
@@ -165,7 +166,8 @@ async def trace_spans(store: DuckDBStore, trace_id: str) -> list[dict[str, Any]]
 
 
 async def span(store: DuckDBStore, trace_id: str, span_id: str) -> dict[str, Any] | None:
-    rows = await store.fetch_all("SELECT * FROM spans WHERE trace_id = ? AND span_id = ?", [trace_id, span_id])
+    rows = await store.fetch_all("SELECT * FROM spans WHERE span_key = ? AND trace_id = ? AND span_id = ?",
+                                 [span_key(trace_id, span_id), trace_id, span_id])  # the key's index finds it
     return to_api(rows[0], SPAN_FIELDS) if rows else None
 
 

@@ -5,7 +5,8 @@ through its in-process exporter). Each call is all-or-nothing: its batches (one 
 run inside one explicit transaction, as ONE job on the store's worker thread, so a trace
 row never lands without its spans and no other caller's statement can slip in between.
 
-Ingest is idempotent (migration 0002 gives every table its natural key): rows are appended
+Ingest is idempotent (migration 0002 gives every table its natural key; 0003 keeps a span's
+as the digest ``span_key``, a smaller index): rows are appended
 to their tables directly (DuckDB's appender) while none of their keys is stored yet; a batch
 that meets a stored key goes through a per-connection TEMP staging table instead, then one
 ``INSERT ... ON CONFLICT DO UPDATE`` moves them in. A batch sent again (a sender whose
@@ -23,7 +24,7 @@ is the store's, and a sender should retry later.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -31,7 +32,7 @@ from typing import Any
 
 from dev_server.storage.duckdb_store import DuckDBStore
 from dev_server.storage.errors import StorageError, first_line
-from dev_server.storage.observability.columns import LOG_COLUMNS, SPAN_COLUMNS, TRACE_COLUMNS
+from dev_server.storage.observability.columns import LOG_COLUMNS, SPAN_COLUMNS, TRACE_COLUMNS, span_key
 
 Rows = Sequence[Sequence[Any]]
 
@@ -42,30 +43,43 @@ class RowsRejected(StorageError):
 
 @dataclass(frozen=True)
 class Table:
-    """How one table takes upserts: its columns (row order), key, and what a conflict does."""
+    """How one table takes upserts: its columns (row order), key, and what a conflict does.
+    ``digest``: the column the primary key is on, a digest of the key's columns computed
+    here (``spans.span_key``: a smaller index than the columns themselves); the rows the
+    mapping builds have ``columns``, the rows written ``written``."""
 
     name: str
     columns: Sequence[str]
     key: tuple[str, ...]
     immutable: bool = False  # True: a known key is skipped instead of updated
+    digest: tuple[str, Callable[..., Any]] | None = None  # (column, function of the key's values)
+
+    @property
+    def written(self) -> tuple[str, ...]:
+        return (*self.columns, self.digest[0]) if self.digest else tuple(self.columns)
 
     def upsert_sql(self) -> str:
-        columns = ", ".join(self.columns)
-        sql = (f"INSERT INTO {self.name} ({columns}) SELECT {columns} FROM stage_{self.name} "
-               f"ON CONFLICT ({', '.join(self.key)}) ")
+        columns = ", ".join(self.written)
+        conflict = self.digest[0] if self.digest else ", ".join(self.key)
+        sql = f"INSERT INTO {self.name} ({columns}) SELECT {columns} FROM stage_{self.name} ON CONFLICT ({conflict}) "
         if self.immutable:
             return sql + "DO NOTHING"
-        kept = set(self.key) | {"created_at"}  # a replaced row keeps when it was first stored
+        kept = {*self.key, *self.written[len(self.columns):], "created_at"}  # created_at: when first stored
         updates = ", ".join(f"{c} = excluded.{c}" for c in self.columns if c not in kept)
         return sql + f"DO UPDATE SET {updates} WHERE {self.name}.resource_id IS NOT DISTINCT FROM excluded.resource_id"
 
-    def unique(self, rows: Rows) -> list[Sequence[Any]]:
-        """One row per key (the last wins): one INSERT may not touch a key twice."""
+    def prepare(self, rows: Rows) -> list[Sequence[Any]]:
+        """One row per key (the last wins: one INSERT may not touch a key twice), each with
+        its digest when the table has one."""
         index = [self.columns.index(c) for c in self.key]
-        return list({tuple(row[i] for i in index): row for row in rows}.values())
+        unique = {tuple(row[i] for i in index): row for row in rows}
+        if self.digest is None:
+            return list(unique.values())
+        digest = self.digest[1]
+        return [(*row, digest(*key)) for key, row in unique.items()]
 
 
-SPANS = Table("spans", SPAN_COLUMNS, ("trace_id", "span_id"))
+SPANS = Table("spans", SPAN_COLUMNS, ("trace_id", "span_id"), digest=("span_key", span_key))
 TRACES = Table("traces", TRACE_COLUMNS, ("trace_id",))
 LOGS = Table("logs", LOG_COLUMNS, ("log_id",), immutable=True)
 
@@ -132,7 +146,7 @@ def _job(batches: list[tuple[Table, Rows]]):
     First the rows are appended to their tables directly, in one transaction: what nearly
     every batch is (new spans), at two thirds of the upsert's cost. A key already stored (a
     retried batch) rolls that back and the batch goes through staging and upserts."""
-    batches = [(table, table.unique(rows)) for table, rows in batches if rows]
+    batches = [(table, table.prepare(rows)) for table, rows in batches if rows]
     sent = len(batches[0][1]) if batches else 0
 
     def write_all(con) -> Written:
@@ -150,7 +164,7 @@ def _job(batches: list[tuple[Table, Rows]]):
             for table, rows in batches:
                 # TEMP: private to this connection, so staging never shows in the schema
                 con.execute(f"CREATE TEMP TABLE IF NOT EXISTS stage_{table.name} AS "
-                            f"SELECT {', '.join(table.columns)} FROM {table.name} LIMIT 0")
+                            f"SELECT {', '.join(table.written)} FROM {table.name} LIMIT 0")
                 with con.appender(f"stage_{table.name}") as appender:
                     appender.append_rows(rows)
                 (count,) = con.execute(table.upsert_sql()).fetchone()
@@ -169,7 +183,7 @@ def _append_all(con, batches: list[tuple[Table, Rows]]) -> int:
 
     for table, rows in batches:
         try:
-            with con.appender(table.name, columns=list(table.columns)) as appender:
+            with con.appender(table.name, columns=list(table.written)) as appender:
                 appender.append_rows(rows)
         except duckdb.ConstraintException as exc:  # a key taken, or a NULL where none may be: the upserts tell
             raise _KeysTaken from exc
