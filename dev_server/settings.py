@@ -69,7 +69,7 @@ class Settings(BaseSettings):
                                                          "is down or behind; past either bound the oldest go")
     trace_retention_days: int | None = Field(None, ge=1, description="Drop spans and logs older than this (studio)")
     trace_memory_mb: int = Field(0, ge=0, description="Memory the studio's observability store (DuckDB) may use; "
-                                 "0: what its span indexes need (160 bytes a stored key) plus 64 MB, followed as they "
+                                 "0: what its key indexes need (64 bytes a stored span) plus 64 MB, followed as they "
                                  "grow. The indexes stay in memory: without trace retention a fixed limit ends "
                                  "ingestion once they outgrow it")
     studio_url: str | None = Field(
