@@ -27,7 +27,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -39,17 +41,27 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.native_index_offline import ensure_python  # noqa: E402
 from bench.report import commit, machine  # noqa: E402
 from dev_server.recall.matrix import VectorCache  # noqa: E402
 from dev_server.storage.conversations import ConversationStore  # noqa: E402
 from dev_server.storage.libsql import LibSQLStore  # noqa: E402
 from dev_server.storage.message_vectors import VectorIndex  # noqa: E402
-from dev_server.storage.native_vectors import FILL_CHUNK, INDEX_OPTIONS, NativeVectors, table_of  # noqa: E402
+from dev_server.storage.native_vectors import (  # noqa: E402
+    FILL_CHUNK,
+    INDEX_OPTIONS,
+    NativeVectors,
+    fill_sql,
+    schema_statements,
+    table_of,
+    unindexed_sql,
+)
 from dev_server.storage.remote import RemoteLibSQLStore  # noqa: E402
 from tests.sqld import Sqld  # noqa: E402
 
 DIMS, MODEL, AGENT, RESOURCE, OTHER = 384, "bench-model", "bench-agent", "bench-user", "someone-else"
 THREAD_SIZE, WRITE_BATCH, NOISE = 1_000, 500, 0.03
+OFFLINE_CHUNK = 1_000  # vectors a transaction in the offline build (--prebuilt)
 INSERT = ("INSERT INTO message_vectors (message_seq, chunk, thread_id, model, text_hash, vector)"
           " VALUES (?, 0, ?, ?, 'h', ?)")
 
@@ -98,7 +110,7 @@ async def timed(calls: list) -> tuple[list[float], list]:
     return times, results
 
 
-async def run(n: int, query_n: int, tmp: Path, index: bool = True) -> dict:
+async def run(n: int, query_n: int, tmp: Path, index: bool = True, prebuilt: bool = False) -> dict:
     rng = np.random.default_rng(31)
     centres = rng.normal(0.0, 1.0, (max(10, n // 100), DIMS)).astype(np.float32)
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
@@ -131,16 +143,22 @@ async def run(n: int, query_n: int, tmp: Path, index: bool = True) -> dict:
     f["embedded_thread"], thread_truth = await timed([exact(i, 4, threads[i]) for i in range(query_n)])
 
     server_dir = tmp / "sqld"
-    with Sqld(server_dir) as sqld:
+    sqld = Sqld(server_dir)
+    if prebuilt:  # the embedded file, indexed offline, is what sqld serves
+        prebuild(tmp / "embedded.db", sqld.data_file, f)
+    with sqld:
         served = RemoteLibSQLStore(sqld.url, timeout_s=120)
         await served.open()
-        f["sqld_write_rate"] = await write(served, vectors)
-        await write(served, other, start=n, resource_threads=False)
-        await served.run_write(lambda conn: conn.execute("UPDATE message_vectors SET thread_id = 'other'"
-                                                         " WHERE message_seq >= ?", (n,)))
         native = NativeVectors(served, agents=[AGENT])
-        if index:
-            await build(native, n, f)
+        if not prebuilt:
+            f["sqld_write_rate"] = await write(served, vectors)
+            await write(served, other, start=n, resource_threads=False)
+            await served.run_write(lambda conn: conn.execute("UPDATE message_vectors SET thread_id = 'other'"
+                                                             " WHERE message_seq >= ?", (n,)))
+            if index:
+                await build(native, n, f)
+        else:
+            await native.ensure(DIMS)  # as every process does at start: the index is there, nothing to make
         f["sqld_rss_kb"] = rss_kb(sqld.server_pid)
         f["db_bytes"] = sum(p.stat().st_size for p in server_dir.rglob("*") if p.is_file())
         f["embedded_db_bytes"] = sum(p.stat().st_size for p in tmp.glob("embedded.db*"))
@@ -169,6 +187,28 @@ async def build(native: NativeVectors, n: int, f: dict) -> None:
             last = time.perf_counter()
             print(f"  indexed {done:,} of {n + 200:,} ({done / (last - started):.0f}/s)", flush=True)
     f["build_s"], f["build_rows"] = time.perf_counter() - started, done
+
+
+def prebuild(source: Path, target: Path, f: dict) -> None:
+    """A consistent copy of the embedded file where sqld will find it, indexed offline with
+    the server path's statements (bench/native_index_offline.py, OFFLINE_CHUNK a transaction)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.closing(sqlite3.connect(source)) as src, contextlib.closing(sqlite3.connect(target)) as dst:
+        src.backup(dst)
+    plan = target.parent.parent / "index-plan.json"
+    plan.write_text(json.dumps({"schema": schema_statements(DIMS), "ids": unindexed_sql(DIMS),
+                                "fill": fill_sql(DIMS, OFFLINE_CHUNK), "chunk": OFFLINE_CHUNK}))
+    builder = subprocess.Popen([str(ensure_python()), str(REPO / "bench" / "native_index_offline.py"), str(target),
+                                str(plan)], stdout=subprocess.PIPE, text=True)
+    assert builder.stdout is not None
+    last = ""
+    for line in builder.stdout:
+        print(line, end="", flush=True)
+        last = line
+    if builder.wait() != 0:
+        raise RuntimeError("the offline index build failed")
+    done = json.loads(last)
+    f.update(build_s=done["seconds"], build_rows=done["indexed"], prebuilt=True)
 
 
 async def query_index(native: NativeVectors, served: RemoteLibSQLStore, qv: np.ndarray, threads: list[str],
@@ -214,7 +254,8 @@ def report(f: dict, load: str) -> str:
         return f"| {label} | {pct(values, 0.5) * 1000:.2f} | {pct(values, 0.99) * 1000:.2f} | {ratio} |"
 
     lines = [
-        f"# bench/recall_sqld.py --vectors {n}{'' if indexed else ' --no-index'}, "
+        f"# bench/recall_sqld.py --vectors {n}{'' if indexed else ' --no-index'}"
+        f"{' --prebuilt' if f.get('prebuilt') else ''}, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
         *(f"- {line}" for line in machine()),
         f"- load average (1, 5, 15 min) at start: {load}; at end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}",
@@ -225,12 +266,16 @@ def report(f: dict, load: str) -> str:
         "points of the same topics; percentiles nearest-rank" if indexed else
         "- --no-index: sqld holds the rows without the vector index (not built: see the 100k run's build rate)", "",
         "## Build", "", "| figure | value |", "|---|---:|",
-        f"| rows written to the SQLite file, rows/s ({WRITE_BATCH} a transaction) | {f['embedded_write_rate']:,.0f} |",
-        f"| rows written to sqld without the index, rows/s | {f['sqld_write_rate']:,.0f} |"]
+        f"| rows written to the SQLite file, rows/s ({WRITE_BATCH} a transaction) | {f['embedded_write_rate']:,.0f} |"]
+    if "sqld_write_rate" in f:
+        lines.append(f"| rows written to sqld without the index, rows/s | {f['sqld_write_rate']:,.0f} |")
     if indexed:
+        how = (f"offline: libsql's engine on a copy of the SQLite file, which sqld then serves "
+               f"(bench/native_index_offline.py, {OFFLINE_CHUNK:,} a transaction)" if f.get("prebuilt") else
+               f"sqld index build (NativeVectors.fill, {FILL_CHUNK} a transaction)")
         lines += [
-            f"| sqld index build (NativeVectors.fill, {FILL_CHUNK} a transaction), vectors/s | "
-            f"{f['build_rows'] / f['build_s']:,.1f} ({f['build_rows']:,} in {f['build_s']:.0f} s) |",
+            f"| {how}, vectors/s | {f['build_rows'] / f['build_s']:,.1f} "
+            f"({f['build_rows']:,} in {f['build_s']:.0f} s) |",
             f"| a write of 64 vectors on sqld with the index (trigger), p50 ms | "
             f"{pct(f['write64_native'], 0.5) * 1000:.0f} |",
             f"| the same write without the index, p50 ms | {pct(f['write64_plain'], 0.5) * 1000:.0f} |"]
@@ -277,19 +322,24 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--no-index", action="store_true",
                         help="sqld without the vector index: the embedded scan against the exact scan in the server")
+    parser.add_argument("--prebuilt", action="store_true",
+                        help="index a copy of the SQLite file offline (libsql's engine) and serve that with sqld: "
+                             "a build through the server takes hours at 1,000,000 vectors")
+    parser.add_argument("--tmp", type=Path, help="where the files go (default: the system's temp dir; 1,000,000 "
+                                                 "vectors --prebuilt take ~20 GB)")
     parser.add_argument("--out", type=Path, help="result file (default bench/results/<date>-<commit>-recall-sqld.md)")
     args = parser.parse_args()
     n = args.vectors or (5_000 if args.quick else 100_000)
     at_start, load = commit(), ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    with tempfile.TemporaryDirectory() as tmp:
-        f = asyncio.run(run(n, args.queries, Path(tmp), index=not args.no_index))
+    with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
+        f = asyncio.run(run(n, args.queries, Path(tmp), index=not args.no_index, prebuilt=args.prebuilt))
     text = report(f, load)
     changed = subprocess.run(["git", "diff", "--name-only", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout
     if changed.split():
         text += f"\nUncommitted changes to tracked files at the end: {', '.join(changed.split())}.\n"
     print(text)
     day = time.strftime("%Y-%m-%d", time.gmtime())
-    suffix = "-no-index" if args.no_index else ""
+    suffix = "-no-index" if args.no_index else "-prebuilt" if args.prebuilt else ""
     out = args.out or REPO / "bench" / "results" / f"{day}-{at_start}-recall-sqld-{n}{suffix}.md"
     out.write_text(text)
     print(f"written to {out}")

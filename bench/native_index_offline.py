@@ -1,0 +1,62 @@
+"""Build the libsql vector index of a database file before a sqld serves it (bench/recall_sqld.py
+--prebuilt): at 1,000,000 vectors the build through the server (``NativeVectors.fill``) took
+hours here and its replication log grew to ~60 KB a vector, so the file is indexed in this
+process by libsql's engine (the ``libsql`` package, in its own virtualenv made at the first use:
+``ensure_python``), then handed to sqld, which serves it as it is.
+
+The statements are the server path's (``NativeVectors`` makes the side table, its index and
+triggers; the same fill statement indexes the vectors, a chunk a transaction); this script
+only runs them, so it imports nothing of dev_server and needs only ``libsql``.
+
+``python native_index_offline.py DB PLAN_JSON`` (run with ``ensure_python()``'s
+interpreter): PLAN_JSON is ``{"schema": [...], "ids": sql, "fill": sql, "chunk": n}``: the
+schema's statements, the query of the ids to index (after ``?``, at most ``?``), and the
+statement that indexes ``chunk`` of them (a shorter last chunk repeats its last id: ``IN``
+takes it once).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+LIBSQL = "libsql==0.1.11"
+VENV = Path(__file__).resolve().parent / ".venv-libsql"
+
+
+def ensure_python() -> Path:
+    """An interpreter with ``libsql`` (a virtualenv beside this script, made once)."""
+    python = VENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", LIBSQL], check=True)
+    return python
+
+
+def build(db: str, plan: dict) -> None:
+    import libsql
+
+    con = libsql.connect(db)
+    for statement in plan["schema"]:
+        con.execute(statement)
+    con.commit()
+    ids = [row[0] for row in con.execute(plan["ids"], (0, 2**62)).fetchall()]
+    started, last, chunk = time.perf_counter(), time.perf_counter(), plan["chunk"]
+    for at in range(0, len(ids), chunk):
+        part = ids[at:at + chunk]
+        con.execute(plan["fill"], part + part[-1:] * (chunk - len(part)))
+        con.commit()
+        if time.perf_counter() - last > 60:
+            last = time.perf_counter()
+            done = at + len(part)
+            print(f"  indexed {done:,} of {len(ids):,} ({done / (last - started):.0f}/s)", flush=True)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.commit()
+    print(json.dumps({"indexed": len(ids), "seconds": time.perf_counter() - started}), flush=True)
+
+
+if __name__ == "__main__":
+    build(sys.argv[1], json.loads(Path(sys.argv[2]).read_text()))
