@@ -87,6 +87,21 @@ def test_the_sqld_recall_bench_sets_the_servers_index_against_the_embedded_scan(
     assert "search process, sqld path" in text and "sqld's RSS before the queries" in text
 
 
+def test_the_sqld_recall_bench_can_serve_a_file_indexed_offline(tmp_path: Path):
+    """``--prebuilt`` (for 1,000,000 vectors): the SQLite file indexed by libsql's engine with
+    the server path's statements, then served by sqld, answers as the server-built index does."""
+    out = tmp_path / "recall-sqld.md"
+    done = subprocess.run([sys.executable, "bench/recall_sqld.py", "--vectors", "1500", "--queries", "20",
+                           "--prebuilt", "--tmp", str(tmp_path), "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    text = out.read_text()
+    assert "--prebuilt" in text.splitlines()[0] and "| offline: libsql's engine" in text and "(1,700 in" in text
+    assert "rows written to sqld without the index" not in text  # sqld serves the copy; nothing was sent to it
+    assert "hits from the other resource: 0; hits outside the asked thread: 0" in text
+    assert float(text.split("exact scan's (resource scope): **")[1].split("**")[0]) >= 0.8
+
+
 def test_the_scale_out_bench_compares_one_and_two_replicas_on_sqld_with_the_file(tmp_path: Path):
     """``bench/scale_out.py``: three scenarios in one run, each with its rate against the
     embedded file's and the server requests one turn costs."""
