@@ -113,6 +113,14 @@ class Server:
                     continue
         return total / 2**20
 
+    def largest_rss_mb(self) -> float:
+        """The largest resident set (VmRSS) of the server's processes: a worker, or the supervisor."""
+        largest = 0
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                largest = max(largest, int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE)
+        return largest / 2**20
+
     def snapshot(self, out: Path, timeout: float = 120) -> Path:
         """Ask a server started through bench/traced.py for a tracemalloc snapshot; its path."""
         path = out.with_name(f"{out.name}.{self.snapshots}")
