@@ -265,6 +265,9 @@ def main() -> None:
                 report_round(rounds)
             drained = drain(gateway, workers)
             notes.append(om_activity(data / "dev-server.db", conversations))
+            observability = httpx.get(f"{studio.url}/health", timeout=10).json()["stores"].get("observability", {})
+            notes.append(f"Studio's observability store (DuckDB) at the end: memory limit "
+                         f"{observability.get('memoryLimitMb')} MB (what its key indexes need plus the cache's room).")
             if snapshots:
                 notes.append(traced_table(rounds, snapshots))
             if len(snapshots) > 2:

@@ -140,7 +140,7 @@ def test_the_soak_bench_reports_rss_ratios_per_round_spans_and_a_verdict_per_tar
     assert len(verdicts) == 6 and "gateway RSS" in verdicts[0] and "spans dropped" in verdicts[5]
     assert "gateway RSS after the last round" in verdicts[1] and "after start" in verdicts[1]  # issue 31's
     assert "studio RSS after the last round" in verdicts[2] and "before its first turn" in verdicts[2]
-    assert "gateway: largest process" in verdicts[3] and "studio: largest process" in verdicts[4]  # ... read per process
-    assert "= 180 MB a process" in verdicts[4]
+    assert "gateway: largest process" in verdicts[3] and "studio: largest process" in verdicts[4]  # per process
+    assert "= 180 MB a process" in verdicts[4] and "(DuckDB) at the end: memory limit 6" in text  # 64 + its keys
     assert "of 4 stored messages each" in text and "observation at 2,000 message tokens" in text
     assert "Observational Memory over the run: 4 of 4 conversations have a record" in text

@@ -100,7 +100,7 @@ class DuckDBStore:
         (keys,) = con.execute(_KEY_BYTES).fetchone()
         (in_memory,) = con.execute(_INDEX_BYTES).fetchone()
         self._index_bytes = max(self._index_bytes, keys, in_memory)
-        con.execute(f"SET memory_limit = '{(self._index_bytes >> 20) + CACHE_MB}MiB'")
+        con.execute(f"SET memory_limit = '{self.memory_limit_mb}MiB'")
 
     async def close(self) -> None:
         if self._con is not None:
@@ -157,4 +157,11 @@ class DuckDBStore:
 
     def health(self) -> dict[str, Any]:
         return {"engine": self.engine, "url": self.url, "path": str(self.path) if self.path else None,
-                "open": self.is_open}
+                "open": self.is_open, "memoryLimitMb": self.memory_limit_mb}
+
+    @property
+    def memory_limit_mb(self) -> int | None:
+        """DuckDB's memory limit as this store keeps it (None: in memory, DuckDB's own)."""
+        if self.memory_mb:
+            return self.memory_mb
+        return (self._index_bytes >> 20) + CACHE_MB if self.path is not None and self.is_open else None
