@@ -64,7 +64,7 @@ class Table:
         sql = f"INSERT INTO {self.name} ({columns}) SELECT {columns} FROM stage_{self.name} ON CONFLICT ({conflict}) "
         if self.immutable:
             return sql + "DO NOTHING"
-        kept = {*self.key, *self.written[len(self.columns):], "created_at"}  # created_at: when first stored
+        kept = {*self.key, "created_at"}  # a replaced row keeps when it was first stored
         updates = ", ".join(f"{c} = excluded.{c}" for c in self.columns if c not in kept)
         return sql + f"DO UPDATE SET {updates} WHERE {self.name}.resource_id IS NOT DISTINCT FROM excluded.resource_id"
 
