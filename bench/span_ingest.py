@@ -44,9 +44,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span  # noqa: E402
 from dev_server.observability.otlp_mapping import spans_from_request  # noqa: E402
 from dev_server.storage.duckdb_store import DuckDBStore  # noqa: E402
 from dev_server.storage.migrate import apply_duckdb, load_migrations  # noqa: E402
-from dev_server.storage.observability.columns import SPAN_COLUMNS, TRACE_COLUMNS, span_key  # noqa: E402
+from dev_server.storage.observability.columns import TRACE_COLUMNS  # noqa: E402
 from dev_server.storage.observability.where import compile_where  # noqa: E402
-from dev_server.storage.observability.writer import ObservabilityWriter  # noqa: E402
+from dev_server.storage.observability.writer import SPANS, ObservabilityWriter  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
 BATCH, TREE, QUERY_SPANS = 512, 8, 1_000_000
@@ -108,11 +108,10 @@ def fresh_db(directory: Path, name: str) -> duckdb.DuckDBPyConnection:
 
 def raw_appender(directory: Path, name: str, mapped: list[tuple[list, list]]) -> float:
     con = fresh_db(directory, name)
-    keyed = [([(*row, span_key(row[0], row[1])) for row in span_rows], trace_rows)  # the key made before the clock
-             for span_rows, trace_rows in mapped]
+    keyed = [(SPANS.prepare(span_rows), trace_rows) for span_rows, trace_rows in mapped]  # keys made before the clock
     started = time.perf_counter()
     for span_rows, trace_rows in keyed:
-        with con.appender("spans", columns=[*SPAN_COLUMNS, "span_key"]) as appender:
+        with con.appender("spans", columns=list(SPANS.written)) as appender:
             appender.append_rows(span_rows)
         with con.appender("traces", columns=list(TRACE_COLUMNS)) as appender:
             appender.append_rows(trace_rows)

@@ -34,9 +34,9 @@ CACHE_MB = 64
 KEY_BYTES = 160
 SPAN_KEY_BYTES = 64
 REFIT_EVERY = 16  # writes between two looks (~0.1 MB of index a write)
-_KEY_BYTES = (f"SELECT (SELECT count(*) FROM spans) * {SPAN_KEY_BYTES}"
-              f" + ((SELECT count(*) FROM traces) + (SELECT count(*) FROM logs)) * {KEY_BYTES}")
-_INDEX_BYTES = "SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() WHERE tag = 'ART_INDEX'"
+_NEEDED_BYTES_SQL = (f"SELECT (SELECT count(*) FROM spans) * {SPAN_KEY_BYTES}"
+                     f" + ((SELECT count(*) FROM traces) + (SELECT count(*) FROM logs)) * {KEY_BYTES}")
+_INDEX_BYTES_SQL = "SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() WHERE tag = 'ART_INDEX'"
 
 
 class DuckDBStore:
@@ -97,9 +97,9 @@ class DuckDBStore:
     def _fit_memory_limit(self, con) -> None:
         if self.memory_mb or self.path is None:  # configured, or in memory (nothing to evict its blocks to)
             return
-        (keys,) = con.execute(_KEY_BYTES).fetchone()
-        (in_memory,) = con.execute(_INDEX_BYTES).fetchone()
-        self._index_bytes = max(self._index_bytes, keys, in_memory)
+        (needed,) = con.execute(_NEEDED_BYTES_SQL).fetchone()
+        (in_memory,) = con.execute(_INDEX_BYTES_SQL).fetchone()
+        self._index_bytes = max(self._index_bytes, needed, in_memory)
         con.execute(f"SET memory_limit = '{self.memory_limit_mb}MiB'")
 
     async def close(self) -> None:

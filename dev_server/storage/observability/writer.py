@@ -139,43 +139,41 @@ class _KeysTaken(Exception):
     """A row's key is already stored: the batch is written again as upserts."""
 
 
-def _job(batches: list[tuple[Table, Rows]]):
-    """The write as one function of the connection; the first table's counts are reported
-    (spans for a span write: the trace rows are derived from them).
+def _job(given: list[tuple[Table, Rows]]):
+    """The write as one function of the connection, run on the store's worker thread (the
+    rows' preparation too: a digest per span stays off the caller's event loop); the first
+    table's counts are reported (spans for a span write: the trace rows are derived from them).
 
     First the rows are appended to their tables directly, in one transaction: what nearly
     every batch is (new spans), at two thirds of the upsert's cost. A key already stored (a
     retried batch) rolls that back and the batch goes through staging and upserts."""
-    batches = [(table, table.prepare(rows)) for table, rows in batches if rows]
-    sent = len(batches[0][1]) if batches else 0
 
     def write_all(con) -> Written:
+        batches = [(table, table.prepare(rows)) for table, rows in given if rows]
         if not batches:
             return Written(0, 0)
         try:
             return Written(_in_transaction(con, partial(_append_all, con, batches)), 0)
         except _KeysTaken:
-            return upsert_all(con)
-
-    def upsert_all(con) -> Written:
-
-        def upserts() -> int:
-            first = None
-            for table, rows in batches:
-                # TEMP: private to this connection, so staging never shows in the schema
-                con.execute(f"CREATE TEMP TABLE IF NOT EXISTS stage_{table.name} AS "
-                            f"SELECT {', '.join(table.written)} FROM {table.name} LIMIT 0")
-                with con.appender(f"stage_{table.name}") as appender:
-                    appender.append_rows(rows)
-                (count,) = con.execute(table.upsert_sql()).fetchone()
-                con.execute(f"DELETE FROM stage_{table.name}")
-                first = count if first is None else first
-            return first
-
-        stored = _in_transaction(con, upserts)
-        return Written(stored, sent - stored)
+            stored = _in_transaction(con, partial(_upsert_all, con, batches))
+            return Written(stored, len(batches[0][1]) - stored)
 
     return write_all
+
+
+def _upsert_all(con, batches: list[tuple[Table, list[Sequence[Any]]]]) -> int:
+    """Each batch through its staging table and one upsert; the first table's rows stored."""
+    first = None
+    for table, rows in batches:
+        # TEMP: private to this connection, so staging never shows in the schema
+        con.execute(f"CREATE TEMP TABLE IF NOT EXISTS stage_{table.name} AS "
+                    f"SELECT {', '.join(table.written)} FROM {table.name} LIMIT 0")
+        with con.appender(f"stage_{table.name}") as appender:
+            appender.append_rows(rows)
+        (count,) = con.execute(table.upsert_sql()).fetchone()
+        con.execute(f"DELETE FROM stage_{table.name}")
+        first = count if first is None else first
+    return first
 
 
 def _append_all(con, batches: list[tuple[Table, Rows]]) -> int:
