@@ -15,7 +15,7 @@ from dev_server.kernel.messages import Message
 from dev_server.settings import Settings
 from dev_server.storage.composite import OBSERVABILITY, CompositeStore, DomainUnavailable
 from dev_server.storage.conversations import ConversationStore
-from dev_server.storage.duckdb_store import CACHE_MB, REFIT_EVERY, SPAN_KEY_BYTES, DuckDBStore
+from dev_server.storage.duckdb_store import CACHE_MB, CHECKPOINT_WAL, REFIT_EVERY, SPAN_KEY_BYTES, DuckDBStore
 from dev_server.storage.observability.columns import SPAN_COLUMNS as ALL_SPAN_COLUMNS
 from dev_server.storage.observability.columns import span_key
 from dev_server.storage.observability.writer import ObservabilityWriter
@@ -171,6 +171,32 @@ async def test_the_studios_observability_store_keeps_its_cache_within_the_config
         assert limit[0]["v"] == "45.7 MiB"  # 48 MB, shown in mebibytes
     finally:
         await storage.close()
+
+
+async def test_spans_written_since_the_last_checkpoint_stay_a_few_megabytes_of_the_studios_memory(tmp_path: Path):
+    """DuckDB holds the rows written since its last checkpoint in memory until its WAL
+    reaches ``checkpoint_threshold`` (16 MB by default: 16 MB of the studio's RSS under a
+    steady stream of spans); the store checkpoints at CHECKPOINT_WAL. 12 MB of spans written
+    here would all still be in memory at DuckDB's default."""
+    store = DuckDBStore(f"file:{tmp_path / 'observability.duckdb'}")
+    await store.open()
+    try:
+        writer = ObservabilityWriter(store)
+        now = datetime.now(UTC)
+        text = f"\"{'x' * 1_000}\""  # a JSON string
+        for batch in range(12):
+            rows = [tuple({"trace_id": f"t{batch}-{i}", "span_id": f"s{i}", "name": "a span", "span_type": "generic",
+                           "is_event": False, "status": "success", "started_at": now, "created_at": now,
+                           "updated_at": now, "input": text}.get(column) for column in ALL_SPAN_COLUMNS)
+                    for i in range(1_000)]
+            await writer.write_spans(rows)
+        (row,) = await store.fetch_all(
+            "SELECT current_setting('checkpoint_threshold') AS threshold, (SELECT count(*) FROM spans) AS spans,"
+            " (SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() WHERE tag = 'IN_MEMORY_TABLE') AS held")
+        assert row["threshold"] == CHECKPOINT_WAL.replace("MiB", ".0 MiB") and row["spans"] == 12_000
+        assert row["held"] < 8 * 2**20  # at most the threshold and a batch
+    finally:
+        await store.close()
 
 
 async def test_without_a_configured_limit_the_observability_cache_follows_the_span_index(tmp_path: Path):

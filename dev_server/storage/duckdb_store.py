@@ -34,6 +34,11 @@ CACHE_MB = 64
 KEY_BYTES = 160
 SPAN_KEY_BYTES = 64
 REFIT_EVERY = 16  # writes between two looks (~0.1 MB of index a write)
+# Rows written since the last checkpoint are held in memory (DuckDB's "IN_MEMORY_TABLE") until
+# the WAL reaches this size; at DuckDB's 16 MB that was 16 MB of the studio's RSS, at 4 MB 1
+# (640,000 spans written through the store alone: RSS 147 against 157 MB, ingest rate within
+# run-to-run noise; at 2 MB ingest fell by a third).
+CHECKPOINT_WAL = "4MiB"
 _NEEDED_BYTES_SQL = (f"SELECT (SELECT count(*) FROM spans) * {SPAN_KEY_BYTES}"
                      f" + ((SELECT count(*) FROM traces) + (SELECT count(*) FROM logs)) * {KEY_BYTES}")
 _INDEX_BYTES_SQL = "SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() WHERE tag = 'ART_INDEX'"
@@ -76,7 +81,9 @@ class DuckDBStore:
             raise StorageError(str(exc)) from exc
         try:
             # a fixed limit (DEV_SERVER_TRACE_MEMORY_MB) is only safe with retention: see CACHE_MB
-            config = {"memory_limit": f"{self.memory_mb}MB"} if self.memory_mb else {}
+            config = {"checkpoint_threshold": CHECKPOINT_WAL}
+            if self.memory_mb:
+                config["memory_limit"] = f"{self.memory_mb}MB"
             con = duckdb.connect(str(target) if target else ":memory:", config=config)
         except duckdb.Error as exc:
             raise StorageError(f"cannot open observability database {target}: {first_line(exc)}") from exc
