@@ -207,6 +207,12 @@ def against_mastra(suite: Suite, runs: dict[str, Report]) -> None:
                      f"{created.ratio:.2f}x Mastra's {created.mastra:,.0f} (server CPU per thread {cpu.ours:.2f} ms "
                      f"against {cpu.mastra:.2f}; the load generator's {generator.ours:.2f} and {generator.mastra:.2f}; "
                      f"target >= {THREADS_VS_MASTRA_MIN:g}x)")
+        refused = found[versus_mastra.VERSUS_REFUSED, label]
+        suite.info(f"the creation route without its write, OM {label} (a body without resourceId, answered 400 "
+                   f"before any storage): ours {refused.ours:,.0f} requests/s = {refused.ratio:.2f}x Mastra's "
+                   f"{refused.mastra:,.0f}; creating at {THREADS_VS_MASTRA_MIN:g}x Mastra's rate needs "
+                   f"{THREADS_VS_MASTRA_MIN * created.mastra:,.0f} threads/s, "
+                   f"{THREADS_VS_MASTRA_MIN * created.mastra / refused.ours:.2f}x what our route answers with no write")
         first = found[versus_mastra.VERSUS_FIRST, label]
         suite.target(first.ratio <= FIRST_TURNS_VS_MASTRA_MAX,
                      f"a burst of 32 first turns on POST /api/agents/chat-agent/stream, OM {label}: p50 ours "

@@ -14,7 +14,8 @@
 //          and on Mastra's server alike).
 //   burst: `clients` first turns on new conversations sent at once.
 //   get:   `count` sequential GETs of `path`.
-//   post:  `count` POSTs of `body` to `path` from `clients` loops (`{i}` in body is the index).
+//   post:  `count` POSTs of `body` to `path` from `clients` loops (`{i}` in body is the index);
+//          each answer must be a success, or `status` when given (a refusal measured on purpose).
 import http from "node:http";
 import { randomUUID } from "node:crypto";
 
@@ -63,10 +64,10 @@ async function turn(conversation, client = 0) {
   return performance.now() - started;
 }
 
-async function timed(method, path, body) {
+async function timed(method, path, body, status) {
   const started = performance.now();
   const res = await request(method, path, body);
-  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${res.body.slice(0, 200)}`);
+  if (status === undefined ? res.status >= 300 : res.status !== status) throw new Error(`${method} ${path}: ${res.status} ${res.body.slice(0, 200)}`);
   return performance.now() - started;
 }
 
@@ -92,7 +93,7 @@ async function main() {
     await Promise.all(Array.from({ length: spec.clients }, async () => {
       while (next < spec.count) {
         const i = next++;
-        latencies.push(await timed("POST", spec.path, spec.body.replaceAll("{i}", String(i))));
+        latencies.push(await timed("POST", spec.path, spec.body.replaceAll("{i}", String(i)), spec.status));
       }
     }));
   } else {

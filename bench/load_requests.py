@@ -87,6 +87,14 @@ def create_threads(studio: str, total: int, clients: int) -> float:
     return result["done"] / (result["wallMs"] / 1000)
 
 
+def refuse_threads(server: str, total: int, clients: int) -> float:
+    """The thread creation route answering 400 to a body without ``resourceId``: the server's
+    HTTP stack and validation, no storage (what a creation costs at the least). Requests/s."""
+    result = load({"mode": "post", "base": server, "clients": clients, "count": total, "status": 400,
+                   "path": f"/api/memory/threads?agentId={AGENT}", "body": "{}"})
+    return result["done"] / (result["wallMs"] / 1000)
+
+
 def reads(base: str, path: str, count: int) -> list[float]:
     load({"mode": "get", "base": base, "count": 5, "path": path})
     return load({"mode": "get", "base": base, "count": count, "path": path})["latenciesMs"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import resource
 
-from bench.load_requests import AGENT, burst, create_threads, load, pct
+from bench.load_requests import AGENT, burst, create_threads, load, pct, refuse_threads
 from bench.servers import Server
 from tests.kit.local_http import background_idle
 
@@ -15,6 +15,8 @@ MASTRA_THREADS = 4_000  # threads each server creates in the comparison, quick o
 VERSUS_CREATED = f"POST /api/memory/threads?agentId={AGENT}, 8 in flight, threads/s"
 VERSUS_CREATED_CPU = "server CPU per thread created, ms"
 VERSUS_LOADGEN_CPU = "load generator's CPU per thread created (bench/load.mjs, its Node start included), ms"
+VERSUS_REFUSED = "the same route refusing a body without resourceId (400, no storage), 8 in flight, requests/s"
+VERSUS_REFUSED_CPU = "server CPU per refused request, ms"
 VERSUS_FIRST = f"first turn of 32 new threads at once, POST /api/agents/{AGENT}/stream, p50, ms"
 
 
@@ -35,7 +37,8 @@ def warm_up(server: Server) -> None:
 def against_mastra(studio: Server, mastra: Server, threads: int,
                    gateways: tuple[Server, ...] = ()) -> dict[str, tuple[float, float]]:
     """Issue 31's two requests on our studio and, right after, on Mastra's server: thread
-    creation at 8 in flight (and the server CPU per thread) and 32 first turns at once on
+    creation at 8 in flight (and the server CPU per thread; then the same route refused
+    before any storage, each server's ceiling for it) and 32 first turns at once on
     ``POST /api/agents/chat-agent/stream`` (Mastra's route, which our studio serves too).
     Each figure as (ours, Mastra's)."""
     # Rates of a second or less swing by a third from one to the next on this shared machine:
@@ -58,8 +61,16 @@ def against_mastra(studio: Server, mastra: Server, threads: int,
             totals[3] += children_cpu_s() - generator_before
     created = {name: (count / wall, cpu / count * 1000, generator / count * 1000)
                for name, (wall, cpu, count, generator) in spent.items()}
+    # What the route costs without its write: the ceiling a creation rate can approach
+    refused = {}
+    for server in (studio, mastra):
+        before = server.cpu_s()
+        rate = refuse_threads(server.url, half, 8)
+        refused[server.name] = (rate, (server.cpu_s() - before) / half * 1000)
     first = {server.name: pct(burst(server.url, 32, AGENT_ROUTE), .5) for server in (studio, mastra)}
     return {VERSUS_CREATED: (created["studio"][0], created["mastra"][0]),
             VERSUS_CREATED_CPU: (created["studio"][1], created["mastra"][1]),
             VERSUS_LOADGEN_CPU: (created["studio"][2], created["mastra"][2]),
+            VERSUS_REFUSED: (refused["studio"][0], refused["mastra"][0]),
+            VERSUS_REFUSED_CPU: (refused["studio"][1], refused["mastra"][1]),
             VERSUS_FIRST: (first["studio"], first["mastra"])}

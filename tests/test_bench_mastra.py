@@ -1,8 +1,9 @@
 """``make bench MASTRA=1`` (bench/mastra_server.py): the real Mastra server the benchmark
 compares us with starts from npm's packages and answers issue 31's two requests, a thread
-creation and a stream, as Mastra does, with chat-agent's Observational Memory off and on.
-Only that it serves is checked, never its times. ``e2e``: it needs npm's packages (``npm ci``
-in bench/mastra at the first run) and Node 22 from them."""
+creation (and its refusal of a body without ``resourceId``) and a stream, as Mastra does,
+with chat-agent's Observational Memory off and on. Only that it serves is checked, never its
+times. ``e2e``: it needs npm's packages (``npm ci`` in bench/mastra at the first run) and
+Node 22 from them."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import httpx
 import pytest
 
 from bench import mastra_server
+from bench.load_requests import refuse_threads
 from tests.support import free_port
 
 pytestmark = pytest.mark.e2e
@@ -27,6 +29,9 @@ def test_the_mastra_server_creates_a_thread_and_streams_a_remembered_turn(tmp_pa
             created = http.post("/api/memory/threads?agentId=chat-agent", json={"resourceId": "smoke", "title": "t 1"})
             assert created.status_code == 200 and created.headers["content-type"] == "application/json"
             assert created.json()["resourceId"] == "smoke" and created.json()["title"] == "t 1"
+
+            refused = http.post("/api/memory/threads?agentId=chat-agent", json={})
+            assert refused.status_code == 400  # the bench's request without storage (refuse_threads)
 
             thread = str(uuid.uuid4())
             streamed = http.post(mastra_server.AGENT_STREAM, json={
@@ -42,6 +47,7 @@ def test_the_mastra_server_creates_a_thread_and_streams_a_remembered_turn(tmp_pa
             stored = http.get(f"/api/memory/threads/{thread}/messages", params={"agentId": "chat-agent"})
             assert stored.status_code == 200
             assert [m["role"] for m in stored.json()["messages"]] == ["user", "assistant"]
+        assert refuse_threads(server.url, 20, 4) > 0  # the load generator checks each answer is that 400
     finally:
         server.stop()
     assert server.proc.returncode is not None
