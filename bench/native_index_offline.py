@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 LIBSQL = "libsql==0.1.11"
-CACHE_KIB = 4 * 1024 * 1024  # the builder's page cache: this machine has 24 GiB and nothing else runs
 VENV = Path(__file__).resolve().parent / ".venv-libsql"
 
 
@@ -41,10 +40,6 @@ def build(db: str, plan: dict) -> None:
     import libsql
 
     con = libsql.connect(db)
-    # The graph search of each insert reads pages all over a file of many GB: with sqlite's
-    # default 2 MB page cache each read is a system call; a large cache keeps the graph's hot
-    # pages in the process.
-    con.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
     for statement in plan["schema"]:
         con.execute(statement)
     con.commit()
