@@ -35,10 +35,11 @@ KEY_BYTES = 160
 SPAN_KEY_BYTES = 64
 REFIT_EVERY = 16  # writes between two looks (~0.1 MB of index a write)
 # Rows written since the last checkpoint are held in memory (DuckDB's "IN_MEMORY_TABLE") until
-# the WAL reaches this size; at DuckDB's 16 MB that was 16 MB of the studio's RSS, at 4 MB 1
-# (640,000 spans written through the store alone: RSS 147 against 157 MB, ingest rate within
-# run-to-run noise; at 2 MB ingest fell by a third).
-CHECKPOINT_WAL = "4MiB"
+# the WAL reaches this size: at DuckDB's 16 MB, up to 16 MB of the studio's RSS. 640,000 spans
+# written through the store alone: RSS 145-146 MB at 8 MiB against 155-158 at 16, the CPU per
+# span the same; at 4 MiB ingest cost ~15 % more CPU and at 2 MiB a third (checkpoints that
+# write the table's last, still growing row group again, presumably).
+CHECKPOINT_WAL = "8MiB"
 _NEEDED_BYTES_SQL = (f"SELECT (SELECT count(*) FROM spans) * {SPAN_KEY_BYTES}"
                      f" + ((SELECT count(*) FROM traces) + (SELECT count(*) FROM logs)) * {KEY_BYTES}")
 _INDEX_BYTES_SQL = "SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() WHERE tag = 'ART_INDEX'"
