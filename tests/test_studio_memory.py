@@ -93,6 +93,15 @@ def test_save_messages_with_wrong_types_is_a_400_and_writes_nothing(studio, sett
     assert sqlite_rows(settings.resolved_data_dir / "dev-server.db", "SELECT count(*) FROM messages") == [(0,)]
 
 
+def test_a_thread_without_a_resource_is_refused_before_anything_is_stored(studio):
+    """As Mastra's server answers it (and what bench/versus_mastra.py measures as the creation
+    route's cost without its write): a 400 naming the field, no thread made."""
+    refused = studio.post("/api/memory/threads?agentId=chat-agent", json={"threadId": "t-none", "title": "t"})
+    assert refused.status_code == 400
+    assert refused.json()["issues"] == [{"field": "resourceId", "message": "resourceId is required"}]
+    assert studio.get("/api/memory/threads/t-none", params={"agentId": "chat-agent"}).status_code == 404
+
+
 def test_transfer_moves_a_thread(studio):
     studio.post("/api/memory/threads?agentId=chat-agent", json={"resourceId": "r1", "threadId": "t"})
     moved = studio.post("/api/memory/threads/t/transfer", json={"resourceId": "r2"}).json()
