@@ -9,10 +9,11 @@ triggers; the same fill statement indexes the vectors, a chunk a transaction); t
 only runs them, so it imports nothing of dev_server and needs only ``libsql``.
 
 ``python native_index_offline.py DB PLAN_JSON`` (run with ``ensure_python()``'s
-interpreter): PLAN_JSON is ``{"schema": [...], "ids": sql, "fill": sql, "chunk": n}``: the
-schema's statements, the query of the ids to index (after ``?``, at most ``?``), and the
-statement that indexes ``chunk`` of them (a shorter last chunk repeats its last id: ``IN``
-takes it once).
+interpreter): PLAN_JSON is ``{"schema": [...], "ids": sql, "fill": sql, "chunk": n, "count":
+sql}``: the schema's statements (all ``IF NOT EXISTS``), the query of the ids to index (after
+``?``, at most ``?``: those not indexed yet, so a stopped build resumes), the statement that
+indexes ``chunk`` of them (a shorter last chunk repeats its last id: ``IN`` takes it once),
+and the count of those indexed already.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def build(db: str, plan: dict) -> None:
     for statement in plan["schema"]:
         con.execute(statement)
     con.commit()
+    (before,) = con.execute(plan["count"]).fetchone()  # indexed by an earlier, stopped run
     ids = [row[0] for row in con.execute(plan["ids"], (0, 2**62)).fetchall()]
     started, last, chunk = time.perf_counter(), time.perf_counter(), plan["chunk"]
     for at in range(0, len(ids), chunk):
@@ -55,7 +57,7 @@ def build(db: str, plan: dict) -> None:
             print(f"  indexed {done:,} of {len(ids):,} ({done / (last - started):.0f}/s)", flush=True)
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     con.commit()
-    print(json.dumps({"indexed": len(ids), "seconds": time.perf_counter() - started}), flush=True)
+    print(json.dumps({"indexed": len(ids), "before": before, "seconds": time.perf_counter() - started}), flush=True)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -121,12 +122,20 @@ async def run(n: int, query_n: int, tmp: Path, index: bool = True, prebuilt: boo
     qv, _ = clustered(rng, query_n, centres)  # queries: new points of the same topics
     threads = [thread_of(int(rng.integers(0, n))) for _ in range(query_n)]
 
+    written = tmp / "embedded.complete"  # an earlier run with the same --workdir wrote the file whole
+    if not (written.exists() and written.read_text() == str(n)):
+        for stale in tmp.glob("embedded.db*"):
+            stale.unlink()
     embedded = LibSQLStore(f"file:{tmp / 'embedded.db'}")
     await embedded.open()
-    f["embedded_write_rate"] = await write(embedded, vectors)
-    await write(embedded, other, start=n, resource_threads=False)
-    await embedded.run_write(lambda conn: conn.execute("UPDATE message_vectors SET thread_id = 'other'"
-                                                       " WHERE message_seq >= ?", (n,)))
+    if written.exists() and written.read_text() == str(n):
+        f["embedded_write_rate"] = None
+    else:
+        f["embedded_write_rate"] = await write(embedded, vectors)
+        await write(embedded, other, start=n, resource_threads=False)
+        await embedded.run_write(lambda conn: conn.execute("UPDATE message_vectors SET thread_id = 'other'"
+                                                           " WHERE message_seq >= ?", (n,)))
+        written.write_text(str(n))
     cache = VectorCache(VectorIndex(embedded, agents=frozenset({AGENT})), max_bytes=8 * 2 ** 30)
     with contextlib.suppress(OSError):
         Path("/proc/self/clear_refs").write_text("5")
@@ -143,10 +152,15 @@ async def run(n: int, query_n: int, tmp: Path, index: bool = True, prebuilt: boo
     f["embedded_thread"], thread_truth = await timed([exact(i, 4, threads[i]) for i in range(query_n)])
 
     server_dir = tmp / "sqld"
+    copied = tmp / "copy.complete"  # a copy being indexed offline, never served yet: its build resumes
+    if prebuilt and not copied.exists():
+        shutil.rmtree(server_dir, ignore_errors=True)  # a copy sqld served, or half made: made again
     sqld = Sqld(server_dir)
     if prebuilt:  # the embedded file, indexed offline, is what sqld serves
-        prebuild(tmp / "embedded.db", sqld.data_file, f)
+        prebuild(tmp / "embedded.db", sqld.data_file, f, copy=not copied.exists())
+        copied.touch()
     with sqld:
+        copied.unlink(missing_ok=True)  # sqld's from now on (and the queries write to it)
         served = RemoteLibSQLStore(sqld.url, timeout_s=120)
         await served.open()
         native = NativeVectors(served, agents=[AGENT])
@@ -189,15 +203,19 @@ async def build(native: NativeVectors, n: int, f: dict) -> None:
     f["build_s"], f["build_rows"] = time.perf_counter() - started, done
 
 
-def prebuild(source: Path, target: Path, f: dict) -> None:
-    """A consistent copy of the embedded file where sqld will find it, indexed offline with
-    the server path's statements (bench/native_index_offline.py, OFFLINE_CHUNK a transaction)."""
+def prebuild(source: Path, target: Path, f: dict, *, copy: bool = True) -> None:
+    """A consistent copy of the embedded file where sqld will find it (``copy=False``: the copy
+    an earlier, stopped run made), indexed offline with the server path's statements
+    (bench/native_index_offline.py, OFFLINE_CHUNK a transaction), from the first vector not
+    indexed yet."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.closing(sqlite3.connect(source)) as src, contextlib.closing(sqlite3.connect(target)) as dst:
-        src.backup(dst)
+    if copy:
+        with contextlib.closing(sqlite3.connect(source)) as src, contextlib.closing(sqlite3.connect(target)) as dst:
+            src.backup(dst)
     plan = target.parent.parent / "index-plan.json"
     plan.write_text(json.dumps({"schema": schema_statements(DIMS), "ids": unindexed_sql(DIMS),
-                                "fill": fill_sql(DIMS, OFFLINE_CHUNK), "chunk": OFFLINE_CHUNK}))
+                                "fill": fill_sql(DIMS, OFFLINE_CHUNK), "chunk": OFFLINE_CHUNK,
+                                "count": f"SELECT count(*) FROM {table_of(DIMS)}"}))
     builder = subprocess.Popen([str(ensure_python()), str(REPO / "bench" / "native_index_offline.py"), str(target),
                                 str(plan)], stdout=subprocess.PIPE, text=True)
     assert builder.stdout is not None
@@ -208,7 +226,7 @@ def prebuild(source: Path, target: Path, f: dict) -> None:
     if builder.wait() != 0:
         raise RuntimeError("the offline index build failed")
     done = json.loads(last)
-    f.update(build_s=done["seconds"], build_rows=done["indexed"], prebuilt=True)
+    f.update(build_s=done["seconds"], build_rows=done["indexed"], build_before=done["before"], prebuilt=True)
 
 
 async def query_index(native: NativeVectors, served: RemoteLibSQLStore, qv: np.ndarray, threads: list[str],
@@ -266,7 +284,8 @@ def report(f: dict, load: str) -> str:
         "points of the same topics; percentiles nearest-rank" if indexed else
         "- --no-index: sqld holds the rows without the vector index (not built: see the 100k run's build rate)", "",
         "## Build", "", "| figure | value |", "|---|---:|",
-        f"| rows written to the SQLite file, rows/s ({WRITE_BATCH} a transaction) | {f['embedded_write_rate']:,.0f} |"]
+        f"| rows written to the SQLite file, rows/s ({WRITE_BATCH} a transaction) | "
+        f"{'by an earlier run' if (rate := f['embedded_write_rate']) is None else format(rate, ',.0f')} |"]
     if "sqld_write_rate" in f:
         lines.append(f"| rows written to sqld without the index, rows/s | {f['sqld_write_rate']:,.0f} |")
     if indexed:
@@ -274,8 +293,9 @@ def report(f: dict, load: str) -> str:
                f"(bench/native_index_offline.py, {OFFLINE_CHUNK:,} a transaction)" if f.get("prebuilt") else
                f"sqld index build (NativeVectors.fill, {FILL_CHUNK} a transaction)")
         lines += [
-            f"| {how}, vectors/s | {f['build_rows'] / f['build_s']:,.1f} "
-            f"({f['build_rows']:,} in {f['build_s']:.0f} s) |",
+            f"| {how}, vectors/s | {f['build_rows'] / max(f['build_s'], 1e-9):,.1f} "
+            f"({f['build_rows']:,} in {f['build_s']:.0f} s"
+            f"{f', after {before:,} indexed by earlier runs' if (before := f.get('build_before')) else ''}) |",
             f"| a write of 64 vectors on sqld with the index (trigger), p50 ms | "
             f"{pct(f['write64_native'], 0.5) * 1000:.0f} |",
             f"| the same write without the index, p50 ms | {pct(f['write64_plain'], 0.5) * 1000:.0f} |"]
@@ -327,11 +347,17 @@ def main() -> None:
                              "a build through the server takes hours at 1,000,000 vectors")
     parser.add_argument("--tmp", type=Path, help="where the files go (default: the system's temp dir; 1,000,000 "
                                                  "vectors --prebuilt take ~20 GB)")
+    parser.add_argument("--workdir", type=Path,
+                        help="keep the run's files here; a later run with the same --workdir and --vectors reuses "
+                             "the SQLite file and its copy, and --prebuilt's index build resumes where it stopped "
+                             "(at 1,000,000 vectors it takes longer than one sitting here)")
     parser.add_argument("--out", type=Path, help="result file (default bench/results/<date>-<commit>-recall-sqld.md)")
     args = parser.parse_args()
     n = args.vectors or (5_000 if args.quick else 100_000)
     at_start, load = commit(), ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
+    with contextlib.nullcontext(str(args.workdir)) if args.workdir else tempfile.TemporaryDirectory(dir=args.tmp) \
+            as tmp:
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         f = asyncio.run(run(n, args.queries, Path(tmp), index=not args.no_index, prebuilt=args.prebuilt))
     text = report(f, load)
     changed = subprocess.run(["git", "diff", "--name-only", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout

@@ -5,12 +5,19 @@ described, the bare server's bodies byte-identical to ours, and a PASS or FAIL l
 
 from __future__ import annotations
 
+import json
+import shutil
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
+from bench.native_index_offline import ensure_python
+from dev_server.storage.native_vectors import fill_sql, schema_statements
+from tests.sqld import Sqld
 from tests.support import REPO
 
 # Each runs a benchmark for seconds, as a user would (the bench is the subject, not a unit)
@@ -98,6 +105,38 @@ def test_the_sqld_recall_bench_can_serve_a_file_indexed_offline(tmp_path: Path):
     text = out.read_text()
     assert "--prebuilt" in text.splitlines()[0] and "| offline: libsql's engine" in text and "(1,700 in" in text
     assert "rows written to sqld without the index" not in text  # sqld serves the copy; nothing was sent to it
+    assert "hits from the other resource: 0; hits outside the asked thread: 0" in text
+    assert float(text.split("exact scan's (resource scope): **")[1].split("**")[0]) >= 0.8
+
+
+def test_the_offline_index_build_resumes_in_a_kept_work_directory(tmp_path: Path):
+    """``--workdir`` (a 1,000,000-vector build takes longer than one sitting here): a run
+    stopped while the copy was being indexed leaves the SQLite file and the copy; the next run
+    with the same directory writes nothing again and indexes only what was left."""
+    work, out = tmp_path / "work", tmp_path / "recall-sqld.md"
+    command = [sys.executable, "bench/recall_sqld.py", "--vectors", "1500", "--queries", "20", "--prebuilt",
+               "--workdir", str(work), "--out", str(out)]
+    first = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "(1,700 in" in out.read_text() and not (work / "copy.complete").exists()  # served: made again next time
+    # what a build stopped half way leaves: the copy, its first 850 vectors indexed
+    data = Sqld(work / "sqld").data_file
+    shutil.rmtree(work / "sqld")
+    data.parent.mkdir(parents=True)
+    with closing(sqlite3.connect(work / "embedded.db")) as source, closing(sqlite3.connect(data)) as copy:
+        source.backup(copy)
+    plan = tmp_path / "half.json"
+    plan.write_text(json.dumps({"schema": schema_statements(384), "chunk": 1_000, "fill": fill_sql(384, 1_000),
+                                "ids": "SELECT id FROM message_vectors WHERE id > ? AND id <= 850 ORDER BY id LIMIT ?",
+                                "count": "SELECT 0"}))
+    half = subprocess.run([str(ensure_python()), "bench/native_index_offline.py", str(data), str(plan)], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert half.returncode == 0, half.stderr[-3000:]
+    (work / "copy.complete").touch()
+    second = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    text = out.read_text()
+    assert "| by an earlier run |" in text and "(850 in" in text and "after 850 indexed by earlier runs" in text
     assert "hits from the other resource: 0; hits outside the asked thread: 0" in text
     assert float(text.split("exact scan's (resource scope): **")[1].split("**")[0]) >= 0.8
 
