@@ -123,12 +123,13 @@ async def run(n: int, query_n: int, tmp: Path, index: bool = True, prebuilt: boo
     threads = [thread_of(int(rng.integers(0, n))) for _ in range(query_n)]
 
     written = tmp / "embedded.complete"  # an earlier run with the same --workdir wrote the file whole
-    if not (written.exists() and written.read_text() == str(n)):
+    reused = written.exists() and written.read_text() == str(n)
+    if not reused:
         for stale in tmp.glob("embedded.db*"):
             stale.unlink()
     embedded = LibSQLStore(f"file:{tmp / 'embedded.db'}")
     await embedded.open()
-    if written.exists() and written.read_text() == str(n):
+    if reused:
         f["embedded_write_rate"] = None
     else:
         f["embedded_write_rate"] = await write(embedded, vectors)
@@ -152,13 +153,17 @@ async def run(n: int, query_n: int, tmp: Path, index: bool = True, prebuilt: boo
     f["embedded_thread"], thread_truth = await timed([exact(i, 4, threads[i]) for i in range(query_n)])
 
     server_dir = tmp / "sqld"
-    copied = tmp / "copy.complete"  # a copy being indexed offline, never served yet: its build resumes
-    if prebuilt and not copied.exists():
-        shutil.rmtree(server_dir, ignore_errors=True)  # a copy sqld served, or half made: made again
     sqld = Sqld(server_dir)
+    copied = tmp / "copy.complete"  # the copy made and not served yet: a stopped build of it resumes
     if prebuilt:  # the embedded file, indexed offline, is what sqld serves
-        prebuild(tmp / "embedded.db", sqld.data_file, f, copy=not copied.exists())
-        copied.touch()
+        if not copied.exists():  # none yet, half made, or served: made afresh, without sqld's old state
+            shutil.rmtree(server_dir, ignore_errors=True)
+            sqld.data_file.parent.mkdir(parents=True)
+            with contextlib.closing(sqlite3.connect(tmp / "embedded.db")) as src, \
+                    contextlib.closing(sqlite3.connect(sqld.data_file)) as dst:
+                src.backup(dst)
+            copied.touch()
+        prebuild(sqld.data_file, f)
     with sqld:
         copied.unlink(missing_ok=True)  # sqld's from now on (and the queries write to it)
         served = RemoteLibSQLStore(sqld.url, timeout_s=120)
@@ -203,15 +208,10 @@ async def build(native: NativeVectors, n: int, f: dict) -> None:
     f["build_s"], f["build_rows"] = time.perf_counter() - started, done
 
 
-def prebuild(source: Path, target: Path, f: dict, *, copy: bool = True) -> None:
-    """A consistent copy of the embedded file where sqld will find it (``copy=False``: the copy
-    an earlier, stopped run made), indexed offline with the server path's statements
+def prebuild(target: Path, f: dict) -> None:
+    """Index the copy sqld will serve offline, with the server path's statements
     (bench/native_index_offline.py, OFFLINE_CHUNK a transaction), from the first vector not
-    indexed yet."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if copy:
-        with contextlib.closing(sqlite3.connect(source)) as src, contextlib.closing(sqlite3.connect(target)) as dst:
-            src.backup(dst)
+    indexed yet (an earlier, stopped run may have indexed the rest)."""
     plan = target.parent.parent / "index-plan.json"
     plan.write_text(json.dumps({"schema": schema_statements(DIMS), "ids": unindexed_sql(DIMS),
                                 "fill": fill_sql(DIMS, OFFLINE_CHUNK), "chunk": OFFLINE_CHUNK,
