@@ -81,17 +81,19 @@ async def save_messages(studio: str, total: int, batch: int) -> float:
 
 
 def create_threads(studio: str, total: int, clients: int) -> float:
-    result = load({"mode": "post", "base": studio, "clients": clients, "count": total,
-                   "path": f"/api/memory/threads?agentId={AGENT}",
-                   "body": json.dumps({"resourceId": "bench-create", "title": "t {i}"})})
-    return result["done"] / (result["wallMs"] / 1000)
+    return _thread_posts(studio, total, clients, json.dumps({"resourceId": "bench-create", "title": "t {i}"}))
 
 
 def refuse_threads(server: str, total: int, clients: int) -> float:
     """The thread creation route answering 400 to a body without ``resourceId``: the server's
     HTTP stack and validation, no storage (what a creation costs at the least). Requests/s."""
-    result = load({"mode": "post", "base": server, "clients": clients, "count": total, "status": 400,
-                   "path": f"/api/memory/threads?agentId={AGENT}", "body": "{}"})
+    return _thread_posts(server, total, clients, "{}", status=400)
+
+
+def _thread_posts(base: str, total: int, clients: int, body: str, **expected: int) -> float:
+    """``total`` POSTs of ``body`` to the thread creation route, ``clients`` at a time; requests/s."""
+    result = load({"mode": "post", "base": base, "clients": clients, "count": total, "body": body,
+                   "path": f"/api/memory/threads?agentId={AGENT}", **expected})
     return result["done"] / (result["wallMs"] / 1000)
 
 
