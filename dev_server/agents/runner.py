@@ -208,7 +208,8 @@ class TurnRunner:
         return turn
 
     async def run(self, turn: Turn, *, checkpoint_every_s: float | None = None) -> AsyncIterator[LoopEvent]:
-        """The turn's events (``dev_server.kernel.events``); the reply is stored however the stream ends.
+        """The turn's events (``dev_server.kernel.events``); the reply is stored however the stream ends,
+        and a ``Finish`` comes only once it is stored.
 
         With ``checkpoint_every_s``, the partial reply is also stored while streaming,
         whenever that long has passed since the turn's last write.
@@ -236,7 +237,8 @@ class TurnRunner:
             async for event in stream:
                 if isinstance(event, Finish):
                     turn.finish = event
-                elif (checkpoint_every_s is not None and not isinstance(event, StepFinish)
+                    continue  # passed on once the reply is stored, below
+                if (checkpoint_every_s is not None and not isinstance(event, StepFinish)
                       and time.monotonic() - last_write >= checkpoint_every_s):
                     await self._checkpoint(turn)
                     last_write = time.monotonic()
@@ -270,6 +272,10 @@ class TurnRunner:
                 turn.step.release()
         if save_error is not None:  # reached only when the stream itself ended cleanly
             raise TurnFailed("The reply could not be saved") from save_error
+        if turn.finish is not None:
+            # Last, so that a client seeing the turn finish finds its reply stored as finished
+            # (a checkpoint before it stored it marked interrupted).
+            yield turn.finish
 
     async def _replayed(self, turn: Turn) -> AsyncIterator[LoopEvent]:
         """A retried turn: the stored reply's events; nothing is stored, no model is called."""
