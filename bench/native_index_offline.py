@@ -25,6 +25,13 @@ import time
 from pathlib import Path
 
 LIBSQL = "libsql==0.1.11"
+# A vector insert rewrites the blocks of up to max_neighbors nodes: in WAL mode every page is
+# written twice (the WAL, then the checkpoint). A rollback journal holds a page's old content
+# once per transaction, and a process stopped mid-transaction still leaves a file its next
+# open rolls back (resumable); synchronous=OFF only gives up safety against a power loss,
+# which a benchmark's copy does not need. 30,000 vectors: 479/s in WAL mode, 845/s so.
+BUILD_PRAGMAS = ("journal_mode=TRUNCATE", "synchronous=OFF", "locking_mode=EXCLUSIVE", "cache_size=-262144")
+SERVED_PRAGMAS = ("locking_mode=NORMAL", "journal_mode=WAL")
 VENV = Path(__file__).resolve().parent / ".venv-libsql"
 
 
@@ -41,6 +48,8 @@ def build(db: str, plan: dict) -> None:
     import libsql
 
     con = libsql.connect(db)
+    for pragma in BUILD_PRAGMAS:
+        con.execute(f"PRAGMA {pragma}")
     for statement in plan["schema"]:
         con.execute(statement)
     con.commit()
@@ -55,7 +64,8 @@ def build(db: str, plan: dict) -> None:
             last = time.perf_counter()
             done = at + len(part)
             print(f"  indexed {done:,} of {len(ids):,} ({done / (last - started):.0f}/s)", flush=True)
-    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    for pragma in SERVED_PRAGMAS:  # the file as the SQLite file was, for sqld
+        con.execute(f"PRAGMA {pragma}")
     con.commit()
     print(json.dumps({"indexed": len(ids), "before": before, "seconds": time.perf_counter() - started}), flush=True)
 
