@@ -132,6 +132,8 @@ def test_the_offline_index_build_resumes_in_a_kept_work_directory(tmp_path: Path
     half = subprocess.run([str(ensure_python()), "bench/native_index_offline.py", str(data), str(plan)], cwd=REPO,
                           capture_output=True, text=True, timeout=600)
     assert half.returncode == 0, half.stderr[-3000:]
+    with closing(sqlite3.connect(data)) as copy:  # built through a rollback journal, left as sqld serves it
+        assert copy.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     (work / "copy.complete").touch()
     second = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
