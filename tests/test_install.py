@@ -21,6 +21,7 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
+import threading
 import time
 import tomllib
 import zipfile
@@ -176,7 +177,7 @@ def test_without_uvloop_the_server_runs_on_asyncios_loop(server_env: dict[str, s
 def wait_for(url: str, process: subprocess.Popen, timeout: float = 60) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        assert process.poll() is None, process.communicate()[0]
+        assert process.poll() is None, f"exited with {process.returncode}"
         try:
             return local_http.get(url, timeout=1).json()
         except httpx.TransportError:
@@ -251,6 +252,9 @@ def test_the_wheel_installs_as_a_command_that_runs_from_any_directory(tmp_path: 
 
     dev = subprocess.Popen(["dev-server", "dev"], cwd=anywhere, env=env, start_new_session=True,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    printed: list[str] = []
+    reader = threading.Thread(target=lambda: printed.extend(dev.stdout), daemon=True)
+    reader.start()
     try:
         for port in (gateway_port, studio_port):
             while wait_for(f"http://127.0.0.1:{port}/health", dev)["status"] != "ok":
@@ -259,10 +263,15 @@ def test_the_wheel_installs_as_a_command_that_runs_from_any_directory(tmp_path: 
         assert reply.startswith("[local model]")
         studio_page = local_http.get(f"http://127.0.0.1:{studio_port}/", timeout=10).text
         assert f'window.MASTRA_SERVER_PORT = "{studio_port}"' in studio_page
-        time.sleep(0.5)  # the banner follows both being ready within one 0.1 s poll
+        deadline = time.monotonic() + 30  # the banner follows both being ready within a 0.1 s poll (or more, loaded)
+        while not any(line.startswith("  data:") for line in printed) and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:
         os.killpg(dev.pid, signal.SIGINT)
-        output, _ = dev.communicate(timeout=30)
+        dev.wait(timeout=30)
+        reader.join(timeout=10)  # the pipe's end: all that was printed is read
+        dev.stdout.close()
+    output = "".join(printed)
     assert dev.returncode == 0 and "Traceback" not in output
     assert f"  data:   {data_dir}" in output.splitlines()
     assert [p.name for p in anywhere.iterdir()] == [".env"]  # nothing written where it ran

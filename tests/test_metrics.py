@@ -263,8 +263,9 @@ def test_real_agent_turns(data_dir: Path):
             assert reply.status_code == 200, reply.text
             usage.append(reply.json()["usage"])
         sql = "SELECT count(*) FROM spans WHERE span_type = 'agent_run' AND ended_at IS NOT NULL"
-        deadline = time.monotonic() + 10
-        while store.run_blocking(lambda con: con.execute(sql).fetchone()[0]) < 3 and time.monotonic() < deadline:
+        deadline = time.monotonic() + 45  # exported through the span queue's timer
+        while store.run_blocking(lambda con: con.execute(sql).fetchone()[0]) < 3:
+            assert time.monotonic() < deadline
             time.sleep(0.1)
         rows = store.run_blocking(lambda con: con.execute(
             f"SELECT sum({TOKENS.format('inputTokens')}), sum({TOKENS.format('outputTokens')}) FROM spans"

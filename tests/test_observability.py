@@ -85,8 +85,15 @@ def test_runs_through_both_processes_become_traces_with_mastras_tree(pair):
     none = local_http.post(f"{studio.url}{QUERY}", json={"where": {"spans": {"some": eq("entityId", "docs-agent")}}})
     assert none.json()["traces"] == []
 
-    logs = local_http.get(f"{studio.url}/api/observability/logs", params={"traceId": gateway_trace["traceId"]}).json()
-    messages = {entry["message"].split(",")[0]: entry for entry in logs["logs"]}  # without the time
+    # logs are exported apart from the spans (a queue of their own): they may land later
+    wanted = {f"agent run {what}: chat-agent on thread obs-gateway" for what in ("started", "finished")}
+    messages: dict[str, dict] = {}
+    deadline = time.monotonic() + 45
+    while not wanted <= messages.keys() and time.monotonic() < deadline:
+        logs = local_http.get(f"{studio.url}/api/observability/logs",
+                              params={"traceId": gateway_trace["traceId"]}).json()
+        messages = {entry["message"].split(",")[0]: entry for entry in logs["logs"]}  # without the time
+        time.sleep(0.1)
     started = messages["agent run started: chat-agent on thread obs-gateway"]
     assert started["spanId"] == root["spanId"] and started["threadId"] == "obs-gateway"
     assert started["level"] == "info" and "agent run finished: chat-agent on thread obs-gateway" in messages

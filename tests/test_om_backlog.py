@@ -21,6 +21,7 @@ import dataclasses
 import json
 import re
 import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -119,7 +120,10 @@ def test_an_imported_backlog_is_observed_one_batch_per_turn_then_caught_up_in_th
         second = turn(server, THREAD, "u2", "(turn 2) And what else?")  # the catch-up waits at the gate
         assert not parts(second, "observation-start") and not parts(second, "buffering-start")
         assert pending(second) < THRESHOLD
-        assert len(observer.seen) == 2  # the turn observed nothing itself
+        deadline = time.monotonic() + 30  # the catch-up queued by turn 1 reaches the gate in the background
+        while len(observer.seen) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(observer.seen) == 2  # the turn observed nothing itself: the catch-up waits at the gate
 
         observer.gate.set()
         background_idle(server.url, timeout=60, quiet_polls=2)

@@ -24,6 +24,7 @@ import asyncio
 import dataclasses
 import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -57,14 +58,15 @@ def forecast_tool(db: Path) -> Tool:
     """A forecast that answers once no background observer holds the thread's record: a
     buffering cycle started by the step then always ends while the tool runs."""
     async def forecast(arguments: Any, context: ToolContext) -> dict[str, Any]:
-        for _ in range(1000):
+        deadline = time.monotonic() + 30
+        while True:
             with sqlite3.connect(db) as conn:
                 row = conn.execute("SELECT is_buffering_observation FROM mastra_observational_memory"
                                    " WHERE lookup_key = ?", (f"thread:{THREAD}",)).fetchone()
             if row is None or row[0] is None:
-                break
+                return FORECAST
+            assert time.monotonic() < deadline, "the buffering cycle never ended"
             await asyncio.sleep(0.01)
-        return FORECAST
 
     return Tool("forecast", "The weather forecast for a place", function=forecast,
                 schema={"type": "object", "properties": {"place": {"type": "string"}}})

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit.chat import post_chat, resume, text_of
+from tests.kit.chat import post_chat, recorded_through, resume, text_of
 from tests.kit.local_http import local_http
 from tests.kit.servers import InProcessServer, Servers
 from tests.support import run_node, sqlite_rows, user_message
@@ -146,7 +146,7 @@ def test_a_replica_killed_mid_reply_ends_the_resumed_stream_with_an_error(data_d
     producer = servers.gateway(env={"DEV_SERVER_TELEMETRY": "false"})
     try:
         seen = post_chat(producer.url, "killed", "a long answer please [[slower]]", read_frames=6)
-        time.sleep(0.3)  # a recorder flush after what was read
+        recorded_through(lambda sql: sqlite_rows(data_dir / "dev-server.db", sql), "killed", seen[-1][0])
     finally:
         producer.process.kill()
         producer.stop()

@@ -20,7 +20,7 @@ import pytest
 from dev_server.settings import Settings
 from dev_server.storage.migrate import load_migrations
 from tests.kit.builders import ui_message
-from tests.kit.chat import chat_turn, post_chat, reply_text, resume, streamed_text
+from tests.kit.chat import chat_turn, post_chat, recorded_through, reply_text, resume, streamed_text
 from tests.kit.local_http import local_http
 from tests.kit.servers import ProcessServer, make_server, serve
 from tests.sqld import Sqld
@@ -190,7 +190,7 @@ def test_a_replica_killed_mid_reply_resumes_on_another_with_what_it_sent(topolog
     try:
         doomed.wait_healthy(timeout=60)
         seen = post_chat(doomed.url, "killed", "a long answer please [[slower]]", read_frames=6)
-        time.sleep(0.3)  # a recorder flush after what was read
+        recorded_through(topology.sqld.rows, "killed", seen[-1][0])
     finally:
         doomed.process.kill()
         doomed.stop()

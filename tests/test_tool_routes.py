@@ -9,13 +9,13 @@ input, a client tool executed on the server, the client-tool loop of ``agent.str
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from tests.kit.local_http import local_http
 from tests.kit.reference_streams import mastra_shape, reference_streams
 from tests.kit.servers import server_fixture
+from tests.kit.traces import wait_for_traces
 from tests.support import run_node
 
 studio = server_fixture("studio", inprocess=True)
@@ -126,13 +126,7 @@ def test_a_tool_executed_through_the_route_is_a_tool_call_span_of_its_own_trace(
                           json={"data": {"expression": "1 + 2"}}, timeout=30)
     assert response.status_code == 200 and response.json()["result"] == 3
     where = {"op": "eq", "left": {"path": "runId"}, "right": {"literal": "run-exec-span"}}
-    deadline = time.monotonic() + 10
-    traces: list = []
-    while not traces and time.monotonic() < deadline:
-        traces = local_http.post(f"{studio.url}/api/observability/traces/query", json={"where": where},
-                            timeout=30).json()["traces"]
-        time.sleep(0.2)
-    [trace] = traces
+    [trace] = wait_for_traces(studio, bool, where=where)
     spans = local_http.get(f"{studio.url}/api/observability/traces/{trace['traceId']}", timeout=30).json()["spans"]
     [span] = spans
     assert span["spanType"] == "tool_call" and span["parentSpanId"] is None and span["name"] == "tool: 'calculator'"

@@ -145,3 +145,14 @@ def chat_and_drain(server: Any, conversation: str, text: str = "my name is Ada")
                             "messages": [user_message(f"{conversation}-{time.monotonic_ns()}", text)]}) as response:
         assert response.status_code == 200
         response.read()
+
+
+def recorded_through(rows, chat_id: str, seq: int, timeout: float = 30) -> None:
+    """Wait until the recorder stored the stream of ``chat_id`` up to frame ``seq``: only the
+    first text is stored before it is sent; later frames go out in the recorder's next flush."""
+    sql = ("SELECT coalesce(max(c.seq), 0) FROM stream_chunks c JOIN chat_streams s USING (stream_id)"
+           f" WHERE s.chat_id = '{chat_id}'")
+    deadline = time.monotonic() + timeout
+    while rows(sql)[0][0] < seq:
+        assert time.monotonic() < deadline, rows(sql)
+        time.sleep(0.05)
