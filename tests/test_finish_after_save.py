@@ -20,31 +20,21 @@ import httpx
 
 from dev_server.factory import create_app
 from dev_server.settings import Settings
+from tests.kit.chat import ReadChunks
 from tests.support import LiveApp, sqlite_rows, user_message
 
 
-class ChatStream:
-    """A ``/api/chat`` stream read in a thread; ``types`` fills as chunks arrive."""
+class ChatStream(ReadChunks):
+    """A ``/api/chat`` stream read in a thread."""
 
     def __init__(self, url: str, body: dict) -> None:
-        self.chunks: list[dict] = []
+        super().__init__()
         self._thread = threading.Thread(target=self._read, args=(url, body), daemon=True)
         self._thread.start()
 
     def _read(self, url: str, body: dict) -> None:
         with httpx.Client(timeout=60) as client, client.stream("POST", f"{url}/api/chat", json=body) as response:
-            for line in response.iter_lines():
-                if line.startswith("data: {"):
-                    self.chunks.append(json.loads(line[6:]))
-
-    def types(self) -> list[str]:
-        return [c["type"] for c in self.chunks]
-
-    def wait_for(self, kind: str, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while kind not in self.types():
-            assert time.monotonic() < deadline, self.types()
-            time.sleep(0.02)
+            self.collect(response.iter_lines())
 
     def join(self) -> None:
         self._thread.join(timeout=30)

@@ -10,7 +10,6 @@ import contextlib
 import json
 import socket
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -18,6 +17,7 @@ import pytest
 
 from dev_server.factory import create_app
 from dev_server.settings import Settings
+from tests.kit.chat import ReadChunks
 from tests.kit.local_http import local_http
 from tests.support import LiveApp, sqlite_rows
 
@@ -25,11 +25,11 @@ ALICE, BOB = {"authorization": "Bearer ta"}, {"authorization": "Bearer tb"}
 AGENT = "/api/agents/chat-agent"
 
 
-class Subscription:
+class Subscription(ReadChunks):
     """A ``threads/subscribe`` stream read in a thread; ``chunks`` fills as data arrives."""
 
     def __init__(self, url: str, headers: dict, thread_id: str) -> None:
-        self.chunks: list[dict] = []
+        super().__init__()
         self.status: int | None = None
         self._client = httpx.Client(timeout=60, headers=headers)
         self._ready = threading.Event()
@@ -44,22 +44,11 @@ class Subscription:
                 self.status = r.status_code
                 self._socket = r.extensions["network_stream"].get_extra_info("socket")
                 self._ready.set()
-                for line in r.iter_lines():
-                    if line.startswith("data: "):
-                        self.chunks.append(json.loads(line[6:]))
+                self.collect(r.iter_lines())
         except httpx.HTTPError:
             pass  # closed by the test
         finally:
             self._ready.set()
-
-    def types(self) -> list[str]:
-        return [c["type"] for c in self.chunks]
-
-    def wait_for(self, kind: str, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while kind not in self.types():
-            assert time.monotonic() < deadline, self.types()
-            time.sleep(0.05)
 
     def close(self) -> None:
         """Hang up: the stream stays open while the thread exists, and only a shutdown of its

@@ -156,3 +156,24 @@ def recorded_through(rows, chat_id: str, seq: int, timeout: float = 30) -> None:
     while rows(sql)[0][0] < seq:
         assert time.monotonic() < deadline, rows(sql)
         time.sleep(0.05)
+
+
+class ReadChunks:
+    """The chunks of a stream read in a thread of the test: ``chunks`` fills as they arrive."""
+
+    def __init__(self) -> None:
+        self.chunks: list[dict] = []
+
+    def collect(self, lines) -> None:
+        for line in lines:
+            if line.startswith("data: {"):
+                self.chunks.append(json.loads(line[6:]))
+
+    def types(self) -> list[str]:
+        return [c["type"] for c in self.chunks]
+
+    def wait_for(self, kind: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while kind not in self.types():
+            assert time.monotonic() < deadline, self.types()
+            time.sleep(0.02)
