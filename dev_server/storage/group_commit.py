@@ -26,20 +26,50 @@ transaction (the remote store already re-ran works after a lock timeout).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 DEFAULT_MAX_GROUP = 64  # writes per transaction at most: a bound on how long one group holds the lock
 
 
+class Outcome:
+    """What one write came to, set on the writer thread (the ``set_result`` / ``set_exception``
+    / ``done`` of a future); the caller's asyncio future gets it once the write's group has
+    ended, in one call to the caller's loop for the whole group. So a write costs the loop one
+    asyncio future: no thread-safe future of its own, no wake-up of the loop per write."""
+
+    __slots__ = ("caller", "result", "error", "settled")
+
+    def __init__(self, caller: asyncio.Future[Any]) -> None:
+        self.caller = caller
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.settled = False
+
+    def set_running_or_notify_cancel(self) -> bool:
+        """False when the caller gave up while the write was queued: it is skipped."""
+        return not self.caller.cancelled()  # read across threads: a cancel just after runs the write anyway
+
+    def set_result(self, result: Any) -> None:
+        self.result, self.settled = result, True
+
+    def set_exception(self, error: BaseException) -> None:
+        self.error, self.settled = error, True
+
+    def done(self) -> bool:
+        return self.settled
+
+
 @dataclass(slots=True)
 class Write:
     work: Callable[[Any], Any]
-    future: Future[Any]
+    future: Outcome
 
     def run_alone(self, transaction: Callable[[Callable[[Any], Any]], Any]) -> None:
         """Run the work as ``transaction`` runs a work (a transaction of its own) and settle the
@@ -55,7 +85,7 @@ class Write:
 class WriteQueue:
     """The writes waiting for the writer thread, and the loop that drains them in groups.
 
-    ``run_group(writes)`` runs on the writer thread and must settle every write's future."""
+    ``run_group(writes)`` runs on the writer thread and must settle every write's outcome."""
 
     def __init__(self, executor: ThreadPoolExecutor, run_group: Callable[[list[Write]], None],
                  max_group: int = DEFAULT_MAX_GROUP) -> None:
@@ -71,14 +101,16 @@ class WriteQueue:
     def __len__(self) -> int:
         return len(self._pending)
 
-    def submit(self, work: Callable[[Any], Any]) -> Future[Any]:
-        write = Write(work, Future())
+    def submit(self, work: Callable[[Any], Any]) -> asyncio.Future[Any]:
+        """Queue ``work``; its result (or error) once its group has committed. From the event
+        loop's thread."""
+        write = Write(work, Outcome(asyncio.get_running_loop().create_future()))
         with self._lock:
             self._pending.append(write)
             start, self._draining = not self._draining, True
         if start:
             self._executor.submit(self._drain)
-        return write.future
+        return write.future.caller
 
     def _drain(self) -> None:
         while True:
@@ -98,3 +130,26 @@ class WriteQueue:
                 for write in group:
                     if not write.future.done():
                         write.future.set_exception(exc)
+            _hand_back(group)
+
+
+def _hand_back(group: list[Write]) -> None:
+    """Give each caller its write's outcome, on its own loop, one call per loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
+    for write in group:
+        by_loop.setdefault(write.future.caller.get_loop(), []).append(write.future)
+    for loop, outcomes in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(_settle, outcomes)
+
+
+def _settle(outcomes: list[Outcome]) -> None:
+    for outcome in outcomes:
+        if outcome.caller.done():  # cancelled while it ran
+            continue
+        if not outcome.settled:
+            outcome.caller.set_exception(RuntimeError("the write queue left a write without an outcome"))
+        elif outcome.error is not None:
+            outcome.caller.set_exception(outcome.error)
+        else:
+            outcome.caller.set_result(outcome.result)
