@@ -350,7 +350,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path,
                         help="keep the run's files here; a later run with the same --workdir and --vectors reuses "
                              "the SQLite file and its copy, and --prebuilt's index build resumes where it stopped "
-                             "(at 1,000,000 vectors it takes longer than one sitting here)")
+                             "(an hour at 1,000,000 vectors here: a stopped one need not start again)")
     parser.add_argument("--out", type=Path, help="result file (default bench/results/<date>-<commit>-recall-sqld.md)")
     args = parser.parse_args()
     n = args.vectors or (5_000 if args.quick else 100_000)

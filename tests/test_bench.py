@@ -110,7 +110,7 @@ def test_the_sqld_recall_bench_can_serve_a_file_indexed_offline(tmp_path: Path):
 
 
 def test_the_offline_index_build_resumes_in_a_kept_work_directory(tmp_path: Path):
-    """``--workdir`` (a 1,000,000-vector build takes longer than one sitting here): a run
+    """``--workdir`` (a 1,000,000-vector build takes an hour here): a run
     stopped while the copy was being indexed leaves the SQLite file and the copy; the next run
     with the same directory writes nothing again and indexes only what was left."""
     work, out = tmp_path / "work", tmp_path / "recall-sqld.md"
