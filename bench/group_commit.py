@@ -7,7 +7,8 @@ Two configurations of the same store, alternated run by run: as shipped (group c
 checkpoints on their own thread) and the baseline, what every write did before (one
 transaction per write, SQLite's own checkpoints on the writer:
 ``LibSQLStore(max_group=1, checkpoint_after_s=None)``). Per configuration: writes/s, the
-p50 and p99 of one write's wait, and the writes per transaction; medians over ``--runs``,
+p50 and p99 of one write's wait, the writes per transaction and the CPU per write (the
+store's own: the request slices left out); medians over ``--runs``,
 with the median of each run's ratio (the two measured back to back).
 
 Run: .venv/bin/python bench/group_commit.py [--runs N] [--writes N] [--request-ms MS] [--out PATH]
@@ -36,37 +37,42 @@ from dev_server.storage.libsql import LibSQLStore  # noqa: E402
 CONFIGS: dict[str, dict[str, Any]] = {"as shipped": {}, "baseline": {"max_group": 1, "checkpoint_after_s": None}}
 
 
-def spin(ms: float) -> None:
-    end = time.perf_counter() + ms / 1000
+def spin(ms: float) -> float:
+    """Busy for ``ms`` of wall time; the CPU seconds that took."""
+    cpu, end = time.thread_time(), time.perf_counter() + ms / 1000
     while time.perf_counter() < end:
         pass
+    return time.thread_time() - cpu
 
 
 async def one_run(root: Path, options: dict[str, Any], writes: int, in_flight: int,
-                  request_ms: float) -> tuple[float, float, float, float]:
-    """writes/s, p50 and p99 of a write's wait in ms, writes per transaction."""
+                  request_ms: float) -> tuple[float, float, float, float, float]:
+    """writes/s, p50 and p99 of a write's wait in ms, writes per transaction, and the
+    process's CPU per write in µs (every thread: the loop's, the writer's), the loop's slices
+    of request CPU left out."""
     db = LibSQLStore(f"file:{root / f'{time.monotonic_ns()}.db'}", **options)
     await db.open()
     store = ConversationStore(db)
     waits: list[float] = []
+    spun = [0.0]
 
     async def client(first: int) -> None:
         for i in range(first, writes, in_flight):
-            spin(request_ms)
+            spun[0] += spin(request_ms)
             started = time.perf_counter()
             await store.save_thread(Thread(f"t{i}", "bench", f"title {i}"))
             waits.append(time.perf_counter() - started)
 
     before = db.health()["writes"]
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(client(c) for c in range(in_flight)))
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     after = db.health()["writes"]
     await db.close()
     waits.sort()
     per_transaction = (after["writes"] - before["writes"]) / max(1, after["transactions"] - before["transactions"])
     return (writes / elapsed, waits[len(waits) // 2] * 1000, waits[int(len(waits) * 0.99)] * 1000,
-            per_transaction)
+            per_transaction, (cpu - spun[0]) / writes * 1e6)
 
 
 async def main() -> None:
@@ -85,7 +91,7 @@ async def main() -> None:
 async def compare(runs: int, writes: int, request_ms: float, in_flights: tuple[int, ...] = (8, 32)
                   ) -> tuple[list[str], dict[int, dict[str, list[tuple[float, ...]]]]]:
     """The table's lines, and per in-flight count each configuration's figures per run
-    (writes/s, p50 wait ms, p99 wait ms, writes per transaction)."""
+    (writes/s, p50 wait ms, p99 wait ms, writes per transaction, CPU µs per write)."""
     found: dict[int, dict[str, list[tuple[float, ...]]]] = {}
     load_before = os.getloadavg()
     lines = [*(f"- {line}" for line in machine()), ""]
@@ -102,7 +108,8 @@ async def compare(runs: int, writes: int, request_ms: float, in_flights: tuple[i
                       " CPU before each:", "",
                       "| figure | as shipped | baseline | ratio of medians | median of each run's ratio |",
                       "|---|---|---|---|---|"]
-            for index, label in enumerate(("writes/s", "p50 wait, ms", "p99 wait, ms", "writes per transaction")):
+            for index, label in enumerate(("writes/s", "p50 wait, ms", "p99 wait, ms", "writes per transaction",
+                                           "CPU per write (all threads, the request slices left out), µs")):
                 ours = [f[index] for f in figures["as shipped"]]
                 base = [f[index] for f in figures["baseline"]]
                 paired = statistics.median(a / b for a, b in zip(ours, base, strict=True))
