@@ -266,10 +266,11 @@ def test_every_page_of_the_studios_navigation_loads_in_chromium(servers):
     run = local_http.post(f"{studio.url}/api/agents/chat-agent/stream", timeout=60,
                      json={"messages": "hello", "memory": {"thread": "walk", "resource": "chat-agent"}})
     assert run.status_code == 200 and run.text.rstrip().endswith("data: [DONE]")
-    result = walk_studio(studio)
+    sidebar = ("/inbox", "/agents", "/workflows", "/tools", "/evaluation", "/scorers", "/datasets", "/experiments",
+               "/experiments/review-queue", "/metrics", "/traces", "/logs", "/settings")
+    result = walk_studio(studio, expect_paths=sidebar)
     walked = [page["path"] for page in result["pages"]]
-    assert {"/inbox", "/agents", "/workflows", "/tools", "/evaluation", "/scorers", "/datasets", "/experiments",
-            "/experiments/review-queue", "/metrics", "/traces", "/logs", "/settings", *HIDDEN_PAGES} <= set(walked)
+    assert {*sidebar, *HIDDEN_PAGES} <= set(walked)
     assert walked[-1] == "/agents/chat-agent/threads/new"
     for page in result["pages"]:
         assert page["failureTexts"] == [], page

@@ -6,7 +6,8 @@
 //     extraPaths?: [path] (pages the sidebar hides but the Studio routes to, e.g. "/prompts",
 //     which only the keyboard shortcut "g p" reaches without a CMS), timeoutMs? (default 30000),
 //     quietMs? (default 800: how long no /api request may be in flight before a page counts as
-//     loaded), screenshotDir? }
+//     loaded), expectPaths?: [path] (sidebar links to wait for before the links are read),
+//     screenshotDir? }
 // stdout: ONE JSON line
 //   { ok, pages: [{path, name, via, requests, failedRequests, consoleErrors, pageErrors,
 //     failureTexts, quiet}], steps, failedRequests, consoleErrors, pageErrors, requests,
@@ -85,6 +86,11 @@ try {
     await page.getByText(agentName, { exact: true }).first().waitFor({ state: 'visible' });
     const more = page.locator(SIDEBAR).getByRole('button', { name: 'More', exact: true });
     if (await more.count()) await more.first().click();
+    // Some links show once the Studio's first queries answered (Tools, after /api/tools): on a
+    // loaded machine that can be after the agent list shows.
+    for (const path of input.expectPaths ?? []) {
+      await page.locator(SIDEBAR).locator('..').locator(`a[href="${path}"]`).first().waitFor({ state: 'attached' });
+    }
     // The sidebar: the main navigation and the footer (Settings, Resources) share its parent.
     links = await page.locator(SIDEBAR).evaluate(nav => [...nav.parentElement.querySelectorAll('a[href^="/"]')]
       .map(a => ({ path: a.getAttribute('href'), name: a.innerText.trim() })));

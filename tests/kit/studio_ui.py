@@ -61,11 +61,12 @@ def run_studio(studio, **request) -> dict:
 HIDDEN_PAGES = ["/prompts"]
 
 
-def walk_studio(studio, agent_id: str = "chat-agent") -> dict:
-    """One ``studio_pages.mjs`` walk of every page of the Studio's navigation; no failed
-    request, console or page error, and no page showing "Failed to load ..."."""
+def walk_studio(studio, agent_id: str = "chat-agent", expect_paths: tuple[str, ...] = ()) -> dict:
+    """One ``studio_pages.mjs`` walk of every page of the Studio's navigation (after the
+    sidebar shows ``expect_paths``); no failed request, console or page error, and no page
+    showing "Failed to load ..."."""
     result = run_node("studio_pages.mjs", {"baseUrl": studio.url, "agentId": agent_id, "extraPaths": HIDDEN_PAGES,
-                                           "timeoutMs": 30000}, timeout=300)
+                                           "expectPaths": list(expect_paths), "timeoutMs": 30000}, timeout=300)
     pages = [{k: page[k] for k in ("path", "requests", "failedRequests", "consoleErrors", "failureTexts")}
              for page in result.get("pages", [])]
     problems = {k: result[k] for k in ("ok", "error", "failedRequests", "consoleErrors", "pageErrors")}
