@@ -69,17 +69,17 @@ class Outcome:
 @dataclass(slots=True)
 class Write:
     work: Callable[[Any], Any]
-    future: Outcome
+    outcome: Outcome
 
     def run_alone(self, transaction: Callable[[Callable[[Any], Any]], Any]) -> None:
-        """Run the work as ``transaction`` runs a work (a transaction of its own) and settle the
-        future with its result or its error."""
+        """Run the work as ``transaction`` runs a work (a transaction of its own) and settle its
+        outcome with its result or its error."""
         try:
             result = transaction(self.work)
         except BaseException as exc:
-            self.future.set_exception(exc)
+            self.outcome.set_exception(exc)
         else:
-            self.future.set_result(result)
+            self.outcome.set_result(result)
 
 
 class WriteQueue:
@@ -110,7 +110,7 @@ class WriteQueue:
             start, self._draining = not self._draining, True
         if start:
             self._executor.submit(self._drain)
-        return write.future.caller
+        return write.outcome.caller
 
     def _drain(self) -> None:
         while True:
@@ -119,7 +119,7 @@ class WriteQueue:
                     self._draining = False
                     return
                 taken = [self._pending.popleft() for _ in range(min(self.max_group, len(self._pending)))]
-            group = [w for w in taken if w.future.set_running_or_notify_cancel()]  # cancelled: skipped
+            group = [w for w in taken if w.outcome.set_running_or_notify_cancel()]  # cancelled: skipped
             if not group:
                 continue
             self.groups += 1
@@ -128,8 +128,8 @@ class WriteQueue:
                 self._run_group(group)
             except BaseException as exc:  # a bug in run_group must not strand the callers
                 for write in group:
-                    if not write.future.done():
-                        write.future.set_exception(exc)
+                    if not write.outcome.done():
+                        write.outcome.set_exception(exc)
             _hand_back(group)
 
 
@@ -137,7 +137,7 @@ def _hand_back(group: list[Write]) -> None:
     """Give each caller its write's outcome, on its own loop, one call per loop."""
     by_loop: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
     for write in group:
-        by_loop.setdefault(write.future.caller.get_loop(), []).append(write.future)
+        by_loop.setdefault(write.outcome.caller.get_loop(), []).append(write.outcome)
     for loop, outcomes in by_loop.items():
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
             loop.call_soon_threadsafe(_settle, outcomes)

@@ -216,7 +216,7 @@ class LibSQLStore:
         if self._writes is None:
             raise StorageError(f"store {self.url} is not open")
         try:
-            return await asyncio.wrap_future(self._writes.submit(work))
+            return await self._writes.submit(work)
         except sqlite3.OperationalError as exc:
             if is_locked(exc):
                 raise StorageBusy(f"database {self.url} is locked by another writer") from exc
@@ -251,7 +251,7 @@ _SAVEPOINT, _ROLLBACK_TO, _RELEASE = "SAVEPOINT grouped", "ROLLBACK TO grouped",
 
 def run_group(conn: sqlite3.Connection, group: list[Write]) -> None:
     """Run a group of writes as one transaction (dev_server.storage.group_commit); settles
-    every write's future.
+    every write's outcome.
 
     Optimistic first: the works one after another, one ``COMMIT`` (a savepoint per work
     would cost two more statements per write, each a trip out of the GIL and back). When one
@@ -268,12 +268,12 @@ def run_group(conn: sqlite3.Connection, group: list[Write]) -> None:
             try:
                 results.append(write.work(conn))
             except BaseException as exc:
-                write.future.set_exception(exc)
+                write.outcome.set_exception(exc)
                 break
         else:
             conn.execute("COMMIT")
             for write, result in zip(group, results, strict=True):
-                write.future.set_result(result)
+                write.outcome.set_result(result)
             return
     except sqlite3.Error:
         pass  # the COMMIT failed: nothing was written
@@ -283,7 +283,7 @@ def run_group(conn: sqlite3.Connection, group: list[Write]) -> None:
         raise  # the queue fails every write not settled yet
     if conn.in_transaction:
         conn.execute("ROLLBACK")
-    _in_savepoints(conn, [write for write in group if not write.future.done()])
+    _in_savepoints(conn, [write for write in group if not write.outcome.done()])
 
 
 def _begin(conn: sqlite3.Connection, group: list[Write]) -> bool:
@@ -291,7 +291,7 @@ def _begin(conn: sqlite3.Connection, group: list[Write]) -> bool:
         conn.execute("BEGIN IMMEDIATE")
     except BaseException as exc:  # locked past busy_timeout: the group waited as one write would
         for write in group:
-            write.future.set_exception(exc)
+            write.outcome.set_exception(exc)
         return False
     return True
 
@@ -313,7 +313,7 @@ def _in_savepoints(conn: sqlite3.Connection, group: list[Write]) -> None:
             try:
                 result = write.work(conn)
             except BaseException as exc:
-                write.future.set_exception(exc)
+                write.outcome.set_exception(exc)
                 if not conn.in_transaction:
                     break
                 conn.execute(_ROLLBACK_TO)
@@ -324,7 +324,7 @@ def _in_savepoints(conn: sqlite3.Connection, group: list[Write]) -> None:
         else:
             conn.execute("COMMIT")
             for write, result in done:
-                write.future.set_result(result)
+                write.outcome.set_result(result)
             return
     except sqlite3.Error:
         pass
@@ -334,7 +334,7 @@ def _in_savepoints(conn: sqlite3.Connection, group: list[Write]) -> None:
         raise
     if conn.in_transaction:
         conn.execute("ROLLBACK")
-    _one_by_one(conn, [write for write in group if not write.future.done()])
+    _one_by_one(conn, [write for write in group if not write.outcome.done()])
 
 
 def _one_by_one(conn: sqlite3.Connection, writes: list[Write]) -> None:

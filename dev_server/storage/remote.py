@@ -152,7 +152,7 @@ class RemoteLibSQLStore:
         if queue is None:
             raise StorageError(f"store {self.url} is not open")
         try:  # the transaction never committed, so running ``work`` again is safe
-            return await retry_locked(lambda: asyncio.wrap_future(queue.submit(work)), self.busy_timeout_ms)
+            return await retry_locked(lambda: queue.submit(work), self.busy_timeout_ms)
         except sqlite3.OperationalError as exc:
             if is_locked(exc):
                 raise StorageBusy(f"database {self.url} is locked by another writer") from exc
@@ -167,13 +167,13 @@ class RemoteLibSQLStore:
             except (StorageUnavailable, StorageBusy, sqlite3.OperationalError) as exc:
                 if not isinstance(exc, sqlite3.OperationalError) or is_locked(exc):  # the server's, not a write's
                     for write in group:  # each caller fails (a lock: retries) as it would have alone
-                        write.future.set_exception(exc)
+                        write.outcome.set_exception(exc)
                     return
             except BaseException:  # noqa: S110 - every write is run again below and gets its own outcome
                 pass
             else:
                 for write, result in zip(group, results, strict=True):
-                    write.future.set_result(result)
+                    write.outcome.set_result(result)
                 return
         for write in group:
             write.run_alone(self._transaction)
