@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -176,6 +177,18 @@ class LiveApp:
         self.thread.join(timeout=10)
         if self.socket is not None:
             self.socket.close()
+
+
+def wait_until(ready: Callable[[], Any], timeout: float = 30.0, poll_s: float = 0.05,
+               seen: Callable[[], Any] | None = None) -> Any:
+    """Poll ``ready`` until it gives something true, and return that; past ``timeout`` the
+    test fails, with ``seen()`` (what there was instead) as its message. For what a server
+    does in the background: a fixed pause is too short on a loaded machine."""
+    deadline = time.monotonic() + timeout
+    while not (value := ready()):
+        assert time.monotonic() < deadline, seen() if seen else f"not ready after {timeout} s"
+        time.sleep(poll_s)
+    return value
 
 
 def sqlite_rows(path: Path, sql: str, params: tuple = ()) -> list[tuple]:

@@ -5,7 +5,6 @@ answer is checked against values computed here with our own SQL over the span ro
 from __future__ import annotations
 
 import json
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from opentelemetry.trace import Status, StatusCode, set_span_in_context
 from tests.kit.local_http import local_http
 from tests.kit.servers import serve
 from tests.kit.traces import observability_store, rows
+from tests.support import wait_until
 
 T0 = datetime(2025, 1, 1, 10, 0, tzinfo=UTC)
 API = "/api/observability"
@@ -263,10 +263,8 @@ def test_real_agent_turns(data_dir: Path):
             assert reply.status_code == 200, reply.text
             usage.append(reply.json()["usage"])
         sql = "SELECT count(*) FROM spans WHERE span_type = 'agent_run' AND ended_at IS NOT NULL"
-        deadline = time.monotonic() + 45  # exported through the span queue's timer
-        while store.run_blocking(lambda con: con.execute(sql).fetchone()[0]) < 3:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        # exported through the span queue's timer
+        wait_until(lambda: store.run_blocking(lambda con: con.execute(sql).fetchone()[0]) >= 3, 45, poll_s=0.1)
         rows = store.run_blocking(lambda con: con.execute(
             f"SELECT sum({TOKENS.format('inputTokens')}), sum({TOKENS.format('outputTokens')}) FROM spans"
             " WHERE span_type = 'model_generation'").fetchone())

@@ -20,7 +20,7 @@ from fastapi import FastAPI, Request
 from tests.kit.chat import chat_and_drain
 from tests.kit.local_http import local_http
 from tests.kit.traces import QUERY, wait_for_traces
-from tests.support import LiveApp, free_port, user_message
+from tests.support import LiveApp, free_port, user_message, wait_until
 
 
 def chat_studio(studio, thread: str) -> None:
@@ -87,13 +87,17 @@ def test_runs_through_both_processes_become_traces_with_mastras_tree(pair):
 
     # logs are exported apart from the spans (a queue of their own): they may land later
     wanted = {f"agent run {what}: chat-agent on thread obs-gateway" for what in ("started", "finished")}
-    messages: dict[str, dict] = {}
-    deadline = time.monotonic() + 45
-    while not wanted <= messages.keys() and time.monotonic() < deadline:
+
+    def logged() -> dict[str, dict]:
         logs = local_http.get(f"{studio.url}/api/observability/logs",
                               params={"traceId": gateway_trace["traceId"]}).json()
-        messages = {entry["message"].split(",")[0]: entry for entry in logs["logs"]}  # without the time
-        time.sleep(0.1)
+        return {entry["message"].split(",")[0]: entry for entry in logs["logs"]}  # without the time
+
+    def both_logged() -> dict[str, dict] | None:
+        found = logged()
+        return found if wanted <= found.keys() else None
+
+    messages = wait_until(both_logged, 45, poll_s=0.1, seen=logged)
     started = messages["agent run started: chat-agent on thread obs-gateway"]
     assert started["spanId"] == root["spanId"] and started["threadId"] == "obs-gateway"
     assert started["level"] == "info" and "agent run finished: chat-agent on thread obs-gateway" in messages

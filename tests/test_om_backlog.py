@@ -21,7 +21,6 @@ import dataclasses
 import json
 import re
 import threading
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -38,6 +37,7 @@ from tests.kit.chat import turn
 from tests.kit.local_http import background_idle
 from tests.kit.om import parts, pending, record_row, stored_messages
 from tests.kit.servers import serve
+from tests.support import wait_until
 
 THREAD = "imported"
 IMPORTED = 6_000
@@ -120,9 +120,8 @@ def test_an_imported_backlog_is_observed_one_batch_per_turn_then_caught_up_in_th
         second = turn(server, THREAD, "u2", "(turn 2) And what else?")  # the catch-up waits at the gate
         assert not parts(second, "observation-start") and not parts(second, "buffering-start")
         assert pending(second) < THRESHOLD
-        deadline = time.monotonic() + 30  # the catch-up queued by turn 1 reaches the gate in the background
-        while len(observer.seen) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        # the catch-up queued by turn 1 reaches the gate in the background
+        wait_until(lambda: len(observer.seen) >= 2, poll_s=0.02, seen=lambda: observer.seen)
         assert len(observer.seen) == 2  # the turn observed nothing itself: the catch-up waits at the gate
 
         observer.gate.set()

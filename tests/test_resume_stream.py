@@ -146,7 +146,8 @@ def test_a_replica_killed_mid_reply_ends_the_resumed_stream_with_an_error(data_d
     producer = servers.gateway(env={"DEV_SERVER_TELEMETRY": "false"})
     try:
         seen = post_chat(producer.url, "killed", "a long answer please [[slower]]", read_frames=6)
-        recorded_through(lambda sql: sqlite_rows(data_dir / "dev-server.db", sql), "killed", seen[-1][0])
+        recorded_through(lambda sql, params: sqlite_rows(data_dir / "dev-server.db", sql, params), "killed",
+                         seen[-1][0])
     finally:
         producer.process.kill()
         producer.stop()

@@ -23,7 +23,7 @@ import httpx
 
 from tests.kit.local_http import local_http
 from tests.kit.ui_stream import StreamError, build_message
-from tests.support import frames_of, run_node, user_message
+from tests.support import frames_of, run_node, user_message, wait_until
 
 CHAT = "/api/chat"
 
@@ -149,13 +149,11 @@ def chat_and_drain(server: Any, conversation: str, text: str = "my name is Ada")
 
 def recorded_through(rows, chat_id: str, seq: int, timeout: float = 30) -> None:
     """Wait until the recorder stored the stream of ``chat_id`` up to frame ``seq``: only the
-    first text is stored before it is sent; later frames go out in the recorder's next flush."""
+    first text is stored before it is sent; later frames go out in the recorder's next flush.
+    ``rows(sql, params)``: a query on the database the recorder writes to."""
     sql = ("SELECT coalesce(max(c.seq), 0) FROM stream_chunks c JOIN chat_streams s USING (stream_id)"
-           f" WHERE s.chat_id = '{chat_id}'")
-    deadline = time.monotonic() + timeout
-    while rows(sql)[0][0] < seq:
-        assert time.monotonic() < deadline, rows(sql)
-        time.sleep(0.05)
+           " WHERE s.chat_id = ?")
+    wait_until(lambda: rows(sql, (chat_id,))[0][0] >= seq, timeout, seen=lambda: rows(sql, (chat_id,)))
 
 
 class ReadChunks:
@@ -173,7 +171,4 @@ class ReadChunks:
         return [c["type"] for c in self.chunks]
 
     def wait_for(self, kind: str, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while kind not in self.types():
-            assert time.monotonic() < deadline, self.types()
-            time.sleep(0.02)
+        wait_until(lambda: kind in self.types(), timeout, poll_s=0.02, seen=self.types)
