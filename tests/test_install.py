@@ -39,7 +39,7 @@ from dev_server.storage.migrate import load_migrations
 from tests.kit.chat import post_chat, text_of
 from tests.kit.cli import assert_one_error_line, run_cli
 from tests.kit.local_http import local_http
-from tests.support import REPO, free_port
+from tests.support import REPO, free_port, wait_until
 
 COMMANDS = ("dev", "gateway", "studio", "health", "studio-ui")
 INDEX = ('<!doctype html><script>window.MASTRA_SERVER_HOST = "%%MASTRA_SERVER_HOST%%"; '
@@ -263,9 +263,8 @@ def test_the_wheel_installs_as_a_command_that_runs_from_any_directory(tmp_path: 
         assert reply.startswith("[local model]")
         studio_page = local_http.get(f"http://127.0.0.1:{studio_port}/", timeout=10).text
         assert f'window.MASTRA_SERVER_PORT = "{studio_port}"' in studio_page
-        deadline = time.monotonic() + 30  # the banner follows both being ready within a 0.1 s poll (or more, loaded)
-        while not any(line.startswith("  data:") for line in printed) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        # the banner follows both being ready within a 0.1 s poll (or more, loaded)
+        wait_until(lambda: any(line.startswith("  data:") for line in printed), seen=lambda: printed)
     finally:
         os.killpg(dev.pid, signal.SIGINT)
         dev.wait(timeout=30)
