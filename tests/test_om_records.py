@@ -12,7 +12,7 @@ from dev_server.om.engine.record_store import om_record_store
 from dev_server.om.engine.window import drop_observed, has_incomplete_tool_calls, unobserved
 from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.libsql import LibSQLStore
-from dev_server.storage.om_records import lookup_key, thread_om
+from dev_server.storage.om_records import _SELECT_ACTIVE, lookup_key, thread_om
 
 pytestmark = pytest.mark.anyio
 
@@ -195,3 +195,36 @@ async def test_a_record_read_again_shares_what_did_not_change_with_the_last_read
     three = await records.active("thread:t1")
     assert [c["id"] for c in three.buffered_observation_chunks] == ["ombuf-1", "ombuf-2"]
     assert three.active_observations is log or three.active_observations == log
+
+
+async def test_a_record_read_again_asks_for_its_large_values_only_when_another_writer_changed_them(
+        db: LibSQLStore) -> None:
+    """The read leaves out the log, the chunks and the buffered reflection while the row's
+    ``content_rev`` is the one last read (migration 0016); any writer's UPDATE of them moves
+    it, a plain SQL one that knows nothing of it too (another process, another replica)."""
+    records = om_record_store(db)
+    first = await records.initialize(scope="thread", thread_id="t1", resource_id="r1", config={}, timezone="UTC")
+    await records.update_active_observations(first.id, observations="* first log", token_count=3,
+                                             last_observed_at=None, observed_ids=[])
+    one = await records.active("thread:t1")
+    left_out = await db.fetch_one(_SELECT_ACTIVE, ("thread:t1", one.id, records._last_read["thread:t1"].content_rev))
+    assert left_out["active_observations"] is None and left_out["pending_message_tokens"] == 0
+    two = await records.active("thread:t1")
+    assert two.active_observations is one.active_observations == "* first log"
+
+    await db.run_write(lambda conn: conn.execute(
+        "UPDATE mastra_observational_memory SET active_observations = '* written elsewhere',"
+        " pending_message_tokens = 7 WHERE id = ?", (first.id,)))
+    three = await records.active("thread:t1")
+    assert three.active_observations == "* written elsewhere" and three.pending_message_tokens == 7
+    await db.run_write(lambda conn: conn.execute(
+        "UPDATE mastra_observational_memory SET buffered_reflection = 'kept aside' WHERE id = ?", (first.id,)))
+    four = await records.active("thread:t1")
+    assert four.buffered_reflection == "kept aside"
+    assert four.active_observations is three.active_observations  # unchanged text: still shared
+
+    await db.run_write(lambda conn: conn.execute(
+        "UPDATE mastra_observational_memory SET pending_message_tokens = 9 WHERE id = ?", (first.id,)))
+    five = await records.active("thread:t1")  # a small column alone: the large ones stay left out
+    assert five.pending_message_tokens == 9 and five.active_observations is four.active_observations
+    assert five.buffered_reflection is four.buffered_reflection

@@ -26,7 +26,7 @@ import json
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -111,10 +111,29 @@ def _record(row: sqlite3.Row, known: dict[str, Any] | None = None) -> OMRecord:
     values.update(known)
     values["metadata"] = values["metadata"] or {}
     values.pop("active_observations_pending_update", None)
+    values.pop("content_rev", None)
     return OMRecord(**values)
 
 
 _SELECT = "SELECT * FROM mastra_observational_memory"
+# The active record, its large values (``_SHARED_COLUMNS``) left out (NULL) when the row is the
+# one whose copy the caller holds (?2) and they did not change since (?3: ``content_rev``,
+# migration 0016). SQLite reads a column only when asked for it: the log, the chunks and the
+# buffered reflection stay in their overflow pages.
+_SELECT_ACTIVE = (
+    f"SELECT content_rev, {', '.join(f.name for f in fields(OMRecord) if f.name not in _SHARED_COLUMNS)}, "
+    + ", ".join(f"CASE WHEN id = ?2 AND content_rev = ?3 THEN NULL ELSE {c} END AS {c}" for c in _SHARED_COLUMNS)
+    + " FROM mastra_observational_memory WHERE lookup_key = ?1 ORDER BY generation_count DESC LIMIT 1")
+
+
+@dataclass(frozen=True)
+class _LastRead:
+    """What ``OMRecordStore.active`` keeps of a key's last read: the row and its ``content_rev``,
+    and for each large column its stored text and the value made of it."""
+
+    id: str
+    content_rev: int
+    values: dict[str, tuple[Any, Any]]
 
 
 @dataclass(frozen=True)
@@ -134,25 +153,32 @@ class OMRecordStore:
         self.rules = rules
         self.db = db
         self.clock = clock
-        self._last_read: OrderedDict[str, dict[str, tuple[Any, Any]]] = OrderedDict()  # column: (stored, value)
+        self._last_read: OrderedDict[str, _LastRead] = OrderedDict()
 
     async def active(self, key: str) -> OMRecord | None:
-        row = await self.db.fetch_one(f"{_SELECT} WHERE lookup_key = ? ORDER BY generation_count DESC LIMIT 1",
-                                      (key,))
-        return self._as_last_read(key, row) if row else None
+        kept = self._last_read.get(key)
+        row = await self.db.fetch_one(_SELECT_ACTIVE, (key, kept.id if kept else None,
+                                                       kept.content_rev if kept else None))
+        return self._as_last_read(key, row, kept) if row else None
 
-    def _as_last_read(self, key: str, row: sqlite3.Row) -> OMRecord:
-        """The record, sharing with the last read of ``key`` the large values whose stored text
-        did not change: every turn reads a record whose log and buffered chunks rarely changed
-        since the last turn. The kept log text has its hash already (the observation messages
-        are cached by it: hashing an equal copy costs ten times comparing it), and kept JSON
-        (the chunks, tens of kilobytes while they wait) is not decoded again. Nothing changes a
-        record's values in place: a write builds new ones."""
-        kept = self._last_read.get(key, {})
-        same = {column: kept[column][1] for column in _SHARED_COLUMNS
-                if column in kept and row[column] is not None and row[column] == kept[column][0]}
-        record = _record(row, same)
-        self._last_read[key] = {column: (row[column], getattr(record, column)) for column in _SHARED_COLUMNS}
+    def _as_last_read(self, key: str, row: sqlite3.Row, kept: _LastRead | None) -> OMRecord:
+        """The record, sharing with the last read of ``key`` the large values it holds: every
+        turn reads a record whose log and buffered chunks rarely changed since the last turn.
+        When none of them changed (same row, same ``content_rev``) the read left them out;
+        when some did, those whose stored text is the same are still shared. So the kept log
+        text has its hash already (the observation messages are cached by it: hashing an equal
+        copy costs ten times comparing it), and kept JSON (the chunks, tens of kilobytes while
+        they wait) is not decoded again. Nothing changes a record's values in place: a write
+        builds new ones."""
+        values = kept.values if kept is not None else {}
+        if kept is not None and row["id"] == kept.id and row["content_rev"] == kept.content_rev:
+            record = _record(row, {column: value for column, (_, value) in values.items()})
+        else:
+            same = {column: values[column][1] for column in _SHARED_COLUMNS
+                    if column in values and row[column] is not None and row[column] == values[column][0]}
+            record = _record(row, same)
+            values = {column: (row[column], getattr(record, column)) for column in _SHARED_COLUMNS}
+        self._last_read[key] = _LastRead(record.id, row["content_rev"], values)
         self._last_read.move_to_end(key)
         if len(self._last_read) > self.KEPT_RECORDS:
             self._last_read.popitem(last=False)
