@@ -15,7 +15,9 @@ built-in local model answering as actor, observer and reflector. Three figures:
 3. **Fresh thread**: CPU per turn, OM on against OM off (target ≤ 1.5x).
 
 CPU per turn is the process's CPU time over a block of turns, the background work they
-started (buffered observations, reflections) included, divided by the turns.
+started (buffered observations, reflections) included, divided by the turns; OM on and OM
+off run side by side in the process, three blocks each taking turns, and each figure is the
+median of its three.
 Results are printed and written to bench/results/<date>-<commit>-om-long-thread[-quick].md.
 Run: .venv/bin/python bench/om_long_thread.py [--quick]
 (quick: 150 turns per window size, the 10,000-message import only, 100-turn CPU blocks; else 300.)
@@ -42,6 +44,7 @@ from dev_server.settings import Settings  # noqa: E402
 WINDOW = 10
 CATCH_UP = 60
 WINDOW_SIZES = (30_000, 100_000)
+BLOCKS = 3  # CPU blocks per side, OM on and off taking turns (``interleaved``)
 
 
 def median(values: list[float]) -> float:
@@ -62,41 +65,59 @@ async def window_size(message_tokens: int, turns: int, watch: Watch) -> dict[str
 
 async def imported(size: int, block: int, watch: Watch) -> dict[str, Any]:
     found: dict[str, Any] = {"size": size}
-    async with TurnBench(Settings(), watch) as bench:
-        thread = bench.new_thread()
+    async with TurnBench(Settings(), watch) as on, TurnBench(Settings(om_enabled=False), watch) as off:
+        thread = on.new_thread()
         started = time.perf_counter()
-        await bench.import_messages(thread, size)
+        await on.import_messages(thread, size)
         found["import_s"] = time.perf_counter() - started
-        first = await bench.turn(thread, 1)
+        first = await on.turn(thread, 1)
         found.update(first_s=first["total"], first_model_s=first["model"], first_om_calls=first["om_calls"],
                      first_pending=first.get("pending", 0))
-        threshold = bench.agent.memory.options.om.message_threshold(0)
+        threshold = on.agent.memory.options.om.message_threshold(0)
         index, slowest = 1, 0.0
         while index < CATCH_UP:
             index += 1
-            row = await bench.turn(thread, index)
+            row = await on.turn(thread, index)
             slowest = max(slowest, row["total"])
-            await bench.settle()
+            await on.settle()
             if row.get("pending", 0) < threshold:
                 break
         found.update(catch_up_turns=index - 1, catch_up_slowest_s=slowest, pending_after=row.get("pending", 0))
-        found["on"] = await bench.cpu_per_turn(thread, block, index + 1)
-    async with TurnBench(Settings(om_enabled=False), watch) as bench:
-        thread = bench.new_thread()
-        await bench.import_messages(thread, size)
-        await bench.turn(thread, 1)
-        found["off"] = await bench.cpu_per_turn(thread, block, 2)
+        off_thread = off.new_thread()
+        await off.import_messages(off_thread, size)
+        await off.turn(off_thread, 1)
+        found["on"], found["off"] = await interleaved((on, thread, index + 1), (off, off_thread, 2), block)
     return found
 
 
 async def fresh(block: int, watch: Watch) -> dict[str, tuple[float, ...]]:
-    found: dict[str, tuple[float, ...]] = {}
-    for label, settings in (("on", Settings()), ("off", Settings(om_enabled=False))):
-        async with TurnBench(settings, watch) as bench:
-            thread = bench.new_thread()
-            await bench.turn(thread, 1)
-            found[label] = await bench.cpu_per_turn(thread, block, 2)
-    return found
+    """As ``interleaved``, each block on a thread of its own (its first ``block`` turns after the first)."""
+    runs: dict[str, list[tuple[float, ...]]] = {"on": [], "off": []}
+    async with TurnBench(Settings(), watch) as on, TurnBench(Settings(om_enabled=False), watch) as off:
+        for _ in range(BLOCKS):
+            for side, bench in (("on", on), ("off", off)):
+                thread = bench.new_thread()
+                await bench.turn(thread, 1)
+                runs[side].append(await bench.cpu_per_turn(thread, block, 2))
+    return {side: medians(blocks) for side, blocks in runs.items()}
+
+
+async def interleaved(on: tuple[TurnBench, str, int], off: tuple[TurnBench, str, int],
+                      block: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """CPU per turn (``TurnBench.cpu_per_turn``) of OM on and of OM off, in ``BLOCKS`` blocks
+    of ``block`` turns taking turns, each figure the median of its blocks: what the machine
+    does meanwhile (a slow minute, another process) falls on both alike, not on one run."""
+    runs: list[list[tuple[float, ...]]] = [[], []]
+    starts = [on[2], off[2]]
+    for _ in range(BLOCKS):
+        for side, (bench, thread, _) in enumerate((on, off)):
+            runs[side].append(await bench.cpu_per_turn(thread, block, starts[side]))
+            starts[side] += block
+    return medians(runs[0]), medians(runs[1])
+
+
+def medians(blocks: list[tuple[float, ...]]) -> tuple[float, ...]:
+    return tuple(median([b[k] for b in blocks]) for k in range(len(blocks[0])))
 
 
 def cpu_cells(on: tuple[float, ...], off: tuple[float, ...]) -> str:
