@@ -129,11 +129,12 @@ _SELECT_ACTIVE = (
 @dataclass(frozen=True)
 class _LastRead:
     """What ``OMRecordStore.active`` keeps of a key's last read: the row and its ``content_rev``,
-    and for each large column its stored text and the value made of it."""
+    each large column's stored text, and the value made of it."""
 
     id: str
     content_rev: int
-    values: dict[str, tuple[Any, Any]]
+    stored: dict[str, Any]
+    values: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -170,15 +171,16 @@ class OMRecordStore:
         copy costs ten times comparing it), and kept JSON (the chunks, tens of kilobytes while
         they wait) is not decoded again. Nothing changes a record's values in place: a write
         builds new ones."""
-        values = kept.values if kept is not None else {}
         if kept is not None and row["id"] == kept.id and row["content_rev"] == kept.content_rev:
-            record = _record(row, {column: value for column, (_, value) in values.items()})
+            record = _record(row, kept.values)
+            self._last_read[key] = kept  # again: another key's read may have dropped it meanwhile
         else:
-            same = {column: values[column][1] for column in _SHARED_COLUMNS
-                    if column in values and row[column] is not None and row[column] == values[column][0]}
+            same = {column: kept.values[column] for column in _SHARED_COLUMNS
+                    if kept is not None and row[column] is not None and row[column] == kept.stored[column]}
             record = _record(row, same)
-            values = {column: (row[column], getattr(record, column)) for column in _SHARED_COLUMNS}
-        self._last_read[key] = _LastRead(record.id, row["content_rev"], values)
+            self._last_read[key] = _LastRead(record.id, row["content_rev"],
+                                             {column: row[column] for column in _SHARED_COLUMNS},
+                                             {column: getattr(record, column) for column in _SHARED_COLUMNS})
         self._last_read.move_to_end(key)
         if len(self._last_read) > self.KEPT_RECORDS:
             self._last_read.popitem(last=False)
