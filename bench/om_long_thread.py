@@ -31,6 +31,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -86,33 +87,48 @@ async def imported(size: int, block: int, watch: Watch) -> dict[str, Any]:
         off_thread = off.new_thread()
         await off.import_messages(off_thread, size)
         await off.turn(off_thread, 1)
-        found["on"], found["off"] = await interleaved((on, thread, index + 1), (off, off_thread, 2), block)
+        found["on"], found["off"] = await interleaved(on_thread_blocks(on, thread, index + 1, block),
+                                                      on_thread_blocks(off, off_thread, 2, block))
     return found
 
 
 async def fresh(block: int, watch: Watch) -> dict[str, tuple[float, ...]]:
-    """As ``interleaved``, each block on a thread of its own (its first ``block`` turns after the first)."""
-    runs: dict[str, list[tuple[float, ...]]] = {"on": [], "off": []}
     async with TurnBench(Settings(), watch) as on, TurnBench(Settings(om_enabled=False), watch) as off:
-        for _ in range(BLOCKS):
-            for side, bench in (("on", on), ("off", off)):
-                thread = bench.new_thread()
-                await bench.turn(thread, 1)
-                runs[side].append(await bench.cpu_per_turn(thread, block, 2))
-    return {side: medians(blocks) for side, blocks in runs.items()}
+        found = await interleaved(fresh_thread_blocks(on, block), fresh_thread_blocks(off, block))
+    return {"on": found[0], "off": found[1]}
 
 
-async def interleaved(on: tuple[TurnBench, str, int], off: tuple[TurnBench, str, int],
-                      block: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """CPU per turn (``TurnBench.cpu_per_turn``) of OM on and of OM off, in ``BLOCKS`` blocks
-    of ``block`` turns taking turns, each figure the median of its blocks: what the machine
-    does meanwhile (a slow minute, another process) falls on both alike, not on one run."""
-    runs: list[list[tuple[float, ...]]] = [[], []]
-    starts = [on[2], off[2]]
+Block = Callable[[], Awaitable[tuple[float, ...]]]
+
+
+def on_thread_blocks(bench: TurnBench, thread: str, first_index: int, block: int) -> Block:
+    """Blocks of ``block`` turns one after another on ``thread``, from turn ``first_index``."""
+    next_turn = first_index
+
+    async def run() -> tuple[float, ...]:
+        nonlocal next_turn
+        start, next_turn = next_turn, next_turn + block
+        return await bench.cpu_per_turn(thread, block, start)
+    return run
+
+
+def fresh_thread_blocks(bench: TurnBench, block: int) -> Block:
+    """Each block on a thread of its own: its first ``block`` turns after the first."""
+    async def run() -> tuple[float, ...]:
+        thread = bench.new_thread()
+        await bench.turn(thread, 1)
+        return await bench.cpu_per_turn(thread, block, 2)
+    return run
+
+
+async def interleaved(on: Block, off: Block) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """CPU per turn (``TurnBench.cpu_per_turn``) of OM on and of OM off, ``BLOCKS`` blocks each
+    taking turns, each figure the median of its blocks: what the machine does meanwhile (a
+    slow minute, another process) falls on both alike, not on one run."""
+    runs: tuple[list[tuple[float, ...]], list[tuple[float, ...]]] = ([], [])
     for _ in range(BLOCKS):
-        for side, (bench, thread, _) in enumerate((on, off)):
-            runs[side].append(await bench.cpu_per_turn(thread, block, starts[side]))
-            starts[side] += block
+        for side, block in zip(runs, (on, off), strict=True):
+            side.append(await block())
     return medians(runs[0]), medians(runs[1])
 
 
