@@ -10,6 +10,8 @@ about 200x faster than ``executemany`` for the same rows.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,6 +23,7 @@ from dev_server.storage.errors import StorageError, first_line
 from dev_server.storage.migrate import apply_duckdb, load_migrations
 
 T = TypeVar("T")
+log = logging.getLogger("dev-server.observability")
 
 # Without a limit of ours, DuckDB caches the blocks it wrote up to its own, 80 % of the RAM:
 # the studio's RSS grew with the spans it stored, by hundreds of megabytes. Its primary-key
@@ -31,6 +34,12 @@ T = TypeVar("T")
 # 16-byte key, above the ~40 measured) or the indexes' size in memory, whichever is larger,
 # never lower than it was in this process, plus CACHE_MB for the rest.
 CACHE_MB = 64
+# A checkpoint compresses a column 2,048 rows at a time, all of them pinned: 2,048 spans whose
+# input is 30 kB each need 60 MB at once, past CACHE_MB, and DuckDB then gives up the whole
+# database (a FATAL error: every later statement refused until it is opened again). Its
+# writes are in the WAL by then, so the store opens the file again with twice the room (up to
+# ROOM_CAP_MB) and runs the job again: the WAL replayed, a batch already stored is upserted.
+ROOM_CAP_MB = 1024
 KEY_BYTES = 160
 SPAN_KEY_BYTES = 64
 REFIT_EVERY = 16  # writes between two looks (~0.1 MB of index a write)
@@ -54,6 +63,8 @@ class DuckDBStore:
         self._con = None
         self._writes = 0
         self._index_bytes = 0  # the most the indexes were found to need in this process
+        self._room_mb = CACHE_MB  # the limit's room beside the indexes (grows after a FATAL error)
+        self.reopened = 0  # times the database was opened again after a FATAL error
         self._executor: ThreadPoolExecutor | None = None
 
     @property
@@ -128,28 +139,66 @@ class DuckDBStore:
         if not rows:
             return 0
 
-        def append_sync() -> int:
-            with self._require().appender(table, columns=list(columns)) as appender:
+        def append_sync(con) -> int:
+            with con.appender(table, columns=list(columns)) as appender:
                 appender.append_rows(rows)
             return len(rows)
 
-        return await self._run(append_sync)
+        return await self.run(append_sync)
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        def query_sync() -> list[dict[str, Any]]:
-            cursor = self._require().execute(sql, list(params))
+        def query_sync(con) -> list[dict[str, Any]]:
+            cursor = con.execute(sql, list(params))
             names = [d[0] for d in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
-        return await self._run(query_sync)
+        return await self.run(query_sync)
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
-        await self._run(lambda: self._require().execute(sql, list(params)))
+        await self.run(lambda con: con.execute(sql, list(params)))
 
     async def run(self, fn: Callable[[Any], T]) -> T:
         """Run ``fn(connection)`` as one job on the worker thread, so several statements (a
         transaction around two appends) cannot interleave with another caller's."""
-        return await self._run(lambda: fn(self._require()))
+        return await self._run(self._job, fn)
+
+    def _job(self, fn: Callable[[Any], T]) -> T:
+        """``fn(connection)`` on the worker thread; after a FATAL error, once more on the
+        database opened again with more room (ROOM_CAP_MB above)."""
+        try:
+            return fn(self._require())
+        except Exception:
+            if not self._invalidated():
+                raise
+        self._reopen()
+        return fn(self._require())
+
+    def _invalidated(self) -> bool:
+        import duckdb
+
+        con = self._con
+        if con is None or self.path is None:  # in memory, opening it again would lose every row
+            return False
+        try:
+            con.execute("SELECT 1").fetchall()
+        except duckdb.FatalException:
+            return True
+        except duckdb.Error:
+            return False
+        return False
+
+    def _reopen(self) -> None:
+        import duckdb
+
+        limit = self.memory_limit_mb
+        with contextlib.suppress(duckdb.Error):
+            self._require().close()
+        self._con = None
+        self.reopened += 1
+        self._room_mb = min(self._room_mb * 2, ROOM_CAP_MB)
+        log.warning("the observability database %s failed at a limit of %s MB (DuckDB ended it with a fatal error);"
+                    " opened again with %s MB of room beside its indexes", self.path, limit, self._room_mb)
+        self._open_sync()
 
     def run_blocking(self, fn: Callable[[Any], T], timeout: float | None = None) -> T:
         """``run`` for a thread that is not the event loop's (an OpenTelemetry processor
@@ -158,18 +207,18 @@ class DuckDBStore:
         if executor is None or self._con is None:
             raise StorageError(f"observability store {self.url} is not open")
         try:
-            future = executor.submit(lambda: fn(self._require()))
+            future = executor.submit(self._job, fn)
         except RuntimeError as exc:  # shut down by close() meanwhile
             raise StorageError(f"observability store {self.url} is closed") from exc
         return future.result(timeout)
 
     def health(self) -> dict[str, Any]:
         return {"engine": self.engine, "url": self.url, "path": str(self.path) if self.path else None,
-                "open": self.is_open, "memoryLimitMb": self.memory_limit_mb}
+                "open": self.is_open, "memoryLimitMb": self.memory_limit_mb, "reopened": self.reopened}
 
     @property
     def memory_limit_mb(self) -> int | None:
         """DuckDB's memory limit as this store keeps it (None: in memory, DuckDB's own)."""
         if self.memory_mb:
             return self.memory_mb
-        return (self._index_bytes >> 20) + CACHE_MB if self.path is not None and self.is_open else None
+        return (self._index_bytes >> 20) + self._room_mb if self.path is not None and self.is_open else None
