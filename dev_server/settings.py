@@ -69,9 +69,10 @@ class Settings(BaseSettings):
                                                          "is down or behind; past either bound the oldest go")
     trace_retention_days: int | None = Field(None, ge=1, description="Drop spans and logs older than this (studio)")
     trace_memory_mb: int = Field(0, ge=0, description="Memory the studio's observability store (DuckDB) may use; "
-                                 "0: what its key indexes need (64 bytes a stored span) plus 64 MB, followed as they "
-                                 "grow. The indexes stay in memory: without trace retention a fixed limit ends "
-                                 "ingestion once they outgrow it")
+                                 "0: what its key indexes need (64 bytes a stored span) plus 32 MB (twice that, "
+                                 "up to 1 GB, after a checkpoint needed more), followed as they grow. The indexes "
+                                 "stay in memory: without trace retention a fixed limit ends ingestion once they "
+                                 "outgrow it")
     studio_url: str | None = Field(
         None, description="Where the gateway reaches the studio's OTLP receivers (default http://<host>:<studio port>)"
     )
