@@ -22,6 +22,7 @@ import pytest
 
 from dev_server.kernel.clock import now_iso
 from dev_server.kernel.messages import Message, Thread
+from dev_server.storage.checkpoints import WAL_LIMIT_BYTES
 from dev_server.storage.conversation_records import ThreadExists, ThreadNotVisible
 from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.libsql import LibSQLStore
@@ -145,6 +146,31 @@ async def test_checkpoints_run_off_the_writer_and_reach_the_database_file(sqlite
             found = {row[0] for row in sqlite_rows(alone, "SELECT id FROM threads")}
     assert found == wanted
     assert sqlite_store.health()["writes"]["checkpoints"] >= 1
+
+
+async def test_a_wal_past_its_limit_is_written_again_from_its_start_and_cut_back(sqlite_store: LibSQLStore,
+                                                                               tmp_path: Path):
+    """A passive checkpoint alone never lets SQLite write the WAL from its start again while
+    commits keep coming (a 13 MB database's WAL grew to 153 MB in a minute of turns, measured
+    over HTTP): past ``WAL_LIMIT_FRAMES`` the checkpointer's round asks for a restart, and the
+    next write starts the WAL again, its file cut back to ``journal_size_limit``."""
+    wal = tmp_path / "store.db-wal"
+    row = "x" * 64_000
+
+    async def write(i: int) -> None:
+        await sqlite_store.run_write(lambda conn: conn.execute(
+            "INSERT OR REPLACE INTO resources (id, working_memory, created_at, updated_at) VALUES (?, ?, '', '')",
+            (f"r{i % 50}", row + str(i))))
+
+    for i in range(400):  # ~26 MB through the WAL
+        await write(i)
+    assert wal.stat().st_size > WAL_LIMIT_BYTES
+    deadline = time.monotonic() + 30
+    while sqlite_store.health()["writes"]["walRestarts"] == 0 and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)  # a round runs 0.1 s after a commit
+    assert sqlite_store.health()["writes"]["walRestarts"] >= 1
+    await write(400)
+    assert wal.stat().st_size <= WAL_LIMIT_BYTES
 
 
 async def test_each_caller_in_a_group_sees_only_its_own_failure(libsql: Any):

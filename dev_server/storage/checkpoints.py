@@ -13,6 +13,19 @@ a reader or a writer (the writer keeps appending to the WAL meanwhile), ``delay_
 the first commit since the last one, so the WAL holds at most that long of writes beyond
 what a checkpoint could not copy yet (a frame newer than what a reader still reads waits
 for the next). Durability is unchanged: a committed transaction is in the WAL either way.
+
+A passive checkpoint never shortens the WAL: SQLite writes it again from its start only
+when a writer begins while every frame has been copied back, and under steady load a commit
+nearly always lands between a checkpoint and the next write. Measured: 300 turns a minute on
+one thread grew a 13 MB database's WAL to 153 MB, and it grows for as long as the load
+lasts. So once the WAL holds more than ``WAL_LIMIT_FRAMES``, the checkpointer also asks for
+a ``RESTART`` checkpoint without waiting (its connection's busy timeout is 0): it holds the
+write lock while it copies the few frames the passive one left and syncs, so that the next
+write starts the WAL from its beginning, unless a reader is still in it (then it gives up
+and the next round tries again). The writer then cuts the file back to ``journal_size_limit``
+(``dev_server.storage.libsql``). Writing over the start of the file again cost the writer
+less than the growing file did (0.71 against 0.78 ms of its CPU a turn, in-process, 10,000-
+message thread); a ``TRUNCATE`` checkpoint, which empties the file, cost as much as before.
 """
 
 from __future__ import annotations
@@ -26,17 +39,19 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 DEFAULT_DELAY_S = 0.1
+WAL_LIMIT_FRAMES = 4_096  # 16 MB of 4 KB pages
+WAL_LIMIT_BYTES = 16 << 20
 
 
 class Checkpointer:
-    def __init__(self, target: Path | str, *, busy_timeout_ms: int, delay_s: float = DEFAULT_DELAY_S) -> None:
+    def __init__(self, target: Path | str, *, delay_s: float = DEFAULT_DELAY_S) -> None:
         self.target = str(target)
-        self.busy_timeout_ms = busy_timeout_ms
         self.delay_s = delay_s
         self._thread: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
         self._due: asyncio.TimerHandle | None = None
         self.runs = 0  # checkpoints run (for /health)
+        self.restarts = 0  # ... of which let the next write start the WAL again
 
     async def open(self) -> None:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-checkpoint")
@@ -45,7 +60,8 @@ class Checkpointer:
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.target, isolation_level=None)
-        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+        # a passive checkpoint never waits; a truncating one must not make a writer wait long
+        conn.execute("PRAGMA busy_timeout = 0")
         return conn
 
     def committed(self) -> None:
@@ -62,8 +78,11 @@ class Checkpointer:
         if self._conn is None:
             return
         try:
-            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            _, frames, _ = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             self.runs += 1
+            if frames > WAL_LIMIT_FRAMES:
+                busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+                self.restarts += not busy
         except sqlite3.Error as exc:  # another process's checkpoint, say: the next one catches up
             log.debug("WAL checkpoint skipped: %s", exc)
 

@@ -50,7 +50,7 @@ import aiosqlite
 
 from dev_server.kernel.clock import now_iso
 from dev_server.paths import PathError, ensure_db_dir, file_path
-from dev_server.storage.checkpoints import DEFAULT_DELAY_S, Checkpointer
+from dev_server.storage.checkpoints import DEFAULT_DELAY_S, WAL_LIMIT_BYTES, Checkpointer
 from dev_server.storage.errors import StorageBusy, StorageError
 from dev_server.storage.group_commit import DEFAULT_MAX_GROUP, Write, WriteQueue
 from dev_server.storage.migrate import apply_libsql, load_migrations
@@ -112,8 +112,7 @@ class LibSQLStore:
             self.applied_migrations = await self._retry_locked(lambda: self._on_writer(
                 _transaction, writer, partial(apply_libsql, migrations=migrations, now=now_iso())))
             if target != ":memory:" and self.checkpoint_after_s is not None:
-                self._checkpoints = Checkpointer(target, busy_timeout_ms=self.busy_timeout_ms,
-                                                 delay_s=self.checkpoint_after_s)
+                self._checkpoints = Checkpointer(target, delay_s=self.checkpoint_after_s)
                 await self._checkpoints.open()
                 await self._on_writer(_fetch_sync, writer, "PRAGMA wal_autocheckpoint = 0")
             for _ in range(self.reader_count):
@@ -136,6 +135,7 @@ class LibSQLStore:
         if target != ":memory:":
             await self._retry_locked(lambda: run("PRAGMA journal_mode = WAL"))
         await run("PRAGMA synchronous = NORMAL")
+        await run(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")  # the WAL file, when it starts again
         await run("PRAGMA foreign_keys = ON")
 
     async def _connect(self, target: Path | str) -> aiosqlite.Connection:
@@ -230,7 +230,8 @@ class LibSQLStore:
         return {"engine": self.engine, "url": self.url, "path": str(self.path) if self.path else None,
                 "open": self.is_open, "readers": len(self._readers),
                 "writes": {"writes": writes.writes, "transactions": writes.groups, "queued": len(writes),
-                           "checkpoints": self._checkpoints.runs if self._checkpoints else 0}
+                           "checkpoints": self._checkpoints.runs if self._checkpoints else 0,
+                           "walRestarts": self._checkpoints.restarts if self._checkpoints else 0}
                 if writes is not None else None}
 
 
