@@ -121,3 +121,40 @@ async def test_a_look_past_the_windows_start_keeps_it_for_the_next_read_from_the
     await same_as_whole(mine, minute_at(1))
     await same_as_whole(mine, minute_at(2))  # the cursor moved: the window follows it
     assert mine.windows.reads["whole"] == 1
+
+
+async def test_reading_what_changed_costs_the_same_however_many_messages_were_revised_before(
+        two_processes, tmp_path: Path) -> None:
+    """A reply is revised every turn (its markers), so a long thread has thousands of revised
+    messages: the read of what changed seeks from the window's rev in their index, not from
+    the first of them. Counted as SQLite's virtual-machine steps (a progress handler called at
+    each), the same query on the same file before and after 300 more revisions."""
+    import sqlite3
+
+    from dev_server.storage.message_window import _CHANGES
+
+    mine, _ = two_processes
+    await mine.save_thread(Thread("t", "r"))
+    await mine.append_messages("t", [stored_text(f"m{i}", "user", f"text {i}", i) for i in range(320)])
+
+    async def revise(first: int, count: int) -> None:
+        for i in range(first, first + count):
+            await mine.replace_message(stored_text(f"m{i}", "user", f"text {i}, edited", i))
+
+    def steps_to_read_changes() -> int:
+        conn = sqlite3.connect(tmp_path / "store.db")
+        (rev, top), steps = conn.execute("SELECT message_rev, (SELECT max(seq) FROM messages) FROM threads").fetchone(), [0]
+
+        def step() -> int:
+            steps[0] += 1
+            return 0
+
+        conn.set_progress_handler(step, 1)
+        assert conn.execute(_CHANGES, ("t", "t", "t", top, "t", rev - 1, top)).fetchall()  # the last revision's row
+        conn.close()
+        return steps[0]
+
+    await revise(0, 10)
+    few = steps_to_read_changes()
+    await revise(10, 300)
+    assert steps_to_read_changes() == few

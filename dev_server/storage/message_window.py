@@ -41,8 +41,12 @@ _ROWS = f"SELECT 1, NULL, NULL, NULL, NULL, {MESSAGE_COLUMNS} FROM messages"
 # no ORDER BY: it would sort the compound in a temporary b-tree; the rows come in index order
 # and are sorted (a linear pass then) in Python
 _WHOLE = f"{_STATE} UNION ALL {_ROWS} WHERE thread_id = ? AND created_at >= ?"
+# ``rev > 0`` lets SQLite use the partial index on revised rows, and must come after ``rev > ?``:
+# of two lower bounds SQLite seeks from the first, and from 0 it read every revised message of
+# the thread on every turn (a reply is revised each turn: 48 µs a read after 500 turns, 136
+# after 1,500, against 12 when it seeks from the window's rev).
 _CHANGES = (f"{_STATE} UNION ALL {_ROWS} WHERE thread_id = ? AND seq > ?"
-            f" UNION ALL {_ROWS} WHERE thread_id = ? AND rev > 0 AND rev > ? AND seq <= ?")
+            f" UNION ALL {_ROWS} WHERE thread_id = ? AND rev > ? AND rev > 0 AND seq <= ?")
 
 
 @dataclass
