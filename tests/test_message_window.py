@@ -143,7 +143,8 @@ async def test_reading_what_changed_costs_the_same_however_many_messages_were_re
 
     def steps_to_read_changes() -> int:
         conn = sqlite3.connect(tmp_path / "store.db")
-        (rev, top), steps = conn.execute("SELECT message_rev, (SELECT max(seq) FROM messages) FROM threads").fetchone(), [0]
+        rev, top = conn.execute("SELECT message_rev, (SELECT max(seq) FROM messages) FROM threads").fetchone()
+        steps = [0]
 
         def step() -> int:
             steps[0] += 1
