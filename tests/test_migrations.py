@@ -140,3 +140,42 @@ async def test_search_index_and_thread_agent_are_backfilled_on_upgrade(tmp_path:
         assert (await conversations.get_thread("old")).agent_id == "docs-agent"
     finally:
         await store.close()
+
+
+LARGE_RECORD_COLUMNS = {"config", "metadata", "observed_message_ids", "buffered_reflection",
+                        "active_observations_pending_update", "buffered_observation_chunks", "active_observations"}
+
+
+@pytest.mark.anyio
+async def test_an_om_record_keeps_every_value_when_its_large_columns_move_after_the_small_ones(tmp_path: Path):
+    """Migration 0017 rebuilds mastra_observational_memory with its large values last (a small
+    column past them was read by walking their overflow pages); a record stored before keeps
+    each value, and content_rev's trigger still counts a change of the log."""
+    path = tmp_path / "old.db"
+    database_at_version(path, 16)
+    log = "* 🔴 the user plans a trip to Lisbon\n" * 5_000  # ~200 kB: overflow pages
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "INSERT INTO mastra_observational_memory (id, lookup_key, scope, resource_id, thread_id, origin_type,"
+            " config, generation_count, pending_message_tokens, active_observations, buffered_observation_chunks,"
+            " is_observing, created_at, updated_at, content_rev)"
+            " VALUES ('om1', 'thread:t', 'thread', 'r', 't', 'initial', '{\"scope\":\"thread\"}', 0, 1234, ?,"
+            " '[{\"id\":\"ombuf-1\"}]', '2026-01-01T00:00:00.000Z', 'c', 'u', 3)", (log,))
+        before = dict(zip([d[0] for d in conn.execute("SELECT * FROM mastra_observational_memory").description],
+                          conn.execute("SELECT * FROM mastra_observational_memory").fetchone(), strict=True))
+    store = LibSQLStore(f"file:{path}")
+    await store.open()
+    await store.close()
+    columns = table_columns(path, "mastra_observational_memory")
+    assert set(columns) == set(before)
+    assert set(columns[-len(LARGE_RECORD_COLUMNS):]) == LARGE_RECORD_COLUMNS
+    with sqlite3.connect(path) as conn:
+        conn.row_factory = sqlite3.Row
+        assert dict(conn.execute("SELECT * FROM mastra_observational_memory").fetchone()) == before
+        conn.execute("UPDATE mastra_observational_memory SET active_observations = 'x' WHERE id = 'om1'")
+        conn.execute("UPDATE mastra_observational_memory SET pending_message_tokens = 5 WHERE id = 'om1'")
+        assert conn.execute("SELECT content_rev FROM mastra_observational_memory").fetchone()[0] == 4
+        plan = " ".join(r[3] for r in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM mastra_observational_memory WHERE lookup_key = 'thread:t'"
+            " ORDER BY generation_count DESC LIMIT 1"))
+        assert "observational_memory_generations" in plan
