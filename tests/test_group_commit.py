@@ -152,7 +152,7 @@ async def test_a_wal_past_its_limit_is_written_again_from_its_start_and_cut_back
                                                                                tmp_path: Path):
     """A passive checkpoint alone never lets SQLite write the WAL from its start again while
     commits keep coming (a 13 MB database's WAL grew to 153 MB in a minute of turns, measured
-    over HTTP): past ``WAL_LIMIT_FRAMES`` the checkpointer's round asks for a restart, and the
+    over HTTP): past ``WAL_LIMIT_BYTES`` of pages the checkpointer's round asks for a restart, and the
     next write starts the WAL again, its file cut back to ``journal_size_limit``."""
     wal = tmp_path / "store.db-wal"
     row = "x" * 64_000

@@ -18,7 +18,7 @@ A passive checkpoint never shortens the WAL: SQLite writes it again from its sta
 when a writer begins while every frame has been copied back, and under steady load a commit
 nearly always lands between a checkpoint and the next write. Measured: 300 turns a minute on
 one thread grew a 13 MB database's WAL to 153 MB, and it grows for as long as the load
-lasts. So once the WAL holds more than ``WAL_LIMIT_FRAMES``, the checkpointer also asks for
+lasts. So once the WAL holds more than ``WAL_LIMIT_BYTES`` of pages, the checkpointer also asks for
 a ``RESTART`` checkpoint without waiting (its connection's busy timeout is 0): it holds the
 write lock while it copies the few frames the passive one left and syncs, so that the next
 write starts the WAL from its beginning, unless a reader is still in it (then it gives up
@@ -39,8 +39,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 DEFAULT_DELAY_S = 0.1
-WAL_LIMIT_FRAMES = 4_096  # 16 MB of 4 KB pages
-WAL_LIMIT_BYTES = 16 << 20
+WAL_LIMIT_BYTES = 16 << 20  # also the WAL file's size once it starts again (libsql's journal_size_limit)
 
 
 class Checkpointer:
@@ -49,6 +48,7 @@ class Checkpointer:
         self.delay_s = delay_s
         self._thread: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
+        self._limit_frames = 0  # WAL_LIMIT_BYTES in the database's pages
         self._due: asyncio.TimerHandle | None = None
         self.runs = 0  # checkpoints run (for /health)
         self.restarts = 0  # ... of which let the next write start the WAL again
@@ -60,8 +60,9 @@ class Checkpointer:
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.target, isolation_level=None)
-        # a passive checkpoint never waits; a truncating one must not make a writer wait long
+        # a passive checkpoint never waits; a restarting one must not make a writer wait long
         conn.execute("PRAGMA busy_timeout = 0")
+        self._limit_frames = WAL_LIMIT_BYTES // conn.execute("PRAGMA page_size").fetchone()[0]
         return conn
 
     def committed(self) -> None:
@@ -80,7 +81,7 @@ class Checkpointer:
         try:
             _, frames, _ = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             self.runs += 1
-            if frames > WAL_LIMIT_FRAMES:
+            if frames > self._limit_frames:
                 busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
                 self.restarts += not busy
         except sqlite3.Error as exc:  # another process's checkpoint, say: the next one catches up

@@ -186,21 +186,21 @@ class DuckDBStore:
         except duckdb.FatalException:
             return True
         except duckdb.Error:
-            return False
+            pass
         return False
 
     def _reopen(self) -> None:
         import duckdb
 
-        limit = self.memory_limit_mb
+        failed_at = self.memory_limit_mb
         with contextlib.suppress(duckdb.Error):
             self._require().close()
         self._con = None
         self.reopened += 1
         self._room_mb = min(self._room_mb * 2, ROOM_CAP_MB)
-        log.warning("the observability database %s failed at a limit of %s MB (DuckDB ended it with a fatal error);"
-                    " opened again with %s MB of room beside its indexes", self.path, limit, self._room_mb)
         self._open_sync()
+        log.warning("the observability database %s failed at a memory limit of %s MB (a FATAL error of DuckDB);"
+                    " opened again, limit now %s MB", self.path, failed_at, self.memory_limit_mb)
 
     def run_blocking(self, fn: Callable[[Any], T], timeout: float | None = None) -> T:
         """``run`` for a thread that is not the event loop's (an OpenTelemetry processor

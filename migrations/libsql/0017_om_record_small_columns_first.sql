@@ -45,14 +45,8 @@ CREATE TABLE mastra_observational_memory_reordered (
     active_observations               TEXT NOT NULL DEFAULT ''
 );
 
-INSERT INTO mastra_observational_memory_reordered (
-    id, lookup_key, scope, resource_id, thread_id, origin_type, generation_count, content_rev,
-    last_observed_at, last_reflection_at, pending_message_tokens, total_tokens_observed,
-    observation_token_count, is_observing, is_reflecting, observed_timezone,
-    buffered_reflection_tokens, buffered_reflection_input_tokens, reflected_observation_line_count,
-    is_buffering_observation, is_buffering_reflection, last_buffered_at_tokens, last_buffered_at_time,
-    created_at, updated_at, config, metadata, observed_message_ids, buffered_reflection,
-    active_observations_pending_update, buffered_observation_chunks, active_observations)
+-- the columns in the new table's order
+INSERT INTO mastra_observational_memory_reordered
 SELECT
     id, lookup_key, scope, resource_id, thread_id, origin_type, generation_count, content_rev,
     last_observed_at, last_reflection_at, pending_message_tokens, total_tokens_observed,
