@@ -159,3 +159,23 @@ async def test_reading_what_changed_costs_the_same_however_many_messages_were_re
     few = steps_to_read_changes()
     await revise(10, 300)
     assert steps_to_read_changes() == few
+
+
+async def test_an_edit_anywhere_in_a_long_window_replaces_its_old_copy(two_processes) -> None:
+    """A turn revises its newest reply, which is looked for among the window's newest messages
+    first; an edit further back, or of both at once, is found all the same."""
+    mine, other = two_processes
+    await mine.save_thread(Thread("t", "r"))
+    await mine.append_messages("t", [stored_text(f"m{i}", "user" if i % 2 == 0 else "assistant", f"text {i}", i)
+                                     for i in range(30)])
+    await same_as_whole(mine, None)
+    await other.add_parts_to_last_reply("t", [{"type": "data-om-buffering-end", "data": {"cycleId": "c"}}])
+    await same_as_whole(mine, None)  # the newest
+    await other.replace_message(stored_text("m3", "assistant", "text 3, edited", 3))
+    await same_as_whole(mine, None)  # far back
+    await other.replace_message(stored_text("m29", "assistant", "text 29, edited", 29))
+    await other.replace_message(stored_text("m5", "assistant", "text 5, edited", 5))
+    window = await same_as_whole(mine, None)  # both at once
+    await other.replace_message(stored_text("m27", "assistant", "text 27, moved back", 4))
+    moved = await same_as_whole(mine, None)  # one of the newest, its time moved back
+    assert len(window) == len(moved) == 30 and mine.windows.reads["whole"] == 1
