@@ -6,6 +6,7 @@ is read and decoded."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from dev_server.kernel.messages import Message, Thread
 from dev_server.storage.conversations import ConversationStore
 from dev_server.storage.libsql import LibSQLStore
+from dev_server.storage.message_window import _CHANGES
 from tests.kit.builders import minute_at, stored_text
 
 pytestmark = pytest.mark.anyio
@@ -129,10 +131,6 @@ async def test_reading_what_changed_costs_the_same_however_many_messages_were_re
     messages: the read of what changed seeks from the window's rev in their index, not from
     the first of them. Counted as SQLite's virtual-machine steps (a progress handler called at
     each), the same query on the same file before and after 300 more revisions."""
-    import sqlite3
-
-    from dev_server.storage.message_window import _CHANGES
-
     mine, _ = two_processes
     await mine.save_thread(Thread("t", "r"))
     await mine.append_messages("t", [stored_text(f"m{i}", "user", f"text {i}", i) for i in range(320)])
@@ -162,8 +160,8 @@ async def test_reading_what_changed_costs_the_same_however_many_messages_were_re
 
 
 async def test_an_edit_anywhere_in_a_long_window_replaces_its_old_copy(two_processes) -> None:
-    """A turn revises its newest reply, which is looked for among the window's newest messages
-    first; an edit further back, or of both at once, is found all the same."""
+    """A turn revises its newest reply; an edit further back, of both at once, or one that moves
+    a message back in time replaces its old copy all the same, without a whole read."""
     mine, other = two_processes
     await mine.save_thread(Thread("t", "r"))
     await mine.append_messages("t", [stored_text(f"m{i}", "user" if i % 2 == 0 else "assistant", f"text {i}", i)

@@ -83,7 +83,8 @@ class Checkpointer:
             self.runs += 1
             if frames > self._limit_frames:
                 busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
-                self.restarts += not busy
+                if not busy:  # busy: a reader was still in the WAL, and the next round tries again
+                    self.restarts += 1
         except sqlite3.Error as exc:  # another process's checkpoint, say: the next one catches up
             log.debug("WAL checkpoint skipped: %s", exc)
 

@@ -175,8 +175,8 @@ class OMRecordStore:
             record = _record(row, kept.values)
             self._last_read[key] = kept  # again: another key's read may have dropped it meanwhile
         else:
-            same = {column: kept.values[column] for column in _SHARED_COLUMNS
-                    if kept is not None and row[column] is not None and row[column] == kept.stored[column]}
+            same = {} if kept is None else {column: kept.values[column] for column in _SHARED_COLUMNS
+                                            if row[column] is not None and row[column] == kept.stored[column]}
             record = _record(row, same)
             self._last_read[key] = _LastRead(record.id, row["content_rev"],
                                              {column: row[column] for column in _SHARED_COLUMNS},
