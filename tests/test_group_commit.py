@@ -145,6 +145,9 @@ async def test_checkpoints_run_off_the_writer_and_reach_the_database_file(sqlite
         with contextlib.suppress(sqlite3.OperationalError):  # no table yet: not checkpointed
             found = {row[0] for row in sqlite_rows(alone, "SELECT id FROM threads")}
     assert found == wanted
+    # the rows reach the file while the checkpoint runs; it is counted once it has returned
+    while sqlite_store.health()["writes"]["checkpoints"] == 0 and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
     assert sqlite_store.health()["writes"]["checkpoints"] >= 1
 
 
